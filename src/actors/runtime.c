@@ -1,0 +1,433 @@
+/* Actor threads: spawn, the message loop, idling, timers, stop (see runtime.h). */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actors/runtime_internal.h"
+#include "core/log.h"
+#include "crescent/error.h"
+
+static __thread struct cr_actor *tls_actor;
+static _Atomic uint64_t next_actor_uid = 1;
+
+static uint64_t monotonic_now_ns(void *ctx) {
+    (void)ctx;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct cr_clock cr_clock_monotonic(void) {
+    return (struct cr_clock){.now_ns = monotonic_now_ns, .ctx = NULL};
+}
+
+void cr_runtime_config_default(struct cr_runtime_config *config) {
+    memset(config, 0, sizeof(*config));
+    config->pin_threads = true;
+    config->ring_slots = 4096;
+    config->batch_max = 64;
+    config->spin_ns = 20 * 1000;
+    config->send_wait_ns = 100 * 1000 * 1000;
+    config->timers_max = 256;
+    config->clock = cr_clock_monotonic();
+}
+
+struct cr_actor *cr_current_actor(void) { return tls_actor; }
+
+uint64_t cr_runtime_now_ns(const struct cr_runtime *rt) {
+    return rt->config.clock.now_ns(rt->config.clock.ctx);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Runtime lifecycle */
+
+static void runtime_read_cpus(struct cr_runtime *rt) {
+    cpu_set_t set;
+    rt->cpu_count = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        CR_WARN("runtime", "sched_getaffinity failed (%s): actors will not be pinned",
+                strerror(errno));
+        return;
+    }
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, &set)) rt->cpus[rt->cpu_count++] = cpu;
+    }
+}
+
+int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime **out) {
+    assert(config != NULL && out != NULL);
+    bool power_of_two = config->ring_slots >= 2 && (config->ring_slots & (config->ring_slots - 1)) == 0;
+    if (!power_of_two || config->batch_max == 0 || config->timers_max == 0 ||
+        config->clock.now_ns == NULL)
+        return CR_ERR_INVALID_PARAMS;
+    struct cr_runtime *rt = calloc(1, sizeof(*rt));
+    if (rt == NULL) return CR_ERR_NOMEM;
+    rt->config = *config;
+    if (config->pin_threads) runtime_read_cpus(rt);
+    *out = rt;
+    return CR_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch */
+
+static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out) {
+    memset(out, 0, sizeof(*out));
+    memcpy(out->name, actor->name, sizeof(out->name));
+    out->cpu = actor->cpu;
+    out->messages_handled = atomic_load_explicit(&actor->handled, memory_order_relaxed);
+    out->ring_depth = cr_mailbox_depth(actor, &out->rings);
+    out->parks = atomic_load_explicit(&actor->parks, memory_order_relaxed);
+    out->wakes = atomic_load_explicit(&actor->wakes, memory_order_relaxed);
+    out->ring_full = atomic_load_explicit(&actor->ring_full, memory_order_relaxed);
+    out->send_failures = atomic_load_explicit(&actor->send_failures, memory_order_relaxed);
+    out->asks_expired = atomic_load_explicit(&actor->asks_expired, memory_order_relaxed);
+    out->timers_fired = atomic_load_explicit(&actor->timers_fired, memory_order_relaxed);
+    if (actor->ops->stats != NULL) actor->ops->stats(actor, actor->state, out);
+    assert(out->extra_count <= CR_ACTOR_STATS_EXTRA_MAX);
+}
+
+static void dispatch_user(struct cr_actor *actor, struct cr_msg *msg) {
+    actor->reply_deferred = false;
+    actor->ops->handle(actor, actor->state, msg);
+    if ((msg->flags & CR_MSG_ASK) && !actor->reply_deferred && cr_ask_pending(msg)) {
+        CR_ERROR("runtime", "bug: actor %s left an ask of type %u unanswered", actor->name,
+                 msg->type);
+        cr_reply(msg, CR_ERR_RPC_FAIL);
+    }
+}
+
+static void dispatch(struct cr_actor *actor, struct cr_msg *msg) {
+    if ((msg->flags & CR_MSG_ASK) && !cr_ask_claim(msg)) {
+        cr_counter_bump(&actor->asks_expired, 1);
+        return;
+    }
+    switch (msg->type) {
+    case CR_MSG_STOP:
+        actor->stop_requested = true;
+        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_OK);
+        break;
+    case CR_MSG_STATS:
+        assert(msg->flags & CR_MSG_ASK);
+        fill_stats(actor, CR_MSG_BODY(msg, struct cr_msg_stats)->out);
+        cr_reply(msg, CR_OK);
+        break;
+    default:
+        dispatch_user(actor, msg);
+        break;
+    }
+    cr_counter_bump(&actor->handled, 1);
+}
+
+static uint32_t fire_timers(struct cr_actor *actor) {
+    if (actor->timers.count == 0) return 0;
+    uint64_t now = cr_runtime_now_ns(actor->rt);
+    struct cr_timer timer;
+    uint32_t fired = 0;
+    while (cr_timer_heap_pop_due(&actor->timers, now, &timer)) {
+        dispatch(actor, &timer.msg);
+        fired++;
+    }
+    cr_counter_bump(&actor->timers_fired, fired);
+    return fired;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Idling */
+
+static int park_timeout_ms(struct cr_actor *actor) {
+    uint64_t deadline = cr_timer_heap_next_deadline(&actor->timers);
+    if (deadline == UINT64_MAX) return -1;
+    uint64_t now = cr_runtime_now_ns(actor->rt);
+    if (deadline <= now) return 0;
+    uint64_t ms = (deadline - now + 999999u) / 1000000u; /* round up: never early */
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+static void wake_fd_drain(struct cr_actor *actor) {
+    uint64_t count;
+    ssize_t n = read(actor->wake_fd, &count, sizeof(count));
+    if (n < 0 && errno != EAGAIN && errno != EINTR)
+        CR_ERROR("runtime", "read(eventfd) of %s failed: %s", actor->name, strerror(errno));
+}
+
+/* Announces `parked`, re-checks for work (a sender may have enqueued before
+ * seeing the flag), then sleeps on the wake fd (and the actor's sockets). */
+static void park(struct cr_actor *actor) {
+    atomic_store_explicit(&actor->parked, 1, memory_order_relaxed);
+    cr_fence_store_load(&actor->parked);
+    int timeout_ms = park_timeout_ms(actor);
+    if (timeout_ms == 0 || cr_mailbox_has_messages(actor)) {
+        atomic_store_explicit(&actor->parked, 0, memory_order_relaxed);
+        return; /* a racing sender's wake, if any, is absorbed on a later park */
+    }
+    cr_counter_bump(&actor->parks, 1);
+    if (actor->ops->wait != NULL) {
+        actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ms);
+    } else {
+        struct pollfd pfd = {.fd = actor->wake_fd, .events = POLLIN};
+        if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
+            CR_ERROR("runtime", "poll on %s's wake fd failed: %s", actor->name, strerror(errno));
+    }
+    atomic_store_explicit(&actor->parked, 0, memory_order_relaxed);
+    wake_fd_drain(actor);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The actor thread */
+
+static void actor_pin(struct cr_actor *actor) {
+    if (actor->cpu < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(actor->cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (rc != 0) {
+        CR_WARN("runtime", "cannot pin %s to CPU %d (%s): running unpinned", actor->name,
+                actor->cpu, strerror(rc));
+        actor->cpu = -1;
+    }
+}
+
+static void actor_signal_started(struct cr_actor *actor, int status) {
+    pthread_mutex_lock(&actor->start_lock);
+    actor->start_status = status;
+    atomic_store_explicit(&actor->run_state, status == CR_OK ? CR_ACTOR_RUNNING : CR_ACTOR_STOPPED,
+                          memory_order_release);
+    pthread_cond_signal(&actor->start_cond);
+    pthread_mutex_unlock(&actor->start_lock);
+}
+
+/* Socket-owning actors (those with a wait hook) do not spin: a poll over
+ * their sockets would cost a syscall per spin, so they go straight to it. */
+static void actor_loop(struct cr_actor *actor) {
+    uint64_t idle_since = 0;
+    uint32_t busy_rounds = 0;
+    for (;;) {
+        uint32_t work = cr_mailbox_drain(actor, dispatch) + fire_timers(actor);
+        if (actor->stop_requested && work == 0) return;
+        if (work > 0) {
+            idle_since = 0;
+            /* Keep sockets served while messages keep coming. */
+            if (actor->ops->wait != NULL && ++busy_rounds % 64 == 0)
+                actor->ops->wait(actor, actor->state, actor->wake_fd, 0);
+            continue;
+        }
+        if (actor->ops->wait == NULL) {
+            uint64_t now = monotonic_now_ns(NULL);
+            if (idle_since == 0) idle_since = now;
+            if (now - idle_since < actor->rt->config.spin_ns) {
+                for (int i = 0; i < 32; i++) __builtin_ia32_pause();
+                continue;
+            }
+        }
+        park(actor);
+        idle_since = 0;
+    }
+}
+
+static void *actor_main(void *arg) {
+    struct cr_actor *actor = arg;
+    tls_actor = actor;
+    pthread_setname_np(pthread_self(), actor->name);
+    actor_pin(actor);
+    int status = actor->ops->start != NULL ? actor->ops->start(actor, actor->state) : CR_OK;
+    actor_signal_started(actor, status);
+    if (status != CR_OK) return NULL;
+
+    actor_loop(actor);
+    /* No new messages from here on; take what raced in before the flag. */
+    atomic_store_explicit(&actor->run_state, CR_ACTOR_STOPPED, memory_order_seq_cst);
+    while (cr_mailbox_drain(actor, dispatch) > 0) {
+    }
+    if (actor->ops->stop != NULL) actor->ops->stop(actor, actor->state);
+    cr_runtime_thread_release();
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Spawn, stop, destroy */
+
+static struct cr_actor *actor_alloc(struct cr_runtime *rt, const char *name,
+                                    const struct cr_actor_ops *ops, void *state) {
+    struct cr_actor *actor = cr_cache_aligned_alloc(sizeof(*actor));
+    if (actor == NULL) return NULL;
+    memset(actor, 0, sizeof(*actor));
+    if (cr_timer_heap_init(&actor->timers, rt->config.timers_max) != CR_OK) {
+        free(actor);
+        return NULL;
+    }
+    actor->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (actor->wake_fd < 0) {
+        CR_ERROR("runtime", "eventfd for actor %s failed: %s", name, strerror(errno));
+        cr_timer_heap_destroy(&actor->timers);
+        free(actor);
+        return NULL;
+    }
+    actor->rt = rt;
+    actor->id = (uint16_t)rt->actor_count;
+    actor->uid = atomic_fetch_add(&next_actor_uid, 1);
+    actor->cpu = rt->cpu_count > 0 ? rt->cpus[rt->actor_count % rt->cpu_count] : -1;
+    snprintf(actor->name, sizeof(actor->name), "%s", name);
+    actor->ops = ops;
+    actor->state = state;
+    atomic_init(&actor->run_state, CR_ACTOR_STARTING);
+    pthread_mutex_init(&actor->start_lock, NULL);
+    pthread_cond_init(&actor->start_cond, NULL);
+    return actor;
+}
+
+static void actor_free(struct cr_actor *actor) {
+    cr_mailbox_close(actor);
+    close(actor->wake_fd);
+    cr_timer_heap_destroy(&actor->timers);
+    pthread_mutex_destroy(&actor->start_lock);
+    pthread_cond_destroy(&actor->start_cond);
+    free(actor);
+}
+
+int cr_runtime_spawn(struct cr_runtime *rt, const char *name, const struct cr_actor_ops *ops,
+                     void *state, struct cr_actor **out) {
+    assert(rt != NULL && name != NULL && ops != NULL);
+    if (ops->handle == NULL || name[0] == '\0' || strlen(name) >= CR_ACTOR_NAME_MAX ||
+        rt->actor_count == CR_ACTORS_MAX || rt->stopped)
+        return CR_ERR_INVALID_PARAMS;
+    struct cr_actor *actor = actor_alloc(rt, name, ops, state);
+    if (actor == NULL) return CR_ERR_NOMEM;
+    int rc = pthread_create(&actor->thread, NULL, actor_main, actor);
+    if (rc != 0) {
+        CR_ERROR("runtime", "pthread_create for actor %s failed: %s", name, strerror(rc));
+        actor_free(actor);
+        return CR_ERR_IO;
+    }
+    actor->thread_started = true;
+    pthread_mutex_lock(&actor->start_lock);
+    while (atomic_load(&actor->run_state) == CR_ACTOR_STARTING)
+        pthread_cond_wait(&actor->start_cond, &actor->start_lock);
+    pthread_mutex_unlock(&actor->start_lock);
+    if (actor->start_status != CR_OK) {
+        int status = actor->start_status;
+        pthread_join(actor->thread, NULL);
+        actor_free(actor);
+        return status;
+    }
+    rt->actors[rt->actor_count++] = actor;
+    CR_DEBUG("runtime", "actor %s started (id %u, cpu %d)", actor->name, actor->id, actor->cpu);
+    if (out != NULL) *out = actor;
+    return CR_OK;
+}
+
+void cr_runtime_stop(struct cr_runtime *rt) {
+    assert(rt != NULL);
+    if (rt->stopped) return;
+    rt->stopped = true;
+    for (uint32_t i = 0; i < rt->actor_count; i++) {
+        struct cr_actor *actor = rt->actors[i];
+        struct cr_msg stop = {.type = CR_MSG_STOP};
+        /* Retry while its ring is full: the actor is draining it. */
+        while (cr_send(actor, &stop) == CR_ERR_AGAIN) {
+        }
+        pthread_join(actor->thread, NULL);
+        actor->thread_started = false;
+    }
+}
+
+void cr_runtime_destroy(struct cr_runtime *rt) {
+    if (rt == NULL) return;
+    cr_runtime_stop(rt);
+    for (uint32_t i = 0; i < rt->actor_count; i++) actor_free(rt->actors[i]);
+    free(rt);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sending */
+
+static int send_wait_full(struct cr_actor *to, struct cr_ring *ring, struct cr_msg *msg) {
+    atomic_fetch_add_explicit(&to->ring_full, 1, memory_order_relaxed);
+    uint64_t start = monotonic_now_ns(NULL);
+    for (;;) {
+        cr_mailbox_wake(to); /* it cannot drain while asleep */
+        if (atomic_load_explicit(&to->run_state, memory_order_acquire) == CR_ACTOR_STOPPED)
+            return CR_ERR_SHUTDOWN;
+        sched_yield();
+        if (cr_ring_enqueue(ring, msg)) return CR_OK;
+        if (monotonic_now_ns(NULL) - start >= to->rt->config.send_wait_ns) {
+            atomic_fetch_add_explicit(&to->send_failures, 1, memory_order_relaxed);
+            return CR_ERR_AGAIN;
+        }
+    }
+}
+
+int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
+    assert(to != NULL && msg != NULL);
+    assert(msg->type != CR_MSG_INVALID);
+    if (atomic_load_explicit(&to->run_state, memory_order_acquire) == CR_ACTOR_STOPPED)
+        return CR_ERR_SHUTDOWN;
+    struct cr_ring *ring = cr_mailbox_sender_ring(to);
+    if (ring == NULL) return CR_ERR_NOMEM;
+    struct cr_msg copy = *msg;
+    struct cr_actor *self = tls_actor;
+    copy.sender = self != NULL ? self->id : CR_SENDER_EXTERNAL;
+    if (!cr_ring_enqueue(ring, &copy)) {
+        int rc = send_wait_full(to, ring, &copy);
+        if (rc != CR_OK) return rc;
+    }
+    cr_mailbox_wake(to);
+    return CR_OK;
+}
+
+void cr_actor_defer_reply(struct cr_actor *self) {
+    assert(self == tls_actor);
+    self->reply_deferred = true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Timers and accessors */
+
+int cr_actor_timer_after(struct cr_actor *self, uint64_t delay_ns, const struct cr_msg *msg,
+                         uint64_t *id_out) {
+    assert(self == tls_actor);
+    assert(!(msg->flags & CR_MSG_ASK));
+    uint64_t id = 0;
+    struct cr_msg copy = *msg;
+    copy.sender = self->id;
+    int rc = cr_timer_heap_add(&self->timers, cr_runtime_now_ns(self->rt) + delay_ns, &copy, &id);
+    if (id_out != NULL) *id_out = id;
+    return rc;
+}
+
+bool cr_actor_timer_cancel(struct cr_actor *self, uint64_t id) {
+    assert(self == tls_actor);
+    return cr_timer_heap_cancel(&self->timers, id);
+}
+
+void cr_runtime_clock_changed(struct cr_runtime *rt) {
+    for (uint32_t i = 0; i < rt->actor_count; i++) {
+        struct cr_actor *actor = rt->actors[i];
+        uint64_t one = 1;
+        if (write(actor->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+            CR_ERROR("runtime", "wake of %s failed: %s", actor->name, strerror(errno));
+    }
+}
+
+const char *cr_actor_name(const struct cr_actor *actor) { return actor->name; }
+uint16_t cr_actor_id(const struct cr_actor *actor) { return actor->id; }
+struct cr_runtime *cr_actor_runtime(const struct cr_actor *actor) { return actor->rt; }
+uint32_t cr_runtime_actor_count(const struct cr_runtime *rt) { return rt->actor_count; }
+
+struct cr_actor *cr_runtime_actor(const struct cr_runtime *rt, uint32_t index) {
+    return index < rt->actor_count ? rt->actors[index] : NULL;
+}
+
+struct cr_actor *cr_runtime_find(const struct cr_runtime *rt, const char *name) {
+    for (uint32_t i = 0; i < rt->actor_count; i++) {
+        if (strcmp(rt->actors[i]->name, name) == 0) return rt->actors[i];
+    }
+    return NULL;
+}

@@ -1,0 +1,182 @@
+/* The actor runtime: threads that own state and talk only through messages.
+ *
+ * An actor is one thread with a name, pinned to a CPU from the process's
+ * affinity mask (round-robin when actors outnumber CPUs), a message handler,
+ * and a timer heap whose timers fire as messages to the actor itself.
+ *
+ * Channels: one ck_ring SPSC ring per (sending thread, receiving actor),
+ * made on that thread's first send and registered in the receiver's inbox.
+ * The receiver drains its rings round-robin in bounded batches, so one busy
+ * sender cannot starve the others.  No MPSC enqueue anywhere: with more
+ * threads than cores, ck's MPSC makes every producer wait on one that was
+ * preempted mid-enqueue.
+ *
+ * Idle: an actor spins for `spin_ns`, then parks on its eventfd.  A sender
+ * makes a syscall only to wake a parked receiver (Dekker-style: the sender
+ * publishes the message then reads `parked`; the receiver publishes `parked`
+ * then re-reads its rings; a full fence on each side means one of them sees
+ * the other).
+ *
+ * Backpressure: a full ring makes the sender wait up to `send_wait_ns`
+ * (yielding), then cr_send returns CR_ERR_AGAIN.  Nothing is dropped silently;
+ * ring-full events are counted on the receiver.
+ *
+ * Thread safety: cr_send, cr_ask and cr_runtime_stats_snapshot may be called
+ * from any thread.  Everything taking a `struct cr_actor *self` is for the
+ * actor's own thread only. */
+#ifndef CRESCENT_ACTORS_RUNTIME_H
+#define CRESCENT_ACTORS_RUNTIME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "msgs/msg.h"
+
+#define CR_ACTORS_MAX 16u           /* actors per runtime */
+#define CR_ACTOR_SENDERS_MAX 128u   /* distinct sending threads per actor at once */
+#define CR_ACTOR_NAME_MAX 16u       /* including NUL; the kernel's thread-name limit */
+
+struct cr_runtime;
+struct cr_actor;
+struct cr_actor_stats;
+
+/* Injected clock: monotonic nanoseconds.  Tests pass a manual clock. */
+struct cr_clock {
+    uint64_t (*now_ns)(void *ctx);
+    void *ctx;
+};
+
+/* The process's monotonic clock (CLOCK_MONOTONIC). */
+struct cr_clock cr_clock_monotonic(void);
+
+struct cr_runtime_config {
+    bool pin_threads;        /* pin actors to CPUs from the affinity mask */
+    uint32_t ring_slots;     /* messages per (sender, actor) ring; power of two */
+    uint32_t batch_max;      /* messages taken from one ring before moving on */
+    uint64_t spin_ns;        /* how long an idle actor spins before parking */
+    uint64_t send_wait_ns;   /* how long cr_send waits on a full ring */
+    uint32_t timers_max;     /* pending timers per actor */
+    struct cr_clock clock;
+};
+
+/* Defaults: pinning on, 4096-slot rings, batches of 64, 20 us spin,
+ * 100 ms full-ring wait, 256 timers, CLOCK_MONOTONIC. */
+void cr_runtime_config_default(struct cr_runtime_config *config);
+
+/* What an actor does.  Every hook runs on the actor's own thread. */
+struct cr_actor_ops {
+    /* Optional: set up state once the thread is running. Non-zero aborts start. */
+    int (*start)(struct cr_actor *self, void *state);
+    /* Required: handle one message.  Asks must be answered with cr_reply()
+     * (or deferred with cr_actor_defer_reply()); an ask left unanswered is
+     * answered CR_ERR_RPC_FAIL by the runtime and logged as a bug. */
+    void (*handle)(struct cr_actor *self, void *state, struct cr_msg *msg);
+    /* Optional: after the final drain, before the thread exits. */
+    void (*stop)(struct cr_actor *self, void *state);
+    /* Optional: free the payload of a message that will never be handled
+     * (it was still queued when the actor was destroyed). */
+    void (*discard)(void *state, struct cr_msg *msg);
+    /* Optional, for actors that own sockets: wait for socket input or the
+     * wake fd for at most timeout_ms (-1: forever, 0: just check), handling
+     * any socket input before returning.  Without it the runtime polls the
+     * wake fd alone. */
+    void (*wait)(struct cr_actor *self, void *state, int wake_fd, int timeout_ms);
+    /* Optional: add subsystem counters to a stats reply. */
+    void (*stats)(struct cr_actor *self, void *state, struct cr_actor_stats *out);
+};
+
+/* Counters of one actor.  Runtime fields are filled by the runtime; `extra`
+ * carries subsystem counters as (name, value) pairs. */
+#define CR_ACTOR_STATS_EXTRA_MAX 32u
+struct cr_actor_stats {
+    char name[CR_ACTOR_NAME_MAX];
+    int cpu;                   /* pinned CPU, -1 when not pinned */
+    uint64_t messages_handled;
+    uint64_t ring_depth;       /* messages queued when the snapshot was taken */
+    uint64_t rings;            /* sender rings registered */
+    uint64_t parks;            /* times the actor went to sleep */
+    uint64_t wakes;            /* wake-ups sent to it by senders */
+    uint64_t ring_full;        /* sends that found its ring full */
+    uint64_t send_failures;    /* sends that gave up (CR_ERR_AGAIN) */
+    uint64_t asks_expired;     /* asks whose caller had timed out */
+    uint64_t timers_fired;
+    uint32_t extra_count;
+    struct {
+        const char *name;      /* static string, Prometheus-safe */
+        uint64_t value;
+    } extra[CR_ACTOR_STATS_EXTRA_MAX];
+};
+
+/* Body of CR_MSG_STATS (an ask). */
+struct cr_msg_stats {
+    struct cr_actor_stats *out;
+};
+
+/* Creates a runtime (no threads yet). Returns CR_OK, CR_ERR_INVALID_PARAMS
+ * (ring_slots not a power of two ≥ 2, zero batch or timers) or CR_ERR_NOMEM. */
+int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime **out);
+
+/* Registers an actor and starts its thread.  `state` stays owned by the
+ * caller until cr_runtime_destroy.  Returns CR_OK, CR_ERR_INVALID_PARAMS
+ * (bad name, no handler, CR_ACTORS_MAX reached), CR_ERR_NOMEM or CR_ERR_IO
+ * (thread creation failed; logged), or the start hook's error. */
+int cr_runtime_spawn(struct cr_runtime *rt, const char *name, const struct cr_actor_ops *ops,
+                     void *state, struct cr_actor **out);
+
+/* Stops every actor in spawn order: each drains what is queued, runs its
+ * stop hook and exits, and is joined before the next is told to stop, so
+ * actors spawned first (producers) finish before later ones (consumers).
+ * Idempotent. */
+void cr_runtime_stop(struct cr_runtime *rt);
+
+/* Stops (if needed) and frees the runtime, its actors and their rings. */
+void cr_runtime_destroy(struct cr_runtime *rt);
+
+/* Sends a copy of *msg to `to`.  Returns CR_OK, CR_ERR_AGAIN (ring full for
+ * longer than send_wait_ns), CR_ERR_SHUTDOWN (actor stopped) or
+ * CR_ERR_NOMEM (the actor has CR_ACTOR_SENDERS_MAX live sender rings).
+ * On error the caller still owns the message's payload. */
+int cr_send(struct cr_actor *to, const struct cr_msg *msg);
+
+/* Sends an ask and blocks (spin briefly, then futex) until the actor replies
+ * or `timeout_ns` passes.  Body pointers may point into the caller's stack:
+ * once the actor starts handling the ask, the caller waits for the reply even
+ * past the timeout, so that memory stays valid.  Returns the status given to
+ * cr_reply, or CR_ERR_TIMEOUT (never picked up in time), CR_ERR_AGAIN,
+ * CR_ERR_SHUTDOWN. */
+int cr_ask(struct cr_actor *to, struct cr_msg *msg, uint64_t timeout_ns);
+
+/* Answers the ask `msg` with `status`.  Call once, on the actor's thread. */
+void cr_reply(struct cr_msg *msg, int status);
+
+/* Inside handle(): the ask will be answered later with cr_reply on a saved
+ * copy of the message; the runtime must not answer it when handle returns. */
+void cr_actor_defer_reply(struct cr_actor *self);
+
+/* Timers: deliver *msg to self after delay_ns.  Returns CR_OK and the id, or
+ * CR_ERR_NOMEM when timers_max are pending. */
+int cr_actor_timer_after(struct cr_actor *self, uint64_t delay_ns, const struct cr_msg *msg,
+                         uint64_t *id_out);
+bool cr_actor_timer_cancel(struct cr_actor *self, uint64_t id);
+
+/* Releases the calling thread's sender rings and ask slot now rather than at
+ * thread exit (the main thread calls it before exit so nothing is left for
+ * leak checkers).  The thread may send again afterwards, on new rings:
+ * messages sent after the release are not ordered after those sent before. */
+void cr_runtime_thread_release(void);
+
+/* The runtime's clock, as the actors see it. */
+uint64_t cr_runtime_now_ns(const struct cr_runtime *rt);
+
+/* Wakes every actor so it re-reads the clock (tests that move a manual clock). */
+void cr_runtime_clock_changed(struct cr_runtime *rt);
+
+/* Accessors. */
+const char *cr_actor_name(const struct cr_actor *actor);
+uint16_t cr_actor_id(const struct cr_actor *actor);
+struct cr_runtime *cr_actor_runtime(const struct cr_actor *actor);
+uint32_t cr_runtime_actor_count(const struct cr_runtime *rt);
+struct cr_actor *cr_runtime_actor(const struct cr_runtime *rt, uint32_t index);
+struct cr_actor *cr_runtime_find(const struct cr_runtime *rt, const char *name);
+
+#endif

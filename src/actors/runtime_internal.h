@@ -1,0 +1,181 @@
+/* Private structures shared by the runtime's files (runtime.c, mailbox.c,
+ * ask.c).  Nothing outside src/actors includes this. */
+#ifndef CRESCENT_ACTORS_RUNTIME_INTERNAL_H
+#define CRESCENT_ACTORS_RUNTIME_INTERNAL_H
+
+#include <ck_ring.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "actors/runtime.h"
+#include "core/timer_heap.h"
+
+CK_RING_PROTOTYPE(cr_msg, cr_msg)
+
+#define CR_CACHE_LINE 64
+
+/* One SPSC channel from one thread to one actor.  Two references: the
+ * sending thread's cache and the receiving actor's inbox; the last to let go
+ * frees it.  ck_ring keeps the consumer's and producer's indexes on separate
+ * cache lines. */
+struct cr_ring {
+    ck_ring_t ring;
+    struct cr_msg *buffer;
+    _Atomic uint32_t refs;
+    /* Set by the sender's thread exit (release), after its last enqueue: the
+     * receiver frees the ring once it has seen this and found it empty. */
+    _Atomic bool sender_gone;
+    /* Set when the actor is destroyed: the sender drops its reference. */
+    _Atomic bool receiver_gone;
+    uint64_t receiver_uid;
+};
+
+enum cr_actor_run_state { CR_ACTOR_STARTING, CR_ACTOR_RUNNING, CR_ACTOR_STOPPING, CR_ACTOR_STOPPED };
+
+struct cr_actor {
+    /* Read by senders on every send: kept apart from the receiver's own lines. */
+    _Alignas(CR_CACHE_LINE) _Atomic uint32_t parked;
+    _Atomic int run_state;
+    int wake_fd;
+    uint64_t uid;
+
+    _Alignas(CR_CACHE_LINE) _Atomic(struct cr_ring *) slots[CR_ACTOR_SENDERS_MAX];
+    _Atomic uint32_t slots_high; /* slots[0, slots_high) may be in use */
+
+    /* Owned by the actor's thread. */
+    _Alignas(CR_CACHE_LINE) struct cr_runtime *rt;
+    uint16_t id;
+    int cpu;
+    char name[CR_ACTOR_NAME_MAX];
+    const struct cr_actor_ops *ops;
+    void *state;
+    pthread_t thread;
+    bool thread_started;
+    bool stop_requested;
+    bool reply_deferred;
+    uint32_t cursor;
+    struct cr_timer_heap timers;
+    int start_status;
+    pthread_mutex_t start_lock; /* start-up handshake only */
+    pthread_cond_t start_cond;
+
+    /* Counters: the owner writes with relaxed stores; senders add with fetch_add. */
+    _Atomic uint64_t handled;
+    _Atomic uint64_t parks;
+    _Atomic uint64_t timers_fired;
+    _Atomic uint64_t asks_expired;
+    _Alignas(CR_CACHE_LINE) _Atomic uint64_t wakes;
+    _Atomic uint64_t ring_full;
+    _Atomic uint64_t send_failures;
+};
+
+struct cr_runtime {
+    struct cr_runtime_config config;
+    struct cr_actor *actors[CR_ACTORS_MAX];
+    uint32_t actor_count;
+    int cpus[CPU_SETSIZE];
+    uint32_t cpu_count;
+    bool stopped;
+};
+
+/* Counter bump for a field only its owner thread writes: no locked instruction. */
+static inline void cr_counter_bump(_Atomic uint64_t *counter, uint64_t by) {
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + by,
+                          memory_order_relaxed);
+}
+
+/* Ring operations.  Under TSan, ck's loads and stores (volatile accesses
+ * between compiler barriers and fences) look like plain races, because TSan
+ * models only C11/__atomic operations.  So in TSan builds the ck calls run in
+ * an ignore region and the ring is annotated as what it is: each enqueue
+ * releases, each dequeue acquires.  This over-approximates happens-before a
+ * little (a dequeue synchronises with every enqueue so far, not only with the
+ * one it took) and keeps real races on message payloads visible. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+void AnnotateIgnoreWritesBegin(const char *file, int line);
+void AnnotateIgnoreWritesEnd(const char *file, int line);
+#define CR_TSAN_IGNORE_BEGIN()                        \
+    do {                                              \
+        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);  \
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__); \
+    } while (0)
+#define CR_TSAN_IGNORE_END()                        \
+    do {                                            \
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__); \
+        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);  \
+    } while (0)
+#define CR_TSAN_RELEASE(addr) __tsan_release(addr)
+#define CR_TSAN_ACQUIRE(addr) __tsan_acquire(addr)
+#else
+#define CR_TSAN_IGNORE_BEGIN() ((void)0)
+#define CR_TSAN_IGNORE_END() ((void)0)
+#define CR_TSAN_RELEASE(addr) ((void)(addr))
+#define CR_TSAN_ACQUIRE(addr) ((void)(addr))
+#endif
+
+static inline bool cr_ring_enqueue(struct cr_ring *ring, struct cr_msg *msg) {
+    CR_TSAN_RELEASE(ring);
+    CR_TSAN_IGNORE_BEGIN();
+    bool ok = ck_ring_enqueue_spsc_cr_msg(&ring->ring, ring->buffer, msg);
+    CR_TSAN_IGNORE_END();
+    return ok;
+}
+
+static inline bool cr_ring_dequeue(struct cr_ring *ring, struct cr_msg *msg) {
+    CR_TSAN_IGNORE_BEGIN();
+    bool ok = ck_ring_dequeue_spsc_cr_msg(&ring->ring, ring->buffer, msg);
+    CR_TSAN_IGNORE_END();
+    if (ok) CR_TSAN_ACQUIRE(ring);
+    return ok;
+}
+
+static inline unsigned int cr_ring_size(struct cr_ring *ring) {
+    CR_TSAN_IGNORE_BEGIN();
+    unsigned int size = ck_ring_size(&ring->ring);
+    CR_TSAN_IGNORE_END();
+    return size;
+}
+
+/* aligned_alloc wants the size to be a multiple of the alignment (C11). */
+static inline void *cr_cache_aligned_alloc(size_t size) {
+    return aligned_alloc(CR_CACHE_LINE, (size + CR_CACHE_LINE - 1) & ~(size_t)(CR_CACHE_LINE - 1));
+}
+
+/* Full barrier between a store and a later load (the Dekker handshakes of
+ * parking and of ask sleeping).  TSan does not model fences, so under TSan
+ * the same ordering comes from a seq_cst read-modify-write of `flag`, which
+ * it does model; elsewhere a fence is cheaper because it does not pull the
+ * flag's cache line away from the thread that owns it. */
+static inline void cr_fence_store_load(_Atomic uint32_t *flag) {
+#if defined(__SANITIZE_THREAD__)
+    atomic_fetch_add_explicit(flag, 0, memory_order_seq_cst);
+#else
+    (void)flag;
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/* mailbox.c */
+struct cr_ring *cr_mailbox_sender_ring(struct cr_actor *to);
+uint32_t cr_mailbox_drain(struct cr_actor *actor, void (*dispatch)(struct cr_actor *, struct cr_msg *));
+bool cr_mailbox_has_messages(struct cr_actor *actor);
+uint64_t cr_mailbox_depth(struct cr_actor *actor, uint64_t *rings_out);
+void cr_mailbox_close(struct cr_actor *actor);
+void cr_mailbox_wake(struct cr_actor *actor);
+
+/* ask.c */
+struct cr_ask_slot *cr_ask_slot_acquire(void);
+void cr_ask_slot_release(struct cr_ask_slot *slot);
+/* The actor takes the ask: false if the caller already gave up on it. */
+bool cr_ask_claim(const struct cr_msg *msg);
+/* True while a claimed ask has not been answered. */
+bool cr_ask_pending(const struct cr_msg *msg);
+
+/* The current thread's actor, or NULL for non-actor threads. */
+struct cr_actor *cr_current_actor(void);
+
+#endif

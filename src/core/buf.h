@@ -1,0 +1,28 @@
+/* A growable byte buffer for building responses (JSON, Prometheus text).
+ *
+ * Appends never fail silently: after an allocation failure the buffer is
+ * marked `failed`, later appends do nothing, and the caller checks once at
+ * the end (cr_buf_ok) instead of after every append. */
+#ifndef CRESCENT_CORE_BUF_H
+#define CRESCENT_CORE_BUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct cr_buf {
+    char *data; /* NUL-terminated while ok */
+    size_t len;
+    size_t cap;
+    bool failed;
+};
+
+void cr_buf_init(struct cr_buf *buf);
+void cr_buf_free(struct cr_buf *buf);
+void cr_buf_append(struct cr_buf *buf, const void *bytes, size_t len);
+void cr_buf_appendf(struct cr_buf *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool cr_buf_ok(const struct cr_buf *buf);
+
+/* Hands the bytes to the caller (free() them); the buffer is left empty. */
+char *cr_buf_take(struct cr_buf *buf, size_t *len_out);
+
+#endif

@@ -1,0 +1,339 @@
+/* Offset allocator (see offset_alloc.h).
+ *
+ * Every range of [0, capacity) is a node: used (an allocation) or free.  Nodes
+ * are linked in address order so a freed range can merge with free neighbours
+ * in O(1); free nodes are also linked into one of 496 bins by the size class of
+ * their size rounded DOWN.  A request searches from its size class rounded UP,
+ * so the head of any non-empty bin found fits without looking at it.  Which
+ * bins are non-empty is a two-level bitmask (64 groups of 8 bins), so the
+ * search is two find-first-set instructions.
+ *
+ * Units are bytes throughout (uint64), so no granularity is needed: a granted
+ * size equals the requested size and offsets have no alignment.  The 64-bit
+ * classes cost 496 bins instead of 256, which still fit the 64 x 8 bitmask.
+ *
+ * Node storage is fixed at create: free ranges are always maximal (merged),
+ * so there are at most live + 1 of them and 2 * max_allocations + 1 nodes
+ * suffice; unused node indices sit on a stack.  No malloc after create. */
+#include "core/offset_alloc.h"
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crescent/error.h"
+
+/* 3 mantissa bits: bins are at most 12.5% apart, which bounds how far a
+ * rounded-up request may over-ask relative to the range it could use. */
+#define OA_MANTISSA_BITS 3u
+#define OA_MANTISSA_ONE (1u << OA_MANTISSA_BITS)
+#define OA_MANTISSA_MASK (OA_MANTISSA_ONE - 1u)
+/* Classes 0..495: the largest, (15 << 60), is the floor of UINT64_MAX. */
+#define OA_CLASS_COUNT 496u
+#define OA_GROUP_COUNT 64u
+#define OA_BINS_PER_GROUP 8u
+#define OA_NONE UINT32_MAX
+#define OA_MAX_ALLOCATIONS (1u << 30)
+/* When no bin at or above the rounded-up class is non-empty, a range that fits
+ * can only be in the class just below (it holds sizes up to 12.5% larger than
+ * its floor).  Probing a bounded number of its nodes keeps alloc O(1) while
+ * letting the last free range (e.g. the whole empty segment) be used fully. */
+#define OA_FALLBACK_PROBES 8u
+
+struct oa_node {
+    uint64_t offset;
+    uint64_t size;
+    uint32_t bin_prev; /* free nodes only: neighbours in the bin's list */
+    uint32_t bin_next;
+    uint32_t addr_prev; /* all nodes: neighbours in address order */
+    uint32_t addr_next;
+    bool used;
+};
+
+struct cr_offset_alloc {
+    uint64_t capacity_bytes;
+    uint64_t free_bytes;
+    uint32_t max_allocations;
+    uint32_t allocation_count;
+    uint32_t node_count;
+    uint32_t free_index_count; /* entries on free_index_stack */
+    uint64_t group_mask;       /* bit g: some bin of group g is non-empty */
+    uint8_t bin_mask[OA_GROUP_COUNT];
+    uint32_t bin_head[OA_GROUP_COUNT * OA_BINS_PER_GROUP];
+    struct oa_node *nodes;
+    uint32_t *free_index_stack;
+};
+
+static int oa_alloc_tables(cr_offset_alloc *alloc);
+static void oa_reset(cr_offset_alloc *alloc);
+static uint32_t oa_find_bin_at_least(const cr_offset_alloc *alloc, uint32_t size_class);
+static uint32_t oa_probe_bin(const cr_offset_alloc *alloc, uint32_t size_class,
+                             uint64_t size_bytes);
+static void oa_bin_insert(cr_offset_alloc *alloc, uint32_t index);
+static void oa_bin_remove(cr_offset_alloc *alloc, uint32_t index);
+static uint32_t oa_node_take(cr_offset_alloc *alloc);
+static void oa_node_release(cr_offset_alloc *alloc, uint32_t index);
+static void oa_split(cr_offset_alloc *alloc, uint32_t index, uint64_t size_bytes);
+static void oa_merge_next(cr_offset_alloc *alloc, uint32_t index);
+
+/* ---- size classes ---- */
+
+uint32_t cr_offset_alloc_size_class_floor(uint64_t size_bytes) {
+    if (size_bytes < OA_MANTISSA_ONE) return (uint32_t)size_bytes;
+    uint32_t high_bit = 63u - (uint32_t)__builtin_clzll(size_bytes);
+    uint32_t shift = high_bit - OA_MANTISSA_BITS;
+    uint32_t mantissa = (uint32_t)(size_bytes >> shift) & OA_MANTISSA_MASK;
+    uint32_t size_class = ((shift + 1u) << OA_MANTISSA_BITS) | mantissa;
+    assert(size_class < OA_CLASS_COUNT);
+    return size_class;
+}
+
+uint32_t cr_offset_alloc_size_class_ceil(uint64_t size_bytes) {
+    uint32_t size_class = cr_offset_alloc_size_class_floor(size_bytes);
+    if (size_bytes < OA_MANTISSA_ONE) return size_class;
+    uint32_t shift = (size_class >> OA_MANTISSA_BITS) - 1u;
+    uint64_t dropped = size_bytes & ((UINT64_C(1) << shift) - 1u);
+    /* A mantissa overflow carries into the exponent, which is the next class. */
+    return dropped != 0 ? size_class + 1u : size_class;
+}
+
+uint64_t cr_offset_alloc_size_class_bytes(uint32_t size_class) {
+    assert(size_class < OA_CLASS_COUNT);
+    if (size_class < OA_MANTISSA_ONE) return size_class;
+    uint32_t shift = (size_class >> OA_MANTISSA_BITS) - 1u;
+    uint64_t mantissa = OA_MANTISSA_ONE | (size_class & OA_MANTISSA_MASK);
+    return mantissa << shift;
+}
+
+/* ---- lifecycle ---- */
+
+static int oa_alloc_tables(cr_offset_alloc *alloc) {
+    assert(alloc->node_count > 0);
+    alloc->nodes = malloc((size_t)alloc->node_count * sizeof(struct oa_node));
+    alloc->free_index_stack = malloc((size_t)alloc->node_count * sizeof(uint32_t));
+    if (alloc->nodes == NULL || alloc->free_index_stack == NULL) return CR_ERR_NOMEM;
+    return CR_OK;
+}
+
+/* Pushes indices so that low indices pop first: keeps the touched part of the
+ * node array small and dense while the allocator is lightly used. */
+static void oa_reset(cr_offset_alloc *alloc) {
+    assert(alloc->node_count >= 1);
+    for (uint32_t i = 0; i < OA_GROUP_COUNT * OA_BINS_PER_GROUP; i++) {
+        alloc->bin_head[i] = OA_NONE;
+    }
+    alloc->free_index_count = 0;
+    for (uint32_t i = alloc->node_count; i > 0; i--) {
+        alloc->free_index_stack[alloc->free_index_count++] = i - 1u;
+    }
+    uint32_t whole = oa_node_take(alloc);
+    alloc->nodes[whole] = (struct oa_node){
+        .offset = 0, .size = alloc->capacity_bytes, .bin_prev = OA_NONE, .bin_next = OA_NONE,
+        .addr_prev = OA_NONE, .addr_next = OA_NONE, .used = false};
+    oa_bin_insert(alloc, whole);
+    alloc->free_bytes = alloc->capacity_bytes;
+}
+
+int cr_offset_alloc_create(uint64_t size_bytes, uint32_t max_allocations,
+                           cr_offset_alloc **out) {
+    assert(out != NULL);
+    if (size_bytes == 0 || max_allocations == 0 || max_allocations > OA_MAX_ALLOCATIONS)
+        return CR_ERR_INVALID_PARAMS;
+    cr_offset_alloc *alloc = calloc(1, sizeof(*alloc));
+    if (alloc == NULL) return CR_ERR_NOMEM;
+    alloc->capacity_bytes = size_bytes;
+    alloc->max_allocations = max_allocations;
+    /* ≤ 2^31 + 1, fits uint32 with OA_NONE to spare. */
+    alloc->node_count = 2u * max_allocations + 1u;
+    int status = oa_alloc_tables(alloc);
+    if (status != CR_OK) {
+        cr_offset_alloc_destroy(alloc);
+        return status;
+    }
+    oa_reset(alloc);
+    *out = alloc;
+    return CR_OK;
+}
+
+void cr_offset_alloc_destroy(cr_offset_alloc *alloc) {
+    if (alloc == NULL) return;
+    free(alloc->nodes);
+    free(alloc->free_index_stack);
+    free(alloc);
+}
+
+/* ---- alloc / free ---- */
+
+int cr_offset_alloc_alloc(cr_offset_alloc *alloc, uint64_t size_bytes,
+                          cr_offset_allocation *out) {
+    assert(alloc != NULL && out != NULL);
+    assert(alloc->allocation_count <= alloc->max_allocations);
+    if (size_bytes == 0) return CR_ERR_INVALID_PARAMS;
+    if (size_bytes > alloc->free_bytes || alloc->allocation_count == alloc->max_allocations)
+        return CR_ERR_NO_AVAILABLE_HANDLE;
+    uint32_t wanted = cr_offset_alloc_size_class_ceil(size_bytes);
+    uint32_t bin = oa_find_bin_at_least(alloc, wanted);
+    uint32_t index;
+    if (bin != OA_NONE) {
+        index = alloc->bin_head[bin];
+    } else {
+        index = oa_probe_bin(alloc, cr_offset_alloc_size_class_floor(size_bytes), size_bytes);
+        if (index == OA_NONE) return CR_ERR_NO_AVAILABLE_HANDLE;
+    }
+    oa_bin_remove(alloc, index);
+    oa_split(alloc, index, size_bytes);
+    struct oa_node *node = &alloc->nodes[index];
+    node->used = true;
+    alloc->allocation_count++;
+    alloc->free_bytes -= size_bytes;
+    *out = (cr_offset_allocation){.offset = node->offset, .size = size_bytes, .node = index};
+    return CR_OK;
+}
+
+void cr_offset_alloc_free(cr_offset_alloc *alloc, cr_offset_allocation allocation) {
+    assert(alloc != NULL && allocation.node < alloc->node_count);
+    uint32_t index = allocation.node;
+    struct oa_node *node = &alloc->nodes[index];
+    assert(node->used && node->offset == allocation.offset && node->size == allocation.size);
+    node->used = false;
+    alloc->allocation_count--;
+    alloc->free_bytes += node->size;
+    uint32_t prev = node->addr_prev;
+    if (prev != OA_NONE && !alloc->nodes[prev].used) {
+        /* Keep the lower node: it already has the merged range's offset. */
+        oa_bin_remove(alloc, prev);
+        oa_merge_next(alloc, prev);
+        index = prev;
+    }
+    uint32_t next = alloc->nodes[index].addr_next;
+    if (next != OA_NONE && !alloc->nodes[next].used) {
+        oa_bin_remove(alloc, next);
+        oa_merge_next(alloc, index);
+    }
+    oa_bin_insert(alloc, index);
+}
+
+/* largest_free_bytes must be a promise alloc keeps: the floor size of the top
+ * bin always succeeds, and so does any node alloc's fallback probe would see. */
+void cr_offset_alloc_get_stats(const cr_offset_alloc *alloc, cr_offset_alloc_stats *out) {
+    assert(alloc != NULL && out != NULL);
+    uint64_t largest = 0;
+    if (alloc->group_mask != 0) {
+        uint32_t group = 63u - (uint32_t)__builtin_clzll(alloc->group_mask);
+        uint32_t bit = 31u - (uint32_t)__builtin_clz(alloc->bin_mask[group]);
+        uint32_t top = group * OA_BINS_PER_GROUP + bit;
+        largest = cr_offset_alloc_size_class_bytes(top);
+        uint32_t index = alloc->bin_head[top];
+        for (uint32_t i = 0; i < OA_FALLBACK_PROBES && index != OA_NONE; i++) {
+            if (alloc->nodes[index].size > largest) largest = alloc->nodes[index].size;
+            index = alloc->nodes[index].bin_next;
+        }
+    }
+    *out = (cr_offset_alloc_stats){.capacity_bytes = alloc->capacity_bytes,
+                                   .free_bytes = alloc->free_bytes,
+                                   .largest_free_bytes = largest,
+                                   .allocation_count = alloc->allocation_count};
+}
+
+/* ---- private helpers ---- */
+
+/* Returns the lowest non-empty bin >= size_class, or OA_NONE. */
+static uint32_t oa_find_bin_at_least(const cr_offset_alloc *alloc, uint32_t size_class) {
+    assert(size_class <= OA_CLASS_COUNT);
+    uint32_t group = size_class / OA_BINS_PER_GROUP;
+    uint32_t in_group = alloc->bin_mask[group] & (0xffu << (size_class % OA_BINS_PER_GROUP));
+    if (in_group != 0) return group * OA_BINS_PER_GROUP + (uint32_t)__builtin_ctz(in_group);
+    if (group + 1u >= OA_GROUP_COUNT) return OA_NONE;
+    uint64_t above = alloc->group_mask & (~UINT64_C(0) << (group + 1u));
+    if (above == 0) return OA_NONE;
+    uint32_t found = (uint32_t)__builtin_ctzll(above);
+    assert(alloc->bin_mask[found] != 0);
+    return found * OA_BINS_PER_GROUP + (uint32_t)__builtin_ctz(alloc->bin_mask[found]);
+}
+
+/* Returns a node of bin `size_class` holding >= size_bytes among its first
+ * OA_FALLBACK_PROBES nodes, or OA_NONE. */
+static uint32_t oa_probe_bin(const cr_offset_alloc *alloc, uint32_t size_class,
+                             uint64_t size_bytes) {
+    assert(size_class < OA_CLASS_COUNT && size_bytes > 0);
+    uint32_t index = alloc->bin_head[size_class];
+    for (uint32_t i = 0; i < OA_FALLBACK_PROBES && index != OA_NONE; i++) {
+        if (alloc->nodes[index].size >= size_bytes) return index;
+        index = alloc->nodes[index].bin_next;
+    }
+    return OA_NONE;
+}
+
+static void oa_bin_insert(cr_offset_alloc *alloc, uint32_t index) {
+    struct oa_node *node = &alloc->nodes[index];
+    assert(!node->used && node->size > 0);
+    uint32_t bin = cr_offset_alloc_size_class_floor(node->size);
+    uint32_t head = alloc->bin_head[bin];
+    node->bin_prev = OA_NONE;
+    node->bin_next = head;
+    if (head != OA_NONE) alloc->nodes[head].bin_prev = index;
+    alloc->bin_head[bin] = index;
+    alloc->bin_mask[bin / OA_BINS_PER_GROUP] |= (uint8_t)(1u << (bin % OA_BINS_PER_GROUP));
+    alloc->group_mask |= UINT64_C(1) << (bin / OA_BINS_PER_GROUP);
+}
+
+static void oa_bin_remove(cr_offset_alloc *alloc, uint32_t index) {
+    struct oa_node *node = &alloc->nodes[index];
+    assert(!node->used);
+    uint32_t bin = cr_offset_alloc_size_class_floor(node->size);
+    if (node->bin_prev != OA_NONE) {
+        alloc->nodes[node->bin_prev].bin_next = node->bin_next;
+    } else {
+        assert(alloc->bin_head[bin] == index);
+        alloc->bin_head[bin] = node->bin_next;
+    }
+    if (node->bin_next != OA_NONE) alloc->nodes[node->bin_next].bin_prev = node->bin_prev;
+    if (alloc->bin_head[bin] == OA_NONE) {
+        uint32_t group = bin / OA_BINS_PER_GROUP;
+        alloc->bin_mask[group] &= (uint8_t)~(1u << (bin % OA_BINS_PER_GROUP));
+        if (alloc->bin_mask[group] == 0) alloc->group_mask &= ~(UINT64_C(1) << group);
+    }
+}
+
+static uint32_t oa_node_take(cr_offset_alloc *alloc) {
+    /* The 2 * max + 1 bound makes running out a bookkeeping bug, not an error. */
+    assert(alloc->free_index_count > 0);
+    return alloc->free_index_stack[--alloc->free_index_count];
+}
+
+static void oa_node_release(cr_offset_alloc *alloc, uint32_t index) {
+    assert(index < alloc->node_count);
+    assert(alloc->free_index_count < alloc->node_count);
+    alloc->free_index_stack[alloc->free_index_count++] = index;
+}
+
+/* Shrinks node `index` (out of its bin) to size_bytes and gives the rest of
+ * its range to a new free node right after it in address order. */
+static void oa_split(cr_offset_alloc *alloc, uint32_t index, uint64_t size_bytes) {
+    struct oa_node *node = &alloc->nodes[index];
+    assert(!node->used && node->size >= size_bytes);
+    if (node->size == size_bytes) return;
+    uint32_t rest = oa_node_take(alloc);
+    alloc->nodes[rest] = (struct oa_node){
+        .offset = node->offset + size_bytes, .size = node->size - size_bytes,
+        .bin_prev = OA_NONE, .bin_next = OA_NONE,
+        .addr_prev = index, .addr_next = node->addr_next, .used = false};
+    if (node->addr_next != OA_NONE) alloc->nodes[node->addr_next].addr_prev = rest;
+    node->addr_next = rest;
+    node->size = size_bytes;
+    oa_bin_insert(alloc, rest);
+}
+
+/* Absorbs the address-order successor of `index` (both free, both out of
+ * their bins) into `index` and recycles the successor's node. */
+static void oa_merge_next(cr_offset_alloc *alloc, uint32_t index) {
+    struct oa_node *node = &alloc->nodes[index];
+    uint32_t next = node->addr_next;
+    assert(next != OA_NONE && !node->used && !alloc->nodes[next].used);
+    assert(node->offset + node->size == alloc->nodes[next].offset);
+    node->size += alloc->nodes[next].size;
+    node->addr_next = alloc->nodes[next].addr_next;
+    if (node->addr_next != OA_NONE) alloc->nodes[node->addr_next].addr_prev = index;
+    oa_node_release(alloc, next);
+}

@@ -1,0 +1,387 @@
+/* Prefix index mutations: stored, removed, cleared (see prefix_index.h). */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/prefix_hash.h"
+#include "core/prefix_internal.h"
+#include "crescent/error.h"
+
+#define NO_SLOT UINT32_MAX
+#define HEAP_MIN 4u
+
+struct pair_ref {
+    struct prefix_context *ctx;
+    uint16_t local;
+    uint8_t rank;
+};
+
+/* ---- blocks ---- */
+
+struct prefix_block *prefix_block_find(const struct prefix_context *ctx, uint64_t seq_hash) {
+    assert(ctx != NULL);
+    uint64_t slot;
+    if (!cr_prefix_map_get(&ctx->blocks, seq_hash, &slot)) return NULL;
+    return &ctx->slab[slot];
+}
+
+static void block_release_storage(struct cr_prefix_index *index, struct prefix_block *b) {
+    if (b->cap > INLINE_HOLDERS) {
+        index->bytes_used -= (size_t)b->cap * sizeof(uint32_t);
+        free(b->u.recs);
+    }
+    b->cap = INLINE_HOLDERS;
+}
+
+void prefix_context_free_blocks(struct cr_prefix_index *index, struct prefix_context *ctx) {
+    assert(index != NULL && ctx != NULL);
+    for (uint32_t i = 0; i < ctx->slab_high; i++) {
+        if (ctx->slab[i].count > 0) block_release_storage(index, &ctx->slab[i]);
+    }
+    index->bytes_used -= (size_t)ctx->slab_cap * sizeof(struct prefix_block);
+    free(ctx->slab);
+    ctx->slab = NULL;
+    ctx->slab_cap = ctx->slab_high = 0;
+    cr_prefix_map_free(&ctx->blocks);
+}
+
+/* Returns the block for seq_hash, creating an empty one (count 0, which the
+ * caller fills at once) when absent; NULL on NOMEM. */
+static struct prefix_block *block_get_or_create(struct cr_prefix_index *index,
+                                                struct prefix_context *ctx, uint64_t seq_hash) {
+    struct prefix_block *found = prefix_block_find(ctx, seq_hash);
+    if (found != NULL) return found;
+    uint32_t slot = ctx->free_head;
+    if (slot == NO_SLOT) {
+        slot = ctx->slab_high;
+        if (prefix_grow(index, (void **)&ctx->slab, sizeof(struct prefix_block), &ctx->slab_cap,
+                        slot + 1, UINT32_MAX - 1) != CR_OK) {
+            return NULL;
+        }
+    }
+    if (cr_prefix_map_put(&ctx->blocks, seq_hash, slot) != CR_OK) return NULL;
+    if (slot == ctx->free_head) ctx->free_head = ctx->slab[slot].u.next_free;
+    else ctx->slab_high++;
+    struct prefix_block *b = &ctx->slab[slot];
+    memset(b, 0, sizeof(*b));
+    b->cap = INLINE_HOLDERS;
+    index->blocks++;
+    return b;
+}
+
+/* Frees an emptied block: its map entry goes and its slot joins the free list. */
+static void block_drop(struct cr_prefix_index *index, struct prefix_context *ctx,
+                       uint64_t seq_hash, struct prefix_block *b) {
+    assert(b->count == 0);
+    block_release_storage(index, b);
+    uint64_t slot;
+    bool had = cr_prefix_map_del(&ctx->blocks, seq_hash, &slot);
+    assert(had && &ctx->slab[slot] == b);
+    (void)had;
+    b->u.next_free = ctx->free_head;
+    ctx->free_head = (uint32_t)slot;
+    index->blocks--;
+    if (cr_prefix_map_count(&ctx->blocks) == 0) {
+        /* An emptied context gives its slab back; partly used slabs keep their
+         * size and reuse free slots, so churn does not grow them. */
+        prefix_context_free_blocks(index, ctx);
+        ctx->free_head = NO_SLOT;
+    }
+}
+
+/* Binary search by local index; returns the position of local or where it goes. */
+static uint32_t block_search(const struct prefix_block *b, uint16_t local, bool *found) {
+    const uint32_t *recs = block_records_const(b);
+    uint32_t lo = 0, hi = b->count;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (record_local(recs[mid]) < local) lo = mid + 1;
+        else hi = mid;
+    }
+    *found = lo < b->count && record_local(recs[lo]) == local;
+    return lo;
+}
+
+static int block_reserve(struct cr_prefix_index *index, struct prefix_block *b) {
+    if (b->count < b->cap) return CR_OK;
+    uint32_t cap = b->cap <= INLINE_HOLDERS ? HEAP_MIN : b->cap * 2;
+    uint32_t *recs;
+    if (b->cap <= INLINE_HOLDERS) {
+        recs = malloc(cap * sizeof(uint32_t));
+        if (recs != NULL) memcpy(recs, b->u.inline_recs, b->count * sizeof(uint32_t));
+    } else {
+        recs = realloc(b->u.recs, cap * sizeof(uint32_t));
+    }
+    if (recs == NULL) return CR_ERR_NOMEM;
+    index->bytes_used += (size_t)(cap - (b->cap <= INLINE_HOLDERS ? 0 : b->cap)) * sizeof(uint32_t);
+    b->u.recs = recs;
+    b->cap = cap;
+    return CR_OK;
+}
+
+/* Shrinks heap storage once it is a quarter used, back to inline when it fits. */
+static void block_shrink(struct cr_prefix_index *index, struct prefix_block *b) {
+    if (b->cap <= INLINE_HOLDERS) return;
+    if (b->count <= INLINE_HOLDERS) {
+        uint32_t *recs = b->u.recs, cap = b->cap;
+        memcpy(b->u.inline_recs, recs, b->count * sizeof(uint32_t));
+        free(recs);
+        index->bytes_used -= (size_t)cap * sizeof(uint32_t);
+        b->cap = INLINE_HOLDERS;
+    } else if (b->count * 4 <= b->cap && b->cap > HEAP_MIN) {
+        uint32_t cap = b->cap / 2;
+        uint32_t *recs = realloc(b->u.recs, cap * sizeof(uint32_t));
+        if (recs == NULL) return; /* keeping the larger array is correct */
+        index->bytes_used -= (size_t)(b->cap - cap) * sizeof(uint32_t);
+        b->u.recs = recs;
+        b->cap = cap;
+    }
+}
+
+/* ---- pairs ---- */
+
+static int pair_add(struct cr_prefix_index *index, const struct pair_ref *ref, uint64_t seq_hash,
+                    uint8_t medium) {
+    struct prefix_block *b = block_get_or_create(index, ref->ctx, seq_hash);
+    if (b == NULL) return CR_ERR_NOMEM;
+    bool found;
+    uint32_t pos = block_search(b, ref->local, &found);
+    uint32_t *recs = block_records(b);
+    if (found) {
+        uint16_t old = record_attr(recs[pos]);
+        const struct prefix_attr *a = prefix_attr_get(index, old);
+        if (a->place[medium] & (1ULL << ref->rank)) return CR_OK;
+        uint64_t place[CR_PREFIX_MEDIA_MAX];
+        memcpy(place, a->place, sizeof(place));
+        place[medium] |= 1ULL << ref->rank;
+        uint16_t id = prefix_attr_acquire(index, place);
+        if (id == 0) return CR_ERR_NOMEM;
+        recs[pos] = record_make(ref->local, id);
+        prefix_attr_release(index, old);
+        return CR_OK;
+    }
+    uint16_t id = prefix_attr_acquire_single(index, medium, ref->rank);
+    if (id == 0 || block_reserve(index, b) != CR_OK) {
+        if (id != 0) prefix_attr_release(index, id);
+        if (b->count == 0) block_drop(index, ref->ctx, seq_hash, b);
+        return CR_ERR_NOMEM;
+    }
+    recs = block_records(b);
+    memmove(recs + pos + 1, recs + pos, (b->count - pos) * sizeof(uint32_t));
+    recs[pos] = record_make(ref->local, id);
+    b->count++;
+    ref->ctx->pairs++;
+    index->pairs++;
+    return CR_OK;
+}
+
+/* Takes rank's placements on medium (or all media) off the pair.  *still_held
+ * tells whether the rank keeps the block on some medium. */
+static int pair_remove(struct cr_prefix_index *index, const struct pair_ref *ref,
+                       uint64_t seq_hash, int medium, bool *still_held) {
+    *still_held = false;
+    struct prefix_block *b = prefix_block_find(ref->ctx, seq_hash);
+    bool found;
+    uint32_t pos = b != NULL ? block_search(b, ref->local, &found) : 0;
+    if (b == NULL || !found) return CR_OK;
+    uint32_t *recs = block_records(b);
+    uint16_t old = record_attr(recs[pos]);
+    uint64_t place[CR_PREFIX_MEDIA_MAX], bit = 1ULL << ref->rank, any = 0, rest = 0;
+    memcpy(place, prefix_attr_get(index, old)->place, sizeof(place));
+    for (unsigned m = 0; m < CR_PREFIX_MEDIA_MAX; m++) {
+        if (medium == CR_PREFIX_MEDIUM_ALL || (int)m == medium) place[m] &= ~bit;
+        any |= place[m];
+        rest |= place[m] & bit;
+    }
+    *still_held = rest != 0;
+    if (any == 0) {
+        memmove(recs + pos, recs + pos + 1, (b->count - pos - 1) * sizeof(uint32_t));
+        b->count--;
+        ref->ctx->pairs--;
+        index->pairs--;
+        prefix_attr_release(index, old);
+        if (b->count == 0) block_drop(index, ref->ctx, seq_hash, b);
+        else block_shrink(index, b);
+        return CR_OK;
+    }
+    if (memcmp(place, prefix_attr_get(index, old)->place, sizeof(place)) == 0) return CR_OK;
+    uint16_t id = prefix_attr_acquire(index, place);
+    if (id == 0) return CR_ERR_NOMEM;
+    recs[pos] = record_make(ref->local, id);
+    prefix_attr_release(index, old);
+    return CR_OK;
+}
+
+/* ---- tracks ---- */
+
+static struct prefix_track *track_find(struct cr_prefix_index *index, struct prefix_publisher *pub,
+                                       uint32_t context, bool create) {
+    for (uint32_t t = 0; t < pub->track_count; t++) {
+        if (pub->tracks[t].context == context) return &pub->tracks[t];
+    }
+    if (!create) return NULL;
+    if (prefix_grow(index, (void **)&pub->tracks, sizeof(struct prefix_track), &pub->track_cap,
+                    pub->track_count + 1, CR_PREFIX_CONTEXTS_MAX) != CR_OK) {
+        return NULL;
+    }
+    struct prefix_track *track = &pub->tracks[pub->track_count++];
+    track->context = context;
+    cr_prefix_map_init(&track->engine_to_own, &index->bytes_used);
+    return track;
+}
+
+void prefix_track_clear(struct cr_prefix_index *index, const struct prefix_publisher *pub,
+                        struct prefix_track *track) {
+    assert(index != NULL && pub != NULL && track != NULL);
+    struct prefix_context *ctx = &index->contexts[track->context];
+    struct pair_ref ref = {.ctx = ctx, .rank = pub->dp_rank};
+    if (prefix_context_local(index, ctx, pub->instance, false, &ref.local) == CR_OK) {
+        size_t cursor = 0;
+        uint64_t engine, own;
+        bool still;
+        while (cr_prefix_map_next(&track->engine_to_own, &cursor, &engine, &own)) {
+            /* Removing every medium never interns a new set, so this cannot fail. */
+            int rc = pair_remove(index, &ref, own, CR_PREFIX_MEDIUM_ALL, &still);
+            assert(rc == CR_OK);
+            (void)rc;
+        }
+    }
+    cr_prefix_map_free(&track->engine_to_own);
+}
+
+/* ---- operations ---- */
+
+static int validate(const struct cr_prefix_index *index, uint32_t publisher, uint32_t context) {
+    if (publisher >= index->publisher_high || !index->publishers[publisher].used) {
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (context >= index->context_count) return CR_ERR_INVALID_PARAMS;
+    return CR_OK;
+}
+
+/* Applies a validated run: maps engine -> own and adds the pairs. */
+static int apply_stored(struct cr_prefix_index *index, uint32_t publisher, uint32_t context,
+                        const uint64_t *engine, const uint64_t *own, size_t count,
+                        uint8_t medium) {
+    struct prefix_publisher *pub = &index->publishers[publisher];
+    struct pair_ref ref = {.ctx = &index->contexts[context], .rank = pub->dp_rank};
+    int rc = prefix_context_local(index, ref.ctx, pub->instance, true, &ref.local);
+    if (rc != CR_OK) return rc;
+    struct prefix_track *track = track_find(index, pub, context, true);
+    if (track == NULL) return CR_ERR_NOMEM;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t id = engine != NULL ? engine[i] : own[i], previous;
+        bool still;
+        /* An engine hash reused for other content (engine restart without a
+         * clear) first takes the stale placement away. */
+        if (cr_prefix_map_get(&track->engine_to_own, id, &previous) && previous != own[i]) {
+            rc = pair_remove(index, &ref, previous, CR_PREFIX_MEDIUM_ALL, &still);
+            if (rc != CR_OK) return rc;
+        }
+        rc = cr_prefix_map_put(&track->engine_to_own, id, own[i]);
+        if (rc == CR_OK) rc = pair_add(index, &ref, own[i], medium);
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
+}
+
+static int hashes_reserve(struct cr_prefix_index *index, size_t count) {
+    struct prefix_scratch *s = &index->scratch;
+    if (count <= s->hash_cap) return CR_OK;
+    /* Scratch grows to the longest run seen and is then reused: no per-call malloc. */
+    size_t cap = count < 256 ? 256 : count;
+    uint64_t *hashes = realloc(s->hashes, cap * sizeof(uint64_t));
+    if (hashes == NULL) return CR_ERR_NOMEM;
+    s->hashes = hashes;
+    s->hash_cap = cap;
+    return CR_OK;
+}
+
+int cr_prefix_index_stored_tokens(struct cr_prefix_index *index, uint32_t publisher,
+                                  uint32_t context, const uint64_t *parent_engine_hash,
+                                  const uint64_t *engine_hashes, size_t block_count,
+                                  const uint32_t *token_ids, size_t token_count,
+                                  uint32_t block_size, uint8_t medium) {
+    assert(index != NULL);
+    int rc = validate(index, publisher, context);
+    if (rc != CR_OK) return rc;
+    const struct prefix_context *ctx = &index->contexts[context];
+    if (engine_hashes == NULL || token_ids == NULL || block_size != ctx->block_size ||
+        medium >= index->media_count || block_count == 0 ||
+        token_count / block_size != block_count || token_count % block_size != 0) {
+        return CR_ERR_INVALID_PARAMS;
+    }
+    uint64_t parent_own = 0;
+    if (parent_engine_hash != NULL) {
+        struct prefix_track *track =
+            track_find(index, &index->publishers[publisher], context, false);
+        if (track == NULL ||
+            !cr_prefix_map_get(&track->engine_to_own, *parent_engine_hash, &parent_own)) {
+            index->runs_orphaned++;
+            return CR_ERR_OBJECT_NOT_FOUND;
+        }
+    }
+    rc = hashes_reserve(index, block_count);
+    if (rc != CR_OK) return rc;
+    size_t n = cr_prefix_hash_chain(token_ids, token_count, block_size, ctx->seed,
+                                    parent_engine_hash != NULL, parent_own, index->scratch.hashes,
+                                    block_count);
+    assert(n == block_count);
+    (void)n;
+    return apply_stored(index, publisher, context, engine_hashes, index->scratch.hashes,
+                        block_count, medium);
+}
+
+int cr_prefix_index_stored_hashes(struct cr_prefix_index *index, uint32_t publisher,
+                                  uint32_t context, const uint64_t *engine_hashes,
+                                  const uint64_t *seq_hashes, size_t block_count, uint8_t medium) {
+    assert(index != NULL);
+    int rc = validate(index, publisher, context);
+    if (rc != CR_OK) return rc;
+    if (seq_hashes == NULL || block_count == 0 || medium >= index->media_count) {
+        return CR_ERR_INVALID_PARAMS;
+    }
+    return apply_stored(index, publisher, context, engine_hashes, seq_hashes, block_count, medium);
+}
+
+int cr_prefix_index_removed(struct cr_prefix_index *index, uint32_t publisher, uint32_t context,
+                            const uint64_t *engine_hashes, size_t block_count, int medium) {
+    assert(index != NULL);
+    int rc = validate(index, publisher, context);
+    if (rc != CR_OK) return rc;
+    if ((engine_hashes == NULL && block_count > 0) ||
+        (medium != CR_PREFIX_MEDIUM_ALL && (medium < 0 || medium >= index->media_count))) {
+        return CR_ERR_INVALID_PARAMS;
+    }
+    struct prefix_publisher *pub = &index->publishers[publisher];
+    struct prefix_track *track = track_find(index, pub, context, false);
+    struct pair_ref ref = {.ctx = &index->contexts[context], .rank = pub->dp_rank};
+    if (track == NULL ||
+        prefix_context_local(index, ref.ctx, pub->instance, false, &ref.local) != CR_OK) {
+        index->removes_unknown += block_count;
+        return CR_OK;
+    }
+    for (size_t i = 0; i < block_count; i++) {
+        uint64_t own;
+        bool still;
+        if (!cr_prefix_map_get(&track->engine_to_own, engine_hashes[i], &own)) {
+            index->removes_unknown++;
+            continue;
+        }
+        rc = pair_remove(index, &ref, own, medium, &still);
+        if (rc != CR_OK) return rc;
+        if (!still) cr_prefix_map_del(&track->engine_to_own, engine_hashes[i], NULL);
+    }
+    return CR_OK;
+}
+
+int cr_prefix_index_cleared(struct cr_prefix_index *index, uint32_t publisher) {
+    assert(index != NULL);
+    if (publisher >= index->publisher_high || !index->publishers[publisher].used) {
+        return CR_ERR_OBJECT_NOT_FOUND;
+    }
+    struct prefix_publisher *pub = &index->publishers[publisher];
+    for (uint32_t t = 0; t < pub->track_count; t++) prefix_track_clear(index, pub, &pub->tracks[t]);
+    pub->track_count = 0;
+    return CR_OK;
+}

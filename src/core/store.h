@@ -1,0 +1,418 @@
+/* Store master core: segments, objects, replicas, leases, eviction mechanism,
+ * soft pin, zombie puts and client liveness (seed 004, wire-formats §6).
+ *
+ * Single-threaded (src/core): the segment manager actor owns one cr_store and
+ * is the only caller.  Time comes in as `now_ms` (milliseconds, monotonic);
+ * randomness comes from a seeded generator inside the store so tests are
+ * reproducible.  Nothing here logs; a failing call returns a cr_status and
+ * leaves a one-line explanation in cr_store_last_error().
+ *
+ * Ownership: strings passed in are copied when the store keeps them.  Views
+ * and descriptors handed out (replica descriptors, object views, events)
+ * point into store memory and stay valid only until the next call that
+ * changes the store (any call taking a non-const store). */
+#ifndef CRESCENT_CORE_STORE_H
+#define CRESCENT_CORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/offset_alloc.h"
+
+/* Compile-time ceiling for cr_store_config.max_replicas_per_object: replicas
+ * live inline in each object so that an object costs no extra allocation. */
+#define CR_STORE_REPLICAS_MAX 8u
+#define CR_STORE_KEY_LEN_MAX 4096u      /* ceiling for max_key_len */
+#define CR_STORE_NAME_LEN_MAX 256u      /* segment names, tenants, protocols */
+#define CR_STORE_ENDPOINT_LEN_MAX 256u  /* "host:port" */
+#define CR_STORE_ERROR_LEN 256u
+#define CR_STORE_DEFAULT_TENANT "default"
+
+typedef struct cr_store cr_store;
+
+struct cr_uuid {
+    uint8_t b[16];
+};
+
+/* Settings.  Names follow the reference master's flags. */
+typedef struct cr_store_config {
+    uint64_t default_kv_lease_ttl_ms;          /* 5000 */
+    uint64_t default_kv_soft_pin_ttl_ms;       /* 30 min; at most 24 h */
+    bool allow_evict_soft_pinned_objects;      /* true */
+    double eviction_high_watermark_ratio;      /* 0.95 */
+    double eviction_ratio;                     /* 0.05 */
+    uint64_t put_start_discard_timeout_ms;     /* 30 s; < release timeout */
+    uint64_t put_start_release_timeout_ms;     /* 10 min */
+    uint64_t client_live_ttl_ms;               /* 10 s */
+    uint32_t max_key_len;                      /* 4096 bytes */
+    uint32_t max_objects;                      /* live objects (incl. in-flight puts) */
+    uint32_t max_segments;                     /* mounted segments, ≤ 65535 */
+    uint32_t max_clients;                      /* known clients */
+    uint32_t max_tenants;                      /* distinct tenant names */
+    uint32_t max_replicas_per_object;          /* ≤ CR_STORE_REPLICAS_MAX */
+    uint32_t max_allocations_per_segment;      /* offset allocator bookkeeping */
+    uint32_t max_discarded;                    /* parked replicas of preempted puts */
+    uint64_t max_object_size_bytes;            /* largest value_length accepted */
+    uint32_t regex_match_limit;                /* PCRE2 match limit */
+    uint32_t regex_depth_limit;                /* PCRE2 depth limit */
+    uint32_t block_token_ids_max;              /* token ids kept per PutStart */
+    uint64_t rng_seed;                         /* allocation strategy randomness */
+} cr_store_config;
+
+/* Fills *out with the seed defaults. */
+void cr_store_config_default(cr_store_config *out);
+
+/* Checks every setting.  Returns CR_OK, or CR_ERR_INVALID_PARAMS and writes a
+ * NUL-terminated sentence naming the wrong setting into msg (when msg_len > 0). */
+int cr_store_config_validate(const cr_store_config *cfg, char *msg, size_t msg_len);
+
+/* ---- events ------------------------------------------------------------ */
+
+enum cr_store_event_kind {
+    CR_STORE_EVENT_STORE = 1,      /* first PutEnd of an object */
+    CR_STORE_EVENT_UPDATE = 2,     /* replica set of a complete object changed */
+    CR_STORE_EVENT_REMOVE_ALL = 3, /* RemoveAll ran */
+};
+
+struct cr_store_event_replica {
+    const char *type;     /* "memory" */
+    const char *location; /* segment endpoint, "host:port" */
+};
+
+/* Block metadata a PutStart may carry; published with the STORE event.
+ * Strings are NUL-terminated; NULL and 0 mean "unset". */
+struct cr_store_block_meta {
+    const char *model_name;
+    uint32_t block_size;
+    const char *block_hash;
+    const char *parent_block_hash;
+    const uint32_t *token_ids;
+    uint32_t token_count;
+};
+
+/* Points into store memory, valid only during the callback.  For UPDATE a
+ * replica_count of 0 means the object is gone (its last replica was dropped).
+ * For REMOVE_ALL key is NULL; tenant is NULL when every tenant was cleared
+ * and removed_count says how many objects went. */
+struct cr_store_event {
+    enum cr_store_event_kind kind;
+    const char *tenant;
+    const char *key;
+    uint32_t key_len;
+    const struct cr_store_event_replica *replicas;
+    uint32_t replica_count;
+    const struct cr_store_block_meta *meta; /* STORE with metadata; NULL otherwise */
+    uint64_t removed_count;                 /* REMOVE_ALL only */
+};
+
+/* The callback must not call back into the store. */
+struct cr_store_event_sink {
+    void (*on_event)(void *ctx, const struct cr_store_event *ev);
+    void *ctx;
+};
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+/* Creates a store.  `sink` may be NULL (events dropped).  Returns CR_OK,
+ * CR_ERR_INVALID_PARAMS (config invalid; see msg via cr_store_config_validate)
+ * or CR_ERR_NOMEM. */
+int cr_store_create(const cr_store_config *cfg, const struct cr_store_event_sink *sink,
+                    cr_store **out);
+void cr_store_destroy(cr_store *store);
+const cr_store_config *cr_store_get_config(const cr_store *store);
+
+/* The explanation of the last failed call; "" when none. */
+const char *cr_store_last_error(const cr_store *store);
+
+/* ---- clients and segments ---------------------------------------------- */
+
+struct cr_store_segment_params {
+    const char *name;
+    uint64_t base;
+    uint64_t size;
+    const char *endpoint; /* "host:port" of the transport */
+    const char *protocol; /* "tcp" or "rdma" */
+};
+
+/* Mounts a segment owned by `client` (which counts as a sign of life).
+ * Returns CR_OK, CR_ERR_SEGMENT_ALREADY_EXISTS (name taken), or
+ * CR_ERR_INVALID_PARAMS (size 0, base+size overflows, range overlapping another
+ * segment of the same client, bad strings), CR_ERR_NOMEM (segment or client
+ * table full).  Changes nothing on error. */
+int cr_store_mount_segment(cr_store *store, const struct cr_uuid *client,
+                           const struct cr_store_segment_params *params, uint64_t now_ms);
+
+/* Like mount, but a segment of that name already mounted by the same client
+ * with identical parameters is CR_OK (no change).  Same name with another
+ * owner or other parameters → CR_ERR_SEGMENT_ALREADY_EXISTS. */
+int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
+                             const struct cr_store_segment_params *params, uint64_t now_ms);
+
+/* Unmounts a segment: every replica on it is dropped, objects left with none
+ * are freed (counted into *freed_objects when non-NULL), complete objects that
+ * keep replicas produce an UPDATE event.  `client` NULL skips the owner check.
+ * Returns CR_OK, CR_ERR_SEGMENT_NOT_FOUND or CR_ERR_ILLEGAL_CLIENT. */
+int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, const char *name,
+                             uint64_t *freed_objects);
+
+/* Records a heartbeat.  Unknown clients are registered.  Returns CR_OK or
+ * CR_ERR_NOMEM (client table full). */
+int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms);
+
+/* Unmounts the segments and revokes the unfinished puts of every client whose
+ * last sign of life is older than client_live_ttl_ms, then forgets it.
+ * Returns the number of clients expired. */
+uint32_t cr_store_expire_clients(cr_store *store, uint64_t now_ms);
+
+/* For each client_ids[i], calls fn(ctx, i, host, host_len) once per distinct
+ * host of its segments' endpoints ("host" of "host:port", "v6" of "[v6]:port").
+ * Clients without segments produce no call.  Returns CR_OK. */
+int cr_store_batch_query_ip(const cr_store *store, const struct cr_uuid *client_ids, size_t n,
+                            void (*fn)(void *ctx, size_t index, const char *host,
+                                       size_t host_len),
+                            void *ctx);
+
+/* ---- objects ------------------------------------------------------------- */
+
+enum cr_replica_status {
+    CR_REPLICA_UNDEFINED = 0,
+    CR_REPLICA_INITIALIZED = 1,
+    CR_REPLICA_PROCESSING = 2,
+    CR_REPLICA_COMPLETE = 3,
+    CR_REPLICA_REMOVED = 4,
+    CR_REPLICA_FAILED = 5,
+};
+
+/* Where one replica lives.  buffer = segment base + allocation offset. */
+struct cr_store_replica_desc {
+    uint32_t segment_id;
+    const char *segment_name;
+    const char *endpoint;
+    const char *protocol;
+    uint64_t buffer;
+    uint64_t size;
+    enum cr_replica_status status;
+};
+
+/* One replica list, sized for the ceiling. */
+struct cr_store_replica_list {
+    uint32_t count;
+    struct cr_store_replica_desc replicas[CR_STORE_REPLICAS_MAX];
+};
+
+struct cr_store_put_params {
+    const char *tenant;            /* NULL or "" → "default" */
+    const char *key;
+    uint32_t key_len;
+    uint64_t value_length;
+    uint32_t replica_num;
+    bool with_soft_pin;
+    const char *preferred_segment; /* NULL or "" → none */
+    const struct cr_store_block_meta *meta; /* optional; copied until PutEnd */
+};
+
+/* Validates a key against the configured bounds (non-empty, ≤ max_key_len).
+ * Gateways call it on every key of a batch before applying any.
+ * Returns CR_OK or CR_ERR_INVALID_PARAMS. */
+int cr_store_validate_key(cr_store *store, const char *key, uint32_t key_len);
+
+/* Starts a put: allocates up to replica_num replicas on distinct segments,
+ * preferred segment first, then random segments (10 tries), then a sweep.
+ * Best effort: fewer replicas rather than failure.  An in-flight put older
+ * than put_start_discard_timeout_ms is preempted (its replicas are parked
+ * until put_start_release_timeout_ms).  Returns CR_OK and fills *out (status
+ * INITIALIZED), or CR_ERR_INVALID_PARAMS (bad key/size/replica_num,
+ * replica_num above the mounted segment count), CR_ERR_OBJECT_ALREADY_EXISTS,
+ * CR_ERR_NO_AVAILABLE_HANDLE (no replica at all), CR_ERR_NOMEM (object,
+ * tenant, client or parking table full).  Changes nothing on error. */
+int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
+                       const struct cr_store_put_params *params, uint64_t now_ms,
+                       struct cr_store_replica_list *out);
+
+/* Marks the put complete (replicas COMPLETE), emits STORE.  Returns CR_OK
+ * (also when already complete: idempotent), CR_ERR_OBJECT_NOT_FOUND or
+ * CR_ERR_ILLEGAL_CLIENT (another client started it). */
+int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *tenant,
+                     const char *key, uint32_t key_len, uint64_t now_ms);
+
+/* Cancels an in-flight put and frees its space.  Returns CR_OK,
+ * CR_ERR_OBJECT_NOT_FOUND, CR_ERR_ILLEGAL_CLIENT, or CR_ERR_INVALID_PARAMS
+ * when the put has already ended. */
+int cr_store_put_revoke(cr_store *store, const struct cr_uuid *client, const char *tenant,
+                        const char *key, uint32_t key_len);
+
+/* Grants a lease (deadline = max(deadline, now + lease ttl)) and refreshes
+ * the access time (and soft pin).  Returns CR_OK when the key exists and is
+ * complete, CR_ERR_OBJECT_NOT_FOUND (missing, unknown tenant) or
+ * CR_ERR_OBJECT_NOT_READY (put not ended yet). */
+int cr_store_exist_key(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
+                       uint64_t now_ms);
+
+/* Same as exist_key, and fills *out with the complete replicas. */
+int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *key,
+                              uint32_t key_len, uint64_t now_ms,
+                              struct cr_store_replica_list *out);
+
+/* Removes one object.  Leased → CR_ERR_OBJECT_HAS_LEASE unless force; an
+ * in-flight put → CR_ERR_OBJECT_NOT_READY unless force.  Returns CR_OK or
+ * CR_ERR_OBJECT_NOT_FOUND otherwise. */
+int cr_store_remove(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
+                    bool force, uint64_t now_ms);
+
+/* Removes every complete object of `tenant` (NULL: of every tenant), skipping
+ * leased ones unless force; in-flight puts are never touched.  Emits
+ * REMOVE_ALL.  Returns the number removed. */
+uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, uint64_t now_ms);
+
+/* Sets or clears the hard pin (never evicted).  Returns CR_OK or
+ * CR_ERR_OBJECT_NOT_FOUND. */
+int cr_store_set_hard_pin(cr_store *store, const char *tenant, const char *key,
+                          uint32_t key_len, bool pinned);
+
+/* Seed BatchReplicaClear for objects of `tenant` started by `client` whose
+ * lease has expired.  segment_name NULL/"" clears every replica (the object is
+ * deleted; only complete objects qualify); otherwise only the replicas on that
+ * segment.  cleared[i] is set true for each key cleared.  Validates every key
+ * first.  Returns CR_OK, CR_ERR_INVALID_PARAMS or CR_ERR_SEGMENT_NOT_FOUND. */
+int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char *const *keys,
+                                 const uint32_t *key_lens, size_t n,
+                                 const struct cr_uuid *client, const char *segment_name,
+                                 uint64_t now_ms, bool *cleared);
+
+/* Regex operations (PCRE2, match and depth limits from the config).  Matching
+ * is done over every key of the tenant before anything is changed.
+ * get: calls fn once per matching complete object (granting each a lease).
+ * remove: removes matching complete objects, skipping leased unless force.
+ * Return CR_OK, or CR_ERR_INVALID_PARAMS when the pattern does not compile
+ * (PCRE2's message in last_error) or is too expensive (match/depth limit),
+ * CR_ERR_NOMEM.  An unknown tenant matches nothing (CR_OK). */
+int cr_store_get_replica_list_by_regex(
+    cr_store *store, const char *tenant, const char *pattern, uint64_t now_ms,
+    void (*fn)(void *ctx, const char *key, uint32_t key_len,
+               const struct cr_store_replica_list *replicas),
+    void *ctx);
+int cr_store_remove_by_regex(cr_store *store, const char *tenant, const char *pattern,
+                             bool force, uint64_t now_ms, uint64_t *removed);
+
+/* ---- eviction (mechanism; the lease/eviction actor decides) -------------- */
+
+struct cr_store_usage {
+    uint64_t capacity_bytes;
+    uint64_t used_bytes;
+    double ratio; /* used / capacity; 0 when nothing is mounted */
+};
+void cr_store_usage(const cr_store *store, struct cr_store_usage *out);
+
+struct cr_evict_candidate {
+    uint32_t object_id;
+    uint32_t generation;
+    uint64_t size_bytes; /* bytes freed if evicted (all replicas) */
+    uint64_t last_access_ms;
+    bool soft_pinned;
+};
+
+/* Redis-style sampling: draws random object slots and returns up to
+ * sample_size evictable ones (complete, unleased, not hard-pinned) into out.
+ * *rng is the caller's xorshift state (non-zero).  Returns the count. */
+size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_ms,
+                                           uint64_t *rng, size_t sample_size,
+                                           struct cr_evict_candidate *out);
+
+/* Pure policy: reorders pool[0..n) (duplicates removed) so that the victims
+ * come first and returns their count: oldest non-soft-pinned first until
+ * bytes_to_free is reached; soft-pinned ones (oldest first) only when
+ * allow_soft_pinned and the others do not suffice. */
+size_t cr_evict_choose(struct cr_evict_candidate *pool, size_t n, uint64_t bytes_to_free,
+                       bool allow_soft_pinned);
+
+/* Bytes one eviction pass should free: 0 below the high watermark (unless
+ * alloc_failed), else capacity * max(eviction_ratio, ratio - high + eviction_ratio). */
+uint64_t cr_evict_bytes_to_free(const cr_store_config *cfg, const struct cr_store_usage *usage,
+                                bool alloc_failed);
+
+/* Revalidates (same generation, complete, unleased, not hard-pinned) and
+ * frees the object.  Returns true when it was evicted. */
+bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, uint64_t now_ms);
+
+/* Frees the space of zombie puts whose PutStart is older than
+ * put_start_release_timeout_ms: parked replicas of preempted puts and
+ * in-flight puts never ended.  Returns the bytes reclaimed. */
+uint64_t cr_store_reclaim_discarded(cr_store *store, uint64_t now_ms);
+
+/* One complete pass for callers that do not split policy and mechanism:
+ * reclaims zombies, then samples/chooses/evicts in rounds until bytes_to_free
+ * is reached or no progress.  Returns the bytes freed. */
+uint64_t cr_store_evict_pass(cr_store *store, uint64_t now_ms, uint64_t *rng,
+                             uint64_t bytes_to_free);
+
+/* ---- listing and stats ---------------------------------------------------- */
+
+struct cr_store_segment_view {
+    uint32_t segment_id;
+    const char *name;
+    const char *endpoint;
+    const char *protocol;
+    struct cr_uuid owner;
+    uint64_t base;
+    uint64_t size;
+    uint64_t used_bytes;
+    uint32_t allocation_count;
+};
+
+/* Iterates mounted segments: start with *cursor = 0; returns false at the end. */
+bool cr_store_segment_next(const cr_store *store, uint32_t *cursor,
+                           struct cr_store_segment_view *out);
+/* Returns CR_OK or CR_ERR_SEGMENT_NOT_FOUND. */
+int cr_store_segment_find(const cr_store *store, const char *name,
+                          struct cr_store_segment_view *out);
+
+struct cr_store_object_view {
+    uint32_t object_id;
+    uint32_t generation;
+    const char *tenant;
+    const char *key;
+    uint32_t key_len;
+    uint64_t size_bytes;
+    bool complete;
+    bool soft_pinned; /* soft pin in effect now (TTL not expired) */
+    bool hard_pinned;
+    uint64_t put_start_ms;
+    uint64_t lease_deadline_ms;
+    uint64_t last_access_ms;
+    struct cr_uuid owner;
+    struct cr_store_replica_list replicas;
+};
+
+/* Lists objects of `tenant` (NULL: all) whose key starts with prefix (NULL or
+ * "" matches all), in slot order from *cursor (start at 0), at most `limit`.
+ * *cursor is advanced past the last slot examined: objects added or removed
+ * meanwhile never make the walk repeat or skip a surviving object.  Returns
+ * the count written; 0 with *cursor unchanged-at-end means done. */
+size_t cr_store_list_objects(const cr_store *store, const char *tenant, const char *prefix,
+                             uint64_t now_ms, uint32_t *cursor, size_t limit,
+                             struct cr_store_object_view *out);
+
+/* Returns CR_OK or CR_ERR_OBJECT_NOT_FOUND. */
+int cr_store_object_find(const cr_store *store, const char *tenant, const char *key,
+                         uint32_t key_len, uint64_t now_ms, struct cr_store_object_view *out);
+
+struct cr_store_stats {
+    uint64_t capacity_bytes;
+    uint64_t used_bytes;
+    uint64_t object_count;      /* complete and in-flight */
+    uint64_t inflight_puts;
+    uint64_t replica_count;
+    uint64_t active_leases;     /* counted at call time (walks the objects) */
+    uint64_t segment_count;
+    uint64_t client_count;
+    uint64_t evictions;
+    uint64_t evicted_bytes;
+    uint64_t zombies_preempted;
+    uint64_t zombie_bytes_reclaimed;
+    uint64_t discarded_parked;  /* replicas waiting for the release timeout */
+    uint64_t clients_expired;
+};
+void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
+
+#endif

@@ -1,0 +1,181 @@
+/* Eviction mechanism and zombie-put reclamation.
+ *
+ * Policy and mechanism are split so that the lease/eviction actor can decide
+ * and the segment manager apply: sampling reads the store, cr_evict_choose is
+ * a pure function over samples, and cr_store_evict revalidates each victim
+ * (generation, lease, pin, state) at the moment it is applied, because leases
+ * may have been granted between the decision and the application. */
+#include <assert.h>
+#include <stdlib.h>
+
+#include "core/store_internal.h"
+#include "crescent/error.h"
+
+#define SAMPLE_DRAWS_PER_RESULT 8u
+#define PASS_SAMPLE_SIZE 64u
+#define PASS_VICTIMS_PER_ROUND 16u /* the oldest quarter of each sample */
+#define PASS_STALL_ROUNDS 4u
+
+static uint64_t obj_bytes(const struct cr_store_obj *obj) {
+    uint64_t bytes = 0;
+    for (uint32_t r = 0; r < obj->replica_count; r++) bytes += obj->replicas[r].size;
+    return bytes;
+}
+
+static bool evictable(const struct cr_store_obj *obj, uint64_t now_ms) {
+    return obj->state == CR_OBJ_COMPLETE && !obj->hard_pinned &&
+           !cr_store_obj_leased(obj, now_ms);
+}
+
+size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_ms,
+                                           uint64_t *rng, size_t sample_size,
+                                           struct cr_evict_candidate *out) {
+    assert(store != NULL && rng != NULL && *rng != 0);
+    assert(out != NULL || sample_size == 0);
+    if (store->slab_high == 0) return 0;
+    size_t count = 0;
+    size_t draws = sample_size * SAMPLE_DRAWS_PER_RESULT;
+    for (size_t d = 0; d < draws && count < sample_size; d++) {
+        uint32_t id = (uint32_t)(cr_store_rng_next(rng) % store->slab_high);
+        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+        if (!evictable(obj, now_ms)) continue;
+        out[count++] = (struct cr_evict_candidate){
+            .object_id = id, .generation = obj->generation, .size_bytes = obj_bytes(obj),
+            .last_access_ms = obj->last_access_ms,
+            .soft_pinned = cr_store_obj_soft_pinned(store, obj, now_ms)};
+    }
+    return count;
+}
+
+static int by_id(const void *a, const void *b) {
+    const struct cr_evict_candidate *x = a, *y = b;
+    return (x->object_id > y->object_id) - (x->object_id < y->object_id);
+}
+
+/* Non-soft-pinned first, then least recently used first. */
+static int by_preference(const void *a, const void *b) {
+    const struct cr_evict_candidate *x = a, *y = b;
+    if (x->soft_pinned != y->soft_pinned) return x->soft_pinned ? 1 : -1;
+    return (x->last_access_ms > y->last_access_ms) - (x->last_access_ms < y->last_access_ms);
+}
+
+size_t cr_evict_choose(struct cr_evict_candidate *pool, size_t n, uint64_t bytes_to_free,
+                       bool allow_soft_pinned) {
+    assert(pool != NULL || n == 0);
+    if (n == 0 || bytes_to_free == 0) return 0;
+    qsort(pool, n, sizeof(*pool), by_id);
+    size_t unique = 1;
+    for (size_t i = 1; i < n; i++) {
+        if (pool[i].object_id != pool[unique - 1].object_id) pool[unique++] = pool[i];
+    }
+    qsort(pool, unique, sizeof(*pool), by_preference);
+    uint64_t total = 0;
+    size_t k = 0;
+    while (k < unique && total < bytes_to_free) {
+        if (pool[k].soft_pinned && !allow_soft_pinned) break;
+        total += pool[k].size_bytes;
+        k++;
+    }
+    assert(k <= unique);
+    return k;
+}
+
+uint64_t cr_evict_bytes_to_free(const cr_store_config *cfg, const struct cr_store_usage *usage,
+                                bool alloc_failed) {
+    assert(cfg != NULL && usage != NULL);
+    if (usage->capacity_bytes == 0) return 0;
+    if (!alloc_failed && usage->ratio < cfg->eviction_high_watermark_ratio) return 0;
+    double ratio = cfg->eviction_ratio;
+    double over = usage->ratio - cfg->eviction_high_watermark_ratio + cfg->eviction_ratio;
+    if (over > ratio) ratio = over;
+    uint64_t bytes = (uint64_t)(ratio * (double)usage->capacity_bytes + 0.5);
+    return bytes > 0 ? bytes : 1;
+}
+
+bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, uint64_t now_ms) {
+    assert(store != NULL);
+    if (object_id >= store->slab_high) return false;
+    const struct cr_store_obj *obj = cr_store_obj_at(store, object_id);
+    if (obj->generation != generation || !evictable(obj, now_ms)) return false;
+    store->counters.evictions++;
+    store->counters.evicted_bytes += obj_bytes(obj);
+    cr_store_obj_free(store, object_id);
+    return true;
+}
+
+static bool released(uint64_t put_start_ms, uint64_t now_ms, uint64_t timeout_ms) {
+    return now_ms >= put_start_ms && now_ms - put_start_ms >= timeout_ms;
+}
+
+uint64_t cr_store_reclaim_discarded(cr_store *store, uint64_t now_ms) {
+    assert(store != NULL);
+    uint64_t timeout = store->cfg.put_start_release_timeout_ms;
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < store->discarded_count;) {
+        struct cr_store_discarded *d = &store->discarded[i];
+        if (!released(d->put_start_ms, now_ms, timeout)) {
+            i++;
+            continue;
+        }
+        bytes += d->replica.size;
+        cr_store_replica_release(store, &d->replica);
+        *d = store->discarded[--store->discarded_count];
+    }
+    /* The in-flight list is in PutStart order, so the old ones lead it. */
+    while (store->inflight_head != CR_STORE_NONE) {
+        uint32_t id = store->inflight_head;
+        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+        if (!released(obj->put_start_ms, now_ms, timeout)) break;
+        bytes += obj_bytes(obj);
+        cr_store_obj_free(store, id);
+    }
+    store->counters.zombie_bytes_reclaimed += bytes;
+    return bytes;
+}
+
+void cr_store_discarded_drop_segment(cr_store *store, uint32_t segment) {
+    assert(store != NULL);
+    for (uint32_t i = 0; i < store->discarded_count;) {
+        struct cr_store_discarded *d = &store->discarded[i];
+        if (d->replica.segment != segment) {
+            i++;
+            continue;
+        }
+        cr_store_replica_release(store, &d->replica);
+        *d = store->discarded[--store->discarded_count];
+    }
+}
+
+/* One phase of a pass: rounds of sample → choose → evict until the target
+ * is met or sampling stops finding victims. */
+static uint64_t evict_phase(cr_store *store, uint64_t now_ms, uint64_t *rng, uint64_t target,
+                            bool allow_soft_pinned) {
+    struct cr_evict_candidate pool[PASS_SAMPLE_SIZE];
+    uint64_t freed = 0;
+    uint32_t stall = 0;
+    uint64_t max_rounds = (uint64_t)store->object_count + PASS_SAMPLE_SIZE;
+    for (uint64_t round = 0; round < max_rounds && freed < target; round++) {
+        size_t n = cr_store_sample_eviction_candidates(store, now_ms, rng, PASS_SAMPLE_SIZE, pool);
+        size_t k = cr_evict_choose(pool, n, target - freed, allow_soft_pinned);
+        if (k > PASS_VICTIMS_PER_ROUND) k = PASS_VICTIMS_PER_ROUND;
+        uint64_t before = freed;
+        for (size_t i = 0; i < k; i++) {
+            if (cr_store_evict(store, pool[i].object_id, pool[i].generation, now_ms))
+                freed += pool[i].size_bytes;
+        }
+        stall = (freed == before) ? stall + 1 : 0;
+        if (stall == PASS_STALL_ROUNDS) break;
+    }
+    return freed;
+}
+
+uint64_t cr_store_evict_pass(cr_store *store, uint64_t now_ms, uint64_t *rng,
+                             uint64_t bytes_to_free) {
+    assert(store != NULL && rng != NULL);
+    uint64_t freed = cr_store_reclaim_discarded(store, now_ms);
+    if (freed < bytes_to_free)
+        freed += evict_phase(store, now_ms, rng, bytes_to_free - freed, false);
+    if (freed < bytes_to_free && store->cfg.allow_evict_soft_pinned_objects)
+        freed += evict_phase(store, now_ms, rng, bytes_to_free - freed, true);
+    return freed;
+}

@@ -1,0 +1,195 @@
+/* Private layout of cr_store, shared by store.c, store_objects.c,
+ * store_regex.c and store_evict.c.  Nothing outside src/core/store*.c
+ * includes this file. */
+#ifndef CRESCENT_CORE_STORE_INTERNAL_H
+#define CRESCENT_CORE_STORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/store.h"
+
+#define CR_STORE_NONE UINT32_MAX
+/* Objects live in fixed chunks so that growing the slab never moves them
+ * and memory is only taken for chunks in use. */
+#define CR_STORE_CHUNK_SHIFT 12u
+#define CR_STORE_CHUNK_OBJECTS (1u << CR_STORE_CHUNK_SHIFT)
+
+enum cr_store_obj_state {
+    CR_OBJ_FREE = 0,
+    CR_OBJ_INFLIGHT = 1,
+    CR_OBJ_COMPLETE = 2,
+};
+
+struct cr_store_replica {
+    uint64_t offset;
+    uint64_t size;
+    uint32_t node;
+    uint16_t segment;
+    uint8_t status; /* enum cr_replica_status */
+};
+
+/* Block metadata copied at PutStart; one malloc holding strings and ids. */
+struct cr_store_meta_copy {
+    struct cr_store_block_meta meta;
+    /* string and token bytes follow */
+};
+
+/* Short keys live inside the object: one cache miss and one malloc fewer on
+ * the hot paths.  Fields read by every lookup sit in the first cache line. */
+#define CR_STORE_KEY_INLINE 32u
+
+struct cr_store_obj {
+    char *key; /* key_inline or a malloc'd copy; key_len bytes, no NUL */
+    uint64_t hash;
+    uint32_t key_len;
+    uint16_t tenant;
+    uint8_t state;
+    uint8_t replica_count;
+    char key_inline[CR_STORE_KEY_INLINE];
+    uint64_t lease_deadline_ms;
+    uint64_t last_access_ms;
+    uint64_t size;
+    uint64_t put_start_ms;
+    struct cr_store_meta_copy *meta;
+    struct cr_uuid owner;
+    uint32_t generation;
+    uint32_t link_prev; /* in-flight list; free list uses link_next */
+    uint32_t link_next;
+    bool with_soft_pin;
+    bool hard_pinned;
+    struct cr_store_replica replicas[CR_STORE_REPLICAS_MAX];
+};
+
+static inline void cr_store_obj_free_key(struct cr_store_obj *obj) {
+    if (obj->key != obj->key_inline) free(obj->key);
+    obj->key = NULL;
+}
+
+struct cr_store_segment {
+    char *name;
+    char *endpoint;
+    char *protocol;
+    uint64_t name_hash;
+    uint64_t base;
+    uint64_t size;
+    uint64_t used_bytes;
+    cr_offset_alloc *alloc;
+    struct cr_uuid owner;
+    uint32_t mounted_pos; /* index in store->mounted */
+    bool in_use;
+};
+
+struct cr_store_client {
+    struct cr_uuid id;
+    uint64_t last_seen_ms;
+    bool in_use;
+};
+
+struct cr_store_tenant {
+    char *name;
+    uint64_t seed;
+};
+
+/* A replica of a preempted put, parked until its release timeout. */
+struct cr_store_discarded {
+    uint64_t put_start_ms;
+    struct cr_store_replica replica;
+};
+
+/* Open-addressing slot: the high 32 hash bits as a filter, object id + 1. */
+struct cr_store_slot {
+    uint32_t hash_hi;
+    uint32_t id_plus1;
+};
+
+struct cr_store {
+    cr_store_config cfg;
+    struct cr_store_event_sink sink;
+    uint64_t rng;
+
+    struct cr_store_obj **chunks; /* max_objects / CHUNK rounded up */
+    uint32_t chunk_count;         /* chunks allocated */
+    uint32_t slab_high;           /* slots ever handed out */
+    uint32_t free_head;           /* free list of recycled slots */
+    uint32_t object_count;
+
+    struct cr_store_slot *table;
+    uint32_t table_mask;
+
+    uint32_t inflight_head; /* oldest PutStart first */
+    uint32_t inflight_tail;
+    uint32_t inflight_count;
+
+    struct cr_store_segment *segments; /* max_segments */
+    uint32_t *mounted;                 /* ids of mounted segments, dense */
+    uint32_t mounted_count;
+
+    struct cr_store_client *clients; /* open addressing, clients_mask + 1 */
+    uint32_t clients_mask;
+    uint32_t client_count;
+
+    struct cr_store_tenant *tenants;
+    uint32_t tenant_count;
+
+    struct cr_store_discarded *discarded;
+    uint32_t discarded_count;
+
+    uint64_t capacity_bytes;
+    uint64_t used_bytes;
+    uint64_t replica_count;
+    struct cr_store_stats counters; /* only the cumulative fields are kept here */
+
+    char err[CR_STORE_ERROR_LEN];
+};
+
+/* Records the message for cr_store_last_error and returns `status`. */
+int cr_store_fail(cr_store *store, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static inline struct cr_store_obj *cr_store_obj_at(const cr_store *store, uint32_t id) {
+    return &store->chunks[id >> CR_STORE_CHUNK_SHIFT][id & (CR_STORE_CHUNK_OBJECTS - 1)];
+}
+
+static inline uint64_t cr_store_rng_next(uint64_t *state) {
+    /* xorshift64*: fast, good enough to spread replicas and samples. */
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static inline bool cr_uuid_equal(const struct cr_uuid *a, const struct cr_uuid *b) {
+    return memcmp(a->b, b->b, sizeof(a->b)) == 0;
+}
+
+/* store.c */
+int cr_store_tenant_lookup(const cr_store *store, const char *tenant); /* -1 unknown */
+int cr_store_tenant_intern(cr_store *store, const char *tenant, uint16_t *out);
+const char *cr_store_tenant_name(const cr_store *store, uint16_t tenant);
+bool cr_store_client_known(const cr_store *store, const struct cr_uuid *client);
+int cr_store_client_touch(cr_store *store, const struct cr_uuid *client, uint64_t now_ms);
+int cr_store_segment_lookup(const cr_store *store, const char *name); /* -1 unknown */
+void cr_store_replica_release(cr_store *store, const struct cr_store_replica *replica);
+
+/* store_objects.c */
+uint32_t cr_store_obj_find(const cr_store *store, uint16_t tenant, const char *key,
+                           uint32_t key_len, uint64_t hash);
+uint64_t cr_store_key_hash(const cr_store *store, uint16_t tenant, const char *key,
+                           uint32_t key_len);
+void cr_store_obj_free(cr_store *store, uint32_t id);
+void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *obj,
+                            bool complete_only, struct cr_store_replica_list *out);
+void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj);
+bool cr_store_obj_leased(const struct cr_store_obj *obj, uint64_t now_ms);
+bool cr_store_obj_soft_pinned(const cr_store *store, const struct cr_store_obj *obj,
+                              uint64_t now_ms);
+void cr_store_obj_grant_lease(cr_store *store, struct cr_store_obj *obj, uint64_t now_ms);
+void cr_store_obj_drop_segment(cr_store *store, uint32_t segment, uint64_t *freed);
+void cr_store_obj_revoke_client(cr_store *store, const struct cr_uuid *client);
+void cr_store_discarded_drop_segment(cr_store *store, uint32_t segment);
+
+#endif

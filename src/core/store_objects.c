@@ -1,0 +1,710 @@
+/* Store objects: the (tenant, key) hash table, the object slab, the
+ * allocation strategy and the put / get / remove operations.
+ *
+ * Objects sit in fixed chunks of a slab addressed by a 32-bit id; recycled
+ * ids carry a generation so that an eviction decided earlier can be checked
+ * against the object it named.  The index is open addressing with linear
+ * probing over 8-byte slots (hash filter + id) and backward-shift deletion.
+ * The only malloc per object is its key (and the block metadata a PutStart
+ * may carry, kept until PutEnd). */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "core/store_internal.h"
+#include "crescent/error.h"
+
+#define ALLOC_RANDOM_TRIES 10u
+
+struct put_plan {
+    uint16_t tenant; /* valid when tenant_known */
+    bool tenant_known;
+    uint64_t hash;
+    uint32_t existing; /* object preempted, or CR_STORE_NONE */
+    char *key_copy;
+    struct cr_store_meta_copy *meta_copy;
+    uint32_t count;
+    struct cr_store_replica replicas[CR_STORE_REPLICAS_MAX];
+};
+
+static void table_insert(cr_store *store, uint32_t id, uint64_t hash);
+static void table_delete(cr_store *store, uint32_t id, uint64_t hash);
+static void emit_object(cr_store *store, enum cr_store_event_kind kind,
+                        const struct cr_store_obj *obj);
+
+/* ---- hash table and slab ---------------------------------------------------- */
+
+uint64_t cr_store_key_hash(const cr_store *store, uint16_t tenant, const char *key,
+                           uint32_t key_len) {
+    assert(tenant < store->tenant_count);
+    assert(key != NULL);
+    return XXH3_64bits_withSeed(key, key_len, store->tenants[tenant].seed);
+}
+
+uint32_t cr_store_obj_find(const cr_store *store, uint16_t tenant, const char *key,
+                           uint32_t key_len, uint64_t hash) {
+    assert(store != NULL && key != NULL);
+    uint32_t hi = (uint32_t)(hash >> 32);
+    for (uint32_t i = (uint32_t)hash & store->table_mask;; i = (i + 1) & store->table_mask) {
+        const struct cr_store_slot *slot = &store->table[i];
+        if (slot->id_plus1 == 0) return CR_STORE_NONE;
+        if (slot->hash_hi != hi) continue;
+        const struct cr_store_obj *obj = cr_store_obj_at(store, slot->id_plus1 - 1);
+        if (obj->tenant == tenant && obj->key_len == key_len &&
+            memcmp(obj->key, key, key_len) == 0)
+            return slot->id_plus1 - 1;
+    }
+}
+
+static void table_insert(cr_store *store, uint32_t id, uint64_t hash) {
+    uint32_t i = (uint32_t)hash & store->table_mask;
+    while (store->table[i].id_plus1 != 0) i = (i + 1) & store->table_mask;
+    store->table[i] = (struct cr_store_slot){(uint32_t)(hash >> 32), id + 1};
+}
+
+static void table_delete(cr_store *store, uint32_t id, uint64_t hash) {
+    uint32_t mask = store->table_mask;
+    uint32_t hole = (uint32_t)hash & mask;
+    while (store->table[hole].id_plus1 != id + 1) {
+        assert(store->table[hole].id_plus1 != 0);
+        hole = (hole + 1) & mask;
+    }
+    for (uint32_t i = (hole + 1) & mask; store->table[i].id_plus1 != 0; i = (i + 1) & mask) {
+        uint32_t home = (uint32_t)cr_store_obj_at(store, store->table[i].id_plus1 - 1)->hash & mask;
+        bool stays = (hole <= i) ? (home > hole && home <= i) : (home > hole || home <= i);
+        if (stays) continue;
+        store->table[hole] = store->table[i];
+        hole = i;
+    }
+    store->table[hole] = (struct cr_store_slot){0, 0};
+}
+
+static bool slab_has_room(const cr_store *store) {
+    return store->free_head != CR_STORE_NONE || store->slab_high < store->cfg.max_objects;
+}
+
+/* Returns a zeroed slot id or CR_STORE_NONE.  A new chunk is allocated once
+ * per 4096 objects: amortised, and it keeps the slab from moving. */
+static uint32_t slab_take(cr_store *store) {
+    uint32_t id = store->free_head;
+    if (id != CR_STORE_NONE) {
+        store->free_head = cr_store_obj_at(store, id)->link_next;
+        return id;
+    }
+    if (store->slab_high == store->cfg.max_objects) return CR_STORE_NONE;
+    uint32_t chunk = store->slab_high >> CR_STORE_CHUNK_SHIFT;
+    if (chunk == store->chunk_count) {
+        store->chunks[chunk] = calloc(CR_STORE_CHUNK_OBJECTS, sizeof(struct cr_store_obj));
+        if (store->chunks[chunk] == NULL) return CR_STORE_NONE;
+        store->chunk_count++;
+    }
+    return store->slab_high++;
+}
+
+static void inflight_append(cr_store *store, uint32_t id) {
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    obj->link_prev = store->inflight_tail;
+    obj->link_next = CR_STORE_NONE;
+    if (store->inflight_tail != CR_STORE_NONE)
+        cr_store_obj_at(store, store->inflight_tail)->link_next = id;
+    else
+        store->inflight_head = id;
+    store->inflight_tail = id;
+    store->inflight_count++;
+}
+
+static void inflight_unlink(cr_store *store, uint32_t id) {
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    assert(obj->state == CR_OBJ_INFLIGHT && store->inflight_count > 0);
+    if (obj->link_prev != CR_STORE_NONE)
+        cr_store_obj_at(store, obj->link_prev)->link_next = obj->link_next;
+    else
+        store->inflight_head = obj->link_next;
+    if (obj->link_next != CR_STORE_NONE)
+        cr_store_obj_at(store, obj->link_next)->link_prev = obj->link_prev;
+    else
+        store->inflight_tail = obj->link_prev;
+    store->inflight_count--;
+}
+
+/* Removes the object from every index and recycles its slot.  With
+ * release_space false the caller has taken over the replicas (parking). */
+static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    assert(obj->state != CR_OBJ_FREE);
+    table_delete(store, id, obj->hash);
+    if (obj->state == CR_OBJ_INFLIGHT) inflight_unlink(store, id);
+    for (uint32_t r = 0; r < obj->replica_count; r++) {
+        if (release_space) cr_store_replica_release(store, &obj->replicas[r]);
+    }
+    store->replica_count -= obj->replica_count;
+    cr_store_obj_free_key(obj);
+    free(obj->meta);
+    uint32_t generation = obj->generation + 1;
+    memset(obj, 0, sizeof(*obj));
+    obj->generation = generation;
+    obj->link_next = store->free_head;
+    store->free_head = id;
+    store->object_count--;
+}
+
+void cr_store_obj_free(cr_store *store, uint32_t id) {
+    obj_free_ex(store, id, true);
+}
+
+/* ---- small object helpers ------------------------------------------------------ */
+
+bool cr_store_obj_leased(const struct cr_store_obj *obj, uint64_t now_ms) {
+    return obj->lease_deadline_ms > now_ms;
+}
+
+/* The soft pin lapses when the object goes unaccessed for soft_pin_ttl and
+ * comes back with the next access: evaluated here, so no sweep is needed. */
+bool cr_store_obj_soft_pinned(const cr_store *store, const struct cr_store_obj *obj,
+                              uint64_t now_ms) {
+    if (!obj->with_soft_pin) return false;
+    return now_ms < obj->last_access_ms ||
+           now_ms - obj->last_access_ms < store->cfg.default_kv_soft_pin_ttl_ms;
+}
+
+void cr_store_obj_grant_lease(cr_store *store, struct cr_store_obj *obj, uint64_t now_ms) {
+    assert(obj->state == CR_OBJ_COMPLETE);
+    uint64_t deadline = now_ms + store->cfg.default_kv_lease_ttl_ms;
+    if (deadline > obj->lease_deadline_ms) obj->lease_deadline_ms = deadline;
+    /* The access time also renews the soft pin (cr_store_obj_soft_pinned). */
+    if (now_ms > obj->last_access_ms) obj->last_access_ms = now_ms;
+}
+
+void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *obj,
+                            bool complete_only, struct cr_store_replica_list *out) {
+    assert(store != NULL && out != NULL);
+    out->count = 0;
+    for (uint32_t r = 0; r < obj->replica_count; r++) {
+        const struct cr_store_replica *rep = &obj->replicas[r];
+        if (complete_only && rep->status != CR_REPLICA_COMPLETE) continue;
+        const struct cr_store_segment *seg = &store->segments[rep->segment];
+        out->replicas[out->count++] = (struct cr_store_replica_desc){
+            .segment_id = rep->segment, .segment_name = seg->name,
+            .endpoint = seg->endpoint, .protocol = seg->protocol,
+            .buffer = seg->base + rep->offset, .size = obj->size,
+            .status = (enum cr_replica_status)rep->status};
+    }
+}
+
+static void emit_object(cr_store *store, enum cr_store_event_kind kind,
+                        const struct cr_store_obj *obj) {
+    if (store->sink.on_event == NULL) return;
+    struct cr_store_event_replica reps[CR_STORE_REPLICAS_MAX];
+    for (uint32_t r = 0; r < obj->replica_count; r++)
+        reps[r] = (struct cr_store_event_replica){
+            "memory", store->segments[obj->replicas[r].segment].endpoint};
+    struct cr_store_event ev = {
+        .kind = kind, .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
+        .key_len = obj->key_len, .replicas = reps, .replica_count = obj->replica_count,
+        .meta = (kind == CR_STORE_EVENT_STORE && obj->meta) ? &obj->meta->meta : NULL};
+    store->sink.on_event(store->sink.ctx, &ev);
+}
+
+void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj) {
+    emit_object(store, CR_STORE_EVENT_UPDATE, obj);
+}
+
+/* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */
+static uint32_t find_key(const cr_store *store, const char *tenant, const char *key,
+                         uint32_t key_len) {
+    int t = cr_store_tenant_lookup(store, tenant);
+    if (t < 0 || key == NULL) return CR_STORE_NONE;
+    uint64_t h = cr_store_key_hash(store, (uint16_t)t, key, key_len);
+    return cr_store_obj_find(store, (uint16_t)t, key, key_len, h);
+}
+
+static int not_found(cr_store *store) {
+    return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object not found");
+}
+
+int cr_store_validate_key(cr_store *store, const char *key, uint32_t key_len) {
+    assert(store != NULL);
+    if (key == NULL || key_len == 0)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "empty key");
+    if (key_len > store->cfg.max_key_len)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "key of %u bytes exceeds %u", key_len,
+                             store->cfg.max_key_len);
+    return CR_OK;
+}
+
+/* ---- PutStart --------------------------------------------------------------- */
+
+static bool strnok(const char *s) {
+    return s == NULL || strnlen(s, CR_STORE_NAME_LEN_MAX + 1) <= CR_STORE_NAME_LEN_MAX;
+}
+
+static int put_validate(cr_store *store, const struct cr_store_put_params *p) {
+    int rc = cr_store_validate_key(store, p->key, p->key_len);
+    if (rc != CR_OK) return rc;
+    const cr_store_config *c = &store->cfg;
+    if (p->value_length == 0 || p->value_length > c->max_object_size_bytes)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "value_length must be in [1, %llu]",
+                             (unsigned long long)c->max_object_size_bytes);
+    if (p->replica_num == 0 || p->replica_num > c->max_replicas_per_object)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "replica_num must be in [1, %u]",
+                             c->max_replicas_per_object);
+    if (p->replica_num > store->mounted_count)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
+                             "replica_num %u above the %u mounted segments", p->replica_num,
+                             store->mounted_count);
+    if (!strnok(p->tenant) || !strnok(p->preferred_segment))
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "tenant or segment name too long");
+    const struct cr_store_block_meta *m = p->meta;
+    if (m != NULL && (!strnok(m->model_name) || !strnok(m->block_hash) ||
+                      !strnok(m->parent_block_hash) || m->token_count > c->block_token_ids_max ||
+                      (m->token_count > 0 && m->token_ids == NULL)))
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "block metadata out of bounds");
+    return CR_OK;
+}
+
+static char *meta_put_string(char **cursor, const char *s) {
+    if (s == NULL) s = "";
+    size_t len = strlen(s) + 1;
+    char *dst = *cursor;
+    memcpy(dst, s, len);
+    *cursor += len;
+    return dst;
+}
+
+/* One allocation for the whole metadata: it lives only until PutEnd. */
+static struct cr_store_meta_copy *meta_copy(const struct cr_store_block_meta *m) {
+    size_t tokens = (size_t)m->token_count * sizeof(uint32_t);
+    size_t strings = strlen(m->model_name ? m->model_name : "") +
+                     strlen(m->block_hash ? m->block_hash : "") +
+                     strlen(m->parent_block_hash ? m->parent_block_hash : "") + 3;
+    struct cr_store_meta_copy *copy = malloc(sizeof(*copy) + tokens + strings);
+    if (copy == NULL) return NULL;
+    uint32_t *ids = (uint32_t *)(copy + 1);
+    if (tokens > 0) memcpy(ids, m->token_ids, tokens);
+    char *cursor = (char *)ids + tokens;
+    copy->meta = (struct cr_store_block_meta){
+        .block_size = m->block_size, .token_ids = ids, .token_count = m->token_count};
+    copy->meta.model_name = meta_put_string(&cursor, m->model_name);
+    copy->meta.block_hash = meta_put_string(&cursor, m->block_hash);
+    copy->meta.parent_block_hash = meta_put_string(&cursor, m->parent_block_hash);
+    return copy;
+}
+
+static bool plan_uses(const struct put_plan *plan, uint32_t segment) {
+    for (uint32_t i = 0; i < plan->count; i++) {
+        if (plan->replicas[i].segment == segment) return true;
+    }
+    return false;
+}
+
+static bool plan_try(cr_store *store, struct put_plan *plan, uint32_t segment, uint64_t size) {
+    if (plan_uses(plan, segment)) return false;
+    struct cr_store_segment *seg = &store->segments[segment];
+    cr_offset_allocation a;
+    if (cr_offset_alloc_alloc(seg->alloc, size, &a) != CR_OK) return false;
+    plan->replicas[plan->count++] = (struct cr_store_replica){
+        .offset = a.offset, .size = a.size, .node = a.node, .segment = (uint16_t)segment,
+        .status = CR_REPLICA_INITIALIZED};
+    seg->used_bytes += a.size;
+    store->used_bytes += a.size;
+    return true;
+}
+
+/* Preferred segment, then random segments, then one sweep from a random
+ * start so that failure really means no segment had room. */
+static void plan_allocate(cr_store *store, struct put_plan *plan,
+                          const struct cr_store_put_params *p) {
+    uint32_t want = p->replica_num;
+    if (p->preferred_segment != NULL && p->preferred_segment[0] != '\0') {
+        int pref = cr_store_segment_lookup(store, p->preferred_segment);
+        if (pref >= 0) plan_try(store, plan, (uint32_t)pref, p->value_length);
+    }
+    uint32_t n = store->mounted_count;
+    for (uint32_t t = 0; t < ALLOC_RANDOM_TRIES * want && plan->count < want; t++) {
+        uint32_t seg = store->mounted[cr_store_rng_next(&store->rng) % n];
+        plan_try(store, plan, seg, p->value_length);
+    }
+    uint32_t start = (uint32_t)(cr_store_rng_next(&store->rng) % n);
+    for (uint32_t i = 0; i < n && plan->count < want; i++)
+        plan_try(store, plan, store->mounted[(start + i) % n], p->value_length);
+}
+
+static void plan_unwind(cr_store *store, struct put_plan *plan) {
+    for (uint32_t i = 0; i < plan->count; i++) cr_store_replica_release(store, &plan->replicas[i]);
+    plan->count = 0;
+    free(plan->key_copy);
+    free(plan->meta_copy);
+}
+
+/* Decides whether the key may be written and whether a zombie is preempted. */
+static int plan_check_existing(cr_store *store, struct put_plan *plan,
+                               const struct cr_store_put_params *p, uint64_t now_ms) {
+    int t = cr_store_tenant_lookup(store, p->tenant);
+    plan->existing = CR_STORE_NONE;
+    plan->tenant_known = t >= 0;
+    if (t < 0) {
+        if (store->tenant_count == store->cfg.max_tenants)
+            return cr_store_fail(store, CR_ERR_NOMEM, "tenant table full (max_tenants)");
+        return CR_OK;
+    }
+    plan->tenant = (uint16_t)t;
+    plan->hash = cr_store_key_hash(store, plan->tenant, p->key, p->key_len);
+    uint32_t id = cr_store_obj_find(store, plan->tenant, p->key, p->key_len, plan->hash);
+    if (id == CR_STORE_NONE) return CR_OK;
+    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    bool zombie = obj->state == CR_OBJ_INFLIGHT && now_ms >= obj->put_start_ms &&
+                  now_ms - obj->put_start_ms >= store->cfg.put_start_discard_timeout_ms;
+    if (!zombie)
+        return cr_store_fail(store, CR_ERR_OBJECT_ALREADY_EXISTS, "%s",
+                             obj->state == CR_OBJ_COMPLETE ? "object exists"
+                                                           : "object is being written");
+    if (store->discarded_count + obj->replica_count > store->cfg.max_discarded)
+        return cr_store_fail(store, CR_ERR_NOMEM, "discarded replica table full");
+    plan->existing = id;
+    return CR_OK;
+}
+
+static int plan_check_room(cr_store *store, const struct cr_uuid *client) {
+    if (!slab_has_room(store))
+        return cr_store_fail(store, CR_ERR_NOMEM, "object table full (max_objects)");
+    if (store->client_count == store->cfg.max_clients && !cr_store_client_known(store, client))
+        return cr_store_fail(store, CR_ERR_NOMEM, "client table full (max_clients)");
+    return CR_OK;
+}
+
+/* Moves a zombie's replicas to the parking table and drops the object. */
+static void preempt(cr_store *store, uint32_t id) {
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    for (uint32_t r = 0; r < obj->replica_count; r++) {
+        assert(store->discarded_count < store->cfg.max_discarded);
+        store->discarded[store->discarded_count++] =
+            (struct cr_store_discarded){obj->put_start_ms, obj->replicas[r]};
+    }
+    store->counters.zombies_preempted++;
+    obj_free_ex(store, id, false);
+}
+
+static int plan_commit(cr_store *store, struct put_plan *plan, const struct cr_uuid *client,
+                       const struct cr_store_put_params *p, uint64_t now_ms) {
+    uint32_t id = slab_take(store);
+    if (id == CR_STORE_NONE) return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
+    if (!plan->tenant_known) {
+        int rc = cr_store_tenant_intern(store, p->tenant, &plan->tenant);
+        if (rc != CR_OK) { /* strdup failed: hand the slot back, caller unwinds */
+            cr_store_obj_at(store, id)->link_next = store->free_head;
+            store->free_head = id;
+            return rc;
+        }
+        plan->hash = cr_store_key_hash(store, plan->tenant, p->key, p->key_len);
+    }
+    if (plan->existing != CR_STORE_NONE) preempt(store, plan->existing);
+    int rc = cr_store_client_touch(store, client, now_ms);
+    assert(rc == CR_OK); /* room was checked */
+    (void)rc;
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    uint32_t generation = obj->generation;
+    *obj = (struct cr_store_obj){
+        .key = plan->key_copy, .hash = plan->hash, .size = p->value_length,
+        .put_start_ms = now_ms, .last_access_ms = now_ms, .meta = plan->meta_copy,
+        .owner = *client, .key_len = p->key_len, .generation = generation,
+        .tenant = plan->tenant, .state = CR_OBJ_INFLIGHT, .replica_count = (uint8_t)plan->count,
+        .with_soft_pin = p->with_soft_pin};
+    memcpy(obj->replicas, plan->replicas, plan->count * sizeof(plan->replicas[0]));
+    if (obj->key == NULL) { /* short key: kept inline */
+        memcpy(obj->key_inline, p->key, p->key_len);
+        obj->key = obj->key_inline;
+    }
+    table_insert(store, id, plan->hash);
+    inflight_append(store, id);
+    store->object_count++;
+    store->replica_count += plan->count;
+    return CR_OK;
+}
+
+int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
+                       const struct cr_store_put_params *p, uint64_t now_ms,
+                       struct cr_store_replica_list *out) {
+    assert(store != NULL && client != NULL && p != NULL && out != NULL);
+    out->count = 0;
+    struct put_plan plan = {0};
+    int rc = put_validate(store, p);
+    if (rc == CR_OK) rc = plan_check_existing(store, &plan, p, now_ms);
+    if (rc == CR_OK) rc = plan_check_room(store, client);
+    if (rc != CR_OK) return rc;
+    if (p->key_len > CR_STORE_KEY_INLINE) {
+        plan.key_copy = malloc(p->key_len);
+        if (plan.key_copy == NULL) return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
+        memcpy(plan.key_copy, p->key, p->key_len);
+    }
+    if (p->meta != NULL && (plan.meta_copy = meta_copy(p->meta)) == NULL) {
+        plan_unwind(store, &plan);
+        return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
+    }
+    plan_allocate(store, &plan, p);
+    if (plan.count == 0) {
+        plan_unwind(store, &plan);
+        return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE,
+                             "no segment has %llu free bytes",
+                             (unsigned long long)p->value_length);
+    }
+    rc = plan_commit(store, &plan, client, p, now_ms);
+    if (rc != CR_OK) {
+        plan_unwind(store, &plan);
+        return rc;
+    }
+    uint32_t id = cr_store_obj_find(store, plan.tenant, p->key, p->key_len, plan.hash);
+    cr_store_obj_fill_list(store, cr_store_obj_at(store, id), false, out);
+    return CR_OK;
+}
+
+/* ---- PutEnd, PutRevoke ------------------------------------------------------- */
+
+int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *tenant,
+                     const char *key, uint32_t key_len, uint64_t now_ms) {
+    assert(store != NULL && client != NULL);
+    uint32_t id = find_key(store, tenant, key, key_len);
+    if (id == CR_STORE_NONE) return not_found(store);
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (!cr_uuid_equal(&obj->owner, client))
+        return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT, "put started by another client");
+    if (obj->state == CR_OBJ_COMPLETE) return CR_OK;
+    inflight_unlink(store, id);
+    obj->state = CR_OBJ_COMPLETE;
+    for (uint32_t r = 0; r < obj->replica_count; r++)
+        obj->replicas[r].status = CR_REPLICA_COMPLETE;
+    if (now_ms > obj->last_access_ms) obj->last_access_ms = now_ms;
+    emit_object(store, CR_STORE_EVENT_STORE, obj);
+    free(obj->meta); /* only the STORE event needed it */
+    obj->meta = NULL;
+    return CR_OK;
+}
+
+int cr_store_put_revoke(cr_store *store, const struct cr_uuid *client, const char *tenant,
+                        const char *key, uint32_t key_len) {
+    assert(store != NULL && client != NULL);
+    uint32_t id = find_key(store, tenant, key, key_len);
+    if (id == CR_STORE_NONE) return not_found(store);
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (!cr_uuid_equal(&obj->owner, client))
+        return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT, "put started by another client");
+    if (obj->state != CR_OBJ_INFLIGHT)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "put already ended");
+    cr_store_obj_free(store, id);
+    return CR_OK;
+}
+
+/* ---- reads ------------------------------------------------------------------- */
+
+static int read_object(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
+                       uint64_t now_ms, struct cr_store_obj **out) {
+    uint32_t id = find_key(store, tenant, key, key_len);
+    if (id == CR_STORE_NONE) return not_found(store);
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (obj->state != CR_OBJ_COMPLETE)
+        return cr_store_fail(store, CR_ERR_OBJECT_NOT_READY, "put has not ended");
+    cr_store_obj_grant_lease(store, obj, now_ms);
+    *out = obj;
+    return CR_OK;
+}
+
+int cr_store_exist_key(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
+                       uint64_t now_ms) {
+    assert(store != NULL);
+    struct cr_store_obj *obj;
+    return read_object(store, tenant, key, key_len, now_ms, &obj);
+}
+
+int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *key,
+                              uint32_t key_len, uint64_t now_ms,
+                              struct cr_store_replica_list *out) {
+    assert(store != NULL && out != NULL);
+    out->count = 0;
+    struct cr_store_obj *obj;
+    int rc = read_object(store, tenant, key, key_len, now_ms, &obj);
+    if (rc == CR_OK) cr_store_obj_fill_list(store, obj, true, out);
+    return rc;
+}
+
+int cr_store_set_hard_pin(cr_store *store, const char *tenant, const char *key,
+                          uint32_t key_len, bool pinned) {
+    assert(store != NULL);
+    uint32_t id = find_key(store, tenant, key, key_len);
+    if (id == CR_STORE_NONE) return not_found(store);
+    cr_store_obj_at(store, id)->hard_pinned = pinned;
+    return CR_OK;
+}
+
+/* ---- removal ------------------------------------------------------------------- */
+
+int cr_store_remove(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
+                    bool force, uint64_t now_ms) {
+    assert(store != NULL);
+    uint32_t id = find_key(store, tenant, key, key_len);
+    if (id == CR_STORE_NONE) return not_found(store);
+    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (!force && obj->state == CR_OBJ_INFLIGHT)
+        return cr_store_fail(store, CR_ERR_OBJECT_NOT_READY, "put has not ended");
+    if (!force && cr_store_obj_leased(obj, now_ms))
+        return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE, "object is leased until %llu ms",
+                             (unsigned long long)obj->lease_deadline_ms);
+    cr_store_obj_free(store, id);
+    return CR_OK;
+}
+
+uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, uint64_t now_ms) {
+    assert(store != NULL);
+    int t = (tenant != NULL) ? cr_store_tenant_lookup(store, tenant) : -1;
+    if (tenant != NULL && t < 0) return 0;
+    uint64_t removed = 0;
+    for (uint32_t id = 0; id < store->slab_high; id++) {
+        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+        if (obj->state != CR_OBJ_COMPLETE || (t >= 0 && obj->tenant != (uint16_t)t)) continue;
+        if (!force && cr_store_obj_leased(obj, now_ms)) continue;
+        cr_store_obj_free(store, id);
+        removed++;
+    }
+    if (store->sink.on_event != NULL) {
+        struct cr_store_event ev = {.kind = CR_STORE_EVENT_REMOVE_ALL,
+                                    .tenant = (t >= 0) ? cr_store_tenant_name(store, (uint16_t)t)
+                                                       : NULL,
+                                    .removed_count = removed};
+        store->sink.on_event(store->sink.ctx, &ev);
+    }
+    return removed;
+}
+
+/* Drops replica r (already released or parked by the caller's choice). */
+static void obj_drop_replica(cr_store *store, struct cr_store_obj *obj, uint32_t r) {
+    assert(r < obj->replica_count);
+    cr_store_replica_release(store, &obj->replicas[r]);
+    obj->replicas[r] = obj->replicas[--obj->replica_count];
+    store->replica_count--;
+}
+
+/* After replicas were dropped: publish the change, free the object if empty. */
+static bool obj_after_drop(cr_store *store, uint32_t id) {
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (obj->state == CR_OBJ_COMPLETE) cr_store_obj_emit_update(store, obj);
+    if (obj->replica_count > 0) return false;
+    cr_store_obj_free(store, id);
+    return true;
+}
+
+void cr_store_obj_drop_segment(cr_store *store, uint32_t segment, uint64_t *freed) {
+    assert(store != NULL && freed != NULL);
+    for (uint32_t id = 0; id < store->slab_high; id++) {
+        struct cr_store_obj *obj = cr_store_obj_at(store, id);
+        if (obj->state == CR_OBJ_FREE) continue;
+        bool dropped = false;
+        for (uint32_t r = 0; r < obj->replica_count;) {
+            if (obj->replicas[r].segment != segment) {
+                r++;
+                continue;
+            }
+            obj_drop_replica(store, obj, r);
+            dropped = true;
+        }
+        if (dropped && obj_after_drop(store, id)) (*freed)++;
+    }
+}
+
+void cr_store_obj_revoke_client(cr_store *store, const struct cr_uuid *client) {
+    assert(store != NULL && client != NULL);
+    uint32_t id = store->inflight_head;
+    while (id != CR_STORE_NONE) {
+        struct cr_store_obj *obj = cr_store_obj_at(store, id);
+        uint32_t next = obj->link_next;
+        if (cr_uuid_equal(&obj->owner, client)) cr_store_obj_free(store, id);
+        id = next;
+    }
+}
+
+static bool clear_one(cr_store *store, uint32_t id, const struct cr_uuid *client, int segment,
+                      uint64_t now_ms) {
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (obj->state != CR_OBJ_COMPLETE || !cr_uuid_equal(&obj->owner, client) ||
+        cr_store_obj_leased(obj, now_ms))
+        return false;
+    if (segment < 0) {
+        while (obj->replica_count > 0) obj_drop_replica(store, obj, 0);
+        obj_after_drop(store, id);
+        return true;
+    }
+    for (uint32_t r = 0; r < obj->replica_count; r++) {
+        if (obj->replicas[r].segment != (uint32_t)segment) continue;
+        obj_drop_replica(store, obj, r);
+        obj_after_drop(store, id);
+        return true;
+    }
+    return false;
+}
+
+int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char *const *keys,
+                                 const uint32_t *key_lens, size_t n,
+                                 const struct cr_uuid *client, const char *segment_name,
+                                 uint64_t now_ms, bool *cleared) {
+    assert(store != NULL && client != NULL);
+    assert(n == 0 || (keys != NULL && key_lens != NULL && cleared != NULL));
+    for (size_t i = 0; i < n; i++) {
+        int rc = cr_store_validate_key(store, keys[i], key_lens[i]);
+        if (rc != CR_OK) return rc;
+    }
+    int segment = -1;
+    if (segment_name != NULL && segment_name[0] != '\0') {
+        segment = cr_store_segment_lookup(store, segment_name);
+        if (segment < 0)
+            return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND, "segment %s is not mounted",
+                                 segment_name);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id = find_key(store, tenant, keys[i], key_lens[i]);
+        cleared[i] = id != CR_STORE_NONE && clear_one(store, id, client, segment, now_ms);
+    }
+    return CR_OK;
+}
+
+/* ---- views ---------------------------------------------------------------------- */
+
+static void object_view(const cr_store *store, uint32_t id, uint64_t now_ms,
+                        struct cr_store_object_view *out) {
+    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    bool soft = cr_store_obj_soft_pinned(store, obj, now_ms);
+    *out = (struct cr_store_object_view){
+        .object_id = id, .generation = obj->generation,
+        .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
+        .key_len = obj->key_len, .size_bytes = obj->size,
+        .complete = obj->state == CR_OBJ_COMPLETE, .soft_pinned = soft,
+        .hard_pinned = obj->hard_pinned, .put_start_ms = obj->put_start_ms,
+        .lease_deadline_ms = obj->lease_deadline_ms, .last_access_ms = obj->last_access_ms,
+        .owner = obj->owner};
+    cr_store_obj_fill_list(store, obj, false, &out->replicas);
+}
+
+int cr_store_object_find(const cr_store *store, const char *tenant, const char *key,
+                         uint32_t key_len, uint64_t now_ms, struct cr_store_object_view *out) {
+    assert(store != NULL && out != NULL);
+    uint32_t id = find_key(store, tenant, key, key_len);
+    if (id == CR_STORE_NONE) return CR_ERR_OBJECT_NOT_FOUND;
+    object_view(store, id, now_ms, out);
+    return CR_OK;
+}
+
+size_t cr_store_list_objects(const cr_store *store, const char *tenant, const char *prefix,
+                             uint64_t now_ms, uint32_t *cursor, size_t limit,
+                             struct cr_store_object_view *out) {
+    assert(store != NULL && cursor != NULL);
+    assert(out != NULL || limit == 0);
+    int t = (tenant != NULL) ? cr_store_tenant_lookup(store, tenant) : -1;
+    if (tenant != NULL && t < 0) return 0;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    size_t count = 0;
+    for (; *cursor < store->slab_high && count < limit; (*cursor)++) {
+        const struct cr_store_obj *obj = cr_store_obj_at(store, *cursor);
+        if (obj->state == CR_OBJ_FREE || (t >= 0 && obj->tenant != (uint16_t)t)) continue;
+        if (plen > 0 && (obj->key_len < plen || memcmp(obj->key, prefix, plen) != 0)) continue;
+        object_view(store, *cursor, now_ms, &out[count++]);
+    }
+    return count;
+}

@@ -1,0 +1,320 @@
+/* crescentd settings (see config.h).  One table describes every setting; the
+ * flag parser, the config-file loader and --help all read it, so they cannot
+ * drift apart. */
+#include "daemon/config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crescent/version.h"
+
+enum setting_type { SETTING_STRING, SETTING_U32, SETTING_BOOL, SETTING_LOG_LEVEL };
+
+struct setting {
+    const char *name; /* flag name; the config key is the same with '_' for '-' */
+    enum setting_type type;
+    size_t offset;
+    uint32_t min, max; /* SETTING_U32 bounds */
+    const char *value_name;
+    const char *help;
+};
+
+#define FIELD(field) offsetof(struct cr_daemon_config, field)
+
+static const struct setting settings[] = {
+    {"http-address", SETTING_STRING, FIELD(http_address), 0, 0, "HOST:PORT",
+     "address of the HTTP front (admin API, /health, /metrics)"},
+    {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
+     "HTTP worker threads"},
+    {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
+     "pin each actor thread to a CPU of the process's affinity mask"},
+    {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
+     "messages per (sender, actor) ring; a power of two"},
+    {"ask-timeout-ms", SETTING_U32, FIELD(ask_timeout_ms), 1, 600000, "MS",
+     "how long an HTTP request waits for an actor's answer"},
+    {"log-level", SETTING_LOG_LEVEL, FIELD(log_level), 0, 0, "LEVEL",
+     "DEBUG, INFO, WARN or ERROR (also CRESCENT_LOG_LEVEL)"},
+};
+
+#define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
+
+void cr_daemon_config_default(struct cr_daemon_config *config) {
+    memset(config, 0, sizeof(*config));
+    snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
+    config->http_threads = 4;
+    config->pin_threads = true;
+    config->ring_slots = 4096;
+    config->ask_timeout_ms = 2000;
+    config->log_level = CR_LOG_INFO;
+}
+
+static void default_text(const struct setting *s, char *out, size_t size) {
+    struct cr_daemon_config defaults;
+    cr_daemon_config_default(&defaults);
+    const char *base = (const char *)&defaults;
+    static const char *const levels[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+    switch (s->type) {
+    case SETTING_STRING: snprintf(out, size, "%s", base + s->offset); break;
+    case SETTING_U32: snprintf(out, size, "%u", *(const uint32_t *)(const void *)(base + s->offset)); break;
+    case SETTING_BOOL: snprintf(out, size, "%s", *(const bool *)(base + s->offset) ? "true" : "false"); break;
+    case SETTING_LOG_LEVEL:
+        snprintf(out, size, "%s", levels[*(const enum cr_log_level *)(const void *)(base + s->offset)]);
+        break;
+    }
+}
+
+void cr_daemon_config_usage(FILE *out) {
+    fprintf(out,
+            "Usage: crescentd [OPTIONS]\n"
+            "\n"
+            "crescent's daemon: the KV-cache control plane (store master, event plane,\n"
+            "prefix indexer) behind one HTTP front. Runs until SIGINT or SIGTERM.\n"
+            "\n"
+            "Options (each also a key of the JSON config file, with '_' for '-'):\n"
+            "  --config FILE             JSON config file (also CRESCENT_CONFIG); flags win\n");
+    for (size_t i = 0; i < SETTING_COUNT; i++) {
+        char flag[64], def[CR_CONFIG_ADDRESS_MAX];
+        snprintf(flag, sizeof(flag), "--%s %s", settings[i].name, settings[i].value_name);
+        default_text(&settings[i], def, sizeof(def));
+        fprintf(out, "  %-25s %s (default %s)\n", flag, settings[i].help, def);
+    }
+    fprintf(out,
+            "  --no-pin                  same as --pin-threads false\n"
+            "  --help                    print this help and exit\n"
+            "  --version                 print the version and exit\n"
+            "\n"
+            "Exit status: 0 after a clean shutdown, 2 for a bad flag, a bad config file or\n"
+            "an address that cannot be bound, 1 for any other failure to start.\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Values */
+
+static bool parse_u32(const char *text, uint32_t *out) {
+    if (text == NULL || *text == '\0') return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || text[0] == '-' || value > UINT32_MAX) return false;
+    *out = (uint32_t)value;
+    return true;
+}
+
+static bool parse_bool(const char *text, bool *out) {
+    if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0 || strcmp(text, "yes") == 0) {
+        *out = true;
+        return true;
+    }
+    if (strcmp(text, "false") == 0 || strcmp(text, "0") == 0 || strcmp(text, "no") == 0) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+/* Validates and stores one value given as text (flags). */
+static bool apply_text(const struct setting *s, const char *text, struct cr_daemon_config *config,
+                       char error[CR_CONFIG_ERROR_MAX]) {
+    char *field = (char *)config + s->offset;
+    switch (s->type) {
+    case SETTING_STRING:
+        if (text[0] == '\0' || strlen(text) >= CR_CONFIG_ADDRESS_MAX) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: must be 1 to %u characters", s->name,
+                     CR_CONFIG_ADDRESS_MAX - 1);
+            return false;
+        }
+        snprintf(field, CR_CONFIG_ADDRESS_MAX, "%s", text);
+        return true;
+    case SETTING_U32: {
+        uint32_t value;
+        if (!parse_u32(text, &value) || value < s->min || value > s->max) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not a whole number from %u to %u",
+                     s->name, text, s->min, s->max);
+            return false;
+        }
+        *(uint32_t *)(void *)field = value;
+        return true;
+    }
+    case SETTING_BOOL:
+        if (!parse_bool(text, (bool *)field)) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not true or false", s->name, text);
+            return false;
+        }
+        return true;
+    case SETTING_LOG_LEVEL:
+        if (!cr_log_parse_level(text, (enum cr_log_level *)(void *)field)) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not DEBUG, INFO, WARN or ERROR",
+                     s->name, text);
+            return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Settings that depend on each other, checked once everything is applied. */
+static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG_ERROR_MAX]) {
+    if ((config->ring_slots & (config->ring_slots - 1)) != 0) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "ring-slots: %u is not a power of two",
+                 config->ring_slots);
+        return false;
+    }
+    const char *colon = strrchr(config->http_address, ':');
+    uint32_t port;
+    if (colon == NULL || colon == config->http_address || !parse_u32(colon + 1, &port) ||
+        port > 65535) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "http-address: '%s' is not HOST:PORT",
+                 config->http_address);
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Config file */
+
+static const struct setting *find_setting(const char *name, bool key_form) {
+    for (size_t i = 0; i < SETTING_COUNT; i++) {
+        const char *a = settings[i].name, *b = name;
+        while (*a != '\0' && (*a == *b || (key_form && *a == '-' && *b == '_'))) a++, b++;
+        if (*a == '\0' && *b == '\0') return &settings[i];
+    }
+    return NULL;
+}
+
+static bool apply_json(const struct setting *s, const char *key, json_t *value,
+                       struct cr_daemon_config *config, char error[CR_CONFIG_ERROR_MAX]) {
+    char text[CR_CONFIG_ADDRESS_MAX];
+    bool type_ok = false;
+    switch (s->type) {
+    case SETTING_STRING:
+    case SETTING_LOG_LEVEL:
+        type_ok = json_is_string(value);
+        if (type_ok) snprintf(text, sizeof(text), "%s", json_string_value(value));
+        break;
+    case SETTING_U32:
+        type_ok = json_is_integer(value);
+        if (type_ok) snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
+        break;
+    case SETTING_BOOL:
+        type_ok = json_is_boolean(value);
+        if (type_ok) snprintf(text, sizeof(text), "%s", json_is_true(value) ? "true" : "false");
+        break;
+    }
+    if (!type_ok) {
+        static const char *const wanted[] = {"a string", "an integer", "true or false", "a string"};
+        snprintf(error, CR_CONFIG_ERROR_MAX, "key \"%s\" must be %s", key, wanted[s->type]);
+        return false;
+    }
+    return apply_text(s, text, config, error);
+}
+
+bool cr_daemon_config_load_file(const char *path, struct cr_daemon_config *config,
+                                char error[CR_CONFIG_ERROR_MAX]) {
+    json_error_t json_error;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &json_error);
+    if (root == NULL) {
+        if (json_error.line < 0)
+            snprintf(error, CR_CONFIG_ERROR_MAX, "config file %s: %s", path, json_error.text);
+        else
+            snprintf(error, CR_CONFIG_ERROR_MAX, "config file %s:%d:%d: %s", path,
+                     json_error.line, json_error.column, json_error.text);
+        return false;
+    }
+    bool ok = json_is_object(root);
+    if (!ok) snprintf(error, CR_CONFIG_ERROR_MAX, "config file %s: top level must be an object", path);
+    const char *key;
+    json_t *value;
+    /* Apply to a copy: a bad file changes nothing. */
+    struct cr_daemon_config staged = *config;
+    json_object_foreach(root, key, value) {
+        if (!ok) break;
+        const struct setting *s = find_setting(key, true);
+        if (s == NULL) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "config file %s: unknown key \"%s\"", path, key);
+            ok = false;
+        } else if (!apply_json(s, key, value, &staged, error)) {
+            char detail[CR_CONFIG_ERROR_MAX];
+            snprintf(detail, sizeof(detail), "%s", error);
+            snprintf(error, CR_CONFIG_ERROR_MAX, "config file %.200s: %.280s", path, detail);
+            ok = false;
+        }
+    }
+    json_decref(root);
+    if (ok) *config = staged;
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Flags */
+
+enum { OPT_HELP = 1000, OPT_VERSION, OPT_CONFIG, OPT_NO_PIN, OPT_SETTING };
+
+/* Finds --config first so the file applies before the other flags. */
+static const char *find_config_path(int argc, char **argv) {
+    const char *path = getenv("CRESCENT_CONFIG");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) path = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0) path = argv[i] + 9;
+    }
+    return path;
+}
+
+enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_daemon_config *config,
+                                             char error[CR_CONFIG_ERROR_MAX]) {
+    struct option options[SETTING_COUNT + 5];
+    size_t n = 0;
+    for (size_t i = 0; i < SETTING_COUNT; i++)
+        options[n++] = (struct option){settings[i].name, required_argument, NULL, OPT_SETTING + (int)i};
+    options[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    options[n++] = (struct option){"version", no_argument, NULL, OPT_VERSION};
+    options[n++] = (struct option){"config", required_argument, NULL, OPT_CONFIG};
+    options[n++] = (struct option){"no-pin", no_argument, NULL, OPT_NO_PIN};
+    options[n] = (struct option){0};
+
+    const char *path = find_config_path(argc, argv);
+    if (path != NULL && *path != '\0') {
+        snprintf(config->config_path, sizeof(config->config_path), "%s", path);
+        if (!cr_daemon_config_load_file(path, config, error)) return CR_CONFIG_EXIT_USAGE;
+    }
+    opterr = 0;
+    optind = 1;
+    for (;;) {
+        int index = 0;
+        int opt = getopt_long(argc, argv, "", options, &index);
+        if (opt == -1) break;
+        if (opt == OPT_HELP) {
+            cr_daemon_config_usage(stdout);
+            return CR_CONFIG_EXIT_OK;
+        }
+        if (opt == OPT_VERSION) {
+            puts("crescentd " CRESCENT_VERSION);
+            return CR_CONFIG_EXIT_OK;
+        }
+        if (opt == OPT_CONFIG) continue; /* applied above */
+        if (opt == OPT_NO_PIN) {
+            config->pin_threads = false;
+            continue;
+        }
+        if (opt >= OPT_SETTING && opt < OPT_SETTING + (int)SETTING_COUNT) {
+            if (!apply_text(&settings[opt - OPT_SETTING], optarg, config, error))
+                return CR_CONFIG_EXIT_USAGE;
+            continue;
+        }
+        const char *bad = argv[optind - 1];
+        if (opt == ':' || (opt == '?' && optopt != 0))
+            snprintf(error, CR_CONFIG_ERROR_MAX, "option %s needs a value (see --help)", bad);
+        else
+            snprintf(error, CR_CONFIG_ERROR_MAX, "unknown option %s (see --help)", bad);
+        return CR_CONFIG_EXIT_USAGE;
+    }
+    if (optind < argc) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "unexpected argument '%s' (see --help)", argv[optind]);
+        return CR_CONFIG_EXIT_USAGE;
+    }
+    return validate(config, error) ? CR_CONFIG_RUN : CR_CONFIG_EXIT_USAGE;
+}

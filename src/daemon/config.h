@@ -1,0 +1,46 @@
+/* crescentd's settings: defaults, command-line flags and the JSON config file.
+ *
+ * Precedence: defaults < config file (--config FILE or CRESCENT_CONFIG) <
+ * flags.  Every setting has one name, used as the flag (--http-address) and,
+ * with underscores, as the config key ("http_address").  Unknown keys and
+ * wrong types in the file are errors, so a typo never silently does nothing. */
+#ifndef CRESCENT_DAEMON_CONFIG_H
+#define CRESCENT_DAEMON_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/log.h"
+
+#define CR_CONFIG_ADDRESS_MAX 256u
+#define CR_CONFIG_ERROR_MAX 512u
+
+struct cr_daemon_config {
+    char config_path[CR_CONFIG_ADDRESS_MAX]; /* empty: none */
+    char http_address[CR_CONFIG_ADDRESS_MAX]; /* host:port */
+    uint32_t http_threads;
+    bool pin_threads;
+    uint32_t ring_slots;
+    uint32_t ask_timeout_ms;
+    enum cr_log_level log_level;
+};
+
+/* Outcome of parsing: run, print help/version and exit 0, or exit 2. */
+enum cr_config_action { CR_CONFIG_RUN, CR_CONFIG_EXIT_OK, CR_CONFIG_EXIT_USAGE };
+
+void cr_daemon_config_default(struct cr_daemon_config *config);
+
+/* Parses argv (and the config file it names) into *config.  On
+ * CR_CONFIG_EXIT_USAGE, `error` holds one line naming the problem. */
+enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_daemon_config *config,
+                                             char error[CR_CONFIG_ERROR_MAX]);
+
+/* Applies a JSON config file.  Returns false with `error` set on a missing
+ * file, bad JSON (with line and column), unknown key, wrong type or bad value. */
+bool cr_daemon_config_load_file(const char *path, struct cr_daemon_config *config,
+                                char error[CR_CONFIG_ERROR_MAX]);
+
+void cr_daemon_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,122 @@
+/* crescentd's lifecycle (see daemon.h).
+ *
+ * Signals: SIGINT and SIGTERM are blocked in every thread before any thread
+ * starts, and the main thread takes them with sigwait, so no actor is ever
+ * interrupted in a handler and shutdown runs as ordinary code. */
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "actors/runtime.h"
+#include "actors/subsystems.h"
+#include "core/log.h"
+#include "crescent/error.h"
+#include "crescent/version.h"
+#include "daemon/config.h"
+#include "http/admin.h"
+#include "http/front.h"
+
+struct daemon {
+    struct cr_daemon_config config;
+    struct cr_runtime *rt;
+    struct cr_subsystems subsystems;
+    struct cr_http_front *front;
+    struct cr_http_admin admin;
+};
+
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int start_runtime(struct daemon *d) {
+    struct cr_runtime_config rc;
+    cr_runtime_config_default(&rc);
+    rc.pin_threads = d->config.pin_threads;
+    rc.ring_slots = d->config.ring_slots;
+    int status = cr_runtime_create(&rc, &d->rt);
+    if (status != CR_OK) {
+        CR_ERROR("daemon", "cannot create the actor runtime: %s", cr_strerror(status));
+        return status;
+    }
+    return cr_subsystems_spawn(d->rt, &d->subsystems);
+}
+
+/* Returns 0, or the exit status to use. */
+static int start_http(struct daemon *d) {
+    d->admin = (struct cr_http_admin){.rt = d->rt,
+                                      .started_ns = monotonic_ns(),
+                                      .ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u};
+    if (cr_http_front_create(&d->front) != CR_OK || cr_http_admin_register(d->front, &d->admin) != CR_OK) {
+        CR_ERROR("daemon", "cannot set up the HTTP routes");
+        return 1;
+    }
+    char error[512];
+    if (cr_http_front_start(d->front, d->config.http_address, d->config.http_threads, error,
+                            sizeof(error)) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
+    return 0;
+}
+
+static void shutdown_all(struct daemon *d) {
+    /* Intake first: no HTTP request may ask an actor that is stopping. */
+    cr_http_front_destroy(d->front);
+    d->front = NULL;
+    if (d->rt != NULL) cr_runtime_destroy(d->rt);
+    d->rt = NULL;
+    cr_subsystems_free(&d->subsystems);
+    cr_runtime_thread_release();
+}
+
+static int wait_for_signal(const sigset_t *signals) {
+    int sig = 0;
+    while (sigwait(signals, &sig) != 0) {
+    }
+    return sig;
+}
+
+int cr_daemon_main(int argc, char **argv) {
+    struct daemon d = {0};
+    if (!cr_log_init_from_env()) {
+        fprintf(stderr, "crescentd: CRESCENT_LOG_LEVEL='%s' is not DEBUG, INFO, WARN or ERROR\n",
+                getenv("CRESCENT_LOG_LEVEL"));
+        return 2;
+    }
+    cr_daemon_config_default(&d.config);
+    d.config.log_level = cr_log_get_level();
+    char error[CR_CONFIG_ERROR_MAX] = "";
+    enum cr_config_action action = cr_daemon_config_parse(argc, argv, &d.config, error);
+    if (action == CR_CONFIG_EXIT_OK) return 0;
+    if (action == CR_CONFIG_EXIT_USAGE) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
+    cr_log_set_level(d.config.log_level);
+
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL); /* inherited by every thread */
+
+    int exit_status = start_runtime(&d) == CR_OK ? start_http(&d) : 1;
+    if (exit_status != 0) {
+        shutdown_all(&d);
+        return exit_status;
+    }
+    CR_INFO("daemon", "crescentd %s ready: http=%s actors=%u pinning=%s", CRESCENT_VERSION,
+            d.config.http_address, cr_runtime_actor_count(d.rt), d.config.pin_threads ? "on" : "off");
+    int sig = wait_for_signal(&signals);
+    CR_INFO("daemon", "%s received: stopping intake, draining actors", strsignal(sig));
+    shutdown_all(&d);
+    CR_INFO("daemon", "stopped cleanly");
+    return 0;
+}

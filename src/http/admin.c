@@ -1,0 +1,105 @@
+/* /health, /metrics and /api/v1/actors (see admin.h). */
+#include "http/admin.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/buf.h"
+#include "crescent/error.h"
+#include "crescent/version.h"
+#include "http/metrics.h"
+
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t uptime_s(const struct cr_http_admin *admin) {
+    return (monotonic_ns() - admin->started_ns) / 1000000000u;
+}
+
+/* Asks every actor for its stats; returns how many answered. */
+static uint32_t collect(const struct cr_http_admin *admin, struct cr_metrics_actor *out,
+                        uint32_t *count) {
+    uint32_t up = 0;
+    *count = cr_runtime_actor_count(admin->rt);
+    for (uint32_t i = 0; i < *count; i++) {
+        struct cr_actor *actor = cr_runtime_actor(admin->rt, i);
+        snprintf(out[i].name, sizeof(out[i].name), "%s", cr_actor_name(actor));
+        struct cr_msg msg = {.type = CR_MSG_STATS};
+        CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &out[i].stats;
+        out[i].up = cr_ask(actor, &msg, admin->ask_timeout_ns) == CR_OK;
+        up += out[i].up;
+    }
+    return up;
+}
+
+static void health(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
+    (void)req;
+    const struct cr_http_admin *admin = ctx;
+    struct cr_metrics_actor actors[CR_ACTORS_MAX];
+    uint32_t count;
+    uint32_t up = collect(admin, actors, &count);
+    json_t *down = json_array();
+    for (uint32_t i = 0; i < count; i++)
+        if (!actors[i].up) json_array_append_new(down, json_string(actors[i].name));
+    json_t *obj = json_pack("{s:s, s:s, s:I, s:i, s:o}", "status", up == count ? "ok" : "degraded",
+                            "version", CRESCENT_VERSION, "uptime_seconds",
+                            (json_int_t)uptime_s(admin), "actors", (int)count, "unresponsive", down);
+    cr_http_respond_json(resp, up == count ? 200 : 503, obj ? json_dumps(obj, JSON_COMPACT) : NULL);
+    json_decref(obj);
+}
+
+static void metrics(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
+    (void)req;
+    const struct cr_http_admin *admin = ctx;
+    struct cr_metrics_actor actors[CR_ACTORS_MAX];
+    uint32_t count;
+    collect(admin, actors, &count);
+    struct cr_buf buf;
+    cr_buf_init(&buf);
+    cr_metrics_render(&buf, actors, count, uptime_s(admin));
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4";
+    resp->body = cr_buf_take(&buf, &resp->body_len);
+}
+
+static json_t *actor_json(const struct cr_metrics_actor *a) {
+    const struct cr_actor_stats *s = &a->stats;
+    if (!a->up) return json_pack("{s:s, s:b}", "name", a->name, "up", 0);
+    json_t *extra = json_object();
+    for (uint32_t i = 0; i < s->extra_count; i++)
+        json_object_set_new(extra, s->extra[i].name, json_integer((json_int_t)s->extra[i].value));
+    return json_pack("{s:s, s:b, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "name",
+                     a->name, "up", 1, "cpu", s->cpu, "messages_handled",
+                     (json_int_t)s->messages_handled, "ring_depth", (json_int_t)s->ring_depth,
+                     "rings", (json_int_t)s->rings, "parks", (json_int_t)s->parks, "wakes",
+                     (json_int_t)s->wakes, "ring_full", (json_int_t)s->ring_full,
+                     "send_failures", (json_int_t)s->send_failures, "asks_expired",
+                     (json_int_t)s->asks_expired, "timers_fired", (json_int_t)s->timers_fired,
+                     "counters", extra);
+}
+
+static void actors_route(void *ctx, const struct cr_http_request *req,
+                         struct cr_http_response *resp) {
+    (void)req;
+    const struct cr_http_admin *admin = ctx;
+    struct cr_metrics_actor actors[CR_ACTORS_MAX];
+    uint32_t count;
+    collect(admin, actors, &count);
+    json_t *list = json_array();
+    for (uint32_t i = 0; i < count; i++) json_array_append_new(list, actor_json(&actors[i]));
+    json_t *obj = json_pack("{s:o}", "actors", list);
+    cr_http_respond_json(resp, 200, obj ? json_dumps(obj, JSON_COMPACT) : NULL);
+    json_decref(obj);
+}
+
+int cr_http_admin_register(struct cr_http_front *front, struct cr_http_admin *admin) {
+    int rc = cr_http_front_add_route(front, "GET", "/health", health, admin);
+    if (rc == CR_OK) rc = cr_http_front_add_route(front, "GET", "/metrics", metrics, admin);
+    if (rc == CR_OK) rc = cr_http_front_add_route(front, "GET", "/api/v1/actors", actors_route, admin);
+    return rc;
+}

@@ -1,0 +1,19 @@
+/* Admin routes of the HTTP front: GET /health, GET /metrics, GET /api/v1/actors.
+ * Each asks every actor for its stats, so they also prove the actors answer. */
+#ifndef CRESCENT_HTTP_ADMIN_H
+#define CRESCENT_HTTP_ADMIN_H
+
+#include <stdint.h>
+
+#include "actors/runtime.h"
+#include "http/front.h"
+
+struct cr_http_admin {
+    struct cr_runtime *rt;
+    uint64_t started_ns;     /* CLOCK_MONOTONIC at start */
+    uint64_t ask_timeout_ns; /* per actor */
+};
+
+int cr_http_admin_register(struct cr_http_front *front, struct cr_http_admin *admin);
+
+#endif

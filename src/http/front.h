@@ -1,0 +1,55 @@
+/* The HTTP front: CivetWeb serving crescent's admin and query routes.
+ *
+ * Routes are registered before cr_http_front_start.  Handlers run on
+ * CivetWeb's worker threads, so they must not touch actor state: they ask an
+ * actor (cr_ask) and render what it answers.  Bodies are read fully, up to
+ * CR_HTTP_BODY_MAX, before a handler runs. */
+#ifndef CRESCENT_HTTP_FRONT_H
+#define CRESCENT_HTTP_FRONT_H
+
+#include <stddef.h>
+
+#define CR_HTTP_ROUTES_MAX 64u
+#define CR_HTTP_BODY_MAX (16u << 20)
+
+struct cr_http_front;
+
+struct cr_http_request {
+    const char *method;
+    const char *path;         /* without the query string */
+    const char *query;        /* may be NULL */
+    const char *content_type; /* may be NULL */
+    const char *body;         /* NUL-terminated copy; body_len excludes the NUL */
+    size_t body_len;
+};
+
+struct cr_http_response {
+    int status;
+    const char *content_type; /* static string */
+    char *body;               /* malloc'd; the front frees it */
+    size_t body_len;
+};
+
+typedef void (*cr_http_handler)(void *ctx, const struct cr_http_request *req,
+                                struct cr_http_response *resp);
+
+/* A route matches `method` and either the exact `path` or, when `path` ends
+ * in '/', any path starting with it. */
+int cr_http_front_create(struct cr_http_front **out);
+int cr_http_front_add_route(struct cr_http_front *front, const char *method, const char *path,
+                            cr_http_handler handler, void *ctx);
+
+/* Starts listening on HOST:PORT with `threads` workers.  On failure returns
+ * CR_ERR_IO and writes CivetWeb's reason ("cannot bind ...") into `error`. */
+int cr_http_front_start(struct cr_http_front *front, const char *address, unsigned threads,
+                        char *error, size_t error_size);
+
+/* Stops accepting, waits for the workers to finish, frees everything. */
+void cr_http_front_destroy(struct cr_http_front *front);
+
+/* Helpers for handlers: a JSON body, or {"error":…, "detail":…}. */
+void cr_http_respond_json(struct cr_http_response *resp, int status, char *json_text);
+void cr_http_respond_error(struct cr_http_response *resp, int status, const char *error,
+                           const char *detail);
+
+#endif

@@ -1,0 +1,81 @@
+"""Shared fixtures: where the binaries are, free loopback ports, a crescentd
+process that is always stopped (and checked) at the end of a test."""
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+BIN_DIR = os.environ.get(
+    "CRESCENT_BIN_DIR",
+    os.path.join(os.path.dirname(__file__), "..", "..", "zig-out", "bin"))
+
+
+def binary(name):
+    path = os.path.join(BIN_DIR, name)
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"{path} is not built (run zig build)")
+    return path
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path, timeout=5):
+    """Returns (status, body bytes) without raising on 4xx/5xx."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+class Daemon:
+    def __init__(self, args):
+        self.port = free_port()
+        self.args = [binary("crescentd"), "--http-address", f"127.0.0.1:{self.port}",
+                     "--no-pin", *args]
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"crescentd exited early: {self.proc.stderr.read().decode()}")
+            try:
+                if http_get(self.port, "/health", timeout=1)[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.02)
+        raise AssertionError("crescentd did not become healthy in 10 s")
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        """Stops crescentd; returns (exit code, stderr text)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise AssertionError(f"crescentd did not stop within {timeout} s")
+        return self.proc.returncode, err.decode()
+
+
+@pytest.fixture
+def daemon():
+    started = []
+
+    def start(*args):
+        d = Daemon(list(args))
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        if d.proc.poll() is None:
+            d.stop()

@@ -1,0 +1,145 @@
+"""crescentd as a user meets it: start, /health, /metrics, SIGTERM, errors."""
+import json
+import re
+import signal
+import subprocess
+
+from conftest import binary, free_port, http_get
+
+SUBSYSTEMS = ["segments", "leases", "tasks", "indexer", "publisher", "replay"]
+
+
+def test_health_answers_with_every_actor(daemon):
+    d = daemon()
+    status, body = http_get(d.port, "/health")
+    assert status == 200
+    health = json.loads(body)
+    assert health["status"] == "ok"
+    assert health["actors"] == len(SUBSYSTEMS)
+    assert health["unresponsive"] == []
+    assert re.fullmatch(r"\d+\.\d+\.\d+", health["version"])
+
+
+def parse_prometheus(text):
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, value = line.rsplit(" ", 1)
+        samples[name] = float(value)
+    return samples
+
+
+def test_metrics_cover_every_actor(daemon):
+    d = daemon()
+    for _ in range(3):  # each scrape is itself a stats ask to every actor
+        status, body = http_get(d.port, "/metrics")
+        assert status == 200
+    samples = parse_prometheus(body.decode())
+    for actor in SUBSYSTEMS:
+        assert samples[f'crescent_actor_up{{actor="{actor}"}}'] == 1
+        assert samples[f'crescent_actor_messages_handled_total{{actor="{actor}"}}'] >= 3
+        for family in ("ring_depth", "parks_total", "wakes_total", "ring_full_total"):
+            assert f'crescent_actor_{family}{{actor="{actor}"}}' in samples
+    assert "# TYPE crescent_actor_ring_full_total counter" in body.decode()
+
+
+def test_unknown_route_is_json_404(daemon):
+    d = daemon()
+    status, body = http_get(d.port, "/nope")
+    assert status == 404
+    assert json.loads(body)["error"] == "not found"
+
+
+def test_sigterm_stops_cleanly(daemon):
+    d = daemon()
+    http_get(d.port, "/metrics")
+    code, err = d.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert "stopped cleanly" in err
+
+
+def test_sigint_stops_cleanly(daemon):
+    d = daemon()
+    code, err = d.stop(signal.SIGINT)
+    assert code == 0, err
+
+
+def test_crescentctl_health_and_stats(daemon):
+    d = daemon()
+    ctl = binary("crescentctl")
+    out = subprocess.run([ctl, "--http", f"127.0.0.1:{d.port}", "health"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok (HTTP 200)")
+    out = subprocess.run([ctl, "--http", f"127.0.0.1:{d.port}", "stats"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    for actor in SUBSYSTEMS:
+        assert re.search(rf"^{actor}\s", out.stdout, re.M)
+
+
+def test_crescentctl_unreachable_exits_3():
+    out = subprocess.run([binary("crescentctl"), "--http", f"127.0.0.1:{free_port()}", "health"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 3
+    assert "cannot connect" in out.stderr
+
+
+def run_crescentd(*args):
+    return subprocess.run([binary("crescentd"), *args], capture_output=True, text=True, timeout=10)
+
+
+def test_bad_flag_exits_2_with_one_line():
+    out = run_crescentd("--no-such-flag")
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0
+    assert "--no-such-flag" in out.stderr
+
+
+def test_bad_value_exits_2():
+    out = run_crescentd("--ring-slots", "1000")
+    assert out.returncode == 2
+    assert "power of two" in out.stderr
+
+
+def test_port_in_use_exits_2(daemon):
+    d = daemon()
+    out = run_crescentd("--http-address", f"127.0.0.1:{d.port}")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1].startswith("crescentd: cannot serve HTTP")
+    assert "in use" in out.stderr
+
+
+def test_bad_config_file_exits_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"http_threads": "four"}')
+    out = run_crescentd("--config", str(bad))
+    assert out.returncode == 2
+    assert "http_threads" in out.stderr and "integer" in out.stderr
+    bad.write_text('{"unknown_key": 1}')
+    out = run_crescentd("--config", str(bad))
+    assert out.returncode == 2 and "unknown key" in out.stderr
+    bad.write_text('{"http_threads": ')
+    out = run_crescentd("--config", str(bad))
+    assert out.returncode == 2 and "bad.json:" in out.stderr
+
+
+def test_config_file_applies_and_flags_win(daemon, tmp_path):
+    port = free_port()
+    cfg = tmp_path / "crescent.json"
+    cfg.write_text(json.dumps({"http_address": f"127.0.0.1:{port}", "http_threads": 2,
+                               "log_level": "WARN"}))
+    d = daemon("--config", str(cfg))  # the fixture's --http-address flag wins
+    assert http_get(d.port, "/health")[0] == 200
+    code, err = d.stop()
+    assert code == 0
+    assert "ready" not in err  # log_level WARN from the file took effect
+
+
+def test_help_documents_every_flag():
+    out = run_crescentd("--help")
+    assert out.returncode == 0
+    for flag in ("--config", "--http-address", "--http-threads", "--pin-threads",
+                 "--ring-slots", "--ask-timeout-ms", "--log-level", "--no-pin", "--version"):
+        assert flag in out.stdout

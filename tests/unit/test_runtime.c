@@ -1,0 +1,437 @@
+/* Runtime tests: ordering, loss, parking, ask, backpressure, shutdown, timers.
+ *
+ * These run under TSan too (zig build tsan).  No test sleeps for timing:
+ * waits are for observable states (counters, flags), bounded by a deadline
+ * that only a hang would reach. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "actors/runtime.h"
+#include "crescent/error.h"
+
+#define PRODUCERS_MAX 16
+#define MSG_TEST_BLOCK (CR_MSG_SUBSYSTEM_BASE + 1)  /* ask: block until released */
+#define MSG_TEST_TIMER (CR_MSG_SUBSYSTEM_BASE + 2)  /* ask: arm a timer (body u64 delay) */
+#define MSG_TEST_FIRED (CR_MSG_SUBSYSTEM_BASE + 3)  /* the timer's message */
+#define MSG_TEST_QUERY (CR_MSG_SUBSYSTEM_BASE + 4)  /* ask: copy the counters out */
+
+struct test_state {
+    uint64_t next_seq[PRODUCERS_MAX];
+    uint64_t received;
+    uint64_t order_errors;
+    uint64_t fired;
+    _Atomic uint64_t discarded;
+    /* MSG_TEST_BLOCK: the actor spins here until the test releases it. */
+    _Atomic int blocked;
+    _Atomic int release;
+};
+
+struct test_query {
+    uint64_t received, order_errors, fired;
+};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void test_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    struct test_state *st = arg;
+    switch (msg->type) {
+    case CR_MSG_TEST_SEQ: {
+        struct cr_msg_test_seq *body = CR_MSG_BODY(msg, struct cr_msg_test_seq);
+        if (body->seq != st->next_seq[body->producer]) st->order_errors++;
+        st->next_seq[body->producer] = body->seq + 1;
+        st->received++;
+        break;
+    }
+    case CR_MSG_TEST_ECHO: {
+        struct cr_msg_test_echo *body = CR_MSG_BODY(msg, struct cr_msg_test_echo);
+        *body->out = body->value;
+        cr_reply(msg, CR_OK);
+        break;
+    }
+    case MSG_TEST_BLOCK:
+        atomic_store(&st->blocked, 1);
+        while (!atomic_load(&st->release)) sched_yield();
+        atomic_store(&st->blocked, 0);
+        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_OK);
+        break;
+    case MSG_TEST_TIMER: {
+        struct cr_msg fire = {.type = MSG_TEST_FIRED};
+        int rc = cr_actor_timer_after(self, msg->body.u64[0], &fire, NULL);
+        cr_reply(msg, rc);
+        break;
+    }
+    case MSG_TEST_FIRED:
+        st->fired++;
+        break;
+    case MSG_TEST_QUERY: {
+        struct test_query *out = msg->body.ptr[0];
+        out->received = st->received;
+        out->order_errors = st->order_errors;
+        out->fired = st->fired;
+        cr_reply(msg, CR_OK);
+        break;
+    }
+    default:
+        fail_msg("unexpected message type %u", msg->type);
+    }
+}
+
+static void test_discard(void *arg, struct cr_msg *msg) {
+    (void)msg;
+    struct test_state *st = arg;
+    atomic_fetch_add(&st->discarded, 1);
+}
+
+static const struct cr_actor_ops test_ops = {
+    .handle = test_handle,
+    .discard = test_discard,
+};
+
+struct fixture {
+    struct cr_runtime *rt;
+    struct cr_actor *actor;
+    struct test_state state;
+};
+
+static struct fixture *fixture_new(const struct cr_runtime_config *config) {
+    struct fixture *fx = calloc(1, sizeof(*fx));
+    assert_non_null(fx);
+    assert_int_equal(cr_runtime_create(config, &fx->rt), CR_OK);
+    assert_int_equal(cr_runtime_spawn(fx->rt, "test", &test_ops, &fx->state, &fx->actor), CR_OK);
+    return fx;
+}
+
+static void fixture_free(struct fixture *fx) {
+    cr_runtime_destroy(fx->rt);
+    cr_runtime_thread_release();
+    free(fx);
+}
+
+static struct test_query query(struct fixture *fx) {
+    struct test_query out = {0};
+    struct cr_msg msg = {.type = MSG_TEST_QUERY};
+    msg.body.ptr[0] = &out;
+    assert_int_equal(cr_ask(fx->actor, &msg, 5000000000u), CR_OK);
+    return out;
+}
+
+/* Messages from different threads travel on different rings, so a query
+ * from this thread is not ordered after them: wait for the count instead. */
+static struct test_query wait_received(struct fixture *fx, uint64_t expected) {
+    uint64_t deadline = now_ns() + 10000000000u;
+    struct test_query q = query(fx);
+    while (q.received < expected) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+        q = query(fx);
+    }
+    assert_int_equal(q.received, expected); /* and never more */
+    return q;
+}
+
+static struct cr_actor_stats stats(struct cr_actor *actor) {
+    struct cr_actor_stats out;
+    struct cr_msg msg = {.type = CR_MSG_STATS};
+    CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &out;
+    assert_int_equal(cr_ask(actor, &msg, 5000000000u), CR_OK);
+    return out;
+}
+
+/* ------------------------------------------------------------------------ */
+
+struct producer_arg {
+    struct cr_actor *actor;
+    uint32_t producer;
+    uint64_t count;
+    uint64_t sent_ok;
+    bool stop_on_shutdown;
+};
+
+static void *producer_main(void *arg) {
+    struct producer_arg *p = arg;
+    for (uint64_t seq = 0; seq < p->count; seq++) {
+        struct cr_msg msg = {.type = CR_MSG_TEST_SEQ};
+        struct cr_msg_test_seq *body = CR_MSG_BODY(&msg, struct cr_msg_test_seq);
+        body->producer = p->producer;
+        body->seq = seq;
+        int rc;
+        while ((rc = cr_send(p->actor, &msg)) == CR_ERR_AGAIN) {
+        }
+        if (rc == CR_ERR_SHUTDOWN && p->stop_on_shutdown) break;
+        assert_int_equal(rc, CR_OK);
+        p->sent_ok++;
+    }
+    return NULL;
+}
+
+static void *producer_thread(void *arg) {
+    producer_main(arg);
+    cr_runtime_thread_release();
+    return NULL;
+}
+
+static void run_producers(struct fixture *fx, uint32_t producers, uint64_t per_producer) {
+    pthread_t threads[PRODUCERS_MAX];
+    struct producer_arg args[PRODUCERS_MAX];
+    assert_true(producers <= PRODUCERS_MAX);
+    for (uint32_t i = 0; i < producers; i++) {
+        args[i] = (struct producer_arg){.actor = fx->actor, .producer = i, .count = per_producer};
+        assert_int_equal(pthread_create(&threads[i], NULL, producer_thread, &args[i]), 0);
+    }
+    for (uint32_t i = 0; i < producers; i++) pthread_join(threads[i], NULL);
+}
+
+static void test_fifo_per_sender(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    struct fixture *fx = fixture_new(&config);
+    run_producers(fx, 4, 50000);
+    struct test_query q = wait_received(fx, 4 * 50000);
+    assert_int_equal(q.order_errors, 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(fx->state.next_seq[i], 50000);
+    fixture_free(fx);
+}
+
+static void test_no_loss_more_producers_than_cores(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.ring_slots = 64; /* small rings: producers hit full and must wait, not drop */
+    struct fixture *fx = fixture_new(&config);
+    run_producers(fx, PRODUCERS_MAX, 20000);
+    struct test_query q = wait_received(fx, (uint64_t)PRODUCERS_MAX * 20000);
+    assert_int_equal(q.order_errors, 0);
+    /* Threads exited: their rings are retired once drained, leaving the query ring. */
+    struct cr_actor_stats s = stats(fx->actor);
+    assert_true(s.rings <= 2);
+    fixture_free(fx);
+}
+
+/* Waits until the actor is asleep (its parks counter moved past `parks`). */
+static void wait_parked(struct fixture *fx, uint64_t parks_before) {
+    uint64_t deadline = now_ns() + 5000000000u;
+    while (stats(fx->actor).parks <= parks_before) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
+}
+
+static void test_park_and_wake(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.spin_ns = 1000;
+    struct fixture *fx = fixture_new(&config);
+    uint64_t expected = 0;
+    for (int round = 0; round < 50; round++) {
+        struct cr_actor_stats before = stats(fx->actor);
+        wait_parked(fx, before.parks);
+        /* On: a burst while it sleeps must wake it. */
+        struct producer_arg p = {.actor = fx->actor, .producer = 0, .count = 100};
+        fx->state.next_seq[0] = 0;
+        producer_main(&p);
+        expected += 100;
+        assert_int_equal(query(fx).received, expected);
+    }
+    struct cr_actor_stats s = stats(fx->actor);
+    assert_true(s.parks >= 50);
+    assert_true(s.wakes >= 50);
+    assert_int_equal(query(fx).order_errors, 0);
+    fixture_free(fx);
+}
+
+static void test_ask_reply(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    struct fixture *fx = fixture_new(&config);
+    for (uint64_t i = 0; i < 10000; i++) {
+        uint64_t out = 0;
+        struct cr_msg msg = {.type = CR_MSG_TEST_ECHO};
+        *CR_MSG_BODY(&msg, struct cr_msg_test_echo) = (struct cr_msg_test_echo){i * 7, &out};
+        assert_int_equal(cr_ask(fx->actor, &msg, 5000000000u), CR_OK);
+        assert_int_equal(out, i * 7);
+    }
+    fixture_free(fx);
+}
+
+static void *release_later(void *arg) {
+    struct fixture *fx = arg;
+    atomic_store(&fx->state.release, 1);
+    return NULL;
+}
+
+static void test_ask_timeout(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    struct fixture *fx = fixture_new(&config);
+    struct cr_msg block = {.type = MSG_TEST_BLOCK};
+    assert_int_equal(cr_send(fx->actor, &block), CR_OK);
+    while (!atomic_load(&fx->state.blocked)) sched_yield();
+
+    uint64_t out = 0;
+    struct cr_msg msg = {.type = CR_MSG_TEST_ECHO};
+    *CR_MSG_BODY(&msg, struct cr_msg_test_echo) = (struct cr_msg_test_echo){42, &out};
+    uint64_t start = now_ns();
+    assert_int_equal(cr_ask(fx->actor, &msg, 20000000u), CR_ERR_TIMEOUT);
+    assert_true(now_ns() - start >= 20000000u);
+    assert_int_equal(out, 0); /* the abandoned ask was never run */
+
+    pthread_t thread;
+    pthread_create(&thread, NULL, release_later, fx);
+    pthread_join(thread, NULL);
+    /* The expired ask is skipped; a new one on the same slot works. */
+    *CR_MSG_BODY(&msg, struct cr_msg_test_echo) = (struct cr_msg_test_echo){43, &out};
+    msg.flags = 0;
+    assert_int_equal(cr_ask(fx->actor, &msg, 5000000000u), CR_OK);
+    assert_int_equal(out, 43);
+    assert_int_equal(stats(fx->actor).asks_expired, 1);
+    fixture_free(fx);
+}
+
+static void test_ring_full(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.ring_slots = 8;
+    config.send_wait_ns = 5000000; /* 5 ms */
+    struct fixture *fx = fixture_new(&config);
+    struct cr_msg block = {.type = MSG_TEST_BLOCK};
+    assert_int_equal(cr_send(fx->actor, &block), CR_OK);
+    while (!atomic_load(&fx->state.blocked)) sched_yield();
+
+    /* ck rings hold size - 1 entries. */
+    uint32_t accepted = 0;
+    int rc = CR_OK;
+    for (uint64_t seq = 0; rc == CR_OK; seq++) {
+        struct cr_msg msg = {.type = CR_MSG_TEST_SEQ};
+        CR_MSG_BODY(&msg, struct cr_msg_test_seq)->seq = seq;
+        rc = cr_send(fx->actor, &msg);
+        if (rc == CR_OK) accepted++;
+        assert_true(accepted <= 8);
+    }
+    assert_int_equal(rc, CR_ERR_AGAIN);
+    assert_int_equal(accepted, 7);
+    atomic_store(&fx->state.release, 1);
+    assert_int_equal(query(fx).received, 7); /* nothing lost, nothing invented */
+    struct cr_actor_stats s = stats(fx->actor);
+    assert_true(s.ring_full >= 1);
+    assert_int_equal(s.send_failures, 1);
+    fixture_free(fx);
+}
+
+static void test_shutdown_in_flight(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.ring_slots = 1024;
+    struct fixture *fx = fixture_new(&config);
+    pthread_t threads[4];
+    struct producer_arg args[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        args[i] = (struct producer_arg){
+            .actor = fx->actor, .producer = i, .count = UINT64_MAX, .stop_on_shutdown = true};
+        pthread_create(&threads[i], NULL, producer_thread, &args[i]);
+    }
+    while (stats(fx->actor).messages_handled < 10000) sched_yield();
+    cr_runtime_stop(fx->rt);
+    for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+    uint64_t sent = 0;
+    for (int i = 0; i < 4; i++) sent += args[i].sent_ok;
+    uint64_t handled = fx->state.received;
+    /* Every accepted message was either handled or handed to discard at destroy. */
+    cr_runtime_destroy(fx->rt);
+    fx->rt = NULL;
+    assert_int_equal(handled + atomic_load(&fx->state.discarded), sent);
+    assert_int_equal(fx->state.order_errors, 0);
+    cr_runtime_thread_release();
+    free(fx);
+}
+
+struct manual_clock {
+    _Atomic uint64_t now;
+};
+
+static uint64_t manual_now(void *ctx) { return atomic_load(&((struct manual_clock *)ctx)->now); }
+
+static void test_timers_manual_clock(void **unused) {
+    (void)unused;
+    struct manual_clock clock = {1000};
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.clock = (struct cr_clock){.now_ns = manual_now, .ctx = &clock};
+    struct fixture *fx = fixture_new(&config);
+
+    struct cr_msg arm = {.type = MSG_TEST_TIMER};
+    arm.body.u64[0] = 100000000; /* 100 ms of manual time */
+    assert_int_equal(cr_ask(fx->actor, &arm, 5000000000u), CR_OK);
+
+    atomic_store(&clock.now, 1000 + 50000000);
+    cr_runtime_clock_changed(fx->rt);
+    for (int i = 0; i < 100; i++) assert_int_equal(query(fx).fired, 0);
+
+    atomic_store(&clock.now, 1000 + 100000000);
+    cr_runtime_clock_changed(fx->rt);
+    uint64_t deadline = now_ns() + 5000000000u;
+    while (query(fx).fired == 0) assert_true(now_ns() < deadline);
+    assert_int_equal(query(fx).fired, 1);
+    assert_int_equal(stats(fx->actor).timers_fired, 1);
+    fixture_free(fx);
+}
+
+static void test_config_and_spawn_errors(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    struct cr_runtime *rt = NULL;
+    config.ring_slots = 1000; /* not a power of two */
+    assert_int_equal(cr_runtime_create(&config, &rt), CR_ERR_INVALID_PARAMS);
+    cr_runtime_config_default(&config);
+    config.pin_threads = false;
+    assert_int_equal(cr_runtime_create(&config, &rt), CR_OK);
+    struct test_state st = {0};
+    struct cr_actor_ops no_handler = {0};
+    assert_int_equal(cr_runtime_spawn(rt, "x", &no_handler, &st, NULL), CR_ERR_INVALID_PARAMS);
+    assert_int_equal(cr_runtime_spawn(rt, "a-name-far-too-long", &test_ops, &st, NULL),
+                     CR_ERR_INVALID_PARAMS);
+    struct cr_actor *actor = NULL;
+    assert_int_equal(cr_runtime_spawn(rt, "ok", &test_ops, &st, &actor), CR_OK);
+    assert_ptr_equal(cr_runtime_find(rt, "ok"), actor);
+    assert_int_equal(stats(actor).cpu, -1); /* pinning switched off */
+    cr_runtime_stop(rt);
+    struct cr_msg msg = {.type = CR_MSG_TEST_SEQ};
+    assert_int_equal(cr_send(actor, &msg), CR_ERR_SHUTDOWN);
+    cr_runtime_destroy(rt);
+    cr_runtime_thread_release();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fifo_per_sender),
+        cmocka_unit_test(test_no_loss_more_producers_than_cores),
+        cmocka_unit_test(test_park_and_wake),
+        cmocka_unit_test(test_ask_reply),
+        cmocka_unit_test(test_ask_timeout),
+        cmocka_unit_test(test_ring_full),
+        cmocka_unit_test(test_shutdown_in_flight),
+        cmocka_unit_test(test_timers_manual_clock),
+        cmocka_unit_test(test_config_and_spawn_errors),
+    };
+    return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
+}

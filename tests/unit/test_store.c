@@ -1,0 +1,913 @@
+/* Unit tests for the store master core (src/core/store*.c), injected clock. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/store.h"
+#include "crescent/error.h"
+
+#define KIB 1024ull
+#define OBJ 4096ull
+
+static const struct cr_uuid CLIENT_A = {{1}};
+static const struct cr_uuid CLIENT_B = {{2}};
+static const struct cr_uuid CLIENT_C = {{3}};
+
+/* ---- event recorder ---- */
+#define EV_MAX 64
+struct rec_event {
+    enum cr_store_event_kind kind;
+    char key[64];
+    char tenant[32];
+    uint32_t replicas;
+    char location0[64];
+    char model[32];
+    uint32_t tokens;
+    uint64_t removed;
+};
+struct recorder {
+    struct rec_event ev[EV_MAX];
+    int count;
+};
+
+static void record(void *ctx, const struct cr_store_event *ev) {
+    struct recorder *r = ctx;
+    assert_true(r->count < EV_MAX);
+    struct rec_event *e = &r->ev[r->count++];
+    memset(e, 0, sizeof(*e));
+    e->kind = ev->kind;
+    if (ev->key) snprintf(e->key, sizeof(e->key), "%.*s", (int)ev->key_len, ev->key);
+    if (ev->tenant) snprintf(e->tenant, sizeof(e->tenant), "%s", ev->tenant);
+    e->replicas = ev->replica_count;
+    if (ev->replica_count > 0) {
+        assert_string_equal(ev->replicas[0].type, "memory");
+        snprintf(e->location0, sizeof(e->location0), "%s", ev->replicas[0].location);
+    }
+    if (ev->meta) {
+        snprintf(e->model, sizeof(e->model), "%s", ev->meta->model_name);
+        e->tokens = ev->meta->token_count;
+    }
+    e->removed = ev->removed_count;
+}
+
+/* ---- helpers ---- */
+
+static cr_store *make_store(struct recorder *rec) {
+    cr_store_config cfg;
+    cr_store_config_default(&cfg);
+    cfg.max_objects = 20000;
+    cfg.max_segments = 64;
+    cfg.max_allocations_per_segment = 4096;
+    struct cr_store_event_sink sink = {record, rec};
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_create(&cfg, rec ? &sink : NULL, &s), CR_OK);
+    return s;
+}
+
+static void mount(cr_store *s, const struct cr_uuid *c, const char *name, uint64_t base,
+                  uint64_t size, const char *endpoint) {
+    struct cr_store_segment_params p = {name, base, size, endpoint, "tcp"};
+    assert_int_equal(cr_store_mount_segment(s, c, &p, 0), CR_OK);
+}
+
+static void mount_n(cr_store *s, const struct cr_uuid *c, int n, uint64_t size) {
+    for (int i = 0; i < n; i++) {
+        char name[32], ep[32];
+        snprintf(name, sizeof(name), "seg%d", i);
+        snprintf(ep, sizeof(ep), "10.0.0.%d:1234", i);
+        mount(s, c, name, (uint64_t)(i + 1) << 32, size, ep);
+    }
+}
+
+static int put_start(cr_store *s, const struct cr_uuid *c, const char *tenant, const char *key,
+                     uint32_t replicas, bool soft, const char *pref, uint64_t now,
+                     struct cr_store_replica_list *out) {
+    struct cr_store_replica_list tmp;
+    struct cr_store_put_params p = {.tenant = tenant, .key = key, .key_len = (uint32_t)strlen(key),
+                                    .value_length = OBJ, .replica_num = replicas,
+                                    .with_soft_pin = soft, .preferred_segment = pref};
+    return cr_store_put_start(s, c, &p, now, out ? out : &tmp);
+}
+
+static int put_end(cr_store *s, const struct cr_uuid *c, const char *tenant, const char *key,
+                   uint64_t now) {
+    return cr_store_put_end(s, c, tenant, key, (uint32_t)strlen(key), now);
+}
+
+static void put(cr_store *s, const char *tenant, const char *key, uint64_t now) {
+    assert_int_equal(put_start(s, &CLIENT_A, tenant, key, 1, false, NULL, now, NULL), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_A, tenant, key, now), CR_OK);
+}
+
+static int get(cr_store *s, const char *tenant, const char *key, uint64_t now) {
+    struct cr_store_replica_list l;
+    return cr_store_get_replica_list(s, tenant, key, (uint32_t)strlen(key), now, &l);
+}
+
+static int rm(cr_store *s, const char *tenant, const char *key, bool force, uint64_t now) {
+    return cr_store_remove(s, tenant, key, (uint32_t)strlen(key), force, now);
+}
+
+static uint64_t used(cr_store *s) {
+    struct cr_store_usage u;
+    cr_store_usage(s, &u);
+    return u.used_bytes;
+}
+
+/* ---- tests ---- */
+
+static void test_config(void **state) {
+    (void)state;
+    cr_store_config cfg;
+    char msg[128];
+    cr_store_config_default(&cfg);
+    assert_int_equal(cfg.default_kv_lease_ttl_ms, 5000);
+    assert_int_equal(cfg.default_kv_soft_pin_ttl_ms, 30 * 60 * 1000);
+    assert_true(cfg.allow_evict_soft_pinned_objects);
+    assert_int_equal(cfg.put_start_discard_timeout_ms, 30000);
+    assert_int_equal(cfg.put_start_release_timeout_ms, 600000);
+    assert_int_equal(cfg.client_live_ttl_ms, 10000);
+    assert_int_equal(cfg.max_key_len, 4096);
+    assert_int_equal(cr_store_config_validate(&cfg, msg, sizeof(msg)), CR_OK);
+    cfg.put_start_discard_timeout_ms = cfg.put_start_release_timeout_ms;
+    assert_int_equal(cr_store_config_validate(&cfg, msg, sizeof(msg)), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(msg, "put_start_discard_timeout"));
+    cr_store_config_default(&cfg);
+    cfg.eviction_high_watermark_ratio = 1.5;
+    assert_int_equal(cr_store_config_validate(&cfg, msg, sizeof(msg)), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(msg, "eviction_high_watermark_ratio"));
+    cfg.eviction_high_watermark_ratio = 0.95;
+    cfg.max_replicas_per_object = CR_STORE_REPLICAS_MAX + 1;
+    assert_int_equal(cr_store_config_validate(&cfg, msg, sizeof(msg)), CR_ERR_INVALID_PARAMS);
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_create(&cfg, NULL, &s), CR_ERR_INVALID_PARAMS);
+    assert_null(s);
+}
+
+static void test_two_phase_put(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 2, 1024 * KIB);
+    struct cr_store_replica_list l;
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k1", 1, false, NULL, 10, &l), CR_OK);
+    assert_int_equal(l.count, 1);
+    assert_int_equal(l.replicas[0].status, CR_REPLICA_INITIALIZED);
+    assert_int_equal(l.replicas[0].size, OBJ);
+    assert_int_equal(used(s), OBJ);
+    assert_int_equal(get(s, NULL, "k1", 11), CR_ERR_OBJECT_NOT_READY);
+    assert_int_equal(cr_store_exist_key(s, NULL, "k1", 2, 11), CR_ERR_OBJECT_NOT_READY);
+    assert_int_equal(put_start(s, &CLIENT_B, NULL, "k1", 1, false, NULL, 12, NULL),
+                     CR_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "k1", 20), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_A, "default", "k1", 21), CR_OK); /* idempotent */
+    struct cr_store_replica_list g;
+    assert_int_equal(cr_store_get_replica_list(s, NULL, "k1", 2, 30, &g), CR_OK);
+    assert_int_equal(g.count, 1);
+    assert_int_equal(g.replicas[0].status, CR_REPLICA_COMPLETE);
+    assert_int_equal(g.replicas[0].buffer, l.replicas[0].buffer);
+    struct cr_store_segment_view sv;
+    assert_int_equal(cr_store_segment_find(s, g.replicas[0].segment_name, &sv), CR_OK);
+    assert_true(g.replicas[0].buffer >= sv.base && g.replicas[0].buffer + OBJ <= sv.base + sv.size);
+    assert_int_equal(cr_store_exist_key(s, NULL, "k1", 2, 31), CR_OK);
+    assert_int_equal(cr_store_exist_key(s, NULL, "nope", 4, 31), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k1", 1, false, NULL, 40, NULL),
+                     CR_ERR_OBJECT_ALREADY_EXISTS);
+    cr_store_destroy(s);
+}
+
+static void test_put_end_other_client(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k", 1, false, NULL, 0, NULL), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_B, NULL, "k", 1), CR_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(cr_store_put_revoke(s, &CLIENT_B, NULL, "k", 1), CR_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(get(s, NULL, "k", 2), CR_ERR_OBJECT_NOT_READY);
+    assert_int_equal(cr_store_put_revoke(s, &CLIENT_A, NULL, "k", 1), CR_OK);
+    assert_int_equal(used(s), 0);
+    assert_int_equal(get(s, NULL, "k", 2), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "k", 3), CR_ERR_OBJECT_NOT_FOUND);
+    put(s, NULL, "done", 4);
+    assert_int_equal(cr_store_put_revoke(s, &CLIENT_A, NULL, "done", 4), CR_ERR_INVALID_PARAMS);
+    assert_int_equal(put_end(s, &CLIENT_B, NULL, "done", 5), CR_ERR_ILLEGAL_CLIENT);
+    cr_store_destroy(s);
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 2, 1024 * KIB);
+    struct cr_store_replica_list l;
+    struct cr_store_put_params p = {.key = "", .key_len = 0, .value_length = OBJ,
+                                    .replica_num = 1};
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_INVALID_PARAMS);
+    char *big = malloc(5000);
+    memset(big, 'k', 5000);
+    p.key = big;
+    p.key_len = 4097;
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_INVALID_PARAMS);
+    p.key_len = 4096;
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_OK);
+    p.key = "x";
+    p.key_len = 1;
+    p.value_length = 0;
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_INVALID_PARAMS);
+    p.value_length = 1ull << 50;
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_INVALID_PARAMS);
+    p.value_length = OBJ;
+    p.replica_num = 0;
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_INVALID_PARAMS);
+    p.replica_num = 3; /* only 2 mounted */
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_store_last_error(s), "mounted"));
+    assert_int_equal(get(s, "no-such-tenant", "x", 0), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(rm(s, "no-such-tenant", "x", true, 0), CR_ERR_OBJECT_NOT_FOUND);
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 0, &st);
+    assert_int_equal(st.object_count, 1); /* only the 4096-byte key */
+    free(big);
+    cr_store_destroy(s);
+}
+
+static void test_lease_blocks_remove(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    put(s, NULL, "k", 0);
+    assert_int_equal(get(s, NULL, "k", 1000), CR_OK); /* lease until 6000 */
+    assert_int_equal(rm(s, NULL, "k", false, 1001), CR_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(cr_store_exist_key(s, NULL, "k", 1, 3000), CR_OK); /* until 8000 */
+    assert_int_equal(rm(s, NULL, "k", false, 7999), CR_ERR_OBJECT_HAS_LEASE);
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 7999, &st);
+    assert_int_equal(st.active_leases, 1);
+    assert_int_equal(rm(s, NULL, "k", false, 8000), CR_OK);
+    assert_int_equal(get(s, NULL, "k", 8001), CR_ERR_OBJECT_NOT_FOUND);
+    put(s, NULL, "f", 9000);
+    assert_int_equal(get(s, NULL, "f", 9000), CR_OK);
+    assert_int_equal(rm(s, NULL, "f", true, 9001), CR_OK); /* force overrides */
+    assert_int_equal(used(s), 0);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "w", 1, false, NULL, 9100, NULL), CR_OK);
+    assert_int_equal(rm(s, NULL, "w", false, 9101), CR_ERR_OBJECT_NOT_READY);
+    cr_store_destroy(s);
+}
+
+static void test_remove_all(void **state) {
+    (void)state;
+    struct recorder rec = {0};
+    cr_store *s = make_store(&rec);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    put(s, NULL, "a", 0);
+    put(s, NULL, "b", 0);
+    put(s, NULL, "c", 0);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "inflight", 1, false, NULL, 0, NULL), CR_OK);
+    assert_int_equal(get(s, NULL, "b", 100), CR_OK);
+    rec.count = 0;
+    assert_int_equal(cr_store_remove_all(s, NULL, false, 200), 2);
+    assert_int_equal(rec.count, 1);
+    assert_int_equal(rec.ev[0].kind, CR_STORE_EVENT_REMOVE_ALL);
+    assert_int_equal(rec.ev[0].removed, 2);
+    assert_int_equal(get(s, NULL, "b", 300), CR_OK);
+    assert_int_equal(get(s, NULL, "a", 300), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(cr_store_remove_all(s, NULL, true, 301), 1);
+    assert_int_equal(get(s, NULL, "b", 302), CR_ERR_OBJECT_NOT_FOUND);
+    /* in-flight puts are never removed by RemoveAll */
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "inflight", 303), CR_OK);
+    cr_store_destroy(s);
+}
+
+static size_t fill(cr_store *s, const char *prefix, size_t max, bool soft, uint64_t now) {
+    size_t n = 0;
+    char key[64];
+    for (; n < max; n++) {
+        snprintf(key, sizeof(key), "%s%zu", prefix, n);
+        int rc = put_start(s, &CLIENT_A, NULL, key, 1, soft, NULL, now + n, NULL);
+        if (rc == CR_ERR_NO_AVAILABLE_HANDLE) break;
+        assert_int_equal(rc, CR_OK);
+        assert_int_equal(put_end(s, &CLIENT_A, NULL, key, now + n), CR_OK);
+    }
+    return n;
+}
+
+static void test_eviction_watermark(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 4, 64 * KIB);
+    size_t soft = fill(s, "soft", 10, true, 0);
+    size_t plain = fill(s, "plain", 1000, false, 100);
+    assert_int_equal(soft, 10);
+    assert_true(plain >= 40);
+    /* lease the five oldest plain objects and hard-pin one */
+    char key[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof(key), "plain%d", i);
+        assert_int_equal(cr_store_exist_key(s, NULL, key, (uint32_t)strlen(key), 5000), CR_OK);
+    }
+    assert_int_equal(cr_store_set_hard_pin(s, NULL, "plain5", 6, true), CR_OK);
+    struct cr_store_usage u;
+    cr_store_usage(s, &u);
+    assert_true(u.ratio >= 0.95);
+    uint64_t target = cr_evict_bytes_to_free(cr_store_get_config(s), &u, false);
+    assert_true(target >= (uint64_t)(0.05 * (double)u.capacity_bytes));
+    uint64_t rng = 42;
+    uint64_t freed = cr_store_evict_pass(s, 6000, &rng, target);
+    assert_true(freed >= target);
+    cr_store_usage(s, &u);
+    assert_true(u.ratio < 0.95);
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof(key), "plain%d", i);
+        assert_int_equal(get(s, NULL, key, 6001), CR_OK); /* leased / pinned survived */
+    }
+    for (size_t i = 0; i < soft; i++) {
+        snprintf(key, sizeof(key), "soft%zu", i);
+        assert_int_equal(get(s, NULL, key, 6001), CR_OK); /* soft-pinned kept */
+    }
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 6001, &st);
+    assert_true(st.evictions > 0);
+    assert_int_equal(st.evicted_bytes, freed);
+    /* Ask for everything at t=20000 (the reads above have expired) with five
+     * fresh leases: the soft-pinned go too, leased and hard-pinned never. */
+    for (int i = 0; i < 5; i++) {
+        snprintf(key, sizeof(key), "plain%d", i);
+        cr_store_exist_key(s, NULL, key, (uint32_t)strlen(key), 20000);
+    }
+    cr_store_evict_pass(s, 20000, &rng, u.capacity_bytes);
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof(key), "plain%d", i);
+        assert_int_equal(get(s, NULL, key, 20001), CR_OK);
+    }
+    cr_store_get_stats(s, 20001, &st);
+    assert_int_equal(st.object_count, 6); /* 5 leased + 1 hard-pinned */
+    cr_store_destroy(s);
+}
+
+static void test_eviction_soft_pin_not_allowed(void **state) {
+    (void)state;
+    cr_store_config cfg;
+    cr_store_config_default(&cfg);
+    cfg.max_objects = 1000;
+    cfg.allow_evict_soft_pinned_objects = false;
+    cr_store *s;
+    assert_int_equal(cr_store_create(&cfg, NULL, &s), CR_OK);
+    mount_n(s, &CLIENT_A, 1, 64 * KIB);
+    fill(s, "soft", 4, true, 0);
+    fill(s, "plain", 4, false, 10);
+    uint64_t rng = 7;
+    uint64_t freed = cr_store_evict_pass(s, 100, &rng, 64 * KIB);
+    assert_int_equal(freed, 4 * OBJ);
+    assert_int_equal(get(s, NULL, "soft0", 101), CR_OK);
+    assert_int_equal(get(s, NULL, "plain0", 101), CR_ERR_OBJECT_NOT_FOUND);
+    /* soft pin lapses after the TTL without access: then it is plain. */
+    struct cr_store_object_view v;
+    assert_int_equal(cr_store_object_find(s, NULL, "soft1", 5, 1000, &v), CR_OK);
+    assert_true(v.soft_pinned);
+    uint64_t later = 11 + cfg.default_kv_soft_pin_ttl_ms;
+    assert_int_equal(cr_store_object_find(s, NULL, "soft1", 5, later, &v), CR_OK);
+    assert_false(v.soft_pinned);
+    assert_int_equal(get(s, NULL, "soft1", later), CR_OK);
+    assert_int_equal(cr_store_object_find(s, NULL, "soft1", 5, later + 1, &v), CR_OK);
+    assert_true(v.soft_pinned); /* accessed again: pinned again */
+    freed = cr_store_evict_pass(s, later + cfg.default_kv_lease_ttl_ms, &rng, 64 * KIB);
+    /* soft0 (read at 101), soft2 and soft3 lapsed; only soft1 was renewed */
+    assert_int_equal(freed, 3 * OBJ);
+    assert_int_equal(get(s, NULL, "soft1", later + cfg.default_kv_lease_ttl_ms), CR_OK);
+    cr_store_destroy(s);
+}
+
+static void test_evict_choose(void **state) {
+    (void)state;
+    struct cr_evict_candidate pool[] = {
+        {1, 0, 100, 50, false}, {2, 0, 100, 10, true}, {3, 0, 100, 30, false},
+        {1, 0, 100, 50, false}, {4, 0, 100, 20, false}, {5, 0, 100, 5, true},
+    };
+    size_t n = sizeof(pool) / sizeof(pool[0]);
+    size_t k = cr_evict_choose(pool, n, 150, true);
+    assert_int_equal(k, 2);
+    assert_int_equal(pool[0].object_id, 4); /* oldest non-pinned */
+    assert_int_equal(pool[1].object_id, 3);
+    struct cr_evict_candidate pool2[] = {
+        {1, 0, 100, 50, false}, {2, 0, 100, 10, true}, {5, 0, 100, 5, true},
+    };
+    k = cr_evict_choose(pool2, 3, 250, true);
+    assert_int_equal(k, 3);
+    assert_int_equal(pool2[0].object_id, 1);
+    assert_int_equal(pool2[1].object_id, 5); /* then soft-pinned, oldest first */
+    struct cr_evict_candidate pool3[] = {{2, 0, 100, 10, true}, {1, 0, 100, 50, false}};
+    assert_int_equal(cr_evict_choose(pool3, 2, 250, false), 1);
+    assert_int_equal(cr_evict_choose(pool3, 2, 0, true), 0);
+    assert_int_equal(cr_evict_choose(NULL, 0, 10, true), 0);
+    cr_store_config cfg;
+    cr_store_config_default(&cfg);
+    struct cr_store_usage u = {1000, 900, 0.9};
+    assert_int_equal(cr_evict_bytes_to_free(&cfg, &u, false), 0);
+    assert_int_equal(cr_evict_bytes_to_free(&cfg, &u, true), 50);
+    u = (struct cr_store_usage){1000, 1000, 1.0};
+    assert_int_equal(cr_evict_bytes_to_free(&cfg, &u, false), 100);
+}
+
+static void test_evict_revalidates(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 64 * KIB);
+    put(s, NULL, "k", 0);
+    uint64_t rng = 99;
+    struct cr_evict_candidate c[4];
+    size_t n = cr_store_sample_eviction_candidates(s, 10, &rng, 4, c);
+    assert_true(n >= 1);
+    assert_int_equal(c[0].size_bytes, OBJ);
+    assert_int_equal(get(s, NULL, "k", 11), CR_OK); /* leased after sampling */
+    assert_false(cr_store_evict(s, c[0].object_id, c[0].generation, 12));
+    assert_true(cr_store_evict(s, c[0].object_id, c[0].generation, 20000));
+    assert_false(cr_store_evict(s, c[0].object_id, c[0].generation, 20000)); /* gone */
+    put(s, NULL, "k2", 20001); /* may reuse the slot: the generation differs */
+    assert_false(cr_store_evict(s, c[0].object_id, c[0].generation, 20002));
+    assert_false(cr_store_evict(s, 12345, 0, 20002));
+    cr_store_destroy(s);
+}
+
+static void test_zombie_preempt_and_reclaim(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 64 * KIB);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "z", 1, false, NULL, 0, NULL), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_B, NULL, "z", 1, false, NULL, 29999, NULL),
+                     CR_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(put_start(s, &CLIENT_B, NULL, "z", 1, false, NULL, 30000, NULL), CR_OK);
+    assert_int_equal(used(s), 2 * OBJ); /* old space parked, not reused */
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 30000, &st);
+    assert_int_equal(st.zombies_preempted, 1);
+    assert_int_equal(st.discarded_parked, 1);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "z", 30001), CR_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(put_end(s, &CLIENT_B, NULL, "z", 30001), CR_OK);
+    /* a second zombie that nobody preempts */
+    assert_int_equal(put_start(s, &CLIENT_C, NULL, "y", 1, false, NULL, 100, NULL), CR_OK);
+    assert_int_equal(cr_store_reclaim_discarded(s, 599999), 0);
+    assert_int_equal(used(s), 3 * OBJ);
+    assert_int_equal(cr_store_reclaim_discarded(s, 600000), OBJ);
+    assert_int_equal(used(s), 2 * OBJ);
+    assert_int_equal(cr_store_reclaim_discarded(s, 600100), OBJ);
+    assert_int_equal(get(s, NULL, "y", 600101), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(s, NULL, "z", 600101), CR_OK);
+    cr_store_get_stats(s, 600101, &st);
+    assert_int_equal(st.zombie_bytes_reclaimed, 2 * OBJ);
+    assert_int_equal(st.discarded_parked, 0);
+    assert_int_equal(used(s), OBJ);
+    cr_store_destroy(s);
+}
+
+static void test_client_expiry(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount(s, &CLIENT_A, "a0", 0, 64 * KIB, "10.0.0.1:1");
+    mount(s, &CLIENT_B, "b0", 0, 64 * KIB, "10.0.0.2:1");
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "on-a", 1, false, "a0", 0, NULL), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "on-a", 0), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "a-writes", 1, false, "b0", 0, NULL), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_B, NULL, "b-writes", 1, false, "b0", 0, NULL), CR_OK);
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 9000), CR_OK);
+    assert_int_equal(cr_store_expire_clients(s, 10000), 0);
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 15000), CR_OK);
+    assert_int_equal(cr_store_expire_clients(s, 10001), 1);
+    struct cr_store_segment_view v;
+    assert_int_equal(cr_store_segment_find(s, "a0", &v), CR_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(cr_store_segment_find(s, "b0", &v), CR_OK);
+    assert_int_equal(v.used_bytes, OBJ); /* only B's put remains */
+    assert_int_equal(get(s, NULL, "on-a", 10002), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "a-writes", 10002), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put_end(s, &CLIENT_B, NULL, "b-writes", 10002), CR_OK);
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 10003, &st);
+    assert_int_equal(st.clients_expired, 1);
+    assert_int_equal(st.client_count, 1);
+    assert_int_equal(st.segment_count, 1);
+    assert_int_equal(cr_store_expire_clients(s, 25001), 1); /* B stops too */
+    cr_store_get_stats(s, 25001, &st);
+    assert_int_equal(st.object_count, 0);
+    assert_int_equal(st.capacity_bytes, 0);
+    cr_store_destroy(s);
+}
+
+static void test_many_clients_expire(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    for (int i = 0; i < 300; i++) {
+        struct cr_uuid c = {{0}};
+        c.b[0] = (uint8_t)i;
+        c.b[1] = (uint8_t)(i >> 8);
+        c.b[15] = 7;
+        assert_int_equal(cr_store_client_ping(s, &c, (uint64_t)(i % 2) * 100000), CR_OK);
+    }
+    assert_int_equal(cr_store_expire_clients(s, 100000), 150);
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 0, &st);
+    assert_int_equal(st.client_count, 150);
+    assert_int_equal(cr_store_expire_clients(s, 200001), 150);
+    cr_store_destroy(s);
+}
+
+static void test_preferred_segment(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 16, 64 * KIB);
+    struct cr_store_replica_list l;
+    char key[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "p%d", i);
+        assert_int_equal(put_start(s, &CLIENT_A, NULL, key, 1, false, "seg7", 0, &l), CR_OK);
+        assert_string_equal(l.replicas[0].segment_name, "seg7");
+    }
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "q", 1, false, "missing", 0, &l), CR_OK);
+    assert_int_equal(l.count, 1);
+    /* seg7 holds 64 KiB: once full, allocation falls back elsewhere */
+    for (int i = 10; i < 40; i++) {
+        snprintf(key, sizeof(key), "p%d", i);
+        assert_int_equal(put_start(s, &CLIENT_A, NULL, key, 1, false, "seg7", 0, &l), CR_OK);
+        if (i >= 16) assert_string_not_equal(l.replicas[0].segment_name, "seg7");
+    }
+    cr_store_destroy(s);
+}
+
+static void test_distinct_and_best_effort(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 4, 64 * KIB);
+    struct cr_store_replica_list l;
+    char key[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "r%d", i);
+        assert_int_equal(put_start(s, &CLIENT_A, NULL, key, 4, false, NULL, 0, &l), CR_OK);
+        assert_int_equal(l.count, 4);
+        for (uint32_t a = 0; a < 4; a++)
+            for (uint32_t b = a + 1; b < 4; b++)
+                assert_int_not_equal(l.replicas[a].segment_id, l.replicas[b].segment_id);
+    }
+    /* fill seg0..seg2 completely through the preferred path */
+    for (int seg = 0; seg < 3; seg++) {
+        char name[16];
+        snprintf(name, sizeof(name), "seg%d", seg);
+        for (int i = 0; i < 8; i++) {
+            snprintf(key, sizeof(key), "f%d-%d", seg, i);
+            assert_int_equal(put_start(s, &CLIENT_A, NULL, key, 1, false, name, 0, &l), CR_OK);
+            assert_string_equal(l.replicas[0].segment_name, name);
+        }
+    }
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "best", 3, false, NULL, 0, &l), CR_OK);
+    assert_int_equal(l.count, 1); /* fewer replicas rather than failure */
+    assert_string_equal(l.replicas[0].segment_name, "seg3");
+    int rc;
+    snprintf(key, sizeof(key), "A-fill");
+    while ((rc = put_start(s, &CLIENT_A, NULL, key, 1, false, NULL, 0, &l)) == CR_OK) key[0]++;
+    assert_int_equal(rc, CR_ERR_NO_AVAILABLE_HANDLE);
+    uint64_t before = used(s);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "none", 2, false, NULL, 0, &l),
+                     CR_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(used(s), before);
+    cr_store_destroy(s);
+}
+
+static void test_segments(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    struct cr_store_segment_params p = {"s", 4096, 64 * KIB, "h:1", "tcp"};
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &p, 0), CR_OK);
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_B, &p, 0), CR_ERR_SEGMENT_ALREADY_EXISTS);
+    struct cr_store_segment_params q = {"t", 8192, 64 * KIB, "h:1", "tcp"};
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &q, 0), CR_ERR_INVALID_PARAMS);
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_B, &q, 0), CR_OK); /* other client */
+    struct cr_store_segment_params z = {"z", 0, 0, "h:1", "tcp"};
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &z, 0), CR_ERR_INVALID_PARAMS);
+    struct cr_store_segment_params badproto = {"bp", 1ull << 40, 4096, "h:1", "udp"};
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &badproto, 0), CR_ERR_INVALID_PARAMS);
+    struct cr_store_segment_params ovf = {"o", UINT64_MAX - 10, 4096, "h:1", "rdma"};
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &ovf, 0), CR_ERR_INVALID_PARAMS);
+    assert_int_equal(cr_store_remount_segment(s, &CLIENT_A, &p, 1), CR_OK);
+    struct cr_store_segment_params p2 = p;
+    p2.size = 128 * KIB;
+    assert_int_equal(cr_store_remount_segment(s, &CLIENT_A, &p2, 1),
+                     CR_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(cr_store_remount_segment(s, &CLIENT_B, &p, 1),
+                     CR_ERR_SEGMENT_ALREADY_EXISTS);
+    uint32_t cursor = 0, seen = 0;
+    struct cr_store_segment_view v;
+    while (cr_store_segment_next(s, &cursor, &v)) seen++;
+    assert_int_equal(seen, 2);
+    assert_int_equal(cr_store_unmount_segment(s, NULL, "nope", NULL), CR_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(cr_store_unmount_segment(s, &CLIENT_B, "s", NULL), CR_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k1", 1, false, "s", 0, NULL), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "k1", 0), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k2", 2, false, "s", 0, NULL), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "k2", 0), CR_OK);
+    uint64_t freed = 99;
+    assert_int_equal(cr_store_unmount_segment(s, &CLIENT_A, "s", &freed), CR_OK);
+    assert_int_equal(freed, 1); /* k1 had only that replica; k2 keeps one on t */
+    assert_int_equal(get(s, NULL, "k1", 1), CR_ERR_OBJECT_NOT_FOUND);
+    struct cr_store_replica_list l;
+    assert_int_equal(cr_store_get_replica_list(s, NULL, "k2", 2, 1, &l), CR_OK);
+    assert_int_equal(l.count, 1);
+    assert_string_equal(l.replicas[0].segment_name, "t");
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &p, 2), CR_OK); /* name free again */
+    cr_store_destroy(s);
+}
+
+struct ip_rec {
+    char hosts[8][64];
+    size_t index[8];
+    int count;
+};
+
+static void ip_cb(void *ctx, size_t index, const char *host, size_t len) {
+    struct ip_rec *r = ctx;
+    assert_true(r->count < 8);
+    snprintf(r->hosts[r->count], 64, "%.*s", (int)len, host);
+    r->index[r->count++] = index;
+}
+
+static void test_batch_query_ip(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount(s, &CLIENT_A, "a0", 0, 4096, "10.0.0.1:100");
+    mount(s, &CLIENT_A, "a1", 4096, 4096, "10.0.0.1:101");
+    mount(s, &CLIENT_A, "a2", 8192, 4096, "10.0.0.2:100");
+    mount(s, &CLIENT_B, "b0", 0, 4096, "[fe80::1]:100");
+    struct cr_uuid ids[3] = {CLIENT_A, CLIENT_C, CLIENT_B};
+    struct ip_rec r = {0};
+    assert_int_equal(cr_store_batch_query_ip(s, ids, 3, ip_cb, &r), CR_OK);
+    assert_int_equal(r.count, 3);
+    assert_string_equal(r.hosts[0], "10.0.0.1");
+    assert_string_equal(r.hosts[1], "10.0.0.2");
+    assert_int_equal(r.index[1], 0);
+    assert_string_equal(r.hosts[2], "fe80::1");
+    assert_int_equal(r.index[2], 2);
+    cr_store_destroy(s);
+}
+
+static void test_batch_replica_clear(void **state) {
+    (void)state;
+    struct recorder rec = {0};
+    cr_store *s = make_store(&rec);
+    mount_n(s, &CLIENT_A, 2, 64 * KIB);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "two", 2, false, NULL, 0, NULL), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "two", 0), CR_OK);
+    put(s, NULL, "one", 0);
+    put(s, NULL, "leased", 0);
+    assert_int_equal(get(s, NULL, "leased", 10), CR_OK);
+    const char *keys[] = {"two", "one", "leased", "missing"};
+    uint32_t lens[] = {3, 3, 6, 7};
+    bool cleared[4];
+    const char *bad[] = {"ok", ""};
+    uint32_t bad_lens[] = {2, 0};
+    assert_int_equal(cr_store_batch_replica_clear(s, NULL, bad, bad_lens, 2, &CLIENT_A, NULL, 20,
+                                                  cleared),
+                     CR_ERR_INVALID_PARAMS);
+    assert_int_equal(cr_store_batch_replica_clear(s, NULL, keys, lens, 4, &CLIENT_A, "nope", 20,
+                                                  cleared),
+                     CR_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(cr_store_batch_replica_clear(s, NULL, keys, lens, 4, &CLIENT_B, NULL, 20,
+                                                  cleared),
+                     CR_OK);
+    assert_false(cleared[0] || cleared[1] || cleared[2] || cleared[3]); /* not B's objects */
+    rec.count = 0;
+    struct cr_store_replica_list l;
+    struct cr_store_object_view view; /* a view grants no lease */
+    assert_int_equal(cr_store_object_find(s, NULL, "two", 3, 20, &view), CR_OK);
+    const char *seg = view.replicas.replicas[0].segment_name;
+    char segname[16];
+    snprintf(segname, sizeof(segname), "%s", seg);
+    assert_int_equal(cr_store_batch_replica_clear(s, NULL, keys, lens, 1, &CLIENT_A, segname,
+                                                  20, cleared),
+                     CR_OK);
+    assert_true(cleared[0]);
+    assert_int_equal(rec.count, 1);
+    assert_int_equal(rec.ev[0].kind, CR_STORE_EVENT_UPDATE);
+    assert_int_equal(rec.ev[0].replicas, 1);
+    assert_int_equal(cr_store_get_replica_list(s, NULL, "two", 3, 6000, &l), CR_OK);
+    assert_int_equal(l.count, 1);
+    assert_string_not_equal(l.replicas[0].segment_name, segname);
+    /* clear everything at t=6000: "two" is leased again (just read), "leased" expired */
+    assert_int_equal(cr_store_batch_replica_clear(s, NULL, keys, lens, 4, &CLIENT_A, NULL, 6000,
+                                                  cleared),
+                     CR_OK);
+    assert_false(cleared[0]);
+    assert_true(cleared[1]);
+    assert_true(cleared[2]);
+    assert_false(cleared[3]);
+    assert_int_equal(get(s, NULL, "one", 6001), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(s, NULL, "two", 6001), CR_OK);
+    cr_store_destroy(s);
+}
+
+static void test_regex(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    put(s, NULL, "model/a/1", 0);
+    put(s, NULL, "model/a/2", 0);
+    put(s, NULL, "model/b/1", 0);
+    uint64_t removed = 77;
+    assert_int_equal(cr_store_remove_by_regex(s, NULL, "model/(a", false, 1, &removed),
+                     CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_store_last_error(s), "missing closing parenthesis"));
+    assert_int_equal(removed, 0);
+    char *longkey = malloc(4001);
+    memset(longkey, 'a', 3999);
+    longkey[3999] = 'b';
+    longkey[4000] = '\0';
+    put(s, NULL, longkey, 0);
+    assert_int_equal(cr_store_remove_by_regex(s, NULL, "^(a+)+$", false, 1, &removed),
+                     CR_ERR_INVALID_PARAMS);
+    assert_string_equal(cr_store_last_error(s), "regex too expensive");
+    assert_int_equal(get(s, NULL, longkey, 2), CR_OK); /* nothing removed */
+    assert_int_equal(get(s, NULL, "model/a/1", 100), CR_OK); /* lease until 5100 */
+    assert_int_equal(cr_store_remove_by_regex(s, NULL, "^model/a/", false, 200, &removed), CR_OK);
+    assert_int_equal(removed, 1); /* model/a/1 is leased */
+    assert_int_equal(cr_store_remove_by_regex(s, NULL, "^model/a/", true, 200, &removed), CR_OK);
+    assert_int_equal(removed, 1);
+    assert_int_equal(cr_store_remove_by_regex(s, "other", "model", true, 200, &removed), CR_OK);
+    assert_int_equal(removed, 0);
+    assert_int_equal(get(s, NULL, "model/b/1", 201), CR_OK);
+    free(longkey);
+    cr_store_destroy(s);
+}
+
+struct regex_rec {
+    int count;
+    uint32_t replicas;
+};
+
+static void regex_cb(void *ctx, const char *key, uint32_t key_len,
+                     const struct cr_store_replica_list *l) {
+    struct regex_rec *r = ctx;
+    assert_true(key_len > 0 && key[0] == 'x');
+    r->count++;
+    r->replicas += l->count;
+}
+
+static void test_regex_get_grants_lease(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    put(s, NULL, "x1", 0);
+    put(s, NULL, "x2", 0);
+    put(s, NULL, "y1", 0);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "x3", 1, false, NULL, 0, NULL), CR_OK);
+    struct regex_rec r = {0};
+    assert_int_equal(cr_store_get_replica_list_by_regex(s, NULL, "^x", 1000, regex_cb, &r), CR_OK);
+    assert_int_equal(r.count, 2); /* x3 is in flight */
+    assert_int_equal(r.replicas, 2);
+    assert_int_equal(rm(s, NULL, "x1", false, 1001), CR_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(rm(s, NULL, "y1", false, 1001), CR_OK);
+    assert_int_equal(cr_store_get_replica_list_by_regex(s, NULL, "[", 1000, regex_cb, &r),
+                     CR_ERR_INVALID_PARAMS);
+    cr_store_destroy(s);
+}
+
+static void test_tenant_isolation(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    put(s, "t1", "k", 0);
+    assert_int_equal(get(s, "t2", "k", 1), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(s, NULL, "k", 1), CR_ERR_OBJECT_NOT_FOUND);
+    put(s, "t2", "k", 2);
+    put(s, NULL, "k", 2);
+    assert_int_equal(rm(s, "t1", "k", false, 3), CR_OK);
+    assert_int_equal(get(s, "t1", "k", 4), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(s, "t2", "k", 4), CR_OK);
+    assert_int_equal(get(s, "default", "k", 4), CR_OK);
+    put(s, "t1", "other", 5);
+    assert_int_equal(cr_store_remove_all(s, "t1", true, 6), 1);
+    assert_int_equal(get(s, "t2", "k", 7), CR_OK);
+    assert_int_equal(cr_store_remove_all(s, "unknown", true, 6), 0);
+    uint32_t cursor = 0;
+    struct cr_store_object_view v[4];
+    assert_int_equal(cr_store_list_objects(s, "t2", NULL, 8, &cursor, 4, v), 1);
+    assert_string_equal(v[0].tenant, "t2");
+    cr_store_destroy(s);
+}
+
+static void test_events(void **state) {
+    (void)state;
+    struct recorder rec = {0};
+    cr_store *s = make_store(&rec);
+    mount(s, &CLIENT_A, "a", 0, 64 * KIB, "10.1.1.1:7000");
+    mount(s, &CLIENT_A, "b", 1ull << 32, 64 * KIB, "10.1.1.2:7000");
+    uint32_t tokens[4] = {1, 2, 3, 4};
+    struct cr_store_block_meta meta = {"llama", 4, "h1", "h0", tokens, 4};
+    struct cr_store_put_params p = {.tenant = "t", .key = "blk", .key_len = 3,
+                                    .value_length = OBJ, .replica_num = 2, .meta = &meta};
+    struct cr_store_replica_list l;
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_OK);
+    assert_int_equal(rec.count, 0); /* nothing published before PutEnd */
+    assert_int_equal(put_end(s, &CLIENT_A, "t", "blk", 1), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_A, "t", "blk", 2), CR_OK);
+    assert_int_equal(rec.count, 1); /* idempotent PutEnd publishes once */
+    assert_int_equal(rec.ev[0].kind, CR_STORE_EVENT_STORE);
+    assert_string_equal(rec.ev[0].key, "blk");
+    assert_string_equal(rec.ev[0].tenant, "t");
+    assert_int_equal(rec.ev[0].replicas, 2);
+    assert_non_null(strstr(rec.ev[0].location0, ":7000"));
+    assert_string_equal(rec.ev[0].model, "llama");
+    assert_int_equal(rec.ev[0].tokens, 4);
+    assert_int_equal(cr_store_unmount_segment(s, &CLIENT_A, "a", NULL), CR_OK);
+    assert_int_equal(rec.count, 2);
+    assert_int_equal(rec.ev[1].kind, CR_STORE_EVENT_UPDATE);
+    assert_int_equal(rec.ev[1].replicas, 1);
+    assert_string_equal(rec.ev[1].location0, "10.1.1.2:7000");
+    assert_int_equal(cr_store_unmount_segment(s, &CLIENT_A, "b", NULL), CR_OK);
+    assert_int_equal(rec.count, 3);
+    assert_int_equal(rec.ev[2].kind, CR_STORE_EVENT_UPDATE);
+    assert_int_equal(rec.ev[2].replicas, 0); /* gone */
+    cr_store_remove_all(s, NULL, false, 3);
+    assert_int_equal(rec.count, 4);
+    assert_int_equal(rec.ev[3].kind, CR_STORE_EVENT_REMOVE_ALL);
+    cr_store_destroy(s);
+}
+
+static void test_listing_and_table_churn(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 4, 64 * 1024 * KIB);
+    char key[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(key, sizeof(key), "%s/%d", (i % 2) ? "odd" : "even", i);
+        put(s, NULL, key, 0);
+    }
+    for (int i = 0; i < 5000; i += 3) {
+        snprintf(key, sizeof(key), "%s/%d", (i % 2) ? "odd" : "even", i);
+        assert_int_equal(rm(s, NULL, key, false, 1), CR_OK);
+    }
+    for (int i = 0; i < 5000; i++) {
+        snprintf(key, sizeof(key), "%s/%d", (i % 2) ? "odd" : "even", i);
+        assert_int_equal(get(s, NULL, key, 2), (i % 3 == 0) ? CR_ERR_OBJECT_NOT_FOUND : CR_OK);
+    }
+    uint32_t cursor = 0;
+    size_t total = 0, n;
+    struct cr_store_object_view v[100];
+    while ((n = cr_store_list_objects(s, NULL, "odd/", 3, &cursor, 100, v)) > 0) {
+        for (size_t i = 0; i < n; i++) assert_memory_equal(v[i].key, "odd/", 4);
+        total += n;
+    }
+    assert_int_equal(total, 2500 - 833);
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 3, &st);
+    assert_int_equal(st.object_count, 5000 - 1667);
+    assert_int_equal(st.replica_count, st.object_count);
+    assert_int_equal(st.used_bytes, st.object_count * OBJ);
+    cr_store_destroy(s);
+}
+
+static void test_object_table_full(void **state) {
+    (void)state;
+    cr_store_config cfg;
+    cr_store_config_default(&cfg);
+    cfg.max_objects = 3;
+    cr_store *s;
+    assert_int_equal(cr_store_create(&cfg, NULL, &s), CR_OK);
+    mount_n(s, &CLIENT_A, 1, 64 * KIB);
+    put(s, NULL, "a", 0);
+    put(s, NULL, "b", 0);
+    put(s, NULL, "c", 0);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "d", 1, false, NULL, 0, NULL), CR_ERR_NOMEM);
+    assert_int_equal(used(s), 3 * OBJ);
+    assert_int_equal(rm(s, NULL, "b", false, 0), CR_OK);
+    put(s, NULL, "d", 0);
+    cr_store_destroy(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_two_phase_put),
+        cmocka_unit_test(test_put_end_other_client),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_lease_blocks_remove),
+        cmocka_unit_test(test_remove_all),
+        cmocka_unit_test(test_eviction_watermark),
+        cmocka_unit_test(test_eviction_soft_pin_not_allowed),
+        cmocka_unit_test(test_evict_choose),
+        cmocka_unit_test(test_evict_revalidates),
+        cmocka_unit_test(test_zombie_preempt_and_reclaim),
+        cmocka_unit_test(test_client_expiry),
+        cmocka_unit_test(test_many_clients_expire),
+        cmocka_unit_test(test_preferred_segment),
+        cmocka_unit_test(test_distinct_and_best_effort),
+        cmocka_unit_test(test_segments),
+        cmocka_unit_test(test_batch_query_ip),
+        cmocka_unit_test(test_batch_replica_clear),
+        cmocka_unit_test(test_regex),
+        cmocka_unit_test(test_regex_get_grants_lease),
+        cmocka_unit_test(test_tenant_isolation),
+        cmocka_unit_test(test_events),
+        cmocka_unit_test(test_listing_and_table_churn),
+        cmocka_unit_test(test_object_table_full),
+    };
+    return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
