@@ -5,6 +5,7 @@
 //!   zig build bench           build the benchmarks (ReleaseFast) into zig-out/bench
 //!   zig build asan            unit tests under ASan+UBSan, built by the system gcc
 //!   zig build tsan            runtime tests under TSan, built by the system gcc
+//!   zig build fuzz            libFuzzer targets (tests/fuzz/fuzz_*.c) with the system clang
 //!
 //! Sources are found by directory (see docs/conventions.md): adding a .c file to
 //! src/<module>/ or a test to tests/unit/ needs no edit here.  Zig compiles the
@@ -113,6 +114,31 @@ pub fn build(b: *std.Build) void {
     }
 
     addSanitizerSteps(b, sources, proto);
+    addFuzzStep(b, sources, proto);
+}
+
+/// libFuzzer needs clang (Debian's libclang-rt-14-dev); each target is built
+/// with ASan+UBSan into zig-out/fuzz.  Running them is documented in
+/// tests/fuzz/README.md.
+fn addFuzzStep(b: *std.Build, sources: Sources, proto: ?Proto) void {
+    const fuzz_step = b.step("fuzz", "Build the libFuzzer targets (system clang) into zig-out/fuzz");
+    for (sources.fuzzers) |fuzzer| {
+        const cc = b.addSystemCommand(&.{"clang"});
+        cc.addArgs(&c_flags);
+        cc.addArgs(&.{ "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined", "-Isrc", "-Iinclude" });
+        if (proto) |p| {
+            cc.addArg(b.fmt("-I{s}", .{p.dir}));
+            cc.step.dependOn(p.step);
+            for (p.c_files) |file| cc.addArg(file);
+        }
+        for (concat(b, sources.server, sources.client)) |file| cc.addFileArg(.{ .path = file });
+        cc.addFileArg(.{ .path = fuzzer });
+        cc.addArg("-o");
+        const exe = cc.addOutputFileArg(std.fs.path.stem(fuzzer));
+        for (system_libs) |lib| cc.addArg(b.fmt("-l{s}", .{lib}));
+        const install = b.addInstallFileWithDir(exe, .{ .custom = "fuzz" }, std.fs.path.stem(fuzzer));
+        fuzz_step.dependOn(&install.step);
+    }
 }
 
 /// Include paths, libc and the Debian libraries every C artifact needs.
@@ -206,8 +232,11 @@ fn addSanitizerSteps(b: *std.Build, sources: Sources, proto: ?Proto) void {
     }
 }
 
-/// One cached gcc -c per source file (header changes tracked via -MMD).
+/// One cached gcc -c per source file.  Header changes invalidate every object
+/// through a hash of all headers passed as a define (this Zig's Run-step cache
+/// loses outputs of steps that also emit a depfile, so -MMD cannot be used).
 fn compileObjects(b: *std.Build, tag: []const u8, files: []const []const u8, flags: []const []const u8, proto: ?Proto) []std.Build.LazyPath {
+    const headers_define = b.fmt("-DCR_HEADERS_HASH={x}", .{hashHeaders(b)});
     var objects = std.ArrayList(std.Build.LazyPath).init(b.allocator);
     var all_files = std.ArrayList([]const u8).init(b.allocator);
     all_files.appendSlice(files) catch @panic("OOM");
@@ -216,12 +245,11 @@ fn compileObjects(b: *std.Build, tag: []const u8, files: []const []const u8, fla
         const cc = b.addSystemCommand(&.{"gcc"});
         cc.addArgs(&c_flags);
         cc.addArgs(flags);
-        cc.addArgs(&.{ "-Isrc", "-Iinclude", "-c", "-MMD" });
+        cc.addArgs(&.{ "-Isrc", "-Iinclude", "-c", headers_define });
         if (proto) |p| {
             cc.addArg(b.fmt("-I{s}", .{p.dir}));
             cc.step.dependOn(p.step);
         }
-        cc.addPrefixedDepFileOutputArg("-MF", "obj.d");
         if (std.fs.path.isAbsolute(file)) cc.addArg(file) else cc.addFileArg(.{ .path = file });
         cc.addArg("-o");
         const name = b.fmt("{s}-{s}.o", .{ tag, std.fs.path.stem(file) });
@@ -260,6 +288,29 @@ fn sanitizedTest(
     if (previous) |p| run.step.dependOn(p);
     step.dependOn(&run.step);
     return &run.step;
+}
+
+/// Hash of every header under src/ and include/ (contents and names).
+fn hashHeaders(b: *std.Build) u64 {
+    var hasher = std.hash.Wyhash.init(0);
+    for ([_][]const u8{ "src", "include" }) |root| {
+        var dir = std.fs.cwd().openIterableDir(b.pathFromRoot(root), .{}) catch continue;
+        defer dir.close();
+        var walker = dir.walk(b.allocator) catch @panic("OOM");
+        defer walker.deinit();
+        var names = std.ArrayList([]const u8).init(b.allocator);
+        while (walker.next() catch null) |entry| {
+            if (entry.kind == .file and std.mem.endsWith(u8, entry.path, ".h"))
+                names.append(b.pathJoin(&.{ root, entry.path })) catch @panic("OOM");
+        }
+        std.mem.sort([]const u8, names.items, {}, lessThan);
+        for (names.items) |name| {
+            hasher.update(name);
+            const text = std.fs.cwd().readFileAlloc(b.allocator, b.pathFromRoot(name), 1 << 24) catch continue;
+            hasher.update(text);
+        }
+    }
+    return hasher.final();
 }
 
 // ---------------------------------------------------------------------------

@@ -6,11 +6,13 @@
  *   ask (awake)             cr_ask from a non-actor thread, receiver spinning
  *   ask (parked)            the same with the receiver asleep before each ask
  *
- * Usage: ring [--quick]   (--quick: 10x fewer messages, for a smoke run) */
+ * Usage: ring [--quick] [--no-pin]
+ *   --quick: 10x fewer messages, for a smoke run; --no-pin: actors unpinned */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "actors/runtime.h"
@@ -82,10 +84,13 @@ static void source_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) 
 static const struct cr_actor_ops sink_ops = {.handle = sink_handle};
 static const struct cr_actor_ops source_ops = {.handle = source_handle};
 
+static bool pin_threads = true;
+
 static struct cr_runtime *runtime_new(uint64_t spin_ns) {
     struct cr_runtime_config config;
     cr_runtime_config_default(&config);
     config.spin_ns = spin_ns;
+    config.pin_threads = pin_threads;
     struct cr_runtime *rt = NULL;
     int rc = cr_runtime_create(&config, &rt);
     assert(rc == CR_OK);
@@ -94,7 +99,7 @@ static struct cr_runtime *runtime_new(uint64_t spin_ns) {
 }
 
 static void wait_done(_Atomic uint64_t *done_ns) {
-    while (atomic_load(done_ns) == 0) usleep(100);
+    while (atomic_load(done_ns) == 0) usleep(1000); /* rarely: the main thread must not steal the actors' CPUs */
 }
 
 static void bench_actor_to_actor(uint64_t count) {
@@ -111,7 +116,16 @@ static void bench_actor_to_actor(uint64_t count) {
     uint64_t start = bench_now_ns();
     cr_send(source_actor, &run);
     wait_done(&sink.done_ns);
-    bench_report("actor->actor one way (pinned)", count, atomic_load(&sink.done_ns) - start, NULL);
+    bench_report(pin_threads ? "actor->actor one way (pinned)" : "actor->actor one way (unpinned)", count, atomic_load(&sink.done_ns) - start, NULL);
+    if (getenv("RING_BENCH_DEBUG")) {
+        struct cr_actor_stats st;
+        struct cr_msg q = {.type = CR_MSG_STATS};
+        CR_MSG_BODY(&q, struct cr_msg_stats)->out = &st;
+        cr_ask(sink_actor, &q, 1000000000u);
+        printf("  sink: ring_full %llu parks %llu wakes %llu send_failures %llu\n",
+               (unsigned long long)st.ring_full, (unsigned long long)st.parks,
+               (unsigned long long)st.wakes, (unsigned long long)st.send_failures);
+    }
 
     struct bench_latency rtt;
     uint64_t pings = count / 100 > 100000 ? 100000 : count / 100;
@@ -121,7 +135,7 @@ static void bench_actor_to_actor(uint64_t count) {
     ping.body.u64[0] = pings;
     start = bench_now_ns();
     cr_send(source_actor, &ping);
-    while (!atomic_load(&source.pings_done)) usleep(100);
+    while (!atomic_load(&source.pings_done)) usleep(1000);
     bench_report("actor<->actor ping-pong round trip", pings, bench_now_ns() - start, &rtt);
     bench_latency_free(&rtt);
     cr_runtime_destroy(rt);
@@ -198,7 +212,11 @@ static void bench_ask(const char *name, uint64_t spin_ns, uint64_t asks, bool le
 }
 
 int main(int argc, char **argv) {
-    bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (strcmp(argv[i], "--no-pin") == 0) pin_threads = false;
+    }
     uint64_t scale = quick ? 10 : 1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     printf("bench/ring: %ld online CPUs; one line per case (ops/s = messages or asks per second)\n",

@@ -97,7 +97,7 @@ void cr_reply(struct cr_msg *msg, int status) {
     /* Release: the status and whatever the handler wrote into the caller's
      * memory happen-before the caller sees DONE. */
     atomic_store_explicit(&slot->word, ASK_WORD(msg->ask_seq, ASK_DONE), memory_order_release);
-    cr_fence_store_load(&slot->word);
+    cr_barrier_light(&slot->word); /* the replier is the hot side */
     if (atomic_load_explicit(&slot->sleeping, memory_order_relaxed))
         futex(&slot->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
 }
@@ -114,7 +114,7 @@ static void ask_sleep(struct cr_ask_slot *slot, uint32_t seen, uint64_t deadline
         timeout_ptr = &timeout;
     }
     atomic_store_explicit(&slot->sleeping, 1, memory_order_relaxed);
-    cr_fence_store_load(&slot->sleeping);
+    cr_barrier_heavy(&slot->sleeping); /* a caller about to sleep is the cold side */
     if (atomic_load_explicit(&slot->word, memory_order_acquire) == seen)
         futex(&slot->word, FUTEX_WAIT_PRIVATE, seen, timeout_ptr);
     atomic_store_explicit(&slot->sleeping, 0, memory_order_relaxed);

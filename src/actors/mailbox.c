@@ -237,11 +237,10 @@ void cr_mailbox_close(struct cr_actor *actor) {
     }
 }
 
-/* Called by a sender after publishing a message.  The seq_cst fence orders
- * the ring's p_tail store before the load of `parked`; the actor orders its
- * store of `parked` before re-reading the rings the same way. */
+/* Called by a sender after publishing a message: the light side of the
+ * parking handshake (see cr_barrier_light); park() is the heavy side. */
 void cr_mailbox_wake(struct cr_actor *actor) {
-    cr_fence_store_load(&actor->parked);
+    cr_barrier_light(&actor->parked);
     if (atomic_load_explicit(&actor->parked, memory_order_relaxed) == 0) return;
     if (atomic_exchange_explicit(&actor->parked, 0, memory_order_acq_rel) == 0) return;
     atomic_fetch_add_explicit(&actor->wakes, 1, memory_order_relaxed);

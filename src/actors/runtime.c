@@ -66,6 +66,7 @@ int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime 
     if (!power_of_two || config->batch_max == 0 || config->timers_max == 0 ||
         config->clock.now_ns == NULL)
         return CR_ERR_INVALID_PARAMS;
+    cr_barrier_init();
     struct cr_runtime *rt = calloc(1, sizeof(*rt));
     if (rt == NULL) return CR_ERR_NOMEM;
     rt->config = *config;
@@ -161,7 +162,7 @@ static void wake_fd_drain(struct cr_actor *actor) {
  * seeing the flag), then sleeps on the wake fd (and the actor's sockets). */
 static void park(struct cr_actor *actor) {
     atomic_store_explicit(&actor->parked, 1, memory_order_relaxed);
-    cr_fence_store_load(&actor->parked);
+    cr_barrier_heavy(&actor->parked);
     int timeout_ms = park_timeout_ms(actor);
     if (timeout_ms == 0 || cr_mailbox_has_messages(actor)) {
         atomic_store_explicit(&actor->parked, 0, memory_order_relaxed);
@@ -348,14 +349,28 @@ void cr_runtime_destroy(struct cr_runtime *rt) {
 /* ------------------------------------------------------------------------ */
 /* Sending */
 
+/* The ring is full: wait for the receiver to make room, up to send_wait_ns.
+ * Spin only briefly (the receiver may be draining on another core), then
+ * sleep with exponential backoff.  Sleeping, not sched_yield, is what frees
+ * the CPU when there are more threads than cores: under CFS a yielding
+ * producer keeps most of its time slice, and the consumer it waits for
+ * starves (measured on 2 cores: rings full for 10+ ms). */
 static int send_wait_full(struct cr_actor *to, struct cr_ring *ring, struct cr_msg *msg) {
     atomic_fetch_add_explicit(&to->ring_full, 1, memory_order_relaxed);
     uint64_t start = monotonic_now_ns(NULL);
+    uint64_t sleep_ns = 20000; /* first sleep 20 us, doubling to 1 ms */
     for (;;) {
         cr_mailbox_wake(to); /* it cannot drain while asleep */
         if (atomic_load_explicit(&to->run_state, memory_order_acquire) == CR_ACTOR_STOPPED)
             return CR_ERR_SHUTDOWN;
-        sched_yield();
+        uint64_t waited = monotonic_now_ns(NULL) - start;
+        if (waited < 2000) {
+            for (int i = 0; i < 16; i++) __builtin_ia32_pause();
+        } else {
+            struct timespec pause = {.tv_sec = 0, .tv_nsec = (long)sleep_ns};
+            nanosleep(&pause, NULL);
+            if (sleep_ns < 1000000) sleep_ns *= 2;
+        }
         if (cr_ring_enqueue(ring, msg)) return CR_OK;
         if (monotonic_now_ns(NULL) - start >= to->rt->config.send_wait_ns) {
             atomic_fetch_add_explicit(&to->send_failures, 1, memory_order_relaxed);
