@@ -161,6 +161,8 @@ fn addProtoSources(step: *std.Build.Step.Compile, proto: ?Proto) void {
     }
 }
 
+/// A program is its main file plus any sibling `<stem>_*.c` (crescentctl's
+/// command groups live in crescentctl_<group>.c).
 fn program(
     b: *std.Build,
     main_file: []const u8,
@@ -172,7 +174,11 @@ fn program(
 ) *std.Build.Step.Compile {
     const exe = b.addExecutable(.{ .name = std.fs.path.stem(main_file), .target = target, .optimize = optimize });
     configureC(b, exe, proto);
-    exe.addCSourceFiles(.{ .files = &.{main_file}, .flags = &c_flags });
+    var files = std.ArrayList([]const u8).init(b.allocator);
+    files.append(main_file) catch @panic("OOM");
+    const dir = std.fs.path.dirname(main_file) orelse ".";
+    listFiles(b, &files, dir, b.fmt("{s}_", .{std.fs.path.stem(main_file)}), ".c");
+    exe.addCSourceFiles(.{ .files = files.items, .flags = &c_flags });
     if (server) |s| exe.linkLibrary(s);
     if (client) |c| exe.linkLibrary(c);
     return exe;

@@ -1,5 +1,5 @@
-/* Spawning the subsystem actors, and the skeleton they run until their
- * own work lands (see subsystems.h). */
+/* Spawning and wiring the subsystem actors, and the skeleton they run until
+ * their own work lands (see subsystems.h). */
 #include "actors/subsystems.h"
 
 #include <stdlib.h>
@@ -7,23 +7,76 @@
 #include "core/log.h"
 #include "crescent/error.h"
 
-static const char *const names[CR_SUBSYSTEM_COUNT] = {
-    [CR_SUBSYSTEM_SEGMENTS] = "segments", [CR_SUBSYSTEM_LEASES] = "leases",
-    [CR_SUBSYSTEM_TASKS] = "tasks",       [CR_SUBSYSTEM_INDEXER] = "indexer",
-    [CR_SUBSYSTEM_PUBLISHER] = "publisher", [CR_SUBSYSTEM_REPLAY] = "replay",
+static const struct cr_subsystem_def *const defs[CR_SUBSYSTEM_COUNT] = {
+    [CR_SUBSYSTEM_SEGMENTS] = &cr_segments_def,   [CR_SUBSYSTEM_LEASES] = &cr_leases_def,
+    [CR_SUBSYSTEM_TASKS] = &cr_tasks_def,         [CR_SUBSYSTEM_INDEXER] = &cr_indexer_def,
+    [CR_SUBSYSTEM_PUBLISHER] = &cr_publisher_def, [CR_SUBSYSTEM_REPLAY] = &cr_replay_def,
 };
+
+const char *cr_subsystem_name(enum cr_subsystem which) {
+    return which < CR_SUBSYSTEM_COUNT ? defs[which]->name : "unknown";
+}
+
+int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *config,
+                        struct cr_subsystems *out) {
+    out->config = config;
+    for (int i = 0; i < CR_SUBSYSTEM_COUNT; i++) {
+        int rc = defs[i]->create(config, &out->states[i]);
+        if (rc == CR_OK)
+            rc = cr_runtime_spawn(rt, defs[i]->name, defs[i]->ops, out->states[i], &out->actors[i]);
+        if (rc != CR_OK) {
+            CR_ERROR("daemon", "cannot start actor %s: %s", defs[i]->name, cr_strerror(rc));
+            return rc;
+        }
+    }
+    for (int i = 0; i < CR_SUBSYSTEM_COUNT; i++) {
+        struct cr_msg wire = {.type = CR_MSG_WIRE};
+        wire.body.ptr[0] = out;
+        int rc = cr_send(out->actors[i], &wire);
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
+}
+
+int cr_subsystems_register_routes(struct cr_subsystems *subsystems, struct cr_http_front *front) {
+    for (int i = 0; i < CR_SUBSYSTEM_COUNT; i++) {
+        if (defs[i]->register_routes == NULL) continue;
+        int rc = defs[i]->register_routes(front, subsystems);
+        if (rc != CR_OK) {
+            CR_ERROR("daemon", "cannot add the HTTP routes of %s: %s", defs[i]->name,
+                     cr_strerror(rc));
+            return rc;
+        }
+    }
+    return CR_OK;
+}
+
+void cr_subsystems_free(struct cr_subsystems *subsystems) {
+    for (int i = 0; i < CR_SUBSYSTEM_COUNT; i++) {
+        if (subsystems->states[i] != NULL) defs[i]->destroy(subsystems->states[i]);
+        subsystems->states[i] = NULL;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Skeleton */
 
 struct skeleton_state {
     uint64_t unknown_messages;
     uint64_t last_log_ns;
 };
 
-const char *cr_subsystem_name(enum cr_subsystem which) {
-    return which < CR_SUBSYSTEM_COUNT ? names[which] : "unknown";
+int cr_skeleton_create(const struct cr_daemon_config *config, void **state_out) {
+    (void)config;
+    *state_out = calloc(1, sizeof(struct skeleton_state));
+    return *state_out != NULL ? CR_OK : CR_ERR_NOMEM;
 }
+
+void cr_skeleton_destroy(void *state) { free(state); }
 
 static void skeleton_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     struct skeleton_state *st = arg;
+    if (msg->type == CR_MSG_WIRE) return; /* no peers to talk to yet */
     st->unknown_messages++;
     uint64_t now = cr_runtime_now_ns(cr_actor_runtime(self));
     if (cr_log_ratelimit(&st->last_log_ns, now, 60ull * 1000000000u))
@@ -40,27 +93,7 @@ static void skeleton_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     out->extra_count++;
 }
 
-static const struct cr_actor_ops skeleton_ops = {
+const struct cr_actor_ops cr_skeleton_ops = {
     .handle = skeleton_handle,
     .stats = skeleton_stats,
 };
-
-int cr_subsystems_spawn(struct cr_runtime *rt, struct cr_subsystems *out) {
-    for (int i = 0; i < CR_SUBSYSTEM_COUNT; i++) {
-        out->states[i] = calloc(1, sizeof(struct skeleton_state));
-        if (out->states[i] == NULL) return CR_ERR_NOMEM;
-        int rc = cr_runtime_spawn(rt, names[i], &skeleton_ops, out->states[i], &out->actors[i]);
-        if (rc != CR_OK) {
-            CR_ERROR("daemon", "cannot start actor %s: %s", names[i], cr_strerror(rc));
-            return rc;
-        }
-    }
-    return CR_OK;
-}
-
-void cr_subsystems_free(struct cr_subsystems *subsystems) {
-    for (int i = 0; i < CR_SUBSYSTEM_COUNT; i++) {
-        free(subsystems->states[i]);
-        subsystems->states[i] = NULL;
-    }
-}

@@ -1,19 +1,25 @@
-/* The six subsystem actors of crescentd, in spawn (and stop) order.
+/* The six subsystem actors of crescentd: how each is defined, spawned and
+ * wired to the others.
  *
- * Producers come before consumers so that stopping in spawn order lets each
- * actor's last messages reach a consumer that is still running:
+ * Spawn (and stop) order puts producers before consumers, so that stopping in
+ * spawn order lets each actor's last messages reach a consumer still running:
  * segments → leases → tasks → indexer → publisher → replay.
  *
- * Until a subsystem's own issue gives it work, its actor runs the common
- * skeleton: the runtime answers its stats, and any other message is
- * counted as unknown, logged (rate-limited) and, if an ask, answered
- * CR_ERR_INVALID_PARAMS. */
+ * Wiring: once all six are running, the daemon sends each a CR_MSG_WIRE
+ * message whose body.ptr[0] is the `struct cr_subsystems` peer table.  An
+ * actor keeps that pointer and sends to peers only after it has seen WIRE
+ * (the ring's release/acquire orders the table's writes before its reads);
+ * nothing reaches an actor from outside before that, because the daemon
+ * opens intake (HTTP, RPC) only after wiring. */
 #ifndef CRESCENT_ACTORS_SUBSYSTEMS_H
 #define CRESCENT_ACTORS_SUBSYSTEMS_H
 
 #include <stdint.h>
 
 #include "actors/runtime.h"
+
+struct cr_daemon_config;
+struct cr_http_front;
 
 enum cr_subsystem {
     CR_SUBSYSTEM_SEGMENTS,
@@ -25,18 +31,52 @@ enum cr_subsystem {
     CR_SUBSYSTEM_COUNT,
 };
 
+/* The peer table: filled by the daemon during spawn, read-only afterwards. */
 struct cr_subsystems {
     struct cr_actor *actors[CR_SUBSYSTEM_COUNT];
     void *states[CR_SUBSYSTEM_COUNT];
+    const struct cr_daemon_config *config;
+    uint64_t ask_timeout_ns; /* for HTTP routes that ask an actor */
 };
+
+/* What one subsystem provides.  Each lives in src/actors/<name>.c. */
+struct cr_subsystem_def {
+    const char *name;
+    const struct cr_actor_ops *ops;
+    /* Builds the actor's state from the settings (on the main thread, before
+     * spawn).  Returns CR_OK or an error; logs the reason. */
+    int (*create)(const struct cr_daemon_config *config, void **state_out);
+    /* Frees the state after the actor's thread has exited. */
+    void (*destroy)(void *state);
+    /* Optional: adds HTTP routes; handlers ask `peers->actors[...]`. */
+    int (*register_routes)(struct cr_http_front *front, struct cr_subsystems *peers);
+};
+
+extern const struct cr_subsystem_def cr_segments_def;
+extern const struct cr_subsystem_def cr_leases_def;
+extern const struct cr_subsystem_def cr_tasks_def;
+extern const struct cr_subsystem_def cr_indexer_def;
+extern const struct cr_subsystem_def cr_publisher_def;
+extern const struct cr_subsystem_def cr_replay_def;
 
 const char *cr_subsystem_name(enum cr_subsystem which);
 
-/* Spawns all six on `rt`.  On failure nothing is left running that the
- * caller must not destroy with cr_runtime_destroy + cr_subsystems_free. */
-int cr_subsystems_spawn(struct cr_runtime *rt, struct cr_subsystems *out);
+/* Creates the states, spawns the six actors in order and wires them.  On
+ * failure the caller still calls cr_runtime_destroy then cr_subsystems_free. */
+int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *config,
+                        struct cr_subsystems *out);
+
+/* Lets every subsystem add its HTTP routes. */
+int cr_subsystems_register_routes(struct cr_subsystems *subsystems, struct cr_http_front *front);
 
 /* Frees the actors' states; call after cr_runtime_destroy. */
 void cr_subsystems_free(struct cr_subsystems *subsystems);
+
+/* The skeleton a subsystem runs until its own work lands: the runtime
+ * answers stats; any other message is counted, logged at most once a minute
+ * and, if an ask, answered CR_ERR_INVALID_PARAMS.  State: cr_skeleton_create. */
+extern const struct cr_actor_ops cr_skeleton_ops;
+int cr_skeleton_create(const struct cr_daemon_config *config, void **state_out);
+void cr_skeleton_destroy(void *state);
 
 #endif

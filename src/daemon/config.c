@@ -12,7 +12,7 @@
 
 #include "crescent/version.h"
 
-enum setting_type { SETTING_STRING, SETTING_U32, SETTING_BOOL, SETTING_LOG_LEVEL };
+enum setting_type { SETTING_STRING, SETTING_U32, SETTING_BOOL, SETTING_LOG_LEVEL, SETTING_RATIO };
 
 struct setting {
     const char *name; /* flag name; the config key is the same with '_' for '-' */
@@ -38,6 +38,45 @@ static const struct setting settings[] = {
      "how long an HTTP request waits for an actor's answer"},
     {"log-level", SETTING_LOG_LEVEL, FIELD(log_level), 0, 0, "LEVEL",
      "DEBUG, INFO, WARN or ERROR (also CRESCENT_LOG_LEVEL)"},
+    /* Store master */
+    {"rpc-address", SETTING_STRING, FIELD(rpc_address), 0, 0, "ENDPOINT",
+     "ZMQ endpoint of the store-master RPC (protobuf over ROUTER)"},
+    {"default-kv-lease-ttl", SETTING_U32, FIELD(default_kv_lease_ttl), 1, 86400000, "MS",
+     "lease granted by ExistKey and GetReplicaList"},
+    {"default-kv-soft-pin-ttl", SETTING_U32, FIELD(default_kv_soft_pin_ttl), 1, 86400000, "MS",
+     "an unread soft-pinned object loses its pin after this"},
+    {"allow-evict-soft-pinned-objects", SETTING_BOOL, FIELD(allow_evict_soft_pinned_objects), 0, 0,
+     "BOOL", "evict soft-pinned objects when nothing else frees enough"},
+    {"eviction-ratio", SETTING_RATIO, FIELD(eviction_ratio), 0, 0, "RATIO",
+     "share of capacity one eviction frees (0 to 1)"},
+    {"eviction-high-watermark-ratio", SETTING_RATIO, FIELD(eviction_high_watermark_ratio), 0, 0,
+     "RATIO", "usage that starts eviction (0 to 1)"},
+    {"put-start-discard-timeout-sec", SETTING_U32, FIELD(put_start_discard_timeout_sec), 1, 86400,
+     "S", "an unfinished put older than this may be preempted"},
+    {"put-start-release-timeout-sec", SETTING_U32, FIELD(put_start_release_timeout_sec), 1, 604800,
+     "S", "space of an unfinished put older than this is reclaimed"},
+    {"client-ttl", SETTING_U32, FIELD(client_ttl), 1, 3600, "S",
+     "a client silent this long loses its segments and unfinished puts"},
+    /* Event plane */
+    {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
+     "ZMQ PUB endpoint of the store events"},
+    {"event-topic", SETTING_STRING, FIELD(event_topic), 0, 0, "TOPIC",
+     "topic frame of every event message"},
+    {"event-batch-max", SETTING_U32, FIELD(event_batch_max), 1, 100000, "N",
+     "events per batch at most"},
+    {"event-flush-us", SETTING_U32, FIELD(event_flush_us), 1, 10000000, "US",
+     "longest a batch waits for more events before it is sent"},
+    {"event-send-hwm", SETTING_U32, FIELD(event_send_hwm), 1, 100000000, "N",
+     "ZMQ send high-water mark of the PUB socket"},
+    {"replay-address", SETTING_STRING, FIELD(replay_address), 0, 0, "ENDPOINT",
+     "ZMQ ROUTER endpoint answering replay requests"},
+    {"replay-batches", SETTING_U32, FIELD(replay_batches), 1, 10000000, "N",
+     "batches kept for replay"},
+    {"replay-bytes-mb", SETTING_U32, FIELD(replay_bytes_mb), 1, 65536, "MB",
+     "payload bytes kept for replay"},
+    /* Prefix indexer */
+    {"indexer-config", SETTING_STRING, FIELD(indexer_config), 0, 0, "FILE",
+     "conductor_config.json of static publishers (also CONDUCTOR_CONFIG_PATH)"},
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -50,6 +89,23 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
     config->log_level = CR_LOG_INFO;
+    snprintf(config->rpc_address, sizeof(config->rpc_address), "tcp://127.0.0.1:50051");
+    config->default_kv_lease_ttl = 5000;
+    config->default_kv_soft_pin_ttl = 30 * 60 * 1000;
+    config->allow_evict_soft_pinned_objects = true;
+    config->eviction_ratio = 0.05;
+    config->eviction_high_watermark_ratio = 0.95;
+    config->put_start_discard_timeout_sec = 30;
+    config->put_start_release_timeout_sec = 600;
+    config->client_ttl = 10;
+    snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
+    snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
+    config->event_batch_max = 50;
+    config->event_flush_us = 1000;
+    config->event_send_hwm = 100000;
+    snprintf(config->replay_address, sizeof(config->replay_address), "tcp://127.0.0.1:19998");
+    config->replay_batches = 10000;
+    config->replay_bytes_mb = 64;
 }
 
 static void default_text(const struct setting *s, char *out, size_t size) {
@@ -64,7 +120,9 @@ static void default_text(const struct setting *s, char *out, size_t size) {
     case SETTING_LOG_LEVEL:
         snprintf(out, size, "%s", levels[*(const enum cr_log_level *)(const void *)(base + s->offset)]);
         break;
+    case SETTING_RATIO: snprintf(out, size, "%g", *(const double *)(const void *)(base + s->offset)); break;
     }
+    if (out[0] == '\0') snprintf(out, size, "none");
 }
 
 void cr_daemon_config_usage(FILE *out) {
@@ -80,7 +138,10 @@ void cr_daemon_config_usage(FILE *out) {
         char flag[64], def[CR_CONFIG_ADDRESS_MAX];
         snprintf(flag, sizeof(flag), "--%s %s", settings[i].name, settings[i].value_name);
         default_text(&settings[i], def, sizeof(def));
-        fprintf(out, "  %-25s %s (default %s)\n", flag, settings[i].help, def);
+        if (strlen(flag) > 25)
+            fprintf(out, "  %s\n  %-25s %s (default %s)\n", flag, "", settings[i].help, def);
+        else
+            fprintf(out, "  %-25s %s (default %s)\n", flag, settings[i].help, def);
     }
     fprintf(out,
             "  --no-pin                  same as --pin-threads false\n"
@@ -152,12 +213,30 @@ static bool apply_text(const struct setting *s, const char *text, struct cr_daem
             return false;
         }
         return true;
+    case SETTING_RATIO: {
+        char *end = NULL;
+        double value = strtod(text, &end);
+        if (end == text || *end != '\0' || !(value > 0.0 && value <= 1.0)) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not a ratio above 0 and at most 1",
+                     s->name, text);
+            return false;
+        }
+        *(double *)(void *)field = value;
+        return true;
+    }
     }
     return false;
 }
 
 /* Settings that depend on each other, checked once everything is applied. */
 static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG_ERROR_MAX]) {
+    if (config->put_start_discard_timeout_sec >= config->put_start_release_timeout_sec) {
+        snprintf(error, CR_CONFIG_ERROR_MAX,
+                 "put-start-discard-timeout-sec (%u) must be less than "
+                 "put-start-release-timeout-sec (%u)",
+                 config->put_start_discard_timeout_sec, config->put_start_release_timeout_sec);
+        return false;
+    }
     if ((config->ring_slots & (config->ring_slots - 1)) != 0) {
         snprintf(error, CR_CONFIG_ERROR_MAX, "ring-slots: %u is not a power of two",
                  config->ring_slots);
@@ -204,9 +283,14 @@ static bool apply_json(const struct setting *s, const char *key, json_t *value,
         type_ok = json_is_boolean(value);
         if (type_ok) snprintf(text, sizeof(text), "%s", json_is_true(value) ? "true" : "false");
         break;
+    case SETTING_RATIO:
+        type_ok = json_is_number(value);
+        if (type_ok) snprintf(text, sizeof(text), "%.17g", json_number_value(value));
+        break;
     }
     if (!type_ok) {
-        static const char *const wanted[] = {"a string", "an integer", "true or false", "a string"};
+        static const char *const wanted[] = {"a string", "an integer", "true or false", "a string",
+                                             "a number"};
         snprintf(error, CR_CONFIG_ERROR_MAX, "key \"%s\" must be %s", key, wanted[s->type]);
         return false;
     }

@@ -24,6 +24,30 @@ struct cr_daemon_config {
     uint32_t ring_slots;
     uint32_t ask_timeout_ms;
     enum cr_log_level log_level;
+
+    /* Store master (seed 004 defaults; config keys are the reference's flag names). */
+    char rpc_address[CR_CONFIG_ADDRESS_MAX];      /* ZMQ endpoint of the RPC gateway */
+    uint32_t default_kv_lease_ttl;                /* ms */
+    uint32_t default_kv_soft_pin_ttl;             /* ms */
+    bool allow_evict_soft_pinned_objects;
+    double eviction_ratio;
+    double eviction_high_watermark_ratio;
+    uint32_t put_start_discard_timeout_sec;
+    uint32_t put_start_release_timeout_sec;
+    uint32_t client_ttl;                          /* s */
+
+    /* Event plane (seed 000). */
+    char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */
+    char event_topic[CR_CONFIG_ADDRESS_MAX];
+    uint32_t event_batch_max;                     /* events per batch */
+    uint32_t event_flush_us;                      /* a lone event waits at most this */
+    uint32_t event_send_hwm;
+    char replay_address[CR_CONFIG_ADDRESS_MAX];   /* ZMQ ROUTER endpoint */
+    uint32_t replay_batches;                      /* batches kept */
+    uint32_t replay_bytes_mb;                     /* payload bytes kept */
+
+    /* Prefix indexer (seed 001). */
+    char indexer_config[CR_CONFIG_ADDRESS_MAX];   /* conductor_config.json; empty: none */
 };
 
 /* Outcome of parsing: run, print help/version and exit 0, or exit 2. */

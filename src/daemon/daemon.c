@@ -45,7 +45,8 @@ static int start_runtime(struct daemon *d) {
         CR_ERROR("daemon", "cannot create the actor runtime: %s", cr_strerror(status));
         return status;
     }
-    return cr_subsystems_spawn(d->rt, &d->subsystems);
+    d->subsystems.ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u;
+    return cr_subsystems_spawn(d->rt, &d->config, &d->subsystems);
 }
 
 /* Returns 0, or the exit status to use. */
@@ -53,7 +54,8 @@ static int start_http(struct daemon *d) {
     d->admin = (struct cr_http_admin){.rt = d->rt,
                                       .started_ns = monotonic_ns(),
                                       .ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u};
-    if (cr_http_front_create(&d->front) != CR_OK || cr_http_admin_register(d->front, &d->admin) != CR_OK) {
+    if (cr_http_front_create(&d->front) != CR_OK || cr_http_admin_register(d->front, &d->admin) != CR_OK ||
+        cr_subsystems_register_routes(&d->subsystems, d->front) != CR_OK) {
         CR_ERROR("daemon", "cannot set up the HTTP routes");
         return 1;
     }

@@ -30,6 +30,7 @@ enum cr_msg_type {
     /* Runtime: handled by the actor loop itself. */
     CR_MSG_STOP = 1,  /* drain and exit */
     CR_MSG_STATS = 2, /* ask: fill struct cr_actor_stats (body: cr_msg_stats) */
+    CR_MSG_WIRE = 3,  /* the daemon hands over the peer table (body.ptr[0]), once */
     /* Runtime tests and benchmarks. */
     CR_MSG_TEST_SEQ = 16,  /* body: producer id and sequence number */
     CR_MSG_TEST_ECHO = 17, /* ask: reply with the body's value */

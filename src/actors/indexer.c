@@ -1,0 +1,10 @@
+/* The indexer actor.  It runs the shared skeleton (answers stats) until its
+ * issue gives it work; see subsystems.h. */
+#include "actors/subsystems.h"
+
+const struct cr_subsystem_def cr_indexer_def = {
+    .name = "indexer",
+    .ops = &cr_skeleton_ops,
+    .create = cr_skeleton_create,
+    .destroy = cr_skeleton_destroy,
+};

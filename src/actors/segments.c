@@ -1,0 +1,10 @@
+/* The segments actor.  It runs the shared skeleton (answers stats) until its
+ * issue gives it work; see subsystems.h. */
+#include "actors/subsystems.h"
+
+const struct cr_subsystem_def cr_segments_def = {
+    .name = "segments",
+    .ops = &cr_skeleton_ops,
+    .create = cr_skeleton_create,
+    .destroy = cr_skeleton_destroy,
+};

@@ -1,0 +1,30 @@
+/* crescentctl's command table.  Each command group lives in its own file
+ * (crescentctl_<group>.c) and exports a NULL-terminated table; crescentctl.c
+ * parses the global options and dispatches. */
+#ifndef CRESCENT_CMD_CRESCENTCTL_H
+#define CRESCENT_CMD_CRESCENTCTL_H
+
+#include <stdio.h>
+
+#define CTL_EXIT_OK 0
+#define CTL_EXIT_SERVER_FAILURE 1 /* the server answered with a failure */
+#define CTL_EXIT_USAGE 2
+#define CTL_EXIT_UNREACHABLE 3    /* crescentd could not be reached */
+
+struct ctl {
+    const char *http_address; /* --http */
+    const char *rpc_address;  /* --rpc */
+    int timeout_ms;
+};
+
+struct ctl_command {
+    const char *name;
+    const char *args;    /* shown in --help after the name, e.g. "KEY [--force]" */
+    const char *summary; /* one line for --help */
+    /* argv[0] is the command name; returns an exit status. */
+    int (*run)(const struct ctl *ctl, int argc, char **argv);
+};
+
+extern const struct ctl_command ctl_admin_commands[];
+
+#endif

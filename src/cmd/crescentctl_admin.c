@@ -1,0 +1,101 @@
+/* crescentctl's admin commands over the HTTP front: health, stats, metrics. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/admin_http.h"
+#include "cmd/crescentctl.h"
+#include "crescent/error.h"
+
+/* Admin commands take no arguments. */
+static int no_arguments(int argc, char **argv) {
+    if (argc <= 1) return 0;
+    fprintf(stderr, "crescentctl: %s takes no arguments (see --help)\n", argv[0]);
+    return CTL_EXIT_USAGE;
+}
+
+/* GETs `path`; prints the reason and returns an exit status on failure. */
+static int fetch(const struct ctl *ctl, const char *path, int *status, char **body) {
+    char error[512] = "";
+    int rc = cr_admin_http_get(ctl->http_address, path, ctl->timeout_ms, status, body, error,
+                               sizeof(error));
+    if (rc == CR_OK) return 0;
+    fprintf(stderr, "crescentctl: %s\n", error[0] ? error : cr_strerror(rc));
+    return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
+}
+
+static int cmd_health(const struct ctl *ctl, int argc, char **argv) {
+    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+    int status;
+    char *body;
+    int rc = fetch(ctl, "/health", &status, &body);
+    if (rc != 0) return rc;
+    json_t *root = json_loads(body, 0, NULL);
+    const char *state = json_string_value(json_object_get(root, "status"));
+    printf("%s (HTTP %d) version %s, uptime %llds, %lld actors\n", state ? state : "unknown",
+           status, json_string_value(json_object_get(root, "version")) ?: "?",
+           (long long)json_integer_value(json_object_get(root, "uptime_seconds")),
+           (long long)json_integer_value(json_object_get(root, "actors")));
+    json_t *down = json_object_get(root, "unresponsive");
+    size_t i;
+    json_t *name;
+    json_array_foreach(down, i, name) printf("  unresponsive: %s\n", json_string_value(name));
+    json_decref(root);
+    free(body);
+    return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
+}
+
+static long long field(json_t *obj, const char *key) {
+    return (long long)json_integer_value(json_object_get(obj, key));
+}
+
+static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
+    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+    int status;
+    char *body;
+    int rc = fetch(ctl, "/api/v1/actors", &status, &body);
+    if (rc != 0) return rc;
+    json_t *root = json_loads(body, 0, NULL);
+    free(body);
+    json_t *actors = json_object_get(root, "actors");
+    if (status != 200 || !json_is_array(actors)) {
+        fprintf(stderr, "crescentctl: unexpected answer (HTTP %d)\n", status);
+        json_decref(root);
+        return CTL_EXIT_SERVER_FAILURE;
+    }
+    printf("%-10s %4s %12s %6s %8s %8s %9s %7s\n", "ACTOR", "CPU", "HANDLED", "DEPTH", "PARKS",
+           "WAKES", "RING_FULL", "EXPIRED");
+    size_t i;
+    json_t *a;
+    json_array_foreach(actors, i, a) {
+        const char *name = json_string_value(json_object_get(a, "name"));
+        if (!json_is_true(json_object_get(a, "up"))) {
+            printf("%-10s  (did not answer)\n", name ? name : "?");
+            continue;
+        }
+        printf("%-10s %4lld %12lld %6lld %8lld %8lld %9lld %7lld\n", name ? name : "?",
+               field(a, "cpu"), field(a, "messages_handled"), field(a, "ring_depth"),
+               field(a, "parks"), field(a, "wakes"), field(a, "ring_full"), field(a, "asks_expired"));
+    }
+    json_decref(root);
+    return 0;
+}
+
+static int cmd_metrics(const struct ctl *ctl, int argc, char **argv) {
+    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+    int status;
+    char *body;
+    int rc = fetch(ctl, "/metrics", &status, &body);
+    if (rc != 0) return rc;
+    fputs(body, stdout);
+    free(body);
+    return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
+}
+
+const struct ctl_command ctl_admin_commands[] = {
+    {"health", "", "ask crescentd whether every actor answers (exit 1 if not)", cmd_health},
+    {"stats", "", "per-actor counters as a table", cmd_stats},
+    {"metrics", "", "the Prometheus text of GET /metrics", cmd_metrics},
+    {NULL, NULL, NULL, NULL},
+};

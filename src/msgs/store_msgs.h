@@ -1,0 +1,32 @@
+/* Messages between the store's actors and the event plane / indexer.
+ *
+ * A store event (src/msgs/store_event.h) is one heap block; the message
+ * carries the pointer and the receiver owns it (frees it with
+ * cr_store_event_free, or its discard hook does).  The segment manager sends
+ * one copy to the publisher and one to the indexer. */
+#ifndef CRESCENT_MSGS_STORE_MSGS_H
+#define CRESCENT_MSGS_STORE_MSGS_H
+
+#include <stdint.h>
+
+#include "msgs/msg.h"
+
+struct cr_store_event;
+
+enum cr_store_msg_type {
+    /* segments → publisher, segments → indexer: body cr_msg_store_event. */
+    CR_MSG_STORE_EVENT = CR_MSG_SUBSYSTEM_BASE + 0,
+    /* Store-master RPC and policy messages: 65..127 (src/msgs/master_msgs.h). */
+    CR_MSG_STORE_FIRST = CR_MSG_SUBSYSTEM_BASE + 1,
+    /* Event plane (publisher, replay): 128..191 (src/msgs/event_msgs.h). */
+    CR_MSG_EVENTS_FIRST = CR_MSG_SUBSYSTEM_BASE + 64,
+    /* Prefix indexer: 192..255 (src/msgs/indexer_msgs.h). */
+    CR_MSG_INDEXER_FIRST = CR_MSG_SUBSYSTEM_BASE + 128,
+};
+
+struct cr_msg_store_event {
+    struct cr_store_event *event; /* owned by the receiver */
+    char tenant[24];              /* tenant of the key; "" means "default" */
+};
+
+#endif
