@@ -52,7 +52,9 @@ const Sources = struct {
 
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
-    const optimize = b.standardOptimizeOption(.{ .preferred_optimize_mode = .ReleaseSafe });
+    // ReleaseSafe unless told otherwise: optimized, and undefined behaviour in
+    // C still traps (Zig compiles C with UBSan in trap mode in safe modes).
+    const optimize = b.option(std.builtin.OptimizeMode, "optimize", "Debug, ReleaseSafe (default), ReleaseFast or ReleaseSmall") orelse .ReleaseSafe;
     const sources = collectSources(b);
 
     const proto = generateProtos(b, sources.protos);

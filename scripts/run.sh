@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-node_modules/.bin/zig build -Doptimize=ReleaseSafe
+node_modules/.bin/zig build
 exec zig-out/bin/crescentd "$@"

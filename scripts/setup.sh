@@ -16,6 +16,8 @@ packages=(
     # foreign-client tests (Debian's own python3 sees these)
     python3 python3-zmq python3-msgpack python3-protobuf python3-pytest python3-requests
     protobuf-compiler curl
+    # leak and memory-error check of the daemon (tests/integration/test_daemon.py)
+    valgrind
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 

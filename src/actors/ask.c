@@ -36,7 +36,8 @@ enum ask_phase { ASK_WAITING = 0, ASK_CLAIMED = 1, ASK_DONE = 2, ASK_ABANDONED =
 struct cr_ask_slot {
     _Atomic uint32_t word;
     /* Set by a caller about to sleep in futex_wait, so a replier makes the
-     * wake syscall only when someone sleeps (Dekker pair with `word`). */
+     * wake syscall only when someone sleeps (Dekker pair with `word`, with a
+     * full fence on both sides: see cr_barrier_full). */
     _Atomic uint32_t sleeping;
     int status;
     uint32_t seq;
@@ -97,7 +98,7 @@ void cr_reply(struct cr_msg *msg, int status) {
     /* Release: the status and whatever the handler wrote into the caller's
      * memory happen-before the caller sees DONE. */
     atomic_store_explicit(&slot->word, ASK_WORD(msg->ask_seq, ASK_DONE), memory_order_release);
-    cr_barrier_light(&slot->word); /* the replier is the hot side */
+    cr_barrier_full(&slot->word);
     if (atomic_load_explicit(&slot->sleeping, memory_order_relaxed))
         futex(&slot->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
 }
@@ -114,7 +115,7 @@ static void ask_sleep(struct cr_ask_slot *slot, uint32_t seen, uint64_t deadline
         timeout_ptr = &timeout;
     }
     atomic_store_explicit(&slot->sleeping, 1, memory_order_relaxed);
-    cr_barrier_heavy(&slot->sleeping); /* a caller about to sleep is the cold side */
+    cr_barrier_full(&slot->sleeping);
     if (atomic_load_explicit(&slot->word, memory_order_acquire) == seen)
         futex(&slot->word, FUTEX_WAIT_PRIVATE, seen, timeout_ptr);
     atomic_store_explicit(&slot->sleeping, 0, memory_order_relaxed);

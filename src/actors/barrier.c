@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -20,6 +21,11 @@ static void barrier_setup(void) {
 #if defined(__SANITIZE_THREAD__)
     cr_barrier_asymmetric = false;
 #else
+    const char *off = getenv("CRESCENT_NO_MEMBARRIER");
+    if (off != NULL && off[0] != '\0' && strcmp(off, "0") != 0) {
+        CR_INFO("runtime", "CRESCENT_NO_MEMBARRIER set: senders use a full fence");
+        return;
+    }
     long supported = membarrier(MEMBARRIER_CMD_QUERY);
     if (supported < 0 || !(supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED)) {
         CR_INFO("runtime", "membarrier unavailable (%s): senders use a full fence",

@@ -145,7 +145,7 @@ static inline void *cr_cache_aligned_alloc(size_t size) {
     return aligned_alloc(CR_CACHE_LINE, (size + CR_CACHE_LINE - 1) & ~(size_t)(CR_CACHE_LINE - 1));
 }
 
-/* Dekker handshakes (parking; ask sleeping) need a store→load barrier on
+/* The parking handshake needs a store→load barrier on
  * both sides.  The two sides are not equally hot: a sender checks `parked`
  * on every message, an actor parks only after it has been idle.  So the
  * barrier is asymmetric (as in liburcu and folly): the hot side issues only
@@ -173,6 +173,19 @@ static inline void cr_barrier_light(_Atomic uint32_t *flag) {
         atomic_signal_fence(memory_order_seq_cst); /* compiler-only */
     else
         atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+/* A symmetric store→load barrier, for handshakes where neither side is hot
+ * enough to justify making the other pay a membarrier (ask replies: one
+ * fence per ask is small next to the ask itself, while a membarrier on every
+ * sleeping asker measured +15 us at p50). */
+static inline void cr_barrier_full(_Atomic uint32_t *flag) {
+#if defined(__SANITIZE_THREAD__)
+    atomic_fetch_add_explicit(flag, 0, memory_order_seq_cst);
+#else
+    (void)flag;
+    atomic_thread_fence(memory_order_seq_cst);
 #endif
 }
 
