@@ -106,11 +106,14 @@ pub fn build(b: *std.Build) void {
     }
 
     // Benchmarks are always optimized: a Debug benchmark measures nothing useful.
+    // One ReleaseFast library serves every benchmark (compiled once, not per bench).
     const bench_step = b.step("bench", "Build the benchmarks into zig-out/bench");
+    const fast = b.addStaticLibrary(.{ .name = "crescent_fast", .target = target, .optimize = .ReleaseFast });
+    configureC(b, fast, proto);
+    fast.addCSourceFiles(.{ .files = concat(b, sources.server, sources.client), .flags = &c_flags });
+    addProtoSources(fast, proto);
     for (sources.benches) |bench_file| {
-        const exe = program(b, bench_file, target, .ReleaseFast, proto, null, null);
-        exe.addCSourceFiles(.{ .files = concat(b, sources.server, sources.client), .flags = &c_flags });
-        addProtoSources(exe, proto);
+        const exe = program(b, bench_file, target, .ReleaseFast, proto, fast, null);
         const install = b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "bench" } } });
         bench_step.dependOn(&install.step);
     }

@@ -92,8 +92,14 @@ bool cr_ask_pending(const struct cr_msg *msg) {
 void cr_reply(struct cr_msg *msg, int status) {
     assert(msg->flags & CR_MSG_ASK);
     struct cr_ask_slot *slot = msg->ask;
-    assert(atomic_load_explicit(&slot->word, memory_order_relaxed) ==
-           ASK_WORD(msg->ask_seq, ASK_CLAIMED));
+    /* Only the claiming actor writes status while CLAIMED; a second reply
+     * would race the caller's next ask, so it is refused (and is a bug). */
+    if (atomic_load_explicit(&slot->word, memory_order_relaxed) !=
+        ASK_WORD(msg->ask_seq, ASK_CLAIMED)) {
+        assert(!"cr_reply called twice for one ask");
+        CR_ERROR("runtime", "bug: second reply to an ask of type %u ignored", msg->type);
+        return;
+    }
     slot->status = status;
     /* Release: the status and whatever the handler wrote into the caller's
      * memory happen-before the caller sees DONE. */
@@ -124,7 +130,7 @@ static void ask_sleep(struct cr_ask_slot *slot, uint32_t seen, uint64_t deadline
 /* Waits for DONE; gives up (ABANDONED) at the deadline only if unclaimed. */
 static int ask_wait(struct cr_ask_slot *slot, uint32_t seq, uint64_t spin_ns, uint64_t timeout_ns) {
     uint64_t start = real_now_ns();
-    uint64_t deadline = start + timeout_ns;
+    uint64_t deadline = cr_add_sat(start, timeout_ns);
     for (;;) {
         uint32_t word = atomic_load_explicit(&slot->word, memory_order_acquire);
         if (word == ASK_WORD(seq, ASK_DONE)) return slot->status;

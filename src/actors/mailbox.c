@@ -175,6 +175,16 @@ static void maybe_retire(struct cr_actor *actor, uint32_t index, struct cr_ring 
     ring_unref(ring);
 }
 
+/* Frees the rings of senders that have exited, so their inbox slots are
+ * free for new threads even if this actor has been idle since. */
+void cr_mailbox_retire_idle(struct cr_actor *actor) {
+    uint32_t high = atomic_load_explicit(&actor->slots_high, memory_order_acquire);
+    for (uint32_t i = 0; i < high; i++) {
+        struct cr_ring *ring = atomic_load_explicit(&actor->slots[i], memory_order_acquire);
+        if (ring != NULL) maybe_retire(actor, i, ring);
+    }
+}
+
 uint32_t cr_mailbox_drain(struct cr_actor *actor, void (*dispatch)(struct cr_actor *, struct cr_msg *)) {
     uint32_t high = atomic_load_explicit(&actor->slots_high, memory_order_acquire);
     uint32_t batch_max = actor->rt->config.batch_max;

@@ -95,9 +95,8 @@ static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out) {
 }
 
 static void dispatch_user(struct cr_actor *actor, struct cr_msg *msg) {
-    actor->reply_deferred = false;
     actor->ops->handle(actor, actor->state, msg);
-    if ((msg->flags & CR_MSG_ASK) && !actor->reply_deferred && cr_ask_pending(msg)) {
+    if ((msg->flags & CR_MSG_ASK) && cr_ask_pending(msg)) {
         CR_ERROR("runtime", "bug: actor %s left an ask of type %u unanswered", actor->name,
                  msg->type);
         cr_reply(msg, CR_ERR_RPC_FAIL);
@@ -110,10 +109,6 @@ static void dispatch(struct cr_actor *actor, struct cr_msg *msg) {
         return;
     }
     switch (msg->type) {
-    case CR_MSG_STOP:
-        actor->stop_requested = true;
-        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_OK);
-        break;
     case CR_MSG_STATS:
         assert(msg->flags & CR_MSG_ASK);
         fill_stats(actor, CR_MSG_BODY(msg, struct cr_msg_stats)->out);
@@ -126,12 +121,16 @@ static void dispatch(struct cr_actor *actor, struct cr_msg *msg) {
     cr_counter_bump(&actor->handled, 1);
 }
 
+/* Fires the timers due now that existed on entry: a handler that re-arms
+ * with delay 0 (due again at once under a manual or coarse clock) waits for
+ * the next round, so timers cannot starve the mailbox or a stop. */
 static uint32_t fire_timers(struct cr_actor *actor) {
     if (actor->timers.count == 0) return 0;
     uint64_t now = cr_runtime_now_ns(actor->rt);
+    uint64_t id_limit = actor->timers.next_id;
     struct cr_timer timer;
     uint32_t fired = 0;
-    while (cr_timer_heap_pop_due(&actor->timers, now, &timer)) {
+    while (cr_timer_heap_pop_due(&actor->timers, now, id_limit, &timer)) {
         dispatch(actor, &timer.msg);
         fired++;
     }
@@ -164,7 +163,8 @@ static void park(struct cr_actor *actor) {
     atomic_store_explicit(&actor->parked, 1, memory_order_relaxed);
     cr_barrier_heavy(&actor->parked);
     int timeout_ms = park_timeout_ms(actor);
-    if (timeout_ms == 0 || cr_mailbox_has_messages(actor)) {
+    if (timeout_ms == 0 || atomic_load_explicit(&actor->stop_flag, memory_order_acquire) ||
+        cr_mailbox_has_messages(actor)) {
         atomic_store_explicit(&actor->parked, 0, memory_order_relaxed);
         return; /* a racing sender's wake, if any, is absorbed on a later park */
     }
@@ -207,11 +207,25 @@ static void actor_signal_started(struct cr_actor *actor, int status) {
 
 /* Socket-owning actors (those with a wait hook) do not spin: a poll over
  * their sockets would cost a syscall per spin, so they go straight to it. */
+/* Stop: refuse new sends (STOPPING), then drain what is queued.  The drain
+ * is bounded because nobody can add to it any more. */
+static void check_stop(struct cr_actor *actor) {
+    if (actor->stop_requested || !atomic_load_explicit(&actor->stop_flag, memory_order_acquire))
+        return;
+    actor->stop_requested = true;
+    atomic_store_explicit(&actor->run_state, CR_ACTOR_STOPPING, memory_order_seq_cst);
+}
+
 static void actor_loop(struct cr_actor *actor) {
     uint64_t idle_since = 0;
     uint32_t busy_rounds = 0;
     for (;;) {
-        uint32_t work = cr_mailbox_drain(actor, dispatch) + fire_timers(actor);
+        check_stop(actor);
+        /* A stopping actor drains messages but fires no more timers: a timer
+         * that keeps re-arming would otherwise keep it alive.  Pending timers
+         * go to the discard hook when the runtime is destroyed. */
+        uint32_t work = cr_mailbox_drain(actor, dispatch);
+        if (!actor->stop_requested) work += fire_timers(actor);
         if (actor->stop_requested && work == 0) return;
         if (work > 0) {
             idle_since = 0;
@@ -228,6 +242,7 @@ static void actor_loop(struct cr_actor *actor) {
                 continue;
             }
         }
+        cr_mailbox_retire_idle(actor); /* free the slots of exited senders */
         park(actor);
         idle_since = 0;
     }
@@ -286,6 +301,11 @@ static struct cr_actor *actor_alloc(struct cr_runtime *rt, const char *name,
 
 static void actor_free(struct cr_actor *actor) {
     cr_mailbox_close(actor);
+    /* Pending timer messages may own payloads too. */
+    struct cr_timer timer;
+    while (cr_timer_heap_pop_due(&actor->timers, UINT64_MAX, UINT64_MAX, &timer)) {
+        if (actor->ops->discard != NULL) actor->ops->discard(actor->state, &timer.msg);
+    }
     close(actor->wake_fd);
     cr_timer_heap_destroy(&actor->timers);
     pthread_mutex_destroy(&actor->start_lock);
@@ -330,10 +350,13 @@ void cr_runtime_stop(struct cr_runtime *rt) {
     rt->stopped = true;
     for (uint32_t i = 0; i < rt->actor_count; i++) {
         struct cr_actor *actor = rt->actors[i];
-        struct cr_msg stop = {.type = CR_MSG_STOP};
-        /* Retry while its ring is full: the actor is draining it. */
-        while (cr_send(actor, &stop) == CR_ERR_AGAIN) {
-        }
+        /* A flag and a wake, not a message: it needs no ring slot and cannot
+         * be refused by a full inbox.  The eventfd counter makes the wake
+         * stick even if the actor is between its checks and its poll. */
+        atomic_store_explicit(&actor->stop_flag, true, memory_order_release);
+        uint64_t one = 1;
+        if (write(actor->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+            CR_ERROR("runtime", "stop wake of %s failed: %s", actor->name, strerror(errno));
         pthread_join(actor->thread, NULL);
         actor->thread_started = false;
     }
@@ -361,7 +384,7 @@ static int send_wait_full(struct cr_actor *to, struct cr_ring *ring, struct cr_m
     uint64_t sleep_ns = 20000; /* first sleep 20 us, doubling to 1 ms */
     for (;;) {
         cr_mailbox_wake(to); /* it cannot drain while asleep */
-        if (atomic_load_explicit(&to->run_state, memory_order_acquire) == CR_ACTOR_STOPPED)
+        if (atomic_load_explicit(&to->run_state, memory_order_acquire) >= CR_ACTOR_STOPPING)
             return CR_ERR_SHUTDOWN;
         uint64_t waited = monotonic_now_ns(NULL) - start;
         if (waited < 2000) {
@@ -382,7 +405,7 @@ static int send_wait_full(struct cr_actor *to, struct cr_ring *ring, struct cr_m
 int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
     assert(to != NULL && msg != NULL);
     assert(msg->type != CR_MSG_INVALID);
-    if (atomic_load_explicit(&to->run_state, memory_order_acquire) == CR_ACTOR_STOPPED)
+    if (atomic_load_explicit(&to->run_state, memory_order_acquire) >= CR_ACTOR_STOPPING)
         return CR_ERR_SHUTDOWN;
     struct cr_ring *ring = cr_mailbox_sender_ring(to);
     if (ring == NULL) return CR_ERR_NOMEM;
@@ -397,11 +420,6 @@ int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
     return CR_OK;
 }
 
-void cr_actor_defer_reply(struct cr_actor *self) {
-    assert(self == tls_actor);
-    self->reply_deferred = true;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Timers and accessors */
 
@@ -412,7 +430,8 @@ int cr_actor_timer_after(struct cr_actor *self, uint64_t delay_ns, const struct 
     uint64_t id = 0;
     struct cr_msg copy = *msg;
     copy.sender = self->id;
-    int rc = cr_timer_heap_add(&self->timers, cr_runtime_now_ns(self->rt) + delay_ns, &copy, &id);
+    uint64_t deadline = cr_add_sat(cr_runtime_now_ns(self->rt), delay_ns);
+    int rc = cr_timer_heap_add(&self->timers, deadline, &copy, &id);
     if (id_out != NULL) *id_out = id;
     return rc;
 }

@@ -14,16 +14,17 @@
  * Idle: an actor spins for `spin_ns`, then parks on its eventfd.  A sender
  * makes a syscall only to wake a parked receiver (Dekker-style: the sender
  * publishes the message then reads `parked`; the receiver publishes `parked`
- * then re-reads its rings; a full fence on each side means one of them sees
- * the other).
+ * then re-reads its rings; an asymmetric barrier, membarrier on the parking
+ * side and a compiler barrier on the send side, means one of them sees the
+ * other: see runtime_internal.h and docs/architecture.md).
  *
  * Backpressure: a full ring makes the sender wait up to `send_wait_ns`
  * (yielding), then cr_send returns CR_ERR_AGAIN.  Nothing is dropped silently;
  * ring-full events are counted on the receiver.
  *
- * Thread safety: cr_send, cr_ask and cr_runtime_stats_snapshot may be called
- * from any thread.  Everything taking a `struct cr_actor *self` is for the
- * actor's own thread only. */
+ * Thread safety: cr_send and cr_ask may be called from any thread.
+ * Everything taking a `struct cr_actor *self` is for the actor's own thread
+ * only.  Spawn, stop and destroy belong to the thread that owns the runtime. */
 #ifndef CRESCENT_ACTORS_RUNTIME_H
 #define CRESCENT_ACTORS_RUNTIME_H
 
@@ -63,13 +64,15 @@ struct cr_runtime_config {
  * 100 ms full-ring wait, 256 timers, CLOCK_MONOTONIC. */
 void cr_runtime_config_default(struct cr_runtime_config *config);
 
-/* What an actor does.  Every hook runs on the actor's own thread. */
+/* What an actor does.  Every hook runs on the actor's own thread, except
+ * `discard`, which runs on the thread that destroys the runtime. */
 struct cr_actor_ops {
     /* Optional: set up state once the thread is running. Non-zero aborts start. */
     int (*start)(struct cr_actor *self, void *state);
     /* Required: handle one message.  Asks must be answered with cr_reply()
-     * (or deferred with cr_actor_defer_reply()); an ask left unanswered is
-     * answered CR_ERR_RPC_FAIL by the runtime and logged as a bug. */
+     * before handle returns; an ask left unanswered is answered
+     * CR_ERR_RPC_FAIL by the runtime and logged as a bug.  (Work that finishes
+     * later is done with messages, not by holding an ask open.) */
     void (*handle)(struct cr_actor *self, void *state, struct cr_msg *msg);
     /* Optional: after the final drain, before the thread exits. */
     void (*stop)(struct cr_actor *self, void *state);
@@ -123,10 +126,11 @@ int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime 
 int cr_runtime_spawn(struct cr_runtime *rt, const char *name, const struct cr_actor_ops *ops,
                      void *state, struct cr_actor **out);
 
-/* Stops every actor in spawn order: each drains what is queued, runs its
- * stop hook and exits, and is joined before the next is told to stop, so
- * actors spawned first (producers) finish before later ones (consumers).
- * Idempotent. */
+/* Stops every actor in spawn order: each refuses new sends (CR_ERR_SHUTDOWN),
+ * drains what is queued, runs its stop hook and exits, and is joined before
+ * the next is told to stop, so actors spawned first (producers) finish before
+ * later ones (consumers).  Stop is a flag plus a wake, so it works even when
+ * an actor's inbox is full.  Idempotent. */
 void cr_runtime_stop(struct cr_runtime *rt);
 
 /* Stops (if needed) and frees the runtime, its actors and their rings. */
@@ -139,19 +143,17 @@ void cr_runtime_destroy(struct cr_runtime *rt);
 int cr_send(struct cr_actor *to, const struct cr_msg *msg);
 
 /* Sends an ask and blocks (spin briefly, then futex) until the actor replies
- * or `timeout_ns` passes.  Body pointers may point into the caller's stack:
+ * or `timeout_ns` passes (UINT64_MAX: no limit).  It sets msg's flags, ask
+ * and ask_seq: do not reuse *msg for cr_send afterwards.  Body pointers may point into the caller's stack:
  * once the actor starts handling the ask, the caller waits for the reply even
  * past the timeout, so that memory stays valid.  Returns the status given to
  * cr_reply, or CR_ERR_TIMEOUT (never picked up in time), CR_ERR_AGAIN,
  * CR_ERR_SHUTDOWN. */
 int cr_ask(struct cr_actor *to, struct cr_msg *msg, uint64_t timeout_ns);
 
-/* Answers the ask `msg` with `status`.  Call once, on the actor's thread. */
+/* Answers the ask `msg` with `status`.  Call once, on the actor's thread,
+ * inside handle(); a second call is a bug, logged and ignored. */
 void cr_reply(struct cr_msg *msg, int status);
-
-/* Inside handle(): the ask will be answered later with cr_reply on a saved
- * copy of the message; the runtime must not answer it when handle returns. */
-void cr_actor_defer_reply(struct cr_actor *self);
 
 /* Timers: deliver *msg to self after delay_ns.  Returns CR_OK and the id, or
  * CR_ERR_NOMEM when timers_max are pending. */

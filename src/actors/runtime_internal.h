@@ -37,6 +37,9 @@ struct cr_actor {
     /* Read by senders on every send: kept apart from the receiver's own lines. */
     _Alignas(CR_CACHE_LINE) _Atomic uint32_t parked;
     _Atomic int run_state;
+    /* Set by cr_runtime_stop (release) together with an eventfd write: stop
+     * travels outside the rings so it cannot be refused by a full inbox. */
+    _Atomic bool stop_flag;
     int wake_fd;
     uint64_t uid;
 
@@ -53,7 +56,6 @@ struct cr_actor {
     pthread_t thread;
     bool thread_started;
     bool stop_requested;
-    bool reply_deferred;
     uint32_t cursor;
     struct cr_timer_heap timers;
     int start_status;
@@ -206,6 +208,7 @@ struct cr_ring *cr_mailbox_sender_ring(struct cr_actor *to);
 uint32_t cr_mailbox_drain(struct cr_actor *actor, void (*dispatch)(struct cr_actor *, struct cr_msg *));
 bool cr_mailbox_has_messages(struct cr_actor *actor);
 uint64_t cr_mailbox_depth(struct cr_actor *actor, uint64_t *rings_out);
+void cr_mailbox_retire_idle(struct cr_actor *actor);
 void cr_mailbox_close(struct cr_actor *actor);
 void cr_mailbox_wake(struct cr_actor *actor);
 
@@ -216,6 +219,9 @@ void cr_ask_slot_release(struct cr_ask_slot *slot);
 bool cr_ask_claim(const struct cr_msg *msg);
 /* True while a claimed ask has not been answered. */
 bool cr_ask_pending(const struct cr_msg *msg);
+
+/* Saturating a + b, for deadlines built from caller-given durations. */
+static inline uint64_t cr_add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 /* The current thread's actor, or NULL for non-actor threads. */
 struct cr_actor *cr_current_actor(void);

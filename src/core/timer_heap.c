@@ -93,9 +93,11 @@ bool cr_timer_heap_cancel(struct cr_timer_heap *heap, uint64_t id) {
     return false;
 }
 
-bool cr_timer_heap_pop_due(struct cr_timer_heap *heap, uint64_t now_ns, struct cr_timer *out) {
+bool cr_timer_heap_pop_due(struct cr_timer_heap *heap, uint64_t now_ns, uint64_t id_limit,
+                           struct cr_timer *out) {
     assert(heap != NULL && out != NULL);
     if (heap->count == 0 || heap->timers[0].deadline_ns > now_ns) return false;
+    if (heap->timers[0].id >= id_limit) return false;
     *out = heap->timers[0];
     remove_at(heap, 0);
     return true;

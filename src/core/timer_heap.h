@@ -36,8 +36,12 @@ int cr_timer_heap_add(struct cr_timer_heap *heap, uint64_t deadline_ns,
 /* Cancels a pending timer. Returns true if it was pending. */
 bool cr_timer_heap_cancel(struct cr_timer_heap *heap, uint64_t id);
 
-/* Pops the earliest timer due at `now_ns` into *out. Returns false if none is due. */
-bool cr_timer_heap_pop_due(struct cr_timer_heap *heap, uint64_t now_ns, struct cr_timer *out);
+/* Pops the earliest timer due at `now_ns` whose id is below `id_limit` into
+ * *out.  Returns false if there is none.  Timers with equal deadlines pop in
+ * id order, so a timer added after `id_limit` was read (id ≥ id_limit) that
+ * is due now sorts after every older due timer: stopping at it is exact. */
+bool cr_timer_heap_pop_due(struct cr_timer_heap *heap, uint64_t now_ns, uint64_t id_limit,
+                           struct cr_timer *out);
 
 /* Deadline of the earliest live timer, or UINT64_MAX when there is none. */
 uint64_t cr_timer_heap_next_deadline(struct cr_timer_heap *heap);

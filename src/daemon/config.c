@@ -28,7 +28,7 @@ struct setting {
 static const struct setting settings[] = {
     {"http-address", SETTING_STRING, FIELD(http_address), 0, 0, "HOST:PORT",
      "address of the HTTP front (admin API, /health, /metrics)"},
-    {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
+    {"http-threads", SETTING_U32, FIELD(http_threads), 1, 64, "N",
      "HTTP worker threads"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},

@@ -28,7 +28,7 @@ enum cr_msg_flags {
 enum cr_msg_type {
     CR_MSG_INVALID = 0,
     /* Runtime: handled by the actor loop itself. */
-    CR_MSG_STOP = 1,  /* drain and exit */
+    /* 1 is unused: stopping is a flag, not a message (see cr_runtime_stop). */
     CR_MSG_STATS = 2, /* ask: fill struct cr_actor_stats (body: cr_msg_stats) */
     CR_MSG_WIRE = 3,  /* the daemon hands over the peer table (body.ptr[0]), once */
     /* Runtime tests and benchmarks. */

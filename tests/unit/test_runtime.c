@@ -24,6 +24,7 @@
 #define MSG_TEST_TIMER (CR_MSG_SUBSYSTEM_BASE + 2)  /* ask: arm a timer (body u64 delay) */
 #define MSG_TEST_FIRED (CR_MSG_SUBSYSTEM_BASE + 3)  /* the timer's message */
 #define MSG_TEST_QUERY (CR_MSG_SUBSYSTEM_BASE + 4)  /* ask: copy the counters out */
+#define MSG_TEST_REARM (CR_MSG_SUBSYSTEM_BASE + 5)  /* timer that re-arms itself with delay 0 */
 
 struct test_state {
     uint64_t next_seq[PRODUCERS_MAX];
@@ -34,6 +35,8 @@ struct test_state {
     /* MSG_TEST_BLOCK: the actor spins here until the test releases it. */
     _Atomic int blocked;
     _Atomic int release;
+    bool slow;        /* CR_MSG_TEST_SEQ takes ~2 us, like real work */
+    uint64_t rearms;  /* MSG_TEST_REARM fired */
 };
 
 struct test_query {
@@ -54,6 +57,18 @@ static void test_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
         if (body->seq != st->next_seq[body->producer]) st->order_errors++;
         st->next_seq[body->producer] = body->seq + 1;
         st->received++;
+        if (st->slow) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            do clock_gettime(CLOCK_MONOTONIC, &t1);
+            while ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < 2000);
+        }
+        break;
+    }
+    case MSG_TEST_REARM: {
+        st->rearms++;
+        struct cr_msg again = {.type = MSG_TEST_REARM};
+        cr_actor_timer_after(self, 0, &again, NULL);
         break;
     }
     case CR_MSG_TEST_ECHO: {
@@ -421,6 +436,139 @@ static void test_config_and_spawn_errors(void **unused) {
     cr_runtime_thread_release();
 }
 
+/* ------------------------------------------------------------------------ */
+/* Regressions found in review */
+
+struct one_shot_arg {
+    struct cr_actor *actor;
+    int rc;
+};
+
+static void *send_once_thread(void *arg) {
+    struct one_shot_arg *a = arg;
+    struct cr_msg msg = {.type = CR_MSG_TEST_SEQ};
+    CR_MSG_BODY(&msg, struct cr_msg_test_seq)->producer = PRODUCERS_MAX - 1;
+    a->rc = cr_send(a->actor, &msg);
+    cr_runtime_thread_release();
+    return NULL;
+}
+
+static int send_from_new_thread(struct cr_actor *actor) {
+    struct one_shot_arg a = {.actor = actor};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, send_once_thread, &a), 0);
+    pthread_join(t, NULL);
+    return a.rc;
+}
+
+static void *block_thread(void *arg) {
+    struct cr_msg block = {.type = MSG_TEST_BLOCK};
+    assert_int_equal(cr_send(arg, &block), CR_OK);
+    cr_runtime_thread_release();
+    return NULL;
+}
+
+static void *stop_thread(void *arg) {
+    cr_runtime_stop(arg);
+    return NULL;
+}
+
+/* Every inbox slot taken by threads that have exited: a new sender gets a
+ * clear CR_ERR_NOMEM, slots come back once the actor drains, and stop works
+ * regardless (it was a message once, and hung when no slot was free). */
+static void test_inbox_full_and_stop(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.pin_threads = false;
+    struct fixture *fx = fixture_new(&config);
+    pthread_t t;
+    pthread_create(&t, NULL, block_thread, fx->actor);
+    pthread_join(t, NULL);
+    while (!atomic_load(&fx->state.blocked)) sched_yield();
+    for (uint32_t i = 1; i < CR_ACTOR_SENDERS_MAX; i++)
+        assert_int_equal(send_from_new_thread(fx->actor), CR_OK);
+    assert_int_equal(send_from_new_thread(fx->actor), CR_ERR_NOMEM);
+
+    atomic_store(&fx->state.release, 1);
+    uint64_t deadline = now_ns() + 10000000000u;
+    while (send_from_new_thread(fx->actor) != CR_OK) assert_true(now_ns() < deadline);
+
+    /* Fill the slots again while it is blocked, then stop from another
+     * thread: the stop must not need a slot. */
+    atomic_store(&fx->state.release, 0);
+    pthread_create(&t, NULL, block_thread, fx->actor);
+    pthread_join(t, NULL);
+    while (!atomic_load(&fx->state.blocked)) sched_yield();
+    while (send_from_new_thread(fx->actor) == CR_OK) {
+    }
+    pthread_t stopper;
+    pthread_create(&stopper, NULL, stop_thread, fx->rt);
+    atomic_store(&fx->state.release, 1);
+    struct timespec limit;
+    clock_gettime(CLOCK_REALTIME, &limit);
+    limit.tv_sec += 10;
+    assert_int_equal(pthread_timedjoin_np(stopper, NULL, &limit), 0);
+    fixture_free(fx);
+}
+
+/* Producers that never stop sending cannot keep a stopping actor alive:
+ * STOPPING refuses new sends, so the final drain is bounded. */
+static void test_stop_bounded_under_load(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    struct fixture *fx = fixture_new(&config);
+    fx->state.slow = true;
+    pthread_t threads[4];
+    struct producer_arg args[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        args[i] = (struct producer_arg){
+            .actor = fx->actor, .producer = i, .count = UINT64_MAX, .stop_on_shutdown = true};
+        pthread_create(&threads[i], NULL, producer_thread, &args[i]);
+    }
+    while (stats(fx->actor).messages_handled < 1000) sched_yield();
+    uint64_t start = now_ns();
+    cr_runtime_stop(fx->rt);
+    /* At most a full ring per producer (4 x 4096 x 2 us ≈ 33 ms) is left. */
+    assert_true(now_ns() - start < 5000000000u);
+    for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+    fixture_free(fx);
+}
+
+/* A timer re-armed with delay 0 is due again at once under a manual clock;
+ * it must not starve the mailbox. */
+static void test_timer_rearm_zero_does_not_starve(void **unused) {
+    (void)unused;
+    struct manual_clock clock = {1000};
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.clock = (struct cr_clock){.now_ns = manual_now, .ctx = &clock};
+    struct fixture *fx = fixture_new(&config);
+    struct cr_msg arm = {.type = MSG_TEST_TIMER};
+    arm.body.u64[0] = 0;
+    assert_int_equal(cr_ask(fx->actor, &arm, 5000000000u), CR_OK);
+    /* MSG_TEST_TIMER arms a MSG_TEST_FIRED; make one that re-arms itself. */
+    struct cr_msg rearm = {.type = MSG_TEST_REARM};
+    assert_int_equal(cr_send(fx->actor, &rearm), CR_OK);
+    for (int i = 0; i < 100; i++) query(fx); /* each ask is answered */
+    assert_true(stats(fx->actor).timers_fired > 0);
+    fixture_free(fx);
+}
+
+static void test_ask_without_limit(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    struct fixture *fx = fixture_new(&config);
+    uint64_t out = 0;
+    struct cr_msg msg = {.type = CR_MSG_TEST_ECHO};
+    *CR_MSG_BODY(&msg, struct cr_msg_test_echo) = (struct cr_msg_test_echo){99, &out};
+    assert_int_equal(cr_ask(fx->actor, &msg, UINT64_MAX), CR_OK); /* no overflow to "expired" */
+    assert_int_equal(out, 99);
+    fixture_free(fx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_per_sender),
@@ -432,6 +580,10 @@ int main(void) {
         cmocka_unit_test(test_shutdown_in_flight),
         cmocka_unit_test(test_timers_manual_clock),
         cmocka_unit_test(test_config_and_spawn_errors),
+        cmocka_unit_test(test_inbox_full_and_stop),
+        cmocka_unit_test(test_stop_bounded_under_load),
+        cmocka_unit_test(test_timer_rearm_zero_does_not_starve),
+        cmocka_unit_test(test_ask_without_limit),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }
