@@ -166,8 +166,8 @@ fn addProtoSources(step: *std.Build.Step.Compile, proto: ?Proto) void {
     }
 }
 
-/// A program is its main file plus any sibling `<stem>_*.c` (crescentctl's
-/// command groups live in crescentctl_<group>.c).
+/// A program is its main file plus, for src/cmd programs, any sibling
+/// `<stem>_*.c` (crescentctl's command groups live in crescentctl_<group>.c).
 fn program(
     b: *std.Build,
     main_file: []const u8,
@@ -181,8 +181,11 @@ fn program(
     configureC(b, exe, proto);
     var files = std.ArrayList([]const u8).init(b.allocator);
     files.append(main_file) catch @panic("OOM");
+    // Only src/cmd programs have sibling files (tests/unit/test_store.c and
+    // test_store_event.c are two programs, not one).
     const dir = std.fs.path.dirname(main_file) orelse ".";
-    listFiles(b, &files, dir, b.fmt("{s}_", .{std.fs.path.stem(main_file)}), ".c");
+    if (std.mem.eql(u8, dir, "src/cmd"))
+        listFiles(b, &files, dir, b.fmt("{s}_", .{std.fs.path.stem(main_file)}), ".c");
     exe.addCSourceFiles(.{ .files = files.items, .flags = &c_flags });
     if (server) |s| exe.linkLibrary(s);
     if (client) |c| exe.linkLibrary(c);
