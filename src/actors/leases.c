@@ -1,10 +1,188 @@
-/* The leases actor.  It runs the shared skeleton (answers stats) until its
- * issue gives it work; see subsystems.h. */
+/* The leases actor: the store master's eviction policy.
+ *
+ * It decides; the segments actor revalidates and applies.  Every 100 ms (and
+ * at once when a PutStart found no space: CR_MSG_EVICT_NEEDED) it polls
+ * segments (CR_MSG_EVICT_POLL); segments answers with its usage, the bytes a
+ * pass should free (0 below the high watermark) and a random sample of
+ * evictable objects (CR_MSG_EVICT_SAMPLE).  Leases picks the victims with
+ * cr_evict_choose (approximate LRU: oldest first; soft-pinned ones only when
+ * nothing else frees enough and the setting allows) and sends them back
+ * (CR_MSG_EVICT_APPLY).  Segments checks each victim again, because a lease
+ * may have been granted since the sample.  While a pass still has bytes to
+ * free it polls again at once: the apply and the next poll travel on the same
+ * ring, so the poll sees the applied result.  Every second it also tells
+ * segments to reclaim zombie puts older than the release timeout
+ * (CR_MSG_ZOMBIE_RECLAIM).
+ *
+ * One poll is outstanding at a time, so samples never pile up. */
+#include <stdlib.h>
+
 #include "actors/subsystems.h"
+#include "core/log.h"
+#include "core/store.h"
+#include "crescent/error.h"
+#include "msgs/master_msgs.h"
+
+#define LEASES_TICK_NS 100000000ull /* 100 ms */
+#define ZOMBIE_EVERY_TICKS 10u      /* reclaim zombies once a second */
+#define SAMPLE_SIZE 512u            /* candidates per poll */
+#define ROUNDS_PER_TICK_MAX 64u     /* immediate re-polls before waiting for the next tick */
+
+struct leases_state {
+    struct cr_actor *self;
+    struct cr_subsystems *peers;
+    bool poll_in_flight;
+    bool alloc_failed; /* a PutStart failed since the last poll */
+    uint32_t ticks;
+    uint32_t rounds; /* immediate re-polls since the last tick */
+    uint64_t polls;
+    uint64_t passes; /* polls answered with bytes to free */
+    uint64_t victims_chosen;
+    uint64_t unmet_passes; /* passes whose sample could not free enough */
+    uint64_t alloc_failures;
+    uint64_t send_failures;
+    uint64_t last_used_bytes;
+    uint64_t last_capacity_bytes;
+    uint64_t last_log_ns;
+};
+
+static void poll_segments(struct leases_state *st) {
+    if (st->poll_in_flight || st->peers == NULL) return;
+    struct cr_msg msg = {.type = CR_MSG_EVICT_POLL};
+    struct cr_msg_evict_poll *p = CR_MSG_BODY(&msg, struct cr_msg_evict_poll);
+    p->sample_size = SAMPLE_SIZE;
+    p->alloc_failed = st->alloc_failed;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
+        st->send_failures++; /* the next tick tries again */
+        return;
+    }
+    st->alloc_failed = false;
+    st->poll_in_flight = true;
+    st->polls++;
+}
+
+static void arm_tick(struct leases_state *st) {
+    struct cr_msg tick = {.type = CR_MSG_LEASES_TICK};
+    if (cr_actor_timer_after(st->self, LEASES_TICK_NS, &tick, NULL) != CR_OK)
+        CR_ERROR("leases", "cannot arm the eviction timer: eviction stops");
+}
+
+static void on_tick(struct leases_state *st) {
+    st->rounds = 0;
+    poll_segments(st);
+    if (++st->ticks % ZOMBIE_EVERY_TICKS == 0) {
+        struct cr_msg msg = {.type = CR_MSG_ZOMBIE_RECLAIM};
+        if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) st->send_failures++;
+    }
+    arm_tick(st);
+}
+
+/* Chooses victims from the sample and hands them (the same array) back. */
+static void on_sample(struct leases_state *st, struct cr_msg_evict_sample *s) {
+    st->poll_in_flight = false;
+    st->last_used_bytes = s->used_bytes;
+    st->last_capacity_bytes = s->capacity_bytes;
+    if (s->bytes_to_free == 0 || s->count == 0) {
+        if (s->bytes_to_free > 0) st->unmet_passes++;
+        free(s->candidates);
+        return;
+    }
+    st->passes++;
+    size_t n = cr_evict_choose(s->candidates, s->count, s->bytes_to_free, s->allow_soft_pinned);
+    uint64_t chosen = 0;
+    for (size_t i = 0; i < n; i++) chosen += s->candidates[i].size_bytes;
+    if (chosen < s->bytes_to_free) st->unmet_passes++;
+    if (n == 0) {
+        free(s->candidates);
+        return;
+    }
+    struct cr_msg msg = {.type = CR_MSG_EVICT_APPLY};
+    struct cr_msg_evict_apply *a = CR_MSG_BODY(&msg, struct cr_msg_evict_apply);
+    a->victims = s->candidates;
+    a->count = (uint32_t)n;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
+        st->send_failures++;
+        free(s->candidates);
+        return;
+    }
+    st->victims_chosen += n;
+    /* More to free (the sample was short) or just applied: look again now. */
+    if (++st->rounds < ROUNDS_PER_TICK_MAX) poll_segments(st);
+}
+
+static void leases_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    struct leases_state *st = arg;
+    switch (msg->type) {
+    case CR_MSG_WIRE:
+        st->peers = msg->body.ptr[0];
+        arm_tick(st);
+        return;
+    case CR_MSG_LEASES_TICK: on_tick(st); return;
+    case CR_MSG_EVICT_NEEDED:
+        st->alloc_failures++;
+        st->alloc_failed = true;
+        poll_segments(st);
+        return;
+    case CR_MSG_EVICT_SAMPLE: on_sample(st, CR_MSG_BODY(msg, struct cr_msg_evict_sample)); return;
+    default: {
+        uint64_t now = cr_runtime_now_ns(cr_actor_runtime(self));
+        if (cr_log_ratelimit(&st->last_log_ns, now, 60ull * 1000000000u))
+            CR_WARN("leases", "message type %u from sender %u is not handled here", msg->type,
+                    msg->sender);
+        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
+    }
+    }
+}
+
+static int leases_start(struct cr_actor *self, void *arg) {
+    ((struct leases_state *)arg)->self = self;
+    return CR_OK;
+}
+
+static void leases_discard(void *arg, struct cr_msg *msg) {
+    (void)arg;
+    if (msg->type == CR_MSG_EVICT_SAMPLE)
+        free(CR_MSG_BODY(msg, struct cr_msg_evict_sample)->candidates);
+}
+
+static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count].value = value;
+    out->extra_count++;
+}
+
+static void leases_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
+    (void)self;
+    const struct leases_state *st = arg;
+    add_stat(out, "polls_total", st->polls);
+    add_stat(out, "eviction_passes_total", st->passes);
+    add_stat(out, "victims_chosen_total", st->victims_chosen);
+    add_stat(out, "unmet_passes_total", st->unmet_passes);
+    add_stat(out, "alloc_failures_total", st->alloc_failures);
+    add_stat(out, "send_failures_total", st->send_failures);
+    add_stat(out, "used_bytes", st->last_used_bytes);
+    add_stat(out, "capacity_bytes", st->last_capacity_bytes);
+}
+
+static int leases_create(const struct cr_daemon_config *config, void **state_out) {
+    (void)config;
+    *state_out = calloc(1, sizeof(struct leases_state));
+    return *state_out != NULL ? CR_OK : CR_ERR_NOMEM;
+}
+
+static void leases_destroy(void *state) { free(state); }
+
+static const struct cr_actor_ops leases_ops = {
+    .start = leases_start,
+    .handle = leases_handle,
+    .discard = leases_discard,
+    .stats = leases_stats,
+};
 
 const struct cr_subsystem_def cr_leases_def = {
     .name = "leases",
-    .ops = &cr_skeleton_ops,
-    .create = cr_skeleton_create,
-    .destroy = cr_skeleton_destroy,
+    .ops = &leases_ops,
+    .create = leases_create,
+    .destroy = leases_destroy,
 };

@@ -1,10 +1,340 @@
-/* The segments actor.  It runs the shared skeleton (answers stats) until its
- * issue gives it work; see subsystems.h. */
+/* The segments actor: the store master's mechanism.
+ *
+ * Owns the cr_store (segments, allocators, objects, replicas, leases,
+ * clients).  It runs the RPC calls the gateway hands over (CR_MSG_MASTER_CALL
+ * → CR_MSG_MASTER_DONE), answers the leases actor's eviction polls with a
+ * usage figure and a sample of candidates, revalidates and applies the
+ * victims it chooses, reclaims zombie puts when told to, expires silent
+ * clients every second, and turns every store event into two owned
+ * cr_store_event objects: one for the publisher, one for the indexer.
+ *
+ * Time is the runtime's clock (cr_runtime_now_ns), so tests can inject it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/rpc_methods.h"
 #include "actors/subsystems.h"
+#include "core/log.h"
+#include "core/store.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+#include "http/store_routes.h"
+#include "msgs/master_msgs.h"
+#include "msgs/store_event.h"
+#include "msgs/store_msgs.h"
+
+#define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
+#define EVICT_NEEDED_MIN_GAP_MS 10u    /* coalesces no-space notices to leases */
+#define SAMPLE_MAX 4096u               /* candidates per poll, a declared bound */
+
+struct segments_state {
+    cr_store *store;
+    struct cr_rpc_arena *arena; /* response scratch, reused by every call */
+    uint64_t client_ttl_ms;
+    struct cr_actor *self;
+    struct cr_subsystems *peers; /* NULL until WIRE */
+    uint64_t now_ms;             /* runtime clock, refreshed per message */
+    uint64_t rng;                /* eviction sampling */
+    uint64_t last_evict_needed_ms;
+    uint64_t calls;
+    uint64_t call_errors;     /* responses whose status_code is not OK */
+    uint64_t replies_dropped; /* MASTER_DONE that could not be sent */
+    uint64_t events_sent;
+    uint64_t events_dropped;
+    uint64_t evict_polls;
+    uint64_t evictions_applied;
+    uint64_t evictions_refused; /* victims that no longer qualified at apply time */
+    uint64_t zombie_reclaims;
+    uint64_t samples_dropped;
+    uint64_t last_log_ns;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Store events → publisher and indexer */
+
+static int event_build(const struct cr_store_change *ev, cr_store_event **out) {
+    cr_store_replica reps[CR_STORE_REPLICAS_MAX];
+    uint32_t n =
+        ev->replica_count <= CR_STORE_REPLICAS_MAX ? ev->replica_count : CR_STORE_REPLICAS_MAX;
+    for (uint32_t i = 0; i < n; i++) {
+        reps[i].type = CR_REPLICA_MEMORY;
+        reps[i].location =
+            (cr_event_str){ev->replicas[i].location, strlen(ev->replicas[i].location)};
+    }
+    cr_event_str key = {ev->key, ev->key_len};
+    if (ev->kind == CR_STORE_CHANGE_REMOVE_ALL) return cr_store_event_new_remove_all(out);
+    if (ev->kind == CR_STORE_CHANGE_UPDATE)
+        return cr_store_event_new_block_update(key, reps, n, out);
+    cr_store_event_info info = {0};
+    const struct cr_store_block_meta *m = ev->meta;
+    if (m != NULL) {
+        info.model_name = (cr_event_str){m->model_name, m->model_name ? strlen(m->model_name) : 0};
+        info.block_size = m->block_size;
+        info.block_hash = (cr_event_str){m->block_hash, m->block_hash ? strlen(m->block_hash) : 0};
+        info.parent_block_hash = (cr_event_str){
+            m->parent_block_hash, m->parent_block_hash ? strlen(m->parent_block_hash) : 0};
+        info.token_ids = m->token_ids;
+        info.token_count = m->token_count;
+    }
+    return cr_store_event_new_block_store(key, reps, n, &info, out);
+}
+
+static void event_send(struct segments_state *st, enum cr_subsystem to,
+                       const struct cr_store_change *ev) {
+    cr_store_event *owned = NULL;
+    if (st->peers == NULL || event_build(ev, &owned) != CR_OK) {
+        st->events_dropped++;
+        return;
+    }
+    struct cr_msg msg = {.type = CR_MSG_STORE_EVENT};
+    struct cr_msg_store_event *body = CR_MSG_BODY(&msg, struct cr_msg_store_event);
+    body->event = owned;
+    /* The gateway refuses tenants longer than the field, so this never cuts. */
+    snprintf(body->tenant, sizeof(body->tenant), "%s", ev->tenant != NULL ? ev->tenant : "");
+    if (cr_send(st->peers->actors[to], &msg) != CR_OK) {
+        cr_store_event_free(owned);
+        st->events_dropped++;
+        return;
+    }
+    st->events_sent++;
+}
+
+static void on_store_event(void *ctx, const struct cr_store_change *ev) {
+    struct segments_state *st = ctx;
+    event_send(st, CR_SUBSYSTEM_PUBLISHER, ev);
+    event_send(st, CR_SUBSYSTEM_INDEXER, ev);
+}
+
+/* ------------------------------------------------------------------------ */
+/* RPC calls */
+
+static void notify_no_space(struct segments_state *st) {
+    if (st->peers == NULL || st->now_ms - st->last_evict_needed_ms < EVICT_NEEDED_MIN_GAP_MS)
+        return;
+    st->last_evict_needed_ms = st->now_ms;
+    struct cr_msg msg = {.type = CR_MSG_EVICT_NEEDED};
+    (void)cr_send(st->peers->actors[CR_SUBSYSTEM_LEASES], &msg); /* the next tick polls anyway */
+}
+
+static void on_call(struct segments_state *st, struct cr_msg *msg) {
+    struct cr_master_call *call = CR_MSG_BODY(msg, struct cr_msg_master_call)->call;
+    struct cr_rpc_run run = {.store = st->store,
+                             .arena = st->arena,
+                             .now_ms = st->now_ms,
+                             .client_ttl_ms = st->client_ttl_ms};
+    st->calls++;
+    if (cr_rpc_methods_run(&run, call) != CR_OK) st->call_errors++;
+    if (run.no_space) notify_no_space(st);
+    if (msg->flags & CR_MSG_ASK) {
+        cr_reply(msg, call->status); /* the asker owns the call */
+        return;
+    }
+    struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
+    CR_MSG_BODY(&done, struct cr_msg_master_call)->call = call;
+    if (call->reply_to == NULL || cr_send(call->reply_to, &done) != CR_OK) {
+        st->replies_dropped++; /* the gateway is stopping */
+        cr_master_call_free(call);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Eviction and zombies: leases decides, this actor revalidates and applies */
+
+static void on_evict_poll(struct segments_state *st, const struct cr_msg_evict_poll *poll) {
+    st->evict_polls++;
+    struct cr_store_usage usage;
+    cr_store_usage(st->store, &usage);
+    const cr_store_config *cfg = cr_store_get_config(st->store);
+    struct cr_msg msg = {.type = CR_MSG_EVICT_SAMPLE};
+    struct cr_msg_evict_sample *s = CR_MSG_BODY(&msg, struct cr_msg_evict_sample);
+    s->bytes_to_free = cr_evict_bytes_to_free(cfg, &usage, poll->alloc_failed != 0);
+    s->used_bytes = usage.used_bytes;
+    s->capacity_bytes = usage.capacity_bytes;
+    s->allow_soft_pinned = cfg->allow_evict_soft_pinned_objects;
+    if (s->bytes_to_free > 0) {
+        size_t want = poll->sample_size < SAMPLE_MAX ? poll->sample_size : SAMPLE_MAX;
+        /* One allocation per poll (at most ten a second), owned by leases. */
+        s->candidates = malloc((want > 0 ? want : 1) * sizeof(*s->candidates));
+        if (s->candidates != NULL)
+            s->count = (uint32_t)cr_store_sample_eviction_candidates(st->store, st->now_ms,
+                                                                     &st->rng, want, s->candidates);
+    }
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_LEASES], &msg) != CR_OK) {
+        free(s->candidates);
+        st->samples_dropped++;
+    }
+}
+
+static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply *apply) {
+    for (uint32_t i = 0; i < apply->count; i++) {
+        const struct cr_evict_candidate *v = &apply->victims[i];
+        if (cr_store_evict(st->store, v->object_id, v->generation, st->now_ms))
+            st->evictions_applied++;
+        else
+            st->evictions_refused++; /* leased, re-pinned or gone since the sample */
+    }
+    free(apply->victims);
+}
+
+static void on_tick(struct segments_state *st) {
+    uint32_t expired = cr_store_expire_clients(st->store, st->now_ms);
+    if (expired > 0)
+        CR_INFO("segments", "%u client(s) missed their TTL: segments unmounted", expired);
+    struct cr_msg tick = {.type = CR_MSG_SEGMENTS_TICK};
+    if (cr_actor_timer_after(st->self, SEGMENTS_TICK_NS, &tick, NULL) != CR_OK)
+        CR_ERROR("segments", "cannot arm the client-expiry timer: clients will not expire");
+}
+
+static void on_admin(struct segments_state *st, struct cr_msg *msg) {
+    const struct cr_msg_master_admin *a = CR_MSG_BODY(msg, struct cr_msg_master_admin);
+    struct cr_store_admin_counters counters = {.events_sent = st->events_sent,
+                                               .events_dropped = st->events_dropped,
+                                               .zombie_reclaims = st->zombie_reclaims};
+    int rc = cr_store_admin_render(st->store, st->now_ms, &counters, a->query, a->json_out);
+    if (msg->flags & CR_MSG_ASK)
+        cr_reply(msg, rc);
+    else
+        free(*a->json_out); /* not an ask: nobody waits for it */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Actor hooks */
+
+static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    struct segments_state *st = arg;
+    st->now_ms = cr_runtime_now_ns(cr_actor_runtime(self)) / 1000000u;
+    switch (msg->type) {
+    case CR_MSG_WIRE:
+        st->peers = msg->body.ptr[0];
+        on_tick(st);
+        return;
+    case CR_MSG_MASTER_CALL: on_call(st, msg); return;
+    case CR_MSG_EVICT_POLL:
+        if (st->peers != NULL) on_evict_poll(st, CR_MSG_BODY(msg, struct cr_msg_evict_poll));
+        return;
+    case CR_MSG_EVICT_APPLY:
+        on_evict_apply(st, CR_MSG_BODY(msg, struct cr_msg_evict_apply));
+        return;
+    case CR_MSG_ZOMBIE_RECLAIM:
+        st->zombie_reclaims += cr_store_reclaim_discarded(st->store, st->now_ms) > 0;
+        return;
+    case CR_MSG_SEGMENTS_TICK: on_tick(st); return;
+    case CR_MSG_MASTER_ADMIN: on_admin(st, msg); return;
+    default:
+        if (cr_log_ratelimit(&st->last_log_ns, st->now_ms * 1000000u, 60ull * 1000000000u))
+            CR_WARN("segments", "message type %u from sender %u is not handled here", msg->type,
+                    msg->sender);
+        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
+    }
+}
+
+static int segments_start(struct cr_actor *self, void *arg) {
+    struct segments_state *st = arg;
+    st->self = self;
+    return CR_OK;
+}
+
+static void segments_discard(void *arg, struct cr_msg *msg) {
+    (void)arg;
+    if (msg->type == CR_MSG_MASTER_CALL && !(msg->flags & CR_MSG_ASK))
+        cr_master_call_free(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+    else if (msg->type == CR_MSG_EVICT_APPLY)
+        free(CR_MSG_BODY(msg, struct cr_msg_evict_apply)->victims);
+}
+
+static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count].value = value;
+    out->extra_count++;
+}
+
+static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
+    struct segments_state *st = arg;
+    struct cr_store_stats s;
+    cr_store_get_stats(st->store, cr_runtime_now_ns(cr_actor_runtime(self)) / 1000000u, &s);
+    add_stat(out, "capacity_bytes", s.capacity_bytes);
+    add_stat(out, "used_bytes", s.used_bytes);
+    add_stat(out, "objects", s.object_count);
+    add_stat(out, "inflight_puts", s.inflight_puts);
+    add_stat(out, "replicas", s.replica_count);
+    add_stat(out, "leases_active", s.active_leases);
+    add_stat(out, "segments", s.segment_count);
+    add_stat(out, "clients", s.client_count);
+    add_stat(out, "evictions_total", s.evictions);
+    add_stat(out, "evicted_bytes_total", s.evicted_bytes);
+    add_stat(out, "zombies_preempted_total", s.zombies_preempted);
+    add_stat(out, "zombie_bytes_reclaimed_total", s.zombie_bytes_reclaimed);
+    add_stat(out, "discarded_parked", s.discarded_parked);
+    add_stat(out, "clients_expired_total", s.clients_expired);
+    add_stat(out, "calls_total", st->calls);
+    add_stat(out, "call_errors_total", st->call_errors);
+    add_stat(out, "replies_dropped_total", st->replies_dropped);
+    add_stat(out, "events_sent_total", st->events_sent);
+    add_stat(out, "events_dropped_total", st->events_dropped);
+    add_stat(out, "evict_polls_total", st->evict_polls);
+    add_stat(out, "evictions_refused_total", st->evictions_refused);
+    add_stat(out, "eviction_samples_dropped_total", st->samples_dropped);
+}
+
+static void segments_destroy(void *arg) {
+    struct segments_state *st = arg;
+    if (st == NULL) return;
+    cr_store_destroy(st->store);
+    cr_rpc_arena_free(st->arena);
+    free(st);
+}
+
+static void store_config_from(const struct cr_daemon_config *c, cr_store_config *out) {
+    cr_store_config_default(out);
+    out->default_kv_lease_ttl_ms = c->default_kv_lease_ttl;
+    out->default_kv_soft_pin_ttl_ms = c->default_kv_soft_pin_ttl;
+    out->allow_evict_soft_pinned_objects = c->allow_evict_soft_pinned_objects;
+    out->eviction_ratio = c->eviction_ratio;
+    out->eviction_high_watermark_ratio = c->eviction_high_watermark_ratio;
+    out->put_start_discard_timeout_ms = (uint64_t)c->put_start_discard_timeout_sec * 1000u;
+    out->put_start_release_timeout_ms = (uint64_t)c->put_start_release_timeout_sec * 1000u;
+    out->client_live_ttl_ms = (uint64_t)c->client_ttl * 1000u;
+}
+
+static int segments_create(const struct cr_daemon_config *config, void **state_out) {
+    struct segments_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) return CR_ERR_NOMEM;
+    cr_store_config cfg;
+    store_config_from(config, &cfg);
+    char why[CR_STORE_ERROR_LEN];
+    int rc = cr_store_config_validate(&cfg, why, sizeof(why));
+    if (rc != CR_OK) {
+        CR_ERROR("segments", "store settings refused: %s", why);
+        free(st);
+        return rc;
+    }
+    struct cr_store_event_sink sink = {.on_event = on_store_event, .ctx = st};
+    st->arena = cr_rpc_arena_new();
+    rc = st->arena != NULL ? cr_store_create(&cfg, &sink, &st->store) : CR_ERR_NOMEM;
+    if (rc != CR_OK) {
+        CR_ERROR("segments", "cannot create the store: %s", cr_strerror(rc));
+        cr_rpc_arena_free(st->arena);
+        free(st);
+        return rc;
+    }
+    st->client_ttl_ms = cfg.client_live_ttl_ms;
+    st->rng = cfg.rng_seed | 1u;
+    *state_out = st;
+    return CR_OK;
+}
+
+static const struct cr_actor_ops segments_ops = {
+    .start = segments_start,
+    .handle = segments_handle,
+    .discard = segments_discard,
+    .stats = segments_stats,
+};
 
 const struct cr_subsystem_def cr_segments_def = {
     .name = "segments",
-    .ops = &cr_skeleton_ops,
-    .create = cr_skeleton_create,
-    .destroy = cr_skeleton_destroy,
+    .ops = &segments_ops,
+    .create = segments_create,
+    .destroy = segments_destroy,
+    .register_routes = cr_store_routes_register,
 };

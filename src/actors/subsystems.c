@@ -8,6 +8,7 @@
 #include "crescent/error.h"
 
 static const struct cr_subsystem_def *const defs[CR_SUBSYSTEM_COUNT] = {
+    [CR_SUBSYSTEM_RPC] = &cr_rpc_def,
     [CR_SUBSYSTEM_SEGMENTS] = &cr_segments_def,   [CR_SUBSYSTEM_LEASES] = &cr_leases_def,
     [CR_SUBSYSTEM_TASKS] = &cr_tasks_def,         [CR_SUBSYSTEM_INDEXER] = &cr_indexer_def,
     [CR_SUBSYSTEM_PUBLISHER] = &cr_publisher_def, [CR_SUBSYSTEM_REPLAY] = &cr_replay_def,
@@ -21,9 +22,10 @@ int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *co
                         struct cr_subsystems *out) {
     out->config = config;
     for (int i = 0; i < CR_SUBSYSTEM_COUNT; i++) {
+        /* A failing create hook has already said why, in one line. */
         int rc = defs[i]->create(config, &out->states[i]);
-        if (rc == CR_OK)
-            rc = cr_runtime_spawn(rt, defs[i]->name, defs[i]->ops, out->states[i], &out->actors[i]);
+        if (rc != CR_OK) return rc;
+        rc = cr_runtime_spawn(rt, defs[i]->name, defs[i]->ops, out->states[i], &out->actors[i]);
         if (rc != CR_OK) {
             CR_ERROR("daemon", "cannot start actor %s: %s", defs[i]->name, cr_strerror(rc));
             return rc;

@@ -22,6 +22,7 @@ struct cr_daemon_config;
 struct cr_http_front;
 
 enum cr_subsystem {
+    CR_SUBSYSTEM_RPC, /* the store master's RPC gateway: intake, so spawned and stopped first */
     CR_SUBSYSTEM_SEGMENTS,
     CR_SUBSYSTEM_LEASES,
     CR_SUBSYSTEM_TASKS,
@@ -44,7 +45,10 @@ struct cr_subsystem_def {
     const char *name;
     const struct cr_actor_ops *ops;
     /* Builds the actor's state from the settings (on the main thread, before
-     * spawn).  Returns CR_OK or an error; logs the reason. */
+     * spawn).  On failure it prints one line naming the problem to stderr
+     * ("crescentd: cannot bind …") and returns CR_ERR_IO (an address that
+     * cannot be used) or CR_ERR_INVALID_PARAMS (a bad setting or file), which
+     * make crescentd exit 2, or another status (exit 1). */
     int (*create)(const struct cr_daemon_config *config, void **state_out);
     /* Frees the state after the actor's thread has exited. */
     void (*destroy)(void *state);
@@ -52,6 +56,7 @@ struct cr_subsystem_def {
     int (*register_routes)(struct cr_http_front *front, struct cr_subsystems *peers);
 };
 
+extern const struct cr_subsystem_def cr_rpc_def;
 extern const struct cr_subsystem_def cr_segments_def;
 extern const struct cr_subsystem_def cr_leases_def;
 extern const struct cr_subsystem_def cr_tasks_def;

@@ -69,10 +69,10 @@ int cr_store_config_validate(const cr_store_config *cfg, char *msg, size_t msg_l
 
 /* ---- events ------------------------------------------------------------ */
 
-enum cr_store_event_kind {
-    CR_STORE_EVENT_STORE = 1,      /* first PutEnd of an object */
-    CR_STORE_EVENT_UPDATE = 2,     /* replica set of a complete object changed */
-    CR_STORE_EVENT_REMOVE_ALL = 3, /* RemoveAll ran */
+enum cr_store_change_kind {
+    CR_STORE_CHANGE_STORE = 1,      /* first PutEnd of an object */
+    CR_STORE_CHANGE_UPDATE = 2,     /* replica set of a complete object changed */
+    CR_STORE_CHANGE_REMOVE_ALL = 3, /* RemoveAll ran */
 };
 
 struct cr_store_event_replica {
@@ -95,8 +95,8 @@ struct cr_store_block_meta {
  * replica_count of 0 means the object is gone (its last replica was dropped).
  * For REMOVE_ALL key is NULL; tenant is NULL when every tenant was cleared
  * and removed_count says how many objects went. */
-struct cr_store_event {
-    enum cr_store_event_kind kind;
+struct cr_store_change {
+    enum cr_store_change_kind kind;
     const char *tenant;
     const char *key;
     uint32_t key_len;
@@ -108,7 +108,7 @@ struct cr_store_event {
 
 /* The callback must not call back into the store. */
 struct cr_store_event_sink {
-    void (*on_event)(void *ctx, const struct cr_store_event *ev);
+    void (*on_event)(void *ctx, const struct cr_store_change *ev);
     void *ctx;
 };
 

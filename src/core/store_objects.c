@@ -31,7 +31,7 @@ struct put_plan {
 
 static void table_insert(cr_store *store, uint32_t id, uint64_t hash);
 static void table_delete(cr_store *store, uint32_t id, uint64_t hash);
-static void emit_object(cr_store *store, enum cr_store_event_kind kind,
+static void emit_object(cr_store *store, enum cr_store_change_kind kind,
                         const struct cr_store_obj *obj);
 
 /* ---- hash table and slab ---------------------------------------------------- */
@@ -193,22 +193,22 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
     }
 }
 
-static void emit_object(cr_store *store, enum cr_store_event_kind kind,
+static void emit_object(cr_store *store, enum cr_store_change_kind kind,
                         const struct cr_store_obj *obj) {
     if (store->sink.on_event == NULL) return;
     struct cr_store_event_replica reps[CR_STORE_REPLICAS_MAX];
     for (uint32_t r = 0; r < obj->replica_count; r++)
         reps[r] = (struct cr_store_event_replica){
             "memory", store->segments[obj->replicas[r].segment].endpoint};
-    struct cr_store_event ev = {
+    struct cr_store_change ev = {
         .kind = kind, .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
         .key_len = obj->key_len, .replicas = reps, .replica_count = obj->replica_count,
-        .meta = (kind == CR_STORE_EVENT_STORE && obj->meta) ? &obj->meta->meta : NULL};
+        .meta = (kind == CR_STORE_CHANGE_STORE && obj->meta) ? &obj->meta->meta : NULL};
     store->sink.on_event(store->sink.ctx, &ev);
 }
 
 void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj) {
-    emit_object(store, CR_STORE_EVENT_UPDATE, obj);
+    emit_object(store, CR_STORE_CHANGE_UPDATE, obj);
 }
 
 /* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */
@@ -475,7 +475,7 @@ int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *
     for (uint32_t r = 0; r < obj->replica_count; r++)
         obj->replicas[r].status = CR_REPLICA_COMPLETE;
     if (now_ms > obj->last_access_ms) obj->last_access_ms = now_ms;
-    emit_object(store, CR_STORE_EVENT_STORE, obj);
+    emit_object(store, CR_STORE_CHANGE_STORE, obj);
     free(obj->meta); /* only the STORE event needed it */
     obj->meta = NULL;
     return CR_OK;
@@ -566,7 +566,7 @@ uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, ui
         removed++;
     }
     if (store->sink.on_event != NULL) {
-        struct cr_store_event ev = {.kind = CR_STORE_EVENT_REMOVE_ALL,
+        struct cr_store_change ev = {.kind = CR_STORE_CHANGE_REMOVE_ALL,
                                     .tenant = (t >= 0) ? cr_store_tenant_name(store, (uint16_t)t)
                                                        : NULL,
                                     .removed_count = removed};

@@ -109,7 +109,13 @@ int cr_daemon_main(int argc, char **argv) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, NULL); /* inherited by every thread */
 
-    int exit_status = start_runtime(&d) == CR_OK ? start_http(&d) : 1;
+    /* A subsystem that cannot use its address or settings is a usage error
+     * (exit 2), like a bad flag; anything else failing to start is exit 1. */
+    int status = start_runtime(&d);
+    int exit_status = status == CR_OK                   ? start_http(&d)
+                      : status == CR_ERR_IO ||
+                              status == CR_ERR_INVALID_PARAMS ? 2
+                                                             : 1;
     if (exit_status != 0) {
         shutdown_all(&d);
         return exit_status;

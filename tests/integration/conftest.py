@@ -79,3 +79,20 @@ def daemon():
     for d in started:
         if d.proc.poll() is None:
             d.stop()
+
+
+# Every crescentd binds the store-master RPC, event and replay sockets, and
+# tests run in parallel (with other engineers' daemons too): a daemon started
+# by the fixture gets free loopback ports for those unless the test names them.
+_daemon_init_with_args = Daemon.__init__
+
+
+def _daemon_init_with_free_sockets(self, args):
+    args = list(args)
+    for flag in ("--rpc-address", "--event-address", "--replay-address"):
+        if flag not in args:
+            args += [flag, f"tcp://127.0.0.1:{free_port()}"]
+    _daemon_init_with_args(self, args)
+
+
+Daemon.__init__ = _daemon_init_with_free_sockets

@@ -6,7 +6,7 @@ import subprocess
 
 from conftest import binary, free_port, http_get
 
-SUBSYSTEMS = ["segments", "leases", "tasks", "indexer", "publisher", "replay"]
+SUBSYSTEMS = ["rpc", "segments", "leases", "tasks", "indexer", "publisher", "replay"]
 
 
 def test_health_answers_with_every_actor(daemon):

@@ -22,7 +22,7 @@ static const struct cr_uuid CLIENT_C = {{3}};
 /* ---- event recorder ---- */
 #define EV_MAX 64
 struct rec_event {
-    enum cr_store_event_kind kind;
+    enum cr_store_change_kind kind;
     char key[64];
     char tenant[32];
     uint32_t replicas;
@@ -36,7 +36,7 @@ struct recorder {
     int count;
 };
 
-static void record(void *ctx, const struct cr_store_event *ev) {
+static void record(void *ctx, const struct cr_store_change *ev) {
     struct recorder *r = ctx;
     assert_true(r->count < EV_MAX);
     struct rec_event *e = &r->ev[r->count++];
@@ -271,7 +271,7 @@ static void test_remove_all(void **state) {
     rec.count = 0;
     assert_int_equal(cr_store_remove_all(s, NULL, false, 200), 2);
     assert_int_equal(rec.count, 1);
-    assert_int_equal(rec.ev[0].kind, CR_STORE_EVENT_REMOVE_ALL);
+    assert_int_equal(rec.ev[0].kind, CR_STORE_CHANGE_REMOVE_ALL);
     assert_int_equal(rec.ev[0].removed, 2);
     assert_int_equal(get(s, NULL, "b", 300), CR_OK);
     assert_int_equal(get(s, NULL, "a", 300), CR_ERR_OBJECT_NOT_FOUND);
@@ -686,7 +686,7 @@ static void test_batch_replica_clear(void **state) {
                      CR_OK);
     assert_true(cleared[0]);
     assert_int_equal(rec.count, 1);
-    assert_int_equal(rec.ev[0].kind, CR_STORE_EVENT_UPDATE);
+    assert_int_equal(rec.ev[0].kind, CR_STORE_CHANGE_UPDATE);
     assert_int_equal(rec.ev[0].replicas, 1);
     assert_int_equal(cr_store_get_replica_list(s, NULL, "two", 3, 6000, &l), CR_OK);
     assert_int_equal(l.count, 1);
@@ -809,7 +809,7 @@ static void test_events(void **state) {
     assert_int_equal(put_end(s, &CLIENT_A, "t", "blk", 1), CR_OK);
     assert_int_equal(put_end(s, &CLIENT_A, "t", "blk", 2), CR_OK);
     assert_int_equal(rec.count, 1); /* idempotent PutEnd publishes once */
-    assert_int_equal(rec.ev[0].kind, CR_STORE_EVENT_STORE);
+    assert_int_equal(rec.ev[0].kind, CR_STORE_CHANGE_STORE);
     assert_string_equal(rec.ev[0].key, "blk");
     assert_string_equal(rec.ev[0].tenant, "t");
     assert_int_equal(rec.ev[0].replicas, 2);
@@ -818,16 +818,16 @@ static void test_events(void **state) {
     assert_int_equal(rec.ev[0].tokens, 4);
     assert_int_equal(cr_store_unmount_segment(s, &CLIENT_A, "a", NULL), CR_OK);
     assert_int_equal(rec.count, 2);
-    assert_int_equal(rec.ev[1].kind, CR_STORE_EVENT_UPDATE);
+    assert_int_equal(rec.ev[1].kind, CR_STORE_CHANGE_UPDATE);
     assert_int_equal(rec.ev[1].replicas, 1);
     assert_string_equal(rec.ev[1].location0, "10.1.1.2:7000");
     assert_int_equal(cr_store_unmount_segment(s, &CLIENT_A, "b", NULL), CR_OK);
     assert_int_equal(rec.count, 3);
-    assert_int_equal(rec.ev[2].kind, CR_STORE_EVENT_UPDATE);
+    assert_int_equal(rec.ev[2].kind, CR_STORE_CHANGE_UPDATE);
     assert_int_equal(rec.ev[2].replicas, 0); /* gone */
     cr_store_remove_all(s, NULL, false, 3);
     assert_int_equal(rec.count, 4);
-    assert_int_equal(rec.ev[3].kind, CR_STORE_EVENT_REMOVE_ALL);
+    assert_int_equal(rec.ev[3].kind, CR_STORE_CHANGE_REMOVE_ALL);
     cr_store_destroy(s);
 }
 

@@ -1,0 +1,370 @@
+/* The RPC gateway actor: the store master's intake.
+ *
+ * Owns the ZMQ ROUTER bound to rpc_address.  Its `wait` hook polls the
+ * socket and the wake fd; each request (identity, method, request id, body)
+ * is checked, decoded with protobuf-c and validated here, then handed to the
+ * segments actor as an owned struct cr_master_call (CR_MSG_MASTER_CALL).
+ * Segments runs it and sends the call back (CR_MSG_MASTER_DONE) with the
+ * packed response; the gateway writes the reply with ZMQ_DONTWAIT.  No ask
+ * blocks here, so many requests are in flight and replies leave in the order
+ * segments finishes them.
+ *
+ * Anything wrong with a request (frame count or sizes, unknown method, a body
+ * protobuf cannot decode, a value out of range) is answered at once and
+ * counted; nothing reaches segments half-checked.  A reply that cannot be
+ * written now (peer gone, its queue full) is dropped and counted: one slow
+ * client never stalls the others.
+ *
+ * Ownership of a call: the gateway allocates it; the MASTER_CALL message
+ * hands it to segments; MASTER_DONE hands it back; the gateway frees it
+ * after writing the reply.  Discard hooks on both sides free calls left in
+ * a ring at shutdown. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "actors/rpc_codec.h"
+#include "actors/subsystems.h"
+#include "core/log.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+#include "msgs/master_msgs.h"
+#include "msgs/rpc_frame.h"
+
+#define RPC_READ_BATCH 256u /* requests read per wait before serving the mailbox again */
+
+struct rpc_state {
+    void *zctx;
+    void *router;
+    char address[CR_CONFIG_ADDRESS_MAX];
+    struct cr_actor *self;
+    struct cr_actor *segments; /* NULL until WIRE */
+    uint64_t requests[CR_RPC_METHOD_SLOTS];
+    uint64_t replies;
+    uint64_t malformed; /* wrong frame count or sizes */
+    uint64_t unknown_method;
+    uint64_t decode_errors; /* protobuf did not decode */
+    uint64_t invalid;       /* decoded but out of range */
+    uint64_t not_ready;     /* arrived before wiring or while segments refused */
+    uint64_t send_dropped;  /* replies that could not be written */
+    uint64_t in_flight;
+    uint64_t last_log_ns;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Replies */
+
+/* Writes [identity][id][status][body] without blocking.  Returns false (and
+ * counts the drop) when the peer cannot take it now. */
+static bool send_reply(struct rpc_state *st, const uint8_t *identity, size_t identity_len,
+                       uint64_t request_id, int32_t status, const void *body, size_t body_len) {
+    uint8_t id[CR_RPC_ID_BYTES], code[CR_RPC_STATUS_BYTES];
+    cr_rpc_put_u64(id, request_id);
+    cr_rpc_put_i32(code, status);
+    /* ROUTER_MANDATORY makes an unknown identity EHOSTUNREACH instead of a
+     * silent drop; EAGAIN means the peer's queue is full.  Once the identity
+     * frame is accepted, ZMQ accepts the rest of the message atomically. */
+    if (zmq_send(st->router, identity, identity_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(st->router, id, sizeof(id), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(st->router, code, sizeof(code), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(st->router, body, body_len, ZMQ_DONTWAIT) < 0) {
+        st->send_dropped++;
+        return false;
+    }
+    st->replies++;
+    return true;
+}
+
+static void send_error(struct rpc_state *st, const uint8_t *identity, size_t identity_len,
+                       uint64_t request_id, int32_t status, const char *text) {
+    send_reply(st, identity, identity_len, request_id, status, text, strlen(text));
+}
+
+/* A request refused with a protobuf response carrying status_code. */
+static void send_status(struct rpc_state *st, const struct cr_master_call *call,
+                        const struct cr_rpc_method *m, int32_t code) {
+    uint8_t *body;
+    size_t len;
+    if (cr_rpc_pack_status(m->response, code, &body, &len) != CR_OK) {
+        send_error(st, call->identity, call->identity_len, call->request_id, CR_ERR_NOMEM,
+                   "out of memory encoding the response");
+        return;
+    }
+    send_reply(st, call->identity, call->identity_len, call->request_id, CR_OK, body, len);
+    free(body);
+}
+
+static void on_done(struct rpc_state *st, struct cr_master_call *call) {
+    st->in_flight--;
+    send_reply(st, call->identity, call->identity_len, call->request_id, call->status,
+               call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
+    cr_master_call_free(call);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests */
+
+/* One multipart message as read from the ROUTER: identity plus at most
+ * three frames are kept; `frames` counts them all. */
+struct incoming {
+    zmq_msg_t part[1 + CR_RPC_REQUEST_FRAMES];
+    size_t kept;
+    size_t frames;
+};
+
+static void incoming_close(struct incoming *in) {
+    for (size_t i = 0; i < in->kept; i++) zmq_msg_close(&in->part[i]);
+}
+
+/* Reads one whole message.  Returns false when none is waiting. */
+static bool read_message(struct rpc_state *st, struct incoming *in) {
+    in->kept = in->frames = 0;
+    for (;;) {
+        zmq_msg_t scratch,
+            *part = in->kept < 1 + CR_RPC_REQUEST_FRAMES ? &in->part[in->kept] : &scratch;
+        zmq_msg_init(part);
+        if (zmq_msg_recv(part, st->router, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(part);
+            /* ZMQ delivers the parts of a message together: only the first
+             * read can find nothing. */
+            return in->frames > 0;
+        }
+        in->frames++;
+        bool more = zmq_msg_more(part);
+        if (part == &scratch)
+            zmq_msg_close(part);
+        else
+            in->kept++;
+        if (!more) return true;
+    }
+}
+
+static struct cr_master_call *call_new(const struct incoming *in, uint16_t method, uint64_t id) {
+    struct cr_master_call *call = calloc(1, sizeof(*call));
+    if (call == NULL) return NULL;
+    call->method = method;
+    call->request_id = id;
+    size_t idlen = zmq_msg_size((zmq_msg_t *)&in->part[0]);
+    call->identity_len = (uint8_t)(idlen > CR_MASTER_IDENTITY_MAX ? CR_MASTER_IDENTITY_MAX : idlen);
+    memcpy(call->identity, zmq_msg_data((zmq_msg_t *)&in->part[0]), call->identity_len);
+    return call;
+}
+
+/* Checks the frames; on failure answers and returns NULL. */
+static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct incoming *in,
+                                                const struct cr_master_call *call) {
+    const uint8_t *idn = call->identity;
+    size_t idlen = call->identity_len;
+    if (in->frames != 1 + CR_RPC_REQUEST_FRAMES ||
+        zmq_msg_size(&in->part[1]) != CR_RPC_METHOD_BYTES ||
+        zmq_msg_size(&in->part[2]) != CR_RPC_ID_BYTES) {
+        st->malformed++;
+        send_error(st, idn, idlen, call->request_id, CR_ERR_PROTOCOL,
+                   "malformed request: expected frames [method u16][request id u64][body]");
+        return NULL;
+    }
+    if (zmq_msg_size(&in->part[3]) > CR_RPC_BODY_MAX) {
+        st->malformed++;
+        send_error(st, idn, idlen, call->request_id, CR_ERR_PROTOCOL, "request body above 64 MiB");
+        return NULL;
+    }
+    const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
+    if (m == NULL) {
+        st->unknown_method++;
+        char text[96];
+        snprintf(text, sizeof(text), "unknown method %u (see enum Method in master.proto)",
+                 call->method);
+        send_error(st, idn, idlen, call->request_id, CR_ERR_INVALID_PARAMS, text);
+    }
+    return m;
+}
+
+/* Decodes and validates; on failure answers and returns false. */
+static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rpc_method *m,
+                   struct cr_master_call *call) {
+    call->request = protobuf_c_message_unpack(m->request, NULL, zmq_msg_size(&in->part[3]),
+                                              zmq_msg_data(&in->part[3]));
+    if (call->request == NULL) {
+        st->decode_errors++;
+        char text[128];
+        snprintf(text, sizeof(text), "the body is not a valid %s (or misses a required field)",
+                 m->request->name);
+        send_error(st, call->identity, call->identity_len, call->request_id, CR_ERR_PROTOCOL, text);
+        return false;
+    }
+    char err[CR_RPC_ERROR_MAX];
+    if (cr_rpc_validate(call->method, call->request, err) != CR_OK) {
+        st->invalid++;
+        CR_DEBUG("rpc", "request %llu refused: %s", (unsigned long long)call->request_id, err);
+        send_status(st, call, m, CR_ERR_INVALID_PARAMS);
+        return false;
+    }
+    return true;
+}
+
+static void forward(struct rpc_state *st, struct cr_master_call *call) {
+    struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
+    CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = call;
+    call->reply_to = st->self;
+    /* cr_send waits up to send_wait_ns on a full ring: that wait is the
+     * backpressure a flood of requests deserves. */
+    int rc = st->segments != NULL ? cr_send(st->segments, &msg) : CR_ERR_SHUTDOWN;
+    if (rc != CR_OK) {
+        st->not_ready++;
+        send_error(st, call->identity, call->identity_len, call->request_id, rc,
+                   "the store master is busy or stopping; retry");
+        cr_master_call_free(call);
+        return;
+    }
+    st->in_flight++;
+}
+
+static void handle_request(struct rpc_state *st, struct incoming *in) {
+    uint64_t id = 0;
+    uint16_t method = 0;
+    if (in->kept >= 3 && zmq_msg_size(&in->part[2]) == CR_RPC_ID_BYTES)
+        id = cr_rpc_get_u64(zmq_msg_data(&in->part[2]));
+    if (in->kept >= 2 && zmq_msg_size(&in->part[1]) == CR_RPC_METHOD_BYTES)
+        method = cr_rpc_get_u16(zmq_msg_data(&in->part[1]));
+    /* One allocation per request carries it to segments and back; protobuf-c
+     * allocates the decoded request anyway. */
+    struct cr_master_call *call = call_new(in, method, id);
+    if (call == NULL) {
+        send_error(st, zmq_msg_data(&in->part[0]), zmq_msg_size(&in->part[0]), id, CR_ERR_NOMEM,
+                   "out of memory");
+        return;
+    }
+    const struct cr_rpc_method *m = check_frames(st, in, call);
+    if (m != NULL) st->requests[m->id]++;
+    if (m == NULL || !decode(st, in, m, call)) {
+        cr_master_call_free(call);
+        return;
+    }
+    forward(st, call);
+}
+
+static void rpc_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+    (void)self;
+    struct rpc_state *st = arg;
+    zmq_pollitem_t items[2] = {{.socket = st->router, .events = ZMQ_POLLIN},
+                               {.fd = wake_fd, .events = ZMQ_POLLIN}};
+    if (zmq_poll(items, 2, timeout_ms) < 0) {
+        if (zmq_errno() != EINTR) CR_ERROR("rpc", "zmq_poll failed: %s", zmq_strerror(zmq_errno()));
+        return;
+    }
+    if (!(items[0].revents & ZMQ_POLLIN)) return;
+    struct incoming in;
+    for (uint32_t n = 0; n < RPC_READ_BATCH && read_message(st, &in); n++) {
+        if (in.kept > 0) handle_request(st, &in);
+        incoming_close(&in);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Actor hooks */
+
+static int rpc_start(struct cr_actor *self, void *arg) {
+    struct rpc_state *st = arg;
+    st->self = self;
+    return CR_OK;
+}
+
+static void rpc_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    struct rpc_state *st = arg;
+    switch (msg->type) {
+    case CR_MSG_WIRE: {
+        struct cr_subsystems *peers = msg->body.ptr[0];
+        st->segments = peers->actors[CR_SUBSYSTEM_SEGMENTS];
+        return;
+    }
+    case CR_MSG_MASTER_DONE: on_done(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call); return;
+    default: {
+        uint64_t now = cr_runtime_now_ns(cr_actor_runtime(self));
+        if (cr_log_ratelimit(&st->last_log_ns, now, 60ull * 1000000000u))
+            CR_WARN("rpc", "message type %u from sender %u is not handled here", msg->type,
+                    msg->sender);
+        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
+    }
+    }
+}
+
+static void rpc_discard(void *arg, struct cr_msg *msg) {
+    (void)arg;
+    if (msg->type == CR_MSG_MASTER_DONE)
+        cr_master_call_free(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+}
+
+static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count].value = value;
+    out->extra_count++;
+}
+
+static void rpc_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
+    (void)self;
+    const struct rpc_state *st = arg;
+    add_stat(out, "replies_total", st->replies);
+    add_stat(out, "malformed_total", st->malformed);
+    add_stat(out, "unknown_method_total", st->unknown_method);
+    add_stat(out, "decode_errors_total", st->decode_errors);
+    add_stat(out, "invalid_total", st->invalid);
+    add_stat(out, "busy_total", st->not_ready);
+    add_stat(out, "send_dropped_total", st->send_dropped);
+    add_stat(out, "in_flight", st->in_flight);
+    size_t n;
+    const struct cr_rpc_method *m = cr_rpc_methods(&n);
+    for (size_t i = 0; i < n; i++) add_stat(out, m[i].metric, st->requests[m[i].id]);
+}
+
+static void rpc_destroy(void *arg) {
+    struct rpc_state *st = arg;
+    if (st == NULL) return;
+    if (st->router != NULL) zmq_close(st->router);
+    if (st->zctx != NULL) zmq_ctx_term(st->zctx);
+    free(st);
+}
+
+static int set_int(void *sock, int option, int value) {
+    return zmq_setsockopt(sock, option, &value, sizeof(value));
+}
+
+/* Binds on the main thread, before any actor runs, so a bad or busy address
+ * fails the daemon's start.  The socket is then used only by the actor's
+ * thread (thread creation is the full barrier ZMQ asks for on migration). */
+static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
+    struct rpc_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) return CR_ERR_NOMEM;
+    snprintf(st->address, sizeof(st->address), "%s", config->rpc_address);
+    st->zctx = zmq_ctx_new();
+    st->router = st->zctx != NULL ? zmq_socket(st->zctx, ZMQ_ROUTER) : NULL;
+    if (st->router == NULL || set_int(st->router, ZMQ_LINGER, 0) != 0 ||
+        set_int(st->router, ZMQ_ROUTER_MANDATORY, 1) != 0 ||
+        zmq_bind(st->router, st->address) != 0) {
+        int err = zmq_errno();
+        /* CR_ERR_IO from a create hook makes crescentd exit 2 (see daemon.c). */
+        fprintf(stderr, "crescentd: cannot bind the RPC address %s: %s\n", st->address,
+                zmq_strerror(err));
+        rpc_destroy(st);
+        return CR_ERR_IO;
+    }
+    *state_out = st;
+    return CR_OK;
+}
+
+static const struct cr_actor_ops rpc_ops = {
+    .start = rpc_start,
+    .handle = rpc_handle,
+    .discard = rpc_discard,
+    .wait = rpc_wait,
+    .stats = rpc_stats,
+};
+
+const struct cr_subsystem_def cr_rpc_def = {
+    .name = "rpc",
+    .ops = &rpc_ops,
+    .create = rpc_create,
+    .destroy = rpc_destroy,
+};

@@ -1,0 +1,265 @@
+/* Method table, request validation and response packing (see rpc_codec.h). */
+#include "actors/rpc_codec.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crescent/error.h"
+
+#define M(ID, METRIC, REQ, RESP)                                                                   \
+    {                                                                                              \
+        .id = CRESCENT__MASTER__METHOD__##ID, .metric = "requests_" METRIC "_total",               \
+        .request = &crescent__master__##REQ##_request__descriptor,                                 \
+        .response = &crescent__master__##RESP##_response__descriptor                               \
+    }
+
+static const struct cr_rpc_method methods[] = {
+    M(GET_VERSION, "get_version", get_version, get_version),
+    M(PING, "ping", ping, ping),
+    M(MOUNT_SEGMENT, "mount_segment", mount_segment, mount_segment),
+    M(REMOUNT_SEGMENT, "remount_segment", mount_segment, mount_segment),
+    M(UNMOUNT_SEGMENT, "unmount_segment", unmount_segment, unmount_segment),
+    M(PUT_START, "put_start", put_start, put_start),
+    M(PUT_END, "put_end", put_end, put_end),
+    M(PUT_REVOKE, "put_revoke", put_revoke, put_revoke),
+    M(BATCH_PUT_START, "batch_put_start", batch_put_start, batch_put_start),
+    M(BATCH_PUT_END, "batch_put_end", batch_put_end, batch_put_end),
+    M(BATCH_PUT_REVOKE, "batch_put_revoke", batch_put_revoke, batch_put_revoke),
+    M(EXIST_KEY, "exist_key", exist_key, exist_key),
+    M(BATCH_EXIST_KEY, "batch_exist_key", batch_exist_key, batch_exist_key),
+    M(GET_REPLICA_LIST, "get_replica_list", get_replica_list, get_replica_list),
+    M(BATCH_GET_REPLICA_LIST, "batch_get_replica_list", batch_get_replica_list,
+      batch_get_replica_list),
+    M(GET_REPLICA_LIST_BY_REGEX, "get_replica_list_by_regex", get_replica_list_by_regex,
+      get_replica_list_by_regex),
+    M(REMOVE, "remove", remove, remove),
+    M(BATCH_REMOVE, "batch_remove", batch_remove, batch_remove),
+    M(REMOVE_BY_REGEX, "remove_by_regex", remove_by_regex, remove_by_regex),
+    M(REMOVE_ALL, "remove_all", remove_all, remove_all),
+    M(BATCH_QUERY_IP, "batch_query_ip", batch_query_ip, batch_query_ip),
+    M(BATCH_REPLICA_CLEAR, "batch_replica_clear", batch_replica_clear, batch_replica_clear),
+};
+#undef M
+
+const struct cr_rpc_method *cr_rpc_method_find(uint16_t id) {
+    /* 22 entries: a linear scan is a few compares, cheaper than keeping a
+     * second table in sync. */
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (methods[i].id == id) return &methods[i];
+    return NULL;
+}
+
+const struct cr_rpc_method *cr_rpc_methods(size_t *count) {
+    *count = sizeof(methods) / sizeof(methods[0]);
+    return methods;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Validation */
+
+static int fail(char err[CR_RPC_ERROR_MAX], const char *fmt, const char *what, size_t index) {
+    snprintf(err, CR_RPC_ERROR_MAX, fmt, what, index);
+    return CR_ERR_INVALID_PARAMS;
+}
+
+static int check_key(const char *key, size_t index, char err[CR_RPC_ERROR_MAX]) {
+    size_t len = key != NULL ? strlen(key) : 0;
+    if (len == 0) return fail(err, "%s %zu is empty", "key", index);
+    if (len > CR_STORE_KEY_LEN_MAX)
+        return fail(err, "%s %zu is longer than 4096 bytes", "key", index);
+    return CR_OK;
+}
+
+static int check_keys(char **keys, size_t n, char err[CR_RPC_ERROR_MAX]) {
+    if (n > CR_MASTER_BATCH_MAX) return fail(err, "%s: %zu entries, more than 4096", "batch", n);
+    for (size_t i = 0; i < n; i++) {
+        int rc = check_key(keys[i], i, err);
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
+}
+
+static int check_tenant(const char *tenant, char err[CR_RPC_ERROR_MAX]) {
+    if (tenant != NULL && strlen(tenant) > CR_MASTER_TENANT_MAX)
+        return fail(err, "%s is longer than 23 bytes%.0zu", "tenant_id", 0);
+    return CR_OK;
+}
+
+static int check_client(const void *client_id, char err[CR_RPC_ERROR_MAX]) {
+    if (client_id == NULL) return fail(err, "%s is required by this method%.0zu", "client_id", 0);
+    return CR_OK;
+}
+
+static int check_put_start(const Crescent__Master__PutStartRequest *r, size_t index,
+                           char err[CR_RPC_ERROR_MAX]) {
+    int rc = check_key(r->key, index, err);
+    if (rc == CR_OK) rc = check_tenant(r->tenant_id, err);
+    if (rc == CR_OK) rc = check_client(r->client_id, err);
+    if (rc != CR_OK) return rc;
+    if (r->value_length <= 0)
+        return fail(err, "%s of put %zu must be positive", "value_length", index);
+    uint64_t replicas = r->config->replica_num;
+    if (replicas == 0 || replicas > CR_STORE_REPLICAS_MAX)
+        return fail(err, "%s of put %zu must be 1 to 8", "replica_num", index);
+    if (r->block != NULL && r->block->n_token_ids > (1u << 20))
+        return fail(err, "%s of put %zu: more than 2^20 token ids", "block", index);
+    return CR_OK;
+}
+
+/* Batches of puts, ends and revokes: every entry checked before any applies. */
+static int check_put_batch(uint16_t method, const ProtobufCMessage *req,
+                           char err[CR_RPC_ERROR_MAX]) {
+    size_t n;
+    void **items;
+    if (method == CRESCENT__MASTER__METHOD__BATCH_PUT_START) {
+        const Crescent__Master__BatchPutStartRequest *r = (const void *)req;
+        n = r->n_requests, items = (void **)r->requests;
+    } else if (method == CRESCENT__MASTER__METHOD__BATCH_PUT_END) {
+        const Crescent__Master__BatchPutEndRequest *r = (const void *)req;
+        n = r->n_requests, items = (void **)r->requests;
+    } else {
+        const Crescent__Master__BatchPutRevokeRequest *r = (const void *)req;
+        n = r->n_requests, items = (void **)r->requests;
+    }
+    if (n > CR_MASTER_BATCH_MAX) return fail(err, "%s: %zu entries, more than 4096", "batch", n);
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        if (method == CRESCENT__MASTER__METHOD__BATCH_PUT_START) {
+            rc = check_put_start(items[i], i, err);
+        } else {
+            /* PutEndRequest and PutRevokeRequest have the same layout. */
+            const Crescent__Master__PutEndRequest *e = items[i];
+            rc = check_key(e->key, i, err);
+            if (rc == CR_OK) rc = check_tenant(e->tenant_id, err);
+            if (rc == CR_OK) rc = check_client(e->client_id, err);
+        }
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
+}
+
+/* Requests whose fields 1 and 2 are a key and a tenant (ExistKey, Get,
+ * Remove, PutEnd, PutRevoke). */
+static int check_key_tenant(const ProtobufCMessage *req, char err[CR_RPC_ERROR_MAX]) {
+    const Crescent__Master__ExistKeyRequest *r = (const void *)req;
+    int rc = check_key(r->key, 0, err);
+    return rc == CR_OK ? check_tenant(r->tenant_id, err) : rc;
+}
+
+/* Requests whose fields are repeated keys then a tenant. */
+static int check_keys_tenant(const ProtobufCMessage *req, char err[CR_RPC_ERROR_MAX]) {
+    const Crescent__Master__BatchExistKeyRequest *r = (const void *)req;
+    int rc = check_keys(r->keys, r->n_keys, err);
+    return rc == CR_OK ? check_tenant(r->tenant_id, err) : rc;
+}
+
+static int check_mount(const Crescent__Master__MountSegmentRequest *r, char err[CR_RPC_ERROR_MAX]) {
+    int rc = check_client(r->client_id, err);
+    if (rc != CR_OK) return rc;
+    size_t len = strlen(r->segment_name);
+    if (len == 0 || len >= CR_STORE_NAME_LEN_MAX)
+        return fail(err, "%s must be 1 to 255 bytes%.0zu", "segment_name", 0);
+    if (r->size == 0) return fail(err, "%s must be positive%.0zu", "size", 0);
+    return CR_OK;
+}
+
+int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RPC_ERROR_MAX]) {
+    assert(req != NULL && err != NULL);
+    err[0] = '\0';
+    switch (method) {
+    case CRESCENT__MASTER__METHOD__MOUNT_SEGMENT:
+    case CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT: return check_mount((const void *)req, err);
+    case CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT:
+        return check_client(((const Crescent__Master__UnmountSegmentRequest *)req)->client_id, err);
+    case CRESCENT__MASTER__METHOD__PUT_START: return check_put_start((const void *)req, 0, err);
+    case CRESCENT__MASTER__METHOD__PUT_END:
+    case CRESCENT__MASTER__METHOD__PUT_REVOKE: {
+        int rc = check_key_tenant(req, err);
+        return rc == CR_OK
+                   ? check_client(((const Crescent__Master__PutEndRequest *)req)->client_id, err)
+                   : rc;
+    }
+    case CRESCENT__MASTER__METHOD__BATCH_PUT_START:
+    case CRESCENT__MASTER__METHOD__BATCH_PUT_END:
+    case CRESCENT__MASTER__METHOD__BATCH_PUT_REVOKE: return check_put_batch(method, req, err);
+    case CRESCENT__MASTER__METHOD__EXIST_KEY:
+    case CRESCENT__MASTER__METHOD__GET_REPLICA_LIST:
+    case CRESCENT__MASTER__METHOD__REMOVE: return check_key_tenant(req, err);
+    case CRESCENT__MASTER__METHOD__BATCH_EXIST_KEY:
+    case CRESCENT__MASTER__METHOD__BATCH_GET_REPLICA_LIST:
+    case CRESCENT__MASTER__METHOD__BATCH_REMOVE: return check_keys_tenant(req, err);
+    case CRESCENT__MASTER__METHOD__GET_REPLICA_LIST_BY_REGEX:
+    case CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX:
+        return check_tenant(((const Crescent__Master__RemoveByRegexRequest *)req)->tenant_id, err);
+    case CRESCENT__MASTER__METHOD__REMOVE_ALL:
+        return check_tenant(((const Crescent__Master__RemoveAllRequest *)req)->tenant_id, err);
+    case CRESCENT__MASTER__METHOD__BATCH_QUERY_IP: {
+        size_t n = ((const Crescent__Master__BatchQueryIpRequest *)req)->n_client_ids;
+        return n > CR_MASTER_BATCH_MAX ? fail(err, "%s: %zu ids, more than 4096", "batch", n)
+                                       : CR_OK;
+    }
+    case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR: {
+        const Crescent__Master__BatchReplicaClearRequest *r = (const void *)req;
+        int rc = check_keys(r->object_keys, r->n_object_keys, err);
+        return rc == CR_OK ? check_tenant(r->tenant_id, err) : rc;
+    }
+    default: return CR_OK; /* GET_VERSION, PING: protobuf's required fields suffice */
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Packing */
+
+int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out) {
+    assert(msg != NULL && out != NULL && len_out != NULL);
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) return CR_ERR_NOMEM;
+    size_t written = protobuf_c_message_pack(msg, buf);
+    assert(written == len);
+    *out = buf;
+    *len_out = written;
+    return CR_OK;
+}
+
+int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status, uint8_t **out,
+                       size_t *len_out) {
+    assert(response != NULL && response->sizeof_message <= 256);
+    /* Every response's field 1 is `required int32 status_code`, and every
+     * other field is optional or repeated, so a zeroed message with only
+     * status_code set is a valid response of any type. */
+    _Alignas(max_align_t) uint8_t storage[256];
+    protobuf_c_message_init(response, storage);
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(response, 1);
+    assert(f != NULL && f->type == PROTOBUF_C_TYPE_INT32);
+    memcpy(storage + f->offset, &status, sizeof(status));
+    return cr_rpc_pack((const ProtobufCMessage *)storage, out, len_out);
+}
+
+void cr_rpc_uuid_from_pb(const Crescent__Master__UUID *in, struct cr_uuid *out) {
+    assert(in != NULL && out != NULL);
+    for (int i = 0; i < 8; i++) {
+        out->b[i] = (uint8_t)(in->first >> (56 - 8 * i));
+        out->b[8 + i] = (uint8_t)(in->second >> (56 - 8 * i));
+    }
+}
+
+void cr_rpc_uuid_to_pb(const struct cr_uuid *in, Crescent__Master__UUID *out) {
+    assert(in != NULL && out != NULL);
+    crescent__master__uuid__init(out);
+    out->first = out->second = 0;
+    for (int i = 0; i < 8; i++) {
+        out->first = out->first << 8 | in->b[i];
+        out->second = out->second << 8 | in->b[8 + i];
+    }
+}
+
+void cr_master_call_free(struct cr_master_call *call) {
+    if (call == NULL) return;
+    if (call->request != NULL) protobuf_c_message_free_unpacked(call->request, NULL);
+    free(call->reply);
+    free(call);
+}

@@ -1,0 +1,54 @@
+/* The store-master RPC methods: their protobuf types, request validation and
+ * response packing, shared by the gateway (rpc.c) and the handlers that run
+ * on the segments actor (rpc_methods.c).
+ *
+ * Everything here is pure: no actor state, no sockets. */
+#ifndef CRESCENT_ACTORS_RPC_CODEC_H
+#define CRESCENT_ACTORS_RPC_CODEC_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/store.h"
+#include "master.pb-c.h"
+#include "msgs/master_msgs.h"
+
+#define CR_RPC_METHOD_SLOTS 64u /* method ids are below this */
+#define CR_RPC_ERROR_MAX 256u
+
+struct cr_rpc_method {
+    uint16_t id;
+    const char *metric; /* "requests_put_start_total": static, Prometheus-safe */
+    const ProtobufCMessageDescriptor *request;
+    const ProtobufCMessageDescriptor *response;
+};
+
+/* The method with that id, or NULL when unknown. */
+const struct cr_rpc_method *cr_rpc_method_find(uint16_t id);
+
+/* Every method, in id order (for stats); *count is set. */
+const struct cr_rpc_method *cr_rpc_methods(size_t *count);
+
+/* Checks a decoded request beyond what protobuf itself guarantees: keys
+ * non-empty and at most CR_STORE_KEY_LEN_MAX bytes, tenants at most
+ * CR_MASTER_TENANT_MAX bytes, value_length > 0, replica_num in
+ * 1..CR_STORE_REPLICAS_MAX, batches at most CR_MASTER_BATCH_MAX entries,
+ * client ids present where the method changes state for a client.  Every
+ * entry of a batch is checked, so a batch is refused whole or applied whole.
+ * Returns CR_OK, or CR_ERR_INVALID_PARAMS with a sentence in err. */
+int cr_rpc_validate(uint16_t method, const ProtobufCMessage *request, char err[CR_RPC_ERROR_MAX]);
+
+/* Packs msg into a new malloc'd buffer.  Returns CR_OK or CR_ERR_NOMEM. */
+int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);
+
+/* Packs an otherwise empty response of type `response` whose status_code is
+ * `status` (every response's field 1).  Returns CR_OK or CR_ERR_NOMEM. */
+int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status, uint8_t **out,
+                       size_t *len_out);
+
+/* A UUID message as the store's 16-byte id (first, then second, big-endian). */
+void cr_rpc_uuid_from_pb(const Crescent__Master__UUID *in, struct cr_uuid *out);
+void cr_rpc_uuid_to_pb(const struct cr_uuid *in, Crescent__Master__UUID *out);
+
+#endif

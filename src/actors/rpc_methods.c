@@ -1,0 +1,561 @@
+/* The store-master methods on the segments actor (see rpc_methods.h). */
+#include "actors/rpc_methods.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/rpc_codec.h"
+#include "crescent/error.h"
+#include "crescent/version.h"
+
+/* ------------------------------------------------------------------------ */
+/* A bump arena for building one response: every piece is released at once
+ * after packing.  The segments actor keeps one arena for all calls and the
+ * arena keeps its first chunk between calls, so a call costs no malloc here
+ * (freeing a chunk per call made glibc trim its heap, and every trim was a
+ * TLB shootdown on all CPUs).  Larger chunks, for big batches, are freed. */
+
+#define ARENA_CHUNK_BYTES 16384u
+
+struct arena_chunk {
+    struct arena_chunk *next;
+    size_t used, size;
+    _Alignas(max_align_t) uint8_t data[];
+};
+
+struct cr_rpc_arena {
+    struct arena_chunk *head;
+    bool failed;
+};
+
+struct cr_rpc_arena *cr_rpc_arena_new(void) {
+    return calloc(1, sizeof(struct cr_rpc_arena));
+}
+
+static void *arena_alloc(struct cr_rpc_arena *a, size_t size) {
+    size = (size + 15u) & ~(size_t)15u;
+    struct arena_chunk *c = a->head;
+    if (c == NULL || c->size - c->used < size) {
+        size_t want = size > ARENA_CHUNK_BYTES ? size : ARENA_CHUNK_BYTES;
+        c = malloc(sizeof(*c) + want);
+        if (c == NULL) {
+            a->failed = true;
+            return NULL;
+        }
+        c->next = a->head, c->used = 0, c->size = want;
+        a->head = c;
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    memset(p, 0, size);
+    return p;
+}
+
+/* Keeps one standard chunk, emptied; frees the rest. */
+static void arena_reset(struct cr_rpc_arena *a) {
+    struct arena_chunk *keep = NULL;
+    while (a->head != NULL) {
+        struct arena_chunk *c = a->head;
+        a->head = c->next;
+        if (keep == NULL && c->size == ARENA_CHUNK_BYTES)
+            keep = c;
+        else
+            free(c);
+    }
+    if (keep != NULL) keep->next = NULL, keep->used = 0;
+    a->head = keep;
+    a->failed = false;
+}
+
+void cr_rpc_arena_free(struct cr_rpc_arena *a) {
+    if (a == NULL) return;
+    arena_reset(a);
+    free(a->head);
+    free(a);
+}
+
+static char *arena_strndup(struct cr_rpc_arena *a, const char *s, size_t len) {
+    char *p = arena_alloc(a, len + 1);
+    if (p != NULL) memcpy(p, s, len);
+    return p;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Conversions */
+
+static Crescent__Master__ReplicaInfo__ReplicaStatus replica_status(enum cr_replica_status s) {
+    return (Crescent__Master__ReplicaInfo__ReplicaStatus)s; /* same values, by design */
+}
+
+static Crescent__Master__BufHandle__BufStatus buf_status(enum cr_replica_status s) {
+    if (s == CR_REPLICA_COMPLETE) return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__COMPLETE;
+    if (s == CR_REPLICA_FAILED) return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__FAILED;
+    return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__INIT;
+}
+
+/* One ReplicaInfo (one handle) per replica.  Strings are not copied: they
+ * point at segment names and endpoints, which live as long as the segment,
+ * and no method here unmounts before packing. */
+static Crescent__Master__ReplicaInfo **replicas_pb(struct cr_rpc_arena *a,
+                                                   const struct cr_store_replica_list *list) {
+    Crescent__Master__ReplicaInfo **out = arena_alloc(a, list->count * sizeof(*out) + 1);
+    for (uint32_t i = 0; out != NULL && i < list->count; i++) {
+        const struct cr_store_replica_desc *d = &list->replicas[i];
+        Crescent__Master__ReplicaInfo *info = arena_alloc(a, sizeof(*info));
+        Crescent__Master__BufHandle *h = arena_alloc(a, sizeof(*h));
+        Crescent__Master__BufHandle **hs = arena_alloc(a, sizeof(*hs));
+        if (info == NULL || h == NULL || hs == NULL) return NULL;
+        crescent__master__replica_info__init(info);
+        crescent__master__buf_handle__init(h);
+        h->segment_name = (char *)d->segment_name;
+        h->size = d->size;
+        h->buffer = d->buffer;
+        h->status = buf_status(d->status);
+        h->transport_endpoint = (char *)d->endpoint;
+        hs[0] = h;
+        info->n_handles = 1;
+        info->handles = hs;
+        info->status = replica_status(d->status);
+        out[i] = info;
+    }
+    return out;
+}
+
+static void store_uuid(const Crescent__Master__UUID *id, struct cr_uuid *out) {
+    assert(id != NULL); /* validated by the gateway where the method needs it */
+    cr_rpc_uuid_from_pb(id, out);
+}
+
+/* Call ends: pack `resp` (or report that building it failed). */
+static void finish(struct cr_master_call *call, struct cr_rpc_arena *a,
+                   const ProtobufCMessage *resp) {
+    if (!a->failed && cr_rpc_pack(resp, &call->reply, &call->reply_len) == CR_OK) {
+        call->status = CR_OK;
+    } else {
+        static const char text[] = "out of memory building the response";
+        call->status = CR_ERR_NOMEM;
+        call->reply = (uint8_t *)strdup(text);
+        call->reply_len = call->reply != NULL ? sizeof(text) - 1 : 0;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Methods.  Each returns the response's status_code. */
+
+#define REQ(type) const Crescent__Master__##type *req = (const void *)call->request
+
+static int m_get_version(struct cr_rpc_run *run, struct cr_master_call *call,
+                         struct cr_rpc_arena *a) {
+    (void)run;
+    Crescent__Master__GetVersionResponse resp = CRESCENT__MASTER__GET_VERSION_RESPONSE__INIT;
+    resp.version = (char *)CRESCENT_VERSION;
+    resp.has_ready = resp.ready = 1;
+    finish(call, a, &resp.base);
+    return CR_OK;
+}
+
+static int m_ping(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
+    REQ(PingRequest);
+    struct cr_uuid id;
+    store_uuid(req->client_id, &id);
+    Crescent__Master__PingResponse resp = CRESCENT__MASTER__PING_RESPONSE__INIT;
+    resp.status_code = cr_store_client_ping(run->store, &id, run->now_ms);
+    resp.has_client_ttl_ms = 1;
+    resp.client_ttl_ms = run->client_ttl_ms;
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
+    REQ(MountSegmentRequest);
+    struct cr_uuid id;
+    store_uuid(req->client_id, &id);
+    struct cr_store_segment_params p = {
+        .name = req->segment_name,
+        .base = req->buffer,
+        .size = req->size,
+        .endpoint = req->transport_endpoint != NULL ? req->transport_endpoint : "",
+        .protocol = req->protocol};
+    Crescent__Master__MountSegmentResponse resp = CRESCENT__MASTER__MOUNT_SEGMENT_RESPONSE__INIT;
+    resp.status_code = call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
+                           ? cr_store_remount_segment(run->store, &id, &p, run->now_ms)
+                           : cr_store_mount_segment(run->store, &id, &p, run->now_ms);
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+static int m_unmount(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
+    REQ(UnmountSegmentRequest);
+    struct cr_uuid id;
+    store_uuid(req->client_id, &id);
+    Crescent__Master__UnmountSegmentResponse resp =
+        CRESCENT__MASTER__UNMOUNT_SEGMENT_RESPONSE__INIT;
+    resp.status_code = cr_store_unmount_segment(run->store, &id, req->segment_name, NULL);
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+/* One PutStart into `resp` (whose replica list lives in the arena). */
+static void put_start_one(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
+                          struct cr_rpc_arena *a, Crescent__Master__PutStartResponse *resp) {
+    struct cr_uuid id;
+    store_uuid(req->client_id, &id);
+    struct cr_store_block_meta meta = {0};
+    const Crescent__Master__BlockInfo *b = req->block;
+    if (b != NULL) {
+        meta = (struct cr_store_block_meta){.model_name = b->model_name,
+                                            .block_size = b->has_block_size ? b->block_size : 0,
+                                            .block_hash = b->block_hash,
+                                            .parent_block_hash = b->parent_block_hash,
+                                            .token_ids = b->token_ids,
+                                            .token_count = (uint32_t)b->n_token_ids};
+    }
+    struct cr_store_put_params p = {.tenant = req->tenant_id,
+                                    .key = req->key,
+                                    .key_len = (uint32_t)strlen(req->key),
+                                    .value_length = (uint64_t)req->value_length,
+                                    .replica_num = (uint32_t)req->config->replica_num,
+                                    .with_soft_pin = req->config->with_soft_pin,
+                                    .preferred_segment = req->config->preferred_segment,
+                                    .meta = b != NULL ? &meta : NULL};
+    struct cr_store_replica_list list;
+    resp->status_code = cr_store_put_start(run->store, &id, &p, run->now_ms, &list);
+    if (resp->status_code == CR_ERR_NO_AVAILABLE_HANDLE) run->no_space = true;
+    if (resp->status_code != CR_OK) return;
+    resp->replica_list = replicas_pb(a, &list);
+    resp->n_replica_list = resp->replica_list != NULL ? list.count : 0;
+}
+
+static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
+                       struct cr_rpc_arena *a) {
+    Crescent__Master__PutStartResponse resp = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
+    put_start_one(run, (const void *)call->request, a, &resp);
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+/* PutEnd and PutRevoke have the same request layout. */
+static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
+                         const Crescent__Master__PutEndRequest *req) {
+    struct cr_uuid id;
+    store_uuid(req->client_id, &id);
+    uint32_t len = (uint32_t)strlen(req->key);
+    bool end = method == CRESCENT__MASTER__METHOD__PUT_END ||
+               method == CRESCENT__MASTER__METHOD__BATCH_PUT_END;
+    return end ? cr_store_put_end(run->store, &id, req->tenant_id, req->key, len, run->now_ms)
+               : cr_store_put_revoke(run->store, &id, req->tenant_id, req->key, len);
+}
+
+static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
+    /* PutEndResponse and PutRevokeResponse are both {status_code}. */
+    Crescent__Master__PutEndResponse resp = CRESCENT__MASTER__PUT_END_RESPONSE__INIT;
+    if (call->method == CRESCENT__MASTER__METHOD__PUT_REVOKE)
+        resp.base.descriptor = &crescent__master__put_revoke_response__descriptor;
+    resp.status_code = end_or_revoke(run, call->method, (const void *)call->request);
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+static int m_batch_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
+                             struct cr_rpc_arena *a) {
+    REQ(BatchPutStartRequest);
+    Crescent__Master__BatchPutStartResponse resp = CRESCENT__MASTER__BATCH_PUT_START_RESPONSE__INIT;
+    resp.responses = arena_alloc(a, req->n_requests * sizeof(*resp.responses) + 1);
+    int first_error = CR_OK;
+    for (size_t i = 0; resp.responses != NULL && i < req->n_requests; i++) {
+        Crescent__Master__PutStartResponse *r = arena_alloc(a, sizeof(*r));
+        if (r == NULL) break;
+        crescent__master__put_start_response__init(r);
+        put_start_one(run, req->requests[i], a, r);
+        if (first_error == CR_OK) first_error = r->status_code;
+        resp.responses[resp.n_responses++] = r;
+    }
+    finish(call, a, &resp.base);
+    return first_error;
+}
+
+/* BatchPutEnd and BatchPutRevoke: requests and responses share layouts. */
+static int m_batch_put_end(struct cr_rpc_run *run, struct cr_master_call *call,
+                           struct cr_rpc_arena *a) {
+    REQ(BatchPutEndRequest);
+    Crescent__Master__BatchPutEndResponse resp = CRESCENT__MASTER__BATCH_PUT_END_RESPONSE__INIT;
+    if (call->method == CRESCENT__MASTER__METHOD__BATCH_PUT_REVOKE)
+        resp.base.descriptor = &crescent__master__batch_put_revoke_response__descriptor;
+    resp.status_codes = arena_alloc(a, req->n_requests * sizeof(int32_t) + 1);
+    int first_error = CR_OK;
+    for (size_t i = 0; resp.status_codes != NULL && i < req->n_requests; i++) {
+        int rc = end_or_revoke(run, call->method, req->requests[i]);
+        if (first_error == CR_OK) first_error = rc;
+        resp.status_codes[resp.n_status_codes++] = rc;
+    }
+    finish(call, a, &resp.base);
+    return first_error;
+}
+
+/* ExistKey: a missing key is an answer (exists = false, status 0); other
+ * failures (a put not ended yet) are the status. */
+static int m_exist(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
+    REQ(ExistKeyRequest);
+    int rc = cr_store_exist_key(run->store, req->tenant_id, req->key, (uint32_t)strlen(req->key),
+                                run->now_ms);
+    Crescent__Master__ExistKeyResponse resp = CRESCENT__MASTER__EXIST_KEY_RESPONSE__INIT;
+    resp.status_code = rc == CR_ERR_OBJECT_NOT_FOUND ? CR_OK : rc;
+    resp.has_exists = 1;
+    resp.exists = rc == CR_OK;
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+/* BatchExistKey and BatchRemove: one status code per key. */
+static int m_batch_codes(struct cr_rpc_run *run, struct cr_master_call *call,
+                         struct cr_rpc_arena *a) {
+    bool remove = call->method == CRESCENT__MASTER__METHOD__BATCH_REMOVE;
+    const Crescent__Master__BatchRemoveRequest *rm = (const void *)call->request;
+    const Crescent__Master__BatchExistKeyRequest *ex = (const void *)call->request;
+    size_t n = remove ? rm->n_keys : ex->n_keys;
+    char **keys = remove ? rm->keys : ex->keys;
+    const char *tenant = remove ? rm->tenant_id : ex->tenant_id;
+    Crescent__Master__BatchExistKeyResponse resp = CRESCENT__MASTER__BATCH_EXIST_KEY_RESPONSE__INIT;
+    if (remove) resp.base.descriptor = &crescent__master__batch_remove_response__descriptor;
+    resp.status_codes = arena_alloc(a, n * sizeof(int32_t) + 1);
+    for (size_t i = 0; resp.status_codes != NULL && i < n; i++) {
+        uint32_t len = (uint32_t)strlen(keys[i]);
+        resp.status_codes[resp.n_status_codes++] =
+            remove ? cr_store_remove(run->store, tenant, keys[i], len, rm->force, run->now_ms)
+                   : cr_store_exist_key(run->store, tenant, keys[i], len, run->now_ms);
+    }
+    finish(call, a, &resp.base);
+    return CR_OK;
+}
+
+static void get_one(struct cr_rpc_run *run, const char *tenant, const char *key,
+                    struct cr_rpc_arena *a, Crescent__Master__GetReplicaListResponse *resp) {
+    struct cr_store_replica_list list;
+    resp->status_code = cr_store_get_replica_list(run->store, tenant, key, (uint32_t)strlen(key),
+                                                  run->now_ms, &list);
+    if (resp->status_code != CR_OK) return;
+    resp->replica_list = replicas_pb(a, &list);
+    resp->n_replica_list = resp->replica_list != NULL ? list.count : 0;
+}
+
+static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
+    REQ(GetReplicaListRequest);
+    Crescent__Master__GetReplicaListResponse resp =
+        CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
+    get_one(run, req->tenant_id, req->key, a, &resp);
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+static int m_batch_get(struct cr_rpc_run *run, struct cr_master_call *call,
+                       struct cr_rpc_arena *a) {
+    REQ(BatchGetReplicaListRequest);
+    Crescent__Master__BatchGetReplicaListResponse resp =
+        CRESCENT__MASTER__BATCH_GET_REPLICA_LIST_RESPONSE__INIT;
+    resp.responses = arena_alloc(a, req->n_keys * sizeof(*resp.responses) + 1);
+    for (size_t i = 0; resp.responses != NULL && i < req->n_keys; i++) {
+        Crescent__Master__GetReplicaListResponse *r = arena_alloc(a, sizeof(*r));
+        if (r == NULL) break;
+        crescent__master__get_replica_list_response__init(r);
+        get_one(run, req->tenant_id, req->keys[i], a, r);
+        resp.responses[resp.n_responses++] = r;
+    }
+    finish(call, a, &resp.base);
+    return CR_OK;
+}
+
+/* Regex matches, collected in a list while the store calls back. */
+struct regex_entry {
+    struct regex_entry *next;
+    Crescent__Master__GetReplicaListByRegexResponse__ObjectMapEntry entry;
+    Crescent__Master__ObjectReplicaList value;
+};
+
+struct regex_collect {
+    struct cr_rpc_arena *arena;
+    struct regex_entry *head;
+    size_t count;
+};
+
+static void regex_match(void *ctx, const char *key, uint32_t key_len,
+                        const struct cr_store_replica_list *replicas) {
+    struct regex_collect *c = ctx;
+    struct regex_entry *e = arena_alloc(c->arena, sizeof(*e));
+    if (e == NULL) return;
+    crescent__master__get_replica_list_by_regex_response__object_map_entry__init(&e->entry);
+    crescent__master__object_replica_list__init(&e->value);
+    e->entry.key = arena_strndup(c->arena, key, key_len); /* key views end with the callback */
+    e->value.replica_list = replicas_pb(c->arena, replicas);
+    e->value.n_replica_list = e->value.replica_list != NULL ? replicas->count : 0;
+    e->entry.value = &e->value;
+    e->next = c->head;
+    c->head = e;
+    c->count++;
+}
+
+static int m_get_regex(struct cr_rpc_run *run, struct cr_master_call *call,
+                       struct cr_rpc_arena *a) {
+    REQ(GetReplicaListByRegexRequest);
+    struct regex_collect c = {.arena = a};
+    Crescent__Master__GetReplicaListByRegexResponse resp =
+        CRESCENT__MASTER__GET_REPLICA_LIST_BY_REGEX_RESPONSE__INIT;
+    resp.status_code = cr_store_get_replica_list_by_regex(
+        run->store, req->tenant_id, req->key_regex, run->now_ms, regex_match, &c);
+    resp.object_map = arena_alloc(a, c.count * sizeof(*resp.object_map) + 1);
+    for (struct regex_entry *e = c.head; resp.object_map != NULL && e != NULL; e = e->next)
+        resp.object_map[resp.n_object_map++] = &e->entry;
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+static int m_remove(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
+    REQ(RemoveRequest);
+    Crescent__Master__RemoveResponse resp = CRESCENT__MASTER__REMOVE_RESPONSE__INIT;
+    resp.status_code = cr_store_remove(run->store, req->tenant_id, req->key,
+                                       (uint32_t)strlen(req->key), req->force, run->now_ms);
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+static int m_remove_regex(struct cr_rpc_run *run, struct cr_master_call *call,
+                          struct cr_rpc_arena *a) {
+    REQ(RemoveByRegexRequest);
+    uint64_t removed = 0;
+    Crescent__Master__RemoveByRegexResponse resp = CRESCENT__MASTER__REMOVE_BY_REGEX_RESPONSE__INIT;
+    resp.status_code = cr_store_remove_by_regex(run->store, req->tenant_id, req->key_regex,
+                                                req->force, run->now_ms, &removed);
+    resp.has_removed_count = 1;
+    resp.removed_count = (int64_t)removed;
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+static int m_remove_all(struct cr_rpc_run *run, struct cr_master_call *call,
+                        struct cr_rpc_arena *a) {
+    REQ(RemoveAllRequest);
+    Crescent__Master__RemoveAllResponse resp = CRESCENT__MASTER__REMOVE_ALL_RESPONSE__INIT;
+    resp.has_removed_count = 1;
+    resp.removed_count =
+        (int64_t)cr_store_remove_all(run->store, req->tenant_id, req->force, run->now_ms);
+    finish(call, a, &resp.base);
+    return CR_OK;
+}
+
+/* BatchQueryIp: the store calls back once per (client, host); two passes
+ * (count, then fill) size each client's list exactly. */
+struct ip_collect {
+    struct cr_rpc_arena *arena;
+    Crescent__Master__ClientIpEntry **entries;
+    bool fill;
+};
+
+static void ip_host(void *ctx, size_t index, const char *host, size_t host_len) {
+    struct ip_collect *c = ctx;
+    Crescent__Master__IPAddressList *list = c->entries[index]->addresses;
+    if (!c->fill) {
+        list->n_ip_addresses++;
+        return;
+    }
+    char *copy = arena_strndup(c->arena, host, host_len);
+    if (copy != NULL && list->ip_addresses != NULL)
+        list->ip_addresses[list->n_ip_addresses++] = copy;
+}
+
+static int m_query_ip(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
+    REQ(BatchQueryIpRequest);
+    size_t n = req->n_client_ids;
+    Crescent__Master__BatchQueryIpResponse resp = CRESCENT__MASTER__BATCH_QUERY_IP_RESPONSE__INIT;
+    struct cr_uuid *ids = arena_alloc(a, n * sizeof(*ids) + 1);
+    struct ip_collect c = {.arena = a, .entries = arena_alloc(a, n * sizeof(*c.entries) + 1)};
+    for (size_t i = 0; ids != NULL && c.entries != NULL && i < n; i++) {
+        store_uuid(req->client_ids[i], &ids[i]);
+        Crescent__Master__ClientIpEntry *e = arena_alloc(a, sizeof(*e));
+        Crescent__Master__IPAddressList *l = arena_alloc(a, sizeof(*l));
+        if (e == NULL || l == NULL) break;
+        crescent__master__client_ip_entry__init(e);
+        crescent__master__ipaddress_list__init(l);
+        e->client_id = req->client_ids[i]; /* packed before the request is freed */
+        e->addresses = l;
+        c.entries[resp.n_client_ip_map++] = e;
+    }
+    if (!a->failed) {
+        cr_store_batch_query_ip(run->store, ids, n, ip_host, &c);
+        for (size_t i = 0; i < n; i++) {
+            Crescent__Master__IPAddressList *l = c.entries[i]->addresses;
+            l->ip_addresses = arena_alloc(a, l->n_ip_addresses * sizeof(char *) + 1);
+            l->n_ip_addresses = 0;
+        }
+        c.fill = true;
+        resp.status_code = cr_store_batch_query_ip(run->store, ids, n, ip_host, &c);
+        resp.client_ip_map = c.entries;
+    }
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+static int m_replica_clear(struct cr_rpc_run *run, struct cr_master_call *call,
+                           struct cr_rpc_arena *a) {
+    REQ(BatchReplicaClearRequest);
+    size_t n = req->n_object_keys;
+    struct cr_uuid id;
+    store_uuid(req->client_id, &id);
+    uint32_t *lens = arena_alloc(a, n * sizeof(*lens) + 1);
+    bool *cleared = arena_alloc(a, n * sizeof(*cleared) + 1);
+    Crescent__Master__BatchReplicaClearResponse resp =
+        CRESCENT__MASTER__BATCH_REPLICA_CLEAR_RESPONSE__INIT;
+    resp.cleared_keys = arena_alloc(a, n * sizeof(char *) + 1);
+    if (!a->failed) {
+        for (size_t i = 0; i < n; i++) lens[i] = (uint32_t)strlen(req->object_keys[i]);
+        resp.status_code = cr_store_batch_replica_clear(
+            run->store, req->tenant_id, (const char *const *)req->object_keys, lens, n, &id,
+            req->segment_name, run->now_ms, cleared);
+        for (size_t i = 0; resp.status_code == CR_OK && i < n; i++)
+            if (cleared[i]) resp.cleared_keys[resp.n_cleared_keys++] = req->object_keys[i];
+    }
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
+/* ------------------------------------------------------------------------ */
+
+typedef int (*method_fn)(struct cr_rpc_run *, struct cr_master_call *, struct cr_rpc_arena *);
+
+static method_fn method_for(uint16_t id) {
+    switch (id) {
+    case CRESCENT__MASTER__METHOD__GET_VERSION: return m_get_version;
+    case CRESCENT__MASTER__METHOD__PING: return m_ping;
+    case CRESCENT__MASTER__METHOD__MOUNT_SEGMENT:
+    case CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT: return m_mount;
+    case CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT: return m_unmount;
+    case CRESCENT__MASTER__METHOD__PUT_START: return m_put_start;
+    case CRESCENT__MASTER__METHOD__PUT_END:
+    case CRESCENT__MASTER__METHOD__PUT_REVOKE: return m_put_end;
+    case CRESCENT__MASTER__METHOD__BATCH_PUT_START: return m_batch_put_start;
+    case CRESCENT__MASTER__METHOD__BATCH_PUT_END:
+    case CRESCENT__MASTER__METHOD__BATCH_PUT_REVOKE: return m_batch_put_end;
+    case CRESCENT__MASTER__METHOD__EXIST_KEY: return m_exist;
+    case CRESCENT__MASTER__METHOD__BATCH_EXIST_KEY:
+    case CRESCENT__MASTER__METHOD__BATCH_REMOVE: return m_batch_codes;
+    case CRESCENT__MASTER__METHOD__GET_REPLICA_LIST: return m_get;
+    case CRESCENT__MASTER__METHOD__BATCH_GET_REPLICA_LIST: return m_batch_get;
+    case CRESCENT__MASTER__METHOD__GET_REPLICA_LIST_BY_REGEX: return m_get_regex;
+    case CRESCENT__MASTER__METHOD__REMOVE: return m_remove;
+    case CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX: return m_remove_regex;
+    case CRESCENT__MASTER__METHOD__REMOVE_ALL: return m_remove_all;
+    case CRESCENT__MASTER__METHOD__BATCH_QUERY_IP: return m_query_ip;
+    case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR: return m_replica_clear;
+    default: return NULL;
+    }
+}
+
+int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call) {
+    assert(run != NULL && run->store != NULL && run->arena != NULL);
+    assert(call != NULL && call->request != NULL);
+    assert(call->reply == NULL);
+    method_fn fn = method_for(call->method);
+    assert(fn != NULL); /* the gateway forwards known methods only */
+    int status = fn(run, call, run->arena);
+    arena_reset(run->arena);
+    return status;
+}

@@ -1,0 +1,38 @@
+/* The store-master methods, run on the segments actor's thread: each takes a
+ * decoded, validated request (struct cr_master_call), applies it to the
+ * store and packs the protobuf response into call->reply.
+ *
+ * The response is packed here, not in the gateway, because the views the
+ * store hands out (segment names, endpoints, keys) point into store memory
+ * and stay valid only until the next call that changes the store: packing
+ * copies them once, where a deep copy for the gateway would copy twice. */
+#ifndef CRESCENT_ACTORS_RPC_METHODS_H
+#define CRESCENT_ACTORS_RPC_METHODS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/store.h"
+#include "msgs/master_msgs.h"
+
+/* Scratch memory for building responses, kept between calls (one per
+ * segments actor; single-threaded). */
+struct cr_rpc_arena;
+struct cr_rpc_arena *cr_rpc_arena_new(void); /* NULL when out of memory */
+void cr_rpc_arena_free(struct cr_rpc_arena *arena);
+
+struct cr_rpc_run {
+    cr_store *store;
+    struct cr_rpc_arena *arena;
+    uint64_t now_ms;
+    uint64_t client_ttl_ms; /* reported by Ping */
+    bool no_space;          /* out: some PutStart found no space (NO_AVAILABLE_HANDLE) */
+};
+
+/* Runs call->request and sets call->status (CR_OK, or CR_ERR_NOMEM with a
+ * text body when the response could not be built), call->reply and
+ * call->reply_len.  Returns the response's status_code (the store's verdict;
+ * for batches the first failing entry's code, or CR_OK). */
+int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call);
+
+#endif

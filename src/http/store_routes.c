@@ -1,0 +1,233 @@
+/* The store master's admin routes and their JSON (see store_routes.h). */
+#include "http/store_routes.h"
+
+#include <assert.h>
+#include <civetweb.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/subsystems.h"
+#include "crescent/error.h"
+#include "http/front.h"
+
+#define OBJECTS_LIMIT_DEFAULT 100u
+#define OBJECTS_LIMIT_MAX 1000u
+
+/* ------------------------------------------------------------------------ */
+/* Rendering (on the segments actor's thread) */
+
+static json_t *bytes_json(const char *s, size_t len) {
+    json_t *j = json_stringn(s, len);
+    if (j != NULL) return j;
+    /* Not UTF-8 (keys are bytes): show them as hex rather than drop them. */
+    char *hex = malloc(len * 2 + 5);
+    if (hex == NULL) return json_null();
+    memcpy(hex, "hex:", 4);
+    for (size_t i = 0; i < len; i++) snprintf(hex + 4 + 2 * i, 3, "%02x", (unsigned char)s[i]);
+    j = json_string(hex);
+    free(hex);
+    return j;
+}
+
+static json_t *uuid_json(const struct cr_uuid *id) {
+    char hex[33];
+    for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", id->b[i]);
+    return json_string(hex);
+}
+
+static json_t *segment_json(const struct cr_store_segment_view *v) {
+    return json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:f}", "name", v->name, "endpoint",
+                     v->endpoint, "protocol", v->protocol, "owner", uuid_json(&v->owner), "base",
+                     (json_int_t)v->base, "size", (json_int_t)v->size, "used_bytes",
+                     (json_int_t)v->used_bytes, "allocations", (json_int_t)v->allocation_count,
+                     "usage_ratio", v->size ? (double)v->used_bytes / (double)v->size : 0.0);
+}
+
+static const char *status_name(enum cr_replica_status s) {
+    static const char *const names[] = {"UNDEFINED", "INITIALIZED", "PROCESSING",
+                                        "COMPLETE",  "REMOVED",     "FAILED"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
+}
+
+static json_t *object_json(const struct cr_store_object_view *v, uint64_t now_ms) {
+    json_t *reps = json_array();
+    for (uint32_t i = 0; i < v->replicas.count; i++) {
+        const struct cr_store_replica_desc *d = &v->replicas.replicas[i];
+        json_array_append_new(reps, json_pack("{s:s, s:s, s:I, s:I, s:s}", "segment",
+                                              d->segment_name, "endpoint", d->endpoint, "buffer",
+                                              (json_int_t)d->buffer, "size", (json_int_t)d->size,
+                                              "status", status_name(d->status)));
+    }
+    return json_pack(
+        "{s:s, s:o, s:I, s:b, s:b, s:b, s:b, s:I, s:I, s:I, s:o, s:o}", "tenant", v->tenant, "key",
+        bytes_json(v->key, v->key_len), "size_bytes", (json_int_t)v->size_bytes, "complete",
+        v->complete, "leased", v->lease_deadline_ms > now_ms, "soft_pinned", v->soft_pinned,
+        "hard_pinned", v->hard_pinned, "put_start_ms", (json_int_t)v->put_start_ms,
+        "lease_deadline_ms", (json_int_t)v->lease_deadline_ms, "last_access_ms",
+        (json_int_t)v->last_access_ms, "owner", uuid_json(&v->owner), "replicas", reps);
+}
+
+static json_t *render_segments(const cr_store *store) {
+    json_t *arr = json_array();
+    struct cr_store_segment_view v;
+    uint32_t cursor = 0;
+    while (cr_store_segment_next(store, &cursor, &v)) json_array_append_new(arr, segment_json(&v));
+    return json_pack("{s:I, s:o}", "count", (json_int_t)json_array_size(arr), "segments", arr);
+}
+
+static int render_objects(const cr_store *store, uint64_t now_ms,
+                          const struct cr_master_admin_query *q, json_t **out) {
+    uint32_t limit = q->limit == 0 ? OBJECTS_LIMIT_DEFAULT : q->limit;
+    if (limit > OBJECTS_LIMIT_MAX) limit = OBJECTS_LIMIT_MAX;
+    struct cr_store_object_view *views = malloc(limit * sizeof(*views));
+    if (views == NULL) return CR_ERR_NOMEM;
+    uint32_t cursor = 0;
+    size_t n = cr_store_list_objects(store, q->tenant, q->prefix, now_ms, &cursor, limit, views);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, object_json(&views[i], now_ms));
+    free(views);
+    *out = json_pack("{s:I, s:b, s:o}", "count", (json_int_t)n, "truncated", n == limit, "objects",
+                     arr);
+    return CR_OK;
+}
+
+static json_t *render_stats(const cr_store *store, uint64_t now_ms,
+                            const struct cr_store_admin_counters *c) {
+    struct cr_store_stats s;
+    cr_store_get_stats(store, now_ms, &s);
+    return json_pack(
+        "{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+        "capacity_bytes", (json_int_t)s.capacity_bytes, "used_bytes", (json_int_t)s.used_bytes,
+        "usage_ratio", s.capacity_bytes ? (double)s.used_bytes / (double)s.capacity_bytes : 0.0,
+        "objects", (json_int_t)s.object_count, "inflight_puts", (json_int_t)s.inflight_puts,
+        "replicas", (json_int_t)s.replica_count, "active_leases", (json_int_t)s.active_leases,
+        "segments", (json_int_t)s.segment_count, "clients", (json_int_t)s.client_count, "evictions",
+        (json_int_t)s.evictions, "evicted_bytes", (json_int_t)s.evicted_bytes, "zombies_preempted",
+        (json_int_t)s.zombies_preempted, "zombie_bytes_reclaimed",
+        (json_int_t)s.zombie_bytes_reclaimed, "discarded_parked", (json_int_t)s.discarded_parked,
+        "clients_expired", (json_int_t)s.clients_expired, "events_sent", (json_int_t)c->events_sent,
+        "events_dropped", (json_int_t)c->events_dropped);
+}
+
+int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
+                          const struct cr_store_admin_counters *counters,
+                          const struct cr_master_admin_query *q, char **json_out) {
+    assert(store != NULL && counters != NULL && q != NULL && json_out != NULL);
+    *json_out = NULL;
+    json_t *doc = NULL;
+    int rc = CR_OK;
+    switch (q->kind) {
+    case CR_MASTER_ADMIN_SEGMENTS: doc = render_segments(store); break;
+    case CR_MASTER_ADMIN_SEGMENT: {
+        struct cr_store_segment_view v;
+        rc = cr_store_segment_find(store, q->name, &v);
+        if (rc == CR_OK) doc = segment_json(&v);
+        break;
+    }
+    case CR_MASTER_ADMIN_OBJECTS: rc = render_objects(store, now_ms, q, &doc); break;
+    case CR_MASTER_ADMIN_OBJECT: {
+        struct cr_store_object_view v;
+        rc = cr_store_object_find(store, q->tenant, q->name, (uint32_t)strlen(q->name), now_ms, &v);
+        if (rc == CR_OK) doc = object_json(&v, now_ms);
+        break;
+    }
+    case CR_MASTER_ADMIN_STATS: doc = render_stats(store, now_ms, counters); break;
+    default: return CR_ERR_INVALID_PARAMS;
+    }
+    if (rc != CR_OK) return rc;
+    *json_out = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    return *json_out != NULL ? CR_OK : CR_ERR_NOMEM;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Routes (on CivetWeb workers: they ask, never touch the store) */
+
+static void answer(struct cr_subsystems *peers, const struct cr_master_admin_query *q,
+                   struct cr_http_response *resp) {
+    char *json = NULL;
+    struct cr_msg msg = {.type = CR_MSG_MASTER_ADMIN};
+    struct cr_msg_master_admin *body = CR_MSG_BODY(&msg, struct cr_msg_master_admin);
+    body->query = q;
+    body->json_out = &json;
+    int rc = cr_ask(peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg, peers->ask_timeout_ns);
+    if (rc == CR_OK) {
+        cr_http_respond_json(resp, 200, json);
+        return;
+    }
+    free(json);
+    int status = rc == CR_ERR_SEGMENT_NOT_FOUND || rc == CR_ERR_OBJECT_NOT_FOUND ? 404
+                 : rc == CR_ERR_INVALID_PARAMS                                   ? 400
+                                                                                 : 503;
+    cr_http_respond_error(resp, status, cr_status_name(rc), cr_strerror(rc));
+}
+
+/* Copies query parameter `name` into buf; returns buf, or NULL when absent. */
+static const char *query_var(const struct cr_http_request *req, const char *name, char *buf,
+                             size_t size) {
+    if (req->query == NULL) return NULL;
+    int n = mg_get_var(req->query, strlen(req->query), name, buf, size);
+    return n >= 0 ? buf : NULL;
+}
+
+static void get_segments(void *ctx, const struct cr_http_request *req,
+                         struct cr_http_response *resp) {
+    const char *prefix = "/api/v1/segments/";
+    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_SEGMENTS};
+    if (strncmp(req->path, prefix, strlen(prefix)) == 0) {
+        q.kind = CR_MASTER_ADMIN_SEGMENT;
+        q.name = req->path + strlen(prefix);
+        if (q.name[0] == '\0') q.kind = CR_MASTER_ADMIN_SEGMENTS;
+    }
+    answer(ctx, &q, resp);
+}
+
+static void get_objects(void *ctx, const struct cr_http_request *req,
+                        struct cr_http_response *resp) {
+    const char *prefix = "/api/v1/objects/";
+    char tenant[CR_STORE_NAME_LEN_MAX], pfx[CR_STORE_KEY_LEN_MAX + 1], limit[16];
+    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_OBJECTS};
+    q.tenant = query_var(req, "tenant", tenant, sizeof(tenant));
+    if (strncmp(req->path, prefix, strlen(prefix)) == 0 && req->path[strlen(prefix)] != '\0') {
+        q.kind = CR_MASTER_ADMIN_OBJECT;
+        q.name = req->path + strlen(prefix);
+        if (q.tenant == NULL) q.tenant = CR_STORE_DEFAULT_TENANT;
+        answer(ctx, &q, resp);
+        return;
+    }
+    q.prefix = query_var(req, "prefix", pfx, sizeof(pfx));
+    if (query_var(req, "limit", limit, sizeof(limit)) != NULL) {
+        char *end;
+        unsigned long v = strtoul(limit, &end, 10);
+        if (*end != '\0' || limit[0] == '\0' || v == 0 || v > OBJECTS_LIMIT_MAX) {
+            cr_http_respond_error(resp, 400, "bad limit", "limit must be 1 to 1000");
+            return;
+        }
+        q.limit = (uint32_t)v;
+    }
+    answer(ctx, &q, resp);
+}
+
+static void get_stats(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
+    (void)req;
+    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_STATS};
+    answer(ctx, &q, resp);
+}
+
+int cr_store_routes_register(struct cr_http_front *front, struct cr_subsystems *peers) {
+    static const struct {
+        const char *path;
+        cr_http_handler handler;
+    } routes[] = {
+        {"/api/v1/segments", get_segments}, {"/api/v1/segments/", get_segments},
+        {"/api/v1/objects", get_objects},   {"/api/v1/objects/", get_objects},
+        {"/api/v1/stats", get_stats},
+    };
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        int rc = cr_http_front_add_route(front, "GET", routes[i].path, routes[i].handler, peers);
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
+}

@@ -1,0 +1,35 @@
+/* The store master's admin routes (GET /api/v1/segments, /segments/{name},
+ * /objects, /objects/{key}, /stats) and the JSON they answer.
+ *
+ * The handlers run on CivetWeb workers and ask the segments actor
+ * (CR_MSG_MASTER_ADMIN); the segments actor renders the answer on its own
+ * thread with cr_store_admin_render, so no store state leaves that thread. */
+#ifndef CRESCENT_HTTP_STORE_ROUTES_H
+#define CRESCENT_HTTP_STORE_ROUTES_H
+
+#include <stdint.h>
+
+#include "core/store.h"
+#include "msgs/master_msgs.h"
+
+struct cr_http_front;
+struct cr_subsystems;
+
+/* Extra counters of the segments actor shown by /api/v1/stats. */
+struct cr_store_admin_counters {
+    uint64_t events_sent;
+    uint64_t events_dropped;
+    uint64_t zombie_reclaims;
+};
+
+/* Renders the answer to `q` as JSON text (malloc'd) into *json_out.  For the
+ * segments actor's thread only.  Returns CR_OK, CR_ERR_SEGMENT_NOT_FOUND,
+ * CR_ERR_OBJECT_NOT_FOUND, CR_ERR_INVALID_PARAMS or CR_ERR_NOMEM. */
+int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
+                          const struct cr_store_admin_counters *counters,
+                          const struct cr_master_admin_query *q, char **json_out);
+
+/* Adds the routes; handlers ask peers->actors[CR_SUBSYSTEM_SEGMENTS]. */
+int cr_store_routes_register(struct cr_http_front *front, struct cr_subsystems *peers);
+
+#endif

@@ -1,0 +1,129 @@
+/* Messages of the store master: RPC gateway ⇄ segments, segments ⇄ leases,
+ * and the admin asks of the HTTP routes.  Types 65..127 (store_msgs.h).
+ *
+ *   rpc ──MASTER_CALL──▶ segments ──MASTER_DONE──▶ rpc            (owned call)
+ *   leases ──EVICT_POLL──▶ segments ──EVICT_SAMPLE──▶ leases      (owned sample)
+ *   leases ──EVICT_APPLY──▶ segments                              (owned victims)
+ *   segments ──EVICT_NEEDED──▶ leases     (a PutStart found no space)
+ *   leases ──ZOMBIE_RECLAIM──▶ segments   (reclaim puts past the release timeout)
+ *   HTTP worker ──MASTER_ADMIN (ask)──▶ segments
+ *
+ * Ownership: every pointer in these bodies transfers ownership with the
+ * message (the receiver frees it, or its discard hook does), except in the
+ * MASTER_ADMIN ask and in a MASTER_CALL sent as an ask, whose pointers stay
+ * the asker's. */
+#ifndef CRESCENT_MSGS_MASTER_MSGS_H
+#define CRESCENT_MSGS_MASTER_MSGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msgs/msg.h"
+#include "msgs/store_msgs.h"
+
+struct cr_actor;
+struct ProtobufCMessage;
+struct cr_evict_candidate;
+
+enum cr_master_msg_type {
+    /* rpc → segments: body cr_msg_master_call.  Segments runs the call and
+     * sends it back as MASTER_DONE to call->reply_to; sent as an ask
+     * (in-process callers, benchmarks) it is answered with cr_reply instead
+     * and call->reply_to is ignored. */
+    CR_MSG_MASTER_CALL = CR_MSG_STORE_FIRST + 0,
+    /* segments → rpc: body cr_msg_master_call, the call with its reply. */
+    CR_MSG_MASTER_DONE = CR_MSG_STORE_FIRST + 1,
+    /* leases → segments: body cr_msg_evict_poll. */
+    CR_MSG_EVICT_POLL = CR_MSG_STORE_FIRST + 2,
+    /* segments → leases: body cr_msg_evict_sample (answer to EVICT_POLL). */
+    CR_MSG_EVICT_SAMPLE = CR_MSG_STORE_FIRST + 3,
+    /* leases → segments: body cr_msg_evict_apply. */
+    CR_MSG_EVICT_APPLY = CR_MSG_STORE_FIRST + 4,
+    /* segments → leases: no body. */
+    CR_MSG_EVICT_NEEDED = CR_MSG_STORE_FIRST + 5,
+    /* leases → segments: no body. */
+    CR_MSG_ZOMBIE_RECLAIM = CR_MSG_STORE_FIRST + 6,
+    /* HTTP → segments (ask): body cr_msg_master_admin. */
+    CR_MSG_MASTER_ADMIN = CR_MSG_STORE_FIRST + 7,
+    /* Timers of the store actors (to themselves). */
+    CR_MSG_SEGMENTS_TICK = CR_MSG_STORE_FIRST + 8,
+    CR_MSG_LEASES_TICK = CR_MSG_STORE_FIRST + 9,
+    CR_MSG_RPC_TICK = CR_MSG_STORE_FIRST + 10,
+};
+
+/* ZMQ routing ids are at most 255 bytes. */
+#define CR_MASTER_IDENTITY_MAX 255u
+/* Tenant names travel in store-event messages (cr_msg_store_event.tenant). */
+#define CR_MASTER_TENANT_MAX 23u
+/* Keys per batch request. */
+#define CR_MASTER_BATCH_MAX 4096u
+
+/* One RPC in flight.  Allocated by the gateway, owned by whoever holds the
+ * message that carries it; freed with cr_master_call_free. */
+struct cr_master_call {
+    uint16_t method; /* enum Crescent__Master__Method */
+    uint64_t request_id;
+    struct cr_actor *reply_to;        /* where MASTER_DONE goes */
+    struct ProtobufCMessage *request; /* decoded (protobuf_c unpack), owned */
+    int32_t status;                   /* transport status for the reply: CR_OK or error */
+    uint8_t *reply;                   /* packed response (malloc), or error text */
+    size_t reply_len;
+    uint64_t received_ns; /* when the gateway read it (runtime clock) */
+    uint8_t identity_len;
+    uint8_t identity[CR_MASTER_IDENTITY_MAX];
+};
+
+/* Frees the request, the reply and the call; NULL is ignored.  Defined in
+ * src/actors/rpc.c. */
+void cr_master_call_free(struct cr_master_call *call);
+
+struct cr_msg_master_call {
+    struct cr_master_call *call;
+};
+
+struct cr_msg_evict_poll {
+    uint32_t sample_size; /* candidates wanted */
+    uint8_t alloc_failed; /* a PutStart failed for lack of space */
+};
+
+/* Segments' answer: usage and the sampled candidates.  `candidates` is NULL
+ * when nothing needs to be freed (bytes_to_free 0). */
+struct cr_msg_evict_sample {
+    struct cr_evict_candidate *candidates; /* owned, malloc'd */
+    uint32_t count;
+    uint8_t allow_soft_pinned;
+    uint64_t bytes_to_free;
+    uint64_t used_bytes;
+    uint64_t capacity_bytes;
+};
+
+struct cr_msg_evict_apply {
+    struct cr_evict_candidate *victims; /* owned, malloc'd */
+    uint32_t count;
+};
+
+enum cr_master_admin_kind {
+    CR_MASTER_ADMIN_SEGMENTS = 1, /* every segment */
+    CR_MASTER_ADMIN_SEGMENT = 2,  /* one segment: name */
+    CR_MASTER_ADMIN_OBJECTS = 3,  /* tenant, prefix, limit */
+    CR_MASTER_ADMIN_OBJECT = 4,   /* tenant, key */
+    CR_MASTER_ADMIN_STATS = 5,
+};
+
+/* Ask: segments renders the answer as JSON text into *json_out (malloc'd;
+ * the asker frees it) and replies CR_OK, CR_ERR_SEGMENT_NOT_FOUND,
+ * CR_ERR_OBJECT_NOT_FOUND or CR_ERR_NOMEM. */
+struct cr_master_admin_query {
+    enum cr_master_admin_kind kind;
+    const char *name;   /* segment name or key */
+    const char *tenant; /* NULL: every tenant (objects), "default" (object) */
+    const char *prefix;
+    uint32_t limit;
+};
+
+struct cr_msg_master_admin {
+    const struct cr_master_admin_query *query;
+    char **json_out;
+};
+
+#endif

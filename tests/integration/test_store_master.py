@@ -1,0 +1,412 @@
+"""The store master over its RPC, driven as a foreign client (python3-zmq and
+protobuf classes generated from proto/master.proto): two-phase puts, client
+checks, leases, eviction, zombie puts, client liveness, malformed frames,
+pipelining, bad input and the admin HTTP routes."""
+import json
+import socket
+import struct
+import subprocess
+import time
+
+import pytest
+import zmq
+
+from conftest import binary, free_port, http_get
+from master_client import STATUS, MasterClient, RpcError, load_proto
+
+MiB = 1 << 20
+A = (0xA, 1)  # client ids
+B = (0xB, 2)
+
+
+def start_master(daemon, *extra):
+    """Starts crescentd on free ports; returns (daemon, rpc endpoint)."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--event-address", f"tcp://127.0.0.1:{free_port()}",
+               "--replay-address", f"tcp://127.0.0.1:{free_port()}", *extra)
+    return d, rpc
+
+
+def stats(d):
+    status, body = http_get(d.port, "/api/v1/stats")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def wait_for(cond, timeout=10.0, what="condition", between=None):
+    """Bounded polling: returns once cond() is true, fails after timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if between:
+            between()
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def master(daemon):
+    clients = []
+
+    def start(*extra, client_id=A):
+        d, rpc = start_master(daemon, *extra)
+        c = MasterClient(rpc, client_id=client_id)
+        clients.append(c)
+        return d, c
+
+    yield start
+    for c in clients:
+        c.close()
+
+
+def test_version_and_ping(master):
+    d, c = master()
+    v = c.get_version()
+    assert v.status_code == 0 and v.ready and v.version
+    p = c.ping()
+    assert p.status_code == 0 and p.client_ttl_ms == 10000
+
+
+def test_two_phase_put(master):
+    d, c = master()
+    assert c.mount_segment("seg-a", 4 * MiB, base=0x7000_0000).status_code == 0
+    start = c.put_start("k1", 4096, block={"model_name": "m", "block_size": 16,
+                                           "block_hash": "h1", "token_ids": [1, 2, 3]})
+    assert start.status_code == 0
+    assert len(start.replica_list) == 1
+    h = start.replica_list[0].handles[0]
+    assert h.segment_name == "seg-a" and h.size == 4096
+    assert 0x7000_0000 <= h.buffer < 0x7000_0000 + 4 * MiB
+    assert h.transport_endpoint == "127.0.0.1:17000"
+    assert start.replica_list[0].status == c.pb.ReplicaInfo.INITIALIZED
+    # Not readable before PutEnd, and the key is taken.
+    assert c.get_replica_list("k1").status_code == STATUS["OBJECT_NOT_READY"]
+    assert c.put_start("k1", 4096).status_code == STATUS["OBJECT_ALREADY_EXISTS"]
+    assert c.put_end("k1").status_code == 0
+    assert c.put_end("k1").status_code == 0  # idempotent
+    got = c.get_replica_list("k1")
+    assert got.status_code == 0
+    assert got.replica_list[0].status == c.pb.ReplicaInfo.COMPLETE
+    assert got.replica_list[0].handles[0].buffer == h.buffer
+    e = c.exist_key("k1")
+    assert e.status_code == 0 and e.exists
+    e = c.exist_key("nope")
+    assert e.status_code == 0 and not e.exists
+    # Tenants are separate key spaces.
+    assert c.get_replica_list("k1", tenant="t2").status_code == STATUS["OBJECT_NOT_FOUND"]
+    assert c.put("k1", 4096, tenant="t2")[1].status_code == 0
+    s = stats(d)
+    assert s["objects"] == 2 and s["used_bytes"] == 8192 and s["capacity_bytes"] == 4 * MiB
+
+
+def test_put_end_and_revoke_only_from_the_starting_client(master):
+    d, c = master()
+    c.mount_segment("seg-a", MiB)
+    assert c.put_start("k", 1000).status_code == 0
+    assert c.put_end("k", client_id=B).status_code == STATUS["ILLEGAL_CLIENT"]
+    assert c.put_revoke("k", client_id=B).status_code == STATUS["ILLEGAL_CLIENT"]
+    assert c.put_revoke("k").status_code == 0
+    assert c.get_replica_list("k").status_code == STATUS["OBJECT_NOT_FOUND"]
+    assert stats(d)["used_bytes"] == 0
+    assert c.put_end("k").status_code == STATUS["OBJECT_NOT_FOUND"]
+
+
+def test_lease_blocks_remove_until_forced(master):
+    d, c = master("--default-kv-lease-ttl", "60000")
+    c.mount_segment("seg-a", MiB)
+    for k in ("r1", "r2", "r3"):
+        c.put(k, 1000)
+    assert c.get_replica_list("r1").status_code == 0  # a reader holds a lease now
+    assert c.remove("r1").status_code == STATUS["OBJECT_HAS_LEASE"]
+    assert c.exist_key("r1").exists
+    assert c.remove("r1", force=True).status_code == 0
+    assert c.get_replica_list("r1").status_code == STATUS["OBJECT_NOT_FOUND"]
+    # RemoveAll skips leased objects unless forced.
+    assert c.exist_key("r2").exists  # leases r2
+    assert c.remove_all().removed_count == 1  # r3 only
+    assert c.exist_key("r2").exists
+    assert c.remove_all(force=True).removed_count == 1
+    assert stats(d)["objects"] == 0
+
+
+def test_eviction_reaches_the_watermark_sparing_leased_and_soft_pinned(master):
+    d, c = master("--default-kv-lease-ttl", "60000", "--eviction-high-watermark-ratio", "0.5",
+                  "--eviction-ratio", "0.1", "--allow-evict-soft-pinned-objects", "false")
+    c.mount_segment("seg-a", MiB)
+    size = 64 * 1024
+    assert c.put("pinned", size, soft_pin=True)[1].status_code == 0
+    assert c.put("leased", size)[1].status_code == 0
+    assert c.get_replica_list("leased").status_code == 0
+    for i in range(10):  # 12 x 64 KiB = 75% of the segment
+        start, end = c.put(f"plain{i}", size)
+        assert start.status_code == 0 and end.status_code == 0
+    wait_for(lambda: stats(d)["usage_ratio"] <= 0.5, what="usage at or below the watermark")
+    s = stats(d)
+    assert s["evictions"] >= 4
+    assert c.exist_key("pinned").exists and c.exist_key("leased").exists
+    status, body = http_get(d.port, "/api/v1/objects/pinned")
+    assert status == 200 and json.loads(body)["soft_pinned"] is True
+    # Nothing evictable left beyond what the policy allows: a failing PutStart
+    # still evicts plain objects to make room.
+    left = [i for i in range(10) if c.exist_key(f"plain{i}").exists]
+    assert len(left) < 10
+
+
+def test_allocation_failure_triggers_eviction(master):
+    d, c = master("--eviction-high-watermark-ratio", "0.99", "--default-kv-lease-ttl", "1")
+    c.mount_segment("seg-a", 256 * 1024)
+    for i in range(4):
+        assert c.put(f"o{i}", 64 * 1024)[1].status_code == 0
+    # Full: the next PutStart fails, leases is told, and an eviction frees room.
+    assert c.put_start("late", 64 * 1024).status_code == STATUS["NO_AVAILABLE_HANDLE"]
+    wait_for(lambda: c.put_start("late", 64 * 1024).status_code == 0,
+             what="a PutStart to succeed after eviction")
+    assert stats(d)["evictions"] >= 1
+
+
+def test_zombie_put_is_preempted_and_its_space_reclaimed(master):
+    d, c = master("--put-start-discard-timeout-sec", "1", "--put-start-release-timeout-sec", "2")
+    c.mount_segment("seg-a", MiB)
+    size = 100_000
+    assert c.put_start("z", size).status_code == 0  # client A never ends it
+    assert c.put_start("z", size, client_id=B).status_code == STATUS["OBJECT_ALREADY_EXISTS"]
+    wait_for(lambda: c.put_start("z", size, client_id=B).status_code == 0, timeout=5,
+             what="the zombie put to be preemptable")
+    assert c.put_end("z", client_id=B).status_code == 0
+    assert c.put_end("z").status_code == STATUS["ILLEGAL_CLIENT"]  # A lost it
+    s = stats(d)
+    assert s["zombies_preempted"] == 1 and s["used_bytes"] == 2 * size  # parked until release
+    wait_for(lambda: stats(d)["used_bytes"] == size, timeout=6,
+             what="the zombie's space to be reclaimed")
+    assert stats(d)["zombie_bytes_reclaimed"] == size
+    assert c.get_replica_list("z").status_code == 0
+
+
+def test_client_that_stops_pinging_loses_its_segments(master):
+    d, c = master("--client-ttl", "1")
+    other = MasterClient(c.endpoint, client_id=B)
+    try:
+        assert c.mount_segment("seg-silent", MiB, base=0x1000_0000).status_code == 0
+        assert other.mount_segment("seg-alive", MiB, base=0x2000_0000).status_code == 0
+        assert c.put("on-silent", 1000, preferred_segment="seg-silent")[1].status_code == 0
+        assert c.put_start("unfinished", 1000, preferred_segment="seg-silent").status_code == 0
+
+        def names():
+            return {s["name"] for s in json.loads(http_get(d.port, "/api/v1/segments")[1])["segments"]}
+
+        wait_for(lambda: names() == {"seg-alive"}, timeout=6, between=other.ping,
+                 what="the silent client's segment to be unmounted")
+        assert c.get_replica_list("on-silent").status_code == STATUS["OBJECT_NOT_FOUND"]
+        assert c.put_end("unfinished").status_code == STATUS["OBJECT_NOT_FOUND"]
+        assert stats(d)["clients_expired"] >= 1
+    finally:
+        other.close()
+
+
+def test_malformed_frames_get_error_replies_and_others_are_served(master):
+    d, c = master()
+    pb = c.pb
+    bad = [
+        [b"x"],                                                   # one frame
+        [struct.pack(">H", pb.PING), struct.pack(">Q", 7)],       # no body
+        [b"\x00", struct.pack(">Q", 8), b""],                      # short method
+        [struct.pack(">H", pb.PING), b"\x01\x02", b""],            # short id
+        [struct.pack(">H", pb.PING), struct.pack(">Q", 9), b"", b"extra"],
+    ]
+    for frames in bad:
+        c.send_frames(frames)
+        rid, status, body = c.recv()
+        assert status == STATUS["PROTOCOL"] and b"malformed" in body
+    c.send_frames([struct.pack(">H", 999), struct.pack(">Q", 41), b""])
+    assert c.recv()[:2] == (41, STATUS["INVALID_PARAMS"])
+    c.send_frames([struct.pack(">H", pb.PUT_START), struct.pack(">Q", 42), b"\xff\xff\xff"])
+    rid, status, body = c.recv()
+    assert (rid, status) == (42, STATUS["PROTOCOL"]) and b"PutStartRequest" in body
+    # A body missing required fields does not decode either.
+    c.send_frames([struct.pack(">H", pb.PING), struct.pack(">Q", 43), b""])
+    assert c.recv()[:2] == (43, STATUS["PROTOCOL"])
+    with pytest.raises(RpcError):
+        c.call(pb.GET_REPLICA_LIST, b"\x0a")
+    # Still serving, this client and another.
+    assert c.ping().status_code == 0
+    with MasterClient(c.endpoint, client_id=B) as other:
+        assert other.ping().status_code == 0
+    rpc = {e["name"]: e for e in json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]}
+    extra = rpc["rpc"]["counters"]
+    assert extra["malformed_total"] == 5 and extra["unknown_method_total"] == 1
+    assert extra["decode_errors_total"] == 3
+
+
+def test_pipelined_requests_are_matched_by_id(master):
+    d, c = master()
+    c.mount_segment("seg-a", 16 * MiB)
+    n = 500
+    ids = {c.send(c.pb.PUT_START, c.put_start_request(f"p{i}", 4096)): f"p{i}" for i in range(n)}
+    seen = set()
+    for _ in range(n):
+        rid, status, body = c.recv()
+        assert status == 0 and rid in ids and rid not in seen
+        r = c.decode(c.pb.PUT_START, status, body)
+        assert r.status_code == 0
+        seen.add(rid)
+    assert seen == set(ids)
+    ends = [c.send(c.pb.PUT_END, c.pb.PutEndRequest(key=k, client_id=c.uuid())) for k in ids.values()]
+    for rid in ends:
+        status, body = c.wait(rid)
+        assert c.decode(c.pb.PUT_END, status, body).status_code == 0
+    assert stats(d)["objects"] == n
+
+
+def test_bad_input_gets_clear_codes_and_changes_nothing(master):
+    d, c = master()
+    inv = STATUS["INVALID_PARAMS"]
+    c.mount_segment("seg-a", MiB)
+    assert c.mount_segment("seg-a", MiB, base=0x5000_0000).status_code == STATUS["SEGMENT_ALREADY_EXISTS"]
+    assert c.mount_segment("seg-b", 0).status_code == inv
+    assert c.unmount_segment("nope").status_code == STATUS["SEGMENT_NOT_FOUND"]
+    assert c.put_start("", 10).status_code == inv
+    assert c.put_start("k" * 4097, 10).status_code == inv
+    assert c.put_start("k", 0).status_code == inv
+    assert c.put_start("k", -5).status_code == inv
+    assert c.put_start("k", 10, replica_num=0).status_code == inv
+    assert c.put_start("k", 10, replica_num=9).status_code == inv
+    assert c.put_start("k", 10, replica_num=2).status_code == inv  # one segment mounted
+    assert c.put_start("k", 10, tenant="t" * 40).status_code == inv
+    assert c.put_start("k", 2 * MiB).status_code == STATUS["NO_AVAILABLE_HANDLE"]
+    assert c.get_replica_list("").status_code == inv
+    assert c.get_replica_list("k", tenant="unknown").status_code == STATUS["OBJECT_NOT_FOUND"]
+    assert c.get_replica_list_by_regex("(").status_code == inv
+    c.put("a" * 40 + "b", 10)
+    assert c.get_replica_list_by_regex("(a+)+$").status_code == inv  # backtracks forever
+    assert c.remove_by_regex("(a+)+$", force=True).status_code == inv
+    assert c.exist_key("a" * 40 + "b").exists  # nothing removed
+    # A batch with one bad key is refused whole.
+    r = c.batch_put_start([("good", 10), ("", 10)])
+    assert r.status_code == inv and len(r.responses) == 0
+    assert c.exist_key("good").exists is False
+    assert stats(d)["objects"] == 1
+
+
+def test_batch_and_regex_methods(master):
+    d, c = master("--default-kv-lease-ttl", "1")
+    c.mount_segment("seg-a", MiB, endpoint="10.1.2.3:9000")
+    c.mount_segment("seg-b", MiB, base=0x9000_0000, endpoint="10.1.2.4:9000")
+    r = c.batch_put_start([(f"b{i}", 100) for i in range(5)], replica_num=2)
+    assert r.status_code == 0 and len(r.responses) == 5
+    assert all(len(x.replica_list) == 2 for x in r.responses)
+    segs = {h.segment_name for x in r.responses[0].replica_list for h in x.handles}
+    assert segs == {"seg-a", "seg-b"}  # replicas on distinct segments
+    assert list(c.batch_put_end([f"b{i}" for i in range(4)]).status_codes) == [0] * 4
+    assert list(c.batch_put_revoke(["b4"]).status_codes) == [0]
+    ex = c.batch_exist_key(["b0", "b4"])
+    assert list(ex.status_codes) == [0, STATUS["OBJECT_NOT_FOUND"]]
+    g = c.batch_get_replica_list(["b1", "zz"])
+    assert [x.status_code for x in g.responses] == [0, STATUS["OBJECT_NOT_FOUND"]]
+    rx = c.get_replica_list_by_regex("^b[12]$")
+    assert rx.status_code == 0 and set(rx.object_map.keys()) == {"b1", "b2"}
+    assert len(rx.object_map["b1"].replica_list) == 2
+    time.sleep(0.01)  # let the 1 ms leases lapse (not a wait for a condition)
+    rr = c.remove_by_regex("^b[01]$")
+    assert rr.status_code == 0 and rr.removed_count == 2
+    br = c.batch_remove(["b2", "nope"])
+    assert list(br.status_codes) == [0, STATUS["OBJECT_NOT_FOUND"]]
+    ip = c.batch_query_ip([A, B])
+    assert ip.status_code == 0
+    assert sorted(ip.client_ip_map[0].addresses.ip_addresses) == ["10.1.2.3", "10.1.2.4"]
+    assert list(ip.client_ip_map[1].addresses.ip_addresses) == []
+    cl = c.batch_replica_clear(["b3"])
+    assert cl.status_code == 0 and list(cl.cleared_keys) == ["b3"]
+    assert stats(d)["objects"] == 0
+    assert c.remount_segment("seg-a", MiB, endpoint="10.1.2.3:9000").status_code == 0
+    assert c.unmount_segment("seg-b", client_id=B).status_code == STATUS["ILLEGAL_CLIENT"]
+    assert c.unmount_segment("seg-b").status_code == 0
+
+
+def test_admin_http_routes(master):
+    d, c = master()
+    c.mount_segment("seg-a", MiB, base=4096)
+    c.put("alpha/1", 1000)
+    c.put("alpha/2", 1000)
+    c.put("beta/1", 1000)
+    c.put("other", 1000, tenant="t2")
+    status, body = http_get(d.port, "/api/v1/segments")
+    segs = json.loads(body)
+    assert status == 200 and segs["count"] == 1
+    seg = segs["segments"][0]
+    assert seg["name"] == "seg-a" and seg["size"] == MiB and seg["used_bytes"] == 4000
+    assert seg["owner"] == "%016x%016x" % A
+    status, body = http_get(d.port, "/api/v1/segments/seg-a")
+    assert status == 200 and json.loads(body)["base"] == 4096
+    assert http_get(d.port, "/api/v1/segments/nope")[0] == 404
+    objs = json.loads(http_get(d.port, "/api/v1/objects?prefix=alpha/")[1])
+    assert sorted(o["key"] for o in objs["objects"]) == ["alpha/1", "alpha/2"]
+    objs = json.loads(http_get(d.port, "/api/v1/objects?limit=2")[1])
+    assert objs["count"] == 2 and objs["truncated"] is True
+    objs = json.loads(http_get(d.port, "/api/v1/objects?tenant=t2")[1])
+    assert [o["key"] for o in objs["objects"]] == ["other"]
+    assert http_get(d.port, "/api/v1/objects?limit=0")[0] == 400
+    status, body = http_get(d.port, "/api/v1/objects/beta/1")
+    o = json.loads(body)
+    assert status == 200 and o["complete"] and o["replicas"][0]["segment"] == "seg-a"
+    assert http_get(d.port, "/api/v1/objects/other?tenant=t2")[0] == 200
+    assert http_get(d.port, "/api/v1/objects/missing")[0] == 404
+    s = stats(d)
+    for field in ("capacity_bytes", "used_bytes", "objects", "replicas", "active_leases",
+                  "evictions", "zombies_preempted", "zombie_bytes_reclaimed"):
+        assert field in s
+    assert s["objects"] == 4 and s["replicas"] == 4
+    metrics = http_get(d.port, "/metrics")[1].decode()
+    assert "crescent_segments_objects" in metrics
+    assert "crescent_rpc_requests_put_start_total" in metrics
+
+
+def test_rpc_address_in_use_exits_2():
+    ctx = zmq.Context()
+    holder = ctx.socket(zmq.ROUTER)
+    port = holder.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        p = subprocess.run([binary("crescentd"), "--rpc-address", f"tcp://127.0.0.1:{port}",
+                            "--http-address", f"127.0.0.1:{free_port()}", "--no-pin"],
+                           capture_output=True, timeout=10)
+        assert p.returncode == 2
+        err = p.stderr.decode().strip()
+        assert len(err.splitlines()) == 1 and f"tcp://127.0.0.1:{port}" in err
+    finally:
+        holder.close(0)
+        ctx.term()
+
+
+def test_a_client_that_does_not_read_is_dropped_not_waited_for(master):
+    d, c = master()
+    c.mount_segment("seg-a", 64 * MiB)
+    for i in range(0, 200, 50):
+        r = c.batch_put_start([(f"{'x' * 60}{j:04d}", 100) for j in range(i, i + 50)])
+        assert r.status_code == 0
+        c.batch_put_end([f"{'x' * 60}{j:04d}" for j in range(i, i + 50)])
+    # A reader that never reads: tiny receive buffers, replies of ~20 KB each.
+    slow = c.ctx.socket(zmq.DEALER)
+    slow.setsockopt(zmq.RCVHWM, 1)
+    slow.setsockopt(zmq.RCVBUF, 4096)
+    slow.setsockopt(zmq.LINGER, 0)
+    slow.connect(c.endpoint)
+    body = c.pb.GetReplicaListByRegexRequest(key_regex="^x").SerializeToString()
+    try:
+        for i in range(4000):
+            slow.send_multipart([struct.pack(">H", c.pb.GET_REPLICA_LIST_BY_REGEX),
+                                 struct.pack(">Q", i), body])
+
+        def dropped():
+            actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
+            rpc = next(a for a in actors if a["name"] == "rpc")
+            return rpc["counters"]["send_dropped_total"] > 0
+
+        # Others are served all along, promptly.
+        def ping_fast():
+            t0 = time.monotonic()
+            assert c.ping().status_code == 0
+            assert time.monotonic() - t0 < 2.0
+
+        wait_for(dropped, timeout=30, between=ping_fast, what="replies to the slow reader to be dropped")
+    finally:
+        slow.close(0)

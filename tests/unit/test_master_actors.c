@@ -1,0 +1,319 @@
+/* The store master's actors (segments, leases) on a real runtime with a
+ * manual clock: calls in process (MASTER_CALL as an ask), store events
+ * delivered to both the publisher and the indexer, eviction decided by
+ * leases and applied by segments, clients expired by the segments timer.
+ * Nothing sleeps for time to pass: the test moves the clock and waits
+ * (bounded) for the actors to react. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "actors/rpc_codec.h"
+#include "actors/runtime.h"
+#include "actors/subsystems.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+#include "msgs/master_msgs.h"
+#include "msgs/store_event.h"
+#include "msgs/store_msgs.h"
+
+#define MiB (1u << 20)
+
+/* ---- a sink actor standing in for the publisher and the indexer --------- */
+
+struct sink {
+    _Atomic uint64_t events[3];
+    char last_key[64];
+    _Atomic int last_key_ready;
+};
+
+static void sink_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    struct sink *s = arg;
+    if (msg->type != CR_MSG_STORE_EVENT) return;
+    cr_store_event *ev = CR_MSG_BODY(msg, struct cr_msg_store_event)->event;
+    if (ev->kind == CR_STORE_EVENT_BLOCK_STORE && ev->key.len < sizeof(s->last_key)) {
+        memcpy(s->last_key, ev->key.ptr, ev->key.len);
+        s->last_key[ev->key.len] = '\0';
+        atomic_store(&s->last_key_ready, 1);
+    }
+    atomic_fetch_add(&s->events[ev->kind], 1);
+    cr_store_event_free(ev);
+}
+
+static const struct cr_actor_ops sink_ops = {.handle = sink_handle};
+
+/* ---- fixture ------------------------------------------------------------- */
+
+struct fixture {
+    _Atomic uint64_t now_ns;
+    struct cr_runtime *rt;
+    struct cr_daemon_config config;
+    struct cr_subsystems peers;
+    struct sink publisher, indexer;
+};
+
+static uint64_t manual_now(void *ctx) { return atomic_load(&((struct fixture *)ctx)->now_ns); }
+
+static void advance_ms(struct fixture *f, uint64_t ms) {
+    atomic_fetch_add(&f->now_ns, ms * 1000000u);
+    cr_runtime_clock_changed(f->rt);
+}
+
+static void start(struct fixture *f) {
+    struct cr_runtime_config rc;
+    cr_runtime_config_default(&rc);
+    rc.pin_threads = false;
+    rc.clock = (struct cr_clock){.now_ns = manual_now, .ctx = f};
+    atomic_store(&f->now_ns, 1000000000ull);
+    assert_int_equal(cr_runtime_create(&rc, &f->rt), CR_OK);
+    f->peers.config = &f->config;
+    f->peers.ask_timeout_ns = 5000000000ull;
+    const struct cr_subsystem_def *defs[] = {&cr_segments_def, &cr_leases_def};
+    enum cr_subsystem ids[] = {CR_SUBSYSTEM_SEGMENTS, CR_SUBSYSTEM_LEASES};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(defs[i]->create(&f->config, &f->peers.states[ids[i]]), CR_OK);
+        assert_int_equal(cr_runtime_spawn(f->rt, defs[i]->name, defs[i]->ops,
+                                          f->peers.states[ids[i]], &f->peers.actors[ids[i]]),
+                         CR_OK);
+    }
+    assert_int_equal(cr_runtime_spawn(f->rt, "publisher", &sink_ops, &f->publisher,
+                                      &f->peers.actors[CR_SUBSYSTEM_PUBLISHER]),
+                     CR_OK);
+    assert_int_equal(cr_runtime_spawn(f->rt, "indexer", &sink_ops, &f->indexer,
+                                      &f->peers.actors[CR_SUBSYSTEM_INDEXER]),
+                     CR_OK);
+    for (int i = 0; i < 2; i++) {
+        struct cr_msg wire = {.type = CR_MSG_WIRE};
+        wire.body.ptr[0] = &f->peers;
+        assert_int_equal(cr_send(f->peers.actors[ids[i]], &wire), CR_OK);
+    }
+}
+
+static void stop(struct fixture *f) {
+    cr_runtime_destroy(f->rt);
+    cr_segments_def.destroy(f->peers.states[CR_SUBSYSTEM_SEGMENTS]);
+    cr_leases_def.destroy(f->peers.states[CR_SUBSYSTEM_LEASES]);
+    free(f);
+}
+
+static struct fixture *fixture_new(void) {
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    cr_daemon_config_default(&f->config);
+    return f;
+}
+
+/* Bounded wait for a condition another thread makes true. */
+#define WAIT_FOR(cond)                                                                             \
+    do {                                                                                           \
+        struct timespec t0_, t1_;                                                                  \
+        clock_gettime(CLOCK_MONOTONIC, &t0_);                                                      \
+        while (!(cond)) {                                                                          \
+            clock_gettime(CLOCK_MONOTONIC, &t1_);                                                  \
+            assert_true(t1_.tv_sec - t0_.tv_sec < 10);                                             \
+            sched_yield();                                                                         \
+        }                                                                                          \
+    } while (0)
+
+/* Runs one method in process; returns the unpacked response (caller frees). */
+static ProtobufCMessage *call(struct fixture *f, uint16_t method, ProtobufCMessage *req) {
+    char err[CR_RPC_ERROR_MAX];
+    assert_int_equal(cr_rpc_validate(method, req, err), CR_OK);
+    struct cr_master_call c = {.method = method, .request = req};
+    struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
+    CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = &c;
+    assert_int_equal(cr_ask(f->peers.actors[CR_SUBSYSTEM_SEGMENTS], &msg, 5000000000ull), CR_OK);
+    assert_int_equal(c.status, CR_OK);
+    const struct cr_rpc_method *m = cr_rpc_method_find(method);
+    ProtobufCMessage *resp = protobuf_c_message_unpack(m->response, NULL, c.reply_len, c.reply);
+    free(c.reply);
+    assert_non_null(resp);
+    return resp;
+}
+
+static int32_t status_of(ProtobufCMessage *resp) {
+    int32_t code = *(int32_t *)(void *)((char *)resp + resp->descriptor->fields[0].offset);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return code;
+}
+
+static Crescent__Master__UUID client_a = {
+    PROTOBUF_C_MESSAGE_INIT(&crescent__master__uuid__descriptor), 0xA, 1};
+
+static void mount(struct fixture *f, const char *name, uint64_t size, uint64_t base) {
+    Crescent__Master__MountSegmentRequest r = CRESCENT__MASTER__MOUNT_SEGMENT_REQUEST__INIT;
+    r.segment_name = (char *)name;
+    r.size = size;
+    r.buffer = base;
+    r.client_id = &client_a;
+    r.transport_endpoint = "10.0.0.1:7000";
+    assert_int_equal(status_of(call(f, CRESCENT__MASTER__METHOD__MOUNT_SEGMENT, &r.base)), CR_OK);
+}
+
+static int32_t put(struct fixture *f, const char *key, int64_t size, bool soft_pin) {
+    Crescent__Master__ReplicateConfig cfg = CRESCENT__MASTER__REPLICATE_CONFIG__INIT;
+    cfg.with_soft_pin = soft_pin;
+    Crescent__Master__BlockInfo block = CRESCENT__MASTER__BLOCK_INFO__INIT;
+    block.model_name = "m";
+    Crescent__Master__PutStartRequest s = CRESCENT__MASTER__PUT_START_REQUEST__INIT;
+    s.key = (char *)key;
+    s.value_length = size;
+    s.config = &cfg;
+    s.client_id = &client_a;
+    s.block = &block;
+    int32_t rc = status_of(call(f, CRESCENT__MASTER__METHOD__PUT_START, &s.base));
+    if (rc != CR_OK) return rc;
+    Crescent__Master__PutEndRequest e = CRESCENT__MASTER__PUT_END_REQUEST__INIT;
+    e.key = (char *)key;
+    e.client_id = &client_a;
+    return status_of(call(f, CRESCENT__MASTER__METHOD__PUT_END, &e.base));
+}
+
+static uint64_t stat_of(struct fixture *f, enum cr_subsystem who, const char *name) {
+    struct cr_actor_stats s;
+    struct cr_msg msg = {.type = CR_MSG_STATS};
+    CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &s;
+    assert_int_equal(cr_ask(f->peers.actors[who], &msg, 5000000000ull), CR_OK);
+    for (uint32_t i = 0; i < s.extra_count; i++)
+        if (strcmp(s.extra[i].name, name) == 0) return s.extra[i].value;
+    fail_msg("no stat %s", name);
+    return 0;
+}
+
+static bool exists(struct fixture *f, const char *key) {
+    Crescent__Master__ExistKeyRequest r = CRESCENT__MASTER__EXIST_KEY_REQUEST__INIT;
+    r.key = (char *)key;
+    Crescent__Master__ExistKeyResponse *resp =
+        (void *)call(f, CRESCENT__MASTER__METHOD__EXIST_KEY, &r.base);
+    bool found = resp->exists;
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
+    return found;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void test_put_end_event_reaches_publisher_and_indexer(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new();
+    start(f);
+    mount(f, "seg", MiB, 0x1000);
+    assert_int_equal(put(f, "block-1", 4096, false), CR_OK);
+    WAIT_FOR(atomic_load(&f->publisher.events[CR_STORE_EVENT_BLOCK_STORE]) == 1 &&
+             atomic_load(&f->indexer.events[CR_STORE_EVENT_BLOCK_STORE]) == 1);
+    WAIT_FOR(atomic_load(&f->publisher.last_key_ready) && atomic_load(&f->indexer.last_key_ready));
+    assert_string_equal(f->publisher.last_key, "block-1");
+    assert_string_equal(f->indexer.last_key, "block-1");
+    /* RemoveAll is an event too. */
+    Crescent__Master__RemoveAllRequest ra = CRESCENT__MASTER__REMOVE_ALL_REQUEST__INIT;
+    assert_int_equal(status_of(call(f, CRESCENT__MASTER__METHOD__REMOVE_ALL, &ra.base)), CR_OK);
+    WAIT_FOR(atomic_load(&f->publisher.events[CR_STORE_EVENT_REMOVE_ALL]) == 1 &&
+             atomic_load(&f->indexer.events[CR_STORE_EVENT_REMOVE_ALL]) == 1);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_SEGMENTS, "events_dropped_total"), 0);
+    stop(f);
+}
+
+static void test_leases_evicts_to_the_watermark(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new();
+    f->config.eviction_high_watermark_ratio = 0.5;
+    f->config.eviction_ratio = 0.1;
+    f->config.allow_evict_soft_pinned_objects = false;
+    f->config.default_kv_lease_ttl = 600000;
+    start(f);
+    mount(f, "seg", MiB, 0x1000);
+    assert_int_equal(put(f, "pinned", 64 * 1024, true), CR_OK);
+    assert_true(exists(f, "pinned")); /* leased from now on (ttl 10 min) */
+    assert_int_equal(put(f, "soft", 64 * 1024, true), CR_OK);
+    char key[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "plain%d", i);
+        advance_ms(f, 1); /* distinct access times: LRU order is the put order */
+        assert_int_equal(put(f, key, 64 * 1024, false), CR_OK);
+    }
+    /* 12 x 64 KiB = 75%: the next leases tick (100 ms) starts a pass. */
+    WAIT_FOR((advance_ms(f, 100), stat_of(f, CR_SUBSYSTEM_SEGMENTS, "used_bytes") <= MiB / 2));
+    assert_true(exists(f, "pinned"));
+    assert_true(exists(f, "soft"));
+    assert_false(exists(f, "plain0")); /* the oldest went first */
+    assert_true(exists(f, "plain9"));
+    assert_true(stat_of(f, CR_SUBSYSTEM_LEASES, "victims_chosen_total") >= 4);
+    stop(f);
+}
+
+static void test_silent_client_is_expired_on_the_runtime_clock(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new();
+    f->config.client_ttl = 1;
+    start(f);
+    mount(f, "seg", MiB, 0x1000);
+    assert_int_equal(put(f, "k", 4096, false), CR_OK);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_SEGMENTS, "segments"), 1);
+    advance_ms(f, 500);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_SEGMENTS, "segments"), 1); /* within its TTL */
+    WAIT_FOR((advance_ms(f, 500), stat_of(f, CR_SUBSYSTEM_SEGMENTS, "segments") == 0));
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_SEGMENTS, "clients_expired_total"), 1);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_SEGMENTS, "objects"), 0);
+    stop(f);
+}
+
+static void test_validation_refuses_bad_requests(void **state) {
+    (void)state;
+    char err[CR_RPC_ERROR_MAX];
+    Crescent__Master__ReplicateConfig cfg = CRESCENT__MASTER__REPLICATE_CONFIG__INIT;
+    Crescent__Master__PutStartRequest s = CRESCENT__MASTER__PUT_START_REQUEST__INIT;
+    s.key = "k";
+    s.value_length = 10;
+    s.config = &cfg;
+    s.client_id = &client_a;
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err), CR_OK);
+    cfg.replica_num = 0;
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err),
+                     CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(err, "replica_num"));
+    cfg.replica_num = 1;
+    s.value_length = 0;
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err),
+                     CR_ERR_INVALID_PARAMS);
+    s.value_length = 10;
+    s.key = "";
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err),
+                     CR_ERR_INVALID_PARAMS);
+    s.key = "k";
+    s.client_id = NULL;
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err),
+                     CR_ERR_INVALID_PARAMS);
+    /* Every response type packs as a bare status. */
+    size_t n;
+    const struct cr_rpc_method *m = cr_rpc_methods(&n);
+    assert_int_equal(n, 22);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *buf;
+        size_t len;
+        assert_int_equal(cr_rpc_pack_status(m[i].response, CR_ERR_INVALID_PARAMS, &buf, &len),
+                         CR_OK);
+        ProtobufCMessage *r = protobuf_c_message_unpack(m[i].response, NULL, len, buf);
+        assert_non_null(r);
+        assert_int_equal(status_of(r), CR_ERR_INVALID_PARAMS);
+        free(buf);
+    }
+    assert_null(cr_rpc_method_find(999));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_end_event_reaches_publisher_and_indexer),
+        cmocka_unit_test(test_leases_evicts_to_the_watermark),
+        cmocka_unit_test(test_silent_client_is_expired_on_the_runtime_clock),
+        cmocka_unit_test(test_validation_refuses_bad_requests),
+    };
+    return cmocka_run_group_tests_name("master_actors", tests, NULL, NULL);
+}
