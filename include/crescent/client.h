@@ -1,0 +1,315 @@
+/* libcrescent: the C client of crescentd's store master.
+ *
+ * A cr_client is one ZMQ DEALER connection, with its own ZMQ context unless
+ * cr_client_options.zmq_context shares one, to the gateway's ROUTER endpoint
+ * (default tcp://127.0.0.1:50051), speaking the envelope of
+ * proto/master.proto: request [method u16 BE][request id u64 BE][protobuf],
+ * reply [request id u64 BE][status i32 BE][body].
+ *
+ * Threads: a cr_client is NOT internally locked.  Use one cr_client per
+ * thread (ZMQ sockets may not be shared either); distinct clients may be used
+ * concurrently, also when they share a ZMQ context (contexts are thread-safe).
+ *
+ * Errors: every call returns an int, CR_OK or a negative enum cr_status: the
+ * server's status_code (e.g. CR_ERR_OBJECT_NOT_FOUND), or a transport error:
+ * CR_ERR_TIMEOUT (no reply within the client's timeout; crescentd down or
+ * unreachable looks like this, because ZMQ connects in the background),
+ * CR_ERR_IO (a ZMQ call failed), CR_ERR_PROTOCOL (the reply did not decode),
+ * CR_ERR_INVALID_PARAMS (an argument was refused before anything was sent),
+ * CR_ERR_NOMEM.  cr_client_last_error() then holds a sentence a person can
+ * act on (the server's message where it sent one).
+ *
+ * Tenants: every key-level call takes `tenant`; NULL means "default".
+ * Results: out-structs are zeroed on entry and filled only on CR_OK (batch
+ * calls also fill them when the batch as a whole succeeded); free them with
+ * the matching cr_client_*_free, which accepts a zeroed struct. */
+#ifndef CRESCENT_CLIENT_H
+#define CRESCENT_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crescent/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CR_CLIENT_ID_BYTES 16u
+#define CR_CLIENT_UUID_TEXT 37u          /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL */
+#define CR_CLIENT_KEY_MAX 4096u          /* bytes in a key (the server's ceiling) */
+#define CR_CLIENT_NAME_MAX 255u          /* bytes in a tenant, segment name, protocol */
+#define CR_CLIENT_ENDPOINT_MAX 255u      /* bytes in "host:port" */
+#define CR_CLIENT_BATCH_MAX 65536u       /* items in one batch request */
+#define CR_CLIENT_TIMEOUT_MS_DEFAULT 5000
+#define CR_CLIENT_DEFAULT_TENANT "default"
+
+/* Methods: the values of enum crescent.master.Method. */
+enum cr_method {
+    CR_METHOD_GET_VERSION = 1,
+    CR_METHOD_PING = 2,
+    CR_METHOD_MOUNT_SEGMENT = 10,
+    CR_METHOD_REMOUNT_SEGMENT = 11,
+    CR_METHOD_UNMOUNT_SEGMENT = 12,
+    CR_METHOD_PUT_START = 20,
+    CR_METHOD_PUT_END = 21,
+    CR_METHOD_PUT_REVOKE = 22,
+    CR_METHOD_BATCH_PUT_START = 23,
+    CR_METHOD_BATCH_PUT_END = 24,
+    CR_METHOD_BATCH_PUT_REVOKE = 25,
+    CR_METHOD_EXIST_KEY = 30,
+    CR_METHOD_BATCH_EXIST_KEY = 31,
+    CR_METHOD_GET_REPLICA_LIST = 32,
+    CR_METHOD_BATCH_GET_REPLICA_LIST = 33,
+    CR_METHOD_GET_REPLICA_LIST_BY_REGEX = 34,
+    CR_METHOD_REMOVE = 40,
+    CR_METHOD_BATCH_REMOVE = 41,
+    CR_METHOD_REMOVE_BY_REGEX = 42,
+    CR_METHOD_REMOVE_ALL = 43,
+    CR_METHOD_BATCH_QUERY_IP = 50,
+    CR_METHOD_BATCH_REPLICA_CLEAR = 51,
+};
+
+/* Values of BufHandle.BufStatus and ReplicaInfo.ReplicaStatus. */
+enum cr_buf_status { CR_BUF_INIT = 0, CR_BUF_COMPLETE, CR_BUF_FAILED, CR_BUF_UNREGISTERED };
+enum cr_replica_status {
+    CR_REPLICA_UNDEFINED = 0,
+    CR_REPLICA_INITIALIZED,
+    CR_REPLICA_PROCESSING,
+    CR_REPLICA_COMPLETE,
+    CR_REPLICA_REMOVED,
+    CR_REPLICA_FAILED,
+};
+
+typedef struct cr_client cr_client;
+
+struct cr_client_options {
+    int timeout_ms;                        /* per request; 0: CR_CLIENT_TIMEOUT_MS_DEFAULT */
+    const uint8_t *client_id;              /* CR_CLIENT_ID_BYTES; NULL: a random UUID v4 */
+    /* NULL (the default): the client creates and owns its ZMQ context, one
+     * I/O thread per client.  Otherwise a context from zmq_ctx_new() that the
+     * caller shares among many clients (each still its own socket and
+     * connection) and terminates after closing them all: far fewer threads
+     * when one process holds many clients. */
+    void *zmq_context;
+};
+
+/* ---- connection ------------------------------------------------------- */
+
+/* Creates a client connected (in the background, as ZMQ does) to `endpoint`
+ * ("tcp://host:port").  `options` may be NULL.  Returns CR_OK and *out, or
+ * CR_ERR_INVALID_PARAMS (bad endpoint or timeout), CR_ERR_IO, CR_ERR_NOMEM;
+ * on failure *out is NULL and `error` (if not NULL) holds the reason. */
+int cr_client_open(const char *endpoint, const struct cr_client_options *options,
+                   cr_client **out, char *error, size_t error_size);
+
+/* Closes the socket and context; requests in flight are abandoned.  NULL is ok. */
+void cr_client_close(cr_client *client);
+
+/* Changes the per-request timeout (1..3600000 ms); CR_ERR_INVALID_PARAMS otherwise. */
+int cr_client_set_timeout(cr_client *client, int timeout_ms);
+
+/* Sets / reads the 16-byte identity sent with state-changing calls (the server
+ * accepts PutEnd/PutRevoke only from the client that started the put). */
+void cr_client_set_id(cr_client *client, const uint8_t id[CR_CLIENT_ID_BYTES]);
+void cr_client_get_id(const cr_client *client, uint8_t id[CR_CLIENT_ID_BYTES]);
+
+/* The message for the last failed call on this client; "" after a success. */
+const char *cr_client_last_error(const cr_client *client);
+
+/* UUID text <-> 16 bytes.  Parse accepts 32 hex digits with or without the
+ * four dashes; returns CR_ERR_INVALID_PARAMS otherwise (out unchanged). */
+int cr_client_uuid_parse(const char *text, uint8_t id[CR_CLIENT_ID_BYTES]);
+void cr_client_uuid_format(const uint8_t id[CR_CLIENT_ID_BYTES], char text[CR_CLIENT_UUID_TEXT]);
+
+/* ---- result types ----------------------------------------------------- */
+
+struct cr_buf_handle {
+    char *segment_name;
+    uint64_t size_bytes;
+    uint64_t buffer;               /* address in the owner's memory: base + offset */
+    enum cr_buf_status status;
+    char *transport_endpoint;      /* "" when the server sent none */
+};
+
+struct cr_replica {
+    enum cr_replica_status status;
+    size_t handle_count;
+    struct cr_buf_handle *handles;
+};
+
+/* One object's replicas; `key` is set only by the regex form. `status` is
+ * the per-object status in batch results (CR_OK in single results). */
+struct cr_replica_list {
+    char *key;
+    int status;
+    size_t count;
+    struct cr_replica *replicas;
+};
+void cr_client_replica_list_free(struct cr_replica_list *list);
+
+struct cr_replica_lists {
+    size_t count;
+    struct cr_replica_list *lists;
+};
+void cr_client_replica_lists_free(struct cr_replica_lists *lists);
+
+/* Per-item status codes of a batch, in request order. */
+struct cr_status_list {
+    size_t count;
+    int *statuses;
+};
+void cr_client_status_list_free(struct cr_status_list *list);
+
+struct cr_key_list {
+    size_t count;
+    char **keys;
+};
+void cr_client_key_list_free(struct cr_key_list *list);
+
+struct cr_client_ip {
+    uint8_t client_id[CR_CLIENT_ID_BYTES];
+    size_t count;
+    char **addresses;
+};
+struct cr_client_ips {
+    size_t count;
+    struct cr_client_ip *entries;
+};
+void cr_client_ips_free(struct cr_client_ips *ips);
+
+struct cr_version {
+    char version[64];
+    bool ready;
+};
+
+/* ---- request types ---------------------------------------------------- */
+
+struct cr_segment_spec {
+    const char *name;               /* 1..CR_CLIENT_NAME_MAX bytes */
+    uint64_t base;                  /* address of the segment in the owner's memory */
+    uint64_t size_bytes;            /* > 0 */
+    const char *transport_endpoint; /* "host:port" or NULL */
+    const char *protocol;           /* NULL: "tcp" */
+};
+
+struct cr_replicate_config {
+    uint64_t replica_num;           /* >= 1 */
+    bool with_soft_pin;
+    const char *preferred_segment;  /* NULL: none */
+};
+
+/* Block metadata published on PutEnd (all optional). */
+struct cr_block_info {
+    const char *model_name;
+    uint32_t block_size;            /* 0: unset */
+    const char *block_hash;
+    const char *parent_block_hash;
+    const uint32_t *token_ids;
+    size_t token_count;
+};
+
+struct cr_put_item {
+    const char *key;
+    uint64_t size_bytes;                       /* 1..INT64_MAX */
+    const struct cr_replicate_config *config;  /* NULL: 1 replica, no pin */
+    const struct cr_block_info *block;         /* NULL: none */
+};
+
+/* ---- blocking calls (one request, wait for its reply) ------------------ */
+
+int cr_client_get_version(cr_client *c, struct cr_version *out);
+/* Liveness ping with this client's id; *ttl_ms (may be NULL) is the server's TTL. */
+int cr_client_ping(cr_client *c, uint64_t *ttl_ms);
+int cr_client_mount_segment(cr_client *c, const struct cr_segment_spec *spec);
+int cr_client_remount_segment(cr_client *c, const struct cr_segment_spec *spec);
+int cr_client_unmount_segment(cr_client *c, const char *name);
+
+/* Starts a put; on CR_OK *out holds the allocated replicas (to write into). */
+int cr_client_put_start(cr_client *c, const char *tenant, const struct cr_put_item *item,
+                        struct cr_replica_list *out);
+int cr_client_put_end(cr_client *c, const char *tenant, const char *key);
+int cr_client_put_revoke(cr_client *c, const char *tenant, const char *key);
+int cr_client_batch_put_start(cr_client *c, const char *tenant, const struct cr_put_item *items,
+                              size_t count, struct cr_replica_lists *out);
+int cr_client_batch_put_end(cr_client *c, const char *tenant, const char *const *keys,
+                            size_t count, struct cr_status_list *out);
+int cr_client_batch_put_revoke(cr_client *c, const char *tenant, const char *const *keys,
+                               size_t count, struct cr_status_list *out);
+
+/* *exists is set on CR_OK; grants a lease on an existing object. */
+int cr_client_exist_key(cr_client *c, const char *tenant, const char *key, bool *exists);
+/* Per key: CR_OK (exists) or the server's code (CR_ERR_OBJECT_NOT_FOUND ...). */
+int cr_client_batch_exist_key(cr_client *c, const char *tenant, const char *const *keys,
+                              size_t count, struct cr_status_list *out);
+int cr_client_get_replica_list(cr_client *c, const char *tenant, const char *key,
+                               struct cr_replica_list *out);
+int cr_client_batch_get_replica_list(cr_client *c, const char *tenant, const char *const *keys,
+                                     size_t count, struct cr_replica_lists *out);
+/* Every matching object, each list with its key set (order: the server's). */
+int cr_client_get_replica_list_by_regex(cr_client *c, const char *tenant, const char *regex,
+                                        struct cr_replica_lists *out);
+
+int cr_client_remove(cr_client *c, const char *tenant, const char *key, bool force);
+int cr_client_batch_remove(cr_client *c, const char *tenant, const char *const *keys,
+                           size_t count, bool force, struct cr_status_list *out);
+/* *removed (may be NULL) is the number of objects removed. */
+int cr_client_remove_by_regex(cr_client *c, const char *tenant, const char *regex, bool force,
+                              int64_t *removed);
+/* tenant NULL here means EVERY tenant (the proto's unset tenant_id). */
+int cr_client_remove_all(cr_client *c, const char *tenant, bool force, int64_t *removed);
+
+int cr_client_batch_query_ip(cr_client *c, const uint8_t (*client_ids)[CR_CLIENT_ID_BYTES],
+                             size_t count, struct cr_client_ips *out);
+/* Clears this client's replicas of `keys` (on `segment`, or all when NULL). */
+int cr_client_batch_replica_clear(cr_client *c, const char *tenant, const char *const *keys,
+                                  size_t count, const char *segment, struct cr_key_list *out);
+
+/* ---- pipelined calls --------------------------------------------------- *
+ * submit_* sends a request without waiting and returns its request id;
+ * cr_client_poll collects completions in the order replies arrive (not
+ * submission order).  Blocking calls may be mixed in: replies to pipelined
+ * requests that arrive meanwhile are kept for the next poll.  A submit may
+ * wait for send room (ZMQ high-water mark) up to the client's timeout.
+ * Completions carry the status and a few scalars read without unpacking the
+ * reply (no allocation per reply); to read replica lists, use the blocking or
+ * batch forms (BatchGetReplicaList fetches many in one round trip). */
+
+struct cr_completion {
+    uint64_t request_id;
+    enum cr_method method;
+    int status;              /* the server's status_code or a transport error */
+    bool exists;             /* EXIST_KEY: the object exists */
+    uint32_t replica_count;  /* PUT_START, GET_REPLICA_LIST: replicas in the reply */
+};
+
+int cr_client_submit_put_start(cr_client *c, const char *tenant, const struct cr_put_item *item,
+                               uint64_t *request_id);
+int cr_client_submit_put_end(cr_client *c, const char *tenant, const char *key,
+                             uint64_t *request_id);
+int cr_client_submit_put_revoke(cr_client *c, const char *tenant, const char *key,
+                                uint64_t *request_id);
+int cr_client_submit_exist_key(cr_client *c, const char *tenant, const char *key,
+                               uint64_t *request_id);
+int cr_client_submit_get_replica_list(cr_client *c, const char *tenant, const char *key,
+                                      uint64_t *request_id);
+int cr_client_submit_remove(cr_client *c, const char *tenant, const char *key, bool force,
+                            uint64_t *request_id);
+int cr_client_submit_ping(cr_client *c, uint64_t *request_id);
+
+/* Number of pipelined requests submitted and not yet returned by poll. */
+size_t cr_client_in_flight(const cr_client *c);
+
+/* Fills up to `max` (1..INT_MAX) completions; waits at most `timeout_ms` (0:
+ * do not wait, -1: the client's timeout) for the first one, then takes
+ * whatever else is already there.  Returns the count (>= 0; 0 on timeout) or a negative
+ * cr_status on a transport failure.  A reply that does not decode becomes a
+ * completion with status CR_ERR_PROTOCOL. */
+int cr_client_poll(cr_client *c, struct cr_completion *out, size_t max, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,488 @@
+/* libcrescent's transport: one ZMQ DEALER per cr_client, the request
+ * envelope of src/msgs/rpc_frame.h, blocking calls matched by request id and
+ * the pipelined submit/poll path.  Not locked: one cr_client per thread. */
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "client/client_internal.h"
+#include "msgs/rpc_frame.h"
+
+#define TIMEOUT_MS_MAX 3600000
+#define ENDPOINT_MAX 256u
+#define STASH_INITIAL 64u
+
+/* One received reply.  `body` stays a zmq_msg_t so it is read in place. */
+struct reply {
+    bool well_formed;   /* three frames, id 8 bytes, status 4 bytes */
+    uint64_t id;
+    int32_t status;
+    zmq_msg_t body;
+};
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int cr_client_fail(cr_client *c, int status, const char *fmt, ...) {
+    assert(c != NULL && status != CR_OK);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->error, sizeof(c->error), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static void random_uuid(uint8_t id[CR_CLIENT_ID_BYTES]) {
+    ssize_t got = getrandom(id, CR_CLIENT_ID_BYTES, 0);
+    if (got != (ssize_t)CR_CLIENT_ID_BYTES) {
+        /* getrandom cannot fail for 16 bytes once the pool is ready; if it
+         * does, time and address still make the id unique enough per host. */
+        uint64_t t = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)id;
+        memcpy(id, &t, sizeof(t));
+        memcpy(id + 8, &t, sizeof(t));
+    }
+    id[6] = (uint8_t)((id[6] & 0x0f) | 0x40); /* version 4 */
+    id[8] = (uint8_t)((id[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+}
+
+static int open_socket(cr_client *c, const char *endpoint, void *shared_context, char *error,
+                       size_t error_size) {
+    c->owns_context = shared_context == NULL;
+    c->context = shared_context != NULL ? shared_context : zmq_ctx_new();
+    if (c->context == NULL) {
+        snprintf(error, error_size, "zmq_ctx_new: %s", zmq_strerror(errno));
+        return CR_ERR_IO;
+    }
+    c->socket = zmq_socket(c->context, ZMQ_DEALER);
+    int linger = 0; /* close never waits for a crescentd that is gone */
+    if (c->socket == NULL ||
+        zmq_setsockopt(c->socket, ZMQ_LINGER, &linger, sizeof(linger)) != 0) {
+        snprintf(error, error_size, "zmq socket: %s", zmq_strerror(errno));
+        return CR_ERR_IO;
+    }
+    if (zmq_connect(c->socket, endpoint) != 0) {
+        int code = errno;
+        snprintf(error, error_size, "cannot connect to '%s': %s (want tcp://HOST:PORT)",
+                 endpoint, zmq_strerror(code));
+        return code == EINVAL || code == EPROTONOSUPPORT ? CR_ERR_INVALID_PARAMS : CR_ERR_IO;
+    }
+    return CR_OK;
+}
+
+int cr_client_open(const char *endpoint, const struct cr_client_options *options,
+                   cr_client **out, char *error, size_t error_size) {
+    assert(out != NULL);
+    char ignored[8];
+    if (error == NULL) {
+        error = ignored;
+        error_size = sizeof(ignored);
+    }
+    *out = NULL;
+    int timeout_ms = options != NULL && options->timeout_ms != 0 ? options->timeout_ms
+                                                                 : CR_CLIENT_TIMEOUT_MS_DEFAULT;
+    if (endpoint == NULL || endpoint[0] == '\0' || strlen(endpoint) >= ENDPOINT_MAX) {
+        snprintf(error, error_size, "the endpoint is empty or longer than %u bytes",
+                 ENDPOINT_MAX - 1);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (timeout_ms < 1 || timeout_ms > TIMEOUT_MS_MAX) {
+        snprintf(error, error_size, "timeout %d ms is outside 1..%d", timeout_ms, TIMEOUT_MS_MAX);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    cr_client *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return CR_ERR_NOMEM;
+    }
+    c->timeout_ms = timeout_ms;
+    c->next_seq = 1;
+    if (options != NULL && options->client_id != NULL)
+        memcpy(c->id, options->client_id, CR_CLIENT_ID_BYTES);
+    else
+        random_uuid(c->id);
+    int rc = open_socket(c, endpoint, options != NULL ? options->zmq_context : NULL, error,
+                         error_size);
+    if (rc != CR_OK) {
+        cr_client_close(c);
+        return rc;
+    }
+    *out = c;
+    return CR_OK;
+}
+
+void cr_client_close(cr_client *c) {
+    if (c == NULL) return;
+    if (c->socket != NULL) zmq_close(c->socket);
+    if (c->context != NULL && c->owns_context) zmq_ctx_term(c->context);
+    free(c->scratch);
+    free(c->stash);
+    free(c);
+}
+
+int cr_client_set_timeout(cr_client *c, int timeout_ms) {
+    assert(c != NULL);
+    if (timeout_ms < 1 || timeout_ms > TIMEOUT_MS_MAX)
+        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "timeout %d ms is outside 1..%d",
+                              timeout_ms, TIMEOUT_MS_MAX);
+    c->timeout_ms = timeout_ms;
+    return CR_OK;
+}
+
+void cr_client_set_id(cr_client *c, const uint8_t id[CR_CLIENT_ID_BYTES]) {
+    assert(c != NULL && id != NULL);
+    memcpy(c->id, id, CR_CLIENT_ID_BYTES);
+}
+
+void cr_client_get_id(const cr_client *c, uint8_t id[CR_CLIENT_ID_BYTES]) {
+    assert(c != NULL && id != NULL);
+    memcpy(id, c->id, CR_CLIENT_ID_BYTES);
+}
+
+const char *cr_client_last_error(const cr_client *c) {
+    assert(c != NULL);
+    return c->error;
+}
+
+size_t cr_client_in_flight(const cr_client *c) {
+    assert(c != NULL);
+    return c->in_flight;
+}
+
+static int hex_value(char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+int cr_client_uuid_parse(const char *text, uint8_t id[CR_CLIENT_ID_BYTES]) {
+    assert(id != NULL);
+    if (text == NULL) return CR_ERR_INVALID_PARAMS;
+    size_t len = strlen(text);
+    bool dashed = len == 36;
+    if (len != 32 && !dashed) return CR_ERR_INVALID_PARAMS;
+    uint8_t out[CR_CLIENT_ID_BYTES];
+    size_t pos = 0;
+    for (unsigned i = 0; i < CR_CLIENT_ID_BYTES; i++) {
+        if (dashed && (pos == 8 || pos == 13 || pos == 18 || pos == 23)) {
+            if (text[pos] != '-') return CR_ERR_INVALID_PARAMS;
+            pos++;
+        }
+        int hi = hex_value(text[pos]), lo = hex_value(text[pos + 1]);
+        if (hi < 0 || lo < 0) return CR_ERR_INVALID_PARAMS;
+        out[i] = (uint8_t)(hi << 4 | lo);
+        pos += 2;
+    }
+    memcpy(id, out, sizeof(out));
+    return CR_OK;
+}
+
+void cr_client_uuid_format(const uint8_t id[CR_CLIENT_ID_BYTES], char text[CR_CLIENT_UUID_TEXT]) {
+    assert(id != NULL && text != NULL);
+    static const char digits[] = "0123456789abcdef";
+    size_t pos = 0;
+    for (unsigned i = 0; i < CR_CLIENT_ID_BYTES; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) text[pos++] = '-';
+        text[pos++] = digits[id[i] >> 4];
+        text[pos++] = digits[id[i] & 15];
+    }
+    text[pos] = '\0';
+}
+
+/* ---- sending ---------------------------------------------------------- */
+
+/* Sends one frame without blocking forever: waits for room until `deadline`. */
+static int send_frame(cr_client *c, const void *data, size_t len, int flags, int64_t deadline) {
+    for (;;) {
+        if (zmq_send(c->socket, data, len, flags | ZMQ_DONTWAIT) >= 0) return CR_OK;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN)
+            return cr_client_fail(c, CR_ERR_IO, "zmq_send: %s", zmq_strerror(errno));
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return cr_client_fail(c, CR_ERR_TIMEOUT,
+                                  "the send queue stayed full for %d ms (crescentd not reading?)",
+                                  c->timeout_ms);
+        zmq_pollitem_t item = {.socket = c->socket, .events = ZMQ_POLLOUT};
+        if (zmq_poll(&item, 1, (long)left) < 0 && errno != EINTR)
+            return cr_client_fail(c, CR_ERR_IO, "zmq_poll: %s", zmq_strerror(errno));
+    }
+}
+
+/* Packs `request` into the scratch buffer (kept between calls, so the hot
+ * path allocates only when a larger body than ever before is sent). */
+static int pack(cr_client *c, const ProtobufCMessage *request, size_t *len) {
+    size_t size = protobuf_c_message_get_packed_size(request);
+    if (size > CR_RPC_BODY_MAX)
+        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "the request is %zu bytes, over %u",
+                              size, CR_RPC_BODY_MAX);
+    if (size > c->scratch_size || c->scratch == NULL) {
+        size_t want = size < 256 ? 256 : size;
+        uint8_t *grown = realloc(c->scratch, want);
+        if (grown == NULL) return cr_client_fail(c, CR_ERR_NOMEM, "out of memory packing");
+        c->scratch = grown;
+        c->scratch_size = want;
+    }
+    *len = protobuf_c_message_pack(request, c->scratch);
+    assert(*len == size);
+    return CR_OK;
+}
+
+/* zmq_send copies each frame (ZMQ allocates for frames over 33 bytes); a
+ * zero-copy zmq_msg_init_data would need the body to outlive the send, i.e.
+ * a buffer per request in flight, which costs more than the copy saves at
+ * these sizes (tens of bytes per request). */
+static int send_request(cr_client *c, uint16_t method, uint64_t id,
+                        const ProtobufCMessage *request) {
+    size_t len = 0;
+    int rc = pack(c, request, &len);
+    if (rc != CR_OK) return rc;
+    uint8_t method_bytes[CR_RPC_METHOD_BYTES], id_bytes[CR_RPC_ID_BYTES];
+    cr_rpc_put_u16(method_bytes, method);
+    cr_rpc_put_u64(id_bytes, id);
+    int64_t deadline = now_ms() + c->timeout_ms;
+    rc = send_frame(c, method_bytes, sizeof(method_bytes), ZMQ_SNDMORE, deadline);
+    /* Once the first part is queued ZMQ takes the rest of the message. */
+    if (rc == CR_OK) rc = send_frame(c, id_bytes, sizeof(id_bytes), ZMQ_SNDMORE, deadline);
+    if (rc == CR_OK) rc = send_frame(c, c->scratch, len, 0, deadline);
+    return rc;
+}
+
+int cr_client_submit(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                     uint64_t *request_id) {
+    assert(c != NULL && request != NULL && request_id != NULL);
+    uint64_t id = cr_client_make_id(c->next_seq++, false, method);
+    int rc = send_request(c, method, id, request);
+    if (rc != CR_OK) return rc;
+    c->in_flight++;
+    *request_id = id;
+    c->error[0] = '\0';
+    return CR_OK;
+}
+
+/* ---- receiving -------------------------------------------------------- */
+
+static void reply_close(struct reply *r) { zmq_msg_close(&r->body); }
+
+/* Reads and drops the rest of a multipart message with more than 3 frames. */
+static void drain(cr_client *c, int more) {
+    zmq_msg_t extra;
+    zmq_msg_init(&extra);
+    while (more) {
+        if (zmq_msg_recv(&extra, c->socket, 0) < 0 && errno != EINTR) break;
+        more = zmq_msg_more(&extra);
+    }
+    zmq_msg_close(&extra);
+}
+
+/* Receives one reply (CR_ERR_AGAIN when none is queued).  On CR_OK the
+ * caller owns r->body (reply_close); r->well_formed says whether it had
+ * exactly the three frames of the envelope. */
+static int recv_frames(cr_client *c, struct reply *r, int flags) {
+    zmq_msg_t head[2];
+    zmq_msg_init(&head[0]);
+    zmq_msg_init(&head[1]);
+    zmq_msg_init(&r->body);
+    r->well_formed = false;
+    int rc = zmq_msg_recv(&head[0], c->socket, flags);
+    if (rc < 0) {
+        int code = errno;
+        zmq_msg_close(&head[0]);
+        zmq_msg_close(&head[1]);
+        zmq_msg_close(&r->body);
+        if (code == EAGAIN) return CR_ERR_AGAIN;
+        return cr_client_fail(c, code == EINTR ? CR_ERR_AGAIN : CR_ERR_IO, "zmq_msg_recv: %s",
+                              zmq_strerror(code));
+    }
+    /* The remaining parts of a message are already here: block-free reads. */
+    int parts = 1, more = zmq_msg_more(&head[0]);
+    if (more && zmq_msg_recv(&head[1], c->socket, 0) >= 0) parts++, more = zmq_msg_more(&head[1]);
+    if (parts == 2 && more && zmq_msg_recv(&r->body, c->socket, 0) >= 0)
+        parts++, more = zmq_msg_more(&r->body);
+    drain(c, more);
+    if (parts == 3 && !more &&
+        cr_client_parse_envelope(zmq_msg_data(&head[0]), zmq_msg_size(&head[0]),
+                                 zmq_msg_data(&head[1]), zmq_msg_size(&head[1]), &r->id,
+                                 &r->status) == CR_OK)
+        r->well_formed = true;
+    zmq_msg_close(&head[0]);
+    zmq_msg_close(&head[1]);
+    return CR_OK;
+}
+
+/* Waits up to `timeout_ms` for one reply: CR_OK, CR_ERR_TIMEOUT or CR_ERR_IO. */
+static int recv_reply(cr_client *c, int64_t timeout_ms, struct reply *r) {
+    int rc = recv_frames(c, r, ZMQ_DONTWAIT); /* fast path: already queued */
+    if (rc != CR_ERR_AGAIN) return rc;
+    if (timeout_ms <= 0) return CR_ERR_TIMEOUT; /* nothing queued; no poll syscall */
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left < 0) left = 0;
+        zmq_pollitem_t item = {.socket = c->socket, .events = ZMQ_POLLIN};
+        int n = zmq_poll(&item, 1, (long)left);
+        if (n < 0 && errno != EINTR)
+            return cr_client_fail(c, CR_ERR_IO, "zmq_poll: %s", zmq_strerror(errno));
+        if (n > 0) {
+            rc = recv_frames(c, r, ZMQ_DONTWAIT);
+            if (rc != CR_ERR_AGAIN) return rc;
+        }
+        if (left == 0) return CR_ERR_TIMEOUT;
+    }
+}
+
+/* Turns a pipelined reply into a completion (scan only, no unpack). */
+static void complete(const struct reply *r, struct cr_completion *out) {
+    memset(out, 0, sizeof(*out));
+    if (!r->well_formed) {
+        out->status = CR_ERR_PROTOCOL;
+        return;
+    }
+    out->request_id = r->id;
+    out->method = (enum cr_method)cr_client_id_method(r->id);
+    if (r->status != CR_OK) {
+        out->status = r->status;
+        return;
+    }
+    struct cr_client_scan scan;
+    const uint8_t *body = zmq_msg_data((zmq_msg_t *)&r->body);
+    if (cr_client_scan_reply(body, zmq_msg_size((zmq_msg_t *)&r->body), &scan) != CR_OK) {
+        out->status = CR_ERR_PROTOCOL;
+        return;
+    }
+    out->status = scan.status_code;
+    out->exists = scan.field2_varint != 0;
+    out->replica_count = scan.field2_count;
+}
+
+static int stash_push(cr_client *c, const struct cr_completion *done) {
+    if (c->stash_count == c->stash_capacity) {
+        size_t capacity = c->stash_capacity ? c->stash_capacity * 2 : STASH_INITIAL;
+        struct cr_completion *grown = malloc(capacity * sizeof(*grown));
+        if (grown == NULL) return CR_ERR_NOMEM;
+        for (size_t i = 0; i < c->stash_count; i++)
+            grown[i] = c->stash[(c->stash_head + i) % c->stash_capacity];
+        free(c->stash);
+        c->stash = grown;
+        c->stash_capacity = capacity;
+        c->stash_head = 0;
+    }
+    c->stash[(c->stash_head + c->stash_count) % c->stash_capacity] = *done;
+    c->stash_count++;
+    return CR_OK;
+}
+
+/* A reply that is not the awaited one: stale sync replies are dropped,
+ * pipelined ones kept for the next poll. */
+static void set_aside(cr_client *c, const struct reply *r) {
+    if (r->well_formed && cr_client_id_sync(r->id)) return;
+    struct cr_completion done;
+    complete(r, &done);
+    if (stash_push(c, &done) != CR_OK) {
+        /* Out of memory: the completion is lost; count it as delivered so
+         * callers waiting on in_flight do not wait forever. */
+        if (c->in_flight > 0) c->in_flight--;
+    }
+}
+
+/* Decodes the awaited reply of a blocking call; see cr_client_call. */
+static int finish_call(cr_client *c, uint16_t method, struct reply *r,
+                       ProtobufCMessage **response) {
+    const char *body = zmq_msg_data(&r->body);
+    size_t len = zmq_msg_size(&r->body);
+    if (r->status != CR_OK) {
+        int shown = len > 300 ? 300 : (int)len;
+        return cr_client_fail(c, r->status, "crescentd refused the request (%s): %.*s",
+                              cr_status_name(r->status), shown, body);
+    }
+    const ProtobufCMessageDescriptor *desc = cr_client_response_descriptor(method);
+    assert(desc != NULL);
+    ProtobufCMessage *msg = protobuf_c_message_unpack(desc, NULL, len, (const uint8_t *)body);
+    if (msg == NULL)
+        return cr_client_fail(c, CR_ERR_PROTOCOL, "the reply (%zu bytes) is not a valid %s",
+                              len, desc->name);
+    int32_t status = cr_client_response_status(msg);
+    if (status != CR_OK) {
+        protobuf_c_message_free_unpacked(msg, NULL);
+        return cr_client_fail(c, status, "crescentd: %s (%s)", cr_strerror(status),
+                              cr_status_name(status));
+    }
+    *response = msg;
+    return CR_OK;
+}
+
+int cr_client_call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                   ProtobufCMessage **response) {
+    assert(c != NULL && request != NULL && response != NULL);
+    *response = NULL;
+    c->error[0] = '\0';
+    uint64_t id = cr_client_make_id(c->next_seq++, true, method);
+    int rc = send_request(c, method, id, request);
+    if (rc != CR_OK) return rc;
+    int64_t deadline = now_ms() + c->timeout_ms;
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        struct reply r;
+        rc = recv_reply(c, left > 0 ? left : 0, &r);
+        if (rc == CR_ERR_TIMEOUT)
+            return cr_client_fail(c, rc, "no reply from crescentd within %d ms "
+                                  "(is it running, with this --rpc endpoint?)", c->timeout_ms);
+        if (rc != CR_OK) return rc;
+        if (!r.well_formed) {
+            reply_close(&r);
+            return cr_client_fail(c, CR_ERR_PROTOCOL, "crescentd sent a reply that is not "
+                                  "[id 8 bytes][status 4 bytes][body]");
+        }
+        /* Id 0: the server could not read our id; we wait for one reply at a
+         * time on the blocking path, so it answers this request. */
+        if (r.id == id || (r.id == 0 && r.status != CR_OK)) {
+            rc = finish_call(c, method, &r, response);
+            reply_close(&r);
+            return rc;
+        }
+        set_aside(c, &r);
+        reply_close(&r);
+    }
+}
+
+static size_t take_stash(cr_client *c, struct cr_completion *out, size_t max) {
+    size_t n = 0;
+    while (n < max && c->stash_count > 0) {
+        out[n++] = c->stash[c->stash_head];
+        c->stash_head = (c->stash_head + 1) % c->stash_capacity;
+        c->stash_count--;
+    }
+    return n;
+}
+
+int cr_client_poll(cr_client *c, struct cr_completion *out, size_t max, int timeout_ms) {
+    assert(c != NULL && out != NULL && max > 0 && max <= INT_MAX);
+    size_t n = take_stash(c, out, max);
+    int64_t wait_ms = timeout_ms < 0 ? c->timeout_ms : timeout_ms;
+    int64_t deadline = now_ms() + wait_ms;
+    while (n < max) {
+        int64_t left = n > 0 ? 0 : deadline - now_ms(); /* wait only for the first */
+        struct reply r;
+        int rc = recv_reply(c, left > 0 ? left : 0, &r);
+        if (rc == CR_ERR_TIMEOUT) break;
+        if (rc != CR_OK) return rc;
+        if (r.well_formed && cr_client_id_sync(r.id)) { /* late reply to a timed-out call */
+            reply_close(&r);
+            continue;
+        }
+        complete(&r, &out[n++]);
+        reply_close(&r);
+    }
+    c->in_flight = c->in_flight >= n ? c->in_flight - n : 0;
+    return (int)n;
+}

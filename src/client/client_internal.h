@@ -1,0 +1,128 @@
+/* libcrescent internals shared by src/client/client*.c and the unit tests:
+ * the client struct, request ids, the reply envelope, the allocation-free
+ * reply scanner used by the pipelined path, and protobuf -> C conversions. */
+#ifndef CRESCENT_CLIENT_CLIENT_INTERNAL_H
+#define CRESCENT_CLIENT_CLIENT_INTERNAL_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crescent/client.h"
+#include "master.pb-c.h"
+
+#define CR_CLIENT_ERROR_MAX 512u
+
+/* Request id layout: [seq (47 bits)][sync (1 bit)][method (16 bits)].  The
+ * method travels in the id so a pipelined reply is decoded without a lookup
+ * table; the sync bit marks blocking calls, so a late reply to a blocking
+ * call that already timed out is dropped instead of surfacing in poll. */
+#define CR_CLIENT_ID_SYNC_BIT (1ull << 16)
+#define CR_CLIENT_ID_SEQ_SHIFT 17u
+
+struct cr_client {
+    void *context;
+    bool owns_context;              /* false: the caller's shared context */
+    void *socket;
+    int timeout_ms;
+    uint8_t id[CR_CLIENT_ID_BYTES];
+    uint64_t next_seq;
+    size_t in_flight;               /* pipelined requests not yet polled */
+    uint8_t *scratch;               /* packed request bodies; grows, kept */
+    size_t scratch_size;
+    struct cr_completion *stash;    /* FIFO of completions seen by blocking calls */
+    size_t stash_head;
+    size_t stash_count;
+    size_t stash_capacity;
+    char error[CR_CLIENT_ERROR_MAX];
+};
+
+/* What the allocation-free scanner reads from a response body: field 1
+ * (status_code, every response has it) and field 2 as a varint (ExistKey's
+ * `exists`) or counted as length-delimited (replica_list entries). */
+struct cr_client_scan {
+    int32_t status_code;
+    bool has_status;
+    uint64_t field2_varint;
+    uint32_t field2_count;
+};
+
+static inline uint64_t cr_client_make_id(uint64_t seq, bool sync, uint16_t method) {
+    return seq << CR_CLIENT_ID_SEQ_SHIFT | (sync ? CR_CLIENT_ID_SYNC_BIT : 0) | method;
+}
+static inline uint16_t cr_client_id_method(uint64_t id) { return (uint16_t)id; }
+static inline bool cr_client_id_sync(uint64_t id) { return (id & CR_CLIENT_ID_SYNC_BIT) != 0; }
+
+/* ---- client_codec.c ---- */
+
+/* Walks a protobuf body's top-level fields.  Returns CR_OK, or
+ * CR_ERR_PROTOCOL when the bytes are not well-formed protobuf or field 1 is
+ * missing or not a varint.  Reads nothing beyond `len`; allocates nothing. */
+int cr_client_scan_reply(const uint8_t *body, size_t len, struct cr_client_scan *out);
+
+/* Checks a reply's id and status frames (8 and 4 bytes). Returns CR_OK with
+ * both values, or CR_ERR_PROTOCOL. */
+int cr_client_parse_envelope(const uint8_t *id, size_t id_len, const uint8_t *status,
+                             size_t status_len, uint64_t *id_out, int32_t *status_out);
+
+/* Argument checks: a key (1..CR_CLIENT_KEY_MAX bytes), a name (tenant,
+ * segment, protocol: 1..CR_CLIENT_NAME_MAX).  Return CR_OK or
+ * CR_ERR_INVALID_PARAMS with `why` set to a sentence. */
+int cr_client_check_key(const char *key, const char **why);
+int cr_client_check_name(const char *name, const char *what, char *why, size_t why_size);
+
+/* Response descriptor for a method; NULL for an unknown method. */
+const ProtobufCMessageDescriptor *cr_client_response_descriptor(uint16_t method);
+
+/* The status_code of any unpacked response (field 1). */
+int32_t cr_client_response_status(const ProtobufCMessage *response);
+
+/* Deep copies of protobuf replica lists into caller-owned C structs.
+ * Return CR_OK or CR_ERR_NOMEM (nothing left allocated). */
+int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size_t count,
+                               struct cr_replica_list *out);
+
+/* UUID message <-> 16 bytes (big-endian halves, as the reference). */
+void cr_client_uuid_to_pb(const uint8_t id[CR_CLIENT_ID_BYTES], Crescent__Master__UUID *out);
+void cr_client_uuid_from_pb(const Crescent__Master__UUID *in, uint8_t id[CR_CLIENT_ID_BYTES]);
+
+/* ---- client_rpc.c ---- */
+
+/* Everything a PutStartRequest points to, on the caller's stack. */
+struct cr_client_put_start_parts {
+    Crescent__Master__PutStartRequest req;
+    Crescent__Master__ReplicateConfig config;
+    Crescent__Master__BlockInfo block;
+    Crescent__Master__UUID id;
+};
+
+/* Checks `item` and builds its request into `p` (pointers into p and into
+ * the caller's strings).  CR_OK or CR_ERR_INVALID_PARAMS (error recorded). */
+int cr_client_build_put_start(cr_client *c, const char *tenant, const struct cr_put_item *item,
+                              struct cr_client_put_start_parts *p);
+
+/* Argument checks that record the failure on `c`.  check_tenant maps NULL
+ * to "default" in place. */
+int cr_client_check_tenant(cr_client *c, const char **tenant);
+int cr_client_require_key(cr_client *c, const char *key);
+int cr_client_require_name(cr_client *c, const char *name, const char *what);
+
+/* ---- client.c ---- */
+
+/* Records a failure: formats the message and returns `status`. */
+int cr_client_fail(cr_client *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Blocking call: packs `request`, sends it as `method`, waits for its reply,
+ * unpacks it as the method's response.  Returns CR_OK with *response set
+ * (caller frees with protobuf_c_message_free_unpacked), or the response's
+ * non-OK status_code or a transport error, with *response NULL. */
+int cr_client_call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                   ProtobufCMessage **response);
+
+/* Pipelined send of `request` as `method`. */
+int cr_client_submit(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                     uint64_t *request_id);
+
+#endif
