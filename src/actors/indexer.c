@@ -1,10 +1,590 @@
-/* The indexer actor.  It runs the shared skeleton (answers stats) until its
- * issue gives it work; see subsystems.h. */
+/* The prefix indexer actor (seed 001): owns the prefix index, the external
+ * publishers' sockets (indexer_sources.c) and answers queries, registrations
+ * and load reports asked by the HTTP routes (src/http/indexer_routes.c).
+ *
+ * Sources: static registrations from conductor_config.json (the
+ * indexer_config setting -- flag --indexer-config, or key "indexer_config" in
+ * crescent's own config file named by --config / CRESCENT_CONFIG -- else env
+ * CONDUCTOR_CONFIG_PATH), POST /register at run time, and the store's own
+ * events (CR_MSG_STORE_EVENT from segments, filed under instance
+ * CR_INDEXER_STORE_INSTANCE of the event's tenant). */
+#include <assert.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "actors/indexer_internal.h"
 #include "actors/subsystems.h"
+#include "core/prefix_hash.h"
+#include "core/log.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+
+void cr_indexer_result_free(struct cr_indexer_result *result) { free(result); }
+
+static void state_free(struct indexer_state *st) {
+    if (st == NULL) return;
+    indexer_sources_close(st);
+    for (uint32_t i = 0; i < st->instance_cap; i++)
+        cr_prefix_map_free(&st->instances[i].store_keys);
+    free(st->instances);
+    free(st->route_hits);
+    if (st->zmq != NULL) zmq_ctx_term(st->zmq);
+    cr_kv_decoder_destroy(st->decoder);
+    cr_prefix_index_destroy(st->index);
+    free(st->pollitems);
+    free(st->poll_source);
+    free(st->poll_is_dealer);
+    free(st->static_regs);
+    free(st);
+}
+
+/* A bad static config is a usage error: one line on stderr and
+ * CR_ERR_INVALID_PARAMS, which makes crescentd exit 2 as for a bad flag. */
+static int config_error(const char *path, const char *error) {
+    fprintf(stderr, "crescentd: indexer config %s: %s\n", path, error);
+    return CR_ERR_INVALID_PARAMS;
+}
+
+static int load_static(struct indexer_state *st, const char *path) {
+    char error[CR_INDEXER_ERROR_MAX + 512];
+    if (cr_indexer_conf_load(path, &st->static_regs, &st->static_count, error, sizeof(error)) !=
+        CR_OK)
+        return config_error(path, error);
+    /* Endpoint syntax is checked now, so a typo fails here and not at start. */
+    for (uint32_t i = 0; i < st->static_count; i++) {
+        const struct cr_indexer_registration *r = &st->static_regs[i];
+        const char *endpoints[2] = {r->endpoint, r->replay_endpoint};
+        for (int e = 0; e < 2; e++) {
+            if (endpoints[e][0] == '\0') continue;
+            void *probe = zmq_socket(st->zmq, ZMQ_SUB);
+            int zero = 0;
+            zmq_setsockopt(probe, ZMQ_LINGER, &zero, sizeof(zero));
+            int rc = zmq_connect(probe, endpoints[e]);
+            zmq_close(probe);
+            if (rc != 0) {
+                snprintf(error, sizeof(error), "%.64s: bad endpoint '%.200s': %.100s",
+                         r->instance_id, endpoints[e], zmq_strerror(zmq_errno()));
+                return config_error(path, error);
+            }
+        }
+    }
+    return CR_OK;
+}
+
+static int indexer_create(const struct cr_daemon_config *config, void **state_out) {
+    struct indexer_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) return CR_ERR_NOMEM;
+    size_t slots = 2u * CR_INDEXER_SOURCES_MAX + 1u;
+    st->pollitems = calloc(slots, sizeof(zmq_pollitem_t));
+    st->poll_source = calloc(slots, sizeof(int16_t));
+    st->poll_is_dealer = calloc(slots, 1);
+    st->zmq = zmq_ctx_new();
+    st->poll_dirty = true;
+    if (st->pollitems == NULL || st->poll_source == NULL || st->poll_is_dealer == NULL ||
+        st->zmq == NULL ||
+        cr_prefix_index_create(CR_PREFIX_HASH_SEED_DEFAULT, &st->index) != CR_OK ||
+        cr_kv_decoder_create(&st->decoder) != CR_OK) {
+        state_free(st);
+        return CR_ERR_NOMEM;
+    }
+    const char *path = cr_indexer_conf_path(config->indexer_config);
+    int rc = path[0] != '\0' ? load_static(st, path) : CR_OK;
+    if (rc != CR_OK) {
+        state_free(st);
+        return rc;
+    }
+    *state_out = st;
+    return CR_OK;
+}
+
+static void indexer_destroy(void *state) { state_free(state); }
+
+static int indexer_start(struct cr_actor *self, void *state) {
+    struct indexer_state *st = state;
+    st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
+    for (uint32_t i = 0; i < st->static_count; i++) {
+        char error[CR_INDEXER_ERROR_MAX];
+        int rc = indexer_source_add(st, &st->static_regs[i], error, sizeof(error));
+        if (rc != CR_OK) {
+            CR_ERROR("indexer", "static publisher %s: %s", st->static_regs[i].instance_id, error);
+            return rc;
+        }
+    }
+    if (st->static_count > 0)
+        CR_INFO("indexer", "%u static publishers registered", st->static_count);
+    return CR_OK;
+}
+
+static struct indexer_instance_info *instance_info(struct indexer_state *st, uint16_t id) {
+    if (id >= st->instance_cap) {
+        uint32_t cap = st->instance_cap < 64 ? 64 : st->instance_cap;
+        while (cap <= id) cap *= 2;
+        struct indexer_instance_info *grown = realloc(st->instances, cap * sizeof(*grown));
+        if (grown == NULL) return NULL;
+        memset(grown + st->instance_cap, 0, (cap - st->instance_cap) * sizeof(*grown));
+        for (uint32_t i = st->instance_cap; i < cap; i++)
+            cr_prefix_map_init(&grown[i].store_keys, NULL);
+        st->instances = grown;
+        st->instance_cap = cap;
+    }
+    return &st->instances[id];
+}
+
+static void store_event(struct indexer_state *st, struct cr_msg *msg) {
+    struct cr_msg_store_event *body = CR_MSG_BODY(msg, struct cr_msg_store_event);
+    char tenant[sizeof(body->tenant) + 1];
+    memcpy(tenant, body->tenant, sizeof(body->tenant));
+    tenant[sizeof(body->tenant)] = '\0';
+    uint16_t id;
+    int rc = cr_prefix_index_instance_add(st->index, CR_INDEXER_STORE_INSTANCE,
+                                          tenant[0] != '\0' ? tenant : "default", &id);
+    struct indexer_instance_info *info =
+        rc == CR_OK || rc == CR_ERR_OBJECT_ALREADY_EXISTS ? instance_info(st, id) : NULL;
+    if (info == NULL || cr_indexer_store_apply(st->index, body->event, id, &info->store_keys,
+                                               &st->store_counters) != CR_OK)
+        st->store_skipped++;
+    cr_store_event_free(body->event);
+}
+
+/* ---- queries and routing ---- */
+
+static size_t result_size(const struct cr_prefix_index *index, const struct cr_prefix_match *m,
+                          size_t count, size_t *names) {
+    *names = 0;
+    for (size_t i = 0; i < count; i++)
+        *names += strlen(cr_prefix_index_instance_name(index, m[i].instance_id)) + 1;
+    return sizeof(struct cr_indexer_result) + count * sizeof(struct cr_indexer_hit) + *names;
+}
+
+static struct cr_indexer_result *result_build(const struct cr_prefix_index *index,
+                                              const struct cr_prefix_match *m, size_t count) {
+    size_t names;
+    struct cr_indexer_result *r = calloc(1, result_size(index, m, count, &names));
+    if (r == NULL) return NULL;
+    r->hits = (struct cr_indexer_hit *)(r + 1);
+    char *name_at = (char *)(r->hits + count);
+    for (size_t i = 0; i < count; i++) {
+        struct cr_indexer_hit *h = &r->hits[i];
+        const char *name = cr_prefix_index_instance_name(index, m[i].instance_id);
+        size_t len = strlen(name) + 1;
+        memcpy(name_at, name, len);
+        h->instance = name_at;
+        h->instance_id = m[i].instance_id;
+        name_at += len;
+        h->longest_tokens = m[i].longest_tokens;
+        memcpy(h->medium_tokens, m[i].medium_tokens, sizeof(h->medium_tokens));
+        h->dp_mask = m[i].dp_mask;
+        memcpy(h->dp_tokens, m[i].dp_tokens, sizeof(h->dp_tokens));
+    }
+    r->hit_count = (uint32_t)count;
+    for (uint8_t k = 0; k < CR_PREFIX_MEDIA_MAX; k++) {
+        const char *name = cr_prefix_index_medium_name(index, k);
+        if (name == NULL) break;
+        snprintf(r->media[k], sizeof(r->media[k]), "%s", name);
+        r->media_count = (uint8_t)(k + 1);
+    }
+    return r;
+}
+
+/* Cost of sending the request to instance id (lower is better); see
+ * indexer_routes.c's header for the formula. */
+static double route_cost(const struct indexer_state *st, uint16_t id, uint32_t hit_tokens,
+                         uint64_t request_tokens, double waiting_max, double *load_out) {
+    double overlap = request_tokens > 0 ? (double)hit_tokens / (double)request_tokens : 0.0;
+    double load = 0.0, waiting = 0.0, full = 0.0;
+    if (id < st->instance_cap && st->instances[id].has_load) {
+        const struct cr_indexer_load *l = &st->instances[id].load;
+        load = l->kv_total_blocks > 0 ? (double)l->kv_active_blocks / (double)l->kv_total_blocks
+                                      : l->gpu_cache_usage_perc;
+        waiting = waiting_max > 0 ? (double)l->num_requests_waiting / waiting_max : 0.0;
+        bool no_slots =
+            l->request_total_slots > 0 && l->request_active_slots >= l->request_total_slots;
+        bool no_blocks = l->kv_total_blocks > 0 && l->kv_active_blocks >= l->kv_total_blocks;
+        full = no_slots || no_blocks ? 1.0 : 0.0;
+    }
+    *load_out = load;
+    return load + waiting + full - 2.0 * overlap;
+}
+
+static bool candidate_ok(const struct indexer_state *st, uint16_t id, const char *tenant) {
+    const char *t = cr_prefix_index_instance_tenant(st->index, id);
+    return t != NULL && strcmp(t, tenant) == 0;
+}
+
+/* Fills out with every candidate (an id may repeat): the tenant's publishers
+ * registered for the model, the tenant's instances that reported load, and
+ * every instance that matched.  Returns the count (at most cap). */
+static uint32_t route_candidates(const struct indexer_state *st, const struct cr_indexer_query *q,
+                                 const struct cr_indexer_result *r, uint16_t *out, uint32_t cap) {
+    const char *tenant = q->key.tenant != NULL ? q->key.tenant : "default";
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->hit_count && n < cap; i++) out[n++] = r->hits[i].instance_id;
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX && n < cap; i++) {
+        const struct indexer_source *s = &st->sources[i];
+        if (s->used && strcmp(s->reg.tenant_id, tenant) == 0 &&
+            strcmp(s->reg.model, q->key.model != NULL ? q->key.model : "") == 0)
+            out[n++] = s->target.instance;
+    }
+    for (uint32_t id = 0; id < st->instance_cap && n < cap; id++)
+        if (st->instances[id].has_load && candidate_ok(st, (uint16_t)id, tenant))
+            out[n++] = (uint16_t)id;
+    return n;
+}
+
+static double waiting_max_of(const struct indexer_state *st, const uint16_t *cand, uint32_t n) {
+    double max = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (cand[i] < st->instance_cap && st->instances[cand[i]].has_load &&
+            (double)st->instances[cand[i]].load.num_requests_waiting > max)
+            max = (double)st->instances[cand[i]].load.num_requests_waiting;
+    return max;
+}
+
+static void route_count(struct indexer_state *st, const struct cr_indexer_query *q, uint16_t best,
+                        uint32_t hit) {
+    st->routes++;
+    st->route_request_tokens += q->request_tokens;
+    st->route_hit_tokens += hit;
+    struct indexer_instance_info *info = instance_info(st, best);
+    if (info == NULL) return;
+    info->route_requests++;
+    info->route_request_tokens += q->request_tokens;
+    info->route_hit_tokens += hit;
+}
+
+/* Picks the lowest-cost candidate (ties: longer match, then smaller name). */
+#define ROUTE_SEEN 0x80000000u /* route_hits flag: candidate already evaluated */
+
+static void route_pick(struct indexer_state *st, const struct cr_indexer_query *q,
+                       struct cr_indexer_result *r) {
+    enum { CAND_MAX = 4096 };
+    static_assert(CR_PREFIX_INSTANCES_MAX <= 65536u, "route_hits is indexed by a u16 id");
+    if (st->route_hits == NULL && (st->route_hits = calloc(65536u, sizeof(uint32_t))) == NULL)
+        return;
+    uint16_t *cand = malloc(CAND_MAX * sizeof(uint16_t)); /* per /route: bounded, off the stack */
+    if (cand == NULL) return;
+    uint32_t n = route_candidates(st, q, r, cand, CAND_MAX);
+    for (uint32_t i = 0; i < r->hit_count; i++)
+        st->route_hits[r->hits[i].instance_id] = r->hits[i].longest_tokens;
+    double waiting_max = waiting_max_of(st, cand, n);
+    int best = -1;
+    uint32_t best_hit = 0, distinct = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (st->route_hits[cand[i]] & ROUTE_SEEN) continue; /* listed twice (hit and source) */
+        st->route_hits[cand[i]] |= ROUTE_SEEN;
+        distinct++;
+        const char *name = cr_prefix_index_instance_name(st->index, cand[i]);
+        uint32_t hit = st->route_hits[cand[i]] & ~ROUTE_SEEN;
+        double load, cost = route_cost(st, cand[i], hit, q->request_tokens, waiting_max, &load);
+        if (name == NULL ||
+            (best >= 0 &&
+             !(cost < r->best_cost || (cost == r->best_cost && hit > best_hit) ||
+               (cost == r->best_cost && hit == best_hit && strcmp(name, r->best_instance) < 0))))
+            continue;
+        best = cand[i];
+        best_hit = hit;
+        r->best_cost = cost;
+        r->best_load = load;
+        snprintf(r->best_instance, sizeof(r->best_instance), "%s", name);
+    }
+    for (uint32_t i = 0; i < n; i++) st->route_hits[cand[i]] = 0;
+    free(cand);
+    r->candidates = distinct;
+    r->best_tokens = best_hit;
+    if (best >= 0) route_count(st, q, (uint16_t)best, best_hit);
+}
+
+static int do_query(struct indexer_state *st, const struct cr_indexer_query *q,
+                    struct cr_indexer_result **out) {
+    const struct cr_prefix_match *matches = NULL;
+    size_t count = 0;
+    uint32_t context;
+    uint16_t filter;
+    bool known = cr_prefix_index_context(st->index, &q->key, false, &context) == CR_OK;
+    if (known && q->instance_filter != NULL)
+        known = cr_prefix_index_instance_find(st->index, q->instance_filter, q->key.tenant,
+                                              &filter) == CR_OK;
+    st->queries++;
+    if (known && q->block_count > 0) {
+        int rc = cr_prefix_index_query(st->index, context, q->seq_hashes, q->block_count,
+                                       q->instance_filter != NULL ? &filter : NULL,
+                                       q->instance_filter != NULL ? 1 : 0, &matches, &count);
+        if (rc != CR_OK) return rc;
+    }
+    *out = result_build(st->index, matches, count);
+    if (*out == NULL) return CR_ERR_NOMEM;
+    if (q->route) route_pick(st, q, *out);
+    return CR_OK;
+}
+
+static int do_load(struct indexer_state *st, const struct cr_indexer_load *load) {
+    uint16_t id;
+    int rc = cr_prefix_index_instance_add(st->index, load->instance_id, load->tenant_id, &id);
+    if (rc != CR_OK && rc != CR_ERR_OBJECT_ALREADY_EXISTS) return rc;
+    struct indexer_instance_info *info = instance_info(st, id);
+    if (info == NULL) return CR_ERR_NOMEM;
+    info->has_load = true;
+    info->load = *load;
+    return CR_OK;
+}
+
+/* ---- JSON views (rare admin asks: built on the actor, rendered by HTTP) ---- */
+
+static json_t *hit_rate_json(uint64_t requests, uint64_t request_tokens, uint64_t hit_tokens) {
+    return json_pack("{s:I, s:I, s:I, s:f}", "requests", (json_int_t)requests, "request_tokens",
+                     (json_int_t)request_tokens, "hit_tokens", (json_int_t)hit_tokens, "hit_rate",
+                     request_tokens > 0 ? (double)hit_tokens / (double)request_tokens : 0.0);
+}
+
+static json_t *load_json(const struct indexer_instance_info *info) {
+    if (info == NULL || !info->has_load) return json_null();
+    const struct cr_indexer_load *l = &info->load;
+    return json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "request_active_slots",
+        (json_int_t)l->request_active_slots, "request_total_slots",
+        (json_int_t)l->request_total_slots, "kv_active_blocks", (json_int_t)l->kv_active_blocks,
+        "kv_total_blocks", (json_int_t)l->kv_total_blocks, "num_requests_waiting",
+        (json_int_t)l->num_requests_waiting, "gpu_cache_usage_perc", l->gpu_cache_usage_perc,
+        "gpu_prefix_cache_hit_rate", l->gpu_prefix_cache_hit_rate);
+}
+
+static const struct indexer_instance_info *info_of(const struct indexer_state *st, uint16_t id) {
+    return id < st->instance_cap ? &st->instances[id] : NULL;
+}
+
+static json_t *counters_json(const struct indexer_counters *c) {
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "batches",
+                     (json_int_t)c->batches, "events", (json_int_t)c->events, "blocks_stored",
+                     (json_int_t)c->blocks_stored, "blocks_removed", (json_int_t)c->blocks_removed,
+                     "clears", (json_int_t)c->clears, "malformed_batches", (json_int_t)c->malformed,
+                     "gaps", (json_int_t)c->gaps, "restarts", (json_int_t)c->restarts, "replays",
+                     (json_int_t)c->replays, "replayed_batches", (json_int_t)c->replayed,
+                     "duplicates", (json_int_t)c->duplicates, "skipped_groups",
+                     (json_int_t)c->skipped_groups);
+}
+
+static json_t *source_json(const struct indexer_state *st, const struct indexer_source *s) {
+    const struct cr_indexer_registration *r = &s->reg;
+    const struct indexer_instance_info *info = info_of(st, s->target.instance);
+    json_t *o =
+        json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:b}", "instance_id",
+                  r->instance_id, "tenant_id", r->tenant_id, "dp_rank", (json_int_t)r->dp_rank,
+                  "endpoint", r->endpoint, "replay_endpoint", r->replay_endpoint, "type", r->type,
+                  "modelname", r->model, "lora_name", r->lora_name, "block_size",
+                  (json_int_t)r->block_size, "additionalsalt", r->salt, "possibly_stale", s->stale);
+    if (o == NULL) return NULL;
+    char key[3 * CR_INDEXER_NAME_MAX];
+    snprintf(key, sizeof(key), "%s|%s|%u", r->instance_id, r->tenant_id, r->dp_rank);
+    json_object_set_new(o, "key", json_string(key));
+    json_object_set_new(o, "last_seq",
+                        s->have_seq ? json_integer((json_int_t)s->last_seq) : json_null());
+    json_object_set_new(o, "replaying", json_boolean(s->replaying));
+    json_object_set_new(o, "counters", counters_json(&s->counters));
+    json_object_set_new(o, "load", load_json(info));
+    json_object_set_new(o, "route",
+                        info != NULL
+                            ? hit_rate_json(info->route_requests, info->route_request_tokens,
+                                            info->route_hit_tokens)
+                            : hit_rate_json(0, 0, 0));
+    return o;
+}
+
+static json_t *services_json(const struct indexer_state *st) {
+    json_t *list = json_array();
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++)
+        if (st->sources[i].used) json_array_append_new(list, source_json(st, &st->sources[i]));
+    return json_pack("{s:o, s:I}", "services", list, "count", (json_int_t)st->source_count);
+}
+
+static json_t *instances_json(const struct indexer_state *st, uint32_t live) {
+    json_t *list = json_array();
+    for (uint32_t id = 0, found = 0; id < CR_PREFIX_INSTANCES_MAX && found < live; id++) {
+        const char *name = cr_prefix_index_instance_name(st->index, (uint16_t)id);
+        if (name == NULL) continue;
+        found++;
+        const struct indexer_instance_info *info = info_of(st, (uint16_t)id);
+        json_array_append_new(
+            list,
+            json_pack("{s:s, s:s, s:o, s:o}", "instance_id", name, "tenant_id",
+                      cr_prefix_index_instance_tenant(st->index, (uint16_t)id), "load",
+                      load_json(info), "route",
+                      info != NULL ? hit_rate_json(info->route_requests, info->route_request_tokens,
+                                                   info->route_hit_tokens)
+                                   : hit_rate_json(0, 0, 0)));
+    }
+    return list;
+}
+
+static json_t *contexts_json(const struct indexer_state *st, uint32_t live) {
+    json_t *list = json_array();
+    for (uint32_t c = 0, found = 0; c < CR_PREFIX_CONTEXTS_MAX && found < live; c++) {
+        struct cr_prefix_context_info info;
+        if (cr_prefix_index_context_info(st->index, c, &info) != CR_OK) continue;
+        found++;
+        json_array_append_new(
+            list, json_pack("{s:s, s:s, s:s, s:I, s:s, s:I, s:I}", "tenant_id", info.tenant,
+                            "model", info.model, "lora_name", info.lora_name, "block_size",
+                            (json_int_t)info.block_size, "additional_salt", info.additional_salt,
+                            "blocks", (json_int_t)info.blocks, "pairs", (json_int_t)info.pairs));
+    }
+    return list;
+}
+
+static json_t *global_view_json(const struct indexer_state *st) {
+    struct cr_prefix_summary s;
+    cr_prefix_index_summary(st->index, &s);
+    json_t *o =
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "contexts", (json_int_t)s.contexts,
+                  "instances", (json_int_t)s.instances, "publishers", (json_int_t)s.publishers,
+                  "blocks", (json_int_t)s.blocks, "pairs", (json_int_t)s.pairs, "bytes_used",
+                  (json_int_t)s.bytes_used, "runs_orphaned", (json_int_t)s.runs_orphaned,
+                  "removes_unknown", (json_int_t)s.removes_unknown);
+    if (o == NULL) return NULL;
+    json_object_set_new(o, "context_list", contexts_json(st, s.contexts));
+    json_object_set_new(o, "instance_list", instances_json(st, s.instances));
+    json_object_set_new(o, "route",
+                        hit_rate_json(st->routes, st->route_request_tokens, st->route_hit_tokens));
+    json_object_set_new(o, "store", counters_json(&st->store_counters));
+    return o;
+}
+
+/* ---- the actor ---- */
+
+static int handle_ask(struct indexer_state *st, struct cr_msg *msg) {
+    switch (msg->type) {
+    case CR_MSG_INDEXER_REGISTER: {
+        struct cr_msg_indexer_register *b = CR_MSG_BODY(msg, struct cr_msg_indexer_register);
+        int rc = indexer_source_add(st, b->reg, b->error, CR_INDEXER_ERROR_MAX);
+        if (rc != CR_OK) st->registrations_rejected++;
+        return rc;
+    }
+    case CR_MSG_INDEXER_UNREGISTER: {
+        struct cr_msg_indexer_unregister *b = CR_MSG_BODY(msg, struct cr_msg_indexer_unregister);
+        return indexer_source_remove(st, b->instance_id, b->tenant_id, b->dp_rank);
+    }
+    case CR_MSG_INDEXER_QUERY: {
+        struct cr_msg_indexer_query *b = CR_MSG_BODY(msg, struct cr_msg_indexer_query);
+        return do_query(st, b->query, b->result_out);
+    }
+    case CR_MSG_INDEXER_LOAD:
+        return do_load(st, CR_MSG_BODY(msg, struct cr_msg_indexer_load)->load);
+    case CR_MSG_INDEXER_SERVICES:
+    case CR_MSG_INDEXER_GLOBAL_VIEW: {
+        json_t **out = CR_MSG_BODY(msg, struct cr_msg_indexer_json)->json_out;
+        *out = msg->type == CR_MSG_INDEXER_SERVICES ? services_json(st) : global_view_json(st);
+        return *out != NULL ? CR_OK : CR_ERR_NOMEM;
+    }
+    default:
+        return CR_ERR_INVALID_PARAMS;
+    }
+}
+
+static void indexer_handle(struct cr_actor *self, void *state, struct cr_msg *msg) {
+    struct indexer_state *st = state;
+    st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
+    if (msg->type == CR_MSG_WIRE) return; /* the indexer sends to no peer */
+    if (msg->type == CR_MSG_STORE_EVENT) {
+        store_event(st, msg);
+        return;
+    }
+    bool known = msg->type >= CR_MSG_INDEXER_REGISTER && msg->type <= CR_MSG_INDEXER_GLOBAL_VIEW;
+    if (known && (msg->flags & CR_MSG_ASK)) {
+        cr_reply(msg, handle_ask(st, msg));
+        return;
+    }
+    /* Indexer messages are all asks; anything else is counted and logged once a minute. */
+    st->unknown_messages++;
+    if (cr_log_ratelimit(&st->last_unknown_log_ns, st->now_ns, 60ull * 1000000000u))
+        CR_WARN("indexer", "message type %u from sender %u is not handled here (%llu so far)",
+                msg->type, msg->sender, (unsigned long long)st->unknown_messages);
+    if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
+}
+
+static void indexer_wait_hook(struct cr_actor *self, void *state, int wake_fd, int timeout_ms) {
+    struct indexer_state *st = state;
+    st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
+    indexer_wait(st, wake_fd, timeout_ms);
+}
+
+static void indexer_stop(struct cr_actor *self, void *state) {
+    (void)self;
+    indexer_sources_close(state); /* sockets are closed on the thread that used them */
+}
+
+static void indexer_discard(void *state, struct cr_msg *msg) {
+    (void)state;
+    if (msg->type == CR_MSG_STORE_EVENT)
+        cr_store_event_free(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
+}
+
+#define STAT(name_, value_)                                                                        \
+    do {                                                                                           \
+        if (out->extra_count < CR_ACTOR_STATS_EXTRA_MAX) {                                         \
+            out->extra[out->extra_count].name = (name_);                                           \
+            out->extra[out->extra_count].value = (uint64_t)(value_);                               \
+            out->extra_count++;                                                                    \
+        }                                                                                          \
+    } while (0)
+
+static void indexer_stats(struct cr_actor *self, void *state, struct cr_actor_stats *out) {
+    (void)self;
+    const struct indexer_state *st = state;
+    struct indexer_counters sum = st->store_counters;
+    uint64_t stale = 0;
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++) {
+        const struct indexer_source *s = &st->sources[i];
+        if (!s->used) continue;
+        const struct indexer_counters *c = &s->counters;
+        sum.batches += c->batches, sum.events += c->events, sum.malformed += c->malformed;
+        sum.gaps += c->gaps, sum.restarts += c->restarts, sum.replays += c->replays;
+        sum.replayed += c->replayed, sum.duplicates += c->duplicates;
+        sum.skipped_groups += c->skipped_groups, sum.orphans += c->orphans;
+        stale += s->stale;
+    }
+    struct cr_prefix_summary s;
+    cr_prefix_index_summary(st->index, &s);
+    STAT("publishers", st->source_count);
+    STAT("publishers_possibly_stale", stale);
+    STAT("batches_total", sum.batches);
+    STAT("events_total", sum.events);
+    STAT("malformed_batches_total", sum.malformed);
+    STAT("gaps_total", sum.gaps);
+    STAT("restarts_total", sum.restarts);
+    STAT("replays_total", sum.replays);
+    STAT("replayed_batches_total", sum.replayed);
+    STAT("duplicate_batches_total", sum.duplicates);
+    STAT("skipped_groups_total", sum.skipped_groups);
+    STAT("orphan_runs_total", sum.orphans);
+    STAT("store_events_skipped_total", st->store_skipped);
+    STAT("unknown_messages_total", st->unknown_messages);
+    STAT("blocks", s.blocks);
+    STAT("block_instance_pairs", s.pairs);
+    STAT("index_bytes", s.bytes_used);
+    STAT("queries_total", st->queries);
+    STAT("route_requests_total", st->routes);
+    STAT("route_request_tokens_total", st->route_request_tokens);
+    STAT("route_hit_tokens_total", st->route_hit_tokens);
+}
+
+static const struct cr_actor_ops indexer_ops = {
+    .start = indexer_start,
+    .handle = indexer_handle,
+    .stop = indexer_stop,
+    .discard = indexer_discard,
+    .wait = indexer_wait_hook,
+    .stats = indexer_stats,
+};
+
+int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems *peers);
 
 const struct cr_subsystem_def cr_indexer_def = {
     .name = "indexer",
-    .ops = &cr_skeleton_ops,
-    .create = cr_skeleton_create,
-    .destroy = cr_skeleton_destroy,
+    .ops = &indexer_ops,
+    .create = indexer_create,
+    .destroy = indexer_destroy,
+    .register_routes = cr_indexer_register_routes,
 };

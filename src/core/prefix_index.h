@@ -170,6 +170,18 @@ int cr_prefix_index_stored_hashes(struct cr_prefix_index *index, uint32_t publis
 int cr_prefix_index_removed(struct cr_prefix_index *index, uint32_t publisher, uint32_t context,
                             const uint64_t *engine_hashes, size_t block_count, int medium);
 
+/* Finds the context and own sequence hash that the publisher's engine hash
+ * maps to (the first of its contexts that has it).  Returns true and sets
+ * *context and *own, or false (also for a bad publisher id). */
+bool cr_prefix_index_engine_find(const struct cr_prefix_index *index, uint32_t publisher,
+                                 uint64_t engine_hash, uint32_t *context, uint64_t *own);
+
+/* As cr_prefix_index_removed, in whichever of the publisher's contexts holds
+ * each engine hash (removal events name no LoRA or block size).  Returns
+ * CR_OK or CR_ERR_INVALID_PARAMS / CR_ERR_NOMEM. */
+int cr_prefix_index_removed_any(struct cr_prefix_index *index, uint32_t publisher,
+                                const uint64_t *engine_hashes, size_t block_count, int medium);
+
 /* Removes every block of this publisher (only its own), in all contexts.
  * Returns CR_OK or CR_ERR_OBJECT_NOT_FOUND. */
 int cr_prefix_index_cleared(struct cr_prefix_index *index, uint32_t publisher);

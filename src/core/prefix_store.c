@@ -385,3 +385,56 @@ int cr_prefix_index_cleared(struct cr_prefix_index *index, uint32_t publisher) {
     pub->track_count = 0;
     return CR_OK;
 }
+
+bool cr_prefix_index_engine_find(const struct cr_prefix_index *index, uint32_t publisher,
+                                 uint64_t engine_hash, uint32_t *context, uint64_t *own) {
+    assert(index != NULL && context != NULL && own != NULL);
+    if (publisher >= index->publisher_high || !index->publishers[publisher].used) return false;
+    const struct prefix_publisher *pub = &index->publishers[publisher];
+    for (uint32_t t = 0; t < pub->track_count; t++) {
+        if (cr_prefix_map_get(&pub->tracks[t].engine_to_own, engine_hash, own)) {
+            *context = pub->tracks[t].context;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Removes one engine hash from the first track that maps it; false if none does. */
+static int remove_in_tracks(struct cr_prefix_index *index, struct prefix_publisher *pub,
+                            uint64_t engine, int medium, bool *found) {
+    *found = false;
+    for (uint32_t t = 0; t < pub->track_count; t++) {
+        struct prefix_track *track = &pub->tracks[t];
+        uint64_t own;
+        if (!cr_prefix_map_get(&track->engine_to_own, engine, &own)) continue;
+        struct pair_ref ref = {.ctx = &index->contexts[track->context], .rank = pub->dp_rank};
+        if (prefix_context_local(index, ref.ctx, pub->instance, false, &ref.local) != CR_OK)
+            continue;
+        bool still;
+        int rc = pair_remove(index, &ref, own, medium, &still);
+        if (rc != CR_OK) return rc;
+        if (!still) cr_prefix_map_del(&track->engine_to_own, engine, NULL);
+        *found = true;
+        return CR_OK;
+    }
+    return CR_OK;
+}
+
+int cr_prefix_index_removed_any(struct cr_prefix_index *index, uint32_t publisher,
+                                const uint64_t *engine_hashes, size_t block_count, int medium) {
+    assert(index != NULL);
+    if (publisher >= index->publisher_high || !index->publishers[publisher].used ||
+        (engine_hashes == NULL && block_count > 0) ||
+        (medium != CR_PREFIX_MEDIUM_ALL && (medium < 0 || medium >= index->media_count))) {
+        return CR_ERR_INVALID_PARAMS;
+    }
+    struct prefix_publisher *pub = &index->publishers[publisher];
+    for (size_t i = 0; i < block_count; i++) {
+        bool found;
+        int rc = remove_in_tracks(index, pub, engine_hashes[i], medium, &found);
+        if (rc != CR_OK) return rc;
+        if (!found) index->removes_unknown++;
+    }
+    return CR_OK;
+}

@@ -1,0 +1,410 @@
+/* Indexer benchmark: ingest through decoding, query latency in process and
+ * over HTTP, memory per (block, instance).
+ *
+ * Ingest: vLLM-format batches ([ts, [BlockStored...], nil], 16 events of 16
+ * blocks x 16 tokens, continuing chains from their parents) go through
+ * cr_kv_decode, cr_indexer_batch_check and cr_indexer_batch_apply, as the
+ * actor does for each SUB message (the socket read itself is not included).
+ * Query: 16 prompts of 32k tokens sharing a 1k-token system prefix; each of N
+ * instances (100, 1000) holds one prompt to a random depth (the set of holders
+ * thins out along the prompt).  In process: cr_prefix_index_query_tokens
+ * (hashing included) for 2k/8k/32k-token prompts at block sizes 16 and 128.
+ * HTTP: crescent's own HTTP front and indexer actor in this process (the index
+ * is filled before the actor starts), C clients on keep-alive connections
+ * POSTing /query with JSON bodies of 2k/8k/32k tokens.
+ *
+ * Run: ./indexer [--quick] [--only ingest|query|http] */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <msgpack.h>
+
+#include "harness.h"
+#include "actors/indexer_internal.h"
+#include "actors/subsystems.h"
+#include "core/buf.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+#include "http/front.h"
+
+#define PROMPTS 16
+#define PROMPT_TOKENS 32768u
+#define SYSTEM_TOKENS 1024u
+#define RUN_BLOCKS 16u
+#define CLIENTS 4
+
+int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems *peers);
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static uint64_t rng(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void check(int rc, const char *what) {
+    if (rc != CR_OK) {
+        fprintf(stderr, "%s: %s\n", what, cr_strerror(rc));
+        exit(1);
+    }
+}
+
+/* ---- ingest ---- */
+
+static void pack_batch(msgpack_sbuffer *buf, uint64_t first_engine, bool rooted,
+                       const uint32_t *tokens) {
+    msgpack_packer pk;
+    msgpack_sbuffer_clear(buf);
+    msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_double(&pk, 1700000000.0);
+    msgpack_pack_array(&pk, 16);
+    for (uint32_t e = 0; e < 16; e++) {
+        uint64_t base = first_engine + (uint64_t)e * RUN_BLOCKS;
+        msgpack_pack_array(&pk, 7);
+        msgpack_pack_str(&pk, 11);
+        msgpack_pack_str_body(&pk, "BlockStored", 11);
+        msgpack_pack_array(&pk, RUN_BLOCKS);
+        for (uint32_t b = 0; b < RUN_BLOCKS; b++) msgpack_pack_uint64(&pk, base + b);
+        if (e == 0 && rooted)
+            msgpack_pack_nil(&pk);
+        else
+            msgpack_pack_uint64(&pk, base - 1);
+        msgpack_pack_array(&pk, RUN_BLOCKS * 16);
+        for (uint32_t t = 0; t < RUN_BLOCKS * 16; t++)
+            msgpack_pack_uint32(&pk, tokens[e * RUN_BLOCKS * 16 + t]);
+        msgpack_pack_uint32(&pk, 16);
+        msgpack_pack_nil(&pk);
+        msgpack_pack_str(&pk, 3);
+        msgpack_pack_str_body(&pk, "GPU", 3);
+    }
+    msgpack_pack_nil(&pk);
+}
+
+static void bench_ingest(size_t batches) {
+    struct cr_prefix_index *ix;
+    struct cr_kv_decoder *dec;
+    check(cr_prefix_index_create(0, &ix), "create");
+    check(cr_kv_decoder_create(&dec), "decoder");
+    struct indexer_counters counters = {0};
+    struct cr_prefix_map keys;
+    cr_prefix_map_init(&keys, NULL);
+    struct indexer_target t[100];
+    for (int i = 0; i < 100; i++) {
+        char name[32];
+        uint16_t id;
+        snprintf(name, sizeof(name), "ingest-%d", i);
+        check(cr_prefix_index_instance_add(ix, name, NULL, &id), "instance");
+        t[i] = (struct indexer_target){.instance = id,
+                                       .tenant = "default",
+                                       .model = "m",
+                                       .lora_name = "",
+                                       .salt = "",
+                                       .block_size = 16,
+                                       .counters = &counters,
+                                       .keys = &keys};
+    }
+    /* Payloads are built before timing; 64 distinct ones are cycled with fresh engine ids. */
+    enum { DISTINCT = 64 };
+    msgpack_sbuffer bufs[DISTINCT];
+    uint32_t *tokens = malloc(16 * RUN_BLOCKS * 16 * sizeof(uint32_t));
+    for (int k = 0; k < DISTINCT; k++) {
+        for (uint32_t i = 0; i < 16 * RUN_BLOCKS * 16; i++) tokens[i] = (uint32_t)rng();
+        msgpack_sbuffer_init(&bufs[k]);
+        pack_batch(&bufs[k], ((uint64_t)k << 32) + 1, true, tokens);
+    }
+    free(tokens);
+    uint64_t start = bench_now_ns();
+    for (size_t b = 0; b < batches; b++) {
+        const struct cr_kv_batch *batch;
+        char err[128];
+        msgpack_sbuffer *buf = &bufs[b % DISTINCT];
+        check(cr_kv_decode(dec, buf->data, buf->size, &batch, err, sizeof(err)), "decode");
+        check(cr_indexer_batch_check(ix, &t[b % 100], batch, err, sizeof(err)), "check");
+        check(cr_indexer_batch_apply(ix, &t[b % 100], batch), "apply");
+    }
+    uint64_t elapsed = bench_now_ns() - start;
+    bench_report("ingest vLLM batches 16x16x16 (blocks/s)", batches * 16 * RUN_BLOCKS, elapsed,
+                 NULL);
+    struct cr_prefix_summary s;
+    cr_prefix_index_summary(ix, &s);
+    printf("  ingest memory: %llu pairs, %zu bytes, %.1f bytes/(block,instance)\n",
+           (unsigned long long)s.pairs, s.bytes_used, (double)s.bytes_used / (double)s.pairs);
+    for (int k = 0; k < DISTINCT; k++) msgpack_sbuffer_destroy(&bufs[k]);
+    cr_prefix_map_free(&keys);
+    cr_kv_decoder_destroy(dec);
+    cr_prefix_index_destroy(ix);
+}
+
+/* ---- population shared by the query benchmarks ---- */
+
+static uint32_t *make_prompts(void) {
+    uint32_t *p = malloc((size_t)PROMPTS * PROMPT_TOKENS * sizeof(uint32_t));
+    for (uint32_t t = 0; t < SYSTEM_TOKENS; t++) p[t] = (uint32_t)rng();
+    for (int i = 0; i < PROMPTS; i++) {
+        uint32_t *q = p + (size_t)i * PROMPT_TOKENS;
+        memcpy(q, p, SYSTEM_TOKENS * sizeof(uint32_t));
+        for (uint32_t t = SYSTEM_TOKENS; t < PROMPT_TOKENS; t++) q[t] = (uint32_t)rng();
+    }
+    return p;
+}
+
+static void populate(struct cr_prefix_index *ix, uint32_t bs, int instances,
+                     const uint32_t *prompts) {
+    struct cr_prefix_context_key key = {.tenant = "default", .model = "m", .block_size = bs};
+    uint32_t ctx;
+    check(cr_prefix_index_context(ix, &key, true, &ctx), "context");
+    uint32_t max_blocks = PROMPT_TOKENS / bs;
+    uint64_t engine[RUN_BLOCKS];
+    for (int i = 0; i < instances; i++) {
+        char name[32];
+        uint16_t id;
+        uint32_t pub;
+        snprintf(name, sizeof(name), "inst-%d", i);
+        check(cr_prefix_index_instance_add(ix, name, NULL, &id), "instance");
+        check(cr_prefix_index_publisher(ix, id, (uint8_t)(i % 4), &pub), "publisher");
+        const uint32_t *q = prompts + (size_t)(i % PROMPTS) * PROMPT_TOKENS;
+        uint32_t depth = 1 + (uint32_t)(rng() % max_blocks);
+        uint64_t parent = 0;
+        for (uint32_t b = 0; b < depth; b += RUN_BLOCKS) {
+            uint32_t n = depth - b < RUN_BLOCKS ? depth - b : RUN_BLOCKS;
+            for (uint32_t k = 0; k < n; k++) engine[k] = ((uint64_t)i << 32) | (b + k);
+            check(cr_prefix_index_stored_tokens(ix, pub, ctx, b > 0 ? &parent : NULL, engine, n,
+                                                q + (size_t)b * bs, (size_t)n * bs, bs,
+                                                CR_PREFIX_MEDIUM_GPU),
+                  "populate");
+            parent = engine[n - 1];
+        }
+    }
+}
+
+static const uint32_t lengths[3] = {2048, 8192, 32768};
+
+static void bench_in_process(struct cr_prefix_index *ix, int instances, uint32_t bs,
+                             const uint32_t *prompts, int iters) {
+    struct cr_prefix_context_key key = {.tenant = "default", .model = "m", .block_size = bs};
+    for (int l = 0; l < 3; l++) {
+        struct bench_latency lat;
+        bench_latency_init(&lat, (size_t)iters);
+        uint64_t start = bench_now_ns();
+        for (int it = 0; it < iters; it++) {
+            const uint32_t *q = prompts + (size_t)(it % PROMPTS) * PROMPT_TOKENS;
+            const struct cr_prefix_match *m;
+            size_t count;
+            uint64_t t0 = bench_now_ns();
+            check(cr_prefix_index_query_tokens(ix, &key, q, lengths[l], NULL, 0, &m, &count),
+                  "query");
+            bench_latency_add(&lat, bench_now_ns() - t0);
+        }
+        char name[96];
+        snprintf(name, sizeof(name), "query %uk tok (%u blocks) bs %u, %d inst", lengths[l] / 1024,
+                 lengths[l] / bs, bs, instances);
+        bench_report(name, (uint64_t)iters, bench_now_ns() - start, &lat);
+        bench_latency_free(&lat);
+    }
+}
+
+/* ---- HTTP ---- */
+
+struct client {
+    int port;
+    const char *request; /* the whole HTTP request */
+    size_t request_len;
+    uint64_t deadline_ns;
+    struct bench_latency lat;
+    uint64_t done, errors;
+};
+
+static int connect_to(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads one response (headers + Content-Length body); returns the status or -1. */
+static int read_response(int fd, char *buf, size_t cap) {
+    size_t have = 0;
+    char *body = NULL;
+    long need = -1;
+    for (;;) {
+        if (body == NULL) {
+            buf[have] = '\0';
+            char *end = strstr(buf, "\r\n\r\n");
+            if (end != NULL) {
+                body = end + 4;
+                char *cl = strcasestr(buf, "Content-Length:");
+                need = cl != NULL ? strtol(cl + 15, NULL, 10) : 0;
+            }
+        }
+        if (body != NULL && (long)(have - (size_t)(body - buf)) >= need) return atoi(buf + 9);
+        if (have + 1 >= cap) return -1;
+        /* The front writes headers and body separately; with Nagle on its
+         * side, a delayed ACK here would stall every response by ~40 ms. */
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+        ssize_t n = read(fd, buf + have, cap - 1 - have);
+        if (n <= 0) return -1;
+        have += (size_t)n;
+    }
+}
+
+static void *client_main(void *arg) {
+    struct client *c = arg;
+    char *buf = malloc(1 << 20);
+    int fd = connect_to(c->port);
+    while (fd >= 0 && bench_now_ns() < c->deadline_ns) {
+        uint64_t t0 = bench_now_ns();
+        if (write(fd, c->request, c->request_len) != (ssize_t)c->request_len ||
+            read_response(fd, buf, 1 << 20) != 200) {
+            c->errors++;
+            break;
+        }
+        bench_latency_add(&c->lat, bench_now_ns() - t0);
+        c->done++;
+    }
+    if (fd >= 0) close(fd);
+    free(buf);
+    return NULL;
+}
+
+static char *query_request(const uint32_t *tokens, uint32_t n, uint32_t bs, size_t *len) {
+    struct cr_buf body, req;
+    cr_buf_init(&body);
+    cr_buf_appendf(&body, "{\"model\":\"m\",\"block_size\":%u,\"token_ids\":[", bs);
+    for (uint32_t i = 0; i < n; i++) cr_buf_appendf(&body, "%s%u", i ? "," : "", tokens[i]);
+    cr_buf_appendf(&body, "]}");
+    size_t body_len;
+    char *b = cr_buf_take(&body, &body_len);
+    cr_buf_init(&req);
+    cr_buf_appendf(&req,
+                   "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %zu\r\n\r\n",
+                   body_len);
+    cr_buf_append(&req, b, body_len);
+    free(b);
+    return cr_buf_take(&req, len);
+}
+
+static void bench_http(int port, int instances, uint32_t bs, const uint32_t *prompts,
+                       double seconds) {
+    for (int l = 0; l < 3; l++) {
+        struct client c[CLIENTS];
+        pthread_t th[CLIENTS];
+        uint64_t start = bench_now_ns();
+        for (int i = 0; i < CLIENTS; i++) {
+            c[i] = (struct client){.port = port, .deadline_ns = start + (uint64_t)(seconds * 1e9)};
+            c[i].request = query_request(prompts + (size_t)(i % PROMPTS) * PROMPT_TOKENS,
+                                         lengths[l], bs, &c[i].request_len);
+            bench_latency_init(&c[i].lat, 4u << 20);
+            pthread_create(&th[i], NULL, client_main, &c[i]);
+        }
+        struct bench_latency all;
+        bench_latency_init(&all, (size_t)CLIENTS << 22);
+        uint64_t done = 0, errors = 0;
+        for (int i = 0; i < CLIENTS; i++) {
+            pthread_join(th[i], NULL);
+            for (size_t k = 0; k < c[i].lat.count; k++)
+                bench_latency_add(&all, c[i].lat.samples_ns[k]);
+            done += c[i].done;
+            errors += c[i].errors;
+            bench_latency_free(&c[i].lat);
+            free((void *)c[i].request);
+        }
+        char name[96];
+        snprintf(name, sizeof(name), "HTTP /query %uk tok bs %u, %d inst, %d conns",
+                 lengths[l] / 1024, bs, instances, CLIENTS);
+        if (done > 0) bench_report(name, done, bench_now_ns() - start, &all);
+        if (errors > 0) printf("  %llu errors\n", (unsigned long long)errors);
+        bench_latency_free(&all);
+    }
+}
+
+/* Runs the indexer actor and the HTTP front in this process over a
+ * pre-filled index (filled on this thread before the actor's starts). */
+static void bench_http_setup(int instances, uint32_t bs, const uint32_t *prompts, double seconds) {
+    struct cr_daemon_config config;
+    cr_daemon_config_default(&config);
+    config.indexer_config[0] = '\0';
+    unsetenv("CONDUCTOR_CONFIG_PATH");
+    void *state;
+    check(cr_indexer_def.create(&config, &state), "indexer create");
+    populate(((struct indexer_state *)state)->index, bs, instances, prompts);
+    struct cr_runtime_config rc;
+    cr_runtime_config_default(&rc);
+    rc.pin_threads = false;
+    struct cr_runtime *rt;
+    check(cr_runtime_create(&rc, &rt), "runtime");
+    struct cr_subsystems peers = {.ask_timeout_ns = 5000000000ull};
+    check(cr_runtime_spawn(rt, "indexer", cr_indexer_def.ops, state,
+                           &peers.actors[CR_SUBSYSTEM_INDEXER]),
+          "spawn");
+    struct cr_http_front *front;
+    check(cr_http_front_create(&front), "front");
+    check(cr_indexer_register_routes(front, &peers), "routes");
+    char error[256], address[64];
+    int port = 0;
+    for (int tries = 0; tries < 20 && port == 0; tries++) {
+        int p = 20000 + (int)(rng() % 30000);
+        snprintf(address, sizeof(address), "127.0.0.1:%d", p);
+        if (cr_http_front_start(front, address, 8, error, sizeof(error)) == CR_OK) port = p;
+    }
+    if (port == 0) {
+        fprintf(stderr, "cannot start the HTTP front: %s\n", error);
+        exit(1);
+    }
+    bench_http(port, instances, bs, prompts, seconds);
+    cr_http_front_destroy(front);
+    cr_runtime_destroy(rt);
+    cr_indexer_def.destroy(state);
+}
+
+/* Flags: --quick (short runs), --only ingest|query|http (one section). */
+int main(int argc, char **argv) {
+    bool quick = false;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = true;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+            only = argv[++i];
+    }
+    if (only == NULL || strcmp(only, "ingest") == 0) bench_ingest(quick ? 200 : 4000);
+    uint32_t *prompts = make_prompts();
+    const int counts[2] = {100, 1000};
+    const uint32_t sizes[2] = {16, 128};
+    for (int c = 0; c < 2 && (only == NULL || strcmp(only, "query") == 0); c++) {
+        for (int s = 0; s < 2; s++) {
+            struct cr_prefix_index *ix;
+            check(cr_prefix_index_create(0, &ix), "create");
+            populate(ix, sizes[s], counts[c], prompts);
+            struct cr_prefix_summary sum;
+            cr_prefix_index_summary(ix, &sum);
+            printf("  %d instances bs %u: %llu blocks, %llu pairs, %.1f bytes/(block,instance)\n",
+                   counts[c], sizes[s], (unsigned long long)sum.blocks,
+                   (unsigned long long)sum.pairs, (double)sum.bytes_used / (double)sum.pairs);
+            bench_in_process(ix, counts[c], sizes[s], prompts, quick ? 200 : 2000);
+            cr_prefix_index_destroy(ix);
+        }
+    }
+    for (int c = 0; c < 2 && (only == NULL || strcmp(only, "http") == 0); c++)
+        for (int s = 0; s < 2; s++)
+            bench_http_setup(counts[c], sizes[s], prompts, quick ? 0.3 : 2.0);
+    free(prompts);
+    return 0;
+}

@@ -1,0 +1,330 @@
+/* Decoded KV-event batches and the store's own events onto the prefix index
+ * (see indexer_internal.h).  No sockets, no clocks: unit-tested directly. */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "actors/indexer_internal.h"
+#include "crescent/error.h"
+
+/* One store-style block (the store's own event, or a store-dialect event
+ * that arrived over ZMQ). */
+struct store_block {
+    const char *key, *block_hash, *parent;
+    size_t key_len, block_hash_len, parent_len;
+    const char *tenant, *model;
+    uint32_t block_size;
+    const uint32_t *tokens;
+    size_t token_count;
+    uint8_t media_mask; /* bit per medium id */
+};
+
+#define STORE_RUN_MAX 64u /* blocks of one store object: far above any real object */
+
+static uint64_t str_id(const char *s, size_t len) { return XXH3_64bits(s, len); }
+
+static uint32_t event_dp(const struct indexer_target *t, const struct cr_kv_batch *b,
+                         const struct cr_kv_event *e) {
+    if (e->has_dp_rank) return e->dp_rank;
+    if (b->has_dp_rank) return b->dp_rank;
+    return t->dp_rank;
+}
+
+static const char *or_default(const struct cr_kv_str *s, const char *fallback) {
+    return s->ptr != NULL && s->len > 0 ? s->ptr : fallback;
+}
+
+static bool prefix_group(const struct cr_kv_event *e) {
+    if (e->spec_kind != CR_KV_SPEC_UNSET && e->spec_kind != CR_KV_SPEC_FULL_ATTENTION) return false;
+    return !(e->has_sliding_window && e->sliding_window > 0);
+}
+
+static bool name_fits(const struct cr_kv_str *s) { return s->len <= CR_PREFIX_NAME_MAX; }
+
+static int check_event(struct cr_prefix_index *index, const struct indexer_target *t,
+                       const struct cr_kv_batch *b, uint32_t i, char *error, size_t size) {
+    const struct cr_kv_event *e = &b->events[i];
+    if (event_dp(t, b, e) >= CR_PREFIX_DP_RANKS) {
+        snprintf(error, size, "event %u: dp rank %u is not below %u", i, event_dp(t, b, e),
+                 CR_PREFIX_DP_RANKS);
+        return CR_ERR_PROTOCOL;
+    }
+    uint8_t medium;
+    if (e->medium.ptr != NULL && cr_prefix_index_medium(index, e->medium.ptr, &medium) != CR_OK) {
+        snprintf(error, size, "event %u: medium '%.32s' is too long or one too many", i,
+                 e->medium.ptr);
+        return CR_ERR_PROTOCOL;
+    }
+    if (!name_fits(&e->lora_name) || !name_fits(&e->model_name) ||
+        !name_fits(&e->additional_salt)) {
+        snprintf(error, size, "event %u: a model, LoRA or salt name is over %u bytes", i,
+                 CR_PREFIX_NAME_MAX);
+        return CR_ERR_PROTOCOL;
+    }
+    if (e->kind == CR_KV_EVENT_STORED && e->has_token_ids && e->dialect != CR_KV_DIALECT_STORE) {
+        uint32_t bs = e->block_size != 0 ? e->block_size : t->block_size;
+        if (bs == 0 || (uint64_t)e->token_count != (uint64_t)e->hash_count * bs) {
+            snprintf(error, size, "event %u: %u token ids do not make %u blocks of %u", i,
+                     e->token_count, e->hash_count, bs);
+            return CR_ERR_PROTOCOL;
+        }
+    }
+    return CR_OK;
+}
+
+int cr_indexer_batch_check(struct cr_prefix_index *index, const struct indexer_target *target,
+                           const struct cr_kv_batch *batch, char *error, size_t error_size) {
+    assert(index != NULL && target != NULL && batch != NULL && error != NULL);
+    for (uint32_t i = 0; i < batch->event_count; i++) {
+        int rc = check_event(index, target, batch, i, error, error_size);
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
+}
+
+static int event_context(struct cr_prefix_index *index, const struct indexer_target *t,
+                         const struct cr_kv_event *e, uint32_t *context) {
+    struct cr_prefix_context_key key = {
+        .tenant = t->tenant,
+        .model = or_default(&e->model_name, t->model),
+        .lora_name = e->lora_name.ptr != NULL ? e->lora_name.ptr : t->lora_name,
+        .block_size = e->block_size != 0 ? e->block_size : t->block_size,
+        .additional_salt = e->additional_salt.ptr != NULL ? e->additional_salt.ptr : t->salt,
+    };
+    return cr_prefix_index_context(index, &key, true, context);
+}
+
+static int apply_stored(struct cr_prefix_index *index, const struct indexer_target *t, uint32_t pub,
+                        const struct cr_kv_event *e) {
+    if (!prefix_group(e)) {
+        t->counters->skipped_groups++;
+        return CR_OK;
+    }
+    if (e->hash_count == 0) return CR_OK;
+    uint8_t medium;
+    int rc = cr_prefix_index_medium(index, e->medium.ptr, &medium);
+    uint32_t context;
+    if (rc == CR_OK) rc = event_context(index, t, e, &context);
+    if (rc != CR_OK) return rc;
+    if (e->has_token_ids && !e->seq_hashes) {
+        uint32_t bs = e->block_size != 0 ? e->block_size : t->block_size;
+        rc = cr_prefix_index_stored_tokens(index, pub, context,
+                                           e->has_parent ? &e->parent_hash : NULL, e->hashes,
+                                           e->hash_count, e->token_ids, e->token_count, bs, medium);
+    } else if (e->seq_hashes) {
+        rc = cr_prefix_index_stored_hashes(index, pub, context, NULL, e->hashes, e->hash_count,
+                                           medium);
+    } else {
+        t->counters->orphans++; /* engine hashes without tokens cannot be placed */
+        return CR_OK;
+    }
+    if (rc == CR_ERR_OBJECT_NOT_FOUND) {
+        t->counters->orphans++;
+        return CR_OK;
+    }
+    if (rc == CR_OK) t->counters->blocks_stored += e->hash_count;
+    return rc;
+}
+
+static int apply_removed(struct cr_prefix_index *index, const struct indexer_target *t,
+                         uint32_t pub, const struct cr_kv_event *e) {
+    int medium = CR_PREFIX_MEDIUM_ALL;
+    if (e->medium.ptr != NULL) {
+        uint8_t m;
+        int rc = cr_prefix_index_medium(index, e->medium.ptr, &m);
+        if (rc != CR_OK) return rc;
+        medium = m;
+    }
+    t->counters->blocks_removed += e->hash_count;
+    return cr_prefix_index_removed_any(index, pub, e->hashes, e->hash_count, medium);
+}
+
+static uint8_t replica_media(struct cr_prefix_index *index, bool memory, bool disk) {
+    uint8_t mask = 0, m;
+    if (memory && cr_prefix_index_medium(index, "CPU", &m) == CR_OK) mask |= (uint8_t)(1u << m);
+    if (disk && cr_prefix_index_medium(index, "DISK", &m) == CR_OK) mask |= (uint8_t)(1u << m);
+    return mask;
+}
+
+static uint8_t kv_replica_media(struct cr_prefix_index *index, const struct cr_kv_event *e) {
+    bool memory = false, disk = false;
+    for (uint32_t i = 0; i < e->replica_count; i++) {
+        const char *type = e->replicas[i].type.ptr != NULL ? e->replicas[i].type.ptr : "";
+        if (strcmp(type, "memory") == 0)
+            memory = true;
+        else
+            disk = true;
+    }
+    if (!memory && !disk) memory = true; /* an unplaced object is still in the store's memory */
+    return replica_media(index, memory, disk);
+}
+
+static int store_block_stored(struct cr_prefix_index *index, uint32_t pub,
+                              const struct store_block *sb, struct cr_prefix_map *keys,
+                              struct indexer_counters *counters);
+static int store_block_update(struct cr_prefix_index *index, uint32_t pub, const char *key,
+                              size_t key_len, uint8_t media_mask, struct cr_prefix_map *keys);
+
+static int apply_store_dialect(struct cr_prefix_index *index, const struct indexer_target *t,
+                               uint32_t pub, const struct cr_kv_event *e) {
+    size_t key_len = e->key.ptr != NULL ? e->key.len : 0;
+    uint8_t mask = kv_replica_media(index, e);
+    if (e->kind == CR_KV_EVENT_UPDATED) {
+        if (e->replica_count == 0) mask = 0;
+        return store_block_update(index, pub, e->key.ptr, key_len, mask, t->keys);
+    }
+    struct store_block sb = {
+        .key = e->key.ptr != NULL ? e->key.ptr : "",
+        .key_len = key_len,
+        .block_hash = e->block_hash.ptr != NULL ? e->block_hash.ptr : "",
+        .block_hash_len = e->block_hash.ptr != NULL ? e->block_hash.len : 0,
+        .parent = e->parent_block_hash.ptr != NULL ? e->parent_block_hash.ptr : "",
+        .parent_len = e->parent_block_hash.ptr != NULL ? e->parent_block_hash.len : 0,
+        .tenant = t->tenant,
+        .model = or_default(&e->model_name, t->model),
+        .block_size = e->block_size != 0 ? e->block_size : t->block_size,
+        .tokens = e->token_ids,
+        .token_count = e->token_count,
+        .media_mask = mask,
+    };
+    return store_block_stored(index, pub, &sb, t->keys, t->counters);
+}
+
+static int apply_event(struct cr_prefix_index *index, const struct indexer_target *t,
+                       const struct cr_kv_batch *b, const struct cr_kv_event *e) {
+    uint32_t pub;
+    int rc = cr_prefix_index_publisher(index, t->instance, (uint8_t)event_dp(t, b, e), &pub);
+    if (rc != CR_OK) return rc;
+    t->counters->events++;
+    if (e->dialect == CR_KV_DIALECT_STORE && e->kind != CR_KV_EVENT_CLEARED)
+        return apply_store_dialect(index, t, pub, e);
+    switch (e->kind) {
+    case CR_KV_EVENT_STORED:
+        return apply_stored(index, t, pub, e);
+    case CR_KV_EVENT_REMOVED:
+        return apply_removed(index, t, pub, e);
+    case CR_KV_EVENT_CLEARED:
+        t->counters->clears++;
+        if (e->dialect == CR_KV_DIALECT_STORE && t->keys != NULL) cr_prefix_map_free(t->keys);
+        return cr_prefix_index_cleared(index, pub);
+    case CR_KV_EVENT_UPDATED:
+        return CR_OK; /* only the store dialect has updates */
+    }
+    return CR_OK;
+}
+
+int cr_indexer_batch_apply(struct cr_prefix_index *index, const struct indexer_target *target,
+                           const struct cr_kv_batch *batch) {
+    assert(index != NULL && target != NULL && batch != NULL && target->counters != NULL);
+    target->counters->batches++;
+    for (uint32_t i = 0; i < batch->event_count; i++) {
+        int rc = apply_event(index, target, batch, &batch->events[i]);
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
+}
+
+/* ---- store blocks ---- */
+
+static int store_block_stored(struct cr_prefix_index *index, uint32_t pub,
+                              const struct store_block *sb, struct cr_prefix_map *keys,
+                              struct indexer_counters *counters) {
+    uint32_t bs = sb->block_size;
+    size_t run = bs != 0 ? sb->token_count / bs : 0;
+    if (run == 0 || run > STORE_RUN_MAX || run * bs != sb->token_count) {
+        counters->orphans++; /* no whole blocks of tokens: nothing a prompt can match */
+        return CR_ERR_OBJECT_NOT_FOUND;
+    }
+    struct cr_prefix_context_key key = {.tenant = sb->tenant, .model = sb->model, .block_size = bs};
+    uint32_t context;
+    int rc = cr_prefix_index_context(index, &key, true, &context);
+    if (rc != CR_OK) return rc;
+    uint64_t engine[STORE_RUN_MAX];
+    const char *id = sb->block_hash_len > 0 ? sb->block_hash : sb->key;
+    size_t id_len = sb->block_hash_len > 0 ? sb->block_hash_len : sb->key_len;
+    /* The object's own id names its last block; earlier blocks of a
+     * multi-block object get ids derived from it (seeded by position). */
+    for (size_t i = 0; i + 1 < run; i++) engine[i] = XXH3_64bits_withSeed(id, id_len, i + 1);
+    engine[run - 1] = str_id(id, id_len);
+    uint64_t parent = str_id(sb->parent, sb->parent_len);
+    for (uint8_t m = 0; m < CR_PREFIX_MEDIA_MAX && rc == CR_OK; m++) {
+        if (!(sb->media_mask & (1u << m))) continue;
+        rc = cr_prefix_index_stored_tokens(index, pub, context, sb->parent_len > 0 ? &parent : NULL,
+                                           engine, run, sb->tokens, sb->token_count, bs, m);
+    }
+    if (rc == CR_ERR_OBJECT_NOT_FOUND) counters->orphans++;
+    if (rc != CR_OK) return rc;
+    counters->blocks_stored += run;
+    return cr_prefix_map_put(keys, str_id(sb->key, sb->key_len), engine[run - 1]);
+}
+
+/* A replica change: the object is now on exactly the media in media_mask
+ * (none: it is gone). */
+static int store_block_update(struct cr_prefix_index *index, uint32_t pub, const char *key,
+                              size_t key_len, uint8_t media_mask, struct cr_prefix_map *keys) {
+    uint64_t key_id = str_id(key != NULL ? key : "", key_len), engine, own;
+    uint32_t context;
+    if (!cr_prefix_map_get(keys, key_id, &engine) ||
+        !cr_prefix_index_engine_find(index, pub, engine, &context, &own)) {
+        return CR_ERR_OBJECT_NOT_FOUND;
+    }
+    int rc = cr_prefix_index_removed_any(index, pub, &engine, 1, CR_PREFIX_MEDIUM_ALL);
+    if (media_mask == 0) {
+        cr_prefix_map_del(keys, key_id, NULL);
+        return rc;
+    }
+    for (uint8_t m = 0; m < CR_PREFIX_MEDIA_MAX && rc == CR_OK; m++) {
+        if (media_mask & (1u << m))
+            rc = cr_prefix_index_stored_hashes(index, pub, context, &engine, &own, 1, m);
+    }
+    return rc;
+}
+
+static uint8_t store_event_media(struct cr_prefix_index *index, const struct cr_store_event *ev) {
+    bool memory = false, disk = false;
+    for (uint32_t i = 0; i < ev->replica_count; i++) {
+        if (ev->replicas[i].type == CR_REPLICA_MEMORY)
+            memory = true;
+        else
+            disk = true;
+    }
+    if (!memory && !disk) memory = true;
+    return replica_media(index, memory, disk);
+}
+
+int cr_indexer_store_apply(struct cr_prefix_index *index, const struct cr_store_event *event,
+                           uint16_t instance, struct cr_prefix_map *keys,
+                           struct indexer_counters *counters) {
+    assert(index != NULL && event != NULL && keys != NULL && counters != NULL);
+    uint32_t pub;
+    int rc = cr_prefix_index_publisher(index, instance, 0, &pub);
+    if (rc != CR_OK) return rc;
+    counters->events++;
+    if (event->kind == CR_STORE_EVENT_REMOVE_ALL) {
+        counters->clears++;
+        cr_prefix_map_free(keys);
+        return cr_prefix_index_cleared(index, pub);
+    }
+    uint8_t mask = store_event_media(index, event);
+    if (event->kind == CR_STORE_EVENT_BLOCK_UPDATE) {
+        if (event->replica_count == 0) mask = 0;
+        return store_block_update(index, pub, event->key.ptr, event->key.len, mask, keys);
+    }
+    const cr_store_event_info *info = &event->info;
+    struct store_block sb = {
+        .key = event->key.ptr != NULL ? event->key.ptr : "",
+        .key_len = event->key.len,
+        .block_hash = info->block_hash.ptr != NULL ? info->block_hash.ptr : "",
+        .block_hash_len = info->block_hash.len,
+        .parent = info->parent_block_hash.ptr != NULL ? info->parent_block_hash.ptr : "",
+        .parent_len = info->parent_block_hash.len,
+        .tenant = cr_prefix_index_instance_tenant(index, instance),
+        .model = info->model_name.ptr != NULL ? info->model_name.ptr : "",
+        .block_size = info->block_size,
+        .tokens = info->token_ids,
+        .token_count = info->token_count,
+        .media_mask = mask,
+    };
+    return store_block_stored(index, pub, &sb, keys, counters);
+}

@@ -1,0 +1,192 @@
+/* Registrations: the conductor's /register body and conductor_config.json
+ * (see indexer_internal.h).  Pure parsing, used on the main thread (create)
+ * and on HTTP workers (POST /register). */
+#include <assert.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/indexer_internal.h"
+#include "crescent/error.h"
+
+#define REGS_MAX CR_INDEXER_SOURCES_MAX
+
+const char *cr_indexer_conf_path(const char *setting) {
+    if (setting != NULL && setting[0] != '\0') return setting;
+    const char *env = getenv("CONDUCTOR_CONFIG_PATH");
+    return env != NULL ? env : "";
+}
+
+/* Copies an optional string field; returns false (error set) when mistyped or too long. */
+static bool get_str(json_t *obj, const char *name, bool required, char *out, size_t size,
+                    char *error, size_t error_size) {
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL || json_is_null(v)) {
+        if (required) snprintf(error, error_size, "field '%s' is required", name);
+        return !required;
+    }
+    if (!json_is_string(v)) {
+        snprintf(error, error_size, "field '%s' must be a string", name);
+        return false;
+    }
+    if (json_string_length(v) >= size || strlen(json_string_value(v)) != json_string_length(v)) {
+        snprintf(error, error_size, "field '%s' is longer than %zu bytes or holds a NUL", name,
+                 size - 1);
+        return false;
+    }
+    memcpy(out, json_string_value(v), json_string_length(v) + 1);
+    return true;
+}
+
+static bool get_uint(json_t *obj, const char *name, bool required, uint32_t max, uint32_t *out,
+                     char *error, size_t error_size) {
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL || json_is_null(v)) {
+        if (required) snprintf(error, error_size, "field '%s' is required", name);
+        return !required;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > max) {
+        snprintf(error, error_size, "field '%s' must be an integer from 0 to %u", name, max);
+        return false;
+    }
+    *out = (uint32_t)json_integer_value(v);
+    return true;
+}
+
+int cr_indexer_registration_check(struct cr_indexer_registration *reg, char *error,
+                                  size_t error_size) {
+    if (reg->instance_id[0] == '\0') {
+        snprintf(error, error_size, "instance_id must not be empty");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (strchr(reg->instance_id, '|') != NULL || strchr(reg->tenant_id, '|') != NULL) {
+        snprintf(error, error_size, "instance_id and tenant_id must not contain '|'");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (reg->endpoint[0] == '\0') {
+        snprintf(error, error_size, "endpoint must not be empty");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (reg->block_size == 0) {
+        snprintf(error, error_size, "block_size must be greater than 0");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (reg->dp_rank >= CR_PREFIX_DP_RANKS) {
+        snprintf(error, error_size, "dp_rank must be below %u", CR_PREFIX_DP_RANKS);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (reg->tenant_id[0] == '\0') snprintf(reg->tenant_id, sizeof(reg->tenant_id), "default");
+    if (reg->type[0] == '\0') snprintf(reg->type, sizeof(reg->type), "vLLM");
+    return CR_OK;
+}
+
+int cr_indexer_registration_from_json(json_t *obj, const char *default_instance,
+                                      struct cr_indexer_registration *reg, char *error,
+                                      size_t error_size) {
+    assert(reg != NULL && error != NULL && error_size > 0);
+    memset(reg, 0, sizeof(*reg));
+    if (!json_is_object(obj)) {
+        snprintf(error, error_size, "a registration must be a JSON object");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    bool ok =
+        get_str(obj, "instance_id", default_instance == NULL, reg->instance_id,
+                sizeof(reg->instance_id), error, error_size) &&
+        get_str(obj, "endpoint", true, reg->endpoint, sizeof(reg->endpoint), error, error_size) &&
+        get_str(obj, "replay_endpoint", false, reg->replay_endpoint, sizeof(reg->replay_endpoint),
+                error, error_size) &&
+        get_str(obj, "type", false, reg->type, sizeof(reg->type), error, error_size) &&
+        get_str(obj, "modelname", true, reg->model, sizeof(reg->model), error, error_size) &&
+        get_str(obj, "lora_name", false, reg->lora_name, sizeof(reg->lora_name), error,
+                error_size) &&
+        get_str(obj, "tenant_id", false, reg->tenant_id, sizeof(reg->tenant_id), error,
+                error_size) &&
+        get_str(obj, "additionalsalt", false, reg->salt, sizeof(reg->salt), error, error_size) &&
+        get_uint(obj, "block_size", true, CR_KV_MAX_BLOCK_SIZE, &reg->block_size, error,
+                 error_size) &&
+        get_uint(obj, "dp_rank", false, CR_PREFIX_DP_RANKS - 1, &reg->dp_rank, error, error_size);
+    if (!ok) return CR_ERR_INVALID_PARAMS;
+    if (reg->instance_id[0] == '\0' && default_instance != NULL)
+        snprintf(reg->instance_id, sizeof(reg->instance_id), "%s", default_instance);
+    return cr_indexer_registration_check(reg, error, error_size);
+}
+
+static int parse_instances(json_t *instances, struct cr_indexer_registration *regs, uint32_t *count,
+                           char *error, size_t error_size) {
+    const char *name;
+    json_t *entry;
+    json_object_foreach(instances, name, entry) {
+        if (*count >= REGS_MAX) {
+            snprintf(error, error_size, "more than %u entries in kvevent_instance", REGS_MAX);
+            return CR_ERR_INVALID_PARAMS;
+        }
+        char why[CR_INDEXER_ERROR_MAX];
+        if (cr_indexer_registration_from_json(entry, name, &regs[*count], why, sizeof(why)) !=
+            CR_OK) {
+            snprintf(error, error_size, "kvevent_instance '%.64s': %s", name, why);
+            return CR_ERR_INVALID_PARAMS;
+        }
+        (*count)++;
+    }
+    return CR_OK;
+}
+
+int cr_indexer_conf_parse(const char *text, struct cr_indexer_registration **regs, uint32_t *count,
+                          char *error, size_t error_size) {
+    assert(text != NULL && regs != NULL && count != NULL && error != NULL);
+    *regs = NULL;
+    *count = 0;
+    json_error_t jerr;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        snprintf(error, error_size, "bad JSON at line %d column %d: %s", jerr.line, jerr.column,
+                 jerr.text);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    json_t *instances = json_object_get(root, "kvevent_instance");
+    int rc = CR_OK;
+    if (!json_is_object(root)) {
+        snprintf(error, error_size, "the top level must be a JSON object");
+        rc = CR_ERR_INVALID_PARAMS;
+    } else if (instances != NULL && !json_is_object(instances)) {
+        snprintf(error, error_size, "kvevent_instance must be an object of registrations");
+        rc = CR_ERR_INVALID_PARAMS;
+    }
+    if (rc == CR_OK && instances != NULL) {
+        *regs = calloc(json_object_size(instances) + 1, sizeof(**regs));
+        rc = *regs == NULL ? CR_ERR_NOMEM
+                           : parse_instances(instances, *regs, count, error, error_size);
+    }
+    json_decref(root);
+    if (rc != CR_OK) {
+        free(*regs);
+        *regs = NULL;
+        *count = 0;
+    }
+    return rc;
+}
+
+int cr_indexer_conf_load(const char *path, struct cr_indexer_registration **regs, uint32_t *count,
+                         char *error, size_t error_size) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(error, error_size, "cannot open: %m");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    char *text = malloc(1u << 20);
+    size_t n = text != NULL ? fread(text, 1, (1u << 20) - 1, f) : 0;
+    bool too_big = text != NULL && n == (1u << 20) - 1 && fgetc(f) != EOF;
+    fclose(f);
+    if (text == NULL) return CR_ERR_NOMEM;
+    text[n] = '\0';
+    int rc;
+    if (too_big) {
+        snprintf(error, error_size, "larger than 1 MiB");
+        rc = CR_ERR_INVALID_PARAMS;
+    } else {
+        rc = cr_indexer_conf_parse(text, regs, count, error, error_size);
+    }
+    free(text);
+    return rc;
+}

@@ -1,0 +1,165 @@
+/* Private state of the indexer actor, shared by indexer.c (actor, asks),
+ * indexer_sources.c (ZMQ publishers, sequence tracking, replay),
+ * indexer_apply.c (decoded batches and store events onto the index) and
+ * indexer_conf.c (conductor_config.json).  Everything here is touched only on
+ * the indexer's thread, except indexer_conf.c, which create() runs on main. */
+#ifndef CRESCENT_ACTORS_INDEXER_INTERNAL_H
+#define CRESCENT_ACTORS_INDEXER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/prefix_index.h"
+#include "core/prefix_map.h"
+#include "msgs/indexer_msgs.h"
+#include "msgs/kv_event.h"
+#include "msgs/store_event.h"
+
+/* Bound on ZMQ publishers (SUB sockets): one zmq_poll covers them all. */
+#define CR_INDEXER_SOURCES_MAX 256u
+/* Messages drained from one socket per wake, so the mailbox is not starved. */
+#define CR_INDEXER_DRAIN_MAX 64u
+/* A replay that has not ended after this long is abandoned (publisher stale). */
+#define CR_INDEXER_REPLAY_TIMEOUT_NS (2ull * 1000000000u)
+/* Name of the instance under which the store's own events are filed (per tenant). */
+#define CR_INDEXER_STORE_INSTANCE "crescent-store"
+
+/* Counters of one source (a registered publisher, or the store). */
+struct indexer_counters {
+    uint64_t batches, events, blocks_stored, blocks_removed, clears;
+    uint64_t malformed, gaps, restarts, replays, replayed, duplicates, skipped_groups;
+    uint64_t orphans;
+};
+
+/* What a batch is applied for: instance, registration defaults, counters. */
+struct indexer_target {
+    uint16_t instance;
+    uint8_t dp_rank; /* used when neither batch nor event names one */
+    const char *tenant, *model, *lora_name, *salt;
+    uint32_t block_size; /* used when the event has none */
+    struct indexer_counters *counters;
+    struct cr_prefix_map *keys; /* store-dialect events: key id -> engine id */
+};
+
+struct indexer_source {
+    bool used;
+    struct cr_indexer_registration reg;
+    struct indexer_target target;
+    void *sub;    /* ZMQ SUB */
+    void *dealer; /* ZMQ DEALER to the replay endpoint, NULL without */
+    bool have_seq;
+    uint64_t last_seq;
+    bool stale;     /* a gap could not be (or was not) recovered */
+    bool replaying; /* SUB reads are held until the replay ends */
+    /* After a replay, live batches in (pending_seq, replayed_until] were
+     * queued on SUB while the replay delivered them: duplicates, not a
+     * restart.  The window closes at the first live seq outside it. */
+    bool after_replay;
+    uint64_t replayed_until;
+    uint64_t replay_deadline_ns;
+    /* The live batch that revealed the gap, applied after the replay. */
+    void *pending;
+    size_t pending_len;
+    uint64_t pending_seq;
+    uint64_t last_malformed_log_ns;
+    struct indexer_counters counters;
+    struct cr_prefix_map keys;
+};
+
+/* Per instance id: load report and route hit-rate counters. */
+struct indexer_instance_info {
+    bool has_load;
+    struct cr_indexer_load load;
+    uint64_t route_requests, route_request_tokens, route_hit_tokens;
+    struct cr_prefix_map store_keys; /* the store instance's key id -> engine id */
+};
+
+struct indexer_state {
+    struct cr_prefix_index *index;
+    struct cr_kv_decoder *decoder;
+    void *zmq;
+    struct indexer_source sources[CR_INDEXER_SOURCES_MAX];
+    uint32_t source_count;
+    bool poll_dirty;
+    void *pollitems;      /* zmq_pollitem_t[2 * CR_INDEXER_SOURCES_MAX + 1] */
+    int16_t *poll_source; /* poll slot -> source index (-1: wake fd) */
+    uint8_t *poll_is_dealer;
+    uint32_t poll_count;
+    struct indexer_instance_info *instances; /* by instance id, grown on demand */
+    uint32_t instance_cap;
+    struct indexer_counters store_counters;
+    uint64_t store_skipped;
+    uint64_t queries, routes, route_request_tokens, route_hit_tokens;
+    uint32_t *route_hits; /* by instance id: tokens hit by the current /route; lazily 256 KiB */
+    uint64_t registrations_rejected;
+    uint64_t unknown_messages, last_unknown_log_ns;
+    /* Static registrations read by create (conductor_config.json). */
+    struct cr_indexer_registration *static_regs;
+    uint32_t static_count;
+    uint64_t now_ns; /* refreshed at each handle/wait */
+};
+
+/* ---- indexer_conf.c ---- */
+
+/* Resolves the conductor config path: the setting (flag or crescent config
+ * key "indexer_config"), else env CONDUCTOR_CONFIG_PATH; "" when neither.
+ * CRESCENT_CONFIG names crescent's own config file, which may carry
+ * "indexer_config"; it is read by the settings loader, not here. */
+const char *cr_indexer_conf_path(const char *setting);
+
+/* Parses a conductor_config.json text.  On success returns CR_OK with a
+ * malloc'd array of *count registrations.  On error returns
+ * CR_ERR_INVALID_PARAMS and one line in error. */
+int cr_indexer_conf_parse(const char *text, struct cr_indexer_registration **regs, uint32_t *count,
+                          char *error, size_t error_size);
+
+/* Reads and parses the file at path (as cr_indexer_conf_parse). */
+int cr_indexer_conf_load(const char *path, struct cr_indexer_registration **regs, uint32_t *count,
+                         char *error, size_t error_size);
+
+/* Validates a registration (non-empty instance and endpoint, block_size > 0,
+ * dp_rank < 64, tenant defaulted to "default").  Returns CR_OK or
+ * CR_ERR_INVALID_PARAMS with one line in error. */
+int cr_indexer_registration_check(struct cr_indexer_registration *reg, char *error,
+                                  size_t error_size);
+
+/* ---- indexer_apply.c (pure: no sockets; unit-tested) ---- */
+
+/* Checks a decoded batch against what applying it needs (DP ranks < 64,
+ * medium names the registry can take, a block size for token runs, names
+ * within bounds).  Returns CR_OK or CR_ERR_PROTOCOL with one line in error;
+ * nothing is applied either way. */
+int cr_indexer_batch_check(struct cr_prefix_index *index, const struct indexer_target *target,
+                           const struct cr_kv_batch *batch, char *error, size_t error_size);
+
+/* Applies a checked batch to the index for target.  Non-prefix groups
+ * (sliding window, mamba, other spec kinds) are skipped and counted; runs
+ * whose parent is unknown are counted as orphans.  Returns CR_OK or
+ * CR_ERR_NOMEM (applied in part; the index stays consistent). */
+int cr_indexer_batch_apply(struct cr_prefix_index *index, const struct indexer_target *target,
+                           const struct cr_kv_batch *batch);
+
+/* Applies one store event for `instance` (the tenant's
+ * CR_INDEXER_STORE_INSTANCE; its tenant scopes the context).  A block's
+ * engine id is XXH3 of its block_hash string (of the key when that is ""),
+ * so a child's parent_block_hash finds its parent; `keys` maps XXH3(key) ->
+ * engine id for BlockUpdateEvent, which names objects by key.  Memory
+ * replicas file under medium CPU, disk and local_disk under DISK.  Returns
+ * CR_OK, CR_ERR_OBJECT_NOT_FOUND (nothing to place: no token ids, unknown
+ * key or parent; counted) or CR_ERR_NOMEM. */
+int cr_indexer_store_apply(struct cr_prefix_index *index, const struct cr_store_event *event,
+                           uint16_t instance, struct cr_prefix_map *keys,
+                           struct indexer_counters *counters);
+
+/* ---- indexer_sources.c ---- */
+
+int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registration *reg,
+                       char *error, size_t error_size);
+/* Returns CR_OK or CR_ERR_OBJECT_NOT_FOUND. */
+int indexer_source_remove(struct indexer_state *st, const char *instance, const char *tenant,
+                          uint32_t dp_rank);
+void indexer_sources_close(struct indexer_state *st);
+void indexer_wait(struct indexer_state *st, int wake_fd, int timeout_ms);
+
+#endif

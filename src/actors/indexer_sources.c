@@ -1,0 +1,385 @@
+/* The indexer's external publishers: one SUB socket (and a DEALER for
+ * replay) per (instance, tenant, dp_rank), sequence tracking, replay after a
+ * gap (see indexer_internal.h).  Runs on the indexer's thread only. */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "actors/indexer_internal.h"
+#include "core/log.h"
+#include "crescent/error.h"
+
+#define FRAMES_MAX 4u
+#define MALFORMED_LOG_NS (60ull * 1000000000u)
+#define REPLAY_POLL_MS 50
+
+static const uint8_t end_marker[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+static uint64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+static void put_be64(uint8_t *p, uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (uint8_t)v;
+}
+
+static struct indexer_source *source_find(struct indexer_state *st, const char *instance,
+                                          const char *tenant, uint32_t dp_rank) {
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++) {
+        struct indexer_source *s = &st->sources[i];
+        if (s->used && s->reg.dp_rank == dp_rank && strcmp(s->reg.instance_id, instance) == 0 &&
+            strcmp(s->reg.tenant_id, tenant) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+static void *open_socket(struct indexer_state *st, int type, const char *endpoint, char *error,
+                         size_t size) {
+    void *sock = zmq_socket(st->zmq, type);
+    int zero = 0;
+    if (sock != NULL) zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
+    if (sock != NULL && type == ZMQ_SUB) zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0);
+    if (sock == NULL || zmq_connect(sock, endpoint) != 0) {
+        snprintf(error, size, "cannot connect to '%.200s': %s", endpoint,
+                 zmq_strerror(zmq_errno()));
+        if (sock != NULL) zmq_close(sock);
+        return NULL;
+    }
+    return sock;
+}
+
+static void source_bind_target(struct indexer_source *s, uint16_t instance) {
+    s->target = (struct indexer_target){
+        .instance = instance,
+        .dp_rank = (uint8_t)s->reg.dp_rank,
+        .tenant = s->reg.tenant_id,
+        .model = s->reg.model,
+        .lora_name = s->reg.lora_name,
+        .salt = s->reg.salt,
+        .block_size = s->reg.block_size,
+        .counters = &s->counters,
+        .keys = &s->keys,
+    };
+}
+
+int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registration *reg,
+                       char *error, size_t error_size) {
+    assert(st != NULL && reg != NULL && error != NULL && error_size > 0);
+    /* Registering the same key again replaces it (an engine that restarted
+     * may come back on another endpoint); its blocks go with the old one. */
+    if (source_find(st, reg->instance_id, reg->tenant_id, reg->dp_rank) != NULL)
+        indexer_source_remove(st, reg->instance_id, reg->tenant_id, reg->dp_rank);
+    struct indexer_source *s = NULL;
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX && s == NULL; i++)
+        if (!st->sources[i].used) s = &st->sources[i];
+    if (s == NULL) {
+        snprintf(error, error_size, "at most %u publishers can be registered; unregister one first",
+                 CR_INDEXER_SOURCES_MAX);
+        return CR_ERR_NOMEM;
+    }
+    uint16_t instance;
+    int rc = cr_prefix_index_instance_add(st->index, reg->instance_id, reg->tenant_id, &instance);
+    if (rc != CR_OK && rc != CR_ERR_OBJECT_ALREADY_EXISTS) {
+        snprintf(error, error_size, "cannot add instance: %s", cr_strerror(rc));
+        return rc;
+    }
+    memset(s, 0, sizeof(*s));
+    s->reg = *reg;
+    s->sub = open_socket(st, ZMQ_SUB, reg->endpoint, error, error_size);
+    if (s->sub != NULL && reg->replay_endpoint[0] != '\0') {
+        s->dealer = open_socket(st, ZMQ_DEALER, reg->replay_endpoint, error, error_size);
+        if (s->dealer == NULL) {
+            zmq_close(s->sub);
+            s->sub = NULL;
+        }
+    }
+    if (s->sub == NULL) return CR_ERR_INVALID_PARAMS;
+    cr_prefix_map_init(&s->keys, NULL);
+    source_bind_target(s, instance);
+    s->used = true;
+    st->source_count++;
+    st->poll_dirty = true;
+    CR_INFO("indexer", "registered %s|%s|%u (%s) on %s%s", reg->instance_id, reg->tenant_id,
+            reg->dp_rank, reg->type, reg->endpoint,
+            reg->replay_endpoint[0] != '\0' ? " with replay" : "");
+    return CR_OK;
+}
+
+static void source_close(struct indexer_source *s) {
+    if (s->sub != NULL) zmq_close(s->sub);
+    if (s->dealer != NULL) zmq_close(s->dealer);
+    free(s->pending);
+    cr_prefix_map_free(&s->keys);
+    s->sub = s->dealer = s->pending = NULL;
+    s->used = false;
+}
+
+static bool instance_has_sources(const struct indexer_state *st, uint16_t instance) {
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++)
+        if (st->sources[i].used && st->sources[i].target.instance == instance) return true;
+    return false;
+}
+
+int indexer_source_remove(struct indexer_state *st, const char *instance, const char *tenant,
+                          uint32_t dp_rank) {
+    assert(st != NULL && instance != NULL && tenant != NULL);
+    struct indexer_source *s = source_find(st, instance, tenant, dp_rank);
+    if (s == NULL) return CR_ERR_OBJECT_NOT_FOUND;
+    uint16_t id = s->target.instance;
+    source_close(s);
+    st->source_count--;
+    st->poll_dirty = true;
+    uint32_t pub;
+    if (instance_has_sources(st, id)) {
+        if (cr_prefix_index_publisher(st->index, id, (uint8_t)dp_rank, &pub) == CR_OK)
+            cr_prefix_index_publisher_remove(st->index, pub);
+    } else {
+        /* The last publisher of the instance: its blocks, load and hit counters go. */
+        cr_prefix_index_instance_remove(st->index, id);
+        if (id < st->instance_cap) {
+            cr_prefix_map_free(&st->instances[id].store_keys);
+            memset(&st->instances[id], 0, sizeof(st->instances[id]));
+        }
+    }
+    CR_INFO("indexer", "unregistered %s|%s|%u", instance, tenant, dp_rank);
+    return CR_OK;
+}
+
+void indexer_sources_close(struct indexer_state *st) {
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++)
+        if (st->sources[i].used) source_close(&st->sources[i]);
+    st->source_count = 0;
+}
+
+/* ---- applying payloads ---- */
+
+static void apply_payload(struct indexer_state *st, struct indexer_source *s, const void *payload,
+                          size_t len) {
+    const struct cr_kv_batch *batch;
+    char error[256];
+    int rc = cr_kv_decode(st->decoder, payload, len, &batch, error, sizeof(error));
+    if (rc == CR_OK)
+        rc = cr_indexer_batch_check(st->index, &s->target, batch, error, sizeof(error));
+    if (rc == CR_OK) rc = cr_indexer_batch_apply(st->index, &s->target, batch);
+    if (rc == CR_OK) return;
+    if (rc == CR_ERR_NOMEM) snprintf(error, sizeof(error), "out of memory applying the batch");
+    s->counters.malformed++;
+    if (cr_log_ratelimit(&s->last_malformed_log_ns, st->now_ns, MALFORMED_LOG_NS))
+        CR_WARN("indexer", "%s|%s|%u: batch dropped (%llu so far): %s", s->reg.instance_id,
+                s->reg.tenant_id, s->reg.dp_rank, (unsigned long long)s->counters.malformed, error);
+}
+
+static void restart_seen(struct indexer_state *st, struct indexer_source *s, uint64_t seq) {
+    /* Sequence numbers went back: the engine restarted and its cache (and
+     * its per-process hash seed) is gone, so its old blocks are too. */
+    s->counters.restarts++;
+    uint32_t pub;
+    if (cr_prefix_index_publisher(st->index, s->target.instance, s->target.dp_rank, &pub) == CR_OK)
+        cr_prefix_index_cleared(st->index, pub);
+    cr_prefix_map_free(&s->keys);
+    s->stale = false;
+    CR_INFO("indexer", "%s|%s|%u restarted (seq %llu after %llu): its blocks were cleared",
+            s->reg.instance_id, s->reg.tenant_id, s->reg.dp_rank, (unsigned long long)seq,
+            (unsigned long long)s->last_seq);
+}
+
+static bool replay_start(struct indexer_state *st, struct indexer_source *s, const void *payload,
+                         size_t len, uint64_t seq) {
+    uint8_t start[8];
+    put_be64(start, s->last_seq + 1);
+    /* The empty delimiter frame first: a ROUTER peer expects [id, "", start]. */
+    if (zmq_send(s->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
+        zmq_send(s->dealer, start, 8, ZMQ_DONTWAIT) != 8)
+        return false;
+    s->pending = malloc(len > 0 ? len : 1); /* one copy per gap, not per message */
+    if (s->pending == NULL) return false;
+    memcpy(s->pending, payload, len);
+    s->pending_len = len;
+    s->pending_seq = seq;
+    s->replaying = true;
+    s->replay_deadline_ns = st->now_ns + CR_INDEXER_REPLAY_TIMEOUT_NS;
+    s->counters.replays++;
+    st->poll_dirty = true;
+    return true;
+}
+
+static void live_message(struct indexer_state *st, struct indexer_source *s, uint64_t seq,
+                         const void *payload, size_t len) {
+    if (s->after_replay && seq > s->pending_seq && seq <= s->replayed_until) {
+        s->counters.duplicates++; /* queued on SUB while the replay delivered it */
+        return;
+    }
+    s->after_replay = false;
+    if (s->have_seq && seq <= s->last_seq) {
+        restart_seen(st, s, seq);
+    } else if (s->have_seq && seq > s->last_seq + 1) {
+        s->counters.gaps++;
+        if (s->dealer != NULL && replay_start(st, s, payload, len, seq)) return;
+        s->stale = true; /* no replay: what was missed is unknown */
+    }
+    s->have_seq = true;
+    s->last_seq = seq;
+    apply_payload(st, s, payload, len);
+}
+
+static void replay_finish(struct indexer_state *st, struct indexer_source *s) {
+    s->replaying = false;
+    st->poll_dirty = true;
+    if (s->pending != NULL) {
+        if (s->pending_seq > s->last_seq) {
+            if (s->pending_seq != s->last_seq + 1) s->stale = true;
+            s->last_seq = s->pending_seq;
+            apply_payload(st, s, s->pending, s->pending_len);
+        } else {
+            s->counters.duplicates++;
+        }
+    }
+    free(s->pending);
+    s->pending = NULL;
+    s->after_replay = true;
+    s->replayed_until = s->last_seq;
+}
+
+static void replay_message(struct indexer_state *st, struct indexer_source *s, zmq_msg_t *f,
+                           unsigned n) {
+    unsigned first = n > 0 && zmq_msg_size(&f[0]) == 0 ? 1 : 0; /* the empty delimiter */
+    unsigned rest = n - first;
+    if (rest != 2 && rest != 3) {
+        s->counters.malformed++;
+        return;
+    }
+    zmq_msg_t *seq_f = &f[first + rest - 2], *pay_f = &f[first + rest - 1];
+    const uint8_t *seq_p = zmq_msg_data(seq_f);
+    bool end =
+        (zmq_msg_size(pay_f) == 8 && memcmp(zmq_msg_data(pay_f), end_marker, 8) == 0) ||
+        (zmq_msg_size(seq_f) == 8 && memcmp(seq_p, end_marker, 8) == 0 && zmq_msg_size(pay_f) == 0);
+    if (!s->replaying) return; /* a late reply after the replay was abandoned */
+    if (end) {
+        replay_finish(st, s);
+        return;
+    }
+    if (zmq_msg_size(seq_f) != 8) {
+        s->counters.malformed++;
+        return;
+    }
+    uint64_t seq = be64(seq_p);
+    if (seq <= s->last_seq) {
+        s->counters.duplicates++;
+        return;
+    }
+    if (seq != s->last_seq + 1) s->stale = true; /* the publisher's buffer lost some */
+    s->last_seq = seq;
+    s->counters.replayed++;
+    apply_payload(st, s, zmq_msg_data(pay_f), zmq_msg_size(pay_f));
+}
+
+/* ---- receiving ---- */
+
+/* Receives one multipart message into f (at most FRAMES_MAX kept, the rest
+ * counted).  Returns the number of frames, 0 when none was waiting. */
+static unsigned recv_multipart(void *sock, zmq_msg_t *f, unsigned *total) {
+    unsigned n = 0;
+    *total = 0;
+    for (;;) {
+        zmq_msg_t scratch;
+        zmq_msg_t *m = n < FRAMES_MAX ? &f[n] : &scratch;
+        zmq_msg_init(m);
+        if (zmq_msg_recv(m, sock, *total == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(m);
+            return n;
+        }
+        (*total)++;
+        bool more = zmq_msg_more(m);
+        if (n < FRAMES_MAX)
+            n++;
+        else
+            zmq_msg_close(m);
+        if (!more) return n;
+    }
+}
+
+static void drain_socket(struct indexer_state *st, struct indexer_source *s, bool dealer) {
+    zmq_msg_t f[FRAMES_MAX];
+    for (unsigned k = 0; k < CR_INDEXER_DRAIN_MAX && s->used; k++) {
+        if (!dealer && s->replaying) return; /* live data waits for the replay */
+        unsigned total, n = recv_multipart(dealer ? s->dealer : s->sub, f, &total);
+        if (n == 0) return;
+        if (dealer) {
+            replay_message(st, s, f, total > FRAMES_MAX ? 0 : n);
+        } else if (total != 3 || zmq_msg_size(&f[1]) != 8) {
+            s->counters.malformed++; /* [topic, seq(8 bytes), payload] is the only layout */
+        } else {
+            live_message(st, s, be64(zmq_msg_data(&f[1])), zmq_msg_data(&f[2]),
+                         zmq_msg_size(&f[2]));
+        }
+        for (unsigned i = 0; i < n; i++) zmq_msg_close(&f[i]);
+    }
+}
+
+static void poll_rebuild(struct indexer_state *st, int wake_fd) {
+    zmq_pollitem_t *items = st->pollitems;
+    uint32_t n = 0;
+    items[n] = (zmq_pollitem_t){.fd = wake_fd, .events = ZMQ_POLLIN};
+    st->poll_source[n++] = -1;
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++) {
+        struct indexer_source *s = &st->sources[i];
+        if (!s->used) continue;
+        if (!s->replaying) {
+            items[n] = (zmq_pollitem_t){.socket = s->sub, .events = ZMQ_POLLIN};
+            st->poll_is_dealer[n] = 0;
+            st->poll_source[n++] = (int16_t)i;
+        }
+        if (s->dealer != NULL) {
+            items[n] = (zmq_pollitem_t){.socket = s->dealer, .events = ZMQ_POLLIN};
+            st->poll_is_dealer[n] = 1;
+            st->poll_source[n++] = (int16_t)i;
+        }
+    }
+    st->poll_count = n;
+    st->poll_dirty = false;
+}
+
+static bool replays_due(struct indexer_state *st, bool *any) {
+    bool due = false;
+    *any = false;
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++) {
+        struct indexer_source *s = &st->sources[i];
+        if (!s->used || !s->replaying) continue;
+        *any = true;
+        if (st->now_ns < s->replay_deadline_ns) continue;
+        CR_WARN("indexer", "%s|%s|%u: replay from %llu did not end in time; marked stale",
+                s->reg.instance_id, s->reg.tenant_id, s->reg.dp_rank,
+                (unsigned long long)s->last_seq + 1);
+        s->stale = true;
+        replay_finish(st, s);
+        due = true;
+    }
+    return due;
+}
+
+void indexer_wait(struct indexer_state *st, int wake_fd, int timeout_ms) {
+    assert(st != NULL && wake_fd >= 0);
+    bool replaying;
+    replays_due(st, &replaying);
+    if (replaying && (timeout_ms < 0 || timeout_ms > REPLAY_POLL_MS)) timeout_ms = REPLAY_POLL_MS;
+    if (st->poll_dirty || ((zmq_pollitem_t *)st->pollitems)[0].fd != wake_fd)
+        poll_rebuild(st, wake_fd);
+    zmq_pollitem_t *items = st->pollitems;
+    int ready = zmq_poll(items, (int)st->poll_count, timeout_ms);
+    if (ready < 0) {
+        if (zmq_errno() != EINTR)
+            CR_ERROR("indexer", "zmq_poll failed: %s", zmq_strerror(zmq_errno()));
+        return;
+    }
+    uint32_t count = st->poll_count; /* draining may mark the items dirty; finish this round */
+    for (uint32_t i = 1; i < count && ready > 0; i++) {
+        if (!(items[i].revents & ZMQ_POLLIN)) continue;
+        struct indexer_source *s = &st->sources[st->poll_source[i]];
+        if (s->used) drain_socket(st, s, st->poll_is_dealer[i] != 0);
+    }
+}
