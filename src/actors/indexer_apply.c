@@ -42,18 +42,55 @@ static bool prefix_group(const struct cr_kv_event *e) {
 
 static bool name_fits(const struct cr_kv_str *s) { return s->len <= CR_PREFIX_NAME_MAX; }
 
+/* What applying a batch would add to the index, counted while checking
+ * (an event needing a context another event of the batch also needs counts
+ * twice: a safe over-estimate that matters only near the limits). */
+struct batch_needs {
+    uint32_t new_media;
+    uint32_t new_contexts;
+};
+
+static struct cr_prefix_context_key event_context_key(const struct indexer_target *t,
+                                                      const struct cr_kv_event *e) {
+    return (struct cr_prefix_context_key){
+        .tenant = t->tenant,
+        .model = or_default(&e->model_name, t->model),
+        .lora_name = e->lora_name.ptr != NULL ? e->lora_name.ptr : t->lora_name,
+        .block_size = e->block_size != 0 ? e->block_size : t->block_size,
+        .additional_salt = e->additional_salt.ptr != NULL ? e->additional_salt.ptr : t->salt,
+    };
+}
+
+/* Read-only: counts the medium name and context an event would create. */
+static int check_needs(struct cr_prefix_index *index, const struct indexer_target *t,
+                       const struct cr_kv_event *e, uint32_t i, struct batch_needs *needs,
+                       char *error, size_t size) {
+    uint8_t medium;
+    int rc = e->medium.ptr != NULL ? cr_prefix_index_medium_find(index, e->medium.ptr, &medium)
+                                   : CR_OK;
+    if (rc == CR_ERR_INVALID_PARAMS) {
+        snprintf(error, size, "event %u: medium name '%.32s' is too long", i, e->medium.ptr);
+        return CR_ERR_PROTOCOL;
+    }
+    if (rc == CR_ERR_OBJECT_NOT_FOUND && e->kind == CR_KV_EVENT_STORED) needs->new_media++;
+    if (e->kind != CR_KV_EVENT_STORED || e->hash_count == 0 || !prefix_group(e)) return CR_OK;
+    struct cr_prefix_context_key key = event_context_key(t, e);
+    if (e->dialect == CR_KV_DIALECT_STORE) key.lora_name = key.additional_salt = NULL;
+    if (key.block_size == 0) return CR_OK; /* nothing placeable: counted as an orphan */
+    uint32_t context;
+    /* create = false: a lookup only. */
+    if (cr_prefix_index_context(index, &key, false, &context) == CR_ERR_OBJECT_NOT_FOUND)
+        needs->new_contexts++;
+    return CR_OK;
+}
+
 static int check_event(struct cr_prefix_index *index, const struct indexer_target *t,
-                       const struct cr_kv_batch *b, uint32_t i, char *error, size_t size) {
+                       const struct cr_kv_batch *b, uint32_t i, struct batch_needs *needs,
+                       char *error, size_t size) {
     const struct cr_kv_event *e = &b->events[i];
     if (event_dp(t, b, e) >= CR_PREFIX_DP_RANKS) {
         snprintf(error, size, "event %u: dp rank %u is not below %u", i, event_dp(t, b, e),
                  CR_PREFIX_DP_RANKS);
-        return CR_ERR_PROTOCOL;
-    }
-    uint8_t medium;
-    if (e->medium.ptr != NULL && cr_prefix_index_medium(index, e->medium.ptr, &medium) != CR_OK) {
-        snprintf(error, size, "event %u: medium '%.32s' is too long or one too many", i,
-                 e->medium.ptr);
         return CR_ERR_PROTOCOL;
     }
     if (!name_fits(&e->lora_name) || !name_fits(&e->model_name) ||
@@ -70,29 +107,53 @@ static int check_event(struct cr_prefix_index *index, const struct indexer_targe
             return CR_ERR_PROTOCOL;
         }
     }
-    return CR_OK;
+    return check_needs(index, t, e, i, needs, error, size);
 }
 
+/* Checks the whole batch without changing the index, including that every
+ * medium name and context it needs exists or fits: so applying it cannot
+ * stop half-way for lack of room. */
 int cr_indexer_batch_check(struct cr_prefix_index *index, const struct indexer_target *target,
                            const struct cr_kv_batch *batch, char *error, size_t error_size) {
     assert(index != NULL && target != NULL && batch != NULL && error != NULL);
+    struct batch_needs needs = {0};
     for (uint32_t i = 0; i < batch->event_count; i++) {
-        int rc = check_event(index, target, batch, i, error, error_size);
+        int rc = check_event(index, target, batch, i, &needs, error, error_size);
         if (rc != CR_OK) return rc;
+    }
+    if (needs.new_media > cr_prefix_index_media_free(index)) {
+        snprintf(error, error_size, "%u new medium names, room for %u (at most %u in all)",
+                 needs.new_media, cr_prefix_index_media_free(index), CR_PREFIX_MEDIA_MAX);
+        return CR_ERR_PROTOCOL;
+    }
+    if (needs.new_contexts > cr_prefix_index_contexts_free(index) ||
+        target->counters->contexts_created + needs.new_contexts > CR_INDEXER_CONTEXTS_PER_SOURCE) {
+        snprintf(error, error_size,
+                 "%u new (model, LoRA, block size, salt) contexts: over this publisher's %u "
+                 "(it has %llu) or the index's room (%u)",
+                 needs.new_contexts, CR_INDEXER_CONTEXTS_PER_SOURCE,
+                 (unsigned long long)target->counters->contexts_created,
+                 cr_prefix_index_contexts_free(index));
+        return CR_ERR_PROTOCOL;
     }
     return CR_OK;
 }
 
+/* Finds the context, creating it within the source's quota. */
+static int context_for(struct cr_prefix_index *index, const struct cr_prefix_context_key *key,
+                       struct indexer_counters *counters, uint32_t *context) {
+    int rc = cr_prefix_index_context(index, key, false, context);
+    if (rc != CR_ERR_OBJECT_NOT_FOUND) return rc;
+    if (counters->contexts_created >= CR_INDEXER_CONTEXTS_PER_SOURCE) return CR_ERR_NOMEM;
+    rc = cr_prefix_index_context(index, key, true, context);
+    if (rc == CR_OK) counters->contexts_created++;
+    return rc;
+}
+
 static int event_context(struct cr_prefix_index *index, const struct indexer_target *t,
                          const struct cr_kv_event *e, uint32_t *context) {
-    struct cr_prefix_context_key key = {
-        .tenant = t->tenant,
-        .model = or_default(&e->model_name, t->model),
-        .lora_name = e->lora_name.ptr != NULL ? e->lora_name.ptr : t->lora_name,
-        .block_size = e->block_size != 0 ? e->block_size : t->block_size,
-        .additional_salt = e->additional_salt.ptr != NULL ? e->additional_salt.ptr : t->salt,
-    };
-    return cr_prefix_index_context(index, &key, true, context);
+    struct cr_prefix_context_key key = event_context_key(t, e);
+    return context_for(index, &key, t->counters, context);
 }
 
 static int apply_stored(struct cr_prefix_index *index, const struct indexer_target *t, uint32_t pub,
@@ -132,8 +193,8 @@ static int apply_removed(struct cr_prefix_index *index, const struct indexer_tar
     int medium = CR_PREFIX_MEDIUM_ALL;
     if (e->medium.ptr != NULL) {
         uint8_t m;
-        int rc = cr_prefix_index_medium(index, e->medium.ptr, &m);
-        if (rc != CR_OK) return rc;
+        /* A removal never registers a name: an unknown medium holds nothing. */
+        if (cr_prefix_index_medium_find(index, e->medium.ptr, &m) != CR_OK) return CR_OK;
         medium = m;
     }
     t->counters->blocks_removed += e->hash_count;
@@ -193,10 +254,11 @@ static int apply_store_dialect(struct cr_prefix_index *index, const struct index
 
 static int apply_event(struct cr_prefix_index *index, const struct indexer_target *t,
                        const struct cr_kv_batch *b, const struct cr_kv_event *e) {
-    uint32_t pub;
-    int rc = cr_prefix_index_publisher(index, t->instance, (uint8_t)event_dp(t, b, e), &pub);
+    uint32_t pub, dp = event_dp(t, b, e);
+    int rc = cr_prefix_index_publisher(index, t->instance, (uint8_t)dp, &pub);
     if (rc != CR_OK) return rc;
     t->counters->events++;
+    t->counters->dp_ranks_seen |= 1ull << dp; /* a restart or unregister clears each */
     if (e->dialect == CR_KV_DIALECT_STORE && e->kind != CR_KV_EVENT_CLEARED)
         return apply_store_dialect(index, t, pub, e);
     switch (e->kind) {
@@ -238,7 +300,8 @@ static int store_block_stored(struct cr_prefix_index *index, uint32_t pub,
     }
     struct cr_prefix_context_key key = {.tenant = sb->tenant, .model = sb->model, .block_size = bs};
     uint32_t context;
-    int rc = cr_prefix_index_context(index, &key, true, &context);
+    int rc = context_for(index, &key, counters, &context);
+    if (rc == CR_ERR_NOMEM) counters->orphans++; /* over the quota: skipped, counted */
     if (rc != CR_OK) return rc;
     uint64_t engine[STORE_RUN_MAX];
     const char *id = sb->block_hash_len > 0 ? sb->block_hash : sb->key;

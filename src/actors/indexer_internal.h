@@ -26,10 +26,17 @@
 #define CR_INDEXER_STORE_INSTANCE "crescent-store"
 
 /* Counters of one source (a registered publisher, or the store). */
+/* Contexts one publisher (or the store, per tenant) may create.  Contexts
+ * are never reclaimed, so without a quota one engine sending junk LoRA or
+ * model names could use up the index's CR_PREFIX_CONTEXTS_MAX for everyone. */
+#define CR_INDEXER_CONTEXTS_PER_SOURCE 64u
+
 struct indexer_counters {
     uint64_t batches, events, blocks_stored, blocks_removed, clears;
     uint64_t malformed, gaps, restarts, replays, replayed, duplicates, skipped_groups;
     uint64_t orphans;
+    uint64_t contexts_created; /* against CR_INDEXER_CONTEXTS_PER_SOURCE */
+    uint64_t dp_ranks_seen;    /* bit per DP rank this source has filed blocks under */
 };
 
 /* What a batch is applied for: instance, registration defaults, counters. */

@@ -125,20 +125,33 @@ static bool instance_has_sources(const struct indexer_state *st, uint16_t instan
     return false;
 }
 
+/* Clears (or removes) what the source filed under every DP rank it used:
+ * events and batches may name ranks other than the registered one. */
+static void source_clear_ranks(struct indexer_state *st, struct indexer_source *s, bool remove) {
+    uint64_t ranks = s->counters.dp_ranks_seen | (1ull << s->target.dp_rank);
+    for (uint32_t rank = 0; rank < 64; rank++) {
+        uint32_t pub;
+        if (!(ranks & (1ull << rank))) continue;
+        if (cr_prefix_index_publisher(st->index, s->target.instance, (uint8_t)rank, &pub) != CR_OK)
+            continue;
+        if (remove)
+            cr_prefix_index_publisher_remove(st->index, pub);
+        else
+            cr_prefix_index_cleared(st->index, pub);
+    }
+}
+
 int indexer_source_remove(struct indexer_state *st, const char *instance, const char *tenant,
                           uint32_t dp_rank) {
     assert(st != NULL && instance != NULL && tenant != NULL);
     struct indexer_source *s = source_find(st, instance, tenant, dp_rank);
     if (s == NULL) return CR_ERR_OBJECT_NOT_FOUND;
     uint16_t id = s->target.instance;
+    source_clear_ranks(st, s, true);
     source_close(s);
     st->source_count--;
     st->poll_dirty = true;
-    uint32_t pub;
-    if (instance_has_sources(st, id)) {
-        if (cr_prefix_index_publisher(st->index, id, (uint8_t)dp_rank, &pub) == CR_OK)
-            cr_prefix_index_publisher_remove(st->index, pub);
-    } else {
+    if (!instance_has_sources(st, id)) {
         /* The last publisher of the instance: its blocks, load and hit counters go. */
         cr_prefix_index_instance_remove(st->index, id);
         if (id < st->instance_cap) {
@@ -178,9 +191,7 @@ static void restart_seen(struct indexer_state *st, struct indexer_source *s, uin
     /* Sequence numbers went back: the engine restarted and its cache (and
      * its per-process hash seed) is gone, so its old blocks are too. */
     s->counters.restarts++;
-    uint32_t pub;
-    if (cr_prefix_index_publisher(st->index, s->target.instance, s->target.dp_rank, &pub) == CR_OK)
-        cr_prefix_index_cleared(st->index, pub);
+    source_clear_ranks(st, s, false);
     cr_prefix_map_free(&s->keys);
     s->stale = false;
     CR_INFO("indexer", "%s|%s|%u restarted (seq %llu after %llu): its blocks were cleared",

@@ -109,20 +109,35 @@ void cr_prefix_index_destroy(struct cr_prefix_index *index) {
 
 /* ---- media ---- */
 
-int cr_prefix_index_medium(struct cr_prefix_index *index, const char *name, uint8_t *medium) {
+int cr_prefix_index_medium_find(const struct cr_prefix_index *index, const char *name,
+                                uint8_t *medium) {
     assert(index != NULL && medium != NULL);
     if (name == NULL || name[0] == '\0') {
         *medium = CR_PREFIX_MEDIUM_GPU;
         return CR_OK;
     }
-    size_t len = strlen(name);
-    if (len > MEDIUM_NAME_MAX) return CR_ERR_INVALID_PARAMS;
+    if (strlen(name) > MEDIUM_NAME_MAX) return CR_ERR_INVALID_PARAMS;
     for (uint8_t m = 0; m < index->media_count; m++) {
         if (strcasecmp(index->media[m], name) == 0) {
             *medium = m;
             return CR_OK;
         }
     }
+    return CR_ERR_OBJECT_NOT_FOUND;
+}
+
+uint32_t cr_prefix_index_media_free(const struct cr_prefix_index *index) {
+    return CR_PREFIX_MEDIA_MAX - index->media_count;
+}
+
+uint32_t cr_prefix_index_contexts_free(const struct cr_prefix_index *index) {
+    return CR_PREFIX_CONTEXTS_MAX - index->context_count;
+}
+
+int cr_prefix_index_medium(struct cr_prefix_index *index, const char *name, uint8_t *medium) {
+    int rc = cr_prefix_index_medium_find(index, name, medium);
+    if (rc != CR_ERR_OBJECT_NOT_FOUND) return rc;
+    size_t len = strlen(name);
     if (index->media_count >= CR_PREFIX_MEDIA_MAX) return CR_ERR_NOMEM;
     char *slot = index->media[index->media_count];
     for (size_t i = 0; i <= len; i++) slot[i] = (char)toupper((unsigned char)name[i]);

@@ -99,6 +99,16 @@ void cr_prefix_index_destroy(struct cr_prefix_index *index);
  * CR_ERR_INVALID_PARAMS for a name longer than 31 bytes. */
 int cr_prefix_index_medium(struct cr_prefix_index *index, const char *name, uint8_t *medium);
 
+/* Like cr_prefix_index_medium but never registers a name: an unknown one is
+ * CR_ERR_OBJECT_NOT_FOUND (a too-long one CR_ERR_INVALID_PARAMS).  Used to
+ * check a batch without changing the index. */
+int cr_prefix_index_medium_find(const struct cr_prefix_index *index, const char *name,
+                                uint8_t *medium);
+
+/* Room left for medium names and for contexts (neither is ever reclaimed). */
+uint32_t cr_prefix_index_media_free(const struct cr_prefix_index *index);
+uint32_t cr_prefix_index_contexts_free(const struct cr_prefix_index *index);
+
 /* Returns the canonical (upper-case) name of a registered medium, NULL if none. */
 const char *cr_prefix_index_medium_name(const struct cr_prefix_index *index, uint8_t medium);
 

@@ -500,3 +500,49 @@ def test_standardized_events_with_seq_hashes(daemon, pubs):
     pub.send(msgpack.packb([int(time.time() * 1000), [rm], 0]))
     applied(d.port, pub, "std")
     assert query(d.port, toks) == {"default": {"std": expect(2 * BS, "DISK")}}
+
+
+# ---- regressions found in review ----------------------------------------------
+
+
+def test_restart_clears_every_dp_rank_the_engine_used(daemon, pubs):
+    """Registered as dp_rank 0, the engine names rank 1 in its batches: a
+    restart must clear the blocks filed under rank 1 too (engine hashes are
+    per process, so nothing could remove them later)."""
+    d = start(daemon)
+    pub = pubs()
+    register(d.port, pub, "e")
+    old = tokens_of(BS, 1)
+    pub.send(kp.batch([kp.vllm_stored([5], None, old, BS)], dp_rank=1))
+    applied(d.port, pub, "e")
+    assert query(d.port, old) == {"default": {"e": expect(BS, dp=1)}}
+    pub.restart()
+    pub.send(kp.batch([], dp_rank=1))
+    applied(d.port, pub, "e")
+    assert service(d.port, "e")["counters"]["restarts"] == 1
+    assert query(d.port, old) == {}
+
+
+def test_junk_contexts_cannot_starve_other_publishers(daemon, pubs):
+    """Contexts are never reclaimed, so each publisher has a quota; a batch
+    that would pass it is rejected whole (nothing of it applied), and other
+    publishers keep working."""
+    d = start(daemon)
+    junk, good = pubs(), pubs()
+    register(d.port, junk, "junk")
+    register(d.port, good, "good")
+    toks = tokens_of(BS, 1)
+    first = [kp.vllm_stored([i + 1], None, toks, BS, lora_name=f"junk-{i}") for i in range(40)]
+    junk.send(kp.batch(first))
+    applied(d.port, junk, "junk")
+    contexts = get_json(d.port, "/global_view")["contexts"]
+    malformed = service(d.port, "junk")["counters"]["malformed_batches"]
+    more = [kp.vllm_stored([i + 100], None, toks, BS, lora_name=f"more-{i}") for i in range(40)]
+    junk.send(kp.batch(more))  # 40 + 40 > the quota of 64: rejected as a whole
+    applied(d.port, junk, "junk")
+    assert service(d.port, "junk")["counters"]["malformed_batches"] == malformed + 1
+    assert get_json(d.port, "/global_view")["contexts"] == contexts
+    assert query(d.port, toks, lora_name="more-0") == {}
+    good.send(kp.batch([kp.vllm_stored([77], None, toks, BS)]))
+    applied(d.port, good, "good")
+    assert query(d.port, toks)["default"]["good"]["longest_matched"] == BS
