@@ -148,8 +148,11 @@ static void publisher_send(struct cr_actor *self, struct publisher *p, cr_event_
         zmq_msg_t msg;
         if (zmq_msg_init_data(&msg, batch->bytes, batch->len, batch_free_fn,
                               cr_event_batch_ref(batch)) != 0) {
+            /* The topic and seq frames are already queued with SNDMORE: the
+             * message must be completed here, or the next batch's frames
+             * would be appended to it.  A copy needs no zmq header alloc. */
             cr_event_batch_unref(batch);
-            ok = false;
+            ok = zmq_send(p->pub, batch->bytes, batch->len, ZMQ_DONTWAIT) >= 0;
         } else if (zmq_msg_send(&msg, p->pub, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&msg); /* calls batch_free_fn */
             ok = false;
