@@ -2,6 +2,7 @@
 #include "http/indexer_request.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -191,11 +192,16 @@ static bool field_str(json_t *root, const char *name, const char *alias, bool re
     return true;
 }
 
+/* Decimal, or hex with a 0x prefix.  Not base 0: that reads "0123" as
+ * octal, and strtoull would also skip leading whitespace of any kind. */
 static bool parse_u64_string(const char *s, uint64_t *out) {
-    if (s[0] == '\0' || s[0] == '-' || s[0] == '+' || s[0] == ' ') return false;
+    bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    const char *digits = hex ? s + 2 : s;
+    if (!(hex ? isxdigit((unsigned char)digits[0]) : isdigit((unsigned char)digits[0])))
+        return false;
     errno = 0;
     char *end;
-    unsigned long long v = strtoull(s, &end, 0); /* decimal, or 0x hex */
+    unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
     if (errno != 0 || *end != '\0') return false;
     *out = v;
     return true;
@@ -309,8 +315,12 @@ static bool load_number(json_t *obj, const char *name, double *d, uint64_t *u, c
         return false;
     }
     if (d != NULL) *d = json_number_value(v);
+    /* A float beyond 2^64 has no uint64_t value (converting it is undefined):
+     * saturate, since a load that large only means "overloaded". */
     if (u != NULL)
-        *u = json_is_integer(v) ? (uint64_t)json_integer_value(v) : (uint64_t)json_number_value(v);
+        *u = json_is_integer(v)                        ? (uint64_t)json_integer_value(v)
+             : json_number_value(v) >= 18446744073709551615.0 ? UINT64_MAX
+                                                             : (uint64_t)json_number_value(v);
     return true;
 }
 
