@@ -19,7 +19,9 @@
 
 /* Quotes bare unsigned integer literals above INT64_MAX (outside strings) so
  * that jansson, whose integers are signed 64-bit, reads them as strings.
- * Returns a malloc'd copy, or NULL when there is nothing to quote. */
+ * Literals with a leading zero or in key position are left alone: they are
+ * not JSON, and quoting them would make jansson accept them.  Returns a
+ * malloc'd copy, or NULL when there is nothing to quote. */
 static char *quote_big_ints(const char *in, size_t len) {
     char *out = NULL;
     size_t o = 0;
@@ -27,10 +29,12 @@ static char *quote_big_ints(const char *in, size_t len) {
     for (size_t i = 0; i < len; i++) {
         char c = in[i];
         size_t j = i;
-        if (!in_str && c >= '0' && c <= '9' && (i == 0 || strchr("[,: \t\r\n", in[i - 1]))) {
+        if (!in_str && c >= '1' && c <= '9' && (i == 0 || strchr("[,: \t\r\n", in[i - 1]))) {
             while (j < len && in[j] >= '0' && in[j] <= '9') j++;
             bool plain = j == len || strchr(",]} \t\r\n", in[j]) != NULL;
-            if (plain &&
+            size_t k = j; /* followed by ':', the literal is in key position */
+            while (k < len && strchr(" \t\r\n", in[k]) != NULL) k++;
+            if (plain && (k == len || in[k] != ':') &&
                 (j - i > 19 || (j - i == 19 && memcmp(in + i, "9223372036854775807", 19) > 0))) {
                 if (out == NULL) {
                     if ((out = malloc(len * 3 + 1)) == NULL) return NULL;
@@ -162,6 +166,15 @@ json_t *cr_indexer_body_parse(const char *body, size_t len, bool msgpack, char *
         snprintf(detail, detail_size,
                  "the body is not one well-formed msgpack value of "
                  "maps, arrays, strings, integers and nil");
+        return NULL;
+    }
+    /* JSON text has no NUL byte (even strings must escape it), but jansson
+     * 2.14 skips one that follows a number, and the quoting below would cut
+     * the body at one: refused here, so a body means what it shows. */
+    const char *nul = memchr(body, '\0', len);
+    if (nul != NULL) {
+        snprintf(detail, detail_size, "byte %zu: a NUL byte is not allowed in JSON",
+                 (size_t)(nul - body));
         return NULL;
     }
     char *quoted = quote_big_ints(body, len);
@@ -310,8 +323,11 @@ static bool load_number(json_t *obj, const char *name, double *d, uint64_t *u, c
                         size_t dsize) {
     json_t *v = json_object_get(obj, name);
     if (v == NULL || json_is_null(v)) return true;
-    if (!json_is_number(v) || json_number_value(v) < 0) {
-        snprintf(detail, dsize, "field '%s' must be a non-negative number", name);
+    /* A real of 2^64 or more has no uint64_t value (the cast is undefined). */
+    if (!json_is_number(v) || json_number_value(v) < 0 ||
+        (u != NULL && json_is_real(v) && json_real_value(v) >= 18446744073709551616.0)) {
+        snprintf(detail, dsize, "field '%s' must be a non-negative number%s", name,
+                 u != NULL ? " below 2^64" : "");
         return false;
     }
     if (d != NULL) *d = json_number_value(v);

@@ -229,6 +229,41 @@ static void test_load_bodies(void **state) {
     json_decref(root);
 }
 
+/* Bodies found by tests/fuzz/fuzz_indexer_request.c: each used to be accepted
+ * (or to hit undefined behaviour) and must now be refused. */
+static void test_fuzz_regressions(void **state) {
+    (void)state;
+    char detail[256];
+    /* Not JSON: a 20-digit literal with a leading zero, a big literal used as
+     * a key.  Quoting them as big integers made jansson accept both. */
+    const char *not_json[] = {
+        "{\"model\":\"m\",\"block_size\":2,\"block_hash\":[09223372036854775807]}",
+        "{\"model\":\"m\",\"block_size\":2, 99999999999999999999 :1}",
+    };
+    for (size_t i = 0; i < sizeof(not_json) / sizeof(not_json[0]); i++) {
+        detail[0] = '\0';
+        assert_null(cr_indexer_body_parse(not_json[i], strlen(not_json[i]), false, detail, 256));
+        assert_true(detail[0] != '\0');
+    }
+    /* A NUL byte after a number, which jansson 2.14 skips. */
+    const char nul[] = "{\"model\":\"m\",\"token_ids\":[1.5\0],\"block_size\":1}";
+    detail[0] = '\0';
+    assert_null(cr_indexer_body_parse(nul, sizeof(nul) - 1, false, detail, 256));
+    assert_non_null(strstr(detail, "NUL"));
+    /* A load counter of 1e300 has no uint64_t value (the cast was undefined). */
+    json_t *root = json_loads("{\"instance_id\":\"a\",\"kv_active_blocks\":1e300}", 0, NULL);
+    struct cr_indexer_load l;
+    assert_int_equal(cr_indexer_load_from_json(root, &l, detail, sizeof(detail)),
+                     CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(detail, "kv_active_blocks"));
+    json_decref(root);
+    /* Big literals in value position are still quoted. */
+    const char *big = "{\"model\":\"m\",\"block_size\":2,\"block_hash\":[ 18446744073709551615 ]}";
+    root = cr_indexer_body_parse(big, strlen(big), false, detail, 256);
+    assert_non_null(root);
+    json_decref(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conf_good),
@@ -238,6 +273,7 @@ int main(void) {
         cmocka_unit_test(test_msgpack_bodies),
         cmocka_unit_test(test_load_bodies),
         cmocka_unit_test(test_fast_path_matches_full_parser),
+        cmocka_unit_test(test_fuzz_regressions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

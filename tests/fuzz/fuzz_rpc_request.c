@@ -1,0 +1,327 @@
+/* libFuzzer target for the store-master RPC gateway's request path
+ * (src/actors/rpc.c's check_frames + decode, src/actors/rpc_codec.c), and
+ * the methods that run what it accepts (src/actors/rpc_methods.c) on a real
+ * store, with no sockets.
+ *
+ * Input: byte 0 picks the frame layout, the rest is split into the three
+ * frames [method][request id][body]:
+ *   bit 7 clear: the well-formed layout, 2-byte method, 8-byte id;
+ *   bit 7 set:   method length = bits 0-1, id length = bits 2-5, and with
+ *                bit 6 set the body frame is missing (two frames).
+ * The frame checks are the gateway's (rpc.c keeps them static with its
+ * socket code, so they are restated here, from rpc_frame.h's contract).
+ *
+ * Invariants checked besides "no crash":
+ *  - a refused request gets an error code (PROTOCOL for frames or a body
+ *    protobuf cannot decode, INVALID_PARAMS for an unknown method or an
+ *    out-of-range value) and, from cr_rpc_validate, a non-empty sentence;
+ *    the status-only response it is then answered with decodes as the
+ *    method's response type with that status_code;
+ *  - an accepted request satisfies every bound cr_rpc_validate documents,
+ *    checked independently by walking the message's descriptor: keys 1..4096
+ *    bytes, tenants at most 23, batches at most 4096, value_length > 0,
+ *    replica_num 1..8, client ids where required, segment names 1..255;
+ *  - running an accepted request on the store gives a reply that decodes as
+ *    the method's response, whose status_code is what the method returned
+ *    (batches: the reply decodes; their code is per entry).
+ * Build and run instructions are in tests/fuzz/README.md. */
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "actors/rpc_codec.h"
+#include "actors/rpc_methods.h"
+#include "core/store.h"
+#include "crescent/error.h"
+#include "master.pb-c.h"
+#include "msgs/master_msgs.h"
+#include "msgs/rpc_frame.h"
+
+#define STORE_RESET_EVERY 4096u /* inputs between fresh stores: bounds memory */
+
+static cr_store *store;
+static struct cr_rpc_arena *arena;
+static uint64_t inputs, now_ms = 1000;
+
+/* ---- independent check of the documented bounds ---- */
+
+static const void *field_at(const ProtobufCMessage *m, size_t offset) {
+    return (const char *)m + offset;
+}
+
+static bool is(const ProtobufCMessage *m, const ProtobufCMessageDescriptor *d) {
+    return m->descriptor == d;
+}
+
+static bool needs_client(const ProtobufCMessage *m) {
+    return is(m, &crescent__master__mount_segment_request__descriptor) ||
+           is(m, &crescent__master__unmount_segment_request__descriptor) ||
+           is(m, &crescent__master__put_start_request__descriptor) ||
+           is(m, &crescent__master__put_end_request__descriptor) ||
+           is(m, &crescent__master__put_revoke_request__descriptor) ||
+           is(m, &crescent__master__ping_request__descriptor);
+}
+
+static void check_key(const char *key) {
+    size_t len = key != NULL ? strlen(key) : 0;
+    if (len == 0 || len > CR_STORE_KEY_LEN_MAX) abort();
+}
+
+static void check_bounds(const ProtobufCMessage *m);
+
+static void check_field(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {
+    const char *name = f->name;
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+        size_t n = *(const size_t *)field_at(m, f->quantifier_offset);
+        void *const *items = *(void *const *const *)field_at(m, f->offset);
+        bool batch = strcmp(name, "keys") == 0 || strcmp(name, "object_keys") == 0 ||
+                     strcmp(name, "requests") == 0 || strcmp(name, "client_ids") == 0;
+        if (batch && n > CR_MASTER_BATCH_MAX) abort();
+        for (size_t i = 0; i < n && f->type == PROTOBUF_C_TYPE_STRING && batch; i++)
+            check_key(items[i]);
+        for (size_t i = 0; i < n && f->type == PROTOBUF_C_TYPE_MESSAGE; i++)
+            check_bounds(items[i]);
+        return;
+    }
+    const void *p = field_at(m, f->offset);
+    if (f->type == PROTOBUF_C_TYPE_STRING) {
+        const char *s = *(const char *const *)p;
+        if (strcmp(name, "key") == 0) check_key(s);
+        if (strcmp(name, "tenant_id") == 0 && s != NULL && strlen(s) > CR_MASTER_TENANT_MAX)
+            abort();
+        if (strcmp(name, "segment_name") == 0 &&
+            is(m, &crescent__master__mount_segment_request__descriptor) &&
+            (s == NULL || s[0] == '\0' || strlen(s) >= CR_STORE_NAME_LEN_MAX))
+            abort();
+    } else if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+        const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)p;
+        if (strcmp(name, "client_id") == 0 && sub == NULL && needs_client(m)) abort();
+        if (strcmp(name, "block") == 0 && sub != NULL &&
+            ((const Crescent__Master__BlockInfo *)sub)->n_token_ids > (1u << 20))
+            abort();
+        if (sub != NULL) check_bounds(sub);
+    } else if (strcmp(name, "value_length") == 0 && *(const int64_t *)p <= 0) {
+        abort();
+    } else if (strcmp(name, "replica_num") == 0 &&
+               (*(const uint64_t *)p == 0 || *(const uint64_t *)p > CR_STORE_REPLICAS_MAX)) {
+        abort();
+    }
+}
+
+static void check_bounds(const ProtobufCMessage *m) {
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    for (unsigned i = 0; i < d->n_fields; i++) check_field(m, &d->fields[i]);
+}
+
+/* ---- the responses a request is answered with ---- */
+
+static int32_t status_code_of(const ProtobufCMessageDescriptor *response, const uint8_t *body,
+                              size_t len) {
+    ProtobufCMessage *r = protobuf_c_message_unpack(response, NULL, len, body);
+    if (r == NULL) abort(); /* a reply the client cannot decode */
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(response, 1);
+    int32_t code = *(const int32_t *)field_at(r, f->offset);
+    protobuf_c_message_free_unpacked(r, NULL);
+    return code;
+}
+
+static void refused_with_status(const struct cr_rpc_method *m) {
+    uint8_t *body;
+    size_t len;
+    if (cr_rpc_pack_status(m->response, CR_ERR_INVALID_PARAMS, &body, &len) != CR_OK) abort();
+    if (status_code_of(m->response, body, len) != CR_ERR_INVALID_PARAMS) abort();
+    free(body);
+}
+
+static void run_on_store(const struct cr_rpc_method *m, ProtobufCMessage *request) {
+    if (store == NULL || inputs % STORE_RESET_EVERY == 0) {
+        cr_store_destroy(store);
+        cr_store_config cfg;
+        cr_store_config_default(&cfg);
+        if (cr_store_create(&cfg, NULL, &store) != CR_OK) abort();
+        if (arena == NULL && (arena = cr_rpc_arena_new()) == NULL) abort();
+    }
+    struct cr_master_call *call = calloc(1, sizeof(*call));
+    if (call == NULL) abort();
+    call->method = m->id;
+    call->request = request;
+    struct cr_rpc_run run = {.store = store, .arena = arena, .now_ms = now_ms += 37,
+                             .client_ttl_ms = 10000};
+    int code = cr_rpc_methods_run(&run, call);
+    /* A batch returns its first failing entry's code, which its response
+     * carries per entry rather than in status_code. */
+    bool batch = strncmp(m->metric, "requests_batch_", 15) == 0;
+    if (call->status == CR_OK) {
+        if (call->reply == NULL) abort();
+        int32_t replied = status_code_of(m->response, call->reply, call->reply_len);
+        if (!batch && replied != code) abort();
+    } else if (call->status != CR_ERR_NOMEM || call->reply_len == 0) {
+        abort();
+    }
+    cr_master_call_free(call); /* frees the request too */
+}
+
+/* ---- the gateway's path ---- */
+
+static int handle(const uint8_t *frames[3], const size_t lens[3], size_t count) {
+    if (count != CR_RPC_REQUEST_FRAMES || lens[0] != CR_RPC_METHOD_BYTES ||
+        lens[1] != CR_RPC_ID_BYTES || lens[2] > CR_RPC_BODY_MAX)
+        return CR_ERR_PROTOCOL;
+    uint16_t method = cr_rpc_get_u16(frames[0]);
+    const struct cr_rpc_method *m = cr_rpc_method_find(method);
+    if (m == NULL) return CR_ERR_INVALID_PARAMS;
+    if (m->id != method || m->request == NULL || m->response == NULL) abort();
+    ProtobufCMessage *req = protobuf_c_message_unpack(m->request, NULL, lens[2], frames[2]);
+    if (req == NULL) return CR_ERR_PROTOCOL;
+    char err[CR_RPC_ERROR_MAX];
+    memset(err, 'x', sizeof(err));
+    int rc = cr_rpc_validate(method, req, err);
+    if (rc != CR_OK) {
+        if (rc != CR_ERR_INVALID_PARAMS || err[0] == '\0' ||
+            strnlen(err, sizeof(err)) == sizeof(err))
+            abort();
+        refused_with_status(m);
+        protobuf_c_message_free_unpacked(req, NULL);
+        return rc;
+    }
+    check_bounds(req);
+    run_on_store(m, req);
+    return CR_OK;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0) return 0;
+    inputs++;
+    size_t lens[3] = {CR_RPC_METHOD_BYTES, CR_RPC_ID_BYTES, 0}, count = 3;
+    if (data[0] & 0x80) {
+        lens[0] = data[0] & 3u;
+        lens[1] = (data[0] >> 2) & 15u;
+        if (data[0] & 0x40) count = 2;
+    }
+    const uint8_t *p = data + 1, *end = data + size;
+    const uint8_t *frames[3];
+    uint8_t *copies[3] = {NULL, NULL, NULL};
+    for (size_t i = 0; i < 3; i++) {
+        size_t left = (size_t)(end - p);
+        if (i == 2) lens[2] = count == 3 ? left : 0;
+        if (lens[i] > left) lens[i] = left;
+        /* Each frame in its own exactly sized buffer, as ZMQ hands them over. */
+        copies[i] = malloc(lens[i] > 0 ? lens[i] : 1);
+        if (copies[i] == NULL) abort();
+        memcpy(copies[i], p, lens[i]);
+        frames[i] = copies[i];
+        p += lens[i];
+    }
+    int rc = handle(frames, lens, count);
+    if (rc != CR_OK && rc != CR_ERR_PROTOCOL && rc != CR_ERR_INVALID_PARAMS) abort();
+    for (size_t i = 0; i < 3; i++) free(copies[i]);
+    return 0;
+}
+
+/* ---- seed corpus: the requests of the unit and integration tests (one per
+ * method, valid and refused), written when CR_FUZZ_SEEDS is set ---- */
+
+static void write_seed(const char *dir, const ProtobufCMessage *msg, uint16_t method) {
+    static unsigned n;
+    uint8_t *body;
+    size_t len;
+    if (cr_rpc_pack(msg, &body, &len) != CR_OK) abort();
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/seed-%03u", dir, n++);
+    FILE *f = fopen(path, "wb");
+    if (f != NULL) {
+        uint8_t head[1 + CR_RPC_METHOD_BYTES + CR_RPC_ID_BYTES] = {0};
+        cr_rpc_put_u16(head + 1, method);
+        cr_rpc_put_u64(head + 3, 42);
+        fwrite(head, 1, sizeof(head), f);
+        fwrite(body, 1, len, f);
+        fclose(f);
+    }
+    free(body);
+}
+
+static void seeds_puts(const char *dir, Crescent__Master__UUID *client) {
+    Crescent__Master__ReplicateConfig cfg = CRESCENT__MASTER__REPLICATE_CONFIG__INIT;
+    cfg.has_replica_num = 1, cfg.replica_num = 2;
+    uint32_t tokens[] = {1, 2, 3, 4};
+    Crescent__Master__BlockInfo block = CRESCENT__MASTER__BLOCK_INFO__INIT;
+    block.model_name = "llama", block.has_block_size = 1, block.block_size = 4;
+    block.n_token_ids = 4, block.token_ids = tokens;
+    Crescent__Master__PutStartRequest put = CRESCENT__MASTER__PUT_START_REQUEST__INIT;
+    put.key = "k1", put.value_length = 4096, put.config = &cfg, put.client_id = client;
+    put.block = &block;
+    write_seed(dir, &put.base, CRESCENT__MASTER__METHOD__PUT_START);
+    Crescent__Master__PutStartRequest *puts[] = {&put, &put};
+    Crescent__Master__BatchPutStartRequest batch = CRESCENT__MASTER__BATCH_PUT_START_REQUEST__INIT;
+    batch.n_requests = 2, batch.requests = puts;
+    write_seed(dir, &batch.base, CRESCENT__MASTER__METHOD__BATCH_PUT_START);
+    put.value_length = 0; /* refused */
+    write_seed(dir, &put.base, CRESCENT__MASTER__METHOD__PUT_START);
+    Crescent__Master__PutEndRequest end = CRESCENT__MASTER__PUT_END_REQUEST__INIT;
+    end.key = "k1", end.client_id = client;
+    write_seed(dir, &end.base, CRESCENT__MASTER__METHOD__PUT_END);
+    write_seed(dir, &end.base, CRESCENT__MASTER__METHOD__PUT_REVOKE);
+    Crescent__Master__PutEndRequest *ends[] = {&end};
+    Crescent__Master__BatchPutEndRequest bend = CRESCENT__MASTER__BATCH_PUT_END_REQUEST__INIT;
+    bend.n_requests = 1, bend.requests = ends;
+    write_seed(dir, &bend.base, CRESCENT__MASTER__METHOD__BATCH_PUT_END);
+}
+
+static void seeds_keys(const char *dir, Crescent__Master__UUID *client) {
+    Crescent__Master__ExistKeyRequest exist = CRESCENT__MASTER__EXIST_KEY_REQUEST__INIT;
+    exist.key = "k1", exist.tenant_id = "t";
+    write_seed(dir, &exist.base, CRESCENT__MASTER__METHOD__EXIST_KEY);
+    write_seed(dir, &exist.base, CRESCENT__MASTER__METHOD__GET_REPLICA_LIST);
+    write_seed(dir, &exist.base, CRESCENT__MASTER__METHOD__REMOVE);
+    char *keys[] = {"k1", "k2", "k3"};
+    Crescent__Master__BatchExistKeyRequest bexist = CRESCENT__MASTER__BATCH_EXIST_KEY_REQUEST__INIT;
+    bexist.n_keys = 3, bexist.keys = keys;
+    write_seed(dir, &bexist.base, CRESCENT__MASTER__METHOD__BATCH_EXIST_KEY);
+    write_seed(dir, &bexist.base, CRESCENT__MASTER__METHOD__BATCH_GET_REPLICA_LIST);
+    write_seed(dir, &bexist.base, CRESCENT__MASTER__METHOD__BATCH_REMOVE);
+    Crescent__Master__RemoveByRegexRequest rx = CRESCENT__MASTER__REMOVE_BY_REGEX_REQUEST__INIT;
+    rx.key_regex = "^k[0-9]+$";
+    write_seed(dir, &rx.base, CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX);
+    write_seed(dir, &rx.base, CRESCENT__MASTER__METHOD__GET_REPLICA_LIST_BY_REGEX);
+    Crescent__Master__RemoveAllRequest all = CRESCENT__MASTER__REMOVE_ALL_REQUEST__INIT;
+    write_seed(dir, &all.base, CRESCENT__MASTER__METHOD__REMOVE_ALL);
+    Crescent__Master__UUID *ids[] = {client};
+    Crescent__Master__BatchQueryIpRequest ip = CRESCENT__MASTER__BATCH_QUERY_IP_REQUEST__INIT;
+    ip.n_client_ids = 1, ip.client_ids = ids;
+    write_seed(dir, &ip.base, CRESCENT__MASTER__METHOD__BATCH_QUERY_IP);
+    Crescent__Master__BatchReplicaClearRequest clr =
+        CRESCENT__MASTER__BATCH_REPLICA_CLEAR_REQUEST__INIT;
+    clr.n_object_keys = 2, clr.object_keys = keys, clr.client_id = client;
+    write_seed(dir, &clr.base, CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    const char *dir = getenv("CR_FUZZ_SEEDS");
+    if (dir == NULL) return 0;
+    mkdir(dir, 0755);
+    Crescent__Master__UUID client = CRESCENT__MASTER__UUID__INIT;
+    client.first = 1, client.second = 2;
+    Crescent__Master__GetVersionRequest ver = CRESCENT__MASTER__GET_VERSION_REQUEST__INIT;
+    write_seed(dir, &ver.base, CRESCENT__MASTER__METHOD__GET_VERSION);
+    Crescent__Master__PingRequest ping = CRESCENT__MASTER__PING_REQUEST__INIT;
+    ping.client_id = &client;
+    write_seed(dir, &ping.base, CRESCENT__MASTER__METHOD__PING);
+    Crescent__Master__MountSegmentRequest mount = CRESCENT__MASTER__MOUNT_SEGMENT_REQUEST__INIT;
+    mount.buffer = 0x10000, mount.size = 64u << 20, mount.segment_name = "seg0";
+    mount.client_id = &client, mount.transport_endpoint = "127.0.0.1:7000";
+    write_seed(dir, &mount.base, CRESCENT__MASTER__METHOD__MOUNT_SEGMENT);
+    write_seed(dir, &mount.base, CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT);
+    Crescent__Master__UnmountSegmentRequest unmount =
+        CRESCENT__MASTER__UNMOUNT_SEGMENT_REQUEST__INIT;
+    unmount.segment_name = "seg0", unmount.client_id = &client;
+    write_seed(dir, &unmount.base, CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT);
+    seeds_puts(dir, &client);
+    seeds_keys(dir, &client);
+    return 0;
+}
