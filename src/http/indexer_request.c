@@ -331,12 +331,8 @@ static bool load_number(json_t *obj, const char *name, double *d, uint64_t *u, c
         return false;
     }
     if (d != NULL) *d = json_number_value(v);
-    /* A float beyond 2^64 has no uint64_t value (converting it is undefined):
-     * saturate, since a load that large only means "overloaded". */
     if (u != NULL)
-        *u = json_is_integer(v)                        ? (uint64_t)json_integer_value(v)
-             : json_number_value(v) >= 18446744073709551615.0 ? UINT64_MAX
-                                                             : (uint64_t)json_number_value(v);
+        *u = json_is_integer(v) ? (uint64_t)json_integer_value(v) : (uint64_t)json_number_value(v);
     return true;
 }
 
