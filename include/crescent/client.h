@@ -41,7 +41,7 @@ extern "C" {
 #define CR_CLIENT_KEY_MAX 4096u          /* bytes in a key (the server's ceiling) */
 #define CR_CLIENT_NAME_MAX 255u          /* bytes in a tenant, segment name, protocol */
 #define CR_CLIENT_ENDPOINT_MAX 255u      /* bytes in "host:port" */
-#define CR_CLIENT_BATCH_MAX 65536u       /* items in one batch request */
+#define CR_CLIENT_BATCH_MAX 4096u        /* items in one batch request (the server's limit) */
 #define CR_CLIENT_TIMEOUT_MS_DEFAULT 5000
 #define CR_CLIENT_DEFAULT_TENANT "default"
 

@@ -167,7 +167,7 @@ static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct inc
     }
     if (zmq_msg_size(&in->part[3]) > CR_RPC_BODY_MAX) {
         st->malformed++;
-        send_error(st, idn, idlen, call->request_id, CR_ERR_PROTOCOL, "request body above 64 MiB");
+        send_error(st, idn, idlen, call->request_id, CR_ERR_PROTOCOL, "request body above 16 MiB");
         return NULL;
     }
     const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
@@ -184,13 +184,18 @@ static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct inc
 /* Decodes and validates; on failure answers and returns false. */
 static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rpc_method *m,
                    struct cr_master_call *call) {
-    call->request = protobuf_c_message_unpack(m->request, NULL, zmq_msg_size(&in->part[3]),
-                                              zmq_msg_data(&in->part[3]));
+    call->request = NULL;
+    if (cr_rpc_prescan(zmq_msg_data(&in->part[3]), zmq_msg_size(&in->part[3]),
+                       CR_MASTER_BATCH_MAX))
+        call->request = protobuf_c_message_unpack(m->request, NULL, zmq_msg_size(&in->part[3]),
+                                                  zmq_msg_data(&in->part[3]));
     if (call->request == NULL) {
         st->decode_errors++;
         char text[128];
-        snprintf(text, sizeof(text), "the body is not a valid %s (or misses a required field)",
-                 m->request->name);
+        snprintf(text, sizeof(text),
+                 "the body is not a valid %s (or misses a required field, or repeats a field "
+                 "more than %u times)",
+                 m->request->name, CR_MASTER_BATCH_MAX);
         send_error(st, call->identity, call->identity_len, call->request_id, CR_ERR_PROTOCOL, text);
         return false;
     }
@@ -342,6 +347,10 @@ static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
     st->router = st->zctx != NULL ? zmq_socket(st->zctx, ZMQ_ROUTER) : NULL;
     if (st->router == NULL || set_int(st->router, ZMQ_LINGER, 0) != 0 ||
         set_int(st->router, ZMQ_ROUTER_MANDATORY, 1) != 0 ||
+        /* ZMQ refuses (and drops the peer of) a frame above this before it
+         * is buffered: a body limit checked after receiving it bounds nothing. */
+        zmq_setsockopt(st->router, ZMQ_MAXMSGSIZE, &(int64_t){CR_RPC_BODY_MAX + 64},
+                       sizeof(int64_t)) != 0 ||
         zmq_bind(st->router, st->address) != 0) {
         int err = zmq_errno();
         /* CR_ERR_IO from a create hook makes crescentd exit 2 (see daemon.c). */

@@ -58,6 +58,47 @@ const struct cr_rpc_method *cr_rpc_methods(size_t *count) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Wire pre-scan */
+
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t byte = *(*p)++;
+        v |= (uint64_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Counts how often each top-level field occurs, without allocating, so a
+ * body of millions of tiny repeated entries is refused before protobuf-c
+ * allocates memory for each of them (62 MiB of empty keys cost 2.3 GB). */
+bool cr_rpc_prescan(const uint8_t *body, size_t len, uint32_t max_per_field) {
+    enum { FIELDS_TRACKED = 16 };
+    uint32_t counts[FIELDS_TRACKED] = {0};
+    const uint8_t *p = body, *end = body + len;
+    while (p < end) {
+        uint64_t tag, skip = 0;
+        if (!read_varint(&p, end, &tag)) return false;
+        switch (tag & 7) {
+        case 0: if (!read_varint(&p, end, &skip)) return false; skip = 0; break;
+        case 1: skip = 8; break;
+        case 2: if (!read_varint(&p, end, &skip)) return false; break;
+        case 5: skip = 4; break;
+        default: return false; /* groups are not in master.proto */
+        }
+        if (skip > (uint64_t)(end - p)) return false;
+        p += skip;
+        uint64_t field = tag >> 3;
+        if (field < FIELDS_TRACKED && ++counts[field] > max_per_field) return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Validation */
 
 static int fail(char err[CR_RPC_ERROR_MAX], const char *fmt, const char *what, size_t index) {
@@ -104,8 +145,20 @@ static int check_put_start(const Crescent__Master__PutStartRequest *r, size_t in
     uint64_t replicas = r->config->replica_num;
     if (replicas == 0 || replicas > CR_STORE_REPLICAS_MAX)
         return fail(err, "%s of put %zu must be 1 to 8", "replica_num", index);
-    if (r->block != NULL && r->block->n_token_ids > (1u << 20))
-        return fail(err, "%s of put %zu: more than 2^20 token ids", "block", index);
+    /* The store's own static checks, repeated here so that no entry of a
+     * batch can be refused by the store after earlier entries were applied. */
+    if (r->config->preferred_segment != NULL &&
+        strlen(r->config->preferred_segment) >= CR_STORE_NAME_LEN_MAX)
+        return fail(err, "%s of put %zu is longer than 255 bytes", "preferred_segment", index);
+    const Crescent__Master__BlockInfo *b = r->block;
+    if (b == NULL) return CR_OK;
+    if (b->n_token_ids > CR_RPC_TOKEN_IDS_MAX)
+        return fail(err, "%s of put %zu: more than 65536 token ids", "block", index);
+    const char *names[] = {b->model_name, b->block_hash, b->parent_block_hash};
+    for (size_t i = 0; i < 3; i++) {
+        if (names[i] != NULL && strlen(names[i]) >= CR_STORE_NAME_LEN_MAX)
+            return fail(err, "%s of put %zu: a name or hash longer than 255 bytes", "block", index);
+    }
     return CR_OK;
 }
 
@@ -192,8 +245,13 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RP
     case CRESCENT__MASTER__METHOD__BATCH_GET_REPLICA_LIST:
     case CRESCENT__MASTER__METHOD__BATCH_REMOVE: return check_keys_tenant(req, err);
     case CRESCENT__MASTER__METHOD__GET_REPLICA_LIST_BY_REGEX:
-    case CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX:
-        return check_tenant(((const Crescent__Master__RemoveByRegexRequest *)req)->tenant_id, err);
+    case CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX: {
+        /* Both requests share the layout: key_regex, tenant_id. */
+        const Crescent__Master__RemoveByRegexRequest *r = (const void *)req;
+        if (strlen(r->key_regex) > CR_STORE_KEY_LEN_MAX)
+            return fail(err, "%s is longer than 4096 bytes%.0zu", "key_regex", 0);
+        return check_tenant(r->tenant_id, err);
+    }
     case CRESCENT__MASTER__METHOD__REMOVE_ALL:
         return check_tenant(((const Crescent__Master__RemoveAllRequest *)req)->tenant_id, err);
     case CRESCENT__MASTER__METHOD__BATCH_QUERY_IP: {

@@ -7,6 +7,7 @@
 #define CRESCENT_ACTORS_RPC_CODEC_H
 
 #include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,14 @@ const struct cr_rpc_method *cr_rpc_methods(size_t *count);
  * entry of a batch is checked, so a batch is refused whole or applied whole.
  * Returns CR_OK, or CR_ERR_INVALID_PARAMS with a sentence in err. */
 int cr_rpc_validate(uint16_t method, const ProtobufCMessage *request, char err[CR_RPC_ERROR_MAX]);
+
+/* Token ids one PutStart may carry: the store's default block_token_ids_max. */
+#define CR_RPC_TOKEN_IDS_MAX (1u << 16)
+
+/* Walks the top level of a protobuf body without allocating: false if it is
+ * not well-formed or any field occurs more than max_per_field times.  Run
+ * before unpacking, which allocates per repeated entry. */
+bool cr_rpc_prescan(const uint8_t *body, size_t len, uint32_t max_per_field);
 
 /* Packs msg into a new malloc'd buffer.  Returns CR_OK or CR_ERR_NOMEM. */
 int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);

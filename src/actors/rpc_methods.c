@@ -488,6 +488,12 @@ static int m_query_ip(struct cr_rpc_run *run, struct cr_master_call *call, struc
         }
         c.fill = true;
         resp.status_code = cr_store_batch_query_ip(run->store, ids, n, ip_host, &c);
+        /* Seed 004: clients not found or without mounted segments are
+         * skipped, not answered with an empty list. */
+        size_t kept = 0;
+        for (size_t i = 0; i < resp.n_client_ip_map; i++)
+            if (c.entries[i]->addresses->n_ip_addresses > 0) c.entries[kept++] = c.entries[i];
+        resp.n_client_ip_map = kept;
         resp.client_ip_map = c.entries;
     }
     finish(call, a, &resp.base);

@@ -37,7 +37,7 @@ enum {
 
 
 #define LS_LIMIT_DEFAULT 1000
-#define LS_LIMIT_MAX 1000000
+#define LS_LIMIT_MAX 1000 /* what GET /api/v1/objects serves in one answer */
 
 struct store_args {
     const char *tenant; /* NULL: "default" */
@@ -147,7 +147,7 @@ static int apply_option(const char *command, int opt, struct store_args *a) {
         char *end;
         a->limit = strtol(optarg, &end, 10);
         if (*end != '\0' || a->limit < 1 || a->limit > LS_LIMIT_MAX)
-            return usage_error(command, "--limit wants 1 to 1000000, not", optarg);
+            return usage_error(command, "--limit wants 1 to 1000, not", optarg);
         return 0;
     }
     default: return usage_error(command, "unknown option", NULL);
@@ -511,7 +511,10 @@ static int print_objects_json(const char *body) {
     return CTL_EXIT_OK;
 }
 
-/* ls over HTTP (no leases taken).  Returns -1 to fall back to RPC. */
+/* ls over HTTP (no leases taken).  Returns -1 only when the HTTP front
+ * cannot be reached (then the RPC regex path is the fallback); an HTTP
+ * error is reported, not silently replaced by a call that leases every
+ * matching object. */
 static int ls_http(const struct ctl *ctl, const struct store_args *a) {
     char prefix[3 * CR_CLIENT_KEY_MAX + 1] = "", tenant[3 * CR_CLIENT_NAME_MAX + 1] = "";
     if (!url_encode(a->prefix ? a->prefix : "", prefix, sizeof(prefix)) ||
@@ -529,7 +532,12 @@ static int ls_http(const struct ctl *ctl, const struct store_args *a) {
                                sizeof(error));
     free(path);
     int out = -1;
-    if (rc == CR_OK && status == 200) out = print_objects_json(body);
+    if (rc == CR_OK && status == 200) {
+        out = print_objects_json(body);
+    } else if (rc == CR_OK) {
+        fprintf(stderr, "crescentctl: ls: HTTP %d: %s\n", status, body != NULL ? body : "");
+        out = CTL_EXIT_SERVER_FAILURE;
+    }
     free(body);
     return out;
 }

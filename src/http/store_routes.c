@@ -164,12 +164,17 @@ static void answer(struct cr_subsystems *peers, const struct cr_master_admin_que
     cr_http_respond_error(resp, status, cr_status_name(rc), cr_strerror(rc));
 }
 
-/* Copies query parameter `name` into buf; returns buf, or NULL when absent. */
-static const char *query_var(const struct cr_http_request *req, const char *name, char *buf,
-                             size_t size) {
-    if (req->query == NULL) return NULL;
+/* Copies query parameter `name` into buf and points *out at it (NULL when
+ * absent).  Returns false when the value does not fit: that is a bad
+ * request, never "absent" (an over-long tenant must not list every tenant). */
+static bool query_var(const struct cr_http_request *req, const char *name, char *buf,
+                      size_t size, const char **out) {
+    *out = NULL;
+    if (req->query == NULL) return true;
     int n = mg_get_var(req->query, strlen(req->query), name, buf, size);
-    return n >= 0 ? buf : NULL;
+    if (n == -2) return false;
+    if (n >= 0) *out = buf;
+    return true;
 }
 
 static void get_segments(void *ctx, const struct cr_http_request *req,
@@ -189,7 +194,13 @@ static void get_objects(void *ctx, const struct cr_http_request *req,
     const char *prefix = "/api/v1/objects/";
     char tenant[CR_STORE_NAME_LEN_MAX], pfx[CR_STORE_KEY_LEN_MAX + 1], limit[16];
     struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_OBJECTS};
-    q.tenant = query_var(req, "tenant", tenant, sizeof(tenant));
+    const char *limit_text = NULL;
+    if (!query_var(req, "tenant", tenant, sizeof(tenant), &q.tenant) ||
+        !query_var(req, "prefix", pfx, sizeof(pfx), &q.prefix) ||
+        !query_var(req, "limit", limit, sizeof(limit), &limit_text)) {
+        cr_http_respond_error(resp, 400, "bad query", "tenant, prefix or limit is too long");
+        return;
+    }
     if (strncmp(req->path, prefix, strlen(prefix)) == 0 && req->path[strlen(prefix)] != '\0') {
         q.kind = CR_MASTER_ADMIN_OBJECT;
         q.name = req->path + strlen(prefix);
@@ -197,8 +208,7 @@ static void get_objects(void *ctx, const struct cr_http_request *req,
         answer(ctx, &q, resp);
         return;
     }
-    q.prefix = query_var(req, "prefix", pfx, sizeof(pfx));
-    if (query_var(req, "limit", limit, sizeof(limit)) != NULL) {
+    if (limit_text != NULL) {
         char *end;
         unsigned long v = strtoul(limit, &end, 10);
         if (*end != '\0' || limit[0] == '\0' || v == 0 || v > OBJECTS_LIMIT_MAX) {

@@ -22,7 +22,7 @@
 #define CR_RPC_METHOD_BYTES 2u
 #define CR_RPC_ID_BYTES 8u
 #define CR_RPC_STATUS_BYTES 4u
-#define CR_RPC_BODY_MAX (64u << 20) /* larger bodies are refused unread */
+#define CR_RPC_BODY_MAX (16u << 20) /* larger frames are refused by ZMQ unread */
 #define CR_RPC_REQUEST_FRAMES 3u    /* method, id, body (after the identity) */
 #define CR_RPC_REPLY_FRAMES 3u      /* id, status, body */
 
