@@ -185,16 +185,16 @@ static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct inc
 static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rpc_method *m,
                    struct cr_master_call *call) {
     call->request = NULL;
-    if (cr_rpc_prescan(zmq_msg_data(&in->part[3]), zmq_msg_size(&in->part[3]),
+    if (cr_rpc_prescan(m->request, zmq_msg_data(&in->part[3]), zmq_msg_size(&in->part[3]),
                        CR_MASTER_BATCH_MAX))
         call->request = protobuf_c_message_unpack(m->request, NULL, zmq_msg_size(&in->part[3]),
                                                   zmq_msg_data(&in->part[3]));
     if (call->request == NULL) {
         st->decode_errors++;
-        char text[128];
+        char text[256];
         snprintf(text, sizeof(text),
-                 "the body is not a valid %s (or misses a required field, or repeats a field "
-                 "more than %u times)",
+                 "the body is not a valid %s (a required field is missing, a field repeats "
+                 "more than %u times, or a string has a NUL byte)",
                  m->request->name, CR_MASTER_BATCH_MAX);
         send_error(st, call->identity, call->identity_len, call->request_id, CR_ERR_PROTOCOL, text);
         return false;

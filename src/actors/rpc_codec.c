@@ -73,29 +73,48 @@ static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     return false;
 }
 
-/* Counts how often each top-level field occurs, without allocating, so a
- * body of millions of tiny repeated entries is refused before protobuf-c
- * allocates memory for each of them (62 MiB of empty keys cost 2.3 GB). */
-bool cr_rpc_prescan(const uint8_t *body, size_t len, uint32_t max_per_field) {
-    enum { FIELDS_TRACKED = 16 };
+/* Walks one message's wire bytes with its descriptor, without allocating:
+ * every repeated field at most max_repeat times (a body of millions of tiny
+ * entries is refused before protobuf-c allocates memory for each: 62 MiB of
+ * empty keys cost 2.3 GB), no NUL byte inside a string (protobuf-c keeps
+ * strings NUL-terminated and drops their length, so "k\0one" and "k\0two"
+ * would both become the key "k"), sub-messages checked the same way. */
+static bool prescan_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+                            const uint8_t *end, uint32_t max_repeat, int depth) {
+    enum { FIELDS_TRACKED = 16, DEPTH_MAX = 8 };
     uint32_t counts[FIELDS_TRACKED] = {0};
-    const uint8_t *p = body, *end = body + len;
+    if (depth > DEPTH_MAX) return false;
     while (p < end) {
-        uint64_t tag, skip = 0;
+        uint64_t tag, len = 0;
         if (!read_varint(&p, end, &tag)) return false;
         switch (tag & 7) {
-        case 0: if (!read_varint(&p, end, &skip)) return false; skip = 0; break;
-        case 1: skip = 8; break;
-        case 2: if (!read_varint(&p, end, &skip)) return false; break;
-        case 5: skip = 4; break;
+        case 0: if (!read_varint(&p, end, &len)) return false; len = 0; break;
+        case 1: len = 8; break;
+        case 2: if (!read_varint(&p, end, &len)) return false; break;
+        case 5: len = 4; break;
         default: return false; /* groups are not in master.proto */
         }
-        if (skip > (uint64_t)(end - p)) return false;
-        p += skip;
-        uint64_t field = tag >> 3;
-        if (field < FIELDS_TRACKED && ++counts[field] > max_per_field) return false;
+        if (len > (uint64_t)(end - p)) return false;
+        const uint8_t *value = p;
+        p += len;
+        uint64_t number = tag >> 3;
+        if (number < FIELDS_TRACKED && ++counts[number] > max_repeat) return false;
+        const ProtobufCFieldDescriptor *field =
+            number <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)number)
+                                 : NULL;
+        if (field == NULL || (tag & 7) != 2) continue; /* unknown fields are skipped */
+        if (field->type == PROTOBUF_C_TYPE_STRING && memchr(value, 0, len) != NULL) return false;
+        if (field->type == PROTOBUF_C_TYPE_MESSAGE &&
+            !prescan_message(field->descriptor, value, value + len, max_repeat, depth + 1))
+            return false;
     }
     return true;
+}
+
+bool cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len,
+                    uint32_t max_repeat) {
+    assert(desc != NULL && (body != NULL || len == 0));
+    return prescan_message(desc, body, body + len, max_repeat, 0);
 }
 
 /* ------------------------------------------------------------------------ */

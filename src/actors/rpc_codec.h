@@ -43,10 +43,12 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *request, char err[C
 /* Token ids one PutStart may carry: the store's default block_token_ids_max. */
 #define CR_RPC_TOKEN_IDS_MAX (1u << 16)
 
-/* Walks the top level of a protobuf body without allocating: false if it is
- * not well-formed or any field occurs more than max_per_field times.  Run
- * before unpacking, which allocates per repeated entry. */
-bool cr_rpc_prescan(const uint8_t *body, size_t len, uint32_t max_per_field);
+/* Walks a protobuf body with its descriptor, without allocating: false if
+ * it is not well-formed, a repeated field (at any depth) occurs more than
+ * max_repeat times, or a string contains a NUL byte.  Run before unpacking,
+ * which allocates per repeated entry and cuts strings at their first NUL. */
+bool cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len,
+                    uint32_t max_repeat);
 
 /* Packs msg into a new malloc'd buffer.  Returns CR_OK or CR_ERR_NOMEM. */
 int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);

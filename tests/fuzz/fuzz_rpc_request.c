@@ -176,6 +176,9 @@ static int handle(const uint8_t *frames[3], const size_t lens[3], size_t count) 
     const struct cr_rpc_method *m = cr_rpc_method_find(method);
     if (m == NULL) return CR_ERR_INVALID_PARAMS;
     if (m->id != method || m->request == NULL || m->response == NULL) abort();
+    /* As the gateway: the allocation-free pre-scan, then the unpack. */
+    if (!cr_rpc_prescan(m->request, frames[2], lens[2], CR_MASTER_BATCH_MAX))
+        return CR_ERR_PROTOCOL;
     ProtobufCMessage *req = protobuf_c_message_unpack(m->request, NULL, lens[2], frames[2]);
     if (req == NULL) return CR_ERR_PROTOCOL;
     char err[CR_RPC_ERROR_MAX];

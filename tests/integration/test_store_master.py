@@ -453,3 +453,18 @@ def test_over_long_regex_is_refused(master):
     d, c = master()
     reply = c.get_replica_list_by_regex("a" * 5000)
     assert reply.status_code == STATUS["INVALID_PARAMS"]
+
+
+def test_keys_with_a_nul_byte_are_refused_not_aliased(master):
+    """protobuf-c cuts strings at their first NUL, so "k\\0one" and "k\\0two"
+    would both be the key "k": the gateway refuses them instead."""
+    d, c = master()
+    c.mount_segment("seg-a", MiB, base=4096)
+    with pytest.raises(RpcError) as refused:
+        c.put_start("k\x00one", 1000)
+    assert "NUL" in refused.value.message
+    with pytest.raises(RpcError):
+        c.batch_exist_key(["fine", "k\x00two"])
+    assert stats(d)["objects"] == 0
+    c.put("k", 1000)  # the plain key is unaffected
+    assert c.exist_key("k").exists
