@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian bookworm machine:
-# set-up, build, C unit tests, the same tests under ASan+UBSan and the
-# runtime tests under TSan, then the foreign-client integration tests.
+# set-up, build, C unit tests, that the benchmarks still compile, the same
+# tests under ASan+UBSan and the runtime tests under TSan, then the
+# foreign-client integration tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -14,6 +15,9 @@ zig build
 
 step "C unit tests (zig build test)"
 zig build test
+
+step "benchmarks compile (zig build bench; running them is scripts/bench-*.sh)"
+zig build bench
 
 step "unit tests under ASan+UBSan (zig build asan)"
 zig build asan
