@@ -643,7 +643,7 @@ const struct ctl_command ctl_store_commands[] = {
     {"exist", "KEY", "exit 0 if KEY exists, 1 if not", cmd_exist},
     {"rm", "KEY [--force]", "remove KEY (--force: even while leased)", cmd_rm},
     {"rm-regex", "REGEX [--force]", "remove every key matching the PCRE2 REGEX", cmd_rm_regex},
-    {"ls", "[--prefix P] [--limit N]", "list objects (HTTP admin, else RPC regex); --tenant T",
+    {"ls", "[--prefix P] [--limit N]", "list objects (HTTP admin; RPC regex only if HTTP is unreachable); --tenant T",
      cmd_ls},
     {"ping", "", "store RPC round trip, version and client TTL", cmd_ping},
     {"store-stats", "", "store capacity, usage, objects, leases, evictions (HTTP)",
