@@ -28,6 +28,7 @@
 #include <msgpack.h>
 
 #include "harness.h"
+#include "prefix_workload.h"
 #include "actors/indexer_internal.h"
 #include "actors/subsystems.h"
 #include "core/buf.h"
@@ -35,28 +36,9 @@
 #include "daemon/config.h"
 #include "http/front.h"
 
-#define PROMPTS 16
-#define PROMPT_TOKENS 32768u
-#define SYSTEM_TOKENS 1024u
-#define RUN_BLOCKS 16u
 #define CLIENTS 4
 
 int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems *peers);
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static void check(int rc, const char *what) {
-    if (rc != CR_OK) {
-        fprintf(stderr, "%s: %s\n", what, cr_strerror(rc));
-        exit(1);
-    }
-}
 
 /* ---- ingest ---- */
 
@@ -147,44 +129,13 @@ static void bench_ingest(size_t batches) {
 
 /* ---- population shared by the query benchmarks ---- */
 
-static uint32_t *make_prompts(void) {
-    uint32_t *p = malloc((size_t)PROMPTS * PROMPT_TOKENS * sizeof(uint32_t));
-    for (uint32_t t = 0; t < SYSTEM_TOKENS; t++) p[t] = (uint32_t)rng();
-    for (int i = 0; i < PROMPTS; i++) {
-        uint32_t *q = p + (size_t)i * PROMPT_TOKENS;
-        memcpy(q, p, SYSTEM_TOKENS * sizeof(uint32_t));
-        for (uint32_t t = SYSTEM_TOKENS; t < PROMPT_TOKENS; t++) q[t] = (uint32_t)rng();
-    }
-    return p;
-}
 
-static void populate(struct cr_prefix_index *ix, uint32_t bs, int instances,
-                     const uint32_t *prompts) {
+static void populate_default(struct cr_prefix_index *ix, uint32_t bs, int instances,
+                             const uint32_t *prompts) {
     struct cr_prefix_context_key key = {.tenant = "default", .model = "m", .block_size = bs};
     uint32_t ctx;
     check(cr_prefix_index_context(ix, &key, true, &ctx), "context");
-    uint32_t max_blocks = PROMPT_TOKENS / bs;
-    uint64_t engine[RUN_BLOCKS];
-    for (int i = 0; i < instances; i++) {
-        char name[32];
-        uint16_t id;
-        uint32_t pub;
-        snprintf(name, sizeof(name), "inst-%d", i);
-        check(cr_prefix_index_instance_add(ix, name, NULL, &id), "instance");
-        check(cr_prefix_index_publisher(ix, id, (uint8_t)(i % 4), &pub), "publisher");
-        const uint32_t *q = prompts + (size_t)(i % PROMPTS) * PROMPT_TOKENS;
-        uint32_t depth = 1 + (uint32_t)(rng() % max_blocks);
-        uint64_t parent = 0;
-        for (uint32_t b = 0; b < depth; b += RUN_BLOCKS) {
-            uint32_t n = depth - b < RUN_BLOCKS ? depth - b : RUN_BLOCKS;
-            for (uint32_t k = 0; k < n; k++) engine[k] = ((uint64_t)i << 32) | (b + k);
-            check(cr_prefix_index_stored_tokens(ix, pub, ctx, b > 0 ? &parent : NULL, engine, n,
-                                                q + (size_t)b * bs, (size_t)n * bs, bs,
-                                                CR_PREFIX_MEDIUM_GPU),
-                  "populate");
-            parent = engine[n - 1];
-        }
-    }
+    populate(ix, ctx, bs, instances, prompts);
 }
 
 static const uint32_t lengths[3] = {2048, 8192, 32768};
@@ -344,7 +295,7 @@ static void bench_http_setup(int instances, uint32_t bs, const uint32_t *prompts
     unsetenv("CONDUCTOR_CONFIG_PATH");
     void *state;
     check(cr_indexer_def.create(&config, &state), "indexer create");
-    populate(((struct indexer_state *)state)->index, bs, instances, prompts);
+    populate_default(((struct indexer_state *)state)->index, bs, instances, prompts);
     struct cr_runtime_config rc;
     cr_runtime_config_default(&rc);
     rc.pin_threads = false;
@@ -392,7 +343,7 @@ int main(int argc, char **argv) {
         for (int s = 0; s < 2; s++) {
             struct cr_prefix_index *ix;
             check(cr_prefix_index_create(0, &ix), "create");
-            populate(ix, sizes[s], counts[c], prompts);
+            populate_default(ix, sizes[s], counts[c], prompts);
             struct cr_prefix_summary sum;
             cr_prefix_index_summary(ix, &sum);
             printf("  %d instances bs %u: %llu blocks, %llu pairs, %.1f bytes/(block,instance)\n",

@@ -20,27 +20,8 @@
 #include "core/prefix_hash.h"
 #include "core/prefix_index.h"
 #include "crescent/error.h"
+#include "prefix_workload.h"
 
-#define PROMPTS 16
-#define PROMPT_TOKENS 32768u
-#define SYSTEM_TOKENS 1024u
-#define RUN_BLOCKS 16u
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-
-static uint64_t rng(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
-
-static void check(int rc, const char *what) {
-    if (rc != CR_OK) {
-        fprintf(stderr, "%s: %s\n", what, cr_strerror(rc));
-        exit(1);
-    }
-}
 
 static void bench_ingest(size_t total_blocks) {
     struct cr_prefix_index *ix;
@@ -80,44 +61,6 @@ static void bench_ingest(size_t total_blocks) {
     free(tokens);
     free(engine);
     cr_prefix_index_destroy(ix);
-}
-
-static uint32_t *make_prompts(void) {
-    uint32_t *p = malloc((size_t)PROMPTS * PROMPT_TOKENS * sizeof(uint32_t));
-    for (uint32_t t = 0; t < SYSTEM_TOKENS; t++) p[t] = (uint32_t)rng();
-    for (int i = 0; i < PROMPTS; i++) {
-        uint32_t *q = p + (size_t)i * PROMPT_TOKENS;
-        memcpy(q, p, SYSTEM_TOKENS * sizeof(uint32_t));
-        for (uint32_t t = SYSTEM_TOKENS; t < PROMPT_TOKENS; t++) q[t] = (uint32_t)rng();
-    }
-    return p;
-}
-
-/* Instance i stores prompt i % PROMPTS to a random depth, in runs of 16 blocks. */
-static void populate(struct cr_prefix_index *ix, uint32_t ctx, uint32_t bs, int instances,
-                     const uint32_t *prompts) {
-    uint32_t max_blocks = PROMPT_TOKENS / bs;
-    uint64_t engine[RUN_BLOCKS];
-    for (int i = 0; i < instances; i++) {
-        char name[32];
-        uint16_t id;
-        uint32_t pub;
-        snprintf(name, sizeof(name), "inst-%d", i);
-        check(cr_prefix_index_instance_add(ix, name, NULL, &id), "instance");
-        check(cr_prefix_index_publisher(ix, id, (uint8_t)(i % 4), &pub), "publisher");
-        const uint32_t *q = prompts + (size_t)(i % PROMPTS) * PROMPT_TOKENS;
-        uint32_t depth = 1 + (uint32_t)(rng() % max_blocks);
-        uint64_t parent = 0;
-        for (uint32_t b = 0; b < depth; b += RUN_BLOCKS) {
-            uint32_t n = depth - b < RUN_BLOCKS ? depth - b : RUN_BLOCKS;
-            for (uint32_t k = 0; k < n; k++) engine[k] = ((uint64_t)i << 32) | (b + k);
-            check(cr_prefix_index_stored_tokens(ix, pub, ctx, b > 0 ? &parent : NULL, engine, n,
-                                                q + (size_t)b * bs, (size_t)n * bs, bs,
-                                                CR_PREFIX_MEDIUM_GPU),
-                  "populate");
-            parent = engine[n - 1];
-        }
-    }
 }
 
 static void bench_queries(int instances, uint32_t bs, const uint32_t *prompts, int iters) {
