@@ -70,12 +70,6 @@ static long futex(_Atomic uint32_t *word, int op, uint32_t value, const struct t
     return syscall(SYS_futex, (uint32_t *)word, op, value, timeout, NULL, 0);
 }
 
-static uint64_t real_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 bool cr_ask_claim(const struct cr_msg *msg) {
     assert(msg->flags & CR_MSG_ASK);
     uint32_t expected = ASK_WORD(msg->ask_seq, ASK_WAITING);
@@ -113,7 +107,7 @@ void cr_reply(struct cr_msg *msg, int status) {
 static void ask_sleep(struct cr_ask_slot *slot, uint32_t seen, uint64_t deadline_ns) {
     struct timespec timeout, *timeout_ptr = NULL;
     if (deadline_ns != 0) {
-        uint64_t now = real_now_ns();
+        uint64_t now = cr_monotonic_ns();
         if (now >= deadline_ns) return;
         uint64_t left = deadline_ns - now;
         timeout.tv_sec = (time_t)(left / 1000000000u);
@@ -129,12 +123,12 @@ static void ask_sleep(struct cr_ask_slot *slot, uint32_t seen, uint64_t deadline
 
 /* Waits for DONE; gives up (ABANDONED) at the deadline only if unclaimed. */
 static int ask_wait(struct cr_ask_slot *slot, uint32_t seq, uint64_t spin_ns, uint64_t timeout_ns) {
-    uint64_t start = real_now_ns();
+    uint64_t start = cr_monotonic_ns();
     uint64_t deadline = cr_add_sat(start, timeout_ns);
     for (;;) {
         uint32_t word = atomic_load_explicit(&slot->word, memory_order_acquire);
         if (word == ASK_WORD(seq, ASK_DONE)) return slot->status;
-        uint64_t now = real_now_ns();
+        uint64_t now = cr_monotonic_ns();
         if (ASK_PHASE(word) == ASK_WAITING && now >= deadline) {
             uint32_t expected = word;
             if (atomic_compare_exchange_strong_explicit(&slot->word, &expected,

@@ -16,11 +16,15 @@
 static __thread struct cr_actor *tls_actor;
 static _Atomic uint64_t next_actor_uid = 1;
 
-static uint64_t monotonic_now_ns(void *ctx) {
-    (void)ctx;
+uint64_t cr_monotonic_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t monotonic_now_ns(void *ctx) {
+    (void)ctx;
+    return cr_monotonic_ns();
 }
 
 struct cr_clock cr_clock_monotonic(void) {
@@ -235,7 +239,7 @@ static void actor_loop(struct cr_actor *actor) {
             continue;
         }
         if (actor->ops->wait == NULL) {
-            uint64_t now = monotonic_now_ns(NULL);
+            uint64_t now = cr_monotonic_ns();
             if (idle_since == 0) idle_since = now;
             if (now - idle_since < actor->rt->config.spin_ns) {
                 for (int i = 0; i < 32; i++) __builtin_ia32_pause();
@@ -380,13 +384,13 @@ void cr_runtime_destroy(struct cr_runtime *rt) {
  * starves (measured on 2 cores: rings full for 10+ ms). */
 static int send_wait_full(struct cr_actor *to, struct cr_ring *ring, struct cr_msg *msg) {
     atomic_fetch_add_explicit(&to->ring_full, 1, memory_order_relaxed);
-    uint64_t start = monotonic_now_ns(NULL);
+    uint64_t start = cr_monotonic_ns();
     uint64_t sleep_ns = 20000; /* first sleep 20 us, doubling to 1 ms */
     for (;;) {
         cr_mailbox_wake(to); /* it cannot drain while asleep */
         if (atomic_load_explicit(&to->run_state, memory_order_acquire) >= CR_ACTOR_STOPPING)
             return CR_ERR_SHUTDOWN;
-        uint64_t waited = monotonic_now_ns(NULL) - start;
+        uint64_t waited = cr_monotonic_ns() - start;
         if (waited < 2000) {
             for (int i = 0; i < 16; i++) __builtin_ia32_pause();
         } else {
@@ -395,7 +399,7 @@ static int send_wait_full(struct cr_actor *to, struct cr_ring *ring, struct cr_m
             if (sleep_ns < 1000000) sleep_ns *= 2;
         }
         if (cr_ring_enqueue(ring, msg)) return CR_OK;
-        if (monotonic_now_ns(NULL) - start >= to->rt->config.send_wait_ns) {
+        if (cr_monotonic_ns() - start >= to->rt->config.send_wait_ns) {
             atomic_fetch_add_explicit(&to->send_failures, 1, memory_order_relaxed);
             return CR_ERR_AGAIN;
         }

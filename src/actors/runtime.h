@@ -50,6 +50,10 @@ struct cr_clock {
 /* The process's monotonic clock (CLOCK_MONOTONIC). */
 struct cr_clock cr_clock_monotonic(void);
 
+/* CLOCK_MONOTONIC in nanoseconds: real time for spins, ask deadlines and
+ * uptime, which must not follow an injected (manual) actor clock. */
+uint64_t cr_monotonic_ns(void);
+
 struct cr_runtime_config {
     bool pin_threads;        /* pin actors to CPUs from the affinity mask */
     uint32_t ring_slots;     /* messages per (sender, actor) ring; power of two */

@@ -14,10 +14,6 @@ static const struct cr_subsystem_def *const defs[CR_SUBSYSTEM_COUNT] = {
     [CR_SUBSYSTEM_PUBLISHER] = &cr_publisher_def, [CR_SUBSYSTEM_REPLAY] = &cr_replay_def,
 };
 
-const char *cr_subsystem_name(enum cr_subsystem which) {
-    return which < CR_SUBSYSTEM_COUNT ? defs[which]->name : "unknown";
-}
-
 int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *config,
                         struct cr_subsystems *out) {
     out->config = config;

@@ -64,8 +64,6 @@ extern const struct cr_subsystem_def cr_indexer_def;
 extern const struct cr_subsystem_def cr_publisher_def;
 extern const struct cr_subsystem_def cr_replay_def;
 
-const char *cr_subsystem_name(enum cr_subsystem which);
-
 /* Creates the states, spawns the six actors in order and wires them.  On
  * failure the caller still calls cr_runtime_destroy then cr_subsystems_free. */
 int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *config,

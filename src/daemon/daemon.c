@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "actors/runtime.h"
 #include "actors/subsystems.h"
@@ -29,12 +28,6 @@ struct daemon {
     struct cr_http_admin admin;
 };
 
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int start_runtime(struct daemon *d) {
     struct cr_runtime_config rc;
     cr_runtime_config_default(&rc);
@@ -52,7 +45,7 @@ static int start_runtime(struct daemon *d) {
 /* Returns 0, or the exit status to use. */
 static int start_http(struct daemon *d) {
     d->admin = (struct cr_http_admin){.rt = d->rt,
-                                      .started_ns = monotonic_ns(),
+                                      .started_ns = cr_monotonic_ns(),
                                       .ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u};
     if (cr_http_front_create(&d->front) != CR_OK || cr_http_admin_register(d->front, &d->admin) != CR_OK ||
         cr_subsystems_register_routes(&d->subsystems, d->front) != CR_OK) {

@@ -4,21 +4,14 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/buf.h"
 #include "crescent/error.h"
 #include "crescent/version.h"
 #include "http/metrics.h"
 
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t uptime_s(const struct cr_http_admin *admin) {
-    return (monotonic_ns() - admin->started_ns) / 1000000000u;
+    return (cr_monotonic_ns() - admin->started_ns) / 1000000000u;
 }
 
 /* Asks every actor for its stats; returns how many answered. */
