@@ -56,6 +56,18 @@ void cr_buf_appendf(struct cr_buf *buf, const char *fmt, ...) {
 
 bool cr_buf_ok(const struct cr_buf *buf) { return !buf->failed; }
 
+char *cr_buf_reserve(struct cr_buf *buf, size_t extra) {
+    assert(buf != NULL);
+    return reserve(buf, extra) ? buf->data + buf->len : NULL;
+}
+
+void cr_buf_commit(struct cr_buf *buf, const char *end) {
+    assert(buf != NULL && !buf->failed);
+    assert(end >= buf->data + buf->len && end < buf->data + buf->cap);
+    buf->len = (size_t)(end - buf->data);
+    buf->data[buf->len] = '\0';
+}
+
 char *cr_buf_take(struct cr_buf *buf, size_t *len_out) {
     if (!reserve(buf, 0)) return NULL; /* an empty buffer still yields "" */
     char *data = buf->data;

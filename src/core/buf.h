@@ -22,6 +22,13 @@ void cr_buf_append(struct cr_buf *buf, const void *bytes, size_t len);
 void cr_buf_appendf(struct cr_buf *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool cr_buf_ok(const struct cr_buf *buf);
 
+/* Room for `extra` bytes written in place, for renderers that know a bound:
+ * returns where to write, or NULL once the buffer has failed.  cr_buf_commit
+ * then takes the bytes up to `end` (at most `extra` past the returned
+ * pointer).  One bound check per record instead of one per field. */
+char *cr_buf_reserve(struct cr_buf *buf, size_t extra);
+void cr_buf_commit(struct cr_buf *buf, const char *end);
+
 /* Hands the bytes to the caller (free() them); the buffer is left empty. */
 char *cr_buf_take(struct cr_buf *buf, size_t *len_out);
 
