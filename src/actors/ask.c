@@ -41,8 +41,16 @@ struct cr_ask_slot {
     _Atomic uint32_t sleeping;
     int status;
     uint32_t seq;
+    /* How long this thread spins before sleeping on its next ask (owner
+     * only).  Adaptive, as glibc's adaptive mutexes: back to the full
+     * spin_ns after a reply that came within it, halved (down to
+     * ASK_SPIN_MIN_NS) after one that did not, so a thread whose asks queue
+     * behind others' stops burning the core the actor needs. */
+    uint64_t spin_ns;
     struct cr_ask_slot *next_free;
 };
+
+#define ASK_SPIN_MIN_NS 1000u
 
 static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cr_ask_slot *free_slots;
@@ -122,7 +130,8 @@ static void ask_sleep(struct cr_ask_slot *slot, uint32_t seen, uint64_t deadline
 }
 
 /* Waits for DONE; gives up (ABANDONED) at the deadline only if unclaimed. */
-static int ask_wait(struct cr_ask_slot *slot, uint32_t seq, uint64_t spin_ns, uint64_t timeout_ns) {
+static int ask_wait_loop(struct cr_ask_slot *slot, uint32_t seq, uint64_t timeout_ns,
+                         uint64_t spin_ns, struct cr_runtime *rt, bool *spinning) {
     uint64_t start = cr_monotonic_ns();
     uint64_t deadline = cr_add_sat(start, timeout_ns);
     for (;;) {
@@ -138,12 +147,29 @@ static int ask_wait(struct cr_ask_slot *slot, uint32_t seq, uint64_t spin_ns, ui
                 return CR_ERR_TIMEOUT;
             continue; /* claimed meanwhile: wait for the reply */
         }
-        if (now - start < spin_ns) {
+        if (*spinning && now - start < spin_ns) {
             __builtin_ia32_pause();
             continue;
         }
+        if (*spinning) cr_spin_leave(rt), *spinning = false;
         ask_sleep(slot, word, ASK_PHASE(word) == ASK_WAITING ? deadline : 0);
     }
+}
+
+/* Spins first (for the slot's adaptive time) only while a CPU is free to
+ * spin on (see cr_spin_enter). */
+static int ask_wait(struct cr_ask_slot *slot, uint32_t seq, uint64_t timeout_ns,
+                    struct cr_runtime *rt) {
+    uint64_t full = rt->config.spin_ns, start = cr_monotonic_ns();
+    if (slot->spin_ns == 0 || slot->spin_ns > full) slot->spin_ns = full; /* first ask */
+    bool spinning = slot->spin_ns > 0 && cr_spin_enter(rt);
+    int rc = ask_wait_loop(slot, seq, timeout_ns, slot->spin_ns, rt, &spinning);
+    if (spinning) cr_spin_leave(rt);
+    if (cr_monotonic_ns() - start <= full)
+        slot->spin_ns = full;
+    else if (slot->spin_ns / 2 >= ASK_SPIN_MIN_NS)
+        slot->spin_ns /= 2;
+    return rc;
 }
 
 int cr_ask(struct cr_actor *to, struct cr_msg *msg, uint64_t timeout_ns) {
@@ -158,5 +184,5 @@ int cr_ask(struct cr_actor *to, struct cr_msg *msg, uint64_t timeout_ns) {
     msg->ask_seq = slot->seq;
     int rc = cr_send(to, msg);
     if (rc != CR_OK) return rc;
-    return ask_wait(slot, slot->seq, to->rt->config.spin_ns, timeout_ns);
+    return ask_wait(slot, slot->seq, timeout_ns, to->rt);
 }

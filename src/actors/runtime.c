@@ -64,6 +64,12 @@ static void runtime_read_cpus(struct cr_runtime *rt) {
     }
 }
 
+static uint32_t runtime_spin_limit(const struct cr_runtime *rt) {
+    if (rt->cpu_count > 0) return rt->cpu_count;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (uint32_t)online : 1;
+}
+
 int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime **out) {
     assert(config != NULL && out != NULL);
     bool power_of_two = config->ring_slots >= 2 && (config->ring_slots & (config->ring_slots - 1)) == 0;
@@ -75,6 +81,7 @@ int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime 
     if (rt == NULL) return CR_ERR_NOMEM;
     rt->config = *config;
     if (config->pin_threads) runtime_read_cpus(rt);
+    rt->spin_limit = runtime_spin_limit(rt);
     *out = rt;
     return CR_OK;
 }
@@ -221,8 +228,10 @@ static void check_stop(struct cr_actor *actor) {
 }
 
 static void actor_loop(struct cr_actor *actor) {
+    struct cr_runtime *rt = actor->rt;
     uint64_t idle_since = 0;
     uint32_t busy_rounds = 0;
+    bool spinning = false; /* holds one of rt's spinning slots */
     for (;;) {
         check_stop(actor);
         /* A stopping actor drains messages but fires no more timers: a timer
@@ -230,8 +239,12 @@ static void actor_loop(struct cr_actor *actor) {
          * go to the discard hook when the runtime is destroyed. */
         uint32_t work = cr_mailbox_drain(actor, dispatch);
         if (!actor->stop_requested) work += fire_timers(actor);
-        if (actor->stop_requested && work == 0) return;
+        if (actor->stop_requested && work == 0) {
+            if (spinning) cr_spin_leave(rt);
+            return;
+        }
         if (work > 0) {
+            if (spinning) cr_spin_leave(rt), spinning = false;
             idle_since = 0;
             /* Keep sockets served while messages keep coming. */
             if (actor->ops->wait != NULL && ++busy_rounds % 64 == 0)
@@ -240,12 +253,16 @@ static void actor_loop(struct cr_actor *actor) {
         }
         if (actor->ops->wait == NULL) {
             uint64_t now = cr_monotonic_ns();
-            if (idle_since == 0) idle_since = now;
-            if (now - idle_since < actor->rt->config.spin_ns) {
+            if (idle_since == 0) {
+                idle_since = now;
+                spinning = cr_spin_enter(rt);
+            }
+            if (spinning && now - idle_since < rt->config.spin_ns) {
                 for (int i = 0; i < 32; i++) __builtin_ia32_pause();
                 continue;
             }
         }
+        if (spinning) cr_spin_leave(rt), spinning = false;
         cr_mailbox_retire_idle(actor); /* free the slots of exited senders */
         park(actor);
         idle_since = 0;

@@ -79,7 +79,25 @@ struct cr_runtime {
     int cpus[CPU_SETSIZE];
     uint32_t cpu_count;
     bool stopped;
+    /* Threads now spinning (idle actors, askers awaiting a reply) and how many
+     * may: one per CPU.  With more runnable threads than cores, a spinner
+     * burns the core the thread it waits for needs; past the limit a waiter
+     * parks at once (a heuristic: a momentary overcount only parks early). */
+    atomic_uint spinners;
+    uint32_t spin_limit;
 };
+
+/* Takes a spinning slot; false when every CPU already has a spinner. */
+static inline bool cr_spin_enter(struct cr_runtime *rt) {
+    if (atomic_fetch_add_explicit(&rt->spinners, 1, memory_order_relaxed) < rt->spin_limit)
+        return true;
+    atomic_fetch_sub_explicit(&rt->spinners, 1, memory_order_relaxed);
+    return false;
+}
+
+static inline void cr_spin_leave(struct cr_runtime *rt) {
+    atomic_fetch_sub_explicit(&rt->spinners, 1, memory_order_relaxed);
+}
 
 /* Counter bump for a field only its owner thread writes: no locked instruction. */
 static inline void cr_counter_bump(_Atomic uint64_t *counter, uint64_t by) {
