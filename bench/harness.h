@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static inline uint64_t bench_now_ns(void) {
@@ -71,6 +72,16 @@ static inline void bench_report(const char *name, uint64_t ops, uint64_t elapsed
         printf("%-44s %14.0f ops/s\n", name, rate);
     }
     fflush(stdout);
+}
+
+/* CPU time (user + system) the whole process has used, in ns: divided by
+ * the ops of a case, it is the cost of one op on every thread together, a
+ * steadier figure than ops/s on a shared machine. */
+static inline uint64_t bench_cpu_ns(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
 }
 
 #endif

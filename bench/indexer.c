@@ -13,7 +13,8 @@
  * is filled before the actor starts), C clients on keep-alive connections
  * POSTing /query with JSON bodies of 2k/8k/32k tokens.
  *
- * Run: ./indexer [--quick] [--only ingest|query|http] */
+ * Run: ./indexer [--quick] [--only ingest|query|http] [--conns N (HTTP clients, 16)]
+ *              [--tokens N] [--instances N] [--bs N] (only the cases with that value) */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -36,7 +37,9 @@
 #include "daemon/config.h"
 #include "http/front.h"
 
-#define CLIENTS 4
+#define CLIENTS_MAX 64
+
+static int clients = 16; /* --conns: keep-alive connections, one request in flight each */
 
 int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems *peers);
 
@@ -100,7 +103,7 @@ static void bench_ingest(size_t batches) {
     msgpack_sbuffer bufs[DISTINCT];
     uint32_t *tokens = malloc(16 * RUN_BLOCKS * 16 * sizeof(uint32_t));
     for (int k = 0; k < DISTINCT; k++) {
-        for (uint32_t i = 0; i < 16 * RUN_BLOCKS * 16; i++) tokens[i] = (uint32_t)rng();
+        for (uint32_t i = 0; i < 16 * RUN_BLOCKS * 16; i++) tokens[i] = (uint32_t)(rng() % VOCAB);
         msgpack_sbuffer_init(&bufs[k]);
         pack_batch(&bufs[k], ((uint64_t)k << 32) + 1, true, tokens);
     }
@@ -140,10 +143,20 @@ static void populate_default(struct cr_prefix_index *ix, uint32_t bs, int instan
 
 static const uint32_t lengths[3] = {2048, 8192, 32768};
 
+/* --tokens, --instances, --bs: run only the cases with that value (0 = all). */
+static uint32_t only_tokens, only_instances, only_bs;
+
+static bool skip_case(uint32_t tokens, int instances, uint32_t bs) {
+    return (only_tokens != 0 && tokens != only_tokens) ||
+           (only_instances != 0 && (uint32_t)instances != only_instances) ||
+           (only_bs != 0 && bs != only_bs);
+}
+
 static void bench_in_process(struct cr_prefix_index *ix, int instances, uint32_t bs,
                              const uint32_t *prompts, int iters) {
     struct cr_prefix_context_key key = {.tenant = "default", .model = "m", .block_size = bs};
     for (int l = 0; l < 3; l++) {
+        if (skip_case(lengths[l], instances, bs)) continue;
         struct bench_latency lat;
         bench_latency_init(&lat, (size_t)iters);
         uint64_t start = bench_now_ns();
@@ -255,20 +268,21 @@ static char *query_request(const uint32_t *tokens, uint32_t n, uint32_t bs, size
 static void bench_http(int port, int instances, uint32_t bs, const uint32_t *prompts,
                        double seconds) {
     for (int l = 0; l < 3; l++) {
-        struct client c[CLIENTS];
-        pthread_t th[CLIENTS];
-        uint64_t start = bench_now_ns();
-        for (int i = 0; i < CLIENTS; i++) {
+        if (skip_case(lengths[l], instances, bs)) continue;
+        struct client c[CLIENTS_MAX];
+        pthread_t th[CLIENTS_MAX];
+        uint64_t start = bench_now_ns(), cpu_start = bench_cpu_ns();
+        for (int i = 0; i < clients; i++) {
             c[i] = (struct client){.port = port, .deadline_ns = start + (uint64_t)(seconds * 1e9)};
             c[i].request = query_request(prompts + (size_t)(i % PROMPTS) * PROMPT_TOKENS,
                                          lengths[l], bs, &c[i].request_len);
-            bench_latency_init(&c[i].lat, 4u << 20);
+            bench_latency_init(&c[i].lat, 1u << 20);
             pthread_create(&th[i], NULL, client_main, &c[i]);
         }
         struct bench_latency all;
-        bench_latency_init(&all, (size_t)CLIENTS << 22);
+        bench_latency_init(&all, (size_t)clients << 20);
         uint64_t done = 0, errors = 0;
-        for (int i = 0; i < CLIENTS; i++) {
+        for (int i = 0; i < clients; i++) {
             pthread_join(th[i], NULL);
             for (size_t k = 0; k < c[i].lat.count; k++)
                 bench_latency_add(&all, c[i].lat.samples_ns[k]);
@@ -279,8 +293,12 @@ static void bench_http(int port, int instances, uint32_t bs, const uint32_t *pro
         }
         char name[96];
         snprintf(name, sizeof(name), "HTTP /query %uk tok bs %u, %d inst, %d conns",
-                 lengths[l] / 1024, bs, instances, CLIENTS);
-        if (done > 0) bench_report(name, done, bench_now_ns() - start, &all);
+                 lengths[l] / 1024, bs, instances, clients);
+        if (done > 0) {
+            bench_report(name, done, bench_now_ns() - start, &all);
+            printf("  CPU per request (server and clients): %.1f us\n",
+                   (double)(bench_cpu_ns() - cpu_start) / 1e3 / (double)done);
+        }
         if (errors > 0) printf("  %llu errors\n", (unsigned long long)errors);
         bench_latency_free(&all);
     }
@@ -313,7 +331,9 @@ static void bench_http_setup(int instances, uint32_t bs, const uint32_t *prompts
     for (int tries = 0; tries < 20 && port == 0; tries++) {
         int p = 20000 + (int)(rng() % 30000);
         snprintf(address, sizeof(address), "127.0.0.1:%d", p);
-        if (cr_http_front_start(front, address, 8, error, sizeof(error)) == CR_OK) port = p;
+        if (cr_http_front_start(front, address, (unsigned)clients + 2, error, sizeof(error)) ==
+            CR_OK)
+            port = p;
     }
     if (port == 0) {
         fprintf(stderr, "cannot start the HTTP front: %s\n", error);
@@ -334,6 +354,18 @@ int main(int argc, char **argv) {
             quick = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = argv[++i];
+        else if (strcmp(argv[i], "--conns") == 0 && i + 1 < argc)
+            clients = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--tokens") == 0 && i + 1 < argc)
+            only_tokens = (uint32_t)atoi(argv[++i]);
+        else if (strcmp(argv[i], "--instances") == 0 && i + 1 < argc)
+            only_instances = (uint32_t)atoi(argv[++i]);
+        else if (strcmp(argv[i], "--bs") == 0 && i + 1 < argc)
+            only_bs = (uint32_t)atoi(argv[++i]);
+    }
+    if (clients < 1 || clients > CLIENTS_MAX) {
+        fprintf(stderr, "--conns must be in [1, %d]\n", CLIENTS_MAX);
+        return 2;
     }
     if (only == NULL || strcmp(only, "ingest") == 0) bench_ingest(quick ? 200 : 4000);
     uint32_t *prompts = make_prompts();
@@ -341,6 +373,7 @@ int main(int argc, char **argv) {
     const uint32_t sizes[2] = {16, 128};
     for (int c = 0; c < 2 && (only == NULL || strcmp(only, "query") == 0); c++) {
         for (int s = 0; s < 2; s++) {
+            if (skip_case(only_tokens, counts[c], sizes[s])) continue;
             struct cr_prefix_index *ix;
             check(cr_prefix_index_create(0, &ix), "create");
             populate_default(ix, sizes[s], counts[c], prompts);
@@ -355,7 +388,8 @@ int main(int argc, char **argv) {
     }
     for (int c = 0; c < 2 && (only == NULL || strcmp(only, "http") == 0); c++)
         for (int s = 0; s < 2; s++)
-            bench_http_setup(counts[c], sizes[s], prompts, quick ? 0.3 : 2.0);
+            if (!skip_case(only_tokens, counts[c], sizes[s]))
+                bench_http_setup(counts[c], sizes[s], prompts, quick ? 0.3 : 2.0);
     free(prompts);
     return 0;
 }

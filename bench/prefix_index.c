@@ -39,7 +39,7 @@ static void bench_ingest(size_t total_blocks) {
     size_t events = total_blocks / RUN_BLOCKS;
     uint32_t *tokens = malloc(events * RUN_BLOCKS * 16 * sizeof(uint32_t));
     uint64_t *engine = malloc(events * RUN_BLOCKS * sizeof(uint64_t));
-    for (size_t i = 0; i < events * RUN_BLOCKS * 16; i++) tokens[i] = (uint32_t)rng();
+    for (size_t i = 0; i < events * RUN_BLOCKS * 16; i++) tokens[i] = (uint32_t)(rng() % VOCAB);
     for (size_t i = 0; i < events * RUN_BLOCKS; i++) engine[i] = rng();
     uint64_t start = bench_now_ns();
     for (size_t e = 0; e < events; e++) {

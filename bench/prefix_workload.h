@@ -17,6 +17,10 @@
 #define PROMPT_TOKENS 32768u
 #define SYSTEM_TOKENS 1024u
 #define RUN_BLOCKS 16u
+/* Token ids are drawn from a real vocabulary's range (Qwen2.5: 151,936 ids; Llama 3:
+ * 128,256), so JSON bodies have the digits real prompts have: up to 6 per id, not the
+ * 10 of a random 32-bit value. */
+#define VOCAB 151936u
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 
@@ -36,11 +40,11 @@ static inline void check(int rc, const char *what) {
 
 static inline uint32_t *make_prompts(void) {
     uint32_t *p = malloc((size_t)PROMPTS * PROMPT_TOKENS * sizeof(uint32_t));
-    for (uint32_t t = 0; t < SYSTEM_TOKENS; t++) p[t] = (uint32_t)rng();
+    for (uint32_t t = 0; t < SYSTEM_TOKENS; t++) p[t] = (uint32_t)(rng() % VOCAB);
     for (int i = 0; i < PROMPTS; i++) {
         uint32_t *q = p + (size_t)i * PROMPT_TOKENS;
         memcpy(q, p, SYSTEM_TOKENS * sizeof(uint32_t));
-        for (uint32_t t = SYSTEM_TOKENS; t < PROMPT_TOKENS; t++) q[t] = (uint32_t)rng();
+        for (uint32_t t = SYSTEM_TOKENS; t < PROMPT_TOKENS; t++) q[t] = (uint32_t)(rng() % VOCAB);
     }
     return p;
 }
