@@ -28,8 +28,8 @@ struct setting {
 static const struct setting settings[] = {
     {"http-address", SETTING_STRING, FIELD(http_address), 0, 0, "HOST:PORT",
      "address of the HTTP front (admin API, /health, /metrics)"},
-    {"http-threads", SETTING_U32, FIELD(http_threads), 1, 64, "N",
-     "HTTP worker threads"},
+    {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
+     "HTTP worker threads: each serves one keep-alive connection at a time"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
     {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
@@ -84,7 +84,7 @@ static const struct setting settings[] = {
 void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
-    config->http_threads = 4;
+    config->http_threads = 16; /* a router keeps several connections open */
     config->pin_threads = true;
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
