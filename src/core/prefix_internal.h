@@ -102,7 +102,7 @@ struct prefix_instance {
 };
 
 struct prefix_scratch {
-    uint32_t *alive, *next, *first;
+    uint32_t *alive; /* the walk's surviving records, compacted in place */
     size_t rec_cap;
     uint32_t *run_start, *slot_of;
     size_t local_cap;

@@ -5,8 +5,8 @@
  * against it: an instance missing from the block drops out at that depth; an
  * instance whose placement set changes closes a run.  Per-medium and per-rank
  * tokens are added once per run of identical placement, not once per block,
- * and a block whose holder list is byte-identical to the surviving list costs
- * one memcmp.  Scratch buffers grow to the largest context seen and are reused,
+ * a block whose holder list is byte-identical to the surviving list costs
+ * one memcmp, and other merges compare eight records at a time.  Scratch buffers grow to the largest context seen and are reused,
  * so a query does not allocate once warm. */
 #include <assert.h>
 #include <stdlib.h>
@@ -22,14 +22,11 @@ struct walk {
     struct prefix_scratch *s;
     uint32_t *alive;     /* surviving records, sorted */
     uint32_t alive_count;
-    uint32_t *next;      /* output buffer of the merge */
 };
 
 void prefix_scratch_free(struct prefix_scratch *scratch) {
     assert(scratch != NULL);
     free(scratch->alive);
-    free(scratch->next);
-    free(scratch->first);
     free(scratch->run_start);
     free(scratch->slot_of);
     free(scratch->matches);
@@ -53,14 +50,11 @@ static int scratch_reserve(struct prefix_scratch *s, size_t records, size_t loca
     size_t cap = s->rec_cap;
     int rc = CR_OK;
     if (records > cap) {
-        size_t c1 = cap, c2 = cap, c3 = cap;
-        rc = grow_array((void **)&s->alive, &c1, records, sizeof(uint32_t));
-        if (rc == CR_OK) rc = grow_array((void **)&s->next, &c2, records, sizeof(uint32_t));
-        if (rc == CR_OK) rc = grow_array((void **)&s->first, &c3, records, sizeof(uint32_t));
+        rc = grow_array((void **)&s->alive, &cap, records, sizeof(uint32_t));
         if (rc == CR_OK) rc = grow_array((void **)&s->matches, &s->match_cap, records,
                                          sizeof(struct cr_prefix_match));
         if (rc != CR_OK) return rc;
-        s->rec_cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+        s->rec_cap = cap < s->match_cap ? cap : s->match_cap;
     }
     if (locals > s->local_cap) {
         size_t c1 = s->local_cap, c2 = s->local_cap;
@@ -123,7 +117,6 @@ static void walk_start(struct walk *w, const struct prefix_block *b, const uint1
         if (filter != NULL && !filter_has(filter, filter_count, local)) continue;
         uint32_t slot = w->alive_count++;
         w->alive[slot] = recs[i];
-        w->s->first[slot] = recs[i];
         w->s->run_start[local] = 0;
         w->s->slot_of[local] = slot;
         struct cr_prefix_match *m = &w->s->matches[slot];
@@ -134,29 +127,28 @@ static void walk_start(struct walk *w, const struct prefix_block *b, const uint1
     }
 }
 
-/* Merges block `depth` into the surviving list; returns the survivors' count. */
+/* Merges block `depth` into the surviving list; returns the survivors' count.
+ * Survivors are compacted in place (at most as many go out as came in, so
+ * the write position never passes the read position), and equal stretches
+ * are compared 32 bytes at a time and not moved until something drops out. */
 static uint32_t walk_step(struct walk *w, const struct prefix_block *b, uint32_t depth) {
     const uint32_t *recs = block_records_const(b);
+    uint32_t *alive = w->alive;
     uint32_t h = b->count, a = w->alive_count, p = 0, q = 0, out = 0;
-    if (h == a && memcmp(recs, w->alive, a * sizeof(uint32_t)) == 0) return a;
+    if (h == a && memcmp(recs, alive, a * sizeof(uint32_t)) == 0) return a;
     while (p < a && q < h) {
-        /* Long equal stretches are the common case: compare two records at a time. */
-        while (p + 2 <= a && q + 2 <= h) {
-            uint64_t xs, ys;
-            memcpy(&xs, w->alive + p, sizeof(xs));
-            memcpy(&ys, recs + q, sizeof(ys));
-            if (xs != ys) break;
-            memcpy(w->next + out, &xs, sizeof(xs));
-            out += 2, p += 2, q += 2;
+        while (p + 8 <= a && q + 8 <= h && memcmp(alive + p, recs + q, 8 * sizeof(uint32_t)) == 0) {
+            if (out != p) memmove(alive + out, alive + p, 8 * sizeof(uint32_t));
+            out += 8, p += 8, q += 8;
         }
         if (p >= a || q >= h) break;
-        uint32_t x = w->alive[p], y = recs[q];
+        uint32_t x = alive[p], y = recs[q];
         if (x == y) {
-            w->next[out++] = x;
+            alive[out++] = x;
             p++, q++;
         } else if (record_local(x) == record_local(y)) {
             flush_run(w, x, depth); /* placement changed: close the run */
-            w->next[out++] = y;
+            alive[out++] = y;
             p++, q++;
         } else if (record_local(x) < record_local(y)) {
             drop_out(w, x, depth); /* missing here: it matched `depth` blocks */
@@ -165,10 +157,8 @@ static uint32_t walk_step(struct walk *w, const struct prefix_block *b, uint32_t
             q++; /* holds this block but dropped out earlier (or filtered) */
         }
     }
-    for (; p < a; p++) drop_out(w, w->alive[p], depth);
-    uint32_t *old = w->alive;
-    w->alive = w->next;
-    w->next = old;
+    for (; p < a; p++) drop_out(w, alive[p], depth);
+    assert(out <= a);
     w->alive_count = out;
     return out;
 }
@@ -204,7 +194,7 @@ int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
         locals = s->filter;
         filter_count = n;
     }
-    struct walk w = {.index = index, .ctx = ctx, .s = s, .alive = s->alive, .next = s->next};
+    struct walk w = {.index = index, .ctx = ctx, .s = s, .alive = s->alive};
     walk_start(&w, b, locals, filter_count);
     uint32_t candidates = w.alive_count, depth = 1;
     while (w.alive_count > 0 && depth < block_count) {
@@ -213,8 +203,6 @@ int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
         depth++;
     }
     for (uint32_t i = 0; i < w.alive_count; i++) drop_out(&w, w.alive[i], depth);
-    s->alive = w.alive;
-    s->next = w.next;
     *matches = s->matches;
     *match_count = candidates;
     return CR_OK;
