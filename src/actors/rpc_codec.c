@@ -334,9 +334,16 @@ void cr_rpc_uuid_to_pb(const struct cr_uuid *in, Crescent__Master__UUID *out) {
     }
 }
 
+void cr_master_call_reply_free(struct cr_master_call *call) {
+    assert(call != NULL);
+    if (call->reply != call->reply_inline) free(call->reply);
+    call->reply = NULL;
+    call->reply_len = 0;
+}
+
 void cr_master_call_free(struct cr_master_call *call) {
     if (call == NULL) return;
     if (call->request != NULL) protobuf_c_message_free_unpacked(call->request, NULL);
-    free(call->reply);
+    cr_master_call_reply_free(call);
     free(call);
 }

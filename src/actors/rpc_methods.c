@@ -130,7 +130,13 @@ static void store_uuid(const Crescent__Master__UUID *id, struct cr_uuid *out) {
 /* Call ends: pack `resp` (or report that building it failed). */
 static void finish(struct cr_master_call *call, struct cr_rpc_arena *a,
                    const ProtobufCMessage *resp) {
-    if (!a->failed && cr_rpc_pack(resp, &call->reply, &call->reply_len) == CR_OK) {
+    size_t len = a->failed ? 0 : protobuf_c_message_get_packed_size(resp);
+    if (!a->failed && len <= sizeof(call->reply_inline)) {
+        call->reply = call->reply_inline;
+        call->reply_len = protobuf_c_message_pack(resp, call->reply_inline);
+        assert(call->reply_len == len);
+        call->status = CR_OK;
+    } else if (!a->failed && cr_rpc_pack(resp, &call->reply, &call->reply_len) == CR_OK) {
         call->status = CR_OK;
     } else {
         static const char text[] = "out of memory building the response";

@@ -55,6 +55,8 @@ enum cr_master_msg_type {
 #define CR_MASTER_IDENTITY_MAX 255u
 /* Tenant names travel in store-event messages (cr_msg_store_event.tenant). */
 #define CR_MASTER_TENANT_MAX 23u
+/* Bytes of packed response kept inside the call (struct cr_master_call). */
+#define CR_MASTER_REPLY_INLINE 256u
 /* Keys per batch request. */
 #define CR_MASTER_BATCH_MAX 4096u
 
@@ -66,16 +68,24 @@ struct cr_master_call {
     struct cr_actor *reply_to;        /* where MASTER_DONE goes */
     struct ProtobufCMessage *request; /* decoded (protobuf_c unpack), owned */
     int32_t status;                   /* transport status for the reply: CR_OK or error */
-    uint8_t *reply;                   /* packed response (malloc), or error text */
+    uint8_t *reply;   /* packed response or error text: reply_inline, or malloc'd */
     size_t reply_len;
     uint64_t received_ns; /* when the gateway read it (runtime clock) */
     uint8_t identity_len;
     uint8_t identity[CR_MASTER_IDENTITY_MAX];
+    /* Most responses (a status, a replica or two) fit here: segments packs
+     * into the call the gateway allocated anyway, instead of a malloc on its
+     * thread freed on the gateway's. */
+    _Alignas(8) uint8_t reply_inline[CR_MASTER_REPLY_INLINE];
 };
 
 /* Frees the request, the reply and the call; NULL is ignored.  Defined in
- * src/actors/rpc.c. */
+ * src/actors/rpc_codec.c. */
 void cr_master_call_free(struct cr_master_call *call);
+
+/* Frees the reply only (it may live in the call), for callers that own the
+ * call and reuse it: in-process asks, benchmarks. */
+void cr_master_call_reply_free(struct cr_master_call *call);
 
 struct cr_msg_master_call {
     struct cr_master_call *call;

@@ -135,7 +135,7 @@ static ProtobufCMessage *call(struct fixture *f, uint16_t method, ProtobufCMessa
     assert_int_equal(c.status, CR_OK);
     const struct cr_rpc_method *m = cr_rpc_method_find(method);
     ProtobufCMessage *resp = protobuf_c_message_unpack(m->response, NULL, c.reply_len, c.reply);
-    free(c.reply);
+    cr_master_call_reply_free(&c);
     assert_non_null(resp);
     return resp;
 }
