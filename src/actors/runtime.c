@@ -180,6 +180,7 @@ static void park(struct cr_actor *actor) {
         return; /* a racing sender's wake, if any, is absorbed on a later park */
     }
     cr_counter_bump(&actor->parks, 1);
+    atomic_fetch_sub_explicit(&actor->rt->active, 1, memory_order_relaxed);
     if (actor->ops->wait != NULL) {
         actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ms);
     } else {
@@ -187,6 +188,7 @@ static void park(struct cr_actor *actor) {
         if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
             CR_ERROR("runtime", "poll on %s's wake fd failed: %s", actor->name, strerror(errno));
     }
+    atomic_fetch_add_explicit(&actor->rt->active, 1, memory_order_relaxed);
     atomic_store_explicit(&actor->parked, 0, memory_order_relaxed);
     wake_fd_drain(actor);
 }
@@ -231,7 +233,7 @@ static void actor_loop(struct cr_actor *actor) {
     struct cr_runtime *rt = actor->rt;
     uint64_t idle_since = 0;
     uint32_t busy_rounds = 0;
-    bool spinning = false; /* holds one of rt's spinning slots */
+    bool spinning = false; /* this idle period spins before parking */
     for (;;) {
         check_stop(actor);
         /* A stopping actor drains messages but fires no more timers: a timer
@@ -239,12 +241,9 @@ static void actor_loop(struct cr_actor *actor) {
          * go to the discard hook when the runtime is destroyed. */
         uint32_t work = cr_mailbox_drain(actor, dispatch);
         if (!actor->stop_requested) work += fire_timers(actor);
-        if (actor->stop_requested && work == 0) {
-            if (spinning) cr_spin_leave(rt);
-            return;
-        }
+        cr_runtime_flush_wakes();
+        if (actor->stop_requested && work == 0) return;
         if (work > 0) {
-            if (spinning) cr_spin_leave(rt), spinning = false;
             idle_since = 0;
             /* Keep sockets served while messages keep coming. */
             if (actor->ops->wait != NULL && ++busy_rounds % 64 == 0)
@@ -255,14 +254,14 @@ static void actor_loop(struct cr_actor *actor) {
             uint64_t now = cr_monotonic_ns();
             if (idle_since == 0) {
                 idle_since = now;
-                spinning = cr_spin_enter(rt);
+                spinning = atomic_load_explicit(&rt->active, memory_order_relaxed) <=
+                           rt->spin_limit;
             }
             if (spinning && now - idle_since < rt->config.spin_ns) {
                 for (int i = 0; i < 32; i++) __builtin_ia32_pause();
                 continue;
             }
         }
-        if (spinning) cr_spin_leave(rt), spinning = false;
         cr_mailbox_retire_idle(actor); /* free the slots of exited senders */
         park(actor);
         idle_since = 0;
@@ -278,11 +277,13 @@ static void *actor_main(void *arg) {
     actor_signal_started(actor, status);
     if (status != CR_OK) return NULL;
 
+    atomic_fetch_add_explicit(&actor->rt->active, 1, memory_order_relaxed);
     actor_loop(actor);
+    atomic_fetch_sub_explicit(&actor->rt->active, 1, memory_order_relaxed);
     /* No new messages from here on; take what raced in before the flag. */
     atomic_store_explicit(&actor->run_state, CR_ACTOR_STOPPED, memory_order_seq_cst);
-    while (cr_mailbox_drain(actor, dispatch) > 0) {
-    }
+    while (cr_mailbox_drain(actor, dispatch) > 0) cr_runtime_flush_wakes();
+    cr_runtime_flush_wakes();
     if (actor->ops->stop != NULL) actor->ops->stop(actor, actor->state);
     cr_runtime_thread_release();
     return NULL;
@@ -437,8 +438,25 @@ int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
         int rc = send_wait_full(to, ring, &copy);
         if (rc != CR_OK) return rc;
     }
-    cr_mailbox_wake(to);
+    /* An actor's sends wake their receivers when its loop round ends: a
+     * handler that sends to a parked actor per message (segments' store
+     * events) would otherwise pay a wake syscall each time, and the receiver
+     * a park, for one message.  Asks wake at once: the asker blocks next. */
+    if (self != NULL && self->rt == to->rt && !(copy.flags & CR_MSG_ASK))
+        self->wake_pending |= 1u << to->id;
+    else
+        cr_mailbox_wake(to);
     return CR_OK;
+}
+
+_Static_assert(CR_ACTORS_MAX <= 32, "wake_pending has a bit per actor");
+
+void cr_runtime_flush_wakes(void) {
+    struct cr_actor *self = tls_actor;
+    if (self == NULL) return;
+    for (uint32_t pending = self->wake_pending; pending != 0; pending &= pending - 1)
+        cr_mailbox_wake(self->rt->actors[__builtin_ctz(pending)]);
+    self->wake_pending = 0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -57,6 +57,10 @@ struct cr_actor {
     bool thread_started;
     bool stop_requested;
     uint32_t cursor;
+    /* Actors (bit = id) this one sent to since its last flush and has not
+     * woken yet: an actor's sends wake their receivers once per loop round,
+     * after its drain, not once per message (see cr_runtime_flush_wakes). */
+    uint32_t wake_pending;
     struct cr_timer_heap timers;
     int start_status;
     pthread_mutex_t start_lock; /* start-up handshake only */
@@ -79,24 +83,26 @@ struct cr_runtime {
     int cpus[CPU_SETSIZE];
     uint32_t cpu_count;
     bool stopped;
-    /* Threads now spinning (idle actors, askers awaiting a reply) and how many
-     * may: one per CPU.  With more runnable threads than cores, a spinner
-     * burns the core the thread it waits for needs; past the limit a waiter
-     * parks at once (a heuristic: a momentary overcount only parks early). */
-    atomic_uint spinners;
-    uint32_t spin_limit;
+    /* Threads now holding a CPU: actors that are not parked (running or
+     * spinning) and askers spinning for a reply.  With more of them than
+     * CPUs, a spinner burns a core that a thread with work needs, so an idle
+     * actor spins only while active <= spin_limit (itself included) and an
+     * asker only while active < spin_limit; otherwise they sleep at once.
+     * A heuristic: a momentary miscount only parks a thread early. */
+    atomic_uint active;
+    uint32_t spin_limit; /* CPUs in the affinity mask */
 };
 
-/* Takes a spinning slot; false when every CPU already has a spinner. */
+/* An asker takes a CPU to spin on; false when every CPU is taken. */
 static inline bool cr_spin_enter(struct cr_runtime *rt) {
-    if (atomic_fetch_add_explicit(&rt->spinners, 1, memory_order_relaxed) < rt->spin_limit)
+    if (atomic_fetch_add_explicit(&rt->active, 1, memory_order_relaxed) < rt->spin_limit)
         return true;
-    atomic_fetch_sub_explicit(&rt->spinners, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&rt->active, 1, memory_order_relaxed);
     return false;
 }
 
 static inline void cr_spin_leave(struct cr_runtime *rt) {
-    atomic_fetch_sub_explicit(&rt->spinners, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&rt->active, 1, memory_order_relaxed);
 }
 
 /* Counter bump for a field only its owner thread writes: no locked instruction. */
@@ -243,5 +249,9 @@ static inline uint64_t cr_add_sat(uint64_t a, uint64_t b) { return a > UINT64_MA
 
 /* The current thread's actor, or NULL for non-actor threads. */
 struct cr_actor *cr_current_actor(void);
+
+/* Wakes the receivers of the calling actor's deferred wakes; a no-op off
+ * actor threads. */
+void cr_runtime_flush_wakes(void);
 
 #endif
