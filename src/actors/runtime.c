@@ -442,10 +442,12 @@ int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
      * handler that sends to a parked actor per message (segments' store
      * events) would otherwise pay a wake syscall each time, and the receiver
      * a park, for one message.  Asks wake at once: the asker blocks next. */
-    if (self != NULL && self->rt == to->rt && !(copy.flags & CR_MSG_ASK))
+    if (self != NULL && self->rt == to->rt && !(copy.flags & CR_MSG_ASK)) {
         self->wake_pending |= 1u << to->id;
-    else
+        if (++self->deferred_sends >= self->rt->config.batch_max) cr_runtime_flush_wakes();
+    } else {
         cr_mailbox_wake(to);
+    }
     return CR_OK;
 }
 
@@ -457,6 +459,7 @@ void cr_runtime_flush_wakes(void) {
     for (uint32_t pending = self->wake_pending; pending != 0; pending &= pending - 1)
         cr_mailbox_wake(self->rt->actors[__builtin_ctz(pending)]);
     self->wake_pending = 0;
+    self->deferred_sends = 0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -61,6 +61,7 @@ struct cr_actor {
      * woken yet: an actor's sends wake their receivers once per loop round,
      * after its drain, not once per message (see cr_runtime_flush_wakes). */
     uint32_t wake_pending;
+    uint32_t deferred_sends; /* since the last flush; a long handler flushes every batch_max */
     struct cr_timer_heap timers;
     int start_status;
     pthread_mutex_t start_lock; /* start-up handshake only */
