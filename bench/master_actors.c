@@ -19,7 +19,8 @@
  * One line per case: ops/s (calls per second in a "calls/s" line for put
  * pairs) and p50/p99/p999 latency per op.
  *
- * Run: ./master_actors [--ops N (200000)] [--inflight 1,8,64] [--drivers N (1)] */
+ * Run: ./master_actors [--ops N (200000)] [--inflight 1,8,64] [--drivers N (1)]
+ *                      [--only put (then remove, to empty the store)] */
 #include <getopt.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -331,10 +332,11 @@ static int parse_list(const char *text, unsigned *out, unsigned max) {
 int main(int argc, char **argv) {
     uint64_t ops = 200000;
     unsigned depths[8] = {1, 8, 64}, drivers = 1;
-    int cases = 3;
+    int cases = 3, only = -1;
     static const struct option longopts[] = {{"ops", required_argument, NULL, 'o'},
                                              {"inflight", required_argument, NULL, 'i'},
                                              {"drivers", required_argument, NULL, 'd'},
+                                             {"only", required_argument, NULL, 'w'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     int c;
@@ -345,9 +347,11 @@ int main(int argc, char **argv) {
             cases = parse_list(optarg, depths, DEPTH_MAX);
         } else if (c == 'd') {
             drivers = (unsigned)strtoul(optarg, NULL, 10);
+        } else if (c == 'w' && strcmp(optarg, "put") == 0) {
+            only = WL_PUT; /* the others need the keys put first */
         } else {
             printf("usage: master_actors [--ops N (200000)] [--inflight 1,8,64 (each 1..%u)] "
-                   "[--drivers N (1..%d)]\n",
+                   "[--drivers N (1..%d)] [--only put]\n",
                    DEPTH_MAX, DRIVERS_MAX);
             return c == 'h' ? 0 : 2;
         }
@@ -365,7 +369,8 @@ int main(int argc, char **argv) {
     struct bench b = {0};
     setup(&b, (int)drivers);
     for (int i = 0; i < cases; i++)
-        for (int w = 0; w < WL_COUNT; w++) run_case(&b, (enum workload)w, depths[i], ops);
+        for (int w = 0; w < WL_COUNT; w++)
+            if (only < 0 || w == only || w == WL_REMOVE) run_case(&b, (enum workload)w, depths[i], ops);
     teardown(&b);
     free(keys);
     return 0;
