@@ -46,7 +46,7 @@ struct options {
     unsigned depth;   /* in flight per thread */
     int timeout_ms;
     unsigned workloads;  /* bit per enum workload */
-    int shared_io_threads; /* 0: each client its own ZMQ context; N: one shared, N I/O threads */
+    int shared_io_threads; /* 0: libcrescent's process context; N: the bench's, N I/O threads */
     void *shared_context;
 };
 
@@ -314,8 +314,9 @@ static void usage(FILE *out) {
             "  --threads LIST  concurrencies to run (default 1,8,64; at most 8 values)\n"
             "  --ops N         operations per case, split over the threads (default 200000)\n"
             "  --depth D       requests in flight per thread (default 32, at most %u)\n"
-            "  --shared-context N  the worker clients share one ZMQ context with N I/O\n"
-            "                  threads (default 0: each client its own context)\n"
+            "  --shared-context N  the worker clients share a ZMQ context of the bench's\n"
+            "                  with N I/O threads (default 0: libcrescent's default, the\n"
+            "                  process's context with one I/O thread)\n"
             "  --workloads L   any of put,get,exist,remove (default all; get, exist and\n"
             "                  remove work on the keys that put wrote)\n"
             "Start crescentd first, or use scripts/bench-master.sh.\n",
@@ -418,7 +419,7 @@ int main(int argc, char **argv) {
     printf("# bench/master over %s: %u segments, %u-byte objects, 1 replica, depth %u per "
            "thread, %" PRIu64 " ops per case, %s\n",
            opt.endpoint, SEGMENTS, OBJECT_BYTES, opt.depth, opt.ops,
-           opt.shared_context ? "shared ZMQ context" : "a ZMQ context per client");
+           opt.shared_context ? "the bench's ZMQ context" : "libcrescent's process context");
     bool ok = true;
     for (int i = 0; i < opt.thread_cases && ok; i++)
         for (int wl = WL_PUT; wl <= WL_REMOVE && ok; wl++)

@@ -1,8 +1,8 @@
 /* libcrescent: the C client of crescentd's store master.
  *
- * A cr_client is one ZMQ DEALER connection, with its own ZMQ context unless
- * cr_client_options.zmq_context shares one, to the gateway's ROUTER endpoint
- * (default tcp://127.0.0.1:50051), speaking the envelope of
+ * A cr_client is one ZMQ DEALER connection, in the process's shared ZMQ
+ * context unless cr_client_options.zmq_context names another, to the
+ * gateway's ROUTER endpoint (default tcp://127.0.0.1:50051), speaking the envelope of
  * proto/master.proto: request [method u16 BE][request id u64 BE][protobuf],
  * reply [request id u64 BE][status i32 BE][body].
  *
@@ -87,11 +87,12 @@ typedef struct cr_client cr_client;
 struct cr_client_options {
     int timeout_ms;                        /* per request; 0: CR_CLIENT_TIMEOUT_MS_DEFAULT */
     const uint8_t *client_id;              /* CR_CLIENT_ID_BYTES; NULL: a random UUID v4 */
-    /* NULL (the default): the client creates and owns its ZMQ context, one
-     * I/O thread per client.  Otherwise a context from zmq_ctx_new() that the
-     * caller shares among many clients (each still its own socket and
-     * connection) and terminates after closing them all: far fewer threads
-     * when one process holds many clients. */
+    /* NULL (the default): the process's ZMQ context, shared by every client
+     * opened with NULL (one I/O thread for all their connections; created by
+     * the first, terminated when the last closes).  Otherwise a context from
+     * zmq_ctx_new() that the caller owns, shares as it likes (each client
+     * still has its own socket and connection) and terminates after closing
+     * its clients: for a separate I/O thread pool. */
     void *zmq_context;
 };
 

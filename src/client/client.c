@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,10 +56,38 @@ static void random_uuid(uint8_t id[CR_CLIENT_ID_BYTES]) {
     id[8] = (uint8_t)((id[8] & 0x3f) | 0x80); /* RFC 4122 variant */
 }
 
+/* The process's ZMQ context, shared by every client opened without one of
+ * the caller's: ZMQ's own advice (one context per process), and one I/O
+ * thread for all connections instead of a thread per client, which on a
+ * small machine cost more CPU in wake-ups than the requests themselves.
+ * Made by the first such client, terminated when the last one closes. */
+static pthread_mutex_t process_context_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *process_context;
+static unsigned process_context_users;
+
+static void *process_context_acquire(void) {
+    pthread_mutex_lock(&process_context_lock);
+    if (process_context == NULL) process_context = zmq_ctx_new();
+    if (process_context != NULL) process_context_users++;
+    void *context = process_context;
+    pthread_mutex_unlock(&process_context_lock);
+    return context;
+}
+
+static void process_context_release(void) {
+    pthread_mutex_lock(&process_context_lock);
+    assert(process_context_users > 0);
+    if (--process_context_users == 0) {
+        zmq_ctx_term(process_context); /* every socket is closed: returns at once */
+        process_context = NULL;
+    }
+    pthread_mutex_unlock(&process_context_lock);
+}
+
 static int open_socket(cr_client *c, const char *endpoint, void *shared_context, char *error,
                        size_t error_size) {
-    c->owns_context = shared_context == NULL;
-    c->context = shared_context != NULL ? shared_context : zmq_ctx_new();
+    c->uses_process_context = shared_context == NULL;
+    c->context = shared_context != NULL ? shared_context : process_context_acquire();
     if (c->context == NULL) {
         snprintf(error, error_size, "zmq_ctx_new: %s", zmq_strerror(errno));
         return CR_ERR_IO;
@@ -123,7 +152,7 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
 void cr_client_close(cr_client *c) {
     if (c == NULL) return;
     if (c->socket != NULL) zmq_close(c->socket);
-    if (c->context != NULL && c->owns_context) zmq_ctx_term(c->context);
+    if (c->context != NULL && c->uses_process_context) process_context_release();
     free(c->scratch);
     free(c->stash);
     free(c);

@@ -23,7 +23,7 @@
 
 struct cr_client {
     void *context;
-    bool owns_context;              /* false: the caller's shared context */
+    bool uses_process_context;      /* false: the caller's own context */
     void *socket;
     int timeout_ms;
     uint8_t id[CR_CLIENT_ID_BYTES];
