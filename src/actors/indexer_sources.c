@@ -1,6 +1,7 @@
-/* The indexer's external publishers: one SUB socket (and a DEALER for
- * replay) per (instance, tenant, dp_rank), sequence tracking, replay after a
- * gap (see indexer_internal.h).  Runs on the indexer's thread only. */
+/* The indexer's external publishers: one SUB socket per (instance, tenant,
+ * dp_rank), sequence tracking, replay after a gap on a DEALER that lives for
+ * one replay round (see indexer_internal.h).  Runs on the indexer's thread
+ * only. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -187,8 +188,8 @@ void indexer_sources_close(struct indexer_state *st) {
 
 /* ---- applying payloads ---- */
 
-/* Decodes, checks and applies one batch.  Returns the batch's ts, or -1
- * when it does not decode (it is counted and dropped then). */
+/* Decodes, checks and applies one batch; one that fails is counted and
+ * dropped.  Returns the batch's ts, or -1 when it does not decode. */
 static double apply_payload(struct indexer_state *st, struct indexer_source *s,
                             const void *payload, size_t len) {
     const struct cr_kv_batch *batch;
@@ -307,9 +308,9 @@ static void replay_finish(struct indexer_state *st, struct indexer_source *s) {
  *   - a copy carries its replayed twin's ts, so it is not newer than every
  *     replayed batch; one that is was published after the replay was
  *     served.
- * A batch failing the last two is a restarted publisher whose new seqs
- * happen to fall in the window: the caller treats it as a restart instead
- * of dropping the new run.  A batch that does not decode has no ts; it is
+ * A batch in the window that fails either of the last two tests comes from
+ * a restarted publisher whose new seqs happen to fall in the window: the
+ * caller treats it as a restart instead of dropping the new run.  A batch that does not decode has no ts; it is
  * taken as a copy when its seq fits (it could not be applied anyway). */
 static bool replay_copy(struct indexer_state *st, struct indexer_source *s, uint64_t seq,
                         const void *payload, size_t len) {
