@@ -134,6 +134,28 @@ static struct indexer_instance_info *instance_info(struct indexer_state *st, uin
     return &st->instances[id];
 }
 
+void indexer_instance_claimed(struct indexer_state *st, uint16_t id) {
+    assert(st != NULL);
+    if (id >= st->instance_cap || !st->instances[id].load_only) return;
+    assert(st->load_only_count > 0);
+    st->instances[id].load_only = false;
+    st->load_only_count--;
+}
+
+void indexer_instance_forget(struct indexer_state *st, uint16_t id) {
+    assert(st != NULL);
+    cr_prefix_index_instance_remove(st->index, id);
+    if (id >= st->instance_cap) return;
+    struct indexer_instance_info *info = &st->instances[id];
+    if (info->load_only) {
+        assert(st->load_only_count > 0);
+        st->load_only_count--;
+    }
+    cr_prefix_map_free(&info->store_keys);
+    memset(info, 0, sizeof(*info));
+    cr_prefix_map_init(&info->store_keys, NULL);
+}
+
 static void store_event(struct indexer_state *st, struct cr_msg *msg) {
     struct cr_msg_store_event *body = CR_MSG_BODY(msg, struct cr_msg_store_event);
     char tenant[sizeof(body->tenant) + 1];
@@ -144,6 +166,7 @@ static void store_event(struct indexer_state *st, struct cr_msg *msg) {
                                           tenant[0] != '\0' ? tenant : "default", &id);
     struct indexer_instance_info *info =
         rc == CR_OK || rc == CR_ERR_OBJECT_ALREADY_EXISTS ? instance_info(st, id) : NULL;
+    if (info != NULL) indexer_instance_claimed(st, id); /* the store's blocks file here */
     if (info == NULL || cr_indexer_store_apply(st->index, body->event, id, &info->store_keys,
                                                &st->store_counters) != CR_OK)
         st->store_skipped++;
@@ -210,6 +233,12 @@ static double route_cost(const struct indexer_state *st, uint16_t id, uint32_t h
     return load + waiting + full - 2.0 * overlap;
 }
 
+/* A load-only instance whose last report is older than the TTL is as good
+ * as gone (the sweep that forgets it runs at most once a second). */
+static bool load_expired(const struct indexer_state *st, const struct indexer_instance_info *info) {
+    return info->load_only && st->now_ns - info->load_ns >= CR_INDEXER_LOAD_TTL_NS;
+}
+
 static bool candidate_ok(const struct indexer_state *st, uint16_t id, const char *tenant) {
     const char *t = cr_prefix_index_instance_tenant(st->index, id);
     return t != NULL && strcmp(t, tenant) == 0;
@@ -230,7 +259,8 @@ static uint32_t route_candidates(const struct indexer_state *st, const struct cr
             out[n++] = s->target.instance;
     }
     for (uint32_t id = 0; id < st->instance_cap && n < cap; id++)
-        if (st->instances[id].has_load && candidate_ok(st, (uint16_t)id, tenant))
+        if (st->instances[id].has_load && !load_expired(st, &st->instances[id]) &&
+            candidate_ok(st, (uint16_t)id, tenant))
             out[n++] = (uint16_t)id;
     return n;
 }
@@ -321,14 +351,56 @@ static int do_query(struct indexer_state *st, const struct cr_indexer_query *q,
     return CR_OK;
 }
 
+/* Forgets load-only instances whose last report is older than the TTL.
+ * Walks the instance table, so unless forced it runs at most once a second. */
+static void load_only_sweep(struct indexer_state *st, bool force) {
+    if (!force && st->now_ns < st->load_only_sweep_ns) return;
+    st->load_only_sweep_ns = st->now_ns + 1000000000ull;
+    uint32_t forgotten = 0;
+    for (uint32_t id = 0; id < st->instance_cap && st->load_only_count > 0; id++) {
+        if (!load_expired(st, &st->instances[id])) continue;
+        assert(!indexer_instance_has_sources(st, (uint16_t)id));
+        indexer_instance_forget(st, (uint16_t)id);
+        forgotten++;
+    }
+    st->load_only_expired += forgotten;
+    if (forgotten > 0)
+        CR_INFO("indexer", "forgot %u instance(s) without a publisher, silent on /load for %llu s",
+                forgotten, (unsigned long long)(CR_INDEXER_LOAD_TTL_NS / 1000000000u));
+}
+
+/* Creates the instance of a report for an instance nobody else named: it
+ * is load-only, bounded by CR_INDEXER_LOAD_ONLY_MAX.  Returns CR_OK with
+ * *id, CR_ERR_NOMEM when the bound is reached (after forgetting the expired
+ * ones) or memory ran out, or the index's error. */
+static int load_only_add(struct indexer_state *st, const struct cr_indexer_load *load,
+                         uint16_t *id) {
+    if (st->load_only_count >= CR_INDEXER_LOAD_ONLY_MAX) load_only_sweep(st, true);
+    if (st->load_only_count >= CR_INDEXER_LOAD_ONLY_MAX) {
+        st->load_only_rejected++;
+        return CR_ERR_NOMEM;
+    }
+    int rc = cr_prefix_index_instance_add(st->index, load->instance_id, load->tenant_id, id);
+    if (rc != CR_OK) return rc;
+    if (instance_info(st, *id) == NULL) {
+        cr_prefix_index_instance_remove(st->index, *id); /* leave nothing half-made */
+        return CR_ERR_NOMEM;
+    }
+    st->instances[*id].load_only = true;
+    st->load_only_count++;
+    return CR_OK;
+}
+
 static int do_load(struct indexer_state *st, const struct cr_indexer_load *load) {
     uint16_t id;
-    int rc = cr_prefix_index_instance_add(st->index, load->instance_id, load->tenant_id, &id);
-    if (rc != CR_OK && rc != CR_ERR_OBJECT_ALREADY_EXISTS) return rc;
+    int rc = cr_prefix_index_instance_find(st->index, load->instance_id, load->tenant_id, &id);
+    if (rc == CR_ERR_OBJECT_NOT_FOUND) rc = load_only_add(st, load, &id);
+    if (rc != CR_OK) return rc;
     struct indexer_instance_info *info = instance_info(st, id);
     if (info == NULL) return CR_ERR_NOMEM;
     info->has_load = true;
     info->load = *load;
+    info->load_ns = st->now_ns;
     return CR_OK;
 }
 
@@ -357,14 +429,15 @@ static const struct indexer_instance_info *info_of(const struct indexer_state *s
 }
 
 static json_t *counters_json(const struct indexer_counters *c) {
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "batches",
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "batches",
                      (json_int_t)c->batches, "events", (json_int_t)c->events, "blocks_stored",
                      (json_int_t)c->blocks_stored, "blocks_removed", (json_int_t)c->blocks_removed,
                      "clears", (json_int_t)c->clears, "malformed_batches", (json_int_t)c->malformed,
                      "gaps", (json_int_t)c->gaps, "restarts", (json_int_t)c->restarts, "replays",
                      (json_int_t)c->replays, "replayed_batches", (json_int_t)c->replayed,
                      "duplicates", (json_int_t)c->duplicates, "skipped_groups",
-                     (json_int_t)c->skipped_groups);
+                     (json_int_t)c->skipped_groups, "replay_timeouts",
+                     (json_int_t)c->replay_timeouts);
 }
 
 static json_t *source_json(const struct indexer_state *st, const struct indexer_source *s) {
@@ -455,6 +528,8 @@ static json_t *global_view_json(const struct indexer_state *st) {
 /* ---- the actor ---- */
 
 static int handle_ask(struct indexer_state *st, struct cr_msg *msg) {
+    /* /global_view lists instances: expired load-only ones must be gone. */
+    load_only_sweep(st, msg->type == CR_MSG_INDEXER_GLOBAL_VIEW);
     switch (msg->type) {
     case CR_MSG_INDEXER_REGISTER: {
         struct cr_msg_indexer_register *b = CR_MSG_BODY(msg, struct cr_msg_indexer_register);
@@ -507,6 +582,7 @@ static void indexer_handle(struct cr_actor *self, void *state, struct cr_msg *ms
 static void indexer_wait_hook(struct cr_actor *self, void *state, int wake_fd, int timeout_ms) {
     struct indexer_state *st = state;
     st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
+    load_only_sweep(st, false);
     indexer_wait(st, wake_fd, timeout_ms);
 }
 
@@ -543,6 +619,7 @@ static void indexer_stats(struct cr_actor *self, void *state, struct cr_actor_st
         sum.gaps += c->gaps, sum.restarts += c->restarts, sum.replays += c->replays;
         sum.replayed += c->replayed, sum.duplicates += c->duplicates;
         sum.skipped_groups += c->skipped_groups, sum.orphans += c->orphans;
+        sum.replay_timeouts += c->replay_timeouts;
         stale += s->stale;
     }
     struct cr_prefix_summary s;
@@ -556,11 +633,15 @@ static void indexer_stats(struct cr_actor *self, void *state, struct cr_actor_st
     STAT("restarts_total", sum.restarts);
     STAT("replays_total", sum.replays);
     STAT("replayed_batches_total", sum.replayed);
+    STAT("replay_timeouts_total", sum.replay_timeouts);
     STAT("duplicate_batches_total", sum.duplicates);
     STAT("skipped_groups_total", sum.skipped_groups);
     STAT("orphan_runs_total", sum.orphans);
     STAT("store_events_skipped_total", st->store_skipped);
     STAT("unknown_messages_total", st->unknown_messages);
+    STAT("load_only_instances", st->load_only_count);
+    STAT("load_only_expired_total", st->load_only_expired);
+    STAT("load_only_rejected_total", st->load_only_rejected);
     STAT("blocks", s.blocks);
     STAT("block_instance_pairs", s.pairs);
     STAT("index_bytes", s.bytes_used);

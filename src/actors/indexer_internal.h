@@ -20,8 +20,15 @@
 #define CR_INDEXER_SOURCES_MAX 256u
 /* Messages drained from one socket per wake, so the mailbox is not starved. */
 #define CR_INDEXER_DRAIN_MAX 64u
-/* A replay that has not ended after this long is abandoned (publisher stale). */
+/* A replay round that has received nothing for this long is abandoned
+ * (publisher stale).  The deadline moves with every replayed message, so a
+ * long replay that keeps progressing is never cut short. */
 #define CR_INDEXER_REPLAY_TIMEOUT_NS (2ull * 1000000000u)
+/* Instances known only from POST /load (no publisher, no store events): at
+ * most this many, and each is forgotten when its last report is older than
+ * CR_INDEXER_LOAD_TTL_NS, so a client cannot fill the instance table. */
+#define CR_INDEXER_LOAD_ONLY_MAX 1024u
+#define CR_INDEXER_LOAD_TTL_NS (30ull * 1000000000u)
 /* Name of the instance under which the store's own events are filed (per tenant). */
 #define CR_INDEXER_STORE_INSTANCE "crescent-store"
 
@@ -37,6 +44,7 @@ struct indexer_counters {
     uint64_t orphans;
     uint64_t contexts_created; /* against CR_INDEXER_CONTEXTS_PER_SOURCE */
     uint64_t dp_ranks_seen;    /* bit per DP rank this source has filed blocks under */
+    uint64_t replay_timeouts;  /* replay rounds abandoned after CR_INDEXER_REPLAY_TIMEOUT_NS */
 };
 
 /* What a batch is applied for: instance, registration defaults, counters. */
@@ -54,17 +62,19 @@ struct indexer_source {
     struct cr_indexer_registration reg;
     struct indexer_target target;
     void *sub;    /* ZMQ SUB */
-    void *dealer; /* ZMQ DEALER to the replay endpoint, NULL without */
+    void *dealer; /* ZMQ DEALER of the current replay round; NULL between rounds */
     bool have_seq;
     uint64_t last_seq;
     bool stale;     /* a gap could not be (or was not) recovered */
     bool replaying; /* SUB reads are held until the replay ends */
-    /* After a replay, live batches in (pending_seq, replayed_until] were
-     * queued on SUB while the replay delivered them: duplicates, not a
-     * restart.  The window closes at the first live seq outside it. */
+    /* After a replay, live batches in (pending_seq, replayed_until] may be
+     * copies queued on SUB while the replay delivered them (duplicates) or a
+     * restarted publisher's new numbering (see replay_copy in
+     * indexer_sources.c).  The window closes at the first live batch that
+     * is not a copy. */
     bool after_replay;
     uint64_t replayed_until;
-    uint64_t replay_deadline_ns;
+    uint64_t replay_deadline_ns; /* moved forward by every replayed message */
     /* The live batch that revealed the gap, applied after the replay. */
     void *pending;
     size_t pending_len;
@@ -72,6 +82,11 @@ struct indexer_source {
     uint64_t last_malformed_log_ns;
     struct indexer_counters counters;
     struct cr_prefix_map keys;
+    /* Newest ts among the batches the last replay round delivered: a live
+     * copy of one of them is not newer.  -1 before any decoded. */
+    double replay_ts_max;
+    uint64_t window_last; /* the last live seq taken as a copy (pending_seq at first) */
+    uint64_t last_replay_log_ns;
 };
 
 /* Per instance id: load report and route hit-rate counters. */
@@ -80,6 +95,11 @@ struct indexer_instance_info {
     struct cr_indexer_load load;
     uint64_t route_requests, route_request_tokens, route_hit_tokens;
     struct cr_prefix_map store_keys; /* the store instance's key id -> engine id */
+    /* Created by POST /load and used by nothing else since: counted against
+     * CR_INDEXER_LOAD_ONLY_MAX and forgotten CR_INDEXER_LOAD_TTL_NS after
+     * load_ns, the time of its last report. */
+    bool load_only;
+    uint64_t load_ns;
 };
 
 struct indexer_state {
@@ -105,6 +125,9 @@ struct indexer_state {
     struct cr_indexer_registration *static_regs;
     uint32_t static_count;
     uint64_t now_ns; /* refreshed at each handle/wait */
+    uint32_t load_only_count; /* instances with load_only set */
+    uint64_t load_only_sweep_ns; /* when expired load-only instances are next looked for */
+    uint64_t load_only_expired, load_only_rejected;
 };
 
 /* ---- indexer_conf.c ---- */
@@ -168,5 +191,16 @@ int indexer_source_remove(struct indexer_state *st, const char *instance, const 
                           uint32_t dp_rank);
 void indexer_sources_close(struct indexer_state *st);
 void indexer_wait(struct indexer_state *st, int wake_fd, int timeout_ms);
+/* Whether any registered publisher files under instance id. */
+bool indexer_instance_has_sources(const struct indexer_state *st, uint16_t id);
+
+/* ---- indexer.c ---- */
+
+/* The instance id is now used by a publisher or the store's events: it is
+ * no longer load-only (no expiry, not counted against the bound). */
+void indexer_instance_claimed(struct indexer_state *st, uint16_t id);
+/* Removes instance id from the index (its blocks go) and clears its load,
+ * hit counters and store keys; the id may then be reused. */
+void indexer_instance_forget(struct indexer_state *st, uint16_t id);
 
 #endif

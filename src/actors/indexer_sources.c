@@ -1,6 +1,7 @@
-/* The indexer's external publishers: one SUB socket (and a DEALER for
- * replay) per (instance, tenant, dp_rank), sequence tracking, replay after a
- * gap (see indexer_internal.h).  Runs on the indexer's thread only. */
+/* The indexer's external publishers: one SUB socket per (instance, tenant,
+ * dp_rank), sequence tracking, replay after a gap on a DEALER that lives for
+ * one replay round (see indexer_internal.h).  Runs on the indexer's thread
+ * only. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -67,38 +68,59 @@ static void source_bind_target(struct indexer_source *s, uint16_t instance) {
     };
 }
 
+/* Opens the publisher's SUB and checks the replay endpoint with a DEALER
+ * that is closed again: each replay round opens its own.  Returns the SUB,
+ * or NULL with one line in error. */
+static void *source_open(struct indexer_state *st, const struct cr_indexer_registration *reg,
+                         char *error, size_t error_size) {
+    void *sub = open_socket(st, ZMQ_SUB, reg->endpoint, error, error_size);
+    if (sub == NULL || reg->replay_endpoint[0] == '\0') return sub;
+    void *probe = open_socket(st, ZMQ_DEALER, reg->replay_endpoint, error, error_size);
+    if (probe == NULL) {
+        zmq_close(sub);
+        return NULL;
+    }
+    zmq_close(probe);
+    return sub;
+}
+
+static struct indexer_source *source_free_slot(struct indexer_state *st) {
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++)
+        if (!st->sources[i].used) return &st->sources[i];
+    return NULL;
+}
+
 int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registration *reg,
                        char *error, size_t error_size) {
     assert(st != NULL && reg != NULL && error != NULL && error_size > 0);
+    /* Sockets first: a registration refused for its endpoints leaves
+     * everything as it was, an earlier registration of the key included. */
+    void *sub = source_open(st, reg, error, error_size);
+    if (sub == NULL) return CR_ERR_INVALID_PARAMS;
     /* Registering the same key again replaces it (an engine that restarted
      * may come back on another endpoint); its blocks go with the old one. */
     if (source_find(st, reg->instance_id, reg->tenant_id, reg->dp_rank) != NULL)
         indexer_source_remove(st, reg->instance_id, reg->tenant_id, reg->dp_rank);
-    struct indexer_source *s = NULL;
-    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX && s == NULL; i++)
-        if (!st->sources[i].used) s = &st->sources[i];
-    if (s == NULL) {
-        snprintf(error, error_size, "at most %u publishers can be registered; unregister one first",
-                 CR_INDEXER_SOURCES_MAX);
-        return CR_ERR_NOMEM;
-    }
-    uint16_t instance;
-    int rc = cr_prefix_index_instance_add(st->index, reg->instance_id, reg->tenant_id, &instance);
+    struct indexer_source *s = source_free_slot(st);
+    uint16_t instance = 0;
+    int rc = s == NULL ? CR_ERR_NOMEM
+                       : cr_prefix_index_instance_add(st->index, reg->instance_id, reg->tenant_id,
+                                                      &instance);
     if (rc != CR_OK && rc != CR_ERR_OBJECT_ALREADY_EXISTS) {
-        snprintf(error, error_size, "cannot add instance: %s", cr_strerror(rc));
+        if (s == NULL)
+            snprintf(error, error_size,
+                     "at most %u publishers can be registered; unregister one first",
+                     CR_INDEXER_SOURCES_MAX);
+        else
+            snprintf(error, error_size, "cannot add instance: %s", cr_strerror(rc));
+        zmq_close(sub);
         return rc;
     }
+    /* Nothing fails from here on: no half-made registration is left. */
+    indexer_instance_claimed(st, instance);
     memset(s, 0, sizeof(*s));
     s->reg = *reg;
-    s->sub = open_socket(st, ZMQ_SUB, reg->endpoint, error, error_size);
-    if (s->sub != NULL && reg->replay_endpoint[0] != '\0') {
-        s->dealer = open_socket(st, ZMQ_DEALER, reg->replay_endpoint, error, error_size);
-        if (s->dealer == NULL) {
-            zmq_close(s->sub);
-            s->sub = NULL;
-        }
-    }
-    if (s->sub == NULL) return CR_ERR_INVALID_PARAMS;
+    s->sub = sub;
     cr_prefix_map_init(&s->keys, NULL);
     source_bind_target(s, instance);
     s->used = true;
@@ -119,9 +141,10 @@ static void source_close(struct indexer_source *s) {
     s->used = false;
 }
 
-static bool instance_has_sources(const struct indexer_state *st, uint16_t instance) {
+bool indexer_instance_has_sources(const struct indexer_state *st, uint16_t id) {
+    assert(st != NULL);
     for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++)
-        if (st->sources[i].used && st->sources[i].target.instance == instance) return true;
+        if (st->sources[i].used && st->sources[i].target.instance == id) return true;
     return false;
 }
 
@@ -151,14 +174,8 @@ int indexer_source_remove(struct indexer_state *st, const char *instance, const 
     source_close(s);
     st->source_count--;
     st->poll_dirty = true;
-    if (!instance_has_sources(st, id)) {
-        /* The last publisher of the instance: its blocks, load and hit counters go. */
-        cr_prefix_index_instance_remove(st->index, id);
-        if (id < st->instance_cap) {
-            cr_prefix_map_free(&st->instances[id].store_keys);
-            memset(&st->instances[id], 0, sizeof(st->instances[id]));
-        }
-    }
+    /* The last publisher of the instance: its blocks, load and hit counters go. */
+    if (!indexer_instance_has_sources(st, id)) indexer_instance_forget(st, id);
     CR_INFO("indexer", "unregistered %s|%s|%u", instance, tenant, dp_rank);
     return CR_OK;
 }
@@ -171,20 +188,26 @@ void indexer_sources_close(struct indexer_state *st) {
 
 /* ---- applying payloads ---- */
 
-static void apply_payload(struct indexer_state *st, struct indexer_source *s, const void *payload,
-                          size_t len) {
+/* Decodes, checks and applies one batch; one that fails is counted and
+ * dropped.  Returns the batch's ts, or -1 when it does not decode. */
+static double apply_payload(struct indexer_state *st, struct indexer_source *s,
+                            const void *payload, size_t len) {
     const struct cr_kv_batch *batch;
     char error[256];
+    double ts = -1.0;
     int rc = cr_kv_decode(st->decoder, payload, len, &batch, error, sizeof(error));
-    if (rc == CR_OK)
+    if (rc == CR_OK) {
+        ts = batch->ts;
         rc = cr_indexer_batch_check(st->index, &s->target, batch, error, sizeof(error));
+    }
     if (rc == CR_OK) rc = cr_indexer_batch_apply(st->index, &s->target, batch);
-    if (rc == CR_OK) return;
+    if (rc == CR_OK) return ts;
     if (rc == CR_ERR_NOMEM) snprintf(error, sizeof(error), "out of memory applying the batch");
     s->counters.malformed++;
     if (cr_log_ratelimit(&s->last_malformed_log_ns, st->now_ns, MALFORMED_LOG_NS))
         CR_WARN("indexer", "%s|%s|%u: batch dropped (%llu so far): %s", s->reg.instance_id,
                 s->reg.tenant_id, s->reg.dp_rank, (unsigned long long)s->counters.malformed, error);
+    return ts;
 }
 
 static void restart_seen(struct indexer_state *st, struct indexer_source *s, uint64_t seq) {
@@ -199,53 +222,71 @@ static void restart_seen(struct indexer_state *st, struct indexer_source *s, uin
             (unsigned long long)s->last_seq);
 }
 
+/* ---- replay rounds ---- */
+
+/* Closes the round's DEALER (LINGER 0, see open_socket): replies still in
+ * flight for it are discarded with the socket. */
+static void replay_close(struct indexer_state *st, struct indexer_source *s) {
+    if (s->dealer == NULL) return;
+    zmq_close(s->dealer);
+    s->dealer = NULL;
+    st->poll_dirty = true;
+}
+
+/* Opens a fresh DEALER for a round and sends ["", start].  A fresh socket
+ * per round, so that late replies of an abandoned round (its end marker
+ * above all) can never be read as the next round's.  Returns CR_OK or
+ * CR_ERR_IO (logged, at most once a minute per publisher). */
+static int replay_request(struct indexer_state *st, struct indexer_source *s, uint64_t start) {
+    char error[CR_INDEXER_ERROR_MAX + 64] = "cannot send the request";
+    uint8_t start_be[8];
+    put_be64(start_be, start);
+    replay_close(st, s);
+    s->dealer = open_socket(st, ZMQ_DEALER, s->reg.replay_endpoint, error, sizeof(error));
+    /* The empty delimiter frame first: a ROUTER peer expects [id, "", start]. */
+    if (s->dealer != NULL && zmq_send(s->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) == 0 &&
+        zmq_send(s->dealer, start_be, 8, ZMQ_DONTWAIT) == 8) {
+        st->poll_dirty = true;
+        return CR_OK;
+    }
+    replay_close(st, s);
+    if (cr_log_ratelimit(&s->last_replay_log_ns, st->now_ns, MALFORMED_LOG_NS))
+        CR_WARN("indexer", "%s|%s|%u: no replay from %llu: %s", s->reg.instance_id,
+                s->reg.tenant_id, s->reg.dp_rank, (unsigned long long)start, error);
+    return CR_ERR_IO;
+}
+
 static bool replay_start(struct indexer_state *st, struct indexer_source *s, const void *payload,
                          size_t len, uint64_t seq) {
-    uint8_t start[8];
-    put_be64(start, s->last_seq + 1);
-    /* The empty delimiter frame first: a ROUTER peer expects [id, "", start]. */
-    if (zmq_send(s->dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
-        zmq_send(s->dealer, start, 8, ZMQ_DONTWAIT) != 8)
-        return false;
+    assert(!s->replaying && s->pending == NULL && s->dealer == NULL);
     s->pending = malloc(len > 0 ? len : 1); /* one copy per gap, not per message */
     if (s->pending == NULL) return false;
+    if (replay_request(st, s, s->last_seq + 1) != CR_OK) {
+        free(s->pending);
+        s->pending = NULL;
+        return false;
+    }
     memcpy(s->pending, payload, len);
     s->pending_len = len;
     s->pending_seq = seq;
     s->replaying = true;
     s->replay_deadline_ns = st->now_ns + CR_INDEXER_REPLAY_TIMEOUT_NS;
+    s->replay_ts_max = -1.0;
     s->counters.replays++;
-    st->poll_dirty = true;
     return true;
 }
 
-static void live_message(struct indexer_state *st, struct indexer_source *s, uint64_t seq,
-                         const void *payload, size_t len) {
-    if (s->after_replay && seq > s->pending_seq && seq <= s->replayed_until) {
-        s->counters.duplicates++; /* queued on SUB while the replay delivered it */
-        return;
-    }
-    s->after_replay = false;
-    if (s->have_seq && seq <= s->last_seq) {
-        restart_seen(st, s, seq);
-    } else if (s->have_seq && seq > s->last_seq + 1) {
-        s->counters.gaps++;
-        if (s->dealer != NULL && replay_start(st, s, payload, len, seq)) return;
-        s->stale = true; /* no replay: what was missed is unknown */
-    }
-    s->have_seq = true;
-    s->last_seq = seq;
-    apply_payload(st, s, payload, len);
-}
-
 static void replay_finish(struct indexer_state *st, struct indexer_source *s) {
+    assert(s->replaying);
+    replay_close(st, s);
     s->replaying = false;
     st->poll_dirty = true;
     if (s->pending != NULL) {
         if (s->pending_seq > s->last_seq) {
             if (s->pending_seq != s->last_seq + 1) s->stale = true;
             s->last_seq = s->pending_seq;
-            apply_payload(st, s, s->pending, s->pending_len);
+            double ts = apply_payload(st, s, s->pending, s->pending_len);
+            if (ts > s->replay_ts_max) s->replay_ts_max = ts;
         } else {
             s->counters.duplicates++;
         }
@@ -254,10 +295,57 @@ static void replay_finish(struct indexer_state *st, struct indexer_source *s) {
     s->pending = NULL;
     s->after_replay = true;
     s->replayed_until = s->last_seq;
+    s->window_last = s->pending_seq;
+}
+
+/* Whether a live batch is a copy of one the last replay delivered (a
+ * duplicate) rather than news.  The rule:
+ *   - copies have seqs in (pending_seq, replayed_until]: SUB was held from
+ *     pending_seq on while the replay delivered up to replayed_until;
+ *   - SUB delivers in order, so copies come with rising seqs (some may be
+ *     missing: dropped at the high-water mark while SUB was held); a seq at
+ *     or below the previous copy's is a new numbering;
+ *   - a copy carries its replayed twin's ts, so it is not newer than every
+ *     replayed batch; one that is was published after the replay was
+ *     served.
+ * A batch in the window that fails either of the last two tests comes from
+ * a restarted publisher whose new seqs happen to fall in the window: the
+ * caller treats it as a restart instead of dropping the new run.  A batch that does not decode has no ts; it is
+ * taken as a copy when its seq fits (it could not be applied anyway). */
+static bool replay_copy(struct indexer_state *st, struct indexer_source *s, uint64_t seq,
+                        const void *payload, size_t len) {
+    if (!s->after_replay || seq <= s->window_last || seq > s->replayed_until) return false;
+    const struct cr_kv_batch *batch;
+    if (cr_kv_decode(st->decoder, payload, len, &batch, NULL, 0) == CR_OK &&
+        batch->ts > s->replay_ts_max)
+        return false;
+    s->window_last = seq;
+    return true;
+}
+
+static void live_message(struct indexer_state *st, struct indexer_source *s, uint64_t seq,
+                         const void *payload, size_t len) {
+    if (replay_copy(st, s, seq, payload, len)) {
+        s->counters.duplicates++; /* queued on SUB while the replay delivered it */
+        return;
+    }
+    s->after_replay = false;
+    if (s->have_seq && seq <= s->last_seq) {
+        restart_seen(st, s, seq);
+    } else if (s->have_seq && seq > s->last_seq + 1) {
+        s->counters.gaps++;
+        if (s->reg.replay_endpoint[0] != '\0' && replay_start(st, s, payload, len, seq)) return;
+        s->stale = true; /* no replay: what was missed is unknown */
+    }
+    s->have_seq = true;
+    s->last_seq = seq;
+    apply_payload(st, s, payload, len);
 }
 
 static void replay_message(struct indexer_state *st, struct indexer_source *s, zmq_msg_t *f,
                            unsigned n) {
+    /* Only the current round's DEALER is read, and only during the round. */
+    assert(s->replaying);
     unsigned first = n > 0 && zmq_msg_size(&f[0]) == 0 ? 1 : 0; /* the empty delimiter */
     unsigned rest = n - first;
     if (rest != 2 && rest != 3) {
@@ -269,7 +357,6 @@ static void replay_message(struct indexer_state *st, struct indexer_source *s, z
     bool end =
         (zmq_msg_size(pay_f) == 8 && memcmp(zmq_msg_data(pay_f), end_marker, 8) == 0) ||
         (zmq_msg_size(seq_f) == 8 && memcmp(seq_p, end_marker, 8) == 0 && zmq_msg_size(pay_f) == 0);
-    if (!s->replaying) return; /* a late reply after the replay was abandoned */
     if (end) {
         replay_finish(st, s);
         return;
@@ -278,6 +365,8 @@ static void replay_message(struct indexer_state *st, struct indexer_source *s, z
         s->counters.malformed++;
         return;
     }
+    /* Progress: the deadline is for a replay that stalls, not one that is long. */
+    s->replay_deadline_ns = st->now_ns + CR_INDEXER_REPLAY_TIMEOUT_NS;
     uint64_t seq = be64(seq_p);
     if (seq <= s->last_seq) {
         s->counters.duplicates++;
@@ -286,7 +375,8 @@ static void replay_message(struct indexer_state *st, struct indexer_source *s, z
     if (seq != s->last_seq + 1) s->stale = true; /* the publisher's buffer lost some */
     s->last_seq = seq;
     s->counters.replayed++;
-    apply_payload(st, s, zmq_msg_data(pay_f), zmq_msg_size(pay_f));
+    double ts = apply_payload(st, s, zmq_msg_data(pay_f), zmq_msg_size(pay_f));
+    if (ts > s->replay_ts_max) s->replay_ts_max = ts;
 }
 
 /* ---- receiving ---- */
@@ -318,6 +408,8 @@ static void drain_socket(struct indexer_state *st, struct indexer_source *s, boo
     zmq_msg_t f[FRAMES_MAX];
     for (unsigned k = 0; k < CR_INDEXER_DRAIN_MAX && s->used; k++) {
         if (!dealer && s->replaying) return; /* live data waits for the replay */
+        /* An end marker closes the round's DEALER; a live gap opens one. */
+        if (dealer && !s->replaying) return;
         unsigned total, n = recv_multipart(dealer ? s->dealer : s->sub, f, &total);
         if (n == 0) return;
         if (dealer) {
@@ -363,9 +455,12 @@ static bool replays_due(struct indexer_state *st, bool *any) {
         if (!s->used || !s->replaying) continue;
         *any = true;
         if (st->now_ns < s->replay_deadline_ns) continue;
-        CR_WARN("indexer", "%s|%s|%u: replay from %llu did not end in time; marked stale",
+        s->counters.replay_timeouts++;
+        CR_WARN("indexer", "%s|%s|%u: replay stalled at %llu (nothing for %llu ms); abandoned, "
+                "marked stale",
                 s->reg.instance_id, s->reg.tenant_id, s->reg.dp_rank,
-                (unsigned long long)s->last_seq + 1);
+                (unsigned long long)s->last_seq + 1,
+                (unsigned long long)(CR_INDEXER_REPLAY_TIMEOUT_NS / 1000000u));
         s->stale = true;
         replay_finish(st, s);
         due = true;

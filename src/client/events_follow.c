@@ -13,6 +13,11 @@
 
 #define QUEUE_INITIAL 1024u
 #define REPLAY_TIMEOUT_MS_DEFAULT 5000
+/* Live batches libzmq may hold unread for the follower.  A reader slower
+ * than the publisher (a terminal) fills it, and the publisher then drops
+ * batches for this subscriber instead of the follower's memory growing: the
+ * follower sees the hole by seq, replays it, or reports it as a gap. */
+#define LIVE_RCVHWM 10000
 
 static const uint8_t FF8[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
@@ -321,7 +326,7 @@ int cr_events_follow_create(const cr_events_follow_config *config, cr_events_fol
     f->cap_max = config->live_buffer_max ? config->live_buffer_max : CR_EVENTS_LIVE_BUFFER_DEFAULT;
     f->replay_timeout_ms = config->replay_timeout_ms > 0 ? config->replay_timeout_ms
                                                          : REPLAY_TIMEOUT_MS_DEFAULT;
-    int zero = 0, rc = CR_ERR_INVALID_PARAMS;
+    int zero = 0, hwm = LIVE_RCVHWM, rc = CR_ERR_INVALID_PARAMS;
     f->zctx = zmq_ctx_new();
     f->sub = f->zctx != NULL ? zmq_socket(f->zctx, ZMQ_SUB) : NULL;
     if (f->sub == NULL) {
@@ -329,7 +334,10 @@ int cr_events_follow_create(const cr_events_follow_config *config, cr_events_fol
         goto fail;
     }
     zmq_setsockopt(f->sub, ZMQ_LINGER, &zero, sizeof(zero));
-    zmq_setsockopt(f->sub, ZMQ_RCVHWM, &zero, sizeof(zero)); /* the kernel and PUB bound it */
+    if (zmq_setsockopt(f->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm)) != 0) {
+        rc = CR_ERR_IO;
+        goto fail;
+    }
     /* Subscribe first: whatever is published from now on is either seen live or replayed. */
     if (zmq_setsockopt(f->sub, ZMQ_SUBSCRIBE, topic, strlen(topic)) != 0 ||
         zmq_connect(f->sub, config->sub_endpoint) != 0)

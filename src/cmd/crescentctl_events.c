@@ -9,7 +9,11 @@
  *   - crescentd restarted: its seq starts again at 0 on every start; the
  *     follower sees seq go backwards with a newer batch timestamp, says so,
  *     and follows the new sequence;
- *   - a gap: batches neither received live nor still in the replay buffer. */
+ *   - a gap: batches neither received live nor still in the replay buffer.
+ * A reader slower than crescentd (a terminal) costs bounded memory: the
+ * follower holds at most 10000 unread live batches, crescentd drops for it
+ * past its own send high-water mark, and the follower replays the hole or
+ * reports it as a gap. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,27 @@
 #include "cmd/crescentctl.h"
 #include "crescent/error.h"
 #include "msgs/store_event_json.h"
+
+/* 10000: LIVE_RCVHWM in src/client/events_follow.c. */
+static const char events_help[] =
+    "Usage: crescentctl events --follow [--from SEQ] [--sub ENDPOINT] [--replay ENDPOINT]\n"
+    "                          [--topic T] [--count N]\n"
+    "\n"
+    "Prints crescentd's store events as JSON lines, one per event, flushed per batch.\n"
+    "\n"
+    "  --follow           follow the event stream (required)\n"
+    "  --from SEQ         replay from SEQ first, then follow live without gaps or duplicates\n"
+    "  --sub ENDPOINT     the events PUB (default $CRESCENT_EVENTS or tcp://127.0.0.1:19997)\n"
+    "  --replay ENDPOINT  the replay ROUTER (default $CRESCENT_REPLAY or tcp://127.0.0.1:19998)\n"
+    "  --topic T          subscription topic (default mooncake)\n"
+    "  --count N          exit after N events\n"
+    "  --help             print this help\n"
+    "\n"
+    "Notices go to stderr: crescentd restarted (seq starts at 0 on every start), and gaps\n"
+    "(batches neither received live nor still in the replay buffer).  At most 10000 unread\n"
+    "live batches are held here: when the reader is slower than crescentd, crescentd keeps\n"
+    "the rest up to its --event-send-hwm and then drops them for this follower, which\n"
+    "replays them or reports them as a gap.\n";
 
 struct events_args {
     cr_events_follow_config config;
@@ -38,12 +63,15 @@ static bool parse_u64(const char *text, unsigned long long *out) {
     return *end == '\0';
 }
 
+#define EVENTS_HELP (-1) /* parse_args: --help was printed */
+
+/* Returns 0, EVENTS_HELP, or an exit status after a usage message. */
 static int parse_args(int argc, char **argv, struct events_args *a) {
     static const struct option options[] = {
         {"follow", no_argument, NULL, 'f'},      {"from", required_argument, NULL, 'F'},
         {"sub", required_argument, NULL, 's'},   {"replay", required_argument, NULL, 'r'},
         {"topic", required_argument, NULL, 't'}, {"count", required_argument, NULL, 'n'},
-        {0}};
+        {"help", no_argument, NULL, 'h'},        {0}};
     a->config.sub_endpoint = env_or("CRESCENT_EVENTS", "tcp://127.0.0.1:19997");
     a->config.replay_endpoint = env_or("CRESCENT_REPLAY", "tcp://127.0.0.1:19998");
     a->config.topic = "mooncake";
@@ -51,7 +79,10 @@ static int parse_args(int argc, char **argv, struct events_args *a) {
     int opt;
     unsigned long long value;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        if (opt == 'f') {
+        if (opt == 'h') {
+            fputs(events_help, stdout);
+            return EVENTS_HELP;
+        } else if (opt == 'f') {
             a->follow = true;
         } else if (opt == 'F' && parse_u64(optarg, &value)) {
             a->config.replay_from_start = true;
@@ -120,6 +151,7 @@ static int cmd_events(const struct ctl *ctl, int argc, char **argv) {
     (void)ctl;
     struct events_args a = {0};
     int usage = parse_args(argc, argv, &a);
+    if (usage == EVENTS_HELP) return CTL_EXIT_OK;
     if (usage != 0) return usage;
     cr_events_follower *follower = NULL;
     int rc = cr_events_follow_create(&a.config, &follower);

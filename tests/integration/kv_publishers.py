@@ -112,16 +112,20 @@ class Publisher:
                    None     -> no replay endpoint
     """
 
-    def __init__(self, topic=b"", replay_layout="vllm", first_seq=0):
+    def __init__(self, topic=b"", replay_layout="vllm", first_seq=0, history_max=None,
+                 sndbuf=None):
         self.ctx = zmq.Context.instance()
         self.topic = topic
         self.layout = replay_layout
         self.pub = self.ctx.socket(zmq.PUB)
         self.pub.setsockopt(zmq.LINGER, 0)
+        if sndbuf is not None:  # bytes the kernel holds for a slow subscriber
+            self.pub.setsockopt(zmq.SNDBUF, sndbuf)
         self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
         self.seq = first_seq
         self.history = []  # (seq, payload)
+        self.history_max = history_max  # None: keep all; else a bounded replay buffer
         self.replay_requests = []  # frames as the ROUTER saw them, identity dropped
         self.lock = threading.Lock()
         self.stop_flag = threading.Event()
@@ -133,6 +137,9 @@ class Publisher:
         if replay_layout is not None:
             self.router = self.ctx.socket(zmq.ROUTER)
             self.router.setsockopt(zmq.LINGER, 0)
+            # A replay is answered whole, as crescentd's replay does: a ROUTER
+            # at its high-water mark would drop replies without a word.
+            self.router.setsockopt(zmq.SNDHWM, 0)
             rport = self.router.bind_to_random_port("tcp://127.0.0.1")
             self.replay_endpoint = f"tcp://127.0.0.1:{rport}"
             self.thread = threading.Thread(target=self._serve_replay, daemon=True)
@@ -144,6 +151,8 @@ class Publisher:
             seq = self.seq
             self.seq += 1
             self.history.append((seq, payload))
+            if self.history_max is not None and len(self.history) > self.history_max:
+                del self.history[0]
         if deliver:
             self.pub.send_multipart([self.topic, be64(seq), payload])
         return seq

@@ -546,3 +546,77 @@ def test_junk_contexts_cannot_starve_other_publishers(daemon, pubs):
     good.send(kp.batch([kp.vllm_stored([77], None, toks, BS)]))
     applied(d.port, good, "good")
     assert query(d.port, toks)["default"]["good"]["longest_matched"] == BS
+
+
+def test_restart_inside_the_replayed_window_is_a_restart(daemon, pubs):
+    """After a replay, live copies of replayed batches are duplicates, but an
+    engine that restarted and whose new numbering lands inside the replayed
+    seq window is a restart: its batches are newer than everything replayed.
+    (It used to be dropped as duplicates, with the old blocks kept.)"""
+    d = start(daemon)
+    pub = pubs()
+    register(d.port, pub, "w")
+    old = tokens_of(BS, 1)
+    pub.send(kp.batch([kp.vllm_stored([5], None, old, BS)]))
+    applied(d.port, pub, "w")
+    pub.replay_gate.clear()
+    pub.send(kp.batch([]), deliver=False)          # lost: the next one starts a replay
+    pub.send(kp.batch([]))
+    assert pub.replay_seen.wait(5)
+    copies = [pub.send(kp.batch([])) for _ in range(2)]  # queued on SUB, also replayed
+    for _ in range(6):
+        pub.send(kp.batch([]), deliver=False)      # replayed only (SUB lost them)
+    replayed_until = pub.seq - 1
+    pub.replay_gate.set()
+    applied(d.port, pub, "w")
+    wait_for(lambda: service(d.port, "w")["counters"]["duplicates"] >= 1 + len(copies),
+             "the live copies to be dropped")
+    assert service(d.port, "w")["counters"]["restarts"] == 0
+    # The engine restarts; the first batch of its new run that arrives is
+    # numbered inside (last copy, replayed_until].
+    pub.restart(first_seq=copies[-1] + 2)
+    assert copies[-1] < pub.seq <= replayed_until
+    new = tokens_of(BS, 900)
+    pub.send(kp.batch([kp.vllm_stored([5], None, new, BS)]))
+    applied(d.port, pub, "w")
+    s = service(d.port, "w")
+    assert s["counters"]["restarts"] == 1
+    assert s["counters"]["duplicates"] == 1 + len(copies)
+    assert query(d.port, old) == {}
+    assert query(d.port, new) == {"default": {"w": expect(BS)}}
+
+
+def test_failed_registration_leaves_no_instance(daemon, pubs):
+    """A /register refused for its endpoint leaves nothing in the instance
+    table; refused again for a key that is registered, it keeps the old one."""
+    d = start(daemon)
+    body = {"endpoint": "nope://x", "modelname": "m", "block_size": BS, "instance_id": "typo"}
+    status, answer = post_json(d.port, "/register", body)
+    assert status == 400 and "nope://x" in answer["detail"]
+    view = get_json(d.port, "/global_view")
+    assert view["instances"] == 0 and view["instance_list"] == []
+    pub = pubs()
+    register(d.port, pub, "kept")
+    status, _ = post_json(d.port, "/register", {**body, "instance_id": "kept"})
+    assert status == 400
+    assert service(d.port, "kept")["endpoint"] == pub.endpoint
+    assert get_json(d.port, "/global_view")["instances"] == 1
+
+
+def test_load_only_instance_is_counted_and_claimed_by_registration(daemon, pubs):
+    """/load for an instance nobody registered makes a route candidate that
+    counts against the load-only bound until a publisher registers for it."""
+    d = start(daemon)
+
+    def load_only():
+        text = urllib.request.urlopen(f"http://127.0.0.1:{d.port}/metrics", timeout=5).read()
+        line = [ln for ln in text.decode().splitlines()
+                if ln.startswith("crescent_indexer_load_only_instances ")]
+        return int(line[0].split()[1])
+    assert post_json(d.port, "/load", {"instance_id": "solo", "kv_total_blocks": 10})[0] == 200
+    status, r = post_json(d.port, "/route", {"model": "m", "token_ids": tokens_of(BS),
+                                             "block_size": BS})
+    assert status == 200 and r["instance_id"] == "solo" and r["candidates"] == 1
+    assert load_only() == 1
+    register(d.port, pubs(), "solo")
+    assert load_only() == 0
