@@ -24,11 +24,6 @@
  * (publisher stale).  The deadline moves with every replayed message, so a
  * long replay that keeps progressing is never cut short. */
 #define CR_INDEXER_REPLAY_TIMEOUT_NS (2ull * 1000000000u)
-/* Instances known only from POST /load (no publisher, no store events): at
- * most this many, and each is forgotten when its last report is older than
- * CR_INDEXER_LOAD_TTL_NS, so a client cannot fill the instance table. */
-#define CR_INDEXER_LOAD_ONLY_MAX 1024u
-#define CR_INDEXER_LOAD_TTL_NS (30ull * 1000000000u)
 /* Name of the instance under which the store's own events are filed (per tenant). */
 #define CR_INDEXER_STORE_INSTANCE "crescent-store"
 

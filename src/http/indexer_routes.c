@@ -12,7 +12,10 @@
  *   POST /load           {instance_id, tenant_id?, request_active_slots, request_total_slots,
  *                         kv_active_blocks, kv_total_blocks, num_requests_waiting,
  *                         gpu_cache_usage_perc, gpu_prefix_cache_hit_rate} (flat or
- *                         under "metrics": seed 003's ForwardPassMetrics)
+ *                         under "metrics": seed 003's ForwardPassMetrics); an instance
+ *                         with no publisher is kept CR_INDEXER_LOAD_TTL_NS (30 s) after
+ *                         its last report, at most CR_INDEXER_LOAD_ONLY_MAX (1024) of
+ *                         them: past that, 503
  *   POST /route          a /query body -> {"instance_id", "longest_matched", "request_tokens",
  *                         "cost", "load", "candidates", "matches": <the /query answer>}
  *
@@ -446,6 +449,17 @@ static void load_route(void *ctx, const struct cr_http_request *req,
     struct cr_msg msg = {.type = CR_MSG_INDEXER_LOAD};
     CR_MSG_BODY(&msg, struct cr_msg_indexer_load)->load = &load;
     rc = ask_indexer(ctx, &msg);
+    if (rc == CR_ERR_NOMEM) {
+        char text[192];
+        snprintf(text, sizeof(text),
+                 "the indexer already tracks %u instances known only from /load (each is "
+                 "forgotten %llu s after its last report): register the instance, or retry "
+                 "later",
+                 CR_INDEXER_LOAD_ONLY_MAX,
+                 (unsigned long long)(CR_INDEXER_LOAD_TTL_NS / 1000000000u));
+        cr_http_respond_error(resp, 503, "too many instances without a publisher", text);
+        return;
+    }
     if (rc != CR_OK) {
         respond_unavailable(resp, rc);
         return;

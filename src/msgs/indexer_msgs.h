@@ -108,6 +108,13 @@ struct cr_indexer_load {
     double gpu_prefix_cache_hit_rate;
 };
 
+/* Instances known only from POST /load (no publisher, no store events): at
+ * most this many, and each is forgotten when its last report is older than
+ * CR_INDEXER_LOAD_TTL_NS, so a client cannot fill the instance table.  A
+ * report for one more is answered CR_ERR_NOMEM. */
+#define CR_INDEXER_LOAD_ONLY_MAX 1024u
+#define CR_INDEXER_LOAD_TTL_NS (30ull * 1000000000u)
+
 struct cr_msg_indexer_load {
     const struct cr_indexer_load *load;
 };

@@ -620,3 +620,16 @@ def test_load_only_instance_is_counted_and_claimed_by_registration(daemon, pubs)
     assert load_only() == 1
     register(d.port, pubs(), "solo")
     assert load_only() == 0
+
+
+def test_load_only_bound_is_a_clear_503(daemon):
+    """Past 1024 instances known only from /load, a report for a new one is
+    refused with 503 and an actionable detail; known ones still report."""
+    d = start(daemon)
+    for i in range(1024):
+        assert post_json(d.port, "/load", {"instance_id": f"junk-{i}"})[0] == 200
+    status, body = post_json(d.port, "/load", {"instance_id": "one-too-many"})
+    assert status == 503
+    assert body["error"] == "too many instances without a publisher"
+    assert "1024" in body["detail"] and "register" in body["detail"]
+    assert post_json(d.port, "/load", {"instance_id": "junk-7", "kv_total_blocks": 4})[0] == 200
