@@ -2,9 +2,10 @@
  *
  * A cr_client is one ZMQ DEALER connection, in the process's shared ZMQ
  * context unless cr_client_options.zmq_context names another, to the
- * gateway's ROUTER endpoint (default tcp://127.0.0.1:50051), speaking the envelope of
- * proto/master.proto: request [method u16 BE][request id u64 BE][protobuf],
- * reply [request id u64 BE][status i32 BE][body].
+ * gateway's ROUTER endpoint (default tcp://127.0.0.1:50051), speaking the
+ * envelope of proto/master.proto in one frame: request [method u16 BE |
+ * request id u64 BE | protobuf], reply [request id u64 BE | status i32 BE |
+ * body] (replies in three frames are read too).
  *
  * Threads: a cr_client is NOT internally locked.  Use one cr_client per
  * thread (ZMQ sockets may not be shared either); distinct clients may be used

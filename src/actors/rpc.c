@@ -1,8 +1,8 @@
 /* The RPC gateway actor: the store master's intake.
  *
  * Owns the ZMQ ROUTER bound to rpc_address.  Its `wait` hook polls the
- * socket and the wake fd; each request (identity, method, request id, body)
- * is checked, decoded with protobuf-c and validated here, then handed to the
+ * socket and the wake fd; each request (identity, method, request id, body,
+ * in one frame or three: msgs/rpc_frame.h) is checked, decoded with protobuf-c and validated here, then handed to the
  * segments actor as an owned struct cr_master_call (CR_MSG_MASTER_CALL).
  * Segments runs it and sends the call back (CR_MSG_MASTER_DONE) with the
  * packed response; the gateway writes the reply with ZMQ_DONTWAIT.  No ask
@@ -56,20 +56,35 @@ struct rpc_state {
 /* ------------------------------------------------------------------------ */
 /* Replies */
 
-/* Writes [identity][id][status][body] without blocking.  Returns false (and
- * counts the drop) when the peer cannot take it now. */
-static bool send_reply(struct rpc_state *st, const uint8_t *identity, size_t identity_len,
-                       uint64_t request_id, int32_t status, const void *body, size_t body_len) {
-    uint8_t id[CR_RPC_ID_BYTES], code[CR_RPC_STATUS_BYTES];
-    cr_rpc_put_u64(id, request_id);
-    cr_rpc_put_i32(code, status);
+/* Writes the reply in the request's layout (see msgs/rpc_frame.h) without
+ * blocking.  Returns false (and counts the drop) when the peer cannot take
+ * it now. */
+static bool send_reply(struct rpc_state *st, const struct cr_master_call *to, int32_t status,
+                       const void *body, size_t body_len) {
     /* ROUTER_MANDATORY makes an unknown identity EHOSTUNREACH instead of a
      * silent drop; EAGAIN means the peer's queue is full.  Once the identity
      * frame is accepted, ZMQ accepts the rest of the message atomically. */
-    if (zmq_send(st->router, identity, identity_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(st->router, id, sizeof(id), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(st->router, code, sizeof(code), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(st->router, body, body_len, ZMQ_DONTWAIT) < 0) {
+    bool ok = zmq_send(st->router, to->identity, to->identity_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0;
+    if (ok && to->one_frame) {
+        zmq_msg_t m;
+        ok = zmq_msg_init_size(&m, CR_RPC_REPLY_HEADER_BYTES + body_len) == 0;
+        if (ok) {
+            uint8_t *p = zmq_msg_data(&m);
+            cr_rpc_put_u64(p, to->request_id);
+            cr_rpc_put_i32(p + CR_RPC_ID_BYTES, status);
+            if (body_len > 0) memcpy(p + CR_RPC_REPLY_HEADER_BYTES, body, body_len);
+            ok = zmq_msg_send(&m, st->router, ZMQ_DONTWAIT) >= 0;
+            if (!ok) zmq_msg_close(&m);
+        }
+    } else if (ok) {
+        uint8_t id[CR_RPC_ID_BYTES], code[CR_RPC_STATUS_BYTES];
+        cr_rpc_put_u64(id, to->request_id);
+        cr_rpc_put_i32(code, status);
+        ok = zmq_send(st->router, id, sizeof(id), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+             zmq_send(st->router, code, sizeof(code), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+             zmq_send(st->router, body, body_len, ZMQ_DONTWAIT) >= 0;
+    }
+    if (!ok) {
         st->send_dropped++;
         return false;
     }
@@ -77,9 +92,9 @@ static bool send_reply(struct rpc_state *st, const uint8_t *identity, size_t ide
     return true;
 }
 
-static void send_error(struct rpc_state *st, const uint8_t *identity, size_t identity_len,
-                       uint64_t request_id, int32_t status, const char *text) {
-    send_reply(st, identity, identity_len, request_id, status, text, strlen(text));
+static void send_error(struct rpc_state *st, const struct cr_master_call *to, int32_t status,
+                       const char *text) {
+    send_reply(st, to, status, text, strlen(text));
 }
 
 /* A request refused with a protobuf response carrying status_code. */
@@ -88,18 +103,17 @@ static void send_status(struct rpc_state *st, const struct cr_master_call *call,
     uint8_t *body;
     size_t len;
     if (cr_rpc_pack_status(m->response, code, &body, &len) != CR_OK) {
-        send_error(st, call->identity, call->identity_len, call->request_id, CR_ERR_NOMEM,
-                   "out of memory encoding the response");
+        send_error(st, call, CR_ERR_NOMEM, "out of memory encoding the response");
         return;
     }
-    send_reply(st, call->identity, call->identity_len, call->request_id, CR_OK, body, len);
+    send_reply(st, call, CR_OK, body, len);
     free(body);
 }
 
 static void on_done(struct rpc_state *st, struct cr_master_call *call) {
     st->in_flight--;
-    send_reply(st, call->identity, call->identity_len, call->request_id, call->status,
-               call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
+    send_reply(st, call, call->status, call->reply != NULL ? call->reply : (const uint8_t *)"",
+               call->reply_len);
     cr_master_call_free(call);
 }
 
@@ -112,6 +126,9 @@ struct incoming {
     zmq_msg_t part[1 + CR_RPC_REQUEST_FRAMES];
     size_t kept;
     size_t frames;
+    /* The request's fields once the layout is known (see read_envelope). */
+    const uint8_t *body;
+    size_t body_len;
 };
 
 static void incoming_close(struct incoming *in) {
@@ -141,33 +158,49 @@ static bool read_message(struct rpc_state *st, struct incoming *in) {
     }
 }
 
-static struct cr_master_call *call_new(const struct incoming *in, uint16_t method, uint64_t id) {
-    struct cr_master_call *call = calloc(1, sizeof(*call));
-    if (call == NULL) return NULL;
-    call->method = method;
-    call->request_id = id;
-    size_t idlen = zmq_msg_size((zmq_msg_t *)&in->part[0]);
-    call->identity_len = (uint8_t)(idlen > CR_MASTER_IDENTITY_MAX ? CR_MASTER_IDENTITY_MAX : idlen);
-    memcpy(call->identity, zmq_msg_data((zmq_msg_t *)&in->part[0]), call->identity_len);
-    return call;
+static const uint8_t *part_data(struct incoming *in, size_t i) { return zmq_msg_data(&in->part[i]); }
+static size_t part_size(struct incoming *in, size_t i) { return zmq_msg_size(&in->part[i]); }
+
+/* Reads method, id and body in either layout into call and in->body.
+ * Returns false when they are not where a layout puts them; call then holds
+ * what could be read (id 0 if none) and the layout to answer in. */
+static bool read_envelope(struct incoming *in, struct cr_master_call *call) {
+    in->body = NULL;
+    in->body_len = 0;
+    call->one_frame = in->frames == 2;
+    if (call->one_frame) {
+        if (part_size(in, 1) < CR_RPC_REQUEST_HEADER_BYTES) return false;
+        call->method = cr_rpc_get_u16(part_data(in, 1));
+        call->request_id = cr_rpc_get_u64(part_data(in, 1) + CR_RPC_METHOD_BYTES);
+        in->body = part_data(in, 1) + CR_RPC_REQUEST_HEADER_BYTES;
+        in->body_len = part_size(in, 1) - CR_RPC_REQUEST_HEADER_BYTES;
+        return true;
+    }
+    if (in->kept >= 3 && part_size(in, 2) == CR_RPC_ID_BYTES)
+        call->request_id = cr_rpc_get_u64(part_data(in, 2));
+    if (in->kept >= 2 && part_size(in, 1) == CR_RPC_METHOD_BYTES)
+        call->method = cr_rpc_get_u16(part_data(in, 1));
+    if (in->frames != 1 + CR_RPC_REQUEST_FRAMES || part_size(in, 1) != CR_RPC_METHOD_BYTES ||
+        part_size(in, 2) != CR_RPC_ID_BYTES)
+        return false;
+    in->body = part_data(in, 3);
+    in->body_len = part_size(in, 3);
+    return true;
 }
 
-/* Checks the frames; on failure answers and returns NULL. */
+/* Checks the envelope; on failure answers and returns NULL. */
 static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct incoming *in,
-                                                const struct cr_master_call *call) {
-    const uint8_t *idn = call->identity;
-    size_t idlen = call->identity_len;
-    if (in->frames != 1 + CR_RPC_REQUEST_FRAMES ||
-        zmq_msg_size(&in->part[1]) != CR_RPC_METHOD_BYTES ||
-        zmq_msg_size(&in->part[2]) != CR_RPC_ID_BYTES) {
+                                                struct cr_master_call *call) {
+    if (!read_envelope(in, call)) {
         st->malformed++;
-        send_error(st, idn, idlen, call->request_id, CR_ERR_PROTOCOL,
-                   "malformed request: expected frames [method u16][request id u64][body]");
+        send_error(st, call, CR_ERR_PROTOCOL,
+                   "malformed request: expected one frame [method u16][request id u64][body] "
+                   "or three frames [method u16] [request id u64] [body]");
         return NULL;
     }
-    if (zmq_msg_size(&in->part[3]) > CR_RPC_BODY_MAX) {
+    if (in->body_len > CR_RPC_BODY_MAX) {
         st->malformed++;
-        send_error(st, idn, idlen, call->request_id, CR_ERR_PROTOCOL, "request body above 16 MiB");
+        send_error(st, call, CR_ERR_PROTOCOL, "request body above 16 MiB");
         return NULL;
     }
     const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
@@ -176,7 +209,7 @@ static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct inc
         char text[96];
         snprintf(text, sizeof(text), "unknown method %u (see enum Method in master.proto)",
                  call->method);
-        send_error(st, idn, idlen, call->request_id, CR_ERR_INVALID_PARAMS, text);
+        send_error(st, call, CR_ERR_INVALID_PARAMS, text);
     }
     return m;
 }
@@ -185,10 +218,8 @@ static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct inc
 static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rpc_method *m,
                    struct cr_master_call *call) {
     call->request = NULL;
-    if (cr_rpc_prescan(m->request, zmq_msg_data(&in->part[3]), zmq_msg_size(&in->part[3]),
-                       CR_MASTER_BATCH_MAX))
-        call->request = protobuf_c_message_unpack(m->request, NULL, zmq_msg_size(&in->part[3]),
-                                                  zmq_msg_data(&in->part[3]));
+    if (cr_rpc_prescan(m->request, in->body, in->body_len, CR_MASTER_BATCH_MAX))
+        call->request = protobuf_c_message_unpack(m->request, NULL, in->body_len, in->body);
     if (call->request == NULL) {
         st->decode_errors++;
         char text[256];
@@ -196,7 +227,7 @@ static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rp
                  "the body is not a valid %s (a required field is missing, a field repeats "
                  "more than %u times, or a string has a NUL byte)",
                  m->request->name, CR_MASTER_BATCH_MAX);
-        send_error(st, call->identity, call->identity_len, call->request_id, CR_ERR_PROTOCOL, text);
+        send_error(st, call, CR_ERR_PROTOCOL, text);
         return false;
     }
     char err[CR_RPC_ERROR_MAX];
@@ -218,29 +249,31 @@ static void forward(struct rpc_state *st, struct cr_master_call *call) {
     int rc = st->segments != NULL ? cr_send(st->segments, &msg) : CR_ERR_SHUTDOWN;
     if (rc != CR_OK) {
         st->not_ready++;
-        send_error(st, call->identity, call->identity_len, call->request_id, rc,
-                   "the store master is busy or stopping; retry");
+        send_error(st, call, rc, "the store master is busy or stopping; retry");
         cr_master_call_free(call);
         return;
     }
     st->in_flight++;
 }
 
+static void set_identity(struct cr_master_call *call, struct incoming *in) {
+    size_t len = part_size(in, 0);
+    call->identity_len = (uint8_t)(len > CR_MASTER_IDENTITY_MAX ? CR_MASTER_IDENTITY_MAX : len);
+    memcpy(call->identity, part_data(in, 0), call->identity_len);
+}
+
 static void handle_request(struct rpc_state *st, struct incoming *in) {
-    uint64_t id = 0;
-    uint16_t method = 0;
-    if (in->kept >= 3 && zmq_msg_size(&in->part[2]) == CR_RPC_ID_BYTES)
-        id = cr_rpc_get_u64(zmq_msg_data(&in->part[2]));
-    if (in->kept >= 2 && zmq_msg_size(&in->part[1]) == CR_RPC_METHOD_BYTES)
-        method = cr_rpc_get_u16(zmq_msg_data(&in->part[1]));
     /* One allocation per request carries it to segments and back; protobuf-c
      * allocates the decoded request anyway. */
-    struct cr_master_call *call = call_new(in, method, id);
+    struct cr_master_call *call = calloc(1, sizeof(*call));
     if (call == NULL) {
-        send_error(st, zmq_msg_data(&in->part[0]), zmq_msg_size(&in->part[0]), id, CR_ERR_NOMEM,
-                   "out of memory");
+        struct cr_master_call bare = {0}; /* only what the reply needs */
+        set_identity(&bare, in);
+        (void)read_envelope(in, &bare);
+        send_error(st, &bare, CR_ERR_NOMEM, "out of memory");
         return;
     }
+    set_identity(call, in);
     const struct cr_rpc_method *m = check_frames(st, in, call);
     if (m != NULL) st->requests[m->id]++;
     if (m == NULL || !decode(st, in, m, call)) {

@@ -22,10 +22,12 @@
 
 /* One received reply.  `body` stays a zmq_msg_t so it is read in place. */
 struct reply {
-    bool well_formed;   /* three frames, id 8 bytes, status 4 bytes */
+    bool well_formed; /* the envelope parsed (one frame, or three; msgs/rpc_frame.h) */
     uint64_t id;
     int32_t status;
-    zmq_msg_t body;
+    zmq_msg_t body;   /* owns the bytes that `data` points into */
+    const uint8_t *data;
+    size_t len;
 };
 
 static int64_t now_ms(void) {
@@ -248,43 +250,41 @@ static int send_frame(cr_client *c, const void *data, size_t len, int flags, int
     }
 }
 
-/* Packs `request` into the scratch buffer (kept between calls, so the hot
- * path allocates only when a larger body than ever before is sent). */
+/* Packs `request` into the scratch buffer after room for the envelope's
+ * header (kept between calls, so the hot path allocates only when a larger
+ * body than ever before is sent). */
 static int pack(cr_client *c, const ProtobufCMessage *request, size_t *len) {
     size_t size = protobuf_c_message_get_packed_size(request);
     if (size > CR_RPC_BODY_MAX)
         return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "the request is %zu bytes, over %u",
                               size, CR_RPC_BODY_MAX);
-    if (size > c->scratch_size || c->scratch == NULL) {
-        size_t want = size < 256 ? 256 : size;
+    if (CR_RPC_REQUEST_HEADER_BYTES + size > c->scratch_size || c->scratch == NULL) {
+        size_t want = CR_RPC_REQUEST_HEADER_BYTES + size;
+        if (want < 256) want = 256;
         uint8_t *grown = realloc(c->scratch, want);
         if (grown == NULL) return cr_client_fail(c, CR_ERR_NOMEM, "out of memory packing");
         c->scratch = grown;
         c->scratch_size = want;
     }
-    *len = protobuf_c_message_pack(request, c->scratch);
+    *len = protobuf_c_message_pack(request, c->scratch + CR_RPC_REQUEST_HEADER_BYTES);
     assert(*len == size);
     return CR_OK;
 }
 
-/* zmq_send copies each frame (ZMQ allocates for frames over 33 bytes); a
- * zero-copy zmq_msg_init_data would need the body to outlive the send, i.e.
- * a buffer per request in flight, which costs more than the copy saves at
- * these sizes (tens of bytes per request). */
+/* One frame [method][id][body] (msgs/rpc_frame.h): ZMQ's cost is per frame,
+ * not per byte, at these sizes.  zmq_send copies it (ZMQ allocates for frames
+ * over 33 bytes); a zero-copy zmq_msg_init_data would need the buffer to
+ * outlive the send, i.e. one per request in flight, which costs more than the
+ * copy saves at tens of bytes per request. */
 static int send_request(cr_client *c, uint16_t method, uint64_t id,
                         const ProtobufCMessage *request) {
     size_t len = 0;
     int rc = pack(c, request, &len);
     if (rc != CR_OK) return rc;
-    uint8_t method_bytes[CR_RPC_METHOD_BYTES], id_bytes[CR_RPC_ID_BYTES];
-    cr_rpc_put_u16(method_bytes, method);
-    cr_rpc_put_u64(id_bytes, id);
-    int64_t deadline = now_ms() + c->timeout_ms;
-    rc = send_frame(c, method_bytes, sizeof(method_bytes), ZMQ_SNDMORE, deadline);
-    /* Once the first part is queued ZMQ takes the rest of the message. */
-    if (rc == CR_OK) rc = send_frame(c, id_bytes, sizeof(id_bytes), ZMQ_SNDMORE, deadline);
-    if (rc == CR_OK) rc = send_frame(c, c->scratch, len, 0, deadline);
-    return rc;
+    cr_rpc_put_u16(c->scratch, method);
+    cr_rpc_put_u64(c->scratch + CR_RPC_METHOD_BYTES, id);
+    return send_frame(c, c->scratch, CR_RPC_REQUEST_HEADER_BYTES + len, 0,
+                      now_ms() + c->timeout_ms);
 }
 
 int cr_client_submit(cr_client *c, uint16_t method, const ProtobufCMessage *request,
@@ -315,14 +315,16 @@ static void drain(cr_client *c, int more) {
 }
 
 /* Receives one reply (CR_ERR_AGAIN when none is queued).  On CR_OK the
- * caller owns r->body (reply_close); r->well_formed says whether it had
- * exactly the three frames of the envelope. */
+ * caller owns r->body (reply_close); r->well_formed says whether it had the
+ * envelope of one frame or of three, and r->data/len are the body. */
 static int recv_frames(cr_client *c, struct reply *r, int flags) {
     zmq_msg_t head[2];
     zmq_msg_init(&head[0]);
     zmq_msg_init(&head[1]);
     zmq_msg_init(&r->body);
     r->well_formed = false;
+    r->data = NULL;
+    r->len = 0;
     int rc = zmq_msg_recv(&head[0], c->socket, flags);
     if (rc < 0) {
         int code = errno;
@@ -333,17 +335,35 @@ static int recv_frames(cr_client *c, struct reply *r, int flags) {
         return cr_client_fail(c, code == EINTR ? CR_ERR_AGAIN : CR_ERR_IO, "zmq_msg_recv: %s",
                               zmq_strerror(code));
     }
+    if (!zmq_msg_more(&head[0])) { /* one frame: [id][status][body] */
+        zmq_msg_move(&r->body, &head[0]);
+        const uint8_t *p = zmq_msg_data(&r->body);
+        size_t size = zmq_msg_size(&r->body);
+        if (size >= CR_RPC_REPLY_HEADER_BYTES &&
+            cr_client_parse_envelope(p, CR_RPC_ID_BYTES, p + CR_RPC_ID_BYTES,
+                                     CR_RPC_STATUS_BYTES, &r->id, &r->status) == CR_OK) {
+            r->well_formed = true;
+            r->data = p + CR_RPC_REPLY_HEADER_BYTES;
+            r->len = size - CR_RPC_REPLY_HEADER_BYTES;
+        }
+        zmq_msg_close(&head[0]);
+        zmq_msg_close(&head[1]);
+        return CR_OK;
+    }
     /* The remaining parts of a message are already here: block-free reads. */
-    int parts = 1, more = zmq_msg_more(&head[0]);
-    if (more && zmq_msg_recv(&head[1], c->socket, 0) >= 0) parts++, more = zmq_msg_more(&head[1]);
+    int parts = 1, more = 1;
+    if (zmq_msg_recv(&head[1], c->socket, 0) >= 0) parts++, more = zmq_msg_more(&head[1]);
     if (parts == 2 && more && zmq_msg_recv(&r->body, c->socket, 0) >= 0)
         parts++, more = zmq_msg_more(&r->body);
     drain(c, more);
     if (parts == 3 && !more &&
         cr_client_parse_envelope(zmq_msg_data(&head[0]), zmq_msg_size(&head[0]),
                                  zmq_msg_data(&head[1]), zmq_msg_size(&head[1]), &r->id,
-                                 &r->status) == CR_OK)
+                                 &r->status) == CR_OK) {
         r->well_formed = true;
+        r->data = zmq_msg_data(&r->body);
+        r->len = zmq_msg_size(&r->body);
+    }
     zmq_msg_close(&head[0]);
     zmq_msg_close(&head[1]);
     return CR_OK;
@@ -384,8 +404,7 @@ static void complete(const struct reply *r, struct cr_completion *out) {
         return;
     }
     struct cr_client_scan scan;
-    const uint8_t *body = zmq_msg_data((zmq_msg_t *)&r->body);
-    if (cr_client_scan_reply(body, zmq_msg_size((zmq_msg_t *)&r->body), &scan) != CR_OK) {
+    if (cr_client_scan_reply(r->data, r->len, &scan) != CR_OK) {
         out->status = CR_ERR_PROTOCOL;
         return;
     }
@@ -427,8 +446,8 @@ static void set_aside(cr_client *c, const struct reply *r) {
 /* Decodes the awaited reply of a blocking call; see cr_client_call. */
 static int finish_call(cr_client *c, uint16_t method, struct reply *r,
                        ProtobufCMessage **response) {
-    const char *body = zmq_msg_data(&r->body);
-    size_t len = zmq_msg_size(&r->body);
+    const char *body = (const char *)r->data;
+    size_t len = r->len;
     if (r->status != CR_OK) {
         int shown = len > 300 ? 300 : (int)len;
         return cr_client_fail(c, r->status, "crescentd refused the request (%s): %.*s",

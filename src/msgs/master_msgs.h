@@ -15,6 +15,7 @@
 #ifndef CRESCENT_MSGS_MASTER_MSGS_H
 #define CRESCENT_MSGS_MASTER_MSGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,7 @@ struct cr_master_call {
     uint8_t *reply;   /* packed response or error text: reply_inline, or malloc'd */
     size_t reply_len;
     uint64_t received_ns; /* when the gateway read it (runtime clock) */
+    bool one_frame;       /* the request came in one frame: so does the reply */
     uint8_t identity_len;
     uint8_t identity[CR_MASTER_IDENTITY_MAX];
     /* Most responses (a status, a replica or two) fit here: segments packs

@@ -1,6 +1,7 @@
 """A small store-master RPC client for integration tests (a foreign client).
 
-Speaks the envelope of src/msgs/rpc_frame.h over a ZMQ DEALER:
+Speaks the three-frame envelope of src/msgs/rpc_frame.h over a ZMQ DEALER
+(libcrescent uses the one-frame layout, so both are exercised):
 
     request  [method u16 BE] [request id u64 BE] [protobuf body]
     reply    [request id u64 BE] [status i32 BE] [body]
@@ -157,9 +158,19 @@ class MasterClient:
         if not self.sock.poll(int(t * 1000)):
             raise TimeoutError(f"no reply from {self.endpoint} within {t} s")
         frames = self.sock.recv_multipart()
+        if len(frames) == 1 and len(frames[0]) >= 12:  # the one-frame layout
+            rid, status = struct.unpack(">Qi", frames[0][:12])
+            return rid, status, frames[0][12:]
         if len(frames) != 3 or len(frames[0]) != 8 or len(frames[1]) != 4:
             raise AssertionError(f"malformed reply frames: {frames!r}")
         return (struct.unpack(">Q", frames[0])[0], struct.unpack(">i", frames[1])[0], frames[2])
+
+    def recv_frames(self, timeout=None):
+        """The next reply's raw frames (to check its layout)."""
+        t = self.timeout if timeout is None else timeout
+        if not self.sock.poll(int(t * 1000)):
+            raise TimeoutError(f"no reply from {self.endpoint} within {t} s")
+        return self.sock.recv_multipart()
 
     def wait(self, request_id, timeout=None):
         """(status, body) of the reply to request_id; other replies are kept."""

@@ -238,6 +238,32 @@ def test_malformed_frames_get_error_replies_and_others_are_served(master):
     assert extra["decode_errors_total"] == 3
 
 
+def test_one_frame_envelope(master):
+    """A request in one frame [method][id][body] is answered in one frame
+    [id][status][body]; one shorter than its header is malformed, answered in
+    one frame with id 0; three-frame requests keep three-frame replies."""
+    d, c = master()
+    pb = c.pb
+    ping = pb.PingRequest(client_id=c.uuid()).SerializeToString()
+    c.send_frames([struct.pack(">HQ", pb.PING, 77) + ping])
+    frames = c.recv_frames()
+    assert len(frames) == 1
+    rid, status = struct.unpack(">Qi", frames[0][:12])
+    assert (rid, status) == (77, 0)
+    resp = pb.PingResponse()
+    resp.ParseFromString(frames[0][12:])
+    assert resp.status_code == 0
+    c.send_frames([struct.pack(">HQ", 999, 78)])  # unknown method, empty body
+    assert c.recv()[:2] == (78, STATUS["INVALID_PARAMS"])
+    c.send_frames([b"\x00\x05\x00"])  # three bytes: not even the header
+    frames = c.recv_frames()
+    assert len(frames) == 1 and struct.unpack(">Qi", frames[0][:12]) == (0, STATUS["PROTOCOL"])
+    assert b"malformed" in frames[0][12:]
+    c.send_frames([struct.pack(">H", pb.PING), struct.pack(">Q", 79), ping])
+    frames = c.recv_frames()
+    assert len(frames) == 3 and struct.unpack(">Q", frames[0])[0] == 79
+
+
 def test_pipelined_requests_are_matched_by_id(master):
     d, c = master()
     c.mount_segment("seg-a", 16 * MiB)
