@@ -34,39 +34,31 @@ static void account(struct cr_prefix_map *map, uint32_t old_cap, uint32_t new_ca
 void cr_prefix_map_free(struct cr_prefix_map *map) {
     assert(map != NULL);
     account(map, map->cap, 0);
-    free(map->keys);
-    free(map->values);
+    free(map->slots);
     size_t *bytes = map->bytes_used;
     cr_prefix_map_init(map, bytes);
 }
 
-static void insert_slot(uint64_t *keys, uint64_t *values, uint32_t cap, uint64_t key,
+static void insert_slot(struct cr_prefix_map_entry *slots, uint32_t cap, uint64_t key,
                         uint64_t value) {
     uint32_t mask = cap - 1;
     uint32_t i = (uint32_t)mix(key) & mask;
-    while (keys[i] != 0 && keys[i] != key) i = (i + 1) & mask;
-    keys[i] = key;
-    values[i] = value;
+    while (slots[i].key != 0 && slots[i].key != key) i = (i + 1) & mask;
+    slots[i] = (struct cr_prefix_map_entry){key, value};
 }
 
 static int resize(struct cr_prefix_map *map, uint32_t new_cap) {
     assert(new_cap >= MAP_MIN_CAP && (new_cap & (new_cap - 1)) == 0);
     assert(map->count - (map->has_zero ? 1u : 0u) < new_cap);
-    uint64_t *keys = calloc(new_cap, sizeof(uint64_t));
-    uint64_t *values = malloc((size_t)new_cap * sizeof(uint64_t));
-    if (keys == NULL || values == NULL) {
-        free(keys);
-        free(values);
-        return CR_ERR_NOMEM;
-    }
+    struct cr_prefix_map_entry *slots = calloc(new_cap, sizeof(*slots));
+    if (slots == NULL) return CR_ERR_NOMEM;
     for (uint32_t i = 0; i < map->cap; i++) {
-        if (map->keys[i] != 0) insert_slot(keys, values, new_cap, map->keys[i], map->values[i]);
+        if (map->slots[i].key != 0)
+            insert_slot(slots, new_cap, map->slots[i].key, map->slots[i].value);
     }
-    free(map->keys);
-    free(map->values);
+    free(map->slots);
     account(map, map->cap, new_cap);
-    map->keys = keys;
-    map->values = values;
+    map->slots = slots;
     map->cap = new_cap;
     return CR_OK;
 }
@@ -87,10 +79,9 @@ int cr_prefix_map_put(struct cr_prefix_map *map, uint64_t key, uint64_t value) {
     }
     uint32_t mask = map->cap - 1;
     uint32_t i = (uint32_t)mix(key) & mask;
-    while (map->keys[i] != 0 && map->keys[i] != key) i = (i + 1) & mask;
-    if (map->keys[i] == 0) map->count++;
-    map->keys[i] = key;
-    map->values[i] = value;
+    while (map->slots[i].key != 0 && map->slots[i].key != key) i = (i + 1) & mask;
+    if (map->slots[i].key == 0) map->count++;
+    map->slots[i] = (struct cr_prefix_map_entry){key, value};
     return CR_OK;
 }
 
@@ -99,8 +90,8 @@ static int64_t find_slot(const struct cr_prefix_map *map, uint64_t key) {
     if (map->cap == 0) return -1;
     uint32_t mask = map->cap - 1;
     uint32_t i = (uint32_t)mix(key) & mask;
-    while (map->keys[i] != 0) {
-        if (map->keys[i] == key) return i;
+    while (map->slots[i].key != 0) {
+        if (map->slots[i].key == key) return i;
         i = (i + 1) & mask;
     }
     return -1;
@@ -114,7 +105,7 @@ bool cr_prefix_map_get(const struct cr_prefix_map *map, uint64_t key, uint64_t *
     }
     int64_t slot = find_slot(map, key);
     if (slot < 0) return false;
-    if (value != NULL) *value = map->values[slot];
+    if (value != NULL) *value = map->slots[slot].value;
     return true;
 }
 
@@ -125,15 +116,14 @@ static void delete_slot(struct cr_prefix_map *map, uint32_t hole) {
     uint32_t i = hole;
     for (;;) {
         i = (i + 1) & mask;
-        if (map->keys[i] == 0) break;
-        uint32_t home = (uint32_t)mix(map->keys[i]) & mask;
+        if (map->slots[i].key == 0) break;
+        uint32_t home = (uint32_t)mix(map->slots[i].key) & mask;
         bool stays = hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
         if (stays) continue;
-        map->keys[hole] = map->keys[i];
-        map->values[hole] = map->values[i];
+        map->slots[hole] = map->slots[i];
         hole = i;
     }
-    map->keys[hole] = 0;
+    map->slots[hole].key = 0;
 }
 
 bool cr_prefix_map_del(struct cr_prefix_map *map, uint64_t key, uint64_t *value) {
@@ -147,7 +137,7 @@ bool cr_prefix_map_del(struct cr_prefix_map *map, uint64_t key, uint64_t *value)
     }
     int64_t slot = find_slot(map, key);
     if (slot < 0) return false;
-    if (value != NULL) *value = map->values[slot];
+    if (value != NULL) *value = map->slots[slot].value;
     delete_slot(map, (uint32_t)slot);
     map->count--;
     uint32_t slots_used = map->count - (map->has_zero ? 1u : 0u);
@@ -177,9 +167,9 @@ bool cr_prefix_map_next(const struct cr_prefix_map *map, size_t *cursor, uint64_
     }
     while (*cursor - 1 < map->cap) {
         size_t i = (*cursor)++ - 1;
-        if (map->keys[i] != 0) {
-            *key = map->keys[i];
-            *value = map->values[i];
+        if (map->slots[i].key != 0) {
+            *key = map->slots[i].key;
+            *value = map->slots[i].value;
             return true;
         }
     }

@@ -14,9 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A key and its value side by side: a hit costs one cache line, not two. */
+struct cr_prefix_map_entry {
+    uint64_t key; /* 0 = empty */
+    uint64_t value;
+};
+
 struct cr_prefix_map {
-    uint64_t *keys;     /* cap slots, 0 = empty */
-    uint64_t *values;   /* cap slots */
+    struct cr_prefix_map_entry *slots; /* cap slots */
     uint32_t cap;       /* 0 or a power of two >= 16 */
     uint32_t count;     /* keys present, the zero key included */
     bool has_zero;
