@@ -161,31 +161,22 @@ static bool read_message(struct rpc_state *st, struct incoming *in) {
 static const uint8_t *part_data(struct incoming *in, size_t i) { return zmq_msg_data(&in->part[i]); }
 static size_t part_size(struct incoming *in, size_t i) { return zmq_msg_size(&in->part[i]); }
 
-/* Reads method, id and body in either layout into call and in->body.
- * Returns false when they are not where a layout puts them; call then holds
- * what could be read (id 0 if none) and the layout to answer in. */
+/* Reads the envelope (cr_rpc_read_envelope) into call and in->body. */
 static bool read_envelope(struct incoming *in, struct cr_master_call *call) {
-    in->body = NULL;
-    in->body_len = 0;
-    call->one_frame = in->frames == 2;
-    if (call->one_frame) {
-        if (part_size(in, 1) < CR_RPC_REQUEST_HEADER_BYTES) return false;
-        call->method = cr_rpc_get_u16(part_data(in, 1));
-        call->request_id = cr_rpc_get_u64(part_data(in, 1) + CR_RPC_METHOD_BYTES);
-        in->body = part_data(in, 1) + CR_RPC_REQUEST_HEADER_BYTES;
-        in->body_len = part_size(in, 1) - CR_RPC_REQUEST_HEADER_BYTES;
-        return true;
+    const uint8_t *data[3] = {NULL, NULL, NULL};
+    size_t size[3] = {0, 0, 0};
+    for (size_t i = 1; i < in->kept; i++) {
+        data[i - 1] = part_data(in, i);
+        size[i - 1] = part_size(in, i);
     }
-    if (in->kept >= 3 && part_size(in, 2) == CR_RPC_ID_BYTES)
-        call->request_id = cr_rpc_get_u64(part_data(in, 2));
-    if (in->kept >= 2 && part_size(in, 1) == CR_RPC_METHOD_BYTES)
-        call->method = cr_rpc_get_u16(part_data(in, 1));
-    if (in->frames != 1 + CR_RPC_REQUEST_FRAMES || part_size(in, 1) != CR_RPC_METHOD_BYTES ||
-        part_size(in, 2) != CR_RPC_ID_BYTES)
-        return false;
-    in->body = part_data(in, 3);
-    in->body_len = part_size(in, 3);
-    return true;
+    struct cr_rpc_envelope env;
+    bool ok = cr_rpc_read_envelope(in->frames - 1, data, size, &env);
+    call->one_frame = env.one_frame;
+    call->method = env.method;
+    call->request_id = env.request_id;
+    in->body = env.body;
+    in->body_len = env.body_len;
+    return ok;
 }
 
 /* Checks the envelope; on failure answers and returns NULL. */

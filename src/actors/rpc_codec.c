@@ -1,5 +1,6 @@
 /* Method table, request validation and response packing (see rpc_codec.h). */
 #include "actors/rpc_codec.h"
+#include "msgs/rpc_frame.h"
 
 #include <assert.h>
 #include <stdbool.h>
@@ -289,6 +290,29 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RP
 
 /* ------------------------------------------------------------------------ */
 /* Packing */
+
+bool cr_rpc_read_envelope(size_t frames, const uint8_t *const data[3], const size_t size[3],
+                          struct cr_rpc_envelope *env) {
+    assert(data != NULL && size != NULL && env != NULL);
+    *env = (struct cr_rpc_envelope){.one_frame = frames == 1};
+    if (env->one_frame) {
+        if (size[0] < CR_RPC_REQUEST_HEADER_BYTES) return false;
+        env->method = cr_rpc_get_u16(data[0]);
+        env->request_id = cr_rpc_get_u64(data[0] + CR_RPC_METHOD_BYTES);
+        env->body = data[0] + CR_RPC_REQUEST_HEADER_BYTES;
+        env->body_len = size[0] - CR_RPC_REQUEST_HEADER_BYTES;
+        return true;
+    }
+    /* Three frames: read what is readable, for the error reply's id. */
+    if (frames >= 1 && size[0] == CR_RPC_METHOD_BYTES) env->method = cr_rpc_get_u16(data[0]);
+    if (frames >= 2 && size[1] == CR_RPC_ID_BYTES) env->request_id = cr_rpc_get_u64(data[1]);
+    if (frames != CR_RPC_REQUEST_FRAMES || size[0] != CR_RPC_METHOD_BYTES ||
+        size[1] != CR_RPC_ID_BYTES)
+        return false;
+    env->body = data[2];
+    env->body_len = size[2];
+    return true;
+}
 
 int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out) {
     assert(msg != NULL && out != NULL && len_out != NULL);

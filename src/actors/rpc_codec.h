@@ -51,6 +51,22 @@ bool cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body,
                     uint32_t max_repeat);
 
 /* Packs msg into a new malloc'd buffer.  Returns CR_OK or CR_ERR_NOMEM. */
+/* A request's envelope (msgs/rpc_frame.h) as read from its frames. */
+struct cr_rpc_envelope {
+    bool one_frame;      /* answer in one frame */
+    uint16_t method;     /* 0 when unreadable */
+    uint64_t request_id; /* 0 when unreadable */
+    const uint8_t *body; /* points into the frames */
+    size_t body_len;
+};
+
+/* Reads method, id and body from a request's frames after the identity:
+ * `frames` counts them all, data[i]/size[i] are the first min(frames, 3).
+ * Returns false when the fields are not where a layout puts them (env then
+ * holds what could be read, and the layout to answer in). */
+bool cr_rpc_read_envelope(size_t frames, const uint8_t *const data[3], const size_t size[3],
+                          struct cr_rpc_envelope *env);
+
 int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);
 
 /* Packs an otherwise empty response of type `response` whose status_code is

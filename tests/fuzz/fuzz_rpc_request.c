@@ -3,13 +3,14 @@
  * the methods that run what it accepts (src/actors/rpc_methods.c) on a real
  * store, with no sockets.
  *
- * Input: byte 0 picks the frame layout, the rest is split into the three
- * frames [method][request id][body]:
- *   bit 7 clear: the well-formed layout, 2-byte method, 8-byte id;
- *   bit 7 set:   method length = bits 0-1, id length = bits 2-5, and with
- *                bit 6 set the body frame is missing (two frames).
- * The frame checks are the gateway's (rpc.c keeps them static with its
- * socket code, so they are restated here, from rpc_frame.h's contract).
+ * Input: byte 0 picks the frame layout (msgs/rpc_frame.h), the rest is the
+ * frames:
+ *   bits 7, 6 clear: three frames [method][request id][body], 2-byte method,
+ *                    8-byte id;
+ *   bit 7 clear, bit 6 set: one frame, the whole rest ([method|id|body]);
+ *   bit 7 set:   three frames with method length = bits 0-1, id length =
+ *                bits 2-5, and with bit 6 set the body frame is missing.
+ * The envelope is read by the gateway's own cr_rpc_read_envelope.
  *
  * Invariants checked besides "no crash":
  *  - a refused request gets an error code (PROTOCOL for frames or a body
@@ -168,18 +169,35 @@ static void run_on_store(const struct cr_rpc_method *m, ProtobufCMessage *reques
 
 /* ---- the gateway's path ---- */
 
+/* What the envelope reader must have found, restated from rpc_frame.h. */
+static void check_envelope(const uint8_t *frames[3], const size_t lens[3], size_t count, bool ok,
+                           const struct cr_rpc_envelope *env) {
+    if (env->one_frame != (count == 1)) abort();
+    bool want = count == 1 ? lens[0] >= CR_RPC_REQUEST_HEADER_BYTES
+                           : count == 3 && lens[0] == 2 && lens[1] == 8;
+    if (ok != want) abort();
+    if (!ok) return;
+    const uint8_t *body = count == 1 ? frames[0] + CR_RPC_REQUEST_HEADER_BYTES : frames[2];
+    size_t body_len = count == 1 ? lens[0] - CR_RPC_REQUEST_HEADER_BYTES : lens[2];
+    if (env->body != body || env->body_len != body_len ||
+        env->method != cr_rpc_get_u16(frames[0]) ||
+        env->request_id != cr_rpc_get_u64(count == 1 ? frames[0] + 2 : frames[1]))
+        abort();
+}
+
 static int handle(const uint8_t *frames[3], const size_t lens[3], size_t count) {
-    if (count != CR_RPC_REQUEST_FRAMES || lens[0] != CR_RPC_METHOD_BYTES ||
-        lens[1] != CR_RPC_ID_BYTES || lens[2] > CR_RPC_BODY_MAX)
-        return CR_ERR_PROTOCOL;
-    uint16_t method = cr_rpc_get_u16(frames[0]);
+    struct cr_rpc_envelope env;
+    bool ok = cr_rpc_read_envelope(count, frames, lens, &env);
+    check_envelope(frames, lens, count, ok, &env);
+    if (!ok || env.body_len > CR_RPC_BODY_MAX) return CR_ERR_PROTOCOL;
+    uint16_t method = env.method;
     const struct cr_rpc_method *m = cr_rpc_method_find(method);
     if (m == NULL) return CR_ERR_INVALID_PARAMS;
     if (m->id != method || m->request == NULL || m->response == NULL) abort();
     /* As the gateway: the allocation-free pre-scan, then the unpack. */
-    if (!cr_rpc_prescan(m->request, frames[2], lens[2], CR_MASTER_BATCH_MAX))
+    if (!cr_rpc_prescan(m->request, env.body, env.body_len, CR_MASTER_BATCH_MAX))
         return CR_ERR_PROTOCOL;
-    ProtobufCMessage *req = protobuf_c_message_unpack(m->request, NULL, lens[2], frames[2]);
+    ProtobufCMessage *req = protobuf_c_message_unpack(m->request, NULL, env.body_len, env.body);
     if (req == NULL) return CR_ERR_PROTOCOL;
     char err[CR_RPC_ERROR_MAX];
     memset(err, 'x', sizeof(err));
@@ -205,6 +223,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         lens[0] = data[0] & 3u;
         lens[1] = (data[0] >> 2) & 15u;
         if (data[0] & 0x40) count = 2;
+    } else if (data[0] & 0x40) {
+        count = 1;
+        lens[0] = size - 1;
+        lens[1] = 0;
     }
     const uint8_t *p = data + 1, *end = data + size;
     const uint8_t *frames[3];
