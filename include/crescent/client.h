@@ -248,7 +248,11 @@ int cr_client_get_replica_list(cr_client *c, const char *tenant, const char *key
                                struct cr_replica_list *out);
 int cr_client_batch_get_replica_list(cr_client *c, const char *tenant, const char *const *keys,
                                      size_t count, struct cr_replica_lists *out);
-/* Every matching object, each list with its key set (order: the server's). */
+/* Every matching object, each list with its key set (order: the server's).
+ * Both regex calls fail whole with CR_ERR_INVALID_PARAMS when the pattern
+ * does not compile, is too expensive for the server's match limits, or
+ * matches more keys than crescentd's --regex-max-matches (default 10000):
+ * then no lease is granted and nothing is removed; narrow the pattern. */
 int cr_client_get_replica_list_by_regex(cr_client *c, const char *tenant, const char *regex,
                                         struct cr_replica_lists *out);
 

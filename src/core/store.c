@@ -44,6 +44,10 @@ void cr_store_config_default(cr_store_config *out) {
     out->max_object_size_bytes = 1ull << 40;
     out->regex_match_limit = 1000000;
     out->regex_depth_limit = 10000;
+    /* A GetReplicaListByRegex answer of 10000 keys with a replica or two each
+     * is a few MB; far more would stall the segments actor while it builds
+     * and packs it, and the client while it unpacks it. */
+    out->regex_max_matches = 10000;
     out->block_token_ids_max = 1u << 16;
     out->rng_seed = 0x9E3779B97F4A7C15ULL;
 }
@@ -82,6 +86,8 @@ int cr_store_config_validate(const cr_store_config *c, char *msg, size_t msg_len
         {c->max_object_size_bytes == 0, "max_object_size_bytes must be > 0"},
         {c->regex_match_limit == 0 || c->regex_depth_limit == 0,
          "regex_match_limit and regex_depth_limit must be > 0"},
+        {c->regex_max_matches == 0 || c->regex_max_matches > OBJECTS_MAX,
+         "regex_max_matches must be in [1, 2^28]"},
         {c->rng_seed == 0, "rng_seed must be non-zero"},
     };
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {

@@ -56,6 +56,7 @@ typedef struct cr_store_config {
     uint64_t max_object_size_bytes;            /* largest value_length accepted */
     uint32_t regex_match_limit;                /* PCRE2 match limit */
     uint32_t regex_depth_limit;                /* PCRE2 depth limit */
+    uint32_t regex_max_matches;                /* keys one regex call may match: 10000 */
     uint32_t block_token_ids_max;              /* token ids kept per PutStart */
     uint64_t rng_seed;                         /* allocation strategy randomness */
 } cr_store_config;
@@ -284,9 +285,15 @@ int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char
  * is done over every key of the tenant before anything is changed.
  * get: calls fn once per matching complete object (granting each a lease).
  * remove: removes matching complete objects, skipping leased unless force.
+ * At most regex_max_matches complete objects may match (leased ones count
+ * too): one more refuses the whole call before anything is changed — no
+ * lease granted, nothing removed — so that one call can neither hold the
+ * caller's thread building a huge answer nor half-apply a removal.  The scan
+ * stops at the first match over the bound.
  * Return CR_OK, or CR_ERR_INVALID_PARAMS when the pattern does not compile
- * (PCRE2's message in last_error) or is too expensive (match/depth limit),
- * CR_ERR_NOMEM.  An unknown tenant matches nothing (CR_OK). */
+ * (PCRE2's message in last_error), is too expensive (match/depth limit) or
+ * matches more than regex_max_matches keys, CR_ERR_NOMEM.  An unknown tenant
+ * matches nothing (CR_OK). */
 int cr_store_get_replica_list_by_regex(
     cr_store *store, const char *tenant, const char *pattern, uint64_t now_ms,
     void (*fn)(void *ctx, const char *key, uint32_t key_len,

@@ -769,6 +769,44 @@ static void test_regex_get_grants_lease(void **state) {
     cr_store_destroy(s);
 }
 
+/* Past regex_max_matches a regex call fails whole: no callback, no lease,
+ * nothing removed; at the bound it succeeds. */
+static void test_regex_match_bound(void **state) {
+    (void)state;
+    cr_store_config cfg;
+    cr_store_config_default(&cfg);
+    cfg.regex_max_matches = 3;
+    cr_store *s;
+    assert_int_equal(cr_store_create(&cfg, NULL, &s), CR_OK);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    const char *keys[] = {"x/0", "x/1", "x/2", "x/3"};
+    for (int i = 0; i < 4; i++) put(s, NULL, keys[i], 0);
+    put(s, NULL, "y", 0);
+    struct regex_rec r = {0};
+    assert_int_equal(cr_store_get_replica_list_by_regex(s, NULL, "^x/", 10, regex_cb, &r),
+                     CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_store_last_error(s), "regex_max_matches"));
+    assert_int_equal(r.count, 0);
+    uint64_t removed = 77;
+    assert_int_equal(cr_store_remove_by_regex(s, NULL, "^x/", true, 10, &removed),
+                     CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_store_last_error(s), "more than 3 keys"));
+    assert_int_equal(removed, 0);
+    for (int i = 0; i < 4; i++) /* all there, none leased by the refused get */
+        assert_int_equal(rm(s, NULL, keys[i], false, 11), CR_OK);
+    for (int i = 0; i < 4; i++) put(s, NULL, keys[i], 20);
+    assert_int_equal(cr_store_get_replica_list_by_regex(s, NULL, "^x/[0-2]", 30, regex_cb, &r),
+                     CR_OK);
+    assert_int_equal(r.count, 3);
+    assert_int_equal(cr_store_remove_by_regex(s, NULL, "^x/[1-3]", true, 30, &removed), CR_OK);
+    assert_int_equal(removed, 3);
+    cfg.regex_max_matches = 0;
+    char msg[128];
+    assert_int_equal(cr_store_config_validate(&cfg, msg, sizeof(msg)), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(msg, "regex_max_matches"));
+    cr_store_destroy(s);
+}
+
 static void test_tenant_isolation(void **state) {
     (void)state;
     cr_store *s = make_store(NULL);
@@ -904,6 +942,7 @@ int main(void) {
         cmocka_unit_test(test_batch_replica_clear),
         cmocka_unit_test(test_regex),
         cmocka_unit_test(test_regex_get_grants_lease),
+        cmocka_unit_test(test_regex_match_bound),
         cmocka_unit_test(test_tenant_isolation),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_listing_and_table_churn),
