@@ -49,7 +49,7 @@ typedef struct cr_store_config {
     uint32_t max_objects;                      /* live objects (incl. in-flight puts) */
     uint32_t max_segments;                     /* mounted segments, ≤ 65535 */
     uint32_t max_clients;                      /* known clients */
-    uint32_t max_tenants;                      /* distinct tenant names */
+    uint32_t max_tenants;                      /* tenants holding objects at once */
     uint32_t max_replicas_per_object;          /* ≤ CR_STORE_REPLICAS_MAX */
     uint32_t max_allocations_per_segment;      /* offset allocator bookkeeping */
     uint32_t max_discarded;                    /* parked replicas of preempted puts */
@@ -218,6 +218,10 @@ struct cr_store_put_params {
  * Returns CR_OK or CR_ERR_INVALID_PARAMS. */
 int cr_store_validate_key(cr_store *store, const char *key, uint32_t key_len);
 
+/* Tenants: a tenant comes into being with its first object (in flight or
+ * complete) and is forgotten with its last, except "default", which always
+ * exists; so max_tenants bounds the tenants holding objects at once, not the
+ * names ever seen. */
 /* Starts a put: allocates up to replica_num replicas on distinct segments,
  * preferred segment first, then random segments (10 tries), then a sweep.
  * Best effort: fewer replicas rather than failure.  An in-flight put older
@@ -419,6 +423,7 @@ struct cr_store_stats {
     uint64_t zombie_bytes_reclaimed;
     uint64_t discarded_parked;  /* replicas waiting for the release timeout */
     uint64_t clients_expired;
+    uint64_t tenant_count;      /* tenants holding objects, and "default" (always there) */
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 
