@@ -303,14 +303,21 @@ int cr_client_submit_remove(cr_client *c, const char *tenant, const char *key, b
                             uint64_t *request_id);
 int cr_client_submit_ping(cr_client *c, uint64_t *request_id);
 
-/* Number of pipelined requests submitted and not yet returned by poll. */
+/* Number of pipelined requests submitted and not yet returned by poll.
+ * Every submitted request is returned by poll exactly once: with its reply,
+ * or with status CR_ERR_TIMEOUT when no reply came within the client's
+ * timeout (as set when it was submitted) — crescentd restarted, or the reply
+ * was lost — so a loop polling until this reaches 0 ends.  A reply arriving
+ * after its request timed out is dropped. */
 size_t cr_client_in_flight(const cr_client *c);
 
 /* Fills up to `max` (1..INT_MAX) completions; waits at most `timeout_ms` (0:
  * do not wait, -1: the client's timeout) for the first one, then takes
- * whatever else is already there.  Returns the count (>= 0; 0 on timeout) or a negative
- * cr_status on a transport failure.  A reply that does not decode becomes a
- * completion with status CR_ERR_PROTOCOL. */
+ * whatever else is already there, including CR_ERR_TIMEOUT completions of
+ * requests past their deadline.  Returns the count (>= 0; 0 on timeout) or a
+ * negative cr_status on a transport failure.  A reply whose body does not
+ * decode becomes a completion with status CR_ERR_PROTOCOL; one whose envelope
+ * (request id) cannot be read is dropped, and its request times out. */
 int cr_client_poll(cr_client *c, struct cr_completion *out, size_t max, int timeout_ms);
 
 #ifdef __cplusplus
