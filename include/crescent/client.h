@@ -249,7 +249,11 @@ int cr_client_get_replica_list(cr_client *c, const char *tenant, const char *key
                                struct cr_replica_list *out);
 int cr_client_batch_get_replica_list(cr_client *c, const char *tenant, const char *const *keys,
                                      size_t count, struct cr_replica_lists *out);
-/* Every matching object, each list with its key set (order: the server's). */
+/* Every matching object, each list with its key set (order: the server's).
+ * Both regex calls fail whole with CR_ERR_INVALID_PARAMS when the pattern
+ * does not compile, is too expensive for the server's match limits, or
+ * matches more keys than crescentd's --regex-max-matches (default 10000):
+ * then no lease is granted and nothing is removed; narrow the pattern. */
 int cr_client_get_replica_list_by_regex(cr_client *c, const char *tenant, const char *regex,
                                         struct cr_replica_lists *out);
 
@@ -300,14 +304,21 @@ int cr_client_submit_remove(cr_client *c, const char *tenant, const char *key, b
                             uint64_t *request_id);
 int cr_client_submit_ping(cr_client *c, uint64_t *request_id);
 
-/* Number of pipelined requests submitted and not yet returned by poll. */
+/* Number of pipelined requests submitted and not yet returned by poll.
+ * Every submitted request is returned by poll exactly once: with its reply,
+ * or with status CR_ERR_TIMEOUT when no reply came within the client's
+ * timeout (as set when it was submitted) — crescentd restarted, or the reply
+ * was lost — so a loop polling until this reaches 0 ends.  A reply arriving
+ * after its request timed out is dropped. */
 size_t cr_client_in_flight(const cr_client *c);
 
 /* Fills up to `max` (1..INT_MAX) completions; waits at most `timeout_ms` (0:
  * do not wait, -1: the client's timeout) for the first one, then takes
- * whatever else is already there.  Returns the count (>= 0; 0 on timeout) or a negative
- * cr_status on a transport failure.  A reply that does not decode becomes a
- * completion with status CR_ERR_PROTOCOL. */
+ * whatever else is already there, including CR_ERR_TIMEOUT completions of
+ * requests past their deadline.  Returns the count (>= 0; 0 on timeout) or a
+ * negative cr_status on a transport failure.  A reply whose body does not
+ * decode becomes a completion with status CR_ERR_PROTOCOL; one whose envelope
+ * (request id) cannot be read is dropped, and its request times out. */
 int cr_client_poll(cr_client *c, struct cr_completion *out, size_t max, int timeout_ms);
 
 #ifdef __cplusplus

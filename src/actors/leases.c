@@ -14,7 +14,13 @@
  * segments to reclaim zombie puts older than the release timeout
  * (CR_MSG_ZOMBIE_RECLAIM).
  *
- * One poll is outstanding at a time, so samples never pile up. */
+ * One poll is outstanding at a time, so samples never pile up.  A poll whose
+ * sample has not come back within POLL_TIMEOUT_NS (segments could not send
+ * it: its ring to leases full, or shutdown) is given up and the next tick
+ * polls again, so one lost message cannot stop eviction for good.  A sample
+ * that arrives while no poll is outstanding is the surplus answer of a poll
+ * given up that way (the poll was slow, not lost): it is dropped, so each
+ * outstanding poll feeds one pass at most. */
 #include <stdlib.h>
 
 #include "actors/subsystems.h"
@@ -27,11 +33,15 @@
 #define ZOMBIE_EVERY_TICKS 10u      /* reclaim zombies once a second */
 #define SAMPLE_SIZE 512u            /* candidates per poll */
 #define ROUNDS_PER_TICK_MAX 64u     /* immediate re-polls before waiting for the next tick */
+/* Ten ticks: segments answers a poll within one message turn, so only a lost
+ * sample (or a segments thread stalled that long) gets near this. */
+#define POLL_TIMEOUT_NS 1000000000ull
 
 struct leases_state {
     struct cr_actor *self;
     struct cr_subsystems *peers;
     bool poll_in_flight;
+    uint64_t poll_deadline_ns; /* runtime clock; meaningful while poll_in_flight */
     bool alloc_failed; /* a PutStart failed since the last poll */
     uint32_t ticks;
     uint32_t rounds; /* immediate re-polls since the last tick */
@@ -41,10 +51,17 @@ struct leases_state {
     uint64_t unmet_passes; /* passes whose sample could not free enough */
     uint64_t alloc_failures;
     uint64_t send_failures;
+    uint64_t poll_timeouts; /* polls given up without a sample */
+    uint64_t late_samples;  /* samples dropped: no poll was waiting for them */
     uint64_t last_used_bytes;
     uint64_t last_capacity_bytes;
     uint64_t last_log_ns;
+    uint64_t last_timeout_log_ns;
 };
+
+static uint64_t now_ns(const struct leases_state *st) {
+    return cr_runtime_now_ns(cr_actor_runtime(st->self));
+}
 
 static void poll_segments(struct leases_state *st) {
     if (st->poll_in_flight || st->peers == NULL) return;
@@ -58,7 +75,20 @@ static void poll_segments(struct leases_state *st) {
     }
     st->alloc_failed = false;
     st->poll_in_flight = true;
+    st->poll_deadline_ns = now_ns(st) + POLL_TIMEOUT_NS;
     st->polls++;
+}
+
+/* Gives up an outstanding poll past its deadline, so the caller polls again. */
+static void expire_poll(struct leases_state *st) {
+    if (!st->poll_in_flight) return;
+    uint64_t now = now_ns(st);
+    if (now < st->poll_deadline_ns) return;
+    st->poll_in_flight = false;
+    st->poll_timeouts++;
+    if (cr_log_ratelimit(&st->last_timeout_log_ns, now, 60ull * 1000000000u))
+        CR_WARN("leases", "segments did not answer an eviction poll within %llu ms: polling again",
+                (unsigned long long)(POLL_TIMEOUT_NS / 1000000u));
 }
 
 static void arm_tick(struct leases_state *st) {
@@ -69,6 +99,7 @@ static void arm_tick(struct leases_state *st) {
 
 static void on_tick(struct leases_state *st) {
     st->rounds = 0;
+    expire_poll(st);
     poll_segments(st);
     if (++st->ticks % ZOMBIE_EVERY_TICKS == 0) {
         struct cr_msg msg = {.type = CR_MSG_ZOMBIE_RECLAIM};
@@ -79,6 +110,11 @@ static void on_tick(struct leases_state *st) {
 
 /* Chooses victims from the sample and hands them (the same array) back. */
 static void on_sample(struct leases_state *st, struct cr_msg_evict_sample *s) {
+    if (!st->poll_in_flight) { /* its poll was given up and another answered since */
+        st->late_samples++;
+        free(s->candidates);
+        return;
+    }
     st->poll_in_flight = false;
     st->last_used_bytes = s->used_bytes;
     st->last_capacity_bytes = s->capacity_bytes;
@@ -161,6 +197,8 @@ static void leases_stats(struct cr_actor *self, void *arg, struct cr_actor_stats
     add_stat(out, "unmet_passes_total", st->unmet_passes);
     add_stat(out, "alloc_failures_total", st->alloc_failures);
     add_stat(out, "send_failures_total", st->send_failures);
+    add_stat(out, "poll_timeouts_total", st->poll_timeouts);
+    add_stat(out, "late_samples_total", st->late_samples);
     add_stat(out, "used_bytes", st->last_used_bytes);
     add_stat(out, "capacity_bytes", st->last_capacity_bytes);
 }

@@ -30,11 +30,15 @@ struct reply {
     size_t len;
 };
 
-static int64_t now_ms(void) {
+static int64_t monotonic_ms(void *ctx) {
+    (void)ctx;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+/* Every deadline is taken on the client's clock (monotonic, or a test's). */
+static int64_t now_ms(const cr_client *c) { return c->clock_ms(c->clock_ctx); }
 
 int cr_client_fail(cr_client *c, int status, const char *fmt, ...) {
     assert(c != NULL && status != CR_OK);
@@ -50,7 +54,7 @@ static void random_uuid(uint8_t id[CR_CLIENT_ID_BYTES]) {
     if (got != (ssize_t)CR_CLIENT_ID_BYTES) {
         /* getrandom cannot fail for 16 bytes once the pool is ready; if it
          * does, time and address still make the id unique enough per host. */
-        uint64_t t = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)id;
+        uint64_t t = (uint64_t)monotonic_ms(NULL) ^ (uint64_t)(uintptr_t)id;
         memcpy(id, &t, sizeof(t));
         memcpy(id + 8, &t, sizeof(t));
     }
@@ -136,6 +140,7 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
         return CR_ERR_NOMEM;
     }
     c->timeout_ms = timeout_ms;
+    c->clock_ms = monotonic_ms;
     c->next_seq = 1;
     if (options != NULL && options->client_id != NULL)
         memcpy(c->id, options->client_id, CR_CLIENT_ID_BYTES);
@@ -157,6 +162,7 @@ void cr_client_close(cr_client *c) {
     if (c->context != NULL && c->uses_process_context) process_context_release();
     free(c->scratch);
     free(c->stash);
+    free(c->pending);
     free(c);
 }
 
@@ -186,7 +192,7 @@ const char *cr_client_last_error(const cr_client *c) {
 
 size_t cr_client_in_flight(const cr_client *c) {
     assert(c != NULL);
-    return c->in_flight;
+    return c->pending_live + c->stash_count;
 }
 
 static int hex_value(char ch) {
@@ -239,7 +245,7 @@ static int send_frame(cr_client *c, const void *data, size_t len, int flags, int
         if (errno == EINTR) continue;
         if (errno != EAGAIN)
             return cr_client_fail(c, CR_ERR_IO, "zmq_send: %s", zmq_strerror(errno));
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - now_ms(c);
         if (left <= 0)
             return cr_client_fail(c, CR_ERR_TIMEOUT,
                                   "the send queue stayed full for %d ms (crescentd not reading?)",
@@ -284,16 +290,18 @@ static int send_request(cr_client *c, uint16_t method, uint64_t id,
     cr_rpc_put_u16(c->scratch, method);
     cr_rpc_put_u64(c->scratch + CR_RPC_METHOD_BYTES, id);
     return send_frame(c, c->scratch, CR_RPC_REQUEST_HEADER_BYTES + len, 0,
-                      now_ms() + c->timeout_ms);
+                      now_ms(c) + c->timeout_ms);
 }
 
 int cr_client_submit(cr_client *c, uint16_t method, const ProtobufCMessage *request,
                      uint64_t *request_id) {
     assert(c != NULL && request != NULL && request_id != NULL);
-    uint64_t id = cr_client_make_id(c->next_seq++, false, method);
-    int rc = send_request(c, method, id, request);
+    int rc = cr_client_pending_reserve(c); /* before sending: a sent request is always tracked */
     if (rc != CR_OK) return rc;
-    c->in_flight++;
+    uint64_t id = cr_client_make_id(c->next_seq++, false, method);
+    rc = send_request(c, method, id, request);
+    if (rc != CR_OK) return rc;
+    cr_client_pending_add(c, id, now_ms(c) + c->timeout_ms);
     *request_id = id;
     c->error[0] = '\0';
     return CR_OK;
@@ -374,9 +382,9 @@ static int recv_reply(cr_client *c, int64_t timeout_ms, struct reply *r) {
     int rc = recv_frames(c, r, ZMQ_DONTWAIT); /* fast path: already queued */
     if (rc != CR_ERR_AGAIN) return rc;
     if (timeout_ms <= 0) return CR_ERR_TIMEOUT; /* nothing queued; no poll syscall */
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = now_ms(c) + timeout_ms;
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - now_ms(c);
         if (left < 0) left = 0;
         zmq_pollitem_t item = {.socket = c->socket, .events = ZMQ_POLLIN};
         int n = zmq_poll(&item, 1, (long)left);
@@ -392,11 +400,8 @@ static int recv_reply(cr_client *c, int64_t timeout_ms, struct reply *r) {
 
 /* Turns a pipelined reply into a completion (scan only, no unpack). */
 static void complete(const struct reply *r, struct cr_completion *out) {
+    assert(r->well_formed);
     memset(out, 0, sizeof(*out));
-    if (!r->well_formed) {
-        out->status = CR_ERR_PROTOCOL;
-        return;
-    }
     out->request_id = r->id;
     out->method = (enum cr_method)cr_client_id_method(r->id);
     if (r->status != CR_OK) {
@@ -430,17 +435,25 @@ static int stash_push(cr_client *c, const struct cr_completion *done) {
     return CR_OK;
 }
 
-/* A reply that is not the awaited one: stale sync replies are dropped,
- * pipelined ones kept for the next poll. */
+/* Whether a reply answers a pipelined request still waiting for it.  Others
+ * are dropped: late replies to blocking calls or to requests that already
+ * completed with CR_ERR_TIMEOUT, and replies whose id cannot be read (their
+ * request, if any, times out: it gets one completion either way). */
+static bool answers_pending(const cr_client *c, const struct reply *r) {
+    return r->well_formed && !cr_client_id_sync(r->id) && cr_client_pending_waiting(c, r->id);
+}
+
+/* A reply that is not the awaited one: a pipelined request's reply is kept
+ * for the next poll. */
 static void set_aside(cr_client *c, const struct reply *r) {
-    if (r->well_formed && cr_client_id_sync(r->id)) return;
+    if (!answers_pending(c, r)) return;
     struct cr_completion done;
     complete(r, &done);
-    if (stash_push(c, &done) != CR_OK) {
-        /* Out of memory: the completion is lost; count it as delivered so
-         * callers waiting on in_flight do not wait forever. */
-        if (c->in_flight > 0) c->in_flight--;
-    }
+    /* Out of memory: the request stays pending and completes as a timeout. */
+    if (stash_push(c, &done) != CR_OK) return;
+    bool settled = cr_client_pending_settle(c, r->id);
+    assert(settled);
+    (void)settled;
 }
 
 /* Decodes the awaited reply of a blocking call; see cr_client_call. */
@@ -477,9 +490,9 @@ int cr_client_call(cr_client *c, uint16_t method, const ProtobufCMessage *reques
     uint64_t id = cr_client_make_id(c->next_seq++, true, method);
     int rc = send_request(c, method, id, request);
     if (rc != CR_OK) return rc;
-    int64_t deadline = now_ms() + c->timeout_ms;
+    int64_t deadline = now_ms(c) + c->timeout_ms;
     for (;;) {
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - now_ms(c);
         struct reply r;
         rc = recv_reply(c, left > 0 ? left : 0, &r);
         if (rc == CR_ERR_TIMEOUT)
@@ -513,24 +526,44 @@ static size_t take_stash(cr_client *c, struct cr_completion *out, size_t max) {
     return n;
 }
 
+/* Takes one reply that answers a waiting request into *out; drops others. */
+static bool take_reply(cr_client *c, const struct reply *r, struct cr_completion *out) {
+    if (!answers_pending(c, r)) return false;
+    complete(r, out);
+    bool settled = cr_client_pending_settle(c, r->id);
+    assert(settled);
+    return settled;
+}
+
+/* Waits for the first completion until the caller's deadline or the oldest
+ * request's, whichever comes first: a request whose reply never comes
+ * completes as CR_ERR_TIMEOUT instead of keeping in_flight above 0 forever.
+ * Replies already queued are taken before anything is declared timed out. */
 int cr_client_poll(cr_client *c, struct cr_completion *out, size_t max, int timeout_ms) {
     assert(c != NULL && out != NULL && max > 0 && max <= INT_MAX);
     size_t n = take_stash(c, out, max);
     int64_t wait_ms = timeout_ms < 0 ? c->timeout_ms : timeout_ms;
-    int64_t deadline = now_ms() + wait_ms;
+    int64_t deadline = now_ms(c) + wait_ms;
+    int rc = CR_OK;
     while (n < max) {
-        int64_t left = n > 0 ? 0 : deadline - now_ms(); /* wait only for the first */
+        int64_t now = now_ms(c), until = deadline;
+        int64_t oldest = cr_client_pending_next_deadline(c);
+        if (oldest < until) until = oldest;
+        if (n > 0 || until < now) until = now; /* wait only for the first */
         struct reply r;
-        int rc = recv_reply(c, left > 0 ? left : 0, &r);
-        if (rc == CR_ERR_TIMEOUT) break;
-        if (rc != CR_OK) return rc;
-        if (r.well_formed && cr_client_id_sync(r.id)) { /* late reply to a timed-out call */
-            reply_close(&r);
+        rc = recv_reply(c, until - now, &r);
+        if (rc == CR_ERR_TIMEOUT) {
+            rc = CR_OK;
+            now = now_ms(c);
+            n += cr_client_pending_expire(c, now, out + n, max - n);
+            if (n > 0 || now >= deadline) break;
             continue;
         }
-        complete(&r, &out[n++]);
+        if (rc != CR_OK) break;
+        if (take_reply(c, &r, &out[n])) n++;
         reply_close(&r);
     }
-    c->in_flight = c->in_flight >= n ? c->in_flight - n : 0;
-    return (int)n;
+    /* A transport error is reported only when nothing was taken: completions
+     * already settled must reach the caller, or they would be lost. */
+    return n > 0 || rc == CR_OK ? (int)n : rc;
 }

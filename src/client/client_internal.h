@@ -21,14 +21,30 @@
 #define CR_CLIENT_ID_SYNC_BIT (1ull << 16)
 #define CR_CLIENT_ID_SEQ_SHIFT 17u
 
+/* A pipelined request sent and not yet settled (client_pending.c). */
+struct cr_client_pending {
+    uint64_t id;
+    int64_t deadline_ms; /* on the client's clock: submit time + timeout */
+    bool done;           /* answered out of order; leaves at the head */
+};
+
 struct cr_client {
     void *context;
     bool uses_process_context;      /* false: the caller's own context */
     void *socket;
     int timeout_ms;
+    int64_t (*clock_ms)(void *ctx); /* monotonic milliseconds; tests inject their own */
+    void *clock_ctx;
     uint8_t id[CR_CLIENT_ID_BYTES];
     uint64_t next_seq;
-    size_t in_flight;               /* pipelined requests not yet polled */
+    /* Pipelined requests: a ring in submission order (so sorted by id).  In
+     * flight = pending_live + stash_count: each request is in exactly one of
+     * the two until poll returns its completion. */
+    struct cr_client_pending *pending;
+    size_t pending_head;
+    size_t pending_count;           /* entries, answered ones not yet at the head included */
+    size_t pending_capacity;
+    size_t pending_live;            /* entries waiting for their reply */
     uint8_t *scratch;               /* packed request bodies; grows, kept */
     size_t scratch_size;
     struct cr_completion *stash;    /* FIFO of completions seen by blocking calls */
@@ -107,6 +123,34 @@ int cr_client_build_put_start(cr_client *c, const char *tenant, const struct cr_
 int cr_client_check_tenant(cr_client *c, const char **tenant);
 int cr_client_require_key(cr_client *c, const char *key);
 int cr_client_require_name(cr_client *c, const char *name, const char *what);
+
+/* ---- client_pending.c ---- */
+
+/* Makes room for one more pending request, before it is sent.  Returns CR_OK
+ * or CR_ERR_NOMEM (message recorded; the table is unchanged). */
+int cr_client_pending_reserve(cr_client *c);
+
+/* Records a request just sent (room reserved); its id is above every id in
+ * the table. */
+void cr_client_pending_add(cr_client *c, uint64_t id, int64_t deadline_ms);
+
+/* Whether `id` is a request still waiting for its reply. */
+bool cr_client_pending_waiting(const cr_client *c, uint64_t id);
+
+/* Settles `id` with its reply.  Returns false, changing nothing, when no
+ * request is waiting under that id: already answered, timed out, or never
+ * sent by this client. */
+bool cr_client_pending_settle(cr_client *c, uint64_t id);
+
+/* Settles the requests whose deadline is <= now_ms, oldest first, at most
+ * `max`, writing a CR_ERR_TIMEOUT completion for each.  Returns the count. */
+size_t cr_client_pending_expire(cr_client *c, int64_t now_ms, struct cr_completion *out,
+                                size_t max);
+
+/* Deadline of the oldest waiting request; INT64_MAX when none waits.  Only
+ * the oldest is watched: after cr_client_set_timeout shortened the timeout,
+ * a newer request may expire late (when the older ones have), never early. */
+int64_t cr_client_pending_next_deadline(const cr_client *c);
 
 /* ---- client.c ---- */
 

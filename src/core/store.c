@@ -44,6 +44,10 @@ void cr_store_config_default(cr_store_config *out) {
     out->max_object_size_bytes = 1ull << 40;
     out->regex_match_limit = 1000000;
     out->regex_depth_limit = 10000;
+    /* A GetReplicaListByRegex answer of 10000 keys with a replica or two each
+     * is a few MB; far more would stall the segments actor while it builds
+     * and packs it, and the client while it unpacks it. */
+    out->regex_max_matches = 10000;
     out->block_token_ids_max = 1u << 16;
     out->rng_seed = 0x9E3779B97F4A7C15ULL;
 }
@@ -82,6 +86,8 @@ int cr_store_config_validate(const cr_store_config *c, char *msg, size_t msg_len
         {c->max_object_size_bytes == 0, "max_object_size_bytes must be > 0"},
         {c->regex_match_limit == 0 || c->regex_depth_limit == 0,
          "regex_match_limit and regex_depth_limit must be > 0"},
+        {c->regex_max_matches == 0 || c->regex_max_matches > OBJECTS_MAX,
+         "regex_max_matches must be in [1, 2^28]"},
         {c->rng_seed == 0, "rng_seed must be non-zero"},
     };
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
@@ -175,7 +181,7 @@ void cr_store_destroy(cr_store *s) {
         if (s->segments[i].in_use) segment_release(s, i);
     }
     for (uint32_t i = 0; s->chunks != NULL && i < s->chunk_count; i++) free(s->chunks[i]);
-    for (uint32_t i = 0; i < s->tenant_count; i++) free(s->tenants[i].name);
+    for (uint32_t i = 0; i < s->tenant_high; i++) free(s->tenants[i].name);
     free(s->chunks);
     free(s->table);
     free(s->segments);
@@ -202,11 +208,20 @@ int cr_store_tenant_lookup(const cr_store *store, const char *tenant) {
     if (strcmp(tenant, CR_STORE_DEFAULT_TENANT) == 0) /* the common case, interned first */
         return store->tenant_count > 0 ? 0 : -1;
     uint64_t seed = tenant_seed(tenant);
-    for (uint32_t i = 1; i < store->tenant_count; i++) {
+    for (uint32_t i = 1; i < store->tenant_high; i++) {
         const struct cr_store_tenant *t = &store->tenants[i];
-        if (t->seed == seed && strcmp(t->name, tenant) == 0) return (int)i;
+        if (t->name != NULL && t->seed == seed && strcmp(t->name, tenant) == 0) return (int)i;
     }
     return -1;
+}
+
+/* A slot for a new tenant: the lowest free one, so tenant_high stays small. */
+static uint32_t tenant_free_slot(const cr_store *store) {
+    for (uint32_t i = 1; i < store->tenant_high; i++) {
+        if (store->tenants[i].name == NULL) return i;
+    }
+    assert(store->tenant_high < store->cfg.max_tenants); /* the caller checked the count */
+    return store->tenant_high;
 }
 
 int cr_store_tenant_intern(cr_store *store, const char *tenant, uint16_t *out) {
@@ -221,17 +236,46 @@ int cr_store_tenant_intern(cr_store *store, const char *tenant, uint16_t *out) {
     if (len > CR_STORE_NAME_LEN_MAX)
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "tenant longer than 256 bytes");
     if (store->tenant_count == store->cfg.max_tenants)
-        return cr_store_fail(store, CR_ERR_NOMEM, "tenant table full (max_tenants)");
+        return cr_store_fail(store, CR_ERR_NOMEM,
+                             "tenant table full: %u tenants hold objects (max_tenants)",
+                             store->cfg.max_tenants);
     char *name = strdup(tenant);
     if (name == NULL) return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
-    store->tenants[store->tenant_count] = (struct cr_store_tenant){name, tenant_seed(name)};
-    *out = (uint16_t)store->tenant_count++;
+    uint32_t slot = tenant_free_slot(store);
+    assert(store->tenants[slot].name == NULL && store->tenants[slot].refs == 0);
+    store->tenants[slot] = (struct cr_store_tenant){name, tenant_seed(name), 0};
+    if (slot == store->tenant_high) store->tenant_high++;
+    store->tenant_count++;
+    *out = (uint16_t)slot;
     return CR_OK;
+}
+
+void cr_store_tenant_ref(cr_store *store, uint16_t tenant) {
+    assert(store != NULL);
+    assert(tenant < store->tenant_high && store->tenants[tenant].name != NULL);
+    store->tenants[tenant].refs++;
+    assert(store->tenants[tenant].refs != 0); /* never wraps: refs <= objects + callers */
+}
+
+/* The last reference gone, the tenant leaves the table: its id may be handed
+ * to another name, which is safe because nothing holds the id any more (no
+ * object, no call in progress) and key hashes are seeded by the name. */
+void cr_store_tenant_unref(cr_store *store, uint16_t tenant) {
+    assert(store != NULL);
+    assert(tenant < store->tenant_high && store->tenants[tenant].name != NULL);
+    struct cr_store_tenant *t = &store->tenants[tenant];
+    assert(t->refs > 0);
+    if (--t->refs > 0 || tenant == 0) return; /* "default" (id 0) stays for good */
+    free(t->name);
+    *t = (struct cr_store_tenant){0};
+    store->tenant_count--;
+    while (store->tenant_high > 1 && store->tenants[store->tenant_high - 1].name == NULL)
+        store->tenant_high--;
 }
 
 const char *cr_store_tenant_name(const cr_store *store, uint16_t tenant) {
     assert(store != NULL);
-    assert(tenant < store->tenant_count);
+    assert(tenant < store->tenant_high && store->tenants[tenant].name != NULL);
     return store->tenants[tenant].name;
 }
 
@@ -579,6 +623,7 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
     out->replica_count = store->replica_count;
     out->segment_count = store->mounted_count;
     out->client_count = store->client_count;
+    out->tenant_count = store->tenant_count;
     out->discarded_parked = store->discarded_count;
     out->active_leases = 0;
     for (uint32_t id = 0; id < store->slab_high; id++) {

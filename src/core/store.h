@@ -49,13 +49,14 @@ typedef struct cr_store_config {
     uint32_t max_objects;                      /* live objects (incl. in-flight puts) */
     uint32_t max_segments;                     /* mounted segments, ≤ 65535 */
     uint32_t max_clients;                      /* known clients */
-    uint32_t max_tenants;                      /* distinct tenant names */
+    uint32_t max_tenants;                      /* tenants holding objects at once */
     uint32_t max_replicas_per_object;          /* ≤ CR_STORE_REPLICAS_MAX */
     uint32_t max_allocations_per_segment;      /* offset allocator bookkeeping */
     uint32_t max_discarded;                    /* parked replicas of preempted puts */
     uint64_t max_object_size_bytes;            /* largest value_length accepted */
     uint32_t regex_match_limit;                /* PCRE2 match limit */
     uint32_t regex_depth_limit;                /* PCRE2 depth limit */
+    uint32_t regex_max_matches;                /* keys one regex call may match: 10000 */
     uint32_t block_token_ids_max;              /* token ids kept per PutStart */
     uint64_t rng_seed;                         /* allocation strategy randomness */
 } cr_store_config;
@@ -217,6 +218,10 @@ struct cr_store_put_params {
  * Returns CR_OK or CR_ERR_INVALID_PARAMS. */
 int cr_store_validate_key(cr_store *store, const char *key, uint32_t key_len);
 
+/* Tenants: a tenant comes into being with its first object (in flight or
+ * complete) and is forgotten with its last, except "default", which always
+ * exists; so max_tenants bounds the tenants holding objects at once, not the
+ * names ever seen. */
 /* Starts a put: allocates up to replica_num replicas on distinct segments,
  * preferred segment first, then random segments (10 tries), then a sweep.
  * Best effort: fewer replicas rather than failure.  An in-flight put older
@@ -284,9 +289,15 @@ int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char
  * is done over every key of the tenant before anything is changed.
  * get: calls fn once per matching complete object (granting each a lease).
  * remove: removes matching complete objects, skipping leased unless force.
+ * At most regex_max_matches complete objects may match (leased ones count
+ * too): one more refuses the whole call before anything is changed — no
+ * lease granted, nothing removed — so that one call can neither hold the
+ * caller's thread building a huge answer nor half-apply a removal.  The scan
+ * stops at the first match over the bound.
  * Return CR_OK, or CR_ERR_INVALID_PARAMS when the pattern does not compile
- * (PCRE2's message in last_error) or is too expensive (match/depth limit),
- * CR_ERR_NOMEM.  An unknown tenant matches nothing (CR_OK). */
+ * (PCRE2's message in last_error), is too expensive (match/depth limit) or
+ * matches more than regex_max_matches keys, CR_ERR_NOMEM.  An unknown tenant
+ * matches nothing (CR_OK). */
 int cr_store_get_replica_list_by_regex(
     cr_store *store, const char *tenant, const char *pattern, uint64_t now_ms,
     void (*fn)(void *ctx, const char *key, uint32_t key_len,
@@ -412,6 +423,7 @@ struct cr_store_stats {
     uint64_t zombie_bytes_reclaimed;
     uint64_t discarded_parked;  /* replicas waiting for the release timeout */
     uint64_t clients_expired;
+    uint64_t tenant_count;      /* tenants holding objects, and "default" (always there) */
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 

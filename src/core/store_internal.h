@@ -87,9 +87,14 @@ struct cr_store_client {
     bool in_use;
 };
 
+/* A tenant lives while something holds its id: each of its objects
+ * (complete or in flight) and each call that keeps the id across changes
+ * (cr_store_tenant_ref).  Slot 0 is "default" and never freed; a free slot
+ * has name NULL and is reused by the next new tenant. */
 struct cr_store_tenant {
     char *name;
     uint64_t seed;
+    uint32_t refs;
 };
 
 /* A replica of a preempted put, parked until its release timeout. */
@@ -130,8 +135,9 @@ struct cr_store {
     uint32_t clients_mask;
     uint32_t client_count;
 
-    struct cr_store_tenant *tenants;
-    uint32_t tenant_count;
+    struct cr_store_tenant *tenants; /* max_tenants slots */
+    uint32_t tenant_count;           /* live tenants, "default" included */
+    uint32_t tenant_high;            /* slots [0, tenant_high) may be live */
 
     struct cr_store_discarded *discarded;
     uint32_t discarded_count;
@@ -168,7 +174,13 @@ static inline bool cr_uuid_equal(const struct cr_uuid *a, const struct cr_uuid *
 
 /* store.c */
 int cr_store_tenant_lookup(const cr_store *store, const char *tenant); /* -1 unknown */
+/* Finds or adds a tenant; a new one holds no reference yet, so the caller
+ * takes one (cr_store_tenant_ref) before anything else can run.  Returns
+ * CR_OK, CR_ERR_INVALID_PARAMS (name too long) or CR_ERR_NOMEM (table full). */
 int cr_store_tenant_intern(cr_store *store, const char *tenant, uint16_t *out);
+void cr_store_tenant_ref(cr_store *store, uint16_t tenant);
+/* Drops a reference; the last one frees the tenant's slot (except "default"). */
+void cr_store_tenant_unref(cr_store *store, uint16_t tenant);
 const char *cr_store_tenant_name(const cr_store *store, uint16_t tenant);
 bool cr_store_client_known(const cr_store *store, const struct cr_uuid *client);
 int cr_store_client_touch(cr_store *store, const struct cr_uuid *client, uint64_t now_ms);

@@ -38,7 +38,7 @@ static void emit_object(cr_store *store, enum cr_store_change_kind kind,
 
 uint64_t cr_store_key_hash(const cr_store *store, uint16_t tenant, const char *key,
                            uint32_t key_len) {
-    assert(tenant < store->tenant_count);
+    assert(tenant < store->tenant_high && store->tenants[tenant].name != NULL);
     assert(key != NULL);
     return XXH3_64bits_withSeed(key, key_len, store->tenants[tenant].seed);
 }
@@ -143,11 +143,13 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
     cr_store_obj_free_key(obj);
     free(obj->meta);
     uint32_t generation = obj->generation + 1;
+    uint16_t tenant = obj->tenant;
     memset(obj, 0, sizeof(*obj));
     obj->generation = generation;
     obj->link_next = store->free_head;
     store->free_head = id;
     store->object_count--;
+    cr_store_tenant_unref(store, tenant); /* a tenant's last object frees its slot */
 }
 
 void cr_store_obj_free(cr_store *store, uint32_t id) {
@@ -399,6 +401,9 @@ static int plan_commit(cr_store *store, struct put_plan *plan, const struct cr_u
         }
         plan->hash = cr_store_key_hash(store, plan->tenant, p->key, p->key_len);
     }
+    /* The new object's reference, taken before a preempted object of the
+     * same tenant drops its own: that may be the tenant's last. */
+    cr_store_tenant_ref(store, plan->tenant);
     if (plan->existing != CR_STORE_NONE) preempt(store, plan->existing);
     int rc = cr_store_client_touch(store, client, now_ms);
     assert(rc == CR_OK); /* room was checked */
@@ -557,6 +562,9 @@ uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, ui
     assert(store != NULL);
     int t = (tenant != NULL) ? cr_store_tenant_lookup(store, tenant) : -1;
     if (tenant != NULL && t < 0) return 0;
+    /* Holds the tenant across the loop: its name goes into the event after
+     * its last object may have gone. */
+    if (t >= 0) cr_store_tenant_ref(store, (uint16_t)t);
     uint64_t removed = 0;
     for (uint32_t id = 0; id < store->slab_high; id++) {
         const struct cr_store_obj *obj = cr_store_obj_at(store, id);
@@ -572,6 +580,7 @@ uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, ui
                                     .removed_count = removed};
         store->sink.on_event(store->sink.ctx, &ev);
     }
+    if (t >= 0) cr_store_tenant_unref(store, (uint16_t)t);
     return removed;
 }
 

@@ -4,7 +4,8 @@
  * pattern such as (a+)+$ against a long "aaaa…b" key stops with an error
  * instead of backtracking for minutes.  Every key is matched before anything
  * is changed, so a pattern that turns out too expensive on the 500th key
- * leaves the first 499 untouched. */
+ * leaves the first 499 untouched.  The number of matches is bounded too
+ * (regex_max_matches), with the same rule: past the bound, nothing changes. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <assert.h>
 #include <stdlib.h>
@@ -69,7 +70,20 @@ static int regex_match(cr_store *store, struct regex_ctx *rx, const struct cr_st
                          (const char *)text);
 }
 
-/* Collects the ids of the tenant's complete objects whose key matches. */
+/* Records one more match; refuses the call once the bound is passed. */
+static int match_add(cr_store *store, struct match_set *set, size_t capacity, uint32_t id) {
+    if (set->count == capacity)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
+                             "regex matches more than %u keys (regex_max_matches): narrow the "
+                             "pattern, or raise --regex-max-matches",
+                             store->cfg.regex_max_matches);
+    set->ids[set->count++] = id;
+    return CR_OK;
+}
+
+/* Collects the ids of the tenant's complete objects whose key matches, at
+ * most regex_max_matches of them: the scan stops at the first match over the
+ * bound and the call fails whole, before the caller changes anything. */
 static int regex_collect(cr_store *store, const char *tenant, const char *pattern,
                          struct match_set *out) {
     assert(out != NULL);
@@ -82,20 +96,24 @@ static int regex_collect(cr_store *store, const char *tenant, const char *patter
         regex_free(&rx);
         return CR_OK;
     }
-    out->ids = malloc(store->object_count * sizeof(uint32_t));
+    size_t capacity = store->object_count < store->cfg.regex_max_matches
+                          ? store->object_count
+                          : store->cfg.regex_max_matches;
+    out->ids = malloc(capacity * sizeof(uint32_t));
     if (out->ids == NULL) rc = cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
     for (uint32_t id = 0; rc == CR_OK && id < store->slab_high; id++) {
         const struct cr_store_obj *obj = cr_store_obj_at(store, id);
         if (obj->state != CR_OBJ_COMPLETE || obj->tenant != (uint16_t)t) continue;
         int m = regex_match(store, &rx, obj);
         if (m < 0) rc = m;
-        if (m == 1) out->ids[out->count++] = id;
+        if (m == 1) rc = match_add(store, out, capacity, id);
     }
     regex_free(&rx);
     if (rc != CR_OK) {
         free(out->ids);
         *out = (struct match_set){0};
     }
+    assert(out->count <= store->cfg.regex_max_matches);
     return rc;
 }
 

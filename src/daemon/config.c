@@ -57,6 +57,8 @@ static const struct setting settings[] = {
      "S", "space of an unfinished put older than this is reclaimed"},
     {"client-ttl", SETTING_U32, FIELD(client_ttl), 1, 3600, "S",
      "a client silent this long loses its segments and unfinished puts"},
+    {"regex-max-matches", SETTING_U32, FIELD(regex_max_matches), 1, 1u << 28, "N",
+     "keys one regex call may match; one more fails it whole"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -98,6 +100,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->put_start_discard_timeout_sec = 30;
     config->put_start_release_timeout_sec = 600;
     config->client_ttl = 10;
+    config->regex_max_matches = 10000; /* as cr_store_config_default */
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
     config->event_batch_max = 50;

@@ -35,6 +35,7 @@ struct cr_daemon_config {
     uint32_t put_start_discard_timeout_sec;
     uint32_t put_start_release_timeout_sec;
     uint32_t client_ttl;                          /* s */
+    uint32_t regex_max_matches;                   /* keys one regex call may match */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */

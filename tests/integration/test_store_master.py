@@ -349,6 +349,25 @@ def test_batch_and_regex_methods(master):
     assert c.unmount_segment("seg-b").status_code == 0
 
 
+def test_regex_calls_past_regex_max_matches_fail_whole(master):
+    out = subprocess.run([binary("crescentd"), "--help"], capture_output=True, text=True)
+    assert "--regex-max-matches" in out.stdout
+    d, c = master("--regex-max-matches", "3")
+    c.mount_segment("seg-a", MiB)
+    for i in range(4):
+        assert c.put(f"k{i}", 100)[1].status_code == 0
+    got = c.get_replica_list_by_regex("^k")  # 4 matches, one over the bound
+    assert got.status_code == STATUS["INVALID_PARAMS"] and len(got.object_map) == 0
+    rm = c.remove_by_regex("^k", force=True)
+    assert rm.status_code == STATUS["INVALID_PARAMS"] and rm.removed_count == 0
+    assert stats(d)["objects"] == 4  # nothing removed
+    got = c.get_replica_list_by_regex("^k[0-2]$")  # exactly the bound
+    assert got.status_code == 0 and set(got.object_map.keys()) == {"k0", "k1", "k2"}
+    rm = c.remove_by_regex("^k[1-3]$", force=True)
+    assert rm.status_code == 0 and rm.removed_count == 3
+    assert stats(d)["objects"] == 1
+
+
 def test_admin_http_routes(master):
     d, c = master()
     c.mount_segment("seg-a", MiB, base=4096)

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "client/client_internal.h"
@@ -304,8 +305,9 @@ static void fake_reply(struct fake *f, const struct request *r, uint64_t id, int
 struct script {
     struct fake *fake;
     int count;
-    int mode; /* 0: replica list, 1: transport error, 2: wrong then right id,
-                 3: a batch answer with one status code */
+    int mode; /* 0: replica list, 1: transport error, 2: other_id's reply, then the
+                 right one, 3: a batch answer with one status code */
+    uint64_t other_id; /* mode 2: a pipelined request of the client's */
     struct request seen;
 };
 
@@ -330,9 +332,8 @@ static void *serve(void *arg) {
             continue;
         }
         size_t len = pack_replica_reply(0, 2, body, sizeof(body));
-        if (s->mode == 2) /* a pipelined reply for someone else arrives first */
-            fake_reply(s->fake, &s->seen, cr_client_make_id(9, false, CR_METHOD_EXIST_KEY), 0,
-                       "\x08\x00\x10\x01", 4);
+        if (s->mode == 2) /* the reply to a pipelined request arrives first */
+            fake_reply(s->fake, &s->seen, s->other_id, 0, "\x08\x00\x10\x01", 4);
         fake_reply(s->fake, &s->seen, s->seen.id, CR_OK, body, len);
     }
     return NULL;
@@ -353,6 +354,10 @@ static void test_blocking_call_frames_and_reply(void **unused) {
     fake_open(&f);
     cr_client *c = connect_to(&f, 5000);
     struct script s = {.fake = &f, .count = 1, .mode = 2};
+    assert_int_equal(cr_client_submit_exist_key(c, NULL, "e", &s.other_id), CR_OK);
+    struct request pipelined;
+    assert_true(fake_recv(&f, &pipelined)); /* the server thread sees the blocking call only */
+    assert_true(pipelined.id == s.other_id);
     pthread_t thread;
     assert_int_equal(pthread_create(&thread, NULL, serve, &s), 0);
     struct cr_replica_list list;
@@ -374,10 +379,13 @@ static void test_blocking_call_frames_and_reply(void **unused) {
     cr_client_replica_list_free(&list);
     /* The other reply that came first was kept for poll, decoded by the scanner. */
     struct cr_completion done[4];
+    assert_int_equal(cr_client_in_flight(c), 1);
     assert_int_equal(cr_client_poll(c, done, 4, 0), 1);
+    assert_true(done[0].request_id == s.other_id);
     assert_int_equal(done[0].method, CR_METHOD_EXIST_KEY);
     assert_int_equal(done[0].status, CR_OK);
     assert_true(done[0].exists);
+    assert_int_equal(cr_client_in_flight(c), 0);
     cr_client_close(c);
     fake_close(&f);
 }
@@ -504,6 +512,68 @@ static void test_pipelined_out_of_order(void **unused) {
     fake_close(&f);
 }
 
+/* The client's clock, shifted by the test: time still flows (so a wait for a
+ * message that is on its way ends), and deadlines pass when the test says. */
+struct shifted_clock {
+    int64_t offset_ms;
+};
+
+static int64_t shifted_ms(void *ctx) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 +
+           ((struct shifted_clock *)ctx)->offset_ms;
+}
+
+/* A pipelined request whose reply never comes completes once, as a timeout,
+ * so in_flight reaches 0; its reply, arriving late, is dropped and does not
+ * count against the request still in flight. */
+static void test_unanswered_pipelined_request_times_out_once(void **unused) {
+    (void)unused;
+    struct fake f;
+    fake_open(&f);
+    cr_client *c = connect_to(&f, 60000);
+    struct shifted_clock clock = {0};
+    c->clock_ms = shifted_ms;
+    c->clock_ctx = &clock;
+    uint64_t a, b;
+    assert_int_equal(cr_client_submit_ping(c, &a), CR_OK);
+    clock.offset_ms += 30000;
+    assert_int_equal(cr_client_submit_exist_key(c, NULL, "e", &b), CR_OK);
+    struct request ra, rb;
+    assert_true(fake_recv(&f, &ra) && ra.id == a);
+    assert_true(fake_recv(&f, &rb) && rb.id == b);
+    struct cr_completion done[4];
+    assert_int_equal(cr_client_poll(c, done, 4, 0), 0);
+    assert_int_equal(cr_client_in_flight(c), 2);
+    clock.offset_ms += 30001; /* a is past its 60 s, b is not */
+    assert_int_equal(cr_client_poll(c, done, 4, 0), 1);
+    assert_true(done[0].request_id == a);
+    assert_int_equal(done[0].method, CR_METHOD_PING);
+    assert_int_equal(done[0].status, CR_ERR_TIMEOUT);
+    assert_int_equal(cr_client_in_flight(c), 1);
+    fake_reply(&f, &ra, ra.id, CR_OK, "\x08\x00", 2); /* too late */
+    fake_reply(&f, &rb, rb.id, CR_OK, "\x08\x00\x10\x01", 4);
+    assert_int_equal(cr_client_poll(c, done, 4, 5000), 1); /* b's only */
+    assert_true(done[0].request_id == b);
+    assert_int_equal(done[0].status, CR_OK);
+    assert_true(done[0].exists);
+    assert_int_equal(cr_client_in_flight(c), 0);
+    assert_int_equal(cr_client_poll(c, done, 4, 0), 0);
+    /* A crescentd that never answers: polling until in_flight is 0 ends. */
+    assert_int_equal(cr_client_submit_ping(c, &a), CR_OK);
+    assert_true(fake_recv(&f, &ra));
+    clock.offset_ms += 60000;
+    int polls = 0;
+    while (cr_client_in_flight(c) > 0) {
+        assert_true(++polls < 3);
+        assert_true(cr_client_poll(c, done, 4, -1) >= 0);
+    }
+    assert_true(done[0].request_id == a && done[0].status == CR_ERR_TIMEOUT);
+    cr_client_close(c);
+    fake_close(&f);
+}
+
 static void test_batch_encoding_and_count_check(void **unused) {
     (void)unused;
     struct fake f;
@@ -598,6 +668,7 @@ int main(void) {
         cmocka_unit_test(test_transport_error_and_validation),
         cmocka_unit_test(test_timeout_then_late_reply_dropped),
         cmocka_unit_test(test_pipelined_out_of_order),
+        cmocka_unit_test(test_unanswered_pipelined_request_times_out_once),
         cmocka_unit_test(test_batch_encoding_and_count_check),
         cmocka_unit_test(test_shared_context_outlives_its_clients),
         cmocka_unit_test(test_open_rejects_bad_arguments),

@@ -265,6 +265,88 @@ static void test_silent_client_is_expired_on_the_runtime_clock(void **state) {
     stop(f);
 }
 
+/* ---- leases alone, facing a segments actor that never answers ------------ */
+
+struct mute_segments {
+    _Atomic uint64_t polls;
+};
+
+static void mute_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    struct mute_segments *m = arg;
+    if (msg->type == CR_MSG_EVICT_POLL) atomic_fetch_add(&m->polls, 1); /* the sample is "lost" */
+}
+
+static const struct cr_actor_ops mute_ops = {.handle = mute_handle};
+
+static void start_leases_facing(struct fixture *f, struct mute_segments *mute) {
+    struct cr_runtime_config rc;
+    cr_runtime_config_default(&rc);
+    rc.pin_threads = false;
+    rc.clock = (struct cr_clock){.now_ns = manual_now, .ctx = f};
+    atomic_store(&f->now_ns, 1000000000ull);
+    assert_int_equal(cr_runtime_create(&rc, &f->rt), CR_OK);
+    f->peers.config = &f->config;
+    assert_int_equal(cr_runtime_spawn(f->rt, "segments", &mute_ops, mute,
+                                      &f->peers.actors[CR_SUBSYSTEM_SEGMENTS]),
+                     CR_OK);
+    assert_int_equal(cr_leases_def.create(&f->config, &f->peers.states[CR_SUBSYSTEM_LEASES]),
+                     CR_OK);
+    assert_int_equal(cr_runtime_spawn(f->rt, "leases", cr_leases_def.ops,
+                                      f->peers.states[CR_SUBSYSTEM_LEASES],
+                                      &f->peers.actors[CR_SUBSYSTEM_LEASES]),
+                     CR_OK);
+    struct cr_msg wire = {.type = CR_MSG_WIRE};
+    wire.body.ptr[0] = &f->peers;
+    assert_int_equal(cr_send(f->peers.actors[CR_SUBSYSTEM_LEASES], &wire), CR_OK);
+}
+
+static uint64_t timers_fired(struct fixture *f, enum cr_subsystem who) {
+    struct cr_actor_stats s;
+    struct cr_msg msg = {.type = CR_MSG_STATS};
+    CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &s;
+    assert_int_equal(cr_ask(f->peers.actors[who], &msg, 5000000000ull), CR_OK);
+    return s.timers_fired;
+}
+
+/* One leases tick (100 ms on the manual clock), waited for until handled. */
+static void leases_tick(struct fixture *f) {
+    uint64_t before = timers_fired(f, CR_SUBSYSTEM_LEASES);
+    advance_ms(f, 100);
+    WAIT_FOR(timers_fired(f, CR_SUBSYSTEM_LEASES) > before);
+}
+
+static void send_empty_sample(struct fixture *f) {
+    struct cr_msg msg = {.type = CR_MSG_EVICT_SAMPLE}; /* nothing to free, no candidates */
+    assert_int_equal(cr_send(f->peers.actors[CR_SUBSYSTEM_LEASES], &msg), CR_OK);
+}
+
+static void test_leases_polls_again_after_a_lost_sample(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new();
+    struct mute_segments mute = {0};
+    start_leases_facing(f, &mute);
+    leases_tick(f); /* the first poll; its sample never comes */
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "polls_total"), 1);
+    for (int i = 0; i < 9; i++) leases_tick(f); /* 900 ms: still waiting for it */
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "polls_total"), 1);
+    leases_tick(f); /* 1 s: given up, polled again */
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "polls_total"), 2);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "poll_timeouts_total"), 1);
+    WAIT_FOR(atomic_load(&mute.polls) == 2);
+    /* Both samples turn up after all: the first answers the outstanding poll,
+     * the second finds none waiting and is dropped. */
+    send_empty_sample(f);
+    send_empty_sample(f);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "late_samples_total"), 1);
+    leases_tick(f); /* nothing outstanding: the next tick polls at once */
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "polls_total"), 3);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "poll_timeouts_total"), 1);
+    cr_runtime_destroy(f->rt);
+    cr_leases_def.destroy(f->peers.states[CR_SUBSYSTEM_LEASES]);
+    free(f);
+}
+
 static void test_validation_refuses_bad_requests(void **state) {
     (void)state;
     char err[CR_RPC_ERROR_MAX];
@@ -313,6 +395,7 @@ int main(void) {
         cmocka_unit_test(test_put_end_event_reaches_publisher_and_indexer),
         cmocka_unit_test(test_leases_evicts_to_the_watermark),
         cmocka_unit_test(test_silent_client_is_expired_on_the_runtime_clock),
+        cmocka_unit_test(test_leases_polls_again_after_a_lost_sample),
         cmocka_unit_test(test_validation_refuses_bad_requests),
     };
     return cmocka_run_group_tests_name("master_actors", tests, NULL, NULL);

@@ -769,6 +769,44 @@ static void test_regex_get_grants_lease(void **state) {
     cr_store_destroy(s);
 }
 
+/* Past regex_max_matches a regex call fails whole: no callback, no lease,
+ * nothing removed; at the bound it succeeds. */
+static void test_regex_match_bound(void **state) {
+    (void)state;
+    cr_store_config cfg;
+    cr_store_config_default(&cfg);
+    cfg.regex_max_matches = 3;
+    cr_store *s;
+    assert_int_equal(cr_store_create(&cfg, NULL, &s), CR_OK);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    const char *keys[] = {"x/0", "x/1", "x/2", "x/3"};
+    for (int i = 0; i < 4; i++) put(s, NULL, keys[i], 0);
+    put(s, NULL, "y", 0);
+    struct regex_rec r = {0};
+    assert_int_equal(cr_store_get_replica_list_by_regex(s, NULL, "^x/", 10, regex_cb, &r),
+                     CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_store_last_error(s), "regex_max_matches"));
+    assert_int_equal(r.count, 0);
+    uint64_t removed = 77;
+    assert_int_equal(cr_store_remove_by_regex(s, NULL, "^x/", true, 10, &removed),
+                     CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_store_last_error(s), "more than 3 keys"));
+    assert_int_equal(removed, 0);
+    for (int i = 0; i < 4; i++) /* all there, none leased by the refused get */
+        assert_int_equal(rm(s, NULL, keys[i], false, 11), CR_OK);
+    for (int i = 0; i < 4; i++) put(s, NULL, keys[i], 20);
+    assert_int_equal(cr_store_get_replica_list_by_regex(s, NULL, "^x/[0-2]", 30, regex_cb, &r),
+                     CR_OK);
+    assert_int_equal(r.count, 3);
+    assert_int_equal(cr_store_remove_by_regex(s, NULL, "^x/[1-3]", true, 30, &removed), CR_OK);
+    assert_int_equal(removed, 3);
+    cfg.regex_max_matches = 0;
+    char msg[128];
+    assert_int_equal(cr_store_config_validate(&cfg, msg, sizeof(msg)), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(msg, "regex_max_matches"));
+    cr_store_destroy(s);
+}
+
 static void test_tenant_isolation(void **state) {
     (void)state;
     cr_store *s = make_store(NULL);
@@ -790,6 +828,101 @@ static void test_tenant_isolation(void **state) {
     struct cr_store_object_view v[4];
     assert_int_equal(cr_store_list_objects(s, "t2", NULL, 8, &cursor, 4, v), 1);
     assert_string_equal(v[0].tenant, "t2");
+    cr_store_destroy(s);
+}
+
+static uint64_t tenants(cr_store *s) {
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 0, &st);
+    return st.tenant_count;
+}
+
+/* The tenant table holds only tenants with objects: 63 tenants emptied by
+ * every way an object can go make room for 63 new ones; a tenant that still
+ * has an object keeps its place, and a reused id is never the old tenant. */
+static void test_empty_tenants_are_reclaimed(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL); /* max_tenants 64, "default" included */
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    char t[16];
+    for (int i = 1; i <= 63; i++) {
+        snprintf(t, sizeof(t), "t%d", i);
+        if (i == 6 || i == 7) /* in flight: never ended */
+            assert_int_equal(put_start(s, &CLIENT_A, t, "k", 1, false, NULL, 0, NULL), CR_OK);
+        else
+            put(s, t, "k", 0);
+    }
+    assert_int_equal(tenants(s), 64);
+    assert_int_equal(put_start(s, &CLIENT_A, "new", "k", 1, false, NULL, 0, NULL), CR_ERR_NOMEM);
+    assert_non_null(strstr(cr_store_last_error(s), "max_tenants"));
+    /* Empty t1..t62, each way an object can go; t63 keeps its object. */
+    assert_int_equal(rm(s, "t1", "k", false, 1), CR_OK);
+    assert_int_equal(cr_store_remove_all(s, "t2", false, 1), 1);
+    uint64_t removed;
+    assert_int_equal(cr_store_remove_by_regex(s, "t3", "^k$", false, 1, &removed), CR_OK);
+    assert_int_equal(removed, 1);
+    struct cr_store_object_view v;
+    assert_int_equal(cr_store_object_find(s, "t4", "k", 1, 1, &v), CR_OK);
+    assert_true(cr_store_evict(s, v.object_id, v.generation, 1));
+    const char *k = "k";
+    uint32_t klen = 1;
+    bool cleared = false;
+    assert_int_equal(cr_store_batch_replica_clear(s, "t5", &k, &klen, 1, &CLIENT_A, NULL, 1,
+                                                  &cleared),
+                     CR_OK);
+    assert_true(cleared);
+    assert_int_equal(cr_store_put_revoke(s, &CLIENT_A, "t6", "k", 1), CR_OK);
+    assert_true(cr_store_reclaim_discarded(s, 600000) > 0); /* t7's zombie put */
+    for (int i = 8; i <= 62; i++) {
+        snprintf(t, sizeof(t), "t%d", i);
+        assert_int_equal(rm(s, t, "k", false, 600001), CR_OK);
+    }
+    assert_int_equal(tenants(s), 2); /* "default" and t63 */
+    for (int i = 1; i <= 62; i++) {
+        snprintf(t, sizeof(t), "n%d", i);
+        put(s, t, "k", 600002);
+    }
+    assert_int_equal(tenants(s), 64);
+    assert_int_equal(put_start(s, &CLIENT_A, "one-more", "k", 1, false, NULL, 600002, NULL),
+                     CR_ERR_NOMEM);
+    assert_int_equal(get(s, "t63", "k", 600003), CR_OK); /* kept its place and its key */
+    assert_int_equal(cr_store_object_find(s, "t63", "k", 1, 600003, &v), CR_OK);
+    assert_string_equal(v.tenant, "t63");
+    /* The ids of t1..t62 now belong to n1..n62: the old names find nothing. */
+    assert_int_equal(get(s, "t1", "k", 600003), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(s, "n1", "k", 600003), CR_OK);
+    uint32_t cursor = 0;
+    struct cr_store_object_view views[4];
+    assert_int_equal(cr_store_list_objects(s, "n1", NULL, 600003, &cursor, 4, views), 1);
+    assert_string_equal(views[0].tenant, "n1");
+    cursor = 0;
+    assert_int_equal(cr_store_list_objects(s, "t2", NULL, 600003, &cursor, 4, views), 0);
+    cr_store_destroy(s);
+}
+
+/* A tenant whose only object is a zombie put survives the put that preempts
+ * it; RemoveAll names its tenant even when it removed the tenant's last
+ * object; "default" is never dropped. */
+static void test_tenant_outlives_its_last_object_while_in_use(void **state) {
+    (void)state;
+    struct recorder rec = {0};
+    cr_store *s = make_store(&rec);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    assert_int_equal(put_start(s, &CLIENT_A, "z", "k", 1, false, NULL, 0, NULL), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_B, "z", "k", 1, false, NULL, 30000, NULL), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_B, "z", "k", 30001), CR_OK);
+    assert_int_equal(get(s, "z", "k", 30002), CR_OK);
+    struct cr_store_object_view v;
+    assert_int_equal(cr_store_object_find(s, "z", "k", 1, 30002, &v), CR_OK);
+    assert_string_equal(v.tenant, "z");
+    assert_int_equal(tenants(s), 2);
+    assert_int_equal(cr_store_remove_all(s, "z", true, 30003), 1);
+    assert_int_equal(rec.ev[rec.count - 1].kind, CR_STORE_CHANGE_REMOVE_ALL);
+    assert_string_equal(rec.ev[rec.count - 1].tenant, "z");
+    assert_int_equal(tenants(s), 1);
+    put(s, NULL, "d", 30004);
+    assert_int_equal(rm(s, NULL, "d", true, 30005), CR_OK);
+    assert_int_equal(tenants(s), 1); /* "default" stays */
     cr_store_destroy(s);
 }
 
@@ -904,7 +1037,10 @@ int main(void) {
         cmocka_unit_test(test_batch_replica_clear),
         cmocka_unit_test(test_regex),
         cmocka_unit_test(test_regex_get_grants_lease),
+        cmocka_unit_test(test_regex_match_bound),
         cmocka_unit_test(test_tenant_isolation),
+        cmocka_unit_test(test_empty_tenants_are_reclaimed),
+        cmocka_unit_test(test_tenant_outlives_its_last_object_while_in_use),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_listing_and_table_churn),
         cmocka_unit_test(test_object_table_full),
