@@ -20,7 +20,8 @@
  * pairs) and p50/p99/p999 latency per op.
  *
  * Run: ./master_actors [--ops N (200000)] [--inflight 1,8,64] [--drivers N (1)]
- *                      [--only put (then remove, to empty the store)] */
+ *                      [--only put|get|exist|remove (put fills and remove
+ *                      empties the store, so they always run)] */
 #include <getopt.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -347,11 +348,15 @@ int main(int argc, char **argv) {
             cases = parse_list(optarg, depths, DEPTH_MAX);
         } else if (c == 'd') {
             drivers = (unsigned)strtoul(optarg, NULL, 10);
-        } else if (c == 'w' && strcmp(optarg, "put") == 0) {
-            only = WL_PUT; /* the others need the keys put first */
-        } else {
+        } else if (c == 'w') {
+            for (int w = 0; w < WL_COUNT; w++)
+                if (strncmp(optarg, workload_names[w], strlen(optarg)) == 0 && optarg[0] != '\0')
+                    only = w;
+            if (only < 0) c = '?';
+        }
+        if (c != 'o' && c != 'i' && c != 'd' && c != 'w') {
             printf("usage: master_actors [--ops N (200000)] [--inflight 1,8,64 (each 1..%u)] "
-                   "[--drivers N (1..%d)] [--only put]\n",
+                   "[--drivers N (1..%d)] [--only put|get|exist|remove]\n",
                    DEPTH_MAX, DRIVERS_MAX);
             return c == 'h' ? 0 : 2;
         }
@@ -370,7 +375,8 @@ int main(int argc, char **argv) {
     setup(&b, (int)drivers);
     for (int i = 0; i < cases; i++)
         for (int w = 0; w < WL_COUNT; w++)
-            if (only < 0 || w == only || w == WL_REMOVE) run_case(&b, (enum workload)w, depths[i], ops);
+            if (only < 0 || w == only || w == WL_PUT || w == WL_REMOVE)
+                run_case(&b, (enum workload)w, depths[i], ops); /* put fills, remove empties */
     teardown(&b);
     free(keys);
     return 0;

@@ -186,8 +186,12 @@ static size_t result_size(const struct cr_prefix_index *index, const struct cr_p
 static struct cr_indexer_result *result_build(const struct cr_prefix_index *index,
                                               const struct cr_prefix_match *m, size_t count) {
     size_t names;
-    struct cr_indexer_result *r = calloc(1, result_size(index, m, count, &names));
+    /* Not calloc: with 1000 hits of ~300 bytes (64 DP ranks each), zeroing and
+     * copying whole hits was a tenth of a /query; only the ranks in dp_mask are
+     * written, and only they are read (see struct cr_indexer_hit). */
+    struct cr_indexer_result *r = malloc(result_size(index, m, count, &names));
     if (r == NULL) return NULL;
+    memset(r, 0, sizeof(*r));
     r->hits = (struct cr_indexer_hit *)(r + 1);
     char *name_at = (char *)(r->hits + count);
     for (size_t i = 0; i < count; i++) {
@@ -201,7 +205,10 @@ static struct cr_indexer_result *result_build(const struct cr_prefix_index *inde
         h->longest_tokens = m[i].longest_tokens;
         memcpy(h->medium_tokens, m[i].medium_tokens, sizeof(h->medium_tokens));
         h->dp_mask = m[i].dp_mask;
-        memcpy(h->dp_tokens, m[i].dp_tokens, sizeof(h->dp_tokens));
+        for (uint64_t ranks = h->dp_mask; ranks != 0; ranks &= ranks - 1) {
+            unsigned rank = (unsigned)__builtin_ctzll(ranks);
+            h->dp_tokens[rank] = m[i].dp_tokens[rank];
+        }
     }
     r->hit_count = (uint32_t)count;
     for (uint8_t k = 0; k < CR_PREFIX_MEDIA_MAX; k++) {

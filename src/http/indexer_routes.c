@@ -131,25 +131,40 @@ static const char *medium_name(const struct cr_indexer_result *r, uint8_t m) {
     return m < r->media_count ? r->media[m] : standard[m];
 }
 
+/* The `,"MEDIUM":` of each medium, escaped once per answer, not once per hit. */
+struct media_keys {
+    uint8_t count;
+    size_t len[CR_PREFIX_MEDIA_MAX];
+    char text[CR_PREFIX_MEDIA_MAX][2 + 32 * 6 + 2];
+};
+
+static void media_keys_init(struct media_keys *k, const struct cr_indexer_result *r) {
+    k->count = r->media_count > 3 ? r->media_count : 3;
+    for (uint8_t m = 0; m < k->count; m++) {
+        char *p = k->text[m];
+        *p++ = ',';
+        p = put_quoted(p, medium_name(r, m));
+        *p++ = ':';
+        k->len[m] = (size_t)(p - k->text[m]);
+    }
+}
+
 /* "name":{"longest_matched":N,"GPU":N,"CPU":N,"DISK":N[,other media],"DP":{"r":N,...}} */
 static void render_hit_json(struct cr_buf *b, const struct cr_indexer_result *r,
-                            const struct cr_indexer_hit *h) {
-    uint8_t media = r->media_count > 3 ? r->media_count : 3;
-    size_t bound = quoted_bound(h->instance) + 40 + 20 * 3 +
-                   (size_t)__builtin_popcountll(h->dp_mask) * 16;
-    for (uint8_t m = 3; m < media; m++) bound += quoted_bound(r->media[m]) + 12;
+                            const struct media_keys *keys, const struct cr_indexer_hit *h) {
+    size_t bound = quoted_bound(h->instance) + 40 + (size_t)__builtin_popcountll(h->dp_mask) * 16;
+    for (uint8_t m = 0; m < keys->count; m++) bound += keys->len[m] + 10;
     char *p = cr_buf_reserve(b, bound);
     if (p == NULL) return;
     p = put_quoted(p, h->instance);
     p = PUT_LIT(p, ":{\"longest_matched\":");
     p = put_u32(p, h->longest_tokens);
-    for (uint8_t m = 0; m < media; m++) {
+    for (uint8_t m = 0; m < keys->count; m++) {
         /* GPU, CPU and DISK always; other media only where they hold tokens. */
-        if (m >= 3 && h->medium_tokens[m] == 0) continue;
-        *p++ = ',';
-        p = put_quoted(p, medium_name(r, m));
-        *p++ = ':';
-        p = put_u32(p, m < r->media_count ? h->medium_tokens[m] : 0);
+        uint32_t tokens = m < r->media_count ? h->medium_tokens[m] : 0;
+        if (m >= 3 && tokens == 0) continue;
+        p = put(p, keys->text[m], keys->len[m]);
+        p = put_u32(p, tokens);
     }
     p = PUT_LIT(p, ",\"DP\":{");
     for (uint64_t ranks = h->dp_mask; ranks != 0; ranks &= ranks - 1) {
@@ -170,12 +185,15 @@ static void render_matches_json(struct cr_buf *b, const char *tenant,
         cr_buf_append(b, "{}", 2);
         return;
     }
+    struct media_keys keys;
+    media_keys_init(&keys, r);
+    (void)cr_buf_reserve(b, (size_t)r->hit_count * 96); /* one growth for typical hits */
     cr_buf_append(b, "{", 1);
     append_quoted(b, tenant);
     cr_buf_append(b, ":{", 2);
     for (uint32_t i = 0; i < r->hit_count; i++) {
         if (i > 0) cr_buf_append(b, ",", 1);
-        render_hit_json(b, r, &r->hits[i]);
+        render_hit_json(b, r, &keys, &r->hits[i]);
     }
     cr_buf_append(b, "}}", 2);
 }
