@@ -167,13 +167,14 @@ static void render_hit_json(struct cr_buf *b, const struct cr_indexer_result *r,
         p = put_u32(p, tokens);
     }
     p = PUT_LIT(p, ",\"DP\":{");
+    const uint32_t *counts = h->dp_tokens;
     for (uint64_t ranks = h->dp_mask; ranks != 0; ranks &= ranks - 1) {
         unsigned rank = (unsigned)__builtin_ctzll(ranks);
         if (ranks != h->dp_mask) *p++ = ',';
         *p++ = '"';
         p = put_u32(p, rank);
         p = PUT_LIT(p, "\":");
-        p = put_u32(p, h->dp_tokens[rank]);
+        p = put_u32(p, *counts++);
     }
     p = PUT_LIT(p, "}}");
     cr_buf_commit(b, p);
@@ -218,12 +219,12 @@ static void pack_hit(msgpack_packer *pk, const struct cr_indexer_result *r,
     }
     pack_str(pk, "DP");
     msgpack_pack_map(pk, ranks);
-    for (unsigned rank = 0; rank < CR_PREFIX_DP_RANKS; rank++) {
-        if (!(h->dp_mask & (1ull << rank))) continue;
+    const uint32_t *counts = h->dp_tokens;
+    for (uint64_t set = h->dp_mask; set != 0; set &= set - 1) {
         char key[4];
-        snprintf(key, sizeof(key), "%u", rank);
+        snprintf(key, sizeof(key), "%u", (unsigned)__builtin_ctzll(set));
         pack_str(pk, key);
-        msgpack_pack_uint32(pk, h->dp_tokens[rank]);
+        msgpack_pack_uint32(pk, *counts++);
     }
 }
 

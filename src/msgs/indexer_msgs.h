@@ -67,17 +67,19 @@ struct cr_indexer_query {
     uint64_t request_tokens;     /* with route: the prompt's length in tokens */
 };
 
-/* One instance's hit.  dp_tokens[r] is meaningful where bit r of dp_mask is set. */
+/* One instance's hit.  dp_tokens holds one count per set bit of dp_mask, in
+ * rank order (most hits are on one or two ranks: 64 slots per hit made a
+ * 1000-hit answer 300 KB). */
 struct cr_indexer_hit {
-    const char *instance; /* points into the result block */
-    uint16_t instance_id; /* the index's id (valid until the instance is removed) */
+    const char *instance;     /* points into the result block */
+    const uint32_t *dp_tokens; /* points into the result block */
+    uint16_t instance_id;     /* the index's id (valid until the instance is removed) */
     uint32_t longest_tokens;
     uint32_t medium_tokens[CR_PREFIX_MEDIA_MAX];
     uint64_t dp_mask;
-    uint32_t dp_tokens[CR_PREFIX_DP_RANKS];
 };
 
-/* A query's answer: one heap block (header, hits, names), freed with
+/* A query's answer: one heap block (header, hits, DP counts, names), freed with
  * cr_indexer_result_free.  With route, best_instance is "" when no instance
  * of the tenant and model is known. */
 struct cr_indexer_result {
