@@ -48,6 +48,12 @@ uint64_t cr_runtime_now_ns(const struct cr_runtime *rt) {
     return rt->config.clock.now_ns(rt->config.clock.ctx);
 }
 
+uint64_t cr_actor_now_ns(struct cr_actor *self) {
+    assert(self == tls_actor);
+    if (self->round_now_ns == 0) self->round_now_ns = cr_runtime_now_ns(self->rt);
+    return self->round_now_ns;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Runtime lifecycle */
 
@@ -239,6 +245,7 @@ static void actor_loop(struct cr_actor *actor) {
         /* A stopping actor drains messages but fires no more timers: a timer
          * that keeps re-arming would otherwise keep it alive.  Pending timers
          * go to the discard hook when the runtime is destroyed. */
+        actor->round_now_ns = 0; /* a new round: cr_actor_now_ns reads the clock again */
         uint32_t work = cr_mailbox_drain(actor, dispatch);
         if (!actor->stop_requested) work += fire_timers(actor);
         cr_runtime_flush_wakes();

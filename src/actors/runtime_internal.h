@@ -62,6 +62,7 @@ struct cr_actor {
      * after its drain, not once per message (see cr_runtime_flush_wakes). */
     uint32_t wake_pending;
     uint32_t deferred_sends; /* since the last flush; a long handler flushes every batch_max */
+    uint64_t round_now_ns;   /* cr_actor_now_ns's reading this round; 0 = not read yet */
     struct cr_timer_heap timers;
     int start_status;
     pthread_mutex_t start_lock; /* start-up handshake only */

@@ -202,7 +202,7 @@ static void on_admin(struct segments_state *st, struct cr_msg *msg) {
 
 static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     struct segments_state *st = arg;
-    st->now_ms = cr_runtime_now_ns(cr_actor_runtime(self)) / 1000000u;
+    st->now_ms = cr_actor_now_ns(self) / 1000000u;
     switch (msg->type) {
     case CR_MSG_WIRE:
         st->peers = msg->body.ptr[0];
