@@ -109,6 +109,11 @@ bool cr_prefix_map_get(const struct cr_prefix_map *map, uint64_t key, uint64_t *
     return true;
 }
 
+void cr_prefix_map_prefetch(const struct cr_prefix_map *map, uint64_t key) {
+    if (map->cap == 0 || key == 0) return;
+    __builtin_prefetch(&map->slots[(uint32_t)mix(key) & (map->cap - 1)]);
+}
+
 /* Backward-shift deletion: later members of the probe run move into the hole
  * when their home slot does not lie cyclically in (hole, their slot]. */
 static void delete_slot(struct cr_prefix_map *map, uint32_t hole) {

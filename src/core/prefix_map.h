@@ -42,6 +42,10 @@ int cr_prefix_map_put(struct cr_prefix_map *map, uint64_t key, uint64_t value);
 /* Returns true and stores the value in *value (if non-NULL) when key is present. */
 bool cr_prefix_map_get(const struct cr_prefix_map *map, uint64_t key, uint64_t *value);
 
+/* Starts loading key's home slot into the cache, for a lookup soon after:
+ * lookups of keys known in advance then overlap their cache misses. */
+void cr_prefix_map_prefetch(const struct cr_prefix_map *map, uint64_t key);
+
 /* Removes key; returns true (and its value in *value if non-NULL) when it was
  * present.  May shrink the table; a failed shrink keeps the larger table. */
 bool cr_prefix_map_del(struct cr_prefix_map *map, uint64_t key, uint64_t *value);

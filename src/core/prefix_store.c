@@ -260,6 +260,8 @@ static int validate(const struct cr_prefix_index *index, uint32_t publisher, uin
 }
 
 /* Applies a validated run: maps engine -> own and adds the pairs. */
+#define PREFETCH_MAX 16u /* lookups started ahead in apply_stored */
+
 static int apply_stored(struct cr_prefix_index *index, uint32_t publisher, uint32_t context,
                         const uint64_t *engine, const uint64_t *own, size_t count,
                         uint8_t medium) {
@@ -269,7 +271,19 @@ static int apply_stored(struct cr_prefix_index *index, uint32_t publisher, uint3
     if (rc != CR_OK) return rc;
     struct prefix_track *track = track_find(index, pub, context, true);
     if (track == NULL) return CR_ERR_NOMEM;
+    /* Both lookups of every block miss the cache in a large index, and all
+     * the keys are known here: start them all, so they overlap instead of
+     * following one another (the maps were a fifth of ingest). */
+    for (size_t i = 0; i < count && i < PREFETCH_MAX; i++) {
+        cr_prefix_map_prefetch(&track->engine_to_own, engine != NULL ? engine[i] : own[i]);
+        cr_prefix_map_prefetch(&ref.ctx->blocks, own[i]);
+    }
     for (size_t i = 0; i < count; i++) {
+        if (i + PREFETCH_MAX < count) {
+            size_t j = i + PREFETCH_MAX;
+            cr_prefix_map_prefetch(&track->engine_to_own, engine != NULL ? engine[j] : own[j]);
+            cr_prefix_map_prefetch(&ref.ctx->blocks, own[j]);
+        }
         uint64_t id = engine != NULL ? engine[i] : own[i], previous;
         bool still;
         /* An engine hash reused for other content (engine restart without a
