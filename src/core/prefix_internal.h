@@ -103,6 +103,7 @@ struct prefix_instance {
 
 struct prefix_scratch {
     uint32_t *alive; /* the walk's surviving records, compacted in place */
+    uint8_t *begun;  /* by candidate slot: its match is set up (prefix_query.c) */
     size_t rec_cap;
     uint32_t *run_start, *slot_of;
     size_t local_cap;

@@ -27,6 +27,7 @@ struct walk {
 void prefix_scratch_free(struct prefix_scratch *scratch) {
     assert(scratch != NULL);
     free(scratch->alive);
+    free(scratch->begun);
     free(scratch->run_start);
     free(scratch->slot_of);
     free(scratch->matches);
@@ -50,11 +51,14 @@ static int scratch_reserve(struct prefix_scratch *s, size_t records, size_t loca
     size_t cap = s->rec_cap;
     int rc = CR_OK;
     if (records > cap) {
+        size_t begun_cap = cap;
         rc = grow_array((void **)&s->alive, &cap, records, sizeof(uint32_t));
+        if (rc == CR_OK) rc = grow_array((void **)&s->begun, &begun_cap, records, 1);
         if (rc == CR_OK) rc = grow_array((void **)&s->matches, &s->match_cap, records,
                                          sizeof(struct cr_prefix_match));
         if (rc != CR_OK) return rc;
-        s->rec_cap = cap < s->match_cap ? cap : s->match_cap;
+        size_t least = cap < begun_cap ? cap : begun_cap;
+        s->rec_cap = least < s->match_cap ? least : s->match_cap;
     }
     if (locals > s->local_cap) {
         size_t c1 = s->local_cap, c2 = s->local_cap;
@@ -67,12 +71,28 @@ static int scratch_reserve(struct prefix_scratch *s, size_t records, size_t loca
 }
 
 /* Adds blocks [start, end) held with placement set `attr` to the instance's match. */
+/* An instance's match, set up on first use: walk_start only numbers the
+ * candidates, so each match's cache line is written once, when the instance
+ * leaves the walk or changes placement, not also when it enters. */
+static struct cr_prefix_match *match_of(struct walk *w, uint16_t local) {
+    uint32_t slot = w->s->slot_of[local];
+    struct cr_prefix_match *m = &w->s->matches[slot];
+    if (!w->s->begun[slot]) {
+        w->s->begun[slot] = 1;
+        m->instance_id = w->ctx->locals[local].global;
+        m->longest_tokens = 0;
+        memset(m->medium_tokens, 0, sizeof(m->medium_tokens));
+        m->dp_mask = 0;
+    }
+    return m;
+}
+
 static void flush_run(struct walk *w, uint32_t rec, uint32_t end) {
     uint16_t local = record_local(rec);
     uint32_t start = w->s->run_start[local];
     assert(end >= start);
     if (end == start) return;
-    struct cr_prefix_match *m = &w->s->matches[w->s->slot_of[local]];
+    struct cr_prefix_match *m = match_of(w, local);
     const struct prefix_attr *a = prefix_attr_get(w->index, record_attr(rec));
     uint32_t tokens = (end - start) * w->ctx->block_size;
     for (uint8_t media = a->media_mask; media != 0; media &= (uint8_t)(media - 1)) {
@@ -90,7 +110,7 @@ static void flush_run(struct walk *w, uint32_t rec, uint32_t end) {
 
 static void drop_out(struct walk *w, uint32_t rec, uint32_t depth) {
     flush_run(w, rec, depth);
-    w->s->matches[w->s->slot_of[record_local(rec)]].longest_tokens = depth * w->ctx->block_size;
+    match_of(w, record_local(rec))->longest_tokens = depth * w->ctx->block_size;
 }
 
 static int u16_compare(const void *a, const void *b) {
@@ -119,12 +139,9 @@ static void walk_start(struct walk *w, const struct prefix_block *b, const uint1
         w->alive[slot] = recs[i];
         w->s->run_start[local] = 0;
         w->s->slot_of[local] = slot;
-        struct cr_prefix_match *m = &w->s->matches[slot];
-        m->instance_id = w->ctx->locals[local].global;
-        m->longest_tokens = 0;
-        memset(m->medium_tokens, 0, sizeof(m->medium_tokens));
-        m->dp_mask = 0;
     }
+    /* Every candidate leaves the walk through drop_out, which sets its match up. */
+    memset(w->s->begun, 0, w->alive_count);
 }
 
 /* Merges block `depth` into the surviving list; returns the survivors' count.
