@@ -64,19 +64,23 @@ static bool send_reply(struct rpc_state *st, const struct cr_master_call *to, in
     /* ROUTER_MANDATORY makes an unknown identity EHOSTUNREACH instead of a
      * silent drop; EAGAIN means the peer's queue is full.  Once the identity
      * frame is accepted, ZMQ accepts the rest of the message atomically. */
-    bool ok = zmq_send(st->router, to->identity, to->identity_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0;
-    if (ok && to->one_frame) {
-        zmq_msg_t m;
-        ok = zmq_msg_init_size(&m, CR_RPC_REPLY_HEADER_BYTES + body_len) == 0;
-        if (ok) {
-            uint8_t *p = zmq_msg_data(&m);
-            cr_rpc_put_u64(p, to->request_id);
-            cr_rpc_put_i32(p + CR_RPC_ID_BYTES, status);
-            if (body_len > 0) memcpy(p + CR_RPC_REPLY_HEADER_BYTES, body, body_len);
-            ok = zmq_msg_send(&m, st->router, ZMQ_DONTWAIT) >= 0;
-            if (!ok) zmq_msg_close(&m);
-        }
-    } else if (ok) {
+    zmq_msg_t m;
+    /* The one frame is built before the identity goes out: a failure after
+     * it would leave a half message that the next reply would complete. */
+    bool made = to->one_frame && zmq_msg_init_size(&m, CR_RPC_REPLY_HEADER_BYTES + body_len) == 0;
+    bool ok = !to->one_frame || made;
+    if (made) {
+        uint8_t *p = zmq_msg_data(&m);
+        cr_rpc_put_u64(p, to->request_id);
+        cr_rpc_put_i32(p + CR_RPC_ID_BYTES, status);
+        if (body_len > 0) memcpy(p + CR_RPC_REPLY_HEADER_BYTES, body, body_len);
+    }
+    if (ok) ok = zmq_send(st->router, to->identity, to->identity_len,
+                          ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0;
+    if (made) {
+        if (ok) ok = zmq_msg_send(&m, st->router, ZMQ_DONTWAIT) >= 0;
+        if (!ok) zmq_msg_close(&m); /* not sent: still ours */
+    } else if (ok && !to->one_frame) {
         uint8_t id[CR_RPC_ID_BYTES], code[CR_RPC_STATUS_BYTES];
         cr_rpc_put_u64(id, to->request_id);
         cr_rpc_put_i32(code, status);

@@ -50,7 +50,11 @@ uint64_t cr_runtime_now_ns(const struct cr_runtime *rt) {
 
 uint64_t cr_actor_now_ns(struct cr_actor *self) {
     assert(self == tls_actor);
-    if (self->round_now_ns == 0) self->round_now_ns = cr_runtime_now_ns(self->rt);
+    uint32_t epoch = atomic_load_explicit(&self->rt->clock_epoch, memory_order_acquire);
+    if (self->round_now_ns == 0 || self->round_clock_epoch != epoch) {
+        self->round_now_ns = cr_runtime_now_ns(self->rt);
+        self->round_clock_epoch = epoch;
+    }
     return self->round_now_ns;
 }
 
@@ -176,6 +180,14 @@ static void wake_fd_drain(struct cr_actor *actor) {
 
 /* Announces `parked`, re-checks for work (a sender may have enqueued before
  * seeing the flag), then sleeps on the wake fd (and the actor's sockets). */
+/* A wait hook may send and then block (poll): its sends wake their
+ * receivers at once, or they would sleep as long as the hook does. */
+static void call_wait(struct cr_actor *actor, int timeout_ms) {
+    actor->in_wait = true;
+    actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ms);
+    actor->in_wait = false;
+}
+
 static void park(struct cr_actor *actor) {
     atomic_store_explicit(&actor->parked, 1, memory_order_relaxed);
     cr_barrier_heavy(&actor->parked);
@@ -188,7 +200,7 @@ static void park(struct cr_actor *actor) {
     cr_counter_bump(&actor->parks, 1);
     atomic_fetch_sub_explicit(&actor->rt->active, 1, memory_order_relaxed);
     if (actor->ops->wait != NULL) {
-        actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ms);
+        call_wait(actor, timeout_ms);
     } else {
         struct pollfd pfd = {.fd = actor->wake_fd, .events = POLLIN};
         if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
@@ -247,14 +259,14 @@ static void actor_loop(struct cr_actor *actor) {
          * go to the discard hook when the runtime is destroyed. */
         actor->round_now_ns = 0; /* a new round: cr_actor_now_ns reads the clock again */
         uint32_t work = cr_mailbox_drain(actor, dispatch);
+        actor->round_now_ns = 0; /* timers see the time they fire at */
         if (!actor->stop_requested) work += fire_timers(actor);
         cr_runtime_flush_wakes();
         if (actor->stop_requested && work == 0) return;
         if (work > 0) {
             idle_since = 0;
             /* Keep sockets served while messages keep coming. */
-            if (actor->ops->wait != NULL && ++busy_rounds % 64 == 0)
-                actor->ops->wait(actor, actor->state, actor->wake_fd, 0);
+            if (actor->ops->wait != NULL && ++busy_rounds % 64 == 0) call_wait(actor, 0);
             continue;
         }
         if (actor->ops->wait == NULL) {
@@ -281,6 +293,7 @@ static void *actor_main(void *arg) {
     pthread_setname_np(pthread_self(), actor->name);
     actor_pin(actor);
     int status = actor->ops->start != NULL ? actor->ops->start(actor, actor->state) : CR_OK;
+    cr_runtime_flush_wakes(); /* what the start hook sent, even if it failed */
     actor_signal_started(actor, status);
     if (status != CR_OK) return NULL;
 
@@ -292,6 +305,7 @@ static void *actor_main(void *arg) {
     while (cr_mailbox_drain(actor, dispatch) > 0) cr_runtime_flush_wakes();
     cr_runtime_flush_wakes();
     if (actor->ops->stop != NULL) actor->ops->stop(actor, actor->state);
+    cr_runtime_flush_wakes(); /* a stop hook may hand over a last message */
     cr_runtime_thread_release();
     return NULL;
 }
@@ -449,8 +463,9 @@ int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
      * handler that sends to a parked actor per message (segments' store
      * events) would otherwise pay a wake syscall each time, and the receiver
      * a park, for one message.  Asks wake at once: the asker blocks next. */
-    if (self != NULL && self->rt == to->rt && !(copy.flags & CR_MSG_ASK)) {
+    if (self != NULL && self->rt == to->rt && !(copy.flags & CR_MSG_ASK) && !self->in_wait) {
         self->wake_pending |= 1u << to->id;
+        self->wake_target[to->id] = to; /* not rt->actors[]: to may still be spawning */
         if (++self->deferred_sends >= self->rt->config.batch_max) cr_runtime_flush_wakes();
     } else {
         cr_mailbox_wake(to);
@@ -464,7 +479,7 @@ void cr_runtime_flush_wakes(void) {
     struct cr_actor *self = tls_actor;
     if (self == NULL) return;
     for (uint32_t pending = self->wake_pending; pending != 0; pending &= pending - 1)
-        cr_mailbox_wake(self->rt->actors[__builtin_ctz(pending)]);
+        cr_mailbox_wake(self->wake_target[__builtin_ctz(pending)]);
     self->wake_pending = 0;
     self->deferred_sends = 0;
 }
@@ -491,6 +506,7 @@ bool cr_actor_timer_cancel(struct cr_actor *self, uint64_t id) {
 }
 
 void cr_runtime_clock_changed(struct cr_runtime *rt) {
+    atomic_fetch_add_explicit(&rt->clock_epoch, 1, memory_order_release);
     for (uint32_t i = 0; i < rt->actor_count; i++) {
         struct cr_actor *actor = rt->actors[i];
         uint64_t one = 1;

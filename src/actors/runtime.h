@@ -178,7 +178,8 @@ uint64_t cr_runtime_now_ns(const struct cr_runtime *rt);
  * drain of the mailbox and its timers): for handlers that need a timestamp
  * per message, where a clock read per message cost a sixth of a store
  * lookup.  A round is bounded (batch_max messages per ring), so the value is
- * at most that round's work old.  Only on self's own thread. */
+ * at most that round's work old; timers and cr_runtime_clock_changed (a
+ * moved manual clock) read it afresh.  Only on self's own thread. */
 uint64_t cr_actor_now_ns(struct cr_actor *self);
 
 /* Wakes every actor so it re-reads the clock (tests that move a manual clock). */

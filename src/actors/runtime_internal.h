@@ -61,8 +61,11 @@ struct cr_actor {
      * woken yet: an actor's sends wake their receivers once per loop round,
      * after its drain, not once per message (see cr_runtime_flush_wakes). */
     uint32_t wake_pending;
+    struct cr_actor *wake_target[CR_ACTORS_MAX]; /* by id: the actors of wake_pending */
     uint32_t deferred_sends; /* since the last flush; a long handler flushes every batch_max */
+    bool in_wait;            /* inside ops->wait, which may block: sends wake at once */
     uint64_t round_now_ns;   /* cr_actor_now_ns's reading this round; 0 = not read yet */
+    uint32_t round_clock_epoch; /* rt->clock_epoch when round_now_ns was read */
     struct cr_timer_heap timers;
     int start_status;
     pthread_mutex_t start_lock; /* start-up handshake only */
@@ -93,6 +96,8 @@ struct cr_runtime {
      * A heuristic: a momentary miscount only parks a thread early. */
     atomic_uint active;
     uint32_t spin_limit; /* CPUs in the affinity mask */
+    /* Bumped by cr_runtime_clock_changed: cached round times are stale. */
+    _Atomic uint32_t clock_epoch;
 };
 
 /* An asker takes a CPU to spin on; false when every CPU is taken. */

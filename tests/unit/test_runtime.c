@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -569,6 +570,81 @@ static void test_ask_without_limit(void **unused) {
     fixture_free(fx);
 }
 
+/* ---- a wait hook that sends, then blocks ---------------------------------
+ * An actor's sends normally wake their receivers at the end of its round; a
+ * socket actor's wait hook may send and then block in poll, so sends from
+ * inside it must wake at once, or the receiver sleeps as long as the hook. */
+
+struct hooked_state {
+    struct cr_actor *target;
+    bool pending; /* the next wait sends one message to target */
+    uint64_t seq;
+};
+
+static void hooked_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    struct hooked_state *st = arg;
+    if (msg->type == MSG_TEST_QUERY) st->pending = true;
+}
+
+static void hooked_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+    (void)self;
+    struct hooked_state *st = arg;
+    if (st->pending) {
+        st->pending = false;
+        struct cr_msg msg = {.type = CR_MSG_TEST_SEQ};
+        *CR_MSG_BODY(&msg, struct cr_msg_test_seq) =
+            (struct cr_msg_test_seq){.producer = 1, .seq = st->seq++};
+        assert_int_equal(cr_send(st->target, &msg), CR_OK);
+    }
+    struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
+    (void)poll(&pfd, 1, timeout_ms); /* -1 when idle: sleeps until woken */
+}
+
+static const struct cr_actor_ops hooked_ops = {.handle = hooked_handle, .wait = hooked_wait};
+
+struct counter_state {
+    _Atomic uint64_t received;
+};
+
+static void counter_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    if (msg->type == CR_MSG_TEST_SEQ)
+        atomic_fetch_add(&((struct counter_state *)arg)->received, 1);
+}
+
+static const struct cr_actor_ops counter_ops = {.handle = counter_handle};
+
+static void test_send_from_wait_hook_wakes_at_once(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.spin_ns = 0; /* idle actors park at once: the counter is asleep when the hook sends */
+    config.pin_threads = false;
+    struct cr_runtime *rt;
+    assert_int_equal(cr_runtime_create(&config, &rt), CR_OK);
+    struct counter_state counter = {0};
+    struct cr_actor *counter_actor, *hooked_actor;
+    assert_int_equal(cr_runtime_spawn(rt, "counter", &counter_ops, &counter, &counter_actor),
+                     CR_OK);
+    struct hooked_state hooked = {.target = counter_actor};
+    assert_int_equal(cr_runtime_spawn(rt, "hooked", &hooked_ops, &hooked, &hooked_actor), CR_OK);
+    for (uint64_t round = 1; round <= 20; round++) {
+        struct cr_msg go = {.type = MSG_TEST_QUERY};
+        assert_int_equal(cr_send(hooked_actor, &go), CR_OK);
+        /* The hooked actor handles it, parks, sends from its hook and blocks
+         * in poll with no timeout; nothing else wakes the counter (no ask to
+         * it here), so only an immediate wake delivers the message. */
+        uint64_t deadline = now_ns() + 2000000000u;
+        while (atomic_load(&counter.received) < round) {
+            assert_true(now_ns() < deadline);
+            sched_yield();
+        }
+    }
+    cr_runtime_destroy(rt);
+    cr_runtime_thread_release();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_per_sender),
@@ -584,6 +660,7 @@ int main(void) {
         cmocka_unit_test(test_stop_bounded_under_load),
         cmocka_unit_test(test_timer_rearm_zero_does_not_starve),
         cmocka_unit_test(test_ask_without_limit),
+        cmocka_unit_test(test_send_from_wait_hook_wakes_at_once),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }
