@@ -178,8 +178,6 @@ static void wake_fd_drain(struct cr_actor *actor) {
         CR_ERROR("runtime", "read(eventfd) of %s failed: %s", actor->name, strerror(errno));
 }
 
-/* Announces `parked`, re-checks for work (a sender may have enqueued before
- * seeing the flag), then sleeps on the wake fd (and the actor's sockets). */
 /* A wait hook may send and then block (poll): its sends wake their
  * receivers at once, or they would sleep as long as the hook does. */
 static void call_wait(struct cr_actor *actor, int timeout_ms) {
@@ -188,6 +186,8 @@ static void call_wait(struct cr_actor *actor, int timeout_ms) {
     actor->in_wait = false;
 }
 
+/* Announces `parked`, re-checks for work (a sender may have enqueued before
+ * seeing the flag), then sleeps on the wake fd (and the actor's sockets). */
 static void park(struct cr_actor *actor) {
     atomic_store_explicit(&actor->parked, 1, memory_order_relaxed);
     cr_barrier_heavy(&actor->parked);
@@ -303,7 +303,6 @@ static void *actor_main(void *arg) {
     /* No new messages from here on; take what raced in before the flag. */
     atomic_store_explicit(&actor->run_state, CR_ACTOR_STOPPED, memory_order_seq_cst);
     while (cr_mailbox_drain(actor, dispatch) > 0) cr_runtime_flush_wakes();
-    cr_runtime_flush_wakes();
     if (actor->ops->stop != NULL) actor->ops->stop(actor, actor->state);
     cr_runtime_flush_wakes(); /* a stop hook may hand over a last message */
     cr_runtime_thread_release();
