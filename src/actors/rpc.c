@@ -103,10 +103,10 @@ static void send_error(struct rpc_state *st, const struct cr_master_call *to, in
 
 /* A request refused with a protobuf response carrying status_code. */
 static void send_status(struct rpc_state *st, const struct cr_master_call *call,
-                        const struct cr_rpc_method *m, int32_t code) {
+                        const struct cr_rpc_method *m, int32_t code, const char *why) {
     uint8_t *body;
     size_t len;
-    if (cr_rpc_pack_status(m->response, code, &body, &len) != CR_OK) {
+    if (cr_rpc_pack_status(m->response, code, why, &body, &len) != CR_OK) {
         send_error(st, call, CR_ERR_NOMEM, "out of memory encoding the response");
         return;
     }
@@ -229,7 +229,7 @@ static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rp
     if (cr_rpc_validate(call->method, call->request, err) != CR_OK) {
         st->invalid++;
         CR_DEBUG("rpc", "request %llu refused: %s", (unsigned long long)call->request_id, err);
-        send_status(st, call, m, CR_ERR_INVALID_PARAMS);
+        send_status(st, call, m, CR_ERR_INVALID_PARAMS, err);
         return false;
     }
     return true;

@@ -326,17 +326,23 @@ int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out) {
     return CR_OK;
 }
 
-int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status, uint8_t **out,
-                       size_t *len_out) {
+int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status,
+                       const char *message, uint8_t **out, size_t *len_out) {
     assert(response != NULL && response->sizeof_message <= 256);
     /* Every response's field 1 is `required int32 status_code`, and every
      * other field is optional or repeated, so a zeroed message with only
-     * status_code set is a valid response of any type. */
+     * status_code (and error_message) set is a valid response of any type. */
     _Alignas(max_align_t) uint8_t storage[256];
     protobuf_c_message_init(response, storage);
     const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(response, 1);
     assert(f != NULL && f->type == PROTOBUF_C_TYPE_INT32);
     memcpy(storage + f->offset, &status, sizeof(status));
+    if (message != NULL && message[0] != '\0') {
+        const ProtobufCFieldDescriptor *m =
+            protobuf_c_message_descriptor_get_field_by_name(response, "error_message");
+        assert(m != NULL && m->type == PROTOBUF_C_TYPE_STRING);
+        memcpy(storage + m->offset, &message, sizeof(message));
+    }
     return cr_rpc_pack((const ProtobufCMessage *)storage, out, len_out);
 }
 

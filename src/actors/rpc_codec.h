@@ -70,9 +70,10 @@ bool cr_rpc_read_envelope(size_t frames, const uint8_t *const data[3], const siz
 int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);
 
 /* Packs an otherwise empty response of type `response` whose status_code is
- * `status` (every response's field 1).  Returns CR_OK or CR_ERR_NOMEM. */
-int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status, uint8_t **out,
-                       size_t *len_out);
+ * `status` (every response's field 1) and whose error_message is `message`
+ * (NULL or "": none).  Returns CR_OK or CR_ERR_NOMEM. */
+int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status,
+                       const char *message, uint8_t **out, size_t *len_out);
 
 /* A UUID message as the store's 16-byte id (first, then second, big-endian). */
 void cr_rpc_uuid_from_pb(const Crescent__Master__UUID *in, struct cr_uuid *out);

@@ -27,6 +27,7 @@ struct arena_chunk {
 struct cr_rpc_arena {
     struct arena_chunk *head;
     bool failed;
+    const cr_store *store; /* the running call's store, whose explanation a refusal carries */
 };
 
 struct cr_rpc_arena *cr_rpc_arena_new(void) {
@@ -127,9 +128,26 @@ static void store_uuid(const Crescent__Master__UUID *id, struct cr_uuid *out) {
     cr_rpc_uuid_from_pb(id, out);
 }
 
+/* A refused call's response says why, in the store's words (the store's
+ * explanation was cleared when the call began, so it is this call's). */
+static void set_error_message(const cr_store *store, ProtobufCMessage *resp) {
+    const ProtobufCFieldDescriptor *status = protobuf_c_message_descriptor_get_field(
+        resp->descriptor, 1);
+    const ProtobufCFieldDescriptor *text =
+        protobuf_c_message_descriptor_get_field_by_name(resp->descriptor, "error_message");
+    assert(status != NULL && status->type == PROTOBUF_C_TYPE_INT32);
+    assert(text != NULL && text->type == PROTOBUF_C_TYPE_STRING); /* every response has it */
+    int32_t code;
+    memcpy(&code, (const char *)resp + status->offset, sizeof(code));
+    const char *why = cr_store_last_error(store);
+    if (code == CR_OK || why[0] == '\0') return;
+    const char *value = why;
+    memcpy((char *)resp + text->offset, &value, sizeof(value));
+}
+
 /* Call ends: pack `resp` (or report that building it failed). */
-static void finish(struct cr_master_call *call, struct cr_rpc_arena *a,
-                   const ProtobufCMessage *resp) {
+static void finish(struct cr_master_call *call, struct cr_rpc_arena *a, ProtobufCMessage *resp) {
+    set_error_message(a->store, resp);
     size_t len = a->failed ? 0 : protobuf_c_message_get_packed_size(resp);
     if (!a->failed && len <= sizeof(call->reply_inline)) {
         call->reply = call->reply_inline;
@@ -567,6 +585,8 @@ int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call) {
     assert(call->reply == NULL);
     method_fn fn = method_for(call->method);
     assert(fn != NULL); /* the gateway forwards known methods only */
+    cr_store_clear_error(run->store);
+    run->arena->store = run->store;
     int status = fn(run, call, run->arena);
     arena_reset(run->arena);
     return status;

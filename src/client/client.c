@@ -474,9 +474,13 @@ static int finish_call(cr_client *c, uint16_t method, struct reply *r,
                               len, desc->name);
     int32_t status = cr_client_response_status(msg);
     if (status != CR_OK) {
+        const char *why = cr_client_response_error(msg);
+        int rc = why != NULL ? cr_client_fail(c, status, "crescentd: %s (%s)", why,
+                                              cr_status_name(status))
+                             : cr_client_fail(c, status, "crescentd: %s (%s)",
+                                              cr_strerror(status), cr_status_name(status));
         protobuf_c_message_free_unpacked(msg, NULL);
-        return cr_client_fail(c, status, "crescentd: %s (%s)", cr_strerror(status),
-                              cr_status_name(status));
+        return rc;
     }
     *response = msg;
     return CR_OK;

@@ -168,6 +168,16 @@ int32_t cr_client_response_status(const ProtobufCMessage *response) {
     return status;
 }
 
+const char *cr_client_response_error(const ProtobufCMessage *response) {
+    assert(response != NULL);
+    const ProtobufCFieldDescriptor *field =
+        protobuf_c_message_descriptor_get_field_by_name(response->descriptor, "error_message");
+    if (field == NULL || field->type != PROTOBUF_C_TYPE_STRING) return NULL;
+    const char *text;
+    memcpy(&text, (const char *)response + field->offset, sizeof(text));
+    return text != NULL && text[0] != '\0' ? text : NULL;
+}
+
 void cr_client_uuid_to_pb(const uint8_t id[CR_CLIENT_ID_BYTES], Crescent__Master__UUID *out) {
     assert(id != NULL && out != NULL);
     crescent__master__uuid__init(out);

@@ -93,6 +93,9 @@ const ProtobufCMessageDescriptor *cr_client_response_descriptor(uint16_t method)
 
 /* The status_code of any unpacked response (field 1). */
 int32_t cr_client_response_status(const ProtobufCMessage *response);
+/* The response's error_message (crescentd's reason for a non-zero status_code),
+ * or NULL when it has none. */
+const char *cr_client_response_error(const ProtobufCMessage *response);
 
 /* Deep copies of protobuf replica lists into caller-owned C structs.
  * Return CR_OK or CR_ERR_NOMEM (nothing left allocated). */

@@ -109,6 +109,11 @@ int cr_store_fail(cr_store *store, int status, const char *fmt, ...) {
     return status;
 }
 
+void cr_store_clear_error(cr_store *store) {
+    assert(store != NULL);
+    store->err[0] = '\0';
+}
+
 const char *cr_store_last_error(const cr_store *store) {
     assert(store != NULL);
     return store->err;

@@ -126,6 +126,10 @@ const cr_store_config *cr_store_get_config(const cr_store *store);
 /* The explanation of the last failed call; "" when none. */
 const char *cr_store_last_error(const cr_store *store);
 
+/* Forgets the last explanation, so a caller that clears it before a call
+ * knows a non-empty one afterwards belongs to that call. */
+void cr_store_clear_error(cr_store *store);
+
 /* ---- clients and segments ---------------------------------------------- */
 
 struct cr_store_segment_params {

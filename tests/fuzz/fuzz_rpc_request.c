@@ -131,10 +131,10 @@ static int32_t status_code_of(const ProtobufCMessageDescriptor *response, const 
     return code;
 }
 
-static void refused_with_status(const struct cr_rpc_method *m) {
+static void refused_with_status(const struct cr_rpc_method *m, const char *err) {
     uint8_t *body;
     size_t len;
-    if (cr_rpc_pack_status(m->response, CR_ERR_INVALID_PARAMS, &body, &len) != CR_OK) abort();
+    if (cr_rpc_pack_status(m->response, CR_ERR_INVALID_PARAMS, err, &body, &len) != CR_OK) abort();
     if (status_code_of(m->response, body, len) != CR_ERR_INVALID_PARAMS) abort();
     free(body);
 }
@@ -206,7 +206,7 @@ static int handle(const uint8_t *frames[3], const size_t lens[3], size_t count) 
         if (rc != CR_ERR_INVALID_PARAMS || err[0] == '\0' ||
             strnlen(err, sizeof(err)) == sizeof(err))
             abort();
-        refused_with_status(m);
+        refused_with_status(m, err);
         protobuf_c_message_free_unpacked(req, NULL);
         return rc;
     }

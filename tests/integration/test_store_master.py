@@ -358,8 +358,10 @@ def test_regex_calls_past_regex_max_matches_fail_whole(master):
         assert c.put(f"k{i}", 100)[1].status_code == 0
     got = c.get_replica_list_by_regex("^k")  # 4 matches, one over the bound
     assert got.status_code == STATUS["INVALID_PARAMS"] and len(got.object_map) == 0
+    assert "regex_max_matches" in got.error_message  # the store's reason reaches the client
     rm = c.remove_by_regex("^k", force=True)
     assert rm.status_code == STATUS["INVALID_PARAMS"] and rm.removed_count == 0
+    assert "narrow the pattern" in rm.error_message
     assert stats(d)["objects"] == 4  # nothing removed
     got = c.get_replica_list_by_regex("^k[0-2]$")  # exactly the bound
     assert got.status_code == 0 and set(got.object_map.keys()) == {"k0", "k1", "k2"}
@@ -513,3 +515,18 @@ def test_keys_with_a_nul_byte_are_refused_not_aliased(master):
     assert stats(d)["objects"] == 0
     c.put("k", 1000)  # the plain key is unaffected
     assert c.exist_key("k").exists
+
+
+def test_refusals_carry_an_error_message(master):
+    """A non-zero status_code comes with error_message: the gateway's validation
+    reason, or the store's; a success carries none."""
+    d, c = master()
+    c.mount_segment("seg-a", MiB)
+    ok = c.put("k", 100)[1]
+    assert ok.status_code == 0 and not ok.HasField("error_message")
+    dup = c.put_start("k", 100)  # already exists
+    assert dup.status_code == STATUS["OBJECT_ALREADY_EXISTS"] and dup.error_message == "object exists"
+    empty = c.put_start("", 100)  # refused by the gateway's validation
+    assert empty.status_code == STATUS["INVALID_PARAMS"] and "key" in empty.error_message
+    missing = c.call(c.pb.GET_REPLICA_LIST, c.pb.GetReplicaListRequest(key="nope"))
+    assert missing.status_code == STATUS["OBJECT_NOT_FOUND"] and missing.error_message

@@ -321,6 +321,15 @@ static void *serve(void *arg) {
             fake_reply(s->fake, &s->seen, s->seen.id, CR_ERR_PROTOCOL, text, sizeof(text) - 1);
             continue;
         }
+        if (s->mode == 4) { /* a refusal with crescentd's reason */
+            Crescent__Master__GetReplicaListResponse r =
+                CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
+            r.status_code = CR_ERR_OBJECT_NOT_FOUND;
+            r.error_message = "object not found in tenant t1";
+            size_t n = pack_msg(&r.base, body, sizeof(body));
+            fake_reply(s->fake, &s->seen, s->seen.id, CR_OK, body, n);
+            continue;
+        }
         if (s->mode == 3) {
             int32_t codes[1] = {CR_ERR_OBJECT_NOT_FOUND};
             Crescent__Master__BatchExistKeyResponse r =
@@ -386,6 +395,23 @@ static void test_blocking_call_frames_and_reply(void **unused) {
     assert_int_equal(done[0].status, CR_OK);
     assert_true(done[0].exists);
     assert_int_equal(cr_client_in_flight(c), 0);
+    cr_client_close(c);
+    fake_close(&f);
+}
+
+/* A refused call's error_message is what the caller reads. */
+static void test_refusal_reason_reaches_the_caller(void **unused) {
+    (void)unused;
+    struct fake f;
+    fake_open(&f);
+    cr_client *c = connect_to(&f, 5000);
+    struct script s = {.fake = &f, .count = 1, .mode = 4};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, serve, &s), 0);
+    struct cr_replica_list list;
+    assert_int_equal(cr_client_get_replica_list(c, NULL, "k1", &list), CR_ERR_OBJECT_NOT_FOUND);
+    pthread_join(thread, NULL);
+    assert_non_null(strstr(cr_client_last_error(c), "object not found in tenant t1"));
     cr_client_close(c);
     fake_close(&f);
 }
@@ -665,6 +691,7 @@ int main(void) {
         cmocka_unit_test(test_replicas_deep_copy),
         cmocka_unit_test(test_blocking_call_frames_and_reply),
         cmocka_unit_test(test_three_frame_replies_understood),
+        cmocka_unit_test(test_refusal_reason_reaches_the_caller),
         cmocka_unit_test(test_transport_error_and_validation),
         cmocka_unit_test(test_timeout_then_late_reply_dropped),
         cmocka_unit_test(test_pipelined_out_of_order),

@@ -380,10 +380,14 @@ static void test_validation_refuses_bad_requests(void **state) {
     for (size_t i = 0; i < n; i++) {
         uint8_t *buf;
         size_t len;
-        assert_int_equal(cr_rpc_pack_status(m[i].response, CR_ERR_INVALID_PARAMS, &buf, &len),
-                         CR_OK);
+        assert_int_equal(
+            cr_rpc_pack_status(m[i].response, CR_ERR_INVALID_PARAMS, "why", &buf, &len), CR_OK);
         ProtobufCMessage *r = protobuf_c_message_unpack(m[i].response, NULL, len, buf);
         assert_non_null(r);
+        const ProtobufCFieldDescriptor *text =
+            protobuf_c_message_descriptor_get_field_by_name(r->descriptor, "error_message");
+        assert_non_null(text);
+        assert_string_equal(*(const char **)(const void *)((const char *)r + text->offset), "why");
         assert_int_equal(status_of(r), CR_ERR_INVALID_PARAMS);
         free(buf);
     }
