@@ -6,8 +6,8 @@
  * (they receive every store event a PutEnd makes and free it).  A driver
  * actor (the in-process stand-in for the RPC gateway: one thread feeding
  * segments) keeps C MASTER_CALL messages in flight, C = 1, 8, 64 (the
- * concurrency of bench/master), with requests built as protobuf-c structs, exactly what the RPC gateway hands
- * over after decoding; segments runs them (store operation plus response
+ * concurrency of bench/master), with requests built as protobuf-c structs,
+ * exactly what the RPC gateway hands over after decoding; segments runs them (store operation plus response
  * packing) and sends MASTER_DONE back.  The operations are those of
  * bench/master over RPC:
  *   put     PutStart + PutEnd pairs (4 KiB objects, 1 replica, 16 segments);
@@ -149,7 +149,7 @@ static int32_t reply_status(const struct cr_master_call *call) {
     ProtobufCMessage *resp = protobuf_c_message_unpack(m->response, NULL, call->reply_len,
                                                        call->reply);
     if (resp == NULL) return CR_ERR_PROTOCOL;
-    int32_t code = *(int32_t *)(void *)((char *)resp + resp->descriptor->fields[0].offset);
+    int32_t code = cr_rpc_status_code(resp);
     protobuf_c_message_free_unpacked(resp, NULL);
     return code;
 }

@@ -337,13 +337,27 @@ int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t statu
     const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(response, 1);
     assert(f != NULL && f->type == PROTOBUF_C_TYPE_INT32);
     memcpy(storage + f->offset, &status, sizeof(status));
-    if (message != NULL && message[0] != '\0') {
-        const ProtobufCFieldDescriptor *m =
-            protobuf_c_message_descriptor_get_field_by_name(response, "error_message");
-        assert(m != NULL && m->type == PROTOBUF_C_TYPE_STRING);
-        memcpy(storage + m->offset, &message, sizeof(message));
-    }
+    if (message != NULL && message[0] != '\0')
+        cr_rpc_set_error_message((ProtobufCMessage *)storage, message);
     return cr_rpc_pack((const ProtobufCMessage *)storage, out, len_out);
+}
+
+int32_t cr_rpc_status_code(const ProtobufCMessage *resp) {
+    assert(resp != NULL);
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(resp->descriptor, 1);
+    assert(f != NULL && f->type == PROTOBUF_C_TYPE_INT32); /* every response's field 1 */
+    int32_t code;
+    memcpy(&code, (const char *)resp + f->offset, sizeof(code));
+    return code;
+}
+
+void cr_rpc_set_error_message(ProtobufCMessage *resp, const char *text) {
+    assert(resp != NULL && text != NULL);
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(resp->descriptor, "error_message");
+    assert(f != NULL && f->type == PROTOBUF_C_TYPE_STRING); /* every response has one */
+    memcpy((char *)resp + f->offset, &text, sizeof(text));
 }
 
 void cr_rpc_uuid_from_pb(const Crescent__Master__UUID *in, struct cr_uuid *out) {

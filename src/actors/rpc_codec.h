@@ -75,6 +75,13 @@ int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);
 int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status,
                        const char *message, uint8_t **out, size_t *len_out);
 
+/* A response's status_code (field 1 of every response). */
+int32_t cr_rpc_status_code(const ProtobufCMessage *resp);
+
+/* Points a response's error_message (every response has one) at text, which
+ * must outlive the packing. */
+void cr_rpc_set_error_message(ProtobufCMessage *resp, const char *text);
+
 /* A UUID message as the store's 16-byte id (first, then second, big-endian). */
 void cr_rpc_uuid_from_pb(const Crescent__Master__UUID *in, struct cr_uuid *out);
 void cr_rpc_uuid_to_pb(const struct cr_uuid *in, Crescent__Master__UUID *out);

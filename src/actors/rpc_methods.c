@@ -131,18 +131,9 @@ static void store_uuid(const Crescent__Master__UUID *id, struct cr_uuid *out) {
 /* A refused call's response says why, in the store's words (the store's
  * explanation was cleared when the call began, so it is this call's). */
 static void set_error_message(const cr_store *store, ProtobufCMessage *resp) {
-    const ProtobufCFieldDescriptor *status = protobuf_c_message_descriptor_get_field(
-        resp->descriptor, 1);
-    const ProtobufCFieldDescriptor *text =
-        protobuf_c_message_descriptor_get_field_by_name(resp->descriptor, "error_message");
-    assert(status != NULL && status->type == PROTOBUF_C_TYPE_INT32);
-    assert(text != NULL && text->type == PROTOBUF_C_TYPE_STRING); /* every response has it */
-    int32_t code;
-    memcpy(&code, (const char *)resp + status->offset, sizeof(code));
+    if (cr_rpc_status_code(resp) == CR_OK) return; /* the common case: no name lookup */
     const char *why = cr_store_last_error(store);
-    if (code == CR_OK || why[0] == '\0') return;
-    const char *value = why;
-    memcpy((char *)resp + text->offset, &value, sizeof(value));
+    if (why[0] != '\0') cr_rpc_set_error_message(resp, why);
 }
 
 /* Call ends: pack `resp` (or report that building it failed). */
