@@ -146,10 +146,14 @@ static const uint32_t lengths[3] = {2048, 8192, 32768};
 /* --tokens, --instances, --bs: run only the cases with that value (0 = all). */
 static uint32_t only_tokens, only_instances, only_bs;
 
-static bool skip_case(uint32_t tokens, int instances, uint32_t bs) {
-    return (only_tokens != 0 && tokens != only_tokens) ||
-           (only_instances != 0 && (uint32_t)instances != only_instances) ||
+/* An index shape (instances, block size) the flags leave out: not even built. */
+static bool skip_index(int instances, uint32_t bs) {
+    return (only_instances != 0 && (uint32_t)instances != only_instances) ||
            (only_bs != 0 && bs != only_bs);
+}
+
+static bool skip_case(uint32_t tokens, int instances, uint32_t bs) {
+    return (only_tokens != 0 && tokens != only_tokens) || skip_index(instances, bs);
 }
 
 static void bench_in_process(struct cr_prefix_index *ix, int instances, uint32_t bs,
@@ -373,7 +377,7 @@ int main(int argc, char **argv) {
     const uint32_t sizes[2] = {16, 128};
     for (int c = 0; c < 2 && (only == NULL || strcmp(only, "query") == 0); c++) {
         for (int s = 0; s < 2; s++) {
-            if (skip_case(only_tokens, counts[c], sizes[s])) continue;
+            if (skip_index(counts[c], sizes[s])) continue;
             struct cr_prefix_index *ix;
             check(cr_prefix_index_create(0, &ix), "create");
             populate_default(ix, sizes[s], counts[c], prompts);
@@ -388,7 +392,7 @@ int main(int argc, char **argv) {
     }
     for (int c = 0; c < 2 && (only == NULL || strcmp(only, "http") == 0); c++)
         for (int s = 0; s < 2; s++)
-            if (!skip_case(only_tokens, counts[c], sizes[s]))
+            if (!skip_index(counts[c], sizes[s]))
                 bench_http_setup(counts[c], sizes[s], prompts, quick ? 0.3 : 2.0);
     free(prompts);
     return 0;

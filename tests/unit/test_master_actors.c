@@ -141,7 +141,7 @@ static ProtobufCMessage *call(struct fixture *f, uint16_t method, ProtobufCMessa
 }
 
 static int32_t status_of(ProtobufCMessage *resp) {
-    int32_t code = *(int32_t *)(void *)((char *)resp + resp->descriptor->fields[0].offset);
+    int32_t code = cr_rpc_status_code(resp);
     protobuf_c_message_free_unpacked(resp, NULL);
     return code;
 }
