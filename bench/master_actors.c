@@ -21,7 +21,9 @@
  *
  * Run: ./master_actors [--ops N (200000)] [--inflight 1,8,64] [--drivers N (1)]
  *                      [--only put|get|exist|remove (put fills and remove
- *                      empties the store, so they always run)] */
+ *                      empties the store, so they always run)]
+ *                      [--repeat N (1): run the get and exist cases N times
+ *                      on the same keys, for a profile of reads alone] */
 #include <getopt.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -340,12 +342,13 @@ static int parse_list(const char *text, unsigned *out, unsigned max) {
 
 int main(int argc, char **argv) {
     uint64_t ops = 200000;
-    unsigned depths[8] = {1, 8, 64}, drivers = 1;
+    unsigned depths[8] = {1, 8, 64}, drivers = 1, repeat = 1;
     int cases = 3, only = -1;
     static const struct option longopts[] = {{"ops", required_argument, NULL, 'o'},
                                              {"inflight", required_argument, NULL, 'i'},
                                              {"drivers", required_argument, NULL, 'd'},
                                              {"only", required_argument, NULL, 'w'},
+                                             {"repeat", required_argument, NULL, 'r'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     int c;
@@ -356,21 +359,25 @@ int main(int argc, char **argv) {
             cases = parse_list(optarg, depths, DEPTH_MAX);
         } else if (c == 'd') {
             drivers = (unsigned)strtoul(optarg, NULL, 10);
+        } else if (c == 'r') {
+            repeat = (unsigned)strtoul(optarg, NULL, 10);
         } else if (c == 'w') {
             for (int w = 0; w < WL_COUNT; w++)
                 if (strncmp(optarg, workload_names[w], strlen(optarg)) == 0 && optarg[0] != '\0')
                     only = w;
             if (only < 0) c = '?';
         }
-        if (c != 'o' && c != 'i' && c != 'd' && c != 'w') {
+        if (c != 'o' && c != 'i' && c != 'd' && c != 'w' && c != 'r') {
             printf("usage: master_actors [--ops N (200000)] [--inflight 1,8,64 (each 1..%u)] "
-                   "[--drivers N (1..%d)] [--only put|get|exist|remove]\n",
+                   "[--drivers N (1..%d)] [--only put|get|exist|remove] [--repeat N (1)]\n",
                    DEPTH_MAX, DRIVERS_MAX);
             return c == 'h' ? 0 : 2;
         }
     }
-    if (ops == 0 || cases == 0 || drivers < 1 || drivers > DRIVERS_MAX) {
-        fprintf(stderr, "master_actors: bad --ops, --inflight or --drivers (see --help)\n");
+    if (ops == 0 || cases == 0 || drivers < 1 || drivers > DRIVERS_MAX || repeat < 1 ||
+        repeat > 1000) {
+        fprintf(stderr,
+                "master_actors: bad --ops, --inflight, --drivers or --repeat (see --help)\n");
         return 2;
     }
     printf("bench/master_actors: segments actor in process, %llu ops per case, %u driver(s)\n",
@@ -383,8 +390,11 @@ int main(int argc, char **argv) {
     setup(&b, (int)drivers);
     for (int i = 0; i < cases; i++)
         for (int w = 0; w < WL_COUNT; w++)
-            if (only < 0 || w == only || w == WL_PUT || w == WL_REMOVE)
-                run_case(&b, (enum workload)w, depths[i], ops); /* put fills, remove empties */
+            if (only < 0 || w == only || w == WL_PUT || w == WL_REMOVE) {
+                bool read = w == WL_GET || w == WL_EXIST;
+                for (unsigned r = 0; r < (read ? repeat : 1); r++)
+                    run_case(&b, (enum workload)w, depths[i], ops); /* put fills, remove empties */
+            }
     teardown(&b);
     free(keys);
     return 0;

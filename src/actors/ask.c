@@ -175,7 +175,7 @@ static int ask_wait(struct cr_ask_slot *slot, uint32_t seq, uint64_t timeout_ns,
 int cr_ask(struct cr_actor *to, struct cr_msg *msg, uint64_t timeout_ns) {
     assert(to != NULL && msg != NULL);
     assert(cr_current_actor() != to); /* an actor asking itself would deadlock */
-    cr_runtime_flush_wakes(); /* an actor about to block leaves no receiver asleep */
+    cr_runtime_flush_all_wakes(); /* an actor about to block leaves no receiver asleep */
     struct cr_ask_slot *slot = cr_mailbox_thread_ask_slot();
     if (slot == NULL) return CR_ERR_NOMEM;
     slot->seq = (slot->seq + 1) & ASK_SEQ_MASK;

@@ -39,6 +39,8 @@ void cr_runtime_config_default(struct cr_runtime_config *config) {
     config->spin_ns = 20 * 1000;
     config->send_wait_ns = 100 * 1000 * 1000;
     config->timers_max = 256;
+    config->lazy_wake_batch = 256;
+    config->lazy_wake_ns = 100 * 1000;
     config->clock = cr_clock_monotonic();
 }
 
@@ -84,7 +86,7 @@ int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime 
     assert(config != NULL && out != NULL);
     bool power_of_two = config->ring_slots >= 2 && (config->ring_slots & (config->ring_slots - 1)) == 0;
     if (!power_of_two || config->batch_max == 0 || config->timers_max == 0 ||
-        config->clock.now_ns == NULL)
+        config->lazy_wake_batch == 0 || config->clock.now_ns == NULL)
         return CR_ERR_INVALID_PARAMS;
     cr_barrier_init();
     struct cr_runtime *rt = calloc(1, sizeof(*rt));
@@ -181,6 +183,7 @@ static void wake_fd_drain(struct cr_actor *actor) {
 /* A wait hook may send and then block (poll): its sends wake their
  * receivers at once, or they would sleep as long as the hook does. */
 static void call_wait(struct cr_actor *actor, int timeout_ms) {
+    if (timeout_ms != 0) cr_runtime_flush_all_wakes();
     actor->in_wait = true;
     actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ms);
     actor->in_wait = false;
@@ -198,6 +201,7 @@ static void park(struct cr_actor *actor) {
         return; /* a racing sender's wake, if any, is absorbed on a later park */
     }
     cr_counter_bump(&actor->parks, 1);
+    cr_runtime_flush_all_wakes(); /* lazy receivers wait no longer than this */
     atomic_fetch_sub_explicit(&actor->rt->active, 1, memory_order_relaxed);
     if (actor->ops->wait != NULL) {
         call_wait(actor, timeout_ms);
@@ -262,6 +266,9 @@ static void actor_loop(struct cr_actor *actor) {
         actor->round_now_ns = 0; /* timers see the time they fire at */
         if (!actor->stop_requested) work += fire_timers(actor);
         cr_runtime_flush_wakes();
+        if (actor->lazy_pending != 0 &&
+            cr_monotonic_ns() - actor->lazy_since_ns >= rt->config.lazy_wake_ns)
+            cr_runtime_flush_all_wakes();
         if (actor->stop_requested && work == 0) return;
         if (work > 0) {
             idle_since = 0;
@@ -304,7 +311,7 @@ static void *actor_main(void *arg) {
     atomic_store_explicit(&actor->run_state, CR_ACTOR_STOPPED, memory_order_seq_cst);
     while (cr_mailbox_drain(actor, dispatch) > 0) cr_runtime_flush_wakes();
     if (actor->ops->stop != NULL) actor->ops->stop(actor, actor->state);
-    cr_runtime_flush_wakes(); /* a stop hook may hand over a last message */
+    cr_runtime_flush_all_wakes(); /* a stop hook may hand over a last message */
     cr_runtime_thread_release();
     return NULL;
 }
@@ -444,7 +451,8 @@ static int send_wait_full(struct cr_actor *to, struct cr_ring *ring, struct cr_m
     }
 }
 
-int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
+/* Enqueues a copy of *msg for `to`, waiting on a full ring; no wake. */
+static int send_enqueue(struct cr_actor *to, const struct cr_msg *msg, struct cr_actor *self) {
     assert(to != NULL && msg != NULL);
     assert(msg->type != CR_MSG_INVALID);
     if (atomic_load_explicit(&to->run_state, memory_order_acquire) >= CR_ACTOR_STOPPING)
@@ -452,21 +460,54 @@ int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
     struct cr_ring *ring = cr_mailbox_sender_ring(to);
     if (ring == NULL) return CR_ERR_NOMEM;
     struct cr_msg copy = *msg;
-    struct cr_actor *self = tls_actor;
     copy.sender = self != NULL ? self->id : CR_SENDER_EXTERNAL;
-    if (!cr_ring_enqueue(ring, &copy)) {
-        int rc = send_wait_full(to, ring, &copy);
-        if (rc != CR_OK) return rc;
-    }
+    if (!cr_ring_enqueue(ring, &copy)) return send_wait_full(to, ring, &copy);
+    return CR_OK;
+}
+
+/* A send from an actor of the same runtime, outside its wait hook, may
+ * leave the wake to the sender's loop. */
+static bool wake_may_wait(const struct cr_actor *self, const struct cr_actor *to,
+                          const struct cr_msg *msg) {
+    return self != NULL && self->rt == to->rt && !(msg->flags & CR_MSG_ASK) && !self->in_wait;
+}
+
+static void defer_wake(struct cr_actor *self, struct cr_actor *to) {
+    self->wake_pending |= 1u << to->id;
+    self->wake_target[to->id] = to; /* not rt->actors[]: to may still be spawning */
+    if (++self->deferred_sends >= self->rt->config.batch_max) cr_runtime_flush_wakes();
+}
+
+int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
+    struct cr_actor *self = tls_actor;
+    int rc = send_enqueue(to, msg, self);
+    if (rc != CR_OK) return rc;
     /* An actor's sends wake their receivers when its loop round ends: a
-     * handler that sends to a parked actor per message (segments' store
-     * events) would otherwise pay a wake syscall each time, and the receiver
-     * a park, for one message.  Asks wake at once: the asker blocks next. */
-    if (self != NULL && self->rt == to->rt && !(copy.flags & CR_MSG_ASK) && !self->in_wait) {
-        self->wake_pending |= 1u << to->id;
-        self->wake_target[to->id] = to; /* not rt->actors[]: to may still be spawning */
-        if (++self->deferred_sends >= self->rt->config.batch_max) cr_runtime_flush_wakes();
-    } else {
+     * handler that sends to a parked actor per message would otherwise pay a
+     * wake syscall each time, and the receiver a park, for one message.
+     * Asks wake at once: the asker blocks next. */
+    if (wake_may_wait(self, to, msg))
+        defer_wake(self, to);
+    else
+        cr_mailbox_wake(to);
+    return CR_OK;
+}
+
+int cr_send_lazy(struct cr_actor *to, const struct cr_msg *msg) {
+    struct cr_actor *self = tls_actor;
+    int rc = send_enqueue(to, msg, self);
+    if (rc != CR_OK) return rc;
+    if (!wake_may_wait(self, to, msg)) {
+        cr_mailbox_wake(to);
+        return CR_OK;
+    }
+    uint32_t bit = 1u << to->id;
+    if (self->lazy_pending == 0) self->lazy_since_ns = cr_monotonic_ns(); /* once per batch */
+    self->lazy_pending |= bit;
+    self->wake_target[to->id] = to;
+    if (++self->lazy_count[to->id] >= self->rt->config.lazy_wake_batch) {
+        self->lazy_pending &= ~bit; /* a batch is due: one wake per lazy_wake_batch sends */
+        self->lazy_count[to->id] = 0;
         cr_mailbox_wake(to);
     }
     return CR_OK;
@@ -477,10 +518,22 @@ _Static_assert(CR_ACTORS_MAX <= 32, "wake_pending has a bit per actor");
 void cr_runtime_flush_wakes(void) {
     struct cr_actor *self = tls_actor;
     if (self == NULL) return;
-    for (uint32_t pending = self->wake_pending; pending != 0; pending &= pending - 1)
-        cr_mailbox_wake(self->wake_target[__builtin_ctz(pending)]);
+    for (uint32_t pending = self->wake_pending; pending != 0; pending &= pending - 1) {
+        uint32_t id = (uint32_t)__builtin_ctz(pending);
+        cr_mailbox_wake(self->wake_target[id]);
+        self->lazy_count[id] = 0; /* this wake covers its lazy sends too */
+    }
+    self->lazy_pending &= ~self->wake_pending;
     self->wake_pending = 0;
     self->deferred_sends = 0;
+}
+
+void cr_runtime_flush_all_wakes(void) {
+    struct cr_actor *self = tls_actor;
+    if (self == NULL) return;
+    self->wake_pending |= self->lazy_pending;
+    cr_runtime_flush_wakes();
+    assert(self->lazy_pending == 0);
 }
 
 /* ------------------------------------------------------------------------ */

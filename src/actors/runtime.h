@@ -61,11 +61,14 @@ struct cr_runtime_config {
     uint64_t spin_ns;        /* how long an idle actor spins before parking */
     uint64_t send_wait_ns;   /* how long cr_send waits on a full ring */
     uint32_t timers_max;     /* pending timers per actor */
+    uint32_t lazy_wake_batch; /* cr_send_lazy: lazy sends to one receiver per wake */
+    uint64_t lazy_wake_ns;    /* cr_send_lazy: the longest a lazy send waits for its wake */
     struct cr_clock clock;
 };
 
 /* Defaults: pinning on, 4096-slot rings, batches of 64, 20 us spin,
- * 100 ms full-ring wait, 256 timers, CLOCK_MONOTONIC. */
+ * 100 ms full-ring wait, 256 timers, lazy wakes every 256 sends or 100 us,
+ * CLOCK_MONOTONIC. */
 void cr_runtime_config_default(struct cr_runtime_config *config);
 
 /* What an actor does.  Every hook runs on the actor's own thread, except
@@ -145,6 +148,16 @@ void cr_runtime_destroy(struct cr_runtime *rt);
  * CR_ERR_NOMEM (the actor has CR_ACTOR_SENDERS_MAX live sender rings).
  * On error the caller still owns the message's payload. */
 int cr_send(struct cr_actor *to, const struct cr_msg *msg);
+
+/* cr_send for a stream whose receiver need not wake per round: store
+ * events, which a parked publisher would otherwise be woken for (an eventfd
+ * write on the sender, a park with membarrier on the receiver) a few
+ * messages at a time.  From an actor, the receiver is woken when the sender
+ * is about to block (park, ask, exit), after lazy_wake_batch lazy sends to
+ * it, or lazy_wake_ns after the oldest of them (checked once per loop round),
+ * whichever comes first; a receiver that is awake takes them as usual.  From
+ * any other thread, or inside a wait hook, it is cr_send.  Returns as cr_send. */
+int cr_send_lazy(struct cr_actor *to, const struct cr_msg *msg);
 
 /* Sends an ask and blocks (spin briefly, then futex) until the actor replies
  * or `timeout_ns` passes (UINT64_MAX: no limit).  It sets msg's flags, ask

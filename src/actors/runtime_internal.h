@@ -63,6 +63,12 @@ struct cr_actor {
     uint32_t wake_pending;
     struct cr_actor *wake_target[CR_ACTORS_MAX]; /* by id: the actors of wake_pending */
     uint32_t deferred_sends; /* since the last flush; a long handler flushes every batch_max */
+    /* Lazy sends (cr_send_lazy) not woken for yet: their receivers are woken
+     * when this actor is about to block, after lazy_wake_batch lazy sends to
+     * one receiver, or lazy_wake_ns after the oldest, whichever is first. */
+    uint32_t lazy_pending;
+    uint64_t lazy_since_ns;                 /* monotonic time of the oldest */
+    uint32_t lazy_count[CR_ACTORS_MAX];     /* by id: lazy sends not woken for */
     bool in_wait;            /* inside ops->wait, which may block: sends wake at once */
     uint64_t round_now_ns;   /* cr_actor_now_ns's reading this round; 0 = not read yet */
     uint32_t round_clock_epoch; /* rt->clock_epoch when round_now_ns was read */
@@ -257,8 +263,12 @@ static inline uint64_t cr_add_sat(uint64_t a, uint64_t b) { return a > UINT64_MA
 /* The current thread's actor, or NULL for non-actor threads. */
 struct cr_actor *cr_current_actor(void);
 
-/* Wakes the receivers of the calling actor's deferred wakes; a no-op off
- * actor threads. */
+/* Wakes the receivers of the calling actor's deferred wakes (not its lazy
+ * ones); a no-op off actor threads. */
 void cr_runtime_flush_wakes(void);
+
+/* The same, lazy wakes included: for an actor about to block (park, ask,
+ * a blocking wait hook, exit), which must leave no receiver asleep. */
+void cr_runtime_flush_all_wakes(void);
 
 #endif

@@ -153,6 +153,7 @@ static cr_store_event *event_build(const cr_store_event *proto, size_t total) {
     char *cursor = (char *)(base + offset);
 
     *event = *proto;
+    atomic_init(&event->refs, 1);
     event->size_bytes = total;
     event->replicas = replicas;
     event->key = copy_str(&cursor, proto->key);
@@ -212,10 +213,21 @@ int cr_store_event_new_remove_all(cr_store_event **out) {
     return event_new(CR_STORE_EVENT_REMOVE_ALL, empty, NULL, 0, NULL, out);
 }
 
+cr_store_event *cr_store_event_ref(cr_store_event *event) {
+    assert(event != NULL);
+    unsigned before = atomic_fetch_add_explicit(&event->refs, 1, memory_order_relaxed);
+    assert(before > 0); /* a reference must be held to take another */
+    (void)before;
+    return event;
+}
+
 void cr_store_event_free(cr_store_event *event) {
     if (event == NULL) return;
     assert((unsigned)event->kind < CR_STORE_EVENT_KIND_COUNT);
-    free(event);
+    /* Release/acquire: the last holder frees after every other's reads. */
+    unsigned before = atomic_fetch_sub_explicit(&event->refs, 1, memory_order_acq_rel);
+    assert(before > 0);
+    if (before == 1) free(event);
 }
 
 /* ---- encoder ----------------------------------------------------------- */

@@ -15,8 +15,10 @@
  *   ["RemoveAllEvent"]                                               1 element
  *   replicas = [[type, location], ...], type "memory" | "disk" | "local_disk"
  *
- * Events and the encoder are single-threaded values; only cr_event_batch is
- * shared between threads, through its atomic reference count. */
+ * The encoder is a single-threaded value.  An event is immutable once made
+ * and may be shared by reference count: segments hands one event to both the
+ * publisher and the indexer (one malloc per store change, not one per
+ * consumer).  cr_event_batch is shared the same way. */
 #ifndef CRESCENT_MSGS_STORE_EVENT_H
 #define CRESCENT_MSGS_STORE_EVENT_H
 
@@ -71,9 +73,11 @@ typedef struct cr_store_event_info {
 
 /* One store event, a single heap block: this header followed by the replica
  * array, the token ids and every string (each also NUL-terminated), so one
- * pointer transfers it and one free releases it.  The pointers inside point
- * into the block itself: never copy the struct by value to keep it. */
+ * pointer transfers a reference and the last cr_store_event_free releases
+ * it.  The pointers inside point into the block itself: never copy the struct
+ * by value to keep it. */
 typedef struct cr_store_event {
+    atomic_uint refs; /* holders; the only field written after creation */
     cr_store_event_kind kind;
     uint32_t replica_count;
     cr_event_str key;
@@ -133,7 +137,12 @@ int cr_store_event_new_block_update(cr_event_str key, const cr_store_replica *re
 /* Creates a RemoveAllEvent.  Returns CR_OK or CR_ERR_NOMEM. */
 int cr_store_event_new_remove_all(cr_store_event **out);
 
-/* Frees an event made by cr_store_event_new_*; NULL is ignored. */
+/* Takes one more reference (for one more consumer); returns `event`.  Safe
+ * from any thread holding a reference. */
+cr_store_event *cr_store_event_ref(cr_store_event *event);
+
+/* Drops one reference to an event made by cr_store_event_new_*, freeing it
+ * with the last; NULL is ignored. */
 void cr_store_event_free(cr_store_event *event);
 
 /* Creates an encoder with its buffer.  `config` NULL means defaults.  Returns

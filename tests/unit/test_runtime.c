@@ -462,11 +462,32 @@ static int send_from_new_thread(struct cr_actor *actor) {
     return a.rc;
 }
 
+/* Sends MSG_TEST_BLOCK from a new thread.  The rc goes back to the test's
+ * thread: a cmocka assert on another thread cannot fail the test cleanly. */
 static void *block_thread(void *arg) {
+    struct one_shot_arg *a = arg;
     struct cr_msg block = {.type = MSG_TEST_BLOCK};
-    assert_int_equal(cr_send(arg, &block), CR_OK);
+    a->rc = cr_send(a->actor, &block);
     cr_runtime_thread_release();
     return NULL;
+}
+
+/* Blocks the actor from a new thread, retrying while every inbox slot is
+ * taken: slots of exited senders come back one by one as the actor drains
+ * them, so right after one came back the next may not have yet. */
+static void block_actor(struct fixture *fx) {
+    uint64_t deadline = now_ns() + 10000000000u;
+    for (;;) {
+        struct one_shot_arg a = {.actor = fx->actor};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, block_thread, &a), 0);
+        pthread_join(t, NULL);
+        if (a.rc == CR_OK) break;
+        assert_int_equal(a.rc, CR_ERR_NOMEM);
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
+    while (!atomic_load(&fx->state.blocked)) sched_yield();
 }
 
 static void *stop_thread(void *arg) {
@@ -483,10 +504,7 @@ static void test_inbox_full_and_stop(void **unused) {
     cr_runtime_config_default(&config);
     config.pin_threads = false;
     struct fixture *fx = fixture_new(&config);
-    pthread_t t;
-    pthread_create(&t, NULL, block_thread, fx->actor);
-    pthread_join(t, NULL);
-    while (!atomic_load(&fx->state.blocked)) sched_yield();
+    block_actor(fx);
     for (uint32_t i = 1; i < CR_ACTOR_SENDERS_MAX; i++)
         assert_int_equal(send_from_new_thread(fx->actor), CR_OK);
     assert_int_equal(send_from_new_thread(fx->actor), CR_ERR_NOMEM);
@@ -498,9 +516,7 @@ static void test_inbox_full_and_stop(void **unused) {
     /* Fill the slots again while it is blocked, then stop from another
      * thread: the stop must not need a slot. */
     atomic_store(&fx->state.release, 0);
-    pthread_create(&t, NULL, block_thread, fx->actor);
-    pthread_join(t, NULL);
-    while (!atomic_load(&fx->state.blocked)) sched_yield();
+    block_actor(fx);
     while (send_from_new_thread(fx->actor) == CR_OK) {
     }
     pthread_t stopper;
@@ -645,6 +661,153 @@ static void test_send_from_wait_hook_wakes_at_once(void **unused) {
     cr_runtime_thread_release();
 }
 
+/* ---- lazy sends -----------------------------------------------------------
+ * cr_send_lazy leaves a parked receiver asleep until the sender is about to
+ * block, lazy_wake_batch lazy sends have gone to it, or lazy_wake_ns have
+ * passed.  The receiver here is a wait-hook actor, which parks at once (no
+ * spin), so only a wake can deliver; each case leaves one rule able to. */
+
+struct sleeper_state {
+    _Atomic uint64_t received;
+};
+
+static void sleeper_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    if (msg->type == CR_MSG_TEST_SEQ)
+        atomic_fetch_add(&((struct sleeper_state *)arg)->received, 1);
+}
+
+static void sleeper_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+    (void)self, (void)arg;
+    struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
+    (void)poll(&pfd, 1, timeout_ms);
+}
+
+static const struct cr_actor_ops sleeper_ops = {.handle = sleeper_handle, .wait = sleeper_wait};
+
+/* MSG_TEST_QUERY body: u64[0] lazy sends to make, u64[1] nonzero: then
+ * stay in the handler until the sleeper has them all (up to 5 s). */
+struct lazy_state {
+    struct cr_actor *target;
+    struct sleeper_state *sleeper;
+    _Atomic int delivered_while_busy;
+};
+
+static void lazy_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    struct lazy_state *st = arg;
+    if (msg->type != MSG_TEST_QUERY) return;
+    uint64_t n = msg->body.u64[0];
+    uint64_t before = atomic_load(&st->sleeper->received);
+    for (uint64_t i = 0; i < n; i++) {
+        struct cr_msg seq = {.type = CR_MSG_TEST_SEQ};
+        *CR_MSG_BODY(&seq, struct cr_msg_test_seq) = (struct cr_msg_test_seq){.seq = i};
+        assert_int_equal(cr_send_lazy(st->target, &seq), CR_OK);
+    }
+    if (msg->body.u64[1] == 0) return;
+    uint64_t deadline = now_ns() + 5000000000u;
+    while (atomic_load(&st->sleeper->received) < before + n && now_ns() < deadline) sched_yield();
+    atomic_store(&st->delivered_while_busy, atomic_load(&st->sleeper->received) >= before + n);
+}
+
+static const struct cr_actor_ops lazy_ops = {.handle = lazy_handle};
+
+struct lazy_fixture {
+    struct cr_runtime *rt;
+    struct cr_actor *sender, *receiver;
+    struct sleeper_state sleeper;
+    struct lazy_state lazy;
+};
+
+static void lazy_fixture_start(struct lazy_fixture *fx, const struct cr_runtime_config *config) {
+    memset(fx, 0, sizeof(*fx));
+    assert_int_equal(cr_runtime_create(config, &fx->rt), CR_OK);
+    assert_int_equal(cr_runtime_spawn(fx->rt, "sleeper", &sleeper_ops, &fx->sleeper, &fx->receiver),
+                     CR_OK);
+    fx->lazy = (struct lazy_state){.target = fx->receiver, .sleeper = &fx->sleeper};
+    assert_int_equal(cr_runtime_spawn(fx->rt, "lazy", &lazy_ops, &fx->lazy, &fx->sender), CR_OK);
+    uint64_t deadline = now_ns() + 5000000000u; /* the sleeper is parked before anything is sent */
+    while (stats(fx->receiver).parks == 0) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
+}
+
+static void lazy_send(struct lazy_fixture *fx, uint64_t count, bool stay) {
+    struct cr_msg go = {.type = MSG_TEST_QUERY};
+    go.body.u64[0] = count;
+    go.body.u64[1] = stay;
+    assert_int_equal(cr_send(fx->sender, &go), CR_OK);
+}
+
+static void wait_sleeper(struct lazy_fixture *fx, uint64_t count) {
+    uint64_t deadline = now_ns() + 5000000000u;
+    while (atomic_load(&fx->sleeper.received) < count) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
+}
+
+static void lazy_config(struct cr_runtime_config *config) {
+    cr_runtime_config_default(config);
+    config->pin_threads = false;
+    config->spin_ns = 60ull * 1000000000u; /* the sender never parks by itself */
+    config->lazy_wake_ns = 60ull * 1000000000u;
+    config->lazy_wake_batch = 1000000;
+}
+
+static void test_lazy_send_waits_then_batch_wakes(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    lazy_config(&config);
+    config.lazy_wake_batch = 8;
+    struct lazy_fixture fx;
+    lazy_fixture_start(&fx, &config);
+    /* Fewer than a batch, sender spinning: the sleeper is not woken. */
+    lazy_send(&fx, 7, false);
+    struct timespec pause = {0, 20 * 1000000};
+    nanosleep(&pause, NULL);
+    assert_int_equal(atomic_load(&fx.sleeper.received), 0);
+    /* The 8th lazy send wakes it, while the sender is still in its handler. */
+    lazy_send(&fx, 1, true);
+    wait_sleeper(&fx, 8);
+    uint64_t deadline = now_ns() + 5000000000u;
+    while (!atomic_load(&fx.lazy.delivered_while_busy)) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
+    cr_runtime_destroy(fx.rt);
+    cr_runtime_thread_release();
+}
+
+static void test_lazy_send_time_bound(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    lazy_config(&config);
+    config.lazy_wake_ns = 1000000; /* 1 ms; the sender spins idle, checking it every round */
+    struct lazy_fixture fx;
+    lazy_fixture_start(&fx, &config);
+    lazy_send(&fx, 1, false);
+    wait_sleeper(&fx, 1);
+    cr_runtime_destroy(fx.rt);
+    cr_runtime_thread_release();
+}
+
+static void test_lazy_send_wakes_when_sender_parks(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    lazy_config(&config);
+    config.spin_ns = 0; /* the sender parks as soon as it is idle */
+    struct lazy_fixture fx;
+    lazy_fixture_start(&fx, &config);
+    for (uint64_t round = 1; round <= 20; round++) {
+        lazy_send(&fx, 1, false);
+        wait_sleeper(&fx, round);
+    }
+    cr_runtime_destroy(fx.rt);
+    cr_runtime_thread_release();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_per_sender),
@@ -661,6 +824,9 @@ int main(void) {
         cmocka_unit_test(test_timer_rearm_zero_does_not_starve),
         cmocka_unit_test(test_ask_without_limit),
         cmocka_unit_test(test_send_from_wait_hook_wakes_at_once),
+        cmocka_unit_test(test_lazy_send_waits_then_batch_wakes),
+        cmocka_unit_test(test_lazy_send_time_bound),
+        cmocka_unit_test(test_lazy_send_wakes_when_sender_parks),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

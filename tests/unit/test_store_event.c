@@ -661,9 +661,28 @@ static void test_json_mutations_never_crash(void **state) {
     cr_event_batch_unref(batch);
 }
 
+/* Segments hands one event to two consumers: each reference is released by
+ * its holder, the block with the last (ASan reports a leak or double free). */
+static void test_shared_event_refcount(void **unused) {
+    (void)unused;
+    cr_store_replica rep = {CR_REPLICA_MEMORY, {"10.0.0.1:7000", 13}};
+    cr_store_event *event = NULL;
+    assert_int_equal(cr_store_event_new_block_update((cr_event_str){"k", 1}, &rep, 1, &event),
+                     CR_OK);
+    assert_int_equal(atomic_load(&event->refs), 1);
+    assert_ptr_equal(cr_store_event_ref(event), event);
+    assert_int_equal(atomic_load(&event->refs), 2);
+    cr_store_event_free(event); /* the first consumer is done */
+    assert_int_equal(atomic_load(&event->refs), 1);
+    assert_int_equal(event->key.len, 1); /* still readable by the second */
+    assert_memory_equal(event->replicas[0].location.ptr, "10.0.0.1:7000", 13);
+    cr_store_event_free(event);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remove_all_bytes),
+        cmocka_unit_test(test_shared_event_refcount),
         cmocka_unit_test(test_block_update_bytes),
         cmocka_unit_test(test_block_store_bytes),
         cmocka_unit_test(test_block_store_defaults),
