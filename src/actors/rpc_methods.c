@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "actors/rpc_codec.h"
+#include "actors/rpc_replica_pack.h"
 #include "crescent/error.h"
 #include "crescent/version.h"
 
@@ -89,17 +90,13 @@ static Crescent__Master__ReplicaInfo__ReplicaStatus replica_status(enum cr_repli
     return (Crescent__Master__ReplicaInfo__ReplicaStatus)s; /* same values, by design */
 }
 
-static Crescent__Master__BufHandle__BufStatus buf_status(enum cr_replica_status s) {
-    if (s == CR_REPLICA_COMPLETE) return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__COMPLETE;
-    if (s == CR_REPLICA_FAILED) return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__FAILED;
-    return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__INIT;
-}
-
 /* One ReplicaInfo (one handle) per replica.  Strings are not copied: they
  * point at segment names and endpoints, which live as long as the segment,
  * and no method here unmounts before packing. */
 static Crescent__Master__ReplicaInfo **replicas_pb(struct cr_rpc_arena *a,
-                                                   const struct cr_store_replica_list *list) {
+                                                   const struct cr_store_replica_list *list,
+                                                   size_t *count_out) {
+    *count_out = 0; /* until every entry is built */
     Crescent__Master__ReplicaInfo **out = arena_alloc(a, list->count * sizeof(*out) + 1);
     for (uint32_t i = 0; out != NULL && i < list->count; i++) {
         const struct cr_store_replica_desc *d = &list->replicas[i];
@@ -112,7 +109,7 @@ static Crescent__Master__ReplicaInfo **replicas_pb(struct cr_rpc_arena *a,
         h->segment_name = (char *)d->segment_name;
         h->size = d->size;
         h->buffer = d->buffer;
-        h->status = buf_status(d->status);
+        h->status = cr_rpc_buf_status(d->status);
         h->transport_endpoint = (char *)d->endpoint;
         hs[0] = h;
         info->n_handles = 1;
@@ -120,6 +117,7 @@ static Crescent__Master__ReplicaInfo **replicas_pb(struct cr_rpc_arena *a,
         info->status = replica_status(d->status);
         out[i] = info;
     }
+    if (out != NULL) *count_out = list->count;
     return out;
 }
 
@@ -153,6 +151,17 @@ static void finish(struct cr_master_call *call, struct cr_rpc_arena *a, Protobuf
         call->reply = (uint8_t *)strdup(text);
         call->reply_len = call->reply != NULL ? sizeof(text) - 1 : 0;
     }
+}
+
+/* A successful single GetReplicaList or PutStart: packed directly into the
+ * call (rpc_replica_pack.h).  False when it does not fit: pack as usual. */
+static bool finish_replicas(struct cr_master_call *call, const struct cr_store_replica_list *list) {
+    size_t len = cr_rpc_pack_replica_response(list, call->reply_inline, sizeof(call->reply_inline));
+    if (len == 0) return false;
+    call->reply = call->reply_inline;
+    call->reply_len = len;
+    call->status = CR_OK;
+    return true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -211,9 +220,9 @@ static int m_unmount(struct cr_rpc_run *run, struct cr_master_call *call, struct
     return resp.status_code;
 }
 
-/* One PutStart into `resp` (whose replica list lives in the arena). */
-static void put_start_one(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
-                          struct cr_rpc_arena *a, Crescent__Master__PutStartResponse *resp) {
+/* One PutStart on the store: its status code, and its replicas in *list. */
+static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
+                           struct cr_store_replica_list *list) {
     struct cr_uuid id;
     store_uuid(req->client_id, &id);
     struct cr_store_block_meta meta = {0};
@@ -234,18 +243,29 @@ static void put_start_one(struct cr_rpc_run *run, const Crescent__Master__PutSta
                                     .with_soft_pin = req->config->with_soft_pin,
                                     .preferred_segment = req->config->preferred_segment,
                                     .meta = b != NULL ? &meta : NULL};
+    int rc = cr_store_put_start(run->store, &id, &p, run->now_ms, list);
+    if (rc == CR_ERR_NO_AVAILABLE_HANDLE) run->no_space = true;
+    return rc;
+}
+
+/* One PutStart into `resp` (whose replica list lives in the arena). */
+static void put_start_one(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
+                          struct cr_rpc_arena *a, Crescent__Master__PutStartResponse *resp) {
     struct cr_store_replica_list list;
-    resp->status_code = cr_store_put_start(run->store, &id, &p, run->now_ms, &list);
-    if (resp->status_code == CR_ERR_NO_AVAILABLE_HANDLE) run->no_space = true;
+    resp->status_code = put_start_store(run, req, &list);
     if (resp->status_code != CR_OK) return;
-    resp->replica_list = replicas_pb(a, &list);
-    resp->n_replica_list = resp->replica_list != NULL ? list.count : 0;
+    resp->replica_list = replicas_pb(a, &list, &resp->n_replica_list);
 }
 
 static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
                        struct cr_rpc_arena *a) {
+    struct cr_store_replica_list list;
     Crescent__Master__PutStartResponse resp = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
-    put_start_one(run, (const void *)call->request, a, &resp);
+    resp.status_code = put_start_store(run, (const void *)call->request, &list);
+    if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
+    if (resp.status_code == CR_OK) {
+        resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
+    }
     finish(call, a, &resp.base);
     return resp.status_code;
 }
@@ -350,15 +370,20 @@ static void get_one(struct cr_rpc_run *run, const char *tenant, const char *key,
     resp->status_code = cr_store_get_replica_list(run->store, tenant, key, (uint32_t)strlen(key),
                                                   run->now_ms, &list);
     if (resp->status_code != CR_OK) return;
-    resp->replica_list = replicas_pb(a, &list);
-    resp->n_replica_list = resp->replica_list != NULL ? list.count : 0;
+    resp->replica_list = replicas_pb(a, &list, &resp->n_replica_list);
 }
 
 static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
     REQ(GetReplicaListRequest);
+    struct cr_store_replica_list list;
     Crescent__Master__GetReplicaListResponse resp =
         CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
-    get_one(run, req->tenant_id, req->key, a, &resp);
+    resp.status_code = cr_store_get_replica_list(run->store, req->tenant_id, req->key,
+                                                 (uint32_t)strlen(req->key), run->now_ms, &list);
+    if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
+    if (resp.status_code == CR_OK) {
+        resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
+    }
     finish(call, a, &resp.base);
     return resp.status_code;
 }
@@ -401,8 +426,7 @@ static void regex_match(void *ctx, const char *key, uint32_t key_len,
     crescent__master__get_replica_list_by_regex_response__object_map_entry__init(&e->entry);
     crescent__master__object_replica_list__init(&e->value);
     e->entry.key = arena_strndup(c->arena, key, key_len); /* key views end with the callback */
-    e->value.replica_list = replicas_pb(c->arena, replicas);
-    e->value.n_replica_list = e->value.replica_list != NULL ? replicas->count : 0;
+    e->value.replica_list = replicas_pb(c->arena, replicas, &e->value.n_replica_list);
     e->entry.value = &e->value;
     e->next = c->head;
     c->head = e;
@@ -539,6 +563,43 @@ static int m_replica_clear(struct cr_rpc_run *run, struct cr_master_call *call,
 }
 
 /* ------------------------------------------------------------------------ */
+
+void cr_rpc_methods_prefetch(const cr_store *store, const struct cr_master_call *call,
+                             bool deep) {
+    assert(store != NULL && call != NULL && call->request != NULL);
+    const char *tenant, *key;
+    switch (call->method) {
+    case CRESCENT__MASTER__METHOD__GET_REPLICA_LIST: {
+        REQ(GetReplicaListRequest);
+        tenant = req->tenant_id, key = req->key;
+        break;
+    }
+    case CRESCENT__MASTER__METHOD__PUT_START: { /* the slot it will probe, then fill */
+        REQ(PutStartRequest);
+        tenant = req->tenant_id, key = req->key;
+        break;
+    }
+    case CRESCENT__MASTER__METHOD__EXIST_KEY: {
+        REQ(ExistKeyRequest);
+        tenant = req->tenant_id, key = req->key;
+        break;
+    }
+    case CRESCENT__MASTER__METHOD__REMOVE: {
+        REQ(RemoveRequest);
+        tenant = req->tenant_id, key = req->key;
+        break;
+    }
+    case CRESCENT__MASTER__METHOD__PUT_END:
+    case CRESCENT__MASTER__METHOD__PUT_REVOKE: {
+        REQ(PutEndRequest); /* PutRevokeRequest has the same layout */
+        tenant = req->tenant_id, key = req->key;
+        break;
+    }
+    default: return;
+    }
+    /* The gateway validated the key's length; strnlen keeps this safe anyway. */
+    if (key != NULL) cr_store_prefetch_key(store, tenant, key, (uint32_t)strnlen(key, 65536), deep);
+}
 
 typedef int (*method_fn)(struct cr_rpc_run *, struct cr_master_call *, struct cr_rpc_arena *);
 

@@ -35,4 +35,8 @@ struct cr_rpc_run {
  * for batches the first failing entry's code, or CR_OK). */
 int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call);
 
+/* Prefetches what running `call` will look up first (the key of a
+ * single-key method; others are left alone), as cr_store_prefetch_key. */
+void cr_rpc_methods_prefetch(const cr_store *store, const struct cr_master_call *call, bool deep);
+
 #endif

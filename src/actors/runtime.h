@@ -93,7 +93,18 @@ struct cr_actor_ops {
     void (*wait)(struct cr_actor *self, void *state, int wake_fd, int timeout_ms);
     /* Optional: add subsystem counters to a stats reply. */
     void (*stats)(struct cr_actor *self, void *state, struct cr_actor_stats *out);
+    /* Optional, for handlers whose lookups miss the cache: start loads early.
+     * With it, the runtime takes up to CR_PREFETCH_AHEAD messages from a ring
+     * at a time and calls prefetch(state, msg, false) on each before handling
+     * the first, then prefetch(state, next, true) before handling each one
+     * (so a two-step lookup can load its second step a message ahead).  It
+     * runs on the actor's thread and must change nothing; an ask's body may
+     * be gone (its caller timed out), so it must not read one. */
+    void (*prefetch)(void *state, const struct cr_msg *msg, bool deep);
 };
+
+/* Messages taken from a ring at once for an actor with a prefetch hook. */
+#define CR_PREFETCH_AHEAD 8u
 
 /* Counters of one actor.  Runtime fields are filled by the runtime; `extra`
  * carries subsystem counters as (name, value) pairs. */

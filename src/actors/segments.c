@@ -242,6 +242,14 @@ static int segments_start(struct cr_actor *self, void *arg) {
     return CR_OK;
 }
 
+/* Calls queued behind the one running: start their key lookups' loads.  Not
+ * asks (an ask's call may be gone if its caller timed out). */
+static void segments_prefetch(void *arg, const struct cr_msg *msg, bool deep) {
+    const struct segments_state *st = arg;
+    if (msg->type != CR_MSG_MASTER_CALL || (msg->flags & CR_MSG_ASK)) return;
+    cr_rpc_methods_prefetch(st->store, CR_MSG_BODY(msg, struct cr_msg_master_call)->call, deep);
+}
+
 static void segments_discard(void *arg, struct cr_msg *msg) {
     (void)arg;
     if (msg->type == CR_MSG_MASTER_CALL && !(msg->flags & CR_MSG_ASK))
@@ -338,6 +346,7 @@ static const struct cr_actor_ops segments_ops = {
     .handle = segments_handle,
     .discard = segments_discard,
     .stats = segments_stats,
+    .prefetch = segments_prefetch,
 };
 
 const struct cr_subsystem_def cr_segments_def = {

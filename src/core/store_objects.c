@@ -222,6 +222,24 @@ static uint32_t find_key(const cr_store *store, const char *tenant, const char *
     return cr_store_obj_find(store, (uint16_t)t, key, key_len, h);
 }
 
+void cr_store_prefetch_key(const cr_store *store, const char *tenant, const char *key,
+                           uint32_t key_len, bool deep) {
+    assert(store != NULL);
+    int t = cr_store_tenant_lookup(store, tenant);
+    if (t < 0 || key == NULL || key_len > store->cfg.max_key_len) return;
+    uint64_t h = cr_store_key_hash(store, (uint16_t)t, key, key_len);
+    const struct cr_store_slot *slot = &store->table[(uint32_t)h & store->table_mask];
+    if (!deep) {
+        __builtin_prefetch(slot);
+        return;
+    }
+    /* The home slot only: a probe that goes on is rare at the table's load. */
+    if (slot->id_plus1 == 0 || slot->hash_hi != (uint32_t)(h >> 32)) return;
+    const struct cr_store_obj *obj = cr_store_obj_at(store, slot->id_plus1 - 1);
+    __builtin_prefetch(obj);
+    __builtin_prefetch((const char *)obj + 64); /* lease and access times */
+}
+
 static int not_found(cr_store *store) {
     return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object not found");
 }

@@ -1,0 +1,108 @@
+/* Direct encoding of successful replica-list responses (see rpc_replica_pack.h). */
+#include "actors/rpc_replica_pack.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* ReplicaInfo.ReplicaStatus has the store's values (rpc_methods.c relies on it too). */
+_Static_assert(CRESCENT__MASTER__REPLICA_INFO__REPLICA_STATUS__COMPLETE == CR_REPLICA_COMPLETE &&
+                   CRESCENT__MASTER__REPLICA_INFO__REPLICA_STATUS__FAILED == CR_REPLICA_FAILED,
+               "replica status values");
+
+/* Field numbers of proto/master.proto, wire type folded in (field << 3 | type). */
+enum {
+    WIRE_VARINT = 0,
+    WIRE_LEN = 2,
+    TAG_RESP_STATUS_CODE = 1 << 3 | WIRE_VARINT,  /* GetReplicaList/PutStartResponse.status_code */
+    TAG_RESP_REPLICA_LIST = 2 << 3 | WIRE_LEN,    /* ...Response.replica_list */
+    TAG_INFO_HANDLES = 1 << 3 | WIRE_LEN,         /* ReplicaInfo.handles */
+    TAG_INFO_STATUS = 2 << 3 | WIRE_VARINT,       /* ReplicaInfo.status */
+    TAG_HANDLE_SEGMENT_NAME = 1 << 3 | WIRE_LEN,  /* BufHandle.segment_name */
+    TAG_HANDLE_SIZE = 2 << 3 | WIRE_VARINT,       /* BufHandle.size */
+    TAG_HANDLE_BUFFER = 3 << 3 | WIRE_VARINT,     /* BufHandle.buffer */
+    TAG_HANDLE_STATUS = 4 << 3 | WIRE_VARINT,     /* BufHandle.status */
+    TAG_HANDLE_ENDPOINT = 5 << 3 | WIRE_LEN,      /* BufHandle.transport_endpoint */
+};
+
+static size_t varint_len(uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) v >>= 7, n++;
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static uint8_t *put_str(uint8_t *p, uint8_t tag, const char *s, size_t len) {
+    *p++ = tag;
+    p = put_varint(p, len);
+    memcpy(p, s, len);
+    return p + len;
+}
+
+Crescent__Master__BufHandle__BufStatus cr_rpc_buf_status(enum cr_replica_status s) {
+    if (s == CR_REPLICA_COMPLETE) return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__COMPLETE;
+    if (s == CR_REPLICA_FAILED) return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__FAILED;
+    return CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__INIT;
+}
+
+/* One replica's sizes, computed once and used to write it. */
+struct replica_sizes {
+    size_t name_len, endpoint_len;
+    size_t handle_len; /* BufHandle body */
+    size_t info_len;   /* ReplicaInfo body */
+};
+
+static void replica_measure(const struct cr_store_replica_desc *d, struct replica_sizes *z) {
+    z->name_len = strlen(d->segment_name);
+    z->endpoint_len = d->endpoint != NULL ? strlen(d->endpoint) : 0;
+    z->handle_len = 1 + varint_len(z->name_len) + z->name_len + 1 + varint_len(d->size) + 1 +
+                    varint_len(d->buffer) + 1 + varint_len(cr_rpc_buf_status(d->status));
+    if (d->endpoint != NULL) z->handle_len += 1 + varint_len(z->endpoint_len) + z->endpoint_len;
+    z->info_len = 1 + varint_len(z->handle_len) + z->handle_len + 1 +
+                  varint_len((uint32_t)d->status);
+}
+
+size_t cr_rpc_pack_replica_response(const struct cr_store_replica_list *list, uint8_t *out,
+                                    size_t cap) {
+    assert(list != NULL && out != NULL);
+    assert(list->count <= CR_STORE_REPLICAS_MAX);
+    struct replica_sizes sizes[CR_STORE_REPLICAS_MAX];
+    size_t total = 2; /* status_code 0: its tag and a one-byte varint */
+    for (uint32_t i = 0; i < list->count; i++) {
+        assert(list->replicas[i].segment_name != NULL);
+        replica_measure(&list->replicas[i], &sizes[i]);
+        total += 1 + varint_len(sizes[i].info_len) + sizes[i].info_len;
+    }
+    if (total > cap) return 0;
+
+    uint8_t *p = out;
+    *p++ = TAG_RESP_STATUS_CODE;
+    *p++ = 0;
+    for (uint32_t i = 0; i < list->count; i++) {
+        const struct cr_store_replica_desc *d = &list->replicas[i];
+        const struct replica_sizes *z = &sizes[i];
+        *p++ = TAG_RESP_REPLICA_LIST;
+        p = put_varint(p, z->info_len);
+        *p++ = TAG_INFO_HANDLES;
+        p = put_varint(p, z->handle_len);
+        p = put_str(p, TAG_HANDLE_SEGMENT_NAME, d->segment_name, z->name_len);
+        *p++ = TAG_HANDLE_SIZE;
+        p = put_varint(p, d->size);
+        *p++ = TAG_HANDLE_BUFFER;
+        p = put_varint(p, d->buffer);
+        *p++ = TAG_HANDLE_STATUS;
+        p = put_varint(p, cr_rpc_buf_status(d->status));
+        if (d->endpoint != NULL) p = put_str(p, TAG_HANDLE_ENDPOINT, d->endpoint, z->endpoint_len);
+        *p++ = TAG_INFO_STATUS;
+        p = put_varint(p, (uint32_t)d->status);
+    }
+    assert((size_t)(p - out) == total);
+    return total;
+}

@@ -1,0 +1,166 @@
+/* The direct replica-list encoder (src/actors/rpc_replica_pack.c) writes the
+ * bytes protobuf-c writes, for GetReplicaListResponse and PutStartResponse,
+ * over random replica lists: names of every varint-length class, sizes and
+ * buffers across the uint64 range, endpoints absent, empty and long. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/rpc_replica_pack.h"
+#include "master.pb-c.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t next(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+
+/* A value whose varint takes 1..10 bytes, evenly. */
+static uint64_t any_u64(void) {
+    unsigned bits = (unsigned)(next() % 65);
+    return bits == 0 ? 0 : next() >> (64 - bits);
+}
+
+static const size_t name_lengths[] = {1, 5, 127, 128, 200, 16383, 16384};
+
+static char *any_string(size_t max) {
+    size_t len = name_lengths[next() % (sizeof(name_lengths) / sizeof(name_lengths[0]))];
+    if (len > max) len = max;
+    char *s = malloc(len + 1);
+    assert_non_null(s);
+    for (size_t i = 0; i < len; i++) s[i] = (char)('a' + next() % 26);
+    s[len] = '\0';
+    return s;
+}
+
+static void random_list(struct cr_store_replica_list *list) {
+    list->count = (uint32_t)(next() % (CR_STORE_REPLICAS_MAX + 1));
+    static const enum cr_replica_status statuses[] = {
+        CR_REPLICA_UNDEFINED, CR_REPLICA_INITIALIZED, CR_REPLICA_PROCESSING,
+        CR_REPLICA_COMPLETE,  CR_REPLICA_REMOVED,     CR_REPLICA_FAILED};
+    for (uint32_t i = 0; i < list->count; i++) {
+        struct cr_store_replica_desc *d = &list->replicas[i];
+        memset(d, 0, sizeof(*d));
+        d->segment_name = any_string(20000);
+        unsigned endpoint = (unsigned)(next() % 3);
+        d->endpoint = endpoint == 0 ? NULL : endpoint == 1 ? strdup("") : any_string(300);
+        d->size = any_u64();
+        d->buffer = any_u64();
+        d->status = statuses[next() % 6];
+    }
+}
+
+static void free_list(struct cr_store_replica_list *list) {
+    for (uint32_t i = 0; i < list->count; i++) {
+        free((char *)list->replicas[i].segment_name);
+        free((char *)list->replicas[i].endpoint);
+    }
+}
+
+/* What rpc_methods.c builds for protobuf-c, packed by protobuf-c. */
+static uint8_t *reference_pack(const struct cr_store_replica_list *list, bool put_start,
+                               size_t *len) {
+    Crescent__Master__ReplicaInfo infos[CR_STORE_REPLICAS_MAX], *info_ptrs[CR_STORE_REPLICAS_MAX];
+    Crescent__Master__BufHandle handles[CR_STORE_REPLICAS_MAX], *handle_ptrs[CR_STORE_REPLICAS_MAX];
+    for (uint32_t i = 0; i < list->count; i++) {
+        const struct cr_store_replica_desc *d = &list->replicas[i];
+        crescent__master__buf_handle__init(&handles[i]);
+        handles[i].segment_name = (char *)d->segment_name;
+        handles[i].size = d->size;
+        handles[i].buffer = d->buffer;
+        handles[i].status = cr_rpc_buf_status(d->status);
+        handles[i].transport_endpoint = (char *)d->endpoint;
+        handle_ptrs[i] = &handles[i];
+        crescent__master__replica_info__init(&infos[i]);
+        infos[i].n_handles = 1;
+        infos[i].handles = &handle_ptrs[i];
+        infos[i].status = (Crescent__Master__ReplicaInfo__ReplicaStatus)d->status;
+        info_ptrs[i] = &infos[i];
+    }
+    Crescent__Master__GetReplicaListResponse get = CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
+    Crescent__Master__PutStartResponse put = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
+    get.n_replica_list = put.n_replica_list = list->count;
+    get.replica_list = put.replica_list = info_ptrs;
+    ProtobufCMessage *msg = put_start ? &put.base : &get.base;
+    *len = protobuf_c_message_get_packed_size(msg);
+    uint8_t *out = malloc(*len + 1);
+    assert_non_null(out);
+    assert_int_equal(protobuf_c_message_pack(msg, out), *len);
+    return out;
+}
+
+static void test_same_bytes_as_protobuf_c(void **unused) {
+    (void)unused;
+    static uint8_t out[CR_STORE_REPLICAS_MAX * 40000];
+    for (int round = 0; round < 2000; round++) {
+        struct cr_store_replica_list list;
+        random_list(&list);
+        for (int put_start = 0; put_start < 2; put_start++) {
+            size_t want_len;
+            uint8_t *want = reference_pack(&list, put_start, &want_len);
+            size_t len = cr_rpc_pack_replica_response(&list, out, sizeof(out));
+            assert_int_equal(len, want_len);
+            assert_memory_equal(out, want, len);
+            /* Exactly enough room is enough; a byte less is refused. */
+            assert_int_equal(cr_rpc_pack_replica_response(&list, out, want_len), want_len);
+            assert_int_equal(cr_rpc_pack_replica_response(&list, out, want_len - 1), 0);
+            free(want);
+        }
+        free_list(&list);
+    }
+}
+
+/* A peer decodes it: the store's values come back. */
+static void test_decodes_with_protobuf_c(void **unused) {
+    (void)unused;
+    struct cr_store_replica_list list = {.count = 2};
+    list.replicas[0] = (struct cr_store_replica_desc){.segment_name = "seg-a",
+                                                      .endpoint = "10.0.0.1:7000",
+                                                      .buffer = 1ull << 40,
+                                                      .size = 4096,
+                                                      .status = CR_REPLICA_COMPLETE};
+    list.replicas[1] = (struct cr_store_replica_desc){
+        .segment_name = "seg-b", .buffer = 7, .size = UINT64_MAX, .status = CR_REPLICA_PROCESSING};
+    uint8_t out[256];
+    size_t len = cr_rpc_pack_replica_response(&list, out, sizeof(out));
+    assert_true(len > 0);
+    Crescent__Master__GetReplicaListResponse *r =
+        crescent__master__get_replica_list_response__unpack(NULL, len, out);
+    assert_non_null(r);
+    assert_int_equal(r->status_code, 0);
+    assert_null(r->error_message);
+    assert_int_equal(r->n_replica_list, 2);
+    assert_int_equal(r->replica_list[0]->status,
+                     CRESCENT__MASTER__REPLICA_INFO__REPLICA_STATUS__COMPLETE);
+    assert_int_equal(r->replica_list[0]->n_handles, 1);
+    const Crescent__Master__BufHandle *h = r->replica_list[0]->handles[0];
+    assert_string_equal(h->segment_name, "seg-a");
+    assert_string_equal(h->transport_endpoint, "10.0.0.1:7000");
+    assert_int_equal(h->buffer, 1ull << 40);
+    assert_int_equal(h->size, 4096);
+    assert_int_equal(h->status, CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__COMPLETE);
+    h = r->replica_list[1]->handles[0];
+    assert_null(h->transport_endpoint);
+    assert_int_equal(h->size, UINT64_MAX);
+    assert_int_equal(h->status, CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__INIT);
+    crescent__master__get_replica_list_response__free_unpacked(r, NULL);
+    /* No replica: just status_code 0. */
+    list.count = 0;
+    assert_int_equal(cr_rpc_pack_replica_response(&list, out, sizeof(out)), 2);
+    assert_int_equal(out[0], 0x08);
+    assert_int_equal(out[1], 0x00);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_bytes_as_protobuf_c),
+        cmocka_unit_test(test_decodes_with_protobuf_c),
+    };
+    return cmocka_run_group_tests_name("rpc_replica_pack", tests, NULL, NULL);
+}
