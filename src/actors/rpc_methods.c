@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "actors/rpc_codec.h"
-#include "actors/rpc_replica_pack.h"
+#include "actors/rpc_fast_pack.h"
 #include "crescent/error.h"
 #include "crescent/version.h"
 
@@ -154,7 +154,7 @@ static void finish(struct cr_master_call *call, struct cr_rpc_arena *a, Protobuf
 }
 
 /* A successful single GetReplicaList or PutStart: packed directly into the
- * call (rpc_replica_pack.h).  False when it does not fit: pack as usual. */
+ * call (rpc_fast_pack.h).  False when it does not fit: pack as usual. */
 static bool finish_replicas(struct cr_master_call *call, const struct cr_store_replica_list *list) {
     size_t len = cr_rpc_pack_replica_response(list, call->reply_inline, sizeof(call->reply_inline));
     if (len == 0) return false;
@@ -162,6 +162,14 @@ static bool finish_replicas(struct cr_master_call *call, const struct cr_store_r
     call->reply_len = len;
     call->status = CR_OK;
     return true;
+}
+
+/* A single call that succeeded with nothing but `exists` (or -1: not even
+ * that) to say: packed directly into the call. */
+static void finish_ok(struct cr_master_call *call, int exists) {
+    call->reply = call->reply_inline;
+    call->reply_len = cr_rpc_pack_ok_response(exists, call->reply_inline);
+    call->status = CR_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -288,6 +296,10 @@ static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct
     if (call->method == CRESCENT__MASTER__METHOD__PUT_REVOKE)
         resp.base.descriptor = &crescent__master__put_revoke_response__descriptor;
     resp.status_code = end_or_revoke(run, call->method, (const void *)call->request);
+    if (resp.status_code == CR_OK) {
+        finish_ok(call, -1);
+        return CR_OK;
+    }
     finish(call, a, &resp.base);
     return resp.status_code;
 }
@@ -338,6 +350,10 @@ static int m_exist(struct cr_rpc_run *run, struct cr_master_call *call, struct c
     resp.status_code = rc == CR_ERR_OBJECT_NOT_FOUND ? CR_OK : rc;
     resp.has_exists = 1;
     resp.exists = rc == CR_OK;
+    if (resp.status_code == CR_OK) {
+        finish_ok(call, resp.exists);
+        return CR_OK;
+    }
     finish(call, a, &resp.base);
     return resp.status_code;
 }
@@ -453,6 +469,10 @@ static int m_remove(struct cr_rpc_run *run, struct cr_master_call *call, struct 
     Crescent__Master__RemoveResponse resp = CRESCENT__MASTER__REMOVE_RESPONSE__INIT;
     resp.status_code = cr_store_remove(run->store, req->tenant_id, req->key,
                                        (uint32_t)strlen(req->key), req->force, run->now_ms);
+    if (resp.status_code == CR_OK) {
+        finish_ok(call, -1);
+        return CR_OK;
+    }
     finish(call, a, &resp.base);
     return resp.status_code;
 }

@@ -1,7 +1,8 @@
-/* The direct replica-list encoder (src/actors/rpc_replica_pack.c) writes the
- * bytes protobuf-c writes, for GetReplicaListResponse and PutStartResponse,
- * over random replica lists: names of every varint-length class, sizes and
- * buffers across the uint64 range, endpoints absent, empty and long. */
+/* The direct encoders (src/actors/rpc_fast_pack.c) write the bytes protobuf-c
+ * writes: GetReplicaListResponse and PutStartResponse over random replica
+ * lists (names of every varint-length class, sizes and buffers across the
+ * uint64 range, endpoints absent, empty and long), and the status-only and
+ * ExistKey successes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/rpc_replica_pack.h"
+#include "actors/rpc_fast_pack.h"
 #include "master.pb-c.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -157,10 +158,35 @@ static void test_decodes_with_protobuf_c(void **unused) {
     assert_int_equal(out[1], 0x00);
 }
 
+static void expect_ok_bytes(ProtobufCMessage *msg, int exists) {
+    uint8_t want[16], got[4];
+    size_t want_len = protobuf_c_message_pack(msg, want);
+    size_t len = cr_rpc_pack_ok_response(exists, got);
+    assert_int_equal(len, want_len);
+    assert_memory_equal(got, want, len);
+}
+
+static void test_ok_responses(void **unused) {
+    (void)unused;
+    Crescent__Master__PutEndResponse end = CRESCENT__MASTER__PUT_END_RESPONSE__INIT;
+    Crescent__Master__PutRevokeResponse revoke = CRESCENT__MASTER__PUT_REVOKE_RESPONSE__INIT;
+    Crescent__Master__RemoveResponse rm = CRESCENT__MASTER__REMOVE_RESPONSE__INIT;
+    expect_ok_bytes(&end.base, -1);
+    expect_ok_bytes(&revoke.base, -1);
+    expect_ok_bytes(&rm.base, -1);
+    for (int exists = 0; exists <= 1; exists++) {
+        Crescent__Master__ExistKeyResponse ex = CRESCENT__MASTER__EXIST_KEY_RESPONSE__INIT;
+        ex.has_exists = 1;
+        ex.exists = exists;
+        expect_ok_bytes(&ex.base, exists);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_bytes_as_protobuf_c),
         cmocka_unit_test(test_decodes_with_protobuf_c),
+        cmocka_unit_test(test_ok_responses),
     };
-    return cmocka_run_group_tests_name("rpc_replica_pack", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("rpc_fast_pack", tests, NULL, NULL);
 }

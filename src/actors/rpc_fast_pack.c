@@ -1,5 +1,5 @@
-/* Direct encoding of successful replica-list responses (see rpc_replica_pack.h). */
-#include "actors/rpc_replica_pack.h"
+/* Direct encoding of successful replica-list responses (see rpc_fast_pack.h). */
+#include "actors/rpc_fast_pack.h"
 
 #include <assert.h>
 #include <string.h>
@@ -15,6 +15,7 @@ enum {
     WIRE_LEN = 2,
     TAG_RESP_STATUS_CODE = 1 << 3 | WIRE_VARINT,  /* GetReplicaList/PutStartResponse.status_code */
     TAG_RESP_REPLICA_LIST = 2 << 3 | WIRE_LEN,    /* ...Response.replica_list */
+    TAG_EXIST_EXISTS = 2 << 3 | WIRE_VARINT,      /* ExistKeyResponse.exists */
     TAG_INFO_HANDLES = 1 << 3 | WIRE_LEN,         /* ReplicaInfo.handles */
     TAG_INFO_STATUS = 2 << 3 | WIRE_VARINT,       /* ReplicaInfo.status */
     TAG_HANDLE_SEGMENT_NAME = 1 << 3 | WIRE_LEN,  /* BufHandle.segment_name */
@@ -67,6 +68,16 @@ static void replica_measure(const struct cr_store_replica_desc *d, struct replic
     if (d->endpoint != NULL) z->handle_len += 1 + varint_len(z->endpoint_len) + z->endpoint_len;
     z->info_len = 1 + varint_len(z->handle_len) + z->handle_len + 1 +
                   varint_len((uint32_t)d->status);
+}
+
+size_t cr_rpc_pack_ok_response(int exists, uint8_t out[4]) {
+    assert(exists >= -1 && exists <= 1);
+    out[0] = TAG_RESP_STATUS_CODE;
+    out[1] = 0;
+    if (exists < 0) return 2;
+    out[2] = TAG_EXIST_EXISTS;
+    out[3] = (uint8_t)exists;
+    return 4;
 }
 
 size_t cr_rpc_pack_replica_response(const struct cr_store_replica_list *list, uint8_t *out,
