@@ -5,8 +5,10 @@
 #include <string.h>
 
 /* ReplicaInfo.ReplicaStatus has the store's values (rpc_methods.c relies on it too). */
-_Static_assert(CRESCENT__MASTER__REPLICA_INFO__REPLICA_STATUS__COMPLETE == CR_REPLICA_COMPLETE &&
-                   CRESCENT__MASTER__REPLICA_INFO__REPLICA_STATUS__FAILED == CR_REPLICA_FAILED,
+_Static_assert((int)CRESCENT__MASTER__REPLICA_INFO__REPLICA_STATUS__COMPLETE ==
+                       (int)CR_REPLICA_COMPLETE &&
+                   (int)CRESCENT__MASTER__REPLICA_INFO__REPLICA_STATUS__FAILED ==
+                       (int)CR_REPLICA_FAILED,
                "replica status values");
 
 /* Field numbers of proto/master.proto, wire type folded in (field << 3 | type). */
