@@ -183,7 +183,6 @@ static void wake_fd_drain(struct cr_actor *actor) {
 /* A wait hook may send and then block (poll): its sends wake their
  * receivers at once, or they would sleep as long as the hook does. */
 static void call_wait(struct cr_actor *actor, int timeout_ms) {
-    if (timeout_ms != 0) cr_runtime_flush_all_wakes();
     actor->in_wait = true;
     actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ms);
     actor->in_wait = false;
@@ -201,7 +200,7 @@ static void park(struct cr_actor *actor) {
         return; /* a racing sender's wake, if any, is absorbed on a later park */
     }
     cr_counter_bump(&actor->parks, 1);
-    cr_runtime_flush_all_wakes(); /* lazy receivers wait no longer than this */
+    cr_runtime_flush_all_wakes(); /* lazy receivers wait no longer than this sleep */
     atomic_fetch_sub_explicit(&actor->rt->active, 1, memory_order_relaxed);
     if (actor->ops->wait != NULL) {
         call_wait(actor, timeout_ms);
