@@ -1,6 +1,7 @@
 """Shared fixtures: where the binaries are, free loopback ports, a crescentd
 process that is always stopped (and checked) at the end of a test."""
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,10 +22,29 @@ def binary(name):
     return path
 
 
+# Ports are drawn below Linux's ephemeral range (32768-60999 by default), so a
+# port handed out here is never taken meanwhile by the kernel for some outgoing
+# connection, and no port is handed out twice in one run: asking the kernel for
+# port 0 twice can return the same port when nothing has bound the first one yet
+# (a daemon gets its RPC, event, replay and HTTP ports before it binds any).
+_PORT_RANGE = (20000, 32000)
+_handed_out = set()
+_rng = random.Random(os.getpid() ^ time.monotonic_ns())
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    for _ in range(1000):
+        port = _rng.randrange(*_PORT_RANGE)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise AssertionError(f"no free loopback port in {_PORT_RANGE} after 1000 tries")
 
 
 def http_get(port, path, timeout=5):
