@@ -23,7 +23,8 @@
  *                      [--only put|get|exist|remove (put fills and remove
  *                      empties the store, so they always run)]
  *                      [--repeat N (1): run the get and exist cases N times
- *                      on the same keys, for a profile of reads alone] */
+ *                      on the same keys, for a profile of reads alone]
+ *                      [--stats: each actor's messages, parks and wakes per case] */
 #include <getopt.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -277,7 +278,40 @@ static void teardown(struct bench *b) {
     for (int i = 0; i < b->driver_count; i++) free(b->drivers[i]);
 }
 
+/* --stats: each actor's runtime counters, so a case's parks and wakes (each
+ * a syscall) can be read next to its throughput. */
+static bool show_stats;
+#define STATS_ACTORS (DRIVERS_MAX + 4)
+
+static int snapshot(struct bench *b, struct cr_actor_stats *out) {
+    struct cr_actor *actors[STATS_ACTORS];
+    int n = 0;
+    const enum cr_subsystem ids[] = {CR_SUBSYSTEM_SEGMENTS, CR_SUBSYSTEM_LEASES,
+                                     CR_SUBSYSTEM_PUBLISHER, CR_SUBSYSTEM_INDEXER};
+    for (int i = 0; i < 4; i++) actors[n++] = b->peers.actors[ids[i]];
+    for (int i = 0; i < b->driver_count; i++) actors[n++] = b->drivers[i]->self;
+    for (int i = 0; i < n; i++) {
+        struct cr_msg msg = {.type = CR_MSG_STATS};
+        CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &out[i];
+        check(cr_ask(actors[i], &msg, 5000000000ull), "stats");
+    }
+    return n;
+}
+
+static void print_stats(const struct cr_actor_stats *before, const struct cr_actor_stats *after,
+                        int n, uint64_t ops) {
+    for (int i = 0; i < n; i++)
+        printf("    %-10s cpu %2d  handled %9llu  parks %7llu  wakes %7llu  (%.3f parks per op)\n",
+               after[i].name, after[i].cpu,
+               (unsigned long long)(after[i].messages_handled - before[i].messages_handled),
+               (unsigned long long)(after[i].parks - before[i].parks),
+               (unsigned long long)(after[i].wakes - before[i].wakes),
+               (double)(after[i].parks - before[i].parks) / (double)ops);
+}
+
 static void run_case(struct bench *b, enum workload workload, unsigned depth, uint64_t ops) {
+    struct cr_actor_stats stats_before[STATS_ACTORS], stats_after[STATS_ACTORS];
+    int stats_n = show_stats ? snapshot(b, stats_before) : 0;
     int drivers = b->driver_count;
     uint64_t per = ops / (uint64_t)drivers;
     for (int i = 0; i < drivers; i++) {
@@ -324,6 +358,8 @@ static void run_case(struct bench *b, enum workload workload, unsigned depth, ui
            (double)calls / ((double)elapsed / 1e9) / 1e6,
            (double)(bench_cpu_ns() - cpu_start) / 1e3 / (double)(per * (uint64_t)drivers),
            errors > 0 ? "; ERRORS in sampled replies" : "");
+    if (show_stats) print_stats(stats_before, stats_after, snapshot(b, stats_after), ops);
+    (void)stats_n;
     bench_latency_free(&all);
 }
 
@@ -349,6 +385,7 @@ int main(int argc, char **argv) {
                                              {"drivers", required_argument, NULL, 'd'},
                                              {"only", required_argument, NULL, 'w'},
                                              {"repeat", required_argument, NULL, 'r'},
+                                             {"stats", no_argument, NULL, 's'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     int c;
@@ -361,15 +398,18 @@ int main(int argc, char **argv) {
             drivers = (unsigned)strtoul(optarg, NULL, 10);
         } else if (c == 'r') {
             repeat = (unsigned)strtoul(optarg, NULL, 10);
+        } else if (c == 's') {
+            show_stats = true;
         } else if (c == 'w') {
             for (int w = 0; w < WL_COUNT; w++)
                 if (strncmp(optarg, workload_names[w], strlen(optarg)) == 0 && optarg[0] != '\0')
                     only = w;
             if (only < 0) c = '?';
         }
-        if (c != 'o' && c != 'i' && c != 'd' && c != 'w' && c != 'r') {
+        if (c != 'o' && c != 'i' && c != 'd' && c != 'w' && c != 'r' && c != 's') {
             printf("usage: master_actors [--ops N (200000)] [--inflight 1,8,64 (each 1..%u)] "
-                   "[--drivers N (1..%d)] [--only put|get|exist|remove] [--repeat N (1)]\n",
+                   "[--drivers N (1..%d)] [--only put|get|exist|remove] [--repeat N (1)] "
+                   "[--stats]\n",
                    DEPTH_MAX, DRIVERS_MAX);
             return c == 'h' ? 0 : 2;
         }
