@@ -89,7 +89,7 @@ static char (*keys)[KEY_BYTES]; /* key i of every case */
 static void sink_handle(struct cr_actor *self, void *state, struct cr_msg *msg) {
     (void)self, (void)state;
     if (msg->type == CR_MSG_STORE_EVENT)
-        cr_store_event_free(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
+        cr_store_event_free_chain(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
 }
 
 static const struct cr_actor_ops sink_ops = {.handle = sink_handle};
@@ -182,7 +182,14 @@ static void driver_handle(struct cr_actor *self, void *state, struct cr_msg *msg
     if (msg->type == BENCH_GO) {
         for (unsigned i = 0; i < d->depth; i++) start_op(d, &d->slots[i]);
     } else if (msg->type == CR_MSG_MASTER_DONE) {
-        on_done(d, CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+        /* A chain of finished calls; on_done may send the call again, so
+         * the link is read first. */
+        for (struct cr_master_call *call = CR_MSG_BODY(msg, struct cr_msg_master_call)->call,
+                                   *next;
+             call != NULL; call = next) {
+            next = call->next;
+            on_done(d, call);
+        }
     }
 }
 

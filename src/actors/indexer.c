@@ -167,10 +167,13 @@ static void store_event(struct indexer_state *st, struct cr_msg *msg) {
     struct indexer_instance_info *info =
         rc == CR_OK || rc == CR_ERR_OBJECT_ALREADY_EXISTS ? instance_info(st, id) : NULL;
     if (info != NULL) indexer_instance_claimed(st, id); /* the store's blocks file here */
-    if (info == NULL || cr_indexer_store_apply(st->index, body->event, id, &info->store_keys,
-                                               &st->store_counters) != CR_OK)
-        st->store_skipped++;
-    cr_store_event_free(body->event);
+    for (cr_store_event *event = body->event, *next; event != NULL; event = next) {
+        next = event->next; /* read before our reference goes */
+        if (info == NULL || cr_indexer_store_apply(st->index, event, id, &info->store_keys,
+                                                   &st->store_counters) != CR_OK)
+            st->store_skipped++;
+        cr_store_event_free(event);
+    }
 }
 
 /* ---- queries and routing ---- */
@@ -602,7 +605,7 @@ static void indexer_stop(struct cr_actor *self, void *state) {
 static void indexer_discard(void *state, struct cr_msg *msg) {
     (void)state;
     if (msg->type == CR_MSG_STORE_EVENT)
-        cr_store_event_free(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
+        cr_store_event_free_chain(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
 }
 
 #define STAT(name_, value_)                                                                        \

@@ -1,7 +1,7 @@
 /* The publisher actor: store events → seed-000 batches on a ZMQ PUB socket.
  *
- * It takes CR_MSG_STORE_EVENT (one owned cr_store_event each), appends the
- * event to the batch being built and frees it.  A batch goes out when it
+ * It takes CR_MSG_STORE_EVENT (a chain of cr_store_events, one reference to
+ * each owned), appends each event to the batch being built and drops it.  A batch goes out when it
  * holds event_batch_max events or when event_flush_us has passed since its
  * first event, as three frames [topic, seq (8-byte big-endian), payload];
  * seq starts at 0 and grows by one per batch.  Each batch is encoded once:
@@ -237,8 +237,12 @@ static void publisher_fill_info(struct publisher *p, struct cr_publisher_info *o
 static void publisher_handle(struct cr_actor *self, void *state, struct cr_msg *msg) {
     struct publisher *p = state;
     switch (msg->type) {
-    case CR_MSG_STORE_EVENT:
-        publisher_take(self, p, CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
+    case CR_MSG_STORE_EVENT: /* a chain, in order */
+        for (cr_store_event *event = CR_MSG_BODY(msg, struct cr_msg_store_event)->event, *next;
+             event != NULL; event = next) {
+            next = event->next; /* publisher_take drops our reference */
+            publisher_take(self, p, event);
+        }
         return;
     case CR_MSG_WIRE: {
         const struct cr_subsystems *peers = msg->body.ptr[0];
@@ -291,7 +295,7 @@ static void publisher_stop(struct cr_actor *self, void *state) {
 static void publisher_discard(void *state, struct cr_msg *msg) {
     (void)state;
     if (msg->type == CR_MSG_STORE_EVENT)
-        cr_store_event_free(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
+        cr_store_event_free_chain(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
 }
 
 static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {

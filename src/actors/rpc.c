@@ -114,11 +114,16 @@ static void send_status(struct rpc_state *st, const struct cr_master_call *call,
     free(body);
 }
 
+/* A chain of finished calls (MASTER_DONE): each reply goes out in order. */
 static void on_done(struct rpc_state *st, struct cr_master_call *call) {
-    st->in_flight--;
-    send_reply(st, call, call->status, call->reply != NULL ? call->reply : (const uint8_t *)"",
-               call->reply_len);
-    cr_master_call_free(call);
+    while (call != NULL) {
+        struct cr_master_call *next = call->next;
+        st->in_flight--;
+        send_reply(st, call, call->status,
+                   call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
+        cr_master_call_free(call);
+        call = next;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -326,7 +331,7 @@ static void rpc_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
 static void rpc_discard(void *arg, struct cr_msg *msg) {
     (void)arg;
     if (msg->type == CR_MSG_MASTER_DONE)
-        cr_master_call_free(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+        cr_master_call_free_chain(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
 }
 
 static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {

@@ -391,3 +391,11 @@ void cr_master_call_free(struct cr_master_call *call) {
     cr_master_call_reply_free(call);
     free(call);
 }
+
+void cr_master_call_free_chain(struct cr_master_call *head) {
+    while (head != NULL) {
+        struct cr_master_call *next = head->next;
+        cr_master_call_free(head);
+        head = next;
+    }
+}

@@ -264,6 +264,7 @@ static void actor_loop(struct cr_actor *actor) {
         uint32_t work = cr_mailbox_drain(actor, dispatch);
         actor->round_now_ns = 0; /* timers see the time they fire at */
         if (!actor->stop_requested) work += fire_timers(actor);
+        if (work > 0 && actor->ops->round_end != NULL) actor->ops->round_end(actor, actor->state);
         cr_runtime_flush_wakes();
         if (actor->lazy_pending != 0 &&
             cr_monotonic_ns() - actor->lazy_since_ns >= rt->config.lazy_wake_ns)

@@ -101,6 +101,13 @@ struct cr_actor_ops {
      * runs on the actor's thread and must change nothing; an ask's body may
      * be gone (its caller timed out), so it must not read one. */
     void (*prefetch)(void *state, const struct cr_msg *msg, bool deep);
+    /* Optional: after every loop round in which the actor handled a message
+     * or a timer, before its sends of the round wake their receivers.  An
+     * actor that gathers outgoing work while it handles messages (a chain of
+     * replies, say) sends it here, so nothing it gathered outlives the round:
+     * under load a round is a batch, and an idle actor's last round ends
+     * with it.  Not called after the stop hook. */
+    void (*round_end)(struct cr_actor *self, void *state);
 };
 
 /* Messages taken from a ring at once for an actor with a prefetch hook. */

@@ -2,14 +2,16 @@
  *
  * Owns the cr_store (segments, allocators, objects, replicas, leases,
  * clients).  It runs the RPC calls the gateway hands over (CR_MSG_MASTER_CALL
- * → CR_MSG_MASTER_DONE), answers the leases actor's eviction polls with a
+ * → CR_MSG_MASTER_DONE, finished calls chained: one message per batch),
+ * answers the leases actor's eviction polls with a
  * usage figure and a sample of candidates, revalidates and applies the
  * victims it chooses, reclaims zombie puts when told to, expires silent
  * clients every second, and turns every store change into one
  * cr_store_event shared by reference count: the publisher and the indexer
- * each get a reference (sent lazily: see cr_send_lazy).
+ * each get a reference, in chains (sent lazily: see cr_send_lazy).
  *
  * Time is the runtime's clock (cr_runtime_now_ns), so tests can inject it. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +29,24 @@
 #define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
 #define EVICT_NEEDED_MIN_GAP_MS 10u    /* coalesces no-space notices to leases */
 #define SAMPLE_MAX 4096u               /* candidates per poll, a declared bound */
+/* Finished calls go back in chains, one MASTER_DONE per chain: sent when it
+ * holds DONE_CHAIN_MAX calls or the round ends (round_end), whichever is
+ * first.  The cap keeps a gateway with many calls queued from waiting for
+ * the whole round before it can answer the first: under load it gets four
+ * chains out of a 64-message round.  Up to DONE_TARGETS_MAX gateways may
+ * have a chain open at once (crescentd has one; the bench up to eight). */
+#define DONE_CHAIN_MAX 16u
+/* Store events go to the publisher and the indexer the same way: one chain
+ * of up to EVENT_CHAIN_MAX events of one tenant per message, sent when full,
+ * when the tenant changes, or when the round ends. */
+#define EVENT_CHAIN_MAX 32u
+#define DONE_TARGETS_MAX 8u
+
+struct done_chain {
+    struct cr_actor *to;
+    struct cr_master_call *head, *tail;
+    uint32_t count;
+};
 
 struct segments_state {
     cr_store *store;
@@ -48,6 +68,13 @@ struct segments_state {
     uint64_t zombie_reclaims;
     uint64_t samples_dropped;
     uint64_t last_log_ns;
+    struct done_chain done[DONE_TARGETS_MAX]; /* [0, done_open): this round's targets */
+    uint32_t done_open;
+    /* Events not sent yet: each holds two references, one per consumer. */
+    cr_store_event *events_head, *events_tail;
+    uint32_t events_count;
+    uint32_t events_tenant_len;
+    char events_tenant[CR_MASTER_TENANT_MAX + 1];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -80,28 +107,34 @@ static int event_build(const struct cr_store_change *ev, cr_store_event **out) {
     return cr_store_event_new_block_store(key, reps, n, &info, out);
 }
 
-/* Hands `event` (one reference, owned) to a consumer; frees it on failure. */
-static void event_send(struct segments_state *st, enum cr_subsystem to, cr_store_event *event,
-                       const char *tenant) {
+/* Hands the pending chain (one reference to each event) to a consumer;
+ * drops those references if it cannot take them. */
+static void events_send_to(struct segments_state *st, enum cr_subsystem to) {
     struct cr_msg msg = {.type = CR_MSG_STORE_EVENT};
     struct cr_msg_store_event *body = CR_MSG_BODY(&msg, struct cr_msg_store_event);
-    body->event = event;
-    /* The gateway refuses tenants longer than the field, so this never cuts
-     * (strnlen and memcpy, not snprintf: this runs twice per PutEnd). */
-    size_t len = tenant != NULL ? strnlen(tenant, sizeof(body->tenant) - 1) : 0;
-    if (len > 0) memcpy(body->tenant, tenant, len);
-    body->tenant[len] = '\0';
-    /* Lazy: under load the consumers take events in batches rather than
-     * being woken (a syscall here, a park there) every few messages. */
+    _Static_assert(sizeof(body->tenant) > CR_MASTER_TENANT_MAX, "a tenant fits the body");
+    body->event = st->events_head;
+    memcpy(body->tenant, st->events_tenant, st->events_tenant_len + 1);
+    /* Lazy: under load the consumers take chains in batches rather than
+     * being woken (a syscall here, a park there) for each. */
     if (cr_send_lazy(st->peers->actors[to], &msg) != CR_OK) {
-        cr_store_event_free(event);
-        st->events_dropped++;
+        cr_store_event_free_chain(st->events_head);
+        st->events_dropped += st->events_count;
         return;
     }
-    st->events_sent++;
+    st->events_sent += st->events_count;
 }
 
-/* One event per change, shared by the publisher and the indexer. */
+static void events_send(struct segments_state *st) {
+    if (st->events_count == 0) return;
+    events_send_to(st, CR_SUBSYSTEM_PUBLISHER);
+    events_send_to(st, CR_SUBSYSTEM_INDEXER);
+    st->events_head = st->events_tail = NULL;
+    st->events_count = 0;
+}
+
+/* One event per change, shared by the publisher and the indexer, appended
+ * to the pending chain. */
 static void on_store_event(void *ctx, const struct cr_store_change *ev) {
     struct segments_state *st = ctx;
     cr_store_event *event = NULL;
@@ -109,8 +142,23 @@ static void on_store_event(void *ctx, const struct cr_store_change *ev) {
         st->events_dropped += 2;
         return;
     }
-    event_send(st, CR_SUBSYSTEM_PUBLISHER, cr_store_event_ref(event), ev->tenant);
-    event_send(st, CR_SUBSYSTEM_INDEXER, event, ev->tenant);
+    /* The gateway refuses tenants longer than CR_MASTER_TENANT_MAX, so this
+     * never cuts. */
+    const char *tenant = ev->tenant != NULL ? ev->tenant : "";
+    size_t len = strnlen(tenant, CR_MASTER_TENANT_MAX);
+    if (st->events_count > 0 &&
+        (len != st->events_tenant_len || memcmp(tenant, st->events_tenant, len) != 0))
+        events_send(st); /* a chain is of one tenant */
+    if (st->events_count == 0) {
+        memcpy(st->events_tenant, tenant, len);
+        st->events_tenant[len] = '\0';
+        st->events_tenant_len = (uint32_t)len;
+        st->events_head = event;
+    } else {
+        st->events_tail->next = event;
+    }
+    st->events_tail = cr_store_event_ref(event); /* the indexer's reference */
+    if (++st->events_count == EVENT_CHAIN_MAX) events_send(st);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -122,6 +170,42 @@ static void notify_no_space(struct segments_state *st) {
     st->last_evict_needed_ms = st->now_ms;
     struct cr_msg msg = {.type = CR_MSG_EVICT_NEEDED};
     (void)cr_send(st->peers->actors[CR_SUBSYSTEM_LEASES], &msg); /* the next tick polls anyway */
+}
+
+static void done_send(struct segments_state *st, struct done_chain *chain) {
+    if (chain->count == 0) return;
+    struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
+    CR_MSG_BODY(&done, struct cr_msg_master_call)->call = chain->head;
+    if (cr_send(chain->to, &done) != CR_OK) {
+        st->replies_dropped += chain->count; /* the gateway is stopping */
+        cr_master_call_free_chain(chain->head);
+    }
+    chain->head = chain->tail = NULL;
+    chain->count = 0;
+}
+
+static void done_send_all(struct segments_state *st) {
+    for (uint32_t i = 0; i < st->done_open; i++) done_send(st, &st->done[i]);
+    st->done_open = 0;
+}
+
+/* Appends a finished call to its gateway's chain. */
+static void done_append(struct segments_state *st, struct cr_master_call *call) {
+    struct done_chain *chain = NULL;
+    for (uint32_t i = 0; i < st->done_open && chain == NULL; i++)
+        if (st->done[i].to == call->reply_to) chain = &st->done[i];
+    if (chain == NULL) {
+        if (st->done_open == DONE_TARGETS_MAX) done_send_all(st);
+        chain = &st->done[st->done_open++];
+        *chain = (struct done_chain){.to = call->reply_to};
+    }
+    call->next = NULL;
+    if (chain->tail != NULL)
+        chain->tail->next = call;
+    else
+        chain->head = call;
+    chain->tail = call;
+    if (++chain->count == DONE_CHAIN_MAX) done_send(st, chain);
 }
 
 static void on_call(struct segments_state *st, struct cr_msg *msg) {
@@ -137,12 +221,12 @@ static void on_call(struct segments_state *st, struct cr_msg *msg) {
         cr_reply(msg, call->status); /* the asker owns the call */
         return;
     }
-    struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
-    CR_MSG_BODY(&done, struct cr_msg_master_call)->call = call;
-    if (call->reply_to == NULL || cr_send(call->reply_to, &done) != CR_OK) {
-        st->replies_dropped++; /* the gateway is stopping */
+    if (call->reply_to == NULL) {
+        st->replies_dropped++;
         cr_master_call_free(call);
+        return;
     }
+    done_append(st, call);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -242,6 +326,13 @@ static int segments_start(struct cr_actor *self, void *arg) {
     return CR_OK;
 }
 
+/* The round's batch is done: its replies go back now. */
+static void segments_round_end(struct cr_actor *self, void *arg) {
+    (void)self;
+    done_send_all(arg);
+    events_send(arg);
+}
+
 /* Calls queued behind the one running: start their key lookups' loads.  Not
  * asks (an ask's call may be gone if its caller timed out). */
 static void segments_prefetch(void *arg, const struct cr_msg *msg, bool deep) {
@@ -296,6 +387,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
 static void segments_destroy(void *arg) {
     struct segments_state *st = arg;
     if (st == NULL) return;
+    assert(st->events_count == 0 && st->done_open == 0); /* every round ends by sending them */
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
     free(st);
@@ -347,6 +439,7 @@ static const struct cr_actor_ops segments_ops = {
     .discard = segments_discard,
     .stats = segments_stats,
     .prefetch = segments_prefetch,
+    .round_end = segments_round_end,
 };
 
 const struct cr_subsystem_def cr_segments_def = {

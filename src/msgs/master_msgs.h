@@ -32,7 +32,9 @@ enum cr_master_msg_type {
      * (in-process callers, benchmarks) it is answered with cr_reply instead
      * and call->reply_to is ignored. */
     CR_MSG_MASTER_CALL = CR_MSG_STORE_FIRST + 0,
-    /* segments → rpc: body cr_msg_master_call, the call with its reply. */
+    /* segments → rpc: body cr_msg_master_call, the call with its reply,
+     * first of a chain of finished calls linked by call->next (one message
+     * per batch, not per call: see segments' round_end). */
     CR_MSG_MASTER_DONE = CR_MSG_STORE_FIRST + 1,
     /* leases → segments: body cr_msg_evict_poll. */
     CR_MSG_EVICT_POLL = CR_MSG_STORE_FIRST + 2,
@@ -73,6 +75,9 @@ struct cr_master_call {
     size_t reply_len;
     uint64_t received_ns; /* when the gateway read it (runtime clock) */
     bool one_frame;       /* the request came in one frame: so does the reply */
+    /* MASTER_DONE: the next finished call of the chain, NULL at its end.
+     * Written by segments before the chain is sent. */
+    struct cr_master_call *next;
     uint8_t identity_len;
     uint8_t identity[CR_MASTER_IDENTITY_MAX];
     /* Most responses (a status, a replica or two) fit here: segments packs
@@ -84,6 +89,9 @@ struct cr_master_call {
 /* Frees the request, the reply and the call; NULL is ignored.  Defined in
  * src/actors/rpc_codec.c. */
 void cr_master_call_free(struct cr_master_call *call);
+
+/* Frees every call of a MASTER_DONE chain (cr_master_call_free each). */
+void cr_master_call_free_chain(struct cr_master_call *head);
 
 /* Frees the reply only (it may live in the call), for callers that own the
  * call and reuse it: in-process asks, benchmarks. */

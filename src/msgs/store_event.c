@@ -230,6 +230,14 @@ void cr_store_event_free(cr_store_event *event) {
     if (before == 1) free(event);
 }
 
+void cr_store_event_free_chain(cr_store_event *head) {
+    while (head != NULL) {
+        cr_store_event *next = head->next; /* read while the reference is held */
+        cr_store_event_free(head);
+        head = next;
+    }
+}
+
 /* ---- encoder ----------------------------------------------------------- */
 
 /* msgpack-c write callback.  append() reserved the event's worst case before

@@ -18,7 +18,8 @@
  * The encoder is a single-threaded value.  An event is immutable once made
  * and may be shared by reference count: segments hands one event to both the
  * publisher and the indexer (one malloc per store change, not one per
- * consumer).  cr_event_batch is shared the same way. */
+ * consumer), in chains linked by `next` (one message per batch of changes,
+ * not per change).  cr_event_batch is shared the same way. */
 #ifndef CRESCENT_MSGS_STORE_EVENT_H
 #define CRESCENT_MSGS_STORE_EVENT_H
 
@@ -84,6 +85,11 @@ typedef struct cr_store_event {
     const cr_store_replica *replicas;
     cr_store_event_info info; /* defaults unless kind is BLOCK_STORE */
     size_t size_bytes;        /* the whole block, header included */
+    /* The next event of a chain (CR_MSG_STORE_EVENT carries a chain, in
+     * order), NULL at its end.  Written by the producer before the chain is
+     * first sent, read-only after: a consumer reads it before it drops its
+     * reference to this event. */
+    struct cr_store_event *next;
 } cr_store_event;
 
 /* An encoded batch: immutable once finished.  The publisher and the replay
@@ -144,6 +150,10 @@ cr_store_event *cr_store_event_ref(cr_store_event *event);
 /* Drops one reference to an event made by cr_store_event_new_*, freeing it
  * with the last; NULL is ignored. */
 void cr_store_event_free(cr_store_event *event);
+
+/* Drops one reference to every event of a chain (cr_store_event_free on
+ * each, following `next`); NULL is ignored. */
+void cr_store_event_free_chain(cr_store_event *head);
 
 /* Creates an encoder with its buffer.  `config` NULL means defaults.  Returns
  * CR_OK, CR_ERR_INVALID_PARAMS (max_events above 2^24) or CR_ERR_NOMEM. */

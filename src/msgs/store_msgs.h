@@ -1,9 +1,10 @@
 /* Messages between the store's actors and the event plane / indexer.
  *
  * A store event (src/msgs/store_event.h) is one heap block; the message
- * carries the pointer and the receiver owns it (frees it with
- * cr_store_event_free, or its discard hook does).  The segment manager sends
- * one copy to the publisher and one to the indexer. */
+ * carries a chain of them (event->next, in order, all of one tenant) and the
+ * receiver owns one reference to each (drops them with cr_store_event_free
+ * as it goes, or its discard hook does with cr_store_event_free_chain).  The
+ * segment manager sends the same chain to the publisher and the indexer. */
 #ifndef CRESCENT_MSGS_STORE_MSGS_H
 #define CRESCENT_MSGS_STORE_MSGS_H
 
@@ -25,8 +26,8 @@ enum cr_store_msg_type {
 };
 
 struct cr_msg_store_event {
-    struct cr_store_event *event; /* owned by the receiver */
-    char tenant[24];              /* tenant of the key; "" means "default" */
+    struct cr_store_event *event; /* first of the chain; one reference each owned */
+    char tenant[24];              /* tenant of every key in it; "" means "default" */
 };
 
 #endif

@@ -39,14 +39,17 @@ static void sink_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     (void)self;
     struct sink *s = arg;
     if (msg->type != CR_MSG_STORE_EVENT) return;
-    cr_store_event *ev = CR_MSG_BODY(msg, struct cr_msg_store_event)->event;
-    if (ev->kind == CR_STORE_EVENT_BLOCK_STORE && ev->key.len < sizeof(s->last_key)) {
-        memcpy(s->last_key, ev->key.ptr, ev->key.len);
-        s->last_key[ev->key.len] = '\0';
-        atomic_store(&s->last_key_ready, 1);
+    for (cr_store_event *ev = CR_MSG_BODY(msg, struct cr_msg_store_event)->event, *next;
+         ev != NULL; ev = next) {
+        next = ev->next;
+        if (ev->kind == CR_STORE_EVENT_BLOCK_STORE && ev->key.len < sizeof(s->last_key)) {
+            memcpy(s->last_key, ev->key.ptr, ev->key.len);
+            s->last_key[ev->key.len] = '\0';
+            atomic_store(&s->last_key_ready, 1);
+        }
+        atomic_fetch_add(&s->events[ev->kind], 1);
+        cr_store_event_free(ev);
     }
-    atomic_fetch_add(&s->events[ev->kind], 1);
-    cr_store_event_free(ev);
 }
 
 static const struct cr_actor_ops sink_ops = {.handle = sink_handle};

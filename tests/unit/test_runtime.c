@@ -808,6 +808,81 @@ static void test_lazy_send_wakes_when_sender_parks(void **unused) {
     cr_runtime_thread_release();
 }
 
+/* ---- round_end ------------------------------------------------------------
+ * A gatherer counts messages as it handles them and publishes the count in
+ * its round_end hook, as segments gathers replies into chains. */
+
+struct gatherer_state {
+    uint64_t pending;              /* handled this round */
+    _Atomic uint64_t published;    /* sum of what round_end published */
+    _Atomic uint64_t largest;      /* largest count one round_end published */
+    _Atomic uint64_t round_ends;   /* calls of round_end */
+    _Atomic int blocked, release;  /* MSG_TEST_BLOCK gate */
+};
+
+static void gatherer_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    struct gatherer_state *st = arg;
+    if (msg->type == MSG_TEST_BLOCK) {
+        atomic_store(&st->blocked, 1);
+        while (!atomic_load(&st->release)) sched_yield();
+        return;
+    }
+    if (msg->type == CR_MSG_TEST_SEQ) st->pending++;
+}
+
+static void gatherer_round_end(struct cr_actor *self, void *arg) {
+    (void)self;
+    struct gatherer_state *st = arg;
+    atomic_fetch_add(&st->round_ends, 1);
+    if (st->pending > atomic_load(&st->largest)) atomic_store(&st->largest, st->pending);
+    atomic_fetch_add(&st->published, st->pending);
+    st->pending = 0;
+}
+
+static const struct cr_actor_ops gatherer_ops = {.handle = gatherer_handle,
+                                                 .round_end = gatherer_round_end};
+
+static void test_round_end_after_each_busy_round(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.pin_threads = false;
+    config.spin_ns = 60ull * 1000000000u; /* idle rounds keep coming while the test runs */
+    struct cr_runtime *rt;
+    assert_int_equal(cr_runtime_create(&config, &rt), CR_OK);
+    struct gatherer_state st = {0};
+    struct cr_actor *actor;
+    assert_int_equal(cr_runtime_spawn(rt, "gatherer", &gatherer_ops, &st, &actor), CR_OK);
+    /* Ten messages queued behind a blocked handler are one round: the hook
+     * sees all ten at once, and publishes them without another message. */
+    struct cr_msg block = {.type = MSG_TEST_BLOCK};
+    assert_int_equal(cr_send(actor, &block), CR_OK);
+    uint64_t deadline = now_ns() + 5000000000u;
+    while (!atomic_load(&st.blocked)) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
+    for (uint64_t i = 0; i < 10; i++) {
+        struct cr_msg seq = {.type = CR_MSG_TEST_SEQ};
+        *CR_MSG_BODY(&seq, struct cr_msg_test_seq) = (struct cr_msg_test_seq){.seq = i};
+        assert_int_equal(cr_send(actor, &seq), CR_OK);
+    }
+    atomic_store(&st.release, 1);
+    while (atomic_load(&st.published) < 10) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
+    assert_int_equal(atomic_load(&st.published), 10);
+    assert_int_equal(atomic_load(&st.largest), 10);
+    /* Idle rounds (the actor spins for a minute) do not call it. */
+    struct timespec pause = {0, 20 * 1000000};
+    nanosleep(&pause, NULL);
+    assert_int_equal(atomic_load(&st.round_ends), 1);
+    cr_runtime_destroy(rt);
+    cr_runtime_thread_release();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_per_sender),
@@ -827,6 +902,7 @@ int main(void) {
         cmocka_unit_test(test_lazy_send_waits_then_batch_wakes),
         cmocka_unit_test(test_lazy_send_time_bound),
         cmocka_unit_test(test_lazy_send_wakes_when_sender_parks),
+        cmocka_unit_test(test_round_end_after_each_busy_round),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }
