@@ -132,27 +132,27 @@ static uint32_t pow2_at_least(uint64_t n) {
     return (uint32_t)p;
 }
 
-/* The key index: 8-byte slots probed at random, 16 bytes per object of
- * max_objects (16 MiB for the default million).  It is mapped with huge pages
- * where the kernel allows them (one TLB entry per 2 MiB, not per 4 KiB) and
- * written through once here.  Left to fault in lazily, every early insert
- * landed on a page nobody had touched: a read fault mapping the zero page on
- * the probe, then a copy-on-write fault with a TLB shootdown to the other
- * CPUs on the insert.  That was 8% of the first million puts' throughput and
- * half their p99 (bench/RESULTS.md); the memory would be committed by the
- * time the store fills anyway. */
-static void *table_map(size_t bytes) {
-    void *table = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (table == MAP_FAILED) return NULL;
+/* Memory that is filled at random (the key index) or read before it is
+ * written (an object slot's generation): mapped, hinted to huge pages where
+ * the kernel allows them (one TLB entry per 2 MiB, not per 4 KiB), and
+ * written through once here.  Left to fault in lazily, each first touch was
+ * a read fault mapping the zero page, then a copy-on-write fault with a TLB
+ * shootdown to the other CPUs on the write: for the first million puts, 8%
+ * of their throughput and half their p99 from the index alone
+ * (bench/RESULTS.md).  Both are committed by the time they are used. */
+void *cr_store_map_zeroed(size_t bytes) {
+    assert(bytes > 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE
-    (void)madvise(table, bytes, MADV_HUGEPAGE); /* a hint: refused where THP is off */
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: refused where THP is off */
 #endif
-    for (size_t off = 0; off < bytes; off += 4096) ((volatile char *)table)[off] = 0;
-    return table;
+    for (size_t off = 0; off < bytes; off += 4096) ((volatile char *)p)[off] = 0;
+    return p;
 }
 
-static void table_unmap(void *table, size_t bytes) {
-    if (table != NULL) munmap(table, bytes);
+void cr_store_unmap(void *p, size_t bytes) {
+    if (p != NULL) munmap(p, bytes);
 }
 
 /* Every table is sized from the config up front; only object chunks grow. */
@@ -162,7 +162,7 @@ static int store_alloc_tables(cr_store *s) {
     uint32_t table_size = pow2_at_least((uint64_t)c->max_objects * 2);
     uint32_t client_size = pow2_at_least((uint64_t)c->max_clients * 2);
     s->chunks = calloc(chunks, sizeof(*s->chunks));
-    s->table = table_map((size_t)table_size * sizeof(*s->table));
+    s->table = cr_store_map_zeroed((size_t)table_size * sizeof(*s->table));
     s->segments = calloc(c->max_segments, sizeof(*s->segments));
     s->mounted = calloc(c->max_segments, sizeof(*s->mounted));
     s->clients = calloc(client_size, sizeof(*s->clients));
@@ -209,10 +209,11 @@ void cr_store_destroy(cr_store *s) {
     for (uint32_t i = 0; s->segments != NULL && i < s->cfg.max_segments; i++) {
         if (s->segments[i].in_use) segment_release(s, i);
     }
-    for (uint32_t i = 0; s->chunks != NULL && i < s->chunk_count; i++) free(s->chunks[i]);
+    for (uint32_t i = 0; s->chunks != NULL && i < s->chunk_count; i++)
+        cr_store_unmap(s->chunks[i], CR_STORE_CHUNK_BYTES);
     for (uint32_t i = 0; i < s->tenant_high; i++) free(s->tenants[i].name);
     free(s->chunks);
-    table_unmap(s->table, ((size_t)s->table_mask + 1) * sizeof(*s->table));
+    cr_store_unmap(s->table, ((size_t)s->table_mask + 1) * sizeof(*s->table));
     free(s->segments);
     free(s->mounted);
     free(s->clients);

@@ -96,7 +96,7 @@ static uint32_t slab_take(cr_store *store) {
     if (store->slab_high == store->cfg.max_objects) return CR_STORE_NONE;
     uint32_t chunk = store->slab_high >> CR_STORE_CHUNK_SHIFT;
     if (chunk == store->chunk_count) {
-        store->chunks[chunk] = calloc(CR_STORE_CHUNK_OBJECTS, sizeof(struct cr_store_obj));
+        store->chunks[chunk] = cr_store_map_zeroed(CR_STORE_CHUNK_BYTES);
         if (store->chunks[chunk] == NULL) return CR_STORE_NONE;
         store->chunk_count++;
     }
