@@ -12,6 +12,7 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,10 +30,16 @@
 
 /* ---- a sink actor standing in for the publisher and the indexer --------- */
 
+#define SINK_RECORDS 256u
+
 struct sink {
     _Atomic uint64_t events[3];
     char last_key[64];
     _Atomic int last_key_ready;
+    /* BlockStoreEvents in arrival order, "tenant/key" ([0, records) written
+     * before `records` is bumped). */
+    char record[SINK_RECORDS][64];
+    _Atomic uint32_t records;
 };
 
 static void sink_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
@@ -46,6 +53,12 @@ static void sink_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
             memcpy(s->last_key, ev->key.ptr, ev->key.len);
             s->last_key[ev->key.len] = '\0';
             atomic_store(&s->last_key_ready, 1);
+            uint32_t n = atomic_load(&s->records);
+            if (n < SINK_RECORDS) {
+                snprintf(s->record[n], sizeof(s->record[n]), "%.24s/%s",
+                         CR_MSG_BODY(msg, struct cr_msg_store_event)->tenant, s->last_key);
+                atomic_store(&s->records, n + 1);
+            }
         }
         atomic_fetch_add(&s->events[ev->kind], 1);
         cr_store_event_free(ev);
@@ -224,6 +237,117 @@ static void test_put_end_event_reaches_publisher_and_indexer(void **state) {
     stop(f);
 }
 
+/* ---- calls sent as messages: replies and events come back in chains ----- */
+
+#define CHAINED_KEYS 96u
+
+struct collector {
+    _Atomic uint32_t done;        /* calls answered */
+    _Atomic uint32_t longest;     /* longest MASTER_DONE chain */
+    _Atomic uint32_t bad_status;  /* transport errors or refusals */
+    uint32_t order[2 * CHAINED_KEYS]; /* call indexes in reply order */
+};
+
+struct chained_call {
+    struct cr_master_call call;
+    uint32_t index;
+};
+
+static void collector_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    struct collector *c = arg;
+    if (msg->type != CR_MSG_MASTER_DONE) return;
+    uint32_t length = 0;
+    for (struct cr_master_call *call = CR_MSG_BODY(msg, struct cr_msg_master_call)->call; call;
+         call = call->next) {
+        const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
+        ProtobufCMessage *resp =
+            protobuf_c_message_unpack(m->response, NULL, call->reply_len, call->reply);
+        if (call->status != CR_OK || resp == NULL || cr_rpc_status_code(resp) != CR_OK)
+            atomic_fetch_add(&c->bad_status, 1);
+        if (resp != NULL) protobuf_c_message_free_unpacked(resp, NULL);
+        struct chained_call *cc = (struct chained_call *)call;
+        uint32_t n = atomic_load(&c->done);
+        c->order[n] = cc->index;
+        atomic_store(&c->done, n + 1);
+        length++;
+    }
+    if (length > atomic_load(&c->longest)) atomic_store(&c->longest, length);
+}
+
+static const struct cr_actor_ops collector_ops = {.handle = collector_handle};
+
+/* PutStart then PutEnd for 96 keys under three tenants (in runs of 1 to 3
+ * keys, so event chains break on tenant changes), all sent at once as
+ * messages: every call is answered once and in order, no chain is longer
+ * than its cap, and both consumers see every event, in put order, under
+ * its own tenant. */
+static void test_chained_replies_and_events_keep_order_and_tenant(void **state) {
+    (void)state;
+    struct fixture *f = fixture_new();
+    start(f);
+    mount(f, "seg", 64 * MiB, 0x1000);
+    struct collector *col = calloc(1, sizeof(*col));
+    assert_non_null(col);
+    struct cr_actor *collector;
+    assert_int_equal(cr_runtime_spawn(f->rt, "collector", &collector_ops, col, &collector),
+                     CR_OK);
+    static const char *const tenants[] = {"default", "tenant-b", "tenant-c"};
+    char keys[CHAINED_KEYS][16];
+    const char *tenant_of[CHAINED_KEYS];
+    Crescent__Master__PutStartRequest *starts = calloc(CHAINED_KEYS, sizeof(*starts));
+    Crescent__Master__PutEndRequest *ends = calloc(CHAINED_KEYS, sizeof(*ends));
+    struct chained_call *calls = calloc(2 * CHAINED_KEYS, sizeof(*calls));
+    assert_true(starts && ends && calls);
+    Crescent__Master__ReplicateConfig cfg = CRESCENT__MASTER__REPLICATE_CONFIG__INIT;
+    for (uint32_t i = 0; i < CHAINED_KEYS; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "k%03u", i);
+        tenant_of[i] = tenants[(i / (1 + i % 3)) % 3];
+        starts[i] = (Crescent__Master__PutStartRequest)CRESCENT__MASTER__PUT_START_REQUEST__INIT;
+        starts[i].key = keys[i];
+        starts[i].value_length = 4096;
+        starts[i].config = &cfg;
+        starts[i].client_id = &client_a;
+        starts[i].tenant_id = (char *)tenant_of[i];
+        ends[i] = (Crescent__Master__PutEndRequest)CRESCENT__MASTER__PUT_END_REQUEST__INIT;
+        ends[i].key = keys[i];
+        ends[i].client_id = &client_a;
+        ends[i].tenant_id = (char *)tenant_of[i];
+    }
+    for (uint32_t i = 0; i < 2 * CHAINED_KEYS; i++) {
+        uint32_t k = i / 2;
+        calls[i].index = i;
+        calls[i].call = (struct cr_master_call){
+            .method = i % 2 == 0 ? CRESCENT__MASTER__METHOD__PUT_START
+                                 : CRESCENT__MASTER__METHOD__PUT_END,
+            .request = i % 2 == 0 ? &starts[k].base : &ends[k].base,
+            .reply_to = collector};
+        struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
+        CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = &calls[i].call;
+        assert_int_equal(cr_send(f->peers.actors[CR_SUBSYSTEM_SEGMENTS], &msg), CR_OK);
+    }
+    WAIT_FOR(atomic_load(&col->done) == 2 * CHAINED_KEYS);
+    assert_int_equal(atomic_load(&col->bad_status), 0);
+    assert_in_range(atomic_load(&col->longest), 1, 16);
+    for (uint32_t i = 0; i < 2 * CHAINED_KEYS; i++) assert_int_equal(col->order[i], i);
+    struct sink *sinks[] = {&f->publisher, &f->indexer};
+    for (int s = 0; s < 2; s++) {
+        WAIT_FOR(atomic_load(&sinks[s]->records) == CHAINED_KEYS);
+        for (uint32_t i = 0; i < CHAINED_KEYS; i++) {
+            char want[64];
+            snprintf(want, sizeof(want), "%s/%s", tenant_of[i], keys[i]);
+            assert_string_equal(sinks[s]->record[i], want);
+        }
+    }
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_SEGMENTS, "events_dropped_total"), 0);
+    stop(f);
+    for (uint32_t i = 0; i < 2 * CHAINED_KEYS; i++) cr_master_call_reply_free(&calls[i].call);
+    free(calls);
+    free(starts);
+    free(ends);
+    free(col);
+}
+
 static void test_leases_evicts_to_the_watermark(void **state) {
     (void)state;
     struct fixture *f = fixture_new();
@@ -400,6 +524,7 @@ static void test_validation_refuses_bad_requests(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_end_event_reaches_publisher_and_indexer),
+        cmocka_unit_test(test_chained_replies_and_events_keep_order_and_tenant),
         cmocka_unit_test(test_leases_evicts_to_the_watermark),
         cmocka_unit_test(test_silent_client_is_expired_on_the_runtime_clock),
         cmocka_unit_test(test_leases_polls_again_after_a_lost_sample),
