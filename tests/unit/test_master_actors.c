@@ -38,7 +38,7 @@ struct sink {
     _Atomic int last_key_ready;
     /* BlockStoreEvents in arrival order, "tenant/key" ([0, records) written
      * before `records` is bumped). */
-    char record[SINK_RECORDS][64];
+    char record[SINK_RECORDS][96];
     _Atomic uint32_t records;
 };
 
@@ -55,7 +55,7 @@ static void sink_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
             atomic_store(&s->last_key_ready, 1);
             uint32_t n = atomic_load(&s->records);
             if (n < SINK_RECORDS) {
-                snprintf(s->record[n], sizeof(s->record[n]), "%.24s/%s",
+                snprintf(s->record[n], sizeof(s->record[n]), "%.24s/%.63s",
                          CR_MSG_BODY(msg, struct cr_msg_store_event)->tenant, s->last_key);
                 atomic_store(&s->records, n + 1);
             }
