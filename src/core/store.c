@@ -132,15 +132,14 @@ static uint32_t pow2_at_least(uint64_t n) {
     return (uint32_t)p;
 }
 
-/* Memory that is filled at random (the key index) or read before it is
- * written (an object slot's generation): mapped, hinted to huge pages where
- * the kernel allows them (one TLB entry per 2 MiB, not per 4 KiB), and
- * written through once here.  Left to fault in lazily, each first touch was
- * a read fault mapping the zero page, then a copy-on-write fault with a TLB
- * shootdown to the other CPUs on the write: for the first million puts, 8%
- * of their throughput and half their p99 from the index alone
- * (bench/RESULTS.md).  Both are committed by the time they are used. */
-void *cr_store_map_zeroed(size_t bytes) {
+/* The key index is probed at random, a read before each insert's write, so
+ * it is mapped, hinted to huge pages where the kernel allows them (one TLB
+ * entry per 2 MiB, not per 4 KiB), and written through once here.  Left to
+ * fault in lazily, each first touch was a read fault mapping the zero page,
+ * then a copy-on-write fault with a TLB shootdown to the other CPUs on the
+ * insert: 8% of the first million puts' throughput and half their p99
+ * (bench/RESULTS.md).  It is committed by the time the store fills anyway. */
+static void *map_zeroed(size_t bytes) {
     assert(bytes > 0);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
@@ -151,7 +150,7 @@ void *cr_store_map_zeroed(size_t bytes) {
     return p;
 }
 
-void cr_store_unmap(void *p, size_t bytes) {
+static void unmap(void *p, size_t bytes) {
     if (p != NULL) munmap(p, bytes);
 }
 
@@ -162,7 +161,7 @@ static int store_alloc_tables(cr_store *s) {
     uint32_t table_size = pow2_at_least((uint64_t)c->max_objects * 2);
     uint32_t client_size = pow2_at_least((uint64_t)c->max_clients * 2);
     s->chunks = calloc(chunks, sizeof(*s->chunks));
-    s->table = cr_store_map_zeroed((size_t)table_size * sizeof(*s->table));
+    s->table = map_zeroed((size_t)table_size * sizeof(*s->table));
     s->segments = calloc(c->max_segments, sizeof(*s->segments));
     s->mounted = calloc(c->max_segments, sizeof(*s->mounted));
     s->clients = calloc(client_size, sizeof(*s->clients));
@@ -209,11 +208,10 @@ void cr_store_destroy(cr_store *s) {
     for (uint32_t i = 0; s->segments != NULL && i < s->cfg.max_segments; i++) {
         if (s->segments[i].in_use) segment_release(s, i);
     }
-    for (uint32_t i = 0; s->chunks != NULL && i < s->chunk_count; i++)
-        cr_store_unmap(s->chunks[i], CR_STORE_CHUNK_BYTES);
+    for (uint32_t i = 0; s->chunks != NULL && i < s->chunk_count; i++) free(s->chunks[i]);
     for (uint32_t i = 0; i < s->tenant_high; i++) free(s->tenants[i].name);
     free(s->chunks);
-    cr_store_unmap(s->table, ((size_t)s->table_mask + 1) * sizeof(*s->table));
+    unmap(s->table, ((size_t)s->table_mask + 1) * sizeof(*s->table));
     free(s->segments);
     free(s->mounted);
     free(s->clients);

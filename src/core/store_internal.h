@@ -154,15 +154,6 @@ struct cr_store {
 int cr_store_fail(cr_store *store, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Zeroed memory, mapped and written through up front (see store.c); NULL
- * when the mapping fails.  Freed with cr_store_unmap and the same size. */
-void *cr_store_map_zeroed(size_t bytes);
-void cr_store_unmap(void *p, size_t bytes);
-
-/* One slab chunk: CR_STORE_CHUNK_OBJECTS objects, mapped when the slab
- * reaches it. */
-#define CR_STORE_CHUNK_BYTES ((size_t)CR_STORE_CHUNK_OBJECTS * sizeof(struct cr_store_obj))
-
 static inline struct cr_store_obj *cr_store_obj_at(const cr_store *store, uint32_t id) {
     return &store->chunks[id >> CR_STORE_CHUNK_SHIFT][id & (CR_STORE_CHUNK_OBJECTS - 1)];
 }
