@@ -19,16 +19,19 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-http="127.0.0.1:$(free_port)"
-rpc="tcp://127.0.0.1:$(free_port)"
+# Four free loopback ports, held open together while they are chosen so no
+# two are the same.
+read -r http_port rpc_port event_port replay_port < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(4)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])')
+http="127.0.0.1:$http_port"
+rpc="tcp://127.0.0.1:$rpc_port"
 log=$(mktemp /tmp/bench-master-crescentd.XXXXXX.log)
 "$bin_dir/crescentd" --no-pin --log-level WARN --http-address "$http" --rpc-address "$rpc" \
-    --event-address "tcp://127.0.0.1:$(free_port)" \
-    --replay-address "tcp://127.0.0.1:$(free_port)" >"$log" 2>&1 &
+    --event-address "tcp://127.0.0.1:$event_port" \
+    --replay-address "tcp://127.0.0.1:$replay_port" >"$log" 2>&1 &
 pid=$!
 stop() {
     if kill -0 "$pid" 2>/dev/null; then

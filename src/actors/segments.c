@@ -30,12 +30,16 @@
 #define EVICT_NEEDED_MIN_GAP_MS 10u    /* coalesces no-space notices to leases */
 #define SAMPLE_MAX 4096u               /* candidates per poll, a declared bound */
 /* Finished calls go back in chains, one MASTER_DONE per chain: sent when it
- * holds DONE_CHAIN_MAX calls or the round ends (round_end), whichever is
- * first.  The cap keeps a gateway with many calls queued from waiting for
- * the whole round before it can answer the first: under load it gets four
- * chains out of a 64-message round.  Up to DONE_TARGETS_MAX gateways may
- * have a chain open at once (crescentd has one; the bench up to eight). */
+ * holds `done_cap` calls or the round ends (round_end), whichever is first.
+ * The cap is a quarter of the calls the previous round handled (1 to
+ * DONE_CHAIN_MAX), so the gateway gets about four chains per round and can
+ * work on the first while the rest are run: with one chain per round the two
+ * threads took turns, and a fixed cap of 16 cost a fifth of the throughput
+ * at 8 calls in flight while a cap of 2 cost a tenth at 64
+ * (bench/RESULTS.md).  Up to DONE_TARGETS_MAX gateways may have a chain open
+ * at once (crescentd has one; the bench up to eight). */
 #define DONE_CHAIN_MAX 16u
+#define DONE_CHAINS_PER_ROUND 4u
 /* Store events go to the publisher and the indexer the same way: one chain
  * of up to EVENT_CHAIN_MAX events of one tenant per message, sent when full,
  * when the tenant changes, or when the round ends. */
@@ -70,6 +74,8 @@ struct segments_state {
     uint64_t last_log_ns;
     struct done_chain done[DONE_TARGETS_MAX]; /* [0, done_open): this round's targets */
     uint32_t done_open;
+    uint32_t done_cap;    /* calls per chain this round */
+    uint32_t round_calls; /* calls handled so far this round */
     /* Events not sent yet: each holds two references, one per consumer. */
     cr_store_event *events_head, *events_tail;
     uint32_t events_count;
@@ -205,7 +211,7 @@ static void done_append(struct segments_state *st, struct cr_master_call *call) 
     else
         chain->head = call;
     chain->tail = call;
-    if (++chain->count == DONE_CHAIN_MAX) done_send(st, chain);
+    if (++chain->count >= st->done_cap) done_send(st, chain);
 }
 
 static void on_call(struct segments_state *st, struct cr_msg *msg) {
@@ -215,6 +221,7 @@ static void on_call(struct segments_state *st, struct cr_msg *msg) {
                              .now_ms = st->now_ms,
                              .client_ttl_ms = st->client_ttl_ms};
     st->calls++;
+    st->round_calls++;
     if (cr_rpc_methods_run(&run, call) != CR_OK) st->call_errors++;
     if (run.no_space) notify_no_space(st);
     if (msg->flags & CR_MSG_ASK) {
@@ -329,8 +336,12 @@ static int segments_start(struct cr_actor *self, void *arg) {
 /* The round's batch is done: its replies go back now. */
 static void segments_round_end(struct cr_actor *self, void *arg) {
     (void)self;
-    done_send_all(arg);
-    events_send(arg);
+    struct segments_state *st = arg;
+    done_send_all(st);
+    events_send(st);
+    uint32_t cap = st->round_calls / DONE_CHAINS_PER_ROUND;
+    st->done_cap = cap < 1 ? 1 : cap > DONE_CHAIN_MAX ? DONE_CHAIN_MAX : cap;
+    st->round_calls = 0;
 }
 
 /* Calls queued behind the one running: start their key lookups' loads.  Not
@@ -428,6 +439,7 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
         return rc;
     }
     st->client_ttl_ms = cfg.client_live_ttl_ms;
+    st->done_cap = 1;
     st->rng = cfg.rng_seed | 1u;
     *state_out = st;
     return CR_OK;
