@@ -18,9 +18,10 @@
  * sample has not come back within POLL_TIMEOUT_NS (segments could not send
  * it: its ring to leases full, or shutdown) is given up and the next tick
  * polls again, so one lost message cannot stop eviction for good.  A sample
- * that arrives while no poll is outstanding is the surplus answer of a poll
- * given up that way (the poll was slow, not lost): it is dropped, so each
- * outstanding poll feeds one pass at most. */
+ * that does not answer the outstanding poll (each poll carries a sequence
+ * number, echoed in its sample) is the late answer of a poll given up that way
+ * (the poll was slow, not lost): it is dropped, so each poll feeds one pass at
+ * most and no pass runs on a sample older than its poll. */
 #include <stdlib.h>
 
 #include "actors/subsystems.h"
@@ -41,6 +42,7 @@ struct leases_state {
     struct cr_actor *self;
     struct cr_subsystems *peers;
     bool poll_in_flight;
+    uint16_t poll_seq; /* of the latest poll sent (wraps; one poll is outstanding at a time) */
     uint64_t poll_deadline_ns; /* runtime clock; meaningful while poll_in_flight */
     bool alloc_failed; /* a PutStart failed since the last poll */
     uint32_t ticks;
@@ -52,7 +54,7 @@ struct leases_state {
     uint64_t alloc_failures;
     uint64_t send_failures;
     uint64_t poll_timeouts; /* polls given up without a sample */
-    uint64_t late_samples;  /* samples dropped: no poll was waiting for them */
+    uint64_t late_samples;  /* samples dropped: not the answer to the outstanding poll */
     uint64_t last_used_bytes;
     uint64_t last_capacity_bytes;
     uint64_t last_log_ns;
@@ -67,6 +69,7 @@ static void poll_segments(struct leases_state *st) {
     if (st->poll_in_flight || st->peers == NULL) return;
     struct cr_msg msg = {.type = CR_MSG_EVICT_POLL};
     struct cr_msg_evict_poll *p = CR_MSG_BODY(&msg, struct cr_msg_evict_poll);
+    p->seq = (uint16_t)(st->poll_seq + 1);
     p->sample_size = SAMPLE_SIZE;
     p->alloc_failed = st->alloc_failed;
     if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
@@ -74,6 +77,7 @@ static void poll_segments(struct leases_state *st) {
         return;
     }
     st->alloc_failed = false;
+    st->poll_seq++;
     st->poll_in_flight = true;
     st->poll_deadline_ns = now_ns(st) + POLL_TIMEOUT_NS;
     st->polls++;
@@ -110,7 +114,7 @@ static void on_tick(struct leases_state *st) {
 
 /* Chooses victims from the sample and hands them (the same array) back. */
 static void on_sample(struct leases_state *st, struct cr_msg_evict_sample *s) {
-    if (!st->poll_in_flight) { /* its poll was given up and another answered since */
+    if (!st->poll_in_flight || s->seq != st->poll_seq) { /* its poll was given up */
         st->late_samples++;
         free(s->candidates);
         return;

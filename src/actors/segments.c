@@ -246,6 +246,7 @@ static void on_evict_poll(struct segments_state *st, const struct cr_msg_evict_p
     const cr_store_config *cfg = cr_store_get_config(st->store);
     struct cr_msg msg = {.type = CR_MSG_EVICT_SAMPLE};
     struct cr_msg_evict_sample *s = CR_MSG_BODY(&msg, struct cr_msg_evict_sample);
+    s->seq = poll->seq;
     s->bytes_to_free = cr_evict_bytes_to_free(cfg, &usage, poll->alloc_failed != 0);
     s->used_bytes = usage.used_bytes;
     s->capacity_bytes = usage.capacity_bytes;

@@ -102,6 +102,7 @@ struct cr_msg_master_call {
 };
 
 struct cr_msg_evict_poll {
+    uint16_t seq;         /* echoed in the sample: which poll it answers (wraps) */
     uint32_t sample_size; /* candidates wanted */
     uint8_t alloc_failed; /* a PutStart failed for lack of space */
 };
@@ -111,6 +112,7 @@ struct cr_msg_evict_poll {
 struct cr_msg_evict_sample {
     struct cr_evict_candidate *candidates; /* owned, malloc'd */
     uint32_t count;
+    uint16_t seq; /* the poll's */
     uint8_t allow_soft_pinned;
     uint64_t bytes_to_free;
     uint64_t used_bytes;

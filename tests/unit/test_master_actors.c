@@ -396,12 +396,15 @@ static void test_silent_client_is_expired_on_the_runtime_clock(void **state) {
 
 struct mute_segments {
     _Atomic uint64_t polls;
+    _Atomic uint16_t last_seq; /* of the latest poll */
 };
 
 static void mute_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     (void)self;
     struct mute_segments *m = arg;
-    if (msg->type == CR_MSG_EVICT_POLL) atomic_fetch_add(&m->polls, 1); /* the sample is "lost" */
+    if (msg->type != CR_MSG_EVICT_POLL) return; /* the sample is "lost" */
+    atomic_store(&m->last_seq, CR_MSG_BODY(msg, struct cr_msg_evict_poll)->seq);
+    atomic_fetch_add(&m->polls, 1);
 }
 
 static const struct cr_actor_ops mute_ops = {.handle = mute_handle};
@@ -443,8 +446,9 @@ static void leases_tick(struct fixture *f) {
     WAIT_FOR(timers_fired(f, CR_SUBSYSTEM_LEASES) > before);
 }
 
-static void send_empty_sample(struct fixture *f) {
+static void send_empty_sample(struct fixture *f, uint16_t seq) {
     struct cr_msg msg = {.type = CR_MSG_EVICT_SAMPLE}; /* nothing to free, no candidates */
+    CR_MSG_BODY(&msg, struct cr_msg_evict_sample)->seq = seq;
     assert_int_equal(cr_send(f->peers.actors[CR_SUBSYSTEM_LEASES], &msg), CR_OK);
 }
 
@@ -461,11 +465,18 @@ static void test_leases_polls_again_after_a_lost_sample(void **state) {
     assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "polls_total"), 2);
     assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "poll_timeouts_total"), 1);
     WAIT_FOR(atomic_load(&mute.polls) == 2);
-    /* Both samples turn up after all: the first answers the outstanding poll,
-     * the second finds none waiting and is dropped. */
-    send_empty_sample(f);
-    send_empty_sample(f);
+    uint16_t second = atomic_load(&mute.last_seq);
+    /* The first poll's sample turns up after all, while the second is
+     * outstanding: it is not that poll's answer, so it is dropped and the
+     * second poll still waits. */
+    send_empty_sample(f, (uint16_t)(second - 1));
     assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "late_samples_total"), 1);
+    leases_tick(f);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "polls_total"), 2);
+    /* The second poll's sample answers it; a copy of it finds none waiting. */
+    send_empty_sample(f, second);
+    send_empty_sample(f, second);
+    assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "late_samples_total"), 2);
     leases_tick(f); /* nothing outstanding: the next tick polls at once */
     assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "polls_total"), 3);
     assert_int_equal(stat_of(f, CR_SUBSYSTEM_LEASES, "poll_timeouts_total"), 1);
