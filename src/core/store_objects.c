@@ -481,7 +481,7 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
                              "no segment has %llu free bytes",
                              (unsigned long long)p->value_length);
     }
-    uint32_t id;
+    uint32_t id = CR_STORE_NONE; /* set by plan_commit on success */
     rc = plan_commit(store, &plan, client, p, now_ms, &id);
     if (rc != CR_OK) {
         plan_unwind(store, &plan);
