@@ -35,6 +35,7 @@
 
 #include "harness.h"
 #include "actors/rpc_codec.h"
+#include "actors/rpc_methods.h"
 #include "actors/runtime.h"
 #include "actors/subsystems.h"
 #include "crescent/error.h"
@@ -119,6 +120,8 @@ static void slot_init(struct slot *s) {
 static void send_call(struct driver *d, struct slot *s, uint16_t method, ProtobufCMessage *req) {
     s->call.method = method;
     s->call.request = req;
+    s->call.key = (struct cr_store_key){0};
+    cr_rpc_call_prepare_key(&s->call); /* as the gateway does after validation */
     s->call.reply_to = d->self;
     s->call.reply = NULL;
     struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};

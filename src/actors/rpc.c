@@ -26,6 +26,7 @@
 #include <zmq.h>
 
 #include "actors/rpc_codec.h"
+#include "actors/rpc_methods.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"
@@ -237,6 +238,7 @@ static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rp
         send_status(st, call, m, CR_ERR_INVALID_PARAMS, err);
         return false;
     }
+    cr_rpc_call_prepare_key(call); /* here, not on segments' thread */
     return true;
 }
 

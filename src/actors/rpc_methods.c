@@ -177,6 +177,54 @@ static void finish_ok(struct cr_master_call *call, int exists) {
 
 #define REQ(type) const Crescent__Master__##type *req = (const void *)call->request
 
+/* The tenant and key of a single-key request; false for other methods. */
+static bool single_key(const struct cr_master_call *call, const char **tenant, const char **key) {
+    switch (call->method) {
+    case CRESCENT__MASTER__METHOD__GET_REPLICA_LIST: {
+        REQ(GetReplicaListRequest);
+        *tenant = req->tenant_id, *key = req->key;
+        return true;
+    }
+    case CRESCENT__MASTER__METHOD__PUT_START: {
+        REQ(PutStartRequest);
+        *tenant = req->tenant_id, *key = req->key;
+        return true;
+    }
+    case CRESCENT__MASTER__METHOD__EXIST_KEY: {
+        REQ(ExistKeyRequest);
+        *tenant = req->tenant_id, *key = req->key;
+        return true;
+    }
+    case CRESCENT__MASTER__METHOD__REMOVE: {
+        REQ(RemoveRequest);
+        *tenant = req->tenant_id, *key = req->key;
+        return true;
+    }
+    case CRESCENT__MASTER__METHOD__PUT_END:
+    case CRESCENT__MASTER__METHOD__PUT_REVOKE: {
+        REQ(PutEndRequest); /* PutRevokeRequest has the same layout */
+        *tenant = req->tenant_id, *key = req->key;
+        return true;
+    }
+    default: return false;
+    }
+}
+
+void cr_rpc_call_prepare_key(struct cr_master_call *call) {
+    assert(call != NULL && call->request != NULL);
+    const char *tenant = NULL, *key = NULL;
+    if (!single_key(call, &tenant, &key) || key == NULL) return;
+    /* Validated: the key is 1..max_key_len bytes, well below UINT32_MAX. */
+    cr_store_key_make(tenant, key, (uint32_t)strlen(key), &call->key);
+}
+
+/* The call's key, made here if the gateway did not (asks, tests). */
+static const struct cr_store_key *call_key(struct cr_master_call *call) {
+    if (call->key.key == NULL) cr_rpc_call_prepare_key(call);
+    assert(call->key.key != NULL);
+    return &call->key;
+}
+
 static int m_get_version(struct cr_rpc_run *run, struct cr_master_call *call,
                          struct cr_rpc_arena *a) {
     (void)run;
@@ -228,9 +276,10 @@ static int m_unmount(struct cr_rpc_run *run, struct cr_master_call *call, struct
     return resp.status_code;
 }
 
-/* One PutStart on the store: its status code, and its replicas in *list. */
+/* One PutStart on the store: its status code, and its replicas in *list.
+ * `key` is the request's key made with its hash. */
 static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
-                           struct cr_store_replica_list *list) {
+                           const struct cr_store_key *key, struct cr_store_replica_list *list) {
     struct cr_uuid id;
     store_uuid(req->client_id, &id);
     struct cr_store_block_meta meta = {0};
@@ -243,9 +292,12 @@ static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutSt
                                             .token_ids = b->token_ids,
                                             .token_count = (uint32_t)b->n_token_ids};
     }
-    struct cr_store_put_params p = {.tenant = req->tenant_id,
-                                    .key = req->key,
-                                    .key_len = (uint32_t)strlen(req->key),
+    const struct cr_store_key *k = key;
+    struct cr_store_put_params p = {.tenant = k->tenant,
+                                    .key = k->key,
+                                    .key_len = k->key_len,
+                                    .key_hashed = true,
+                                    .key_hash = k->hash,
                                     .value_length = (uint64_t)req->value_length,
                                     .replica_num = (uint32_t)req->config->replica_num,
                                     .with_soft_pin = req->config->with_soft_pin,
@@ -260,7 +312,9 @@ static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutSt
 static void put_start_one(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
                           struct cr_rpc_arena *a, Crescent__Master__PutStartResponse *resp) {
     struct cr_store_replica_list list;
-    resp->status_code = put_start_store(run, req, &list);
+    struct cr_store_key key;
+    cr_store_key_make(req->tenant_id, req->key, (uint32_t)strlen(req->key), &key);
+    resp->status_code = put_start_store(run, req, &key, &list);
     if (resp->status_code != CR_OK) return;
     resp->replica_list = replicas_pb(a, &list, &resp->n_replica_list);
 }
@@ -269,7 +323,7 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
                        struct cr_rpc_arena *a) {
     struct cr_store_replica_list list;
     Crescent__Master__PutStartResponse resp = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
-    resp.status_code = put_start_store(run, (const void *)call->request, &list);
+    resp.status_code = put_start_store(run, (const void *)call->request, call_key(call), &list);
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {
         resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
@@ -280,14 +334,14 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
 
 /* PutEnd and PutRevoke have the same request layout. */
 static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
-                         const Crescent__Master__PutEndRequest *req) {
+                         const Crescent__Master__PutEndRequest *req,
+                         const struct cr_store_key *key) {
     struct cr_uuid id;
     store_uuid(req->client_id, &id);
-    uint32_t len = (uint32_t)strlen(req->key);
     bool end = method == CRESCENT__MASTER__METHOD__PUT_END ||
                method == CRESCENT__MASTER__METHOD__BATCH_PUT_END;
-    return end ? cr_store_put_end(run->store, &id, req->tenant_id, req->key, len, run->now_ms)
-               : cr_store_put_revoke(run->store, &id, req->tenant_id, req->key, len);
+    return end ? cr_store_put_end_k(run->store, &id, key, run->now_ms)
+               : cr_store_put_revoke_k(run->store, &id, key);
 }
 
 static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
@@ -295,7 +349,8 @@ static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct
     Crescent__Master__PutEndResponse resp = CRESCENT__MASTER__PUT_END_RESPONSE__INIT;
     if (call->method == CRESCENT__MASTER__METHOD__PUT_REVOKE)
         resp.base.descriptor = &crescent__master__put_revoke_response__descriptor;
-    resp.status_code = end_or_revoke(run, call->method, (const void *)call->request);
+    resp.status_code =
+        end_or_revoke(run, call->method, (const void *)call->request, call_key(call));
     if (resp.status_code == CR_OK) {
         finish_ok(call, -1);
         return CR_OK;
@@ -332,7 +387,10 @@ static int m_batch_put_end(struct cr_rpc_run *run, struct cr_master_call *call,
     resp.status_codes = arena_alloc(a, req->n_requests * sizeof(int32_t) + 1);
     int first_error = CR_OK;
     for (size_t i = 0; resp.status_codes != NULL && i < req->n_requests; i++) {
-        int rc = end_or_revoke(run, call->method, req->requests[i]);
+        const Crescent__Master__PutEndRequest *one = req->requests[i];
+        struct cr_store_key key;
+        cr_store_key_make(one->tenant_id, one->key, (uint32_t)strlen(one->key), &key);
+        int rc = end_or_revoke(run, call->method, one, &key);
         if (first_error == CR_OK) first_error = rc;
         resp.status_codes[resp.n_status_codes++] = rc;
     }
@@ -344,8 +402,8 @@ static int m_batch_put_end(struct cr_rpc_run *run, struct cr_master_call *call,
  * failures (a put not ended yet) are the status. */
 static int m_exist(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
     REQ(ExistKeyRequest);
-    int rc = cr_store_exist_key(run->store, req->tenant_id, req->key, (uint32_t)strlen(req->key),
-                                run->now_ms);
+    (void)req;
+    int rc = cr_store_exist_key_k(run->store, call_key(call), run->now_ms);
     Crescent__Master__ExistKeyResponse resp = CRESCENT__MASTER__EXIST_KEY_RESPONSE__INIT;
     resp.status_code = rc == CR_ERR_OBJECT_NOT_FOUND ? CR_OK : rc;
     resp.has_exists = 1;
@@ -394,8 +452,8 @@ static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_
     struct cr_store_replica_list list;
     Crescent__Master__GetReplicaListResponse resp =
         CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
-    resp.status_code = cr_store_get_replica_list(run->store, req->tenant_id, req->key,
-                                                 (uint32_t)strlen(req->key), run->now_ms, &list);
+    (void)req;
+    resp.status_code = cr_store_get_replica_list_k(run->store, call_key(call), run->now_ms, &list);
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {
         resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
@@ -467,8 +525,7 @@ static int m_get_regex(struct cr_rpc_run *run, struct cr_master_call *call,
 static int m_remove(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
     REQ(RemoveRequest);
     Crescent__Master__RemoveResponse resp = CRESCENT__MASTER__REMOVE_RESPONSE__INIT;
-    resp.status_code = cr_store_remove(run->store, req->tenant_id, req->key,
-                                       (uint32_t)strlen(req->key), req->force, run->now_ms);
+    resp.status_code = cr_store_remove_k(run->store, call_key(call), req->force, run->now_ms);
     if (resp.status_code == CR_OK) {
         finish_ok(call, -1);
         return CR_OK;
@@ -586,39 +643,8 @@ static int m_replica_clear(struct cr_rpc_run *run, struct cr_master_call *call,
 
 void cr_rpc_methods_prefetch(const cr_store *store, const struct cr_master_call *call,
                              bool deep) {
-    assert(store != NULL && call != NULL && call->request != NULL);
-    const char *tenant, *key;
-    switch (call->method) {
-    case CRESCENT__MASTER__METHOD__GET_REPLICA_LIST: {
-        REQ(GetReplicaListRequest);
-        tenant = req->tenant_id, key = req->key;
-        break;
-    }
-    case CRESCENT__MASTER__METHOD__PUT_START: { /* the slot it will probe, then fill */
-        REQ(PutStartRequest);
-        tenant = req->tenant_id, key = req->key;
-        break;
-    }
-    case CRESCENT__MASTER__METHOD__EXIST_KEY: {
-        REQ(ExistKeyRequest);
-        tenant = req->tenant_id, key = req->key;
-        break;
-    }
-    case CRESCENT__MASTER__METHOD__REMOVE: {
-        REQ(RemoveRequest);
-        tenant = req->tenant_id, key = req->key;
-        break;
-    }
-    case CRESCENT__MASTER__METHOD__PUT_END:
-    case CRESCENT__MASTER__METHOD__PUT_REVOKE: {
-        REQ(PutEndRequest); /* PutRevokeRequest has the same layout */
-        tenant = req->tenant_id, key = req->key;
-        break;
-    }
-    default: return;
-    }
-    /* The gateway validated the key's length; strnlen keeps this safe anyway. */
-    if (key != NULL) cr_store_prefetch_key(store, tenant, key, (uint32_t)strnlen(key, 65536), deep);
+    assert(store != NULL && call != NULL);
+    if (call->key.key != NULL) cr_store_prefetch(store, &call->key, deep);
 }
 
 typedef int (*method_fn)(struct cr_rpc_run *, struct cr_master_call *, struct cr_rpc_arena *);

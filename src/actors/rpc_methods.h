@@ -36,7 +36,14 @@ struct cr_rpc_run {
 int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call);
 
 /* Prefetches what running `call` will look up first (the key of a
- * single-key method; others are left alone), as cr_store_prefetch_key. */
+ * single-key method whose call->key is made; others are left alone), as
+ * cr_store_prefetch. */
 void cr_rpc_methods_prefetch(const cr_store *store, const struct cr_master_call *call, bool deep);
+
+/* Makes call->key for a validated single-key request (GetReplicaList,
+ * PutStart, ExistKey, Remove, PutEnd, PutRevoke); leaves it unset for other
+ * methods.  The gateway calls it on its own thread after cr_rpc_validate;
+ * segments makes the key itself for a call that arrives without one. */
+void cr_rpc_call_prepare_key(struct cr_master_call *call);
 
 #endif

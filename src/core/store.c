@@ -222,12 +222,16 @@ void cr_store_destroy(cr_store *s) {
 
 /* ---- tenants ------------------------------------------------------------ */
 
+static const char *tenant_or_default(const char *tenant) {
+    return (tenant == NULL || tenant[0] == '\0') ? CR_STORE_DEFAULT_TENANT : tenant;
+}
+
 static uint64_t tenant_seed(const char *name) {
     return XXH3_64bits(name, strlen(name));
 }
 
-static const char *tenant_or_default(const char *tenant) {
-    return (tenant == NULL || tenant[0] == '\0') ? CR_STORE_DEFAULT_TENANT : tenant;
+uint64_t cr_store_tenant_seed(const char *tenant) {
+    return tenant_seed(tenant_or_default(tenant));
 }
 
 int cr_store_tenant_lookup(const cr_store *store, const char *tenant) {

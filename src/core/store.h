@@ -206,10 +206,28 @@ struct cr_store_replica_list {
     struct cr_store_replica_desc replicas[CR_STORE_REPLICAS_MAX];
 };
 
+/* A key as the store files it: tenant, bytes and hash.  The hash is a pure
+ * function of the tenant's name and the key's bytes (XXH3 of the key, seeded
+ * with XXH3 of the tenant name), so any thread can make one: the RPC gateway
+ * makes it on its own thread, where the request was just decoded, and the
+ * segments actor then neither measures nor hashes keys.  The `_k` functions
+ * below take one; their plain forms make it first. */
+struct cr_store_key {
+    const char *tenant; /* NULL or "" → "default" */
+    const char *key;
+    uint32_t key_len;
+    uint64_t hash;
+};
+
+void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
+                       struct cr_store_key *out);
+
 struct cr_store_put_params {
     const char *tenant;            /* NULL or "" → "default" */
     const char *key;
     uint32_t key_len;
+    bool key_hashed;               /* key_hash is cr_store_key_make's hash of (tenant, key) */
+    uint64_t key_hash;
     uint64_t value_length;
     uint32_t replica_num;
     bool with_soft_pin;
@@ -244,12 +262,16 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
  * CR_ERR_ILLEGAL_CLIENT (another client started it). */
 int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *tenant,
                      const char *key, uint32_t key_len, uint64_t now_ms);
+int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
+                       const struct cr_store_key *key, uint64_t now_ms);
 
 /* Cancels an in-flight put and frees its space.  Returns CR_OK,
  * CR_ERR_OBJECT_NOT_FOUND, CR_ERR_ILLEGAL_CLIENT, or CR_ERR_INVALID_PARAMS
  * when the put has already ended. */
 int cr_store_put_revoke(cr_store *store, const struct cr_uuid *client, const char *tenant,
                         const char *key, uint32_t key_len);
+int cr_store_put_revoke_k(cr_store *store, const struct cr_uuid *client,
+                          const struct cr_store_key *key);
 
 /* Grants a lease (deadline = max(deadline, now + lease ttl)) and refreshes
  * the access time (and soft pin).  Returns CR_OK when the key exists and is
@@ -257,27 +279,31 @@ int cr_store_put_revoke(cr_store *store, const struct cr_uuid *client, const cha
  * CR_ERR_OBJECT_NOT_READY (put not ended yet). */
 int cr_store_exist_key(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
                        uint64_t now_ms);
+int cr_store_exist_key_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms);
 
 /* Starts the memory loads a lookup of `key` will make, without changing
- * anything: `deep` false prefetches its hash-table slot; `deep` true reads
- * the slot (prefetched earlier, so cached) and prefetches the object it
- * names.  For a caller that knows its next keys before it needs them (the
- * segments actor, a batch of calls ahead): at a few hundred thousand objects
- * the table and the objects are out of cache, and a lookup was a fifth of a
- * GetReplicaList. */
-void cr_store_prefetch_key(const cr_store *store, const char *tenant, const char *key,
-                           uint32_t key_len, bool deep);
+ * anything: `deep` false prefetches its hash-table slot and the key's bytes;
+ * `deep` true reads the slot (prefetched earlier, so cached) and prefetches
+ * the object it names.  For a caller that knows its next keys before it
+ * needs them (the segments actor, a batch of calls ahead): at a few hundred
+ * thousand objects the table and the objects are out of cache, and a lookup
+ * was a fifth of a GetReplicaList. */
+void cr_store_prefetch(const cr_store *store, const struct cr_store_key *key, bool deep);
 
 /* Same as exist_key, and fills *out with the complete replicas. */
 int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *key,
                               uint32_t key_len, uint64_t now_ms,
                               struct cr_store_replica_list *out);
+int cr_store_get_replica_list_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms,
+                                struct cr_store_replica_list *out);
 
 /* Removes one object.  Leased → CR_ERR_OBJECT_HAS_LEASE unless force; an
  * in-flight put → CR_ERR_OBJECT_NOT_READY unless force.  Returns CR_OK or
  * CR_ERR_OBJECT_NOT_FOUND otherwise. */
 int cr_store_remove(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
                     bool force, uint64_t now_ms);
+int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool force,
+                      uint64_t now_ms);
 
 /* Removes every complete object of `tenant` (NULL: of every tenant), skipping
  * leased ones unless force; in-flight puts are never touched.  Emits

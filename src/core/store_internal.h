@@ -174,6 +174,7 @@ static inline bool cr_uuid_equal(const struct cr_uuid *a, const struct cr_uuid *
 
 /* store.c */
 int cr_store_tenant_lookup(const cr_store *store, const char *tenant); /* -1 unknown */
+uint64_t cr_store_tenant_seed(const char *tenant); /* the seed of its keys' hashes */
 /* Finds or adds a tenant; a new one holds no reference yet, so the caller
  * takes one (cr_store_tenant_ref) before anything else can run.  Returns
  * CR_OK, CR_ERR_INVALID_PARAMS (name too long) or CR_ERR_NOMEM (table full). */

@@ -222,27 +222,39 @@ void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj) {
 }
 
 /* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */
-static uint32_t find_key(const cr_store *store, const char *tenant, const char *key,
-                         uint32_t key_len) {
-    int t = cr_store_tenant_lookup(store, tenant);
-    if (t < 0 || key == NULL) return CR_STORE_NONE;
-    uint64_t h = cr_store_key_hash(store, (uint16_t)t, key, key_len);
-    return cr_store_obj_find(store, (uint16_t)t, key, key_len, h);
+void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
+                       struct cr_store_key *out) {
+    assert(key != NULL && out != NULL);
+    *out = (struct cr_store_key){tenant, key, key_len,
+                                 XXH3_64bits_withSeed(key, key_len,
+                                                      cr_store_tenant_seed(tenant))};
 }
 
-void cr_store_prefetch_key(const cr_store *store, const char *tenant, const char *key,
-                           uint32_t key_len, bool deep) {
-    assert(store != NULL);
-    int t = cr_store_tenant_lookup(store, tenant);
-    if (t < 0 || key == NULL || key_len > store->cfg.max_key_len) return;
-    uint64_t h = cr_store_key_hash(store, (uint16_t)t, key, key_len);
-    const struct cr_store_slot *slot = &store->table[(uint32_t)h & store->table_mask];
+static uint32_t find_key(const cr_store *store, const struct cr_store_key *k) {
+    int t = cr_store_tenant_lookup(store, k->tenant);
+    if (t < 0 || k->key == NULL) return CR_STORE_NONE;
+    return cr_store_obj_find(store, (uint16_t)t, k->key, k->key_len, k->hash);
+}
+
+/* find_key for the plain (unhashed) forms. */
+static uint32_t find_plain(const cr_store *store, const char *tenant, const char *key,
+                           uint32_t key_len) {
+    if (key == NULL) return CR_STORE_NONE;
+    struct cr_store_key k;
+    cr_store_key_make(tenant, key, key_len, &k);
+    return find_key(store, &k);
+}
+
+void cr_store_prefetch(const cr_store *store, const struct cr_store_key *k, bool deep) {
+    assert(store != NULL && k != NULL);
+    const struct cr_store_slot *slot = &store->table[(uint32_t)k->hash & store->table_mask];
     if (!deep) {
         __builtin_prefetch(slot);
+        __builtin_prefetch(k->key); /* written by the gateway's thread: a miss here */
         return;
     }
     /* The home slot only: a probe that goes on is rare at the table's load. */
-    if (slot->id_plus1 == 0 || slot->hash_hi != (uint32_t)(h >> 32)) return;
+    if (slot->id_plus1 == 0 || slot->hash_hi != (uint32_t)(k->hash >> 32)) return;
     const struct cr_store_obj *obj = cr_store_obj_at(store, slot->id_plus1 - 1);
     __builtin_prefetch(obj);
     __builtin_prefetch((const char *)obj + 64); /* lease and access times */
@@ -378,7 +390,8 @@ static int plan_check_existing(cr_store *store, struct put_plan *plan,
         return CR_OK;
     }
     plan->tenant = (uint16_t)t;
-    plan->hash = cr_store_key_hash(store, plan->tenant, p->key, p->key_len);
+    plan->hash = p->key_hashed ? p->key_hash
+                               : cr_store_key_hash(store, plan->tenant, p->key, p->key_len);
     uint32_t id = cr_store_obj_find(store, plan->tenant, p->key, p->key_len, plan->hash);
     if (id == CR_STORE_NONE) return CR_OK;
     const struct cr_store_obj *obj = cr_store_obj_at(store, id);
@@ -426,7 +439,8 @@ static int plan_commit(cr_store *store, struct put_plan *plan, const struct cr_u
             store->free_head = id;
             return rc;
         }
-        plan->hash = cr_store_key_hash(store, plan->tenant, p->key, p->key_len);
+        plan->hash = p->key_hashed ? p->key_hash
+                                   : cr_store_key_hash(store, plan->tenant, p->key, p->key_len);
     }
     /* The new object's reference, taken before a preempted object of the
      * same tenant drops its own: that may be the tenant's last. */
@@ -495,8 +509,16 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
 
 int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *tenant,
                      const char *key, uint32_t key_len, uint64_t now_ms) {
-    assert(store != NULL && client != NULL);
-    uint32_t id = find_key(store, tenant, key, key_len);
+    if (key == NULL) return not_found(store);
+    struct cr_store_key k;
+    cr_store_key_make(tenant, key, key_len, &k);
+    return cr_store_put_end_k(store, client, &k, now_ms);
+}
+
+int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
+                       const struct cr_store_key *key, uint64_t now_ms) {
+    assert(store != NULL && client != NULL && key != NULL);
+    uint32_t id = find_key(store, key);
     if (id == CR_STORE_NONE) return not_found(store);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (!cr_uuid_equal(&obj->owner, client))
@@ -515,8 +537,16 @@ int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *
 
 int cr_store_put_revoke(cr_store *store, const struct cr_uuid *client, const char *tenant,
                         const char *key, uint32_t key_len) {
-    assert(store != NULL && client != NULL);
-    uint32_t id = find_key(store, tenant, key, key_len);
+    if (key == NULL) return not_found(store);
+    struct cr_store_key k;
+    cr_store_key_make(tenant, key, key_len, &k);
+    return cr_store_put_revoke_k(store, client, &k);
+}
+
+int cr_store_put_revoke_k(cr_store *store, const struct cr_uuid *client,
+                          const struct cr_store_key *key) {
+    assert(store != NULL && client != NULL && key != NULL);
+    uint32_t id = find_key(store, key);
     if (id == CR_STORE_NONE) return not_found(store);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (!cr_uuid_equal(&obj->owner, client))
@@ -529,9 +559,9 @@ int cr_store_put_revoke(cr_store *store, const struct cr_uuid *client, const cha
 
 /* ---- reads ------------------------------------------------------------------- */
 
-static int read_object(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
-                       uint64_t now_ms, struct cr_store_obj **out) {
-    uint32_t id = find_key(store, tenant, key, key_len);
+static int read_object(cr_store *store, const struct cr_store_key *key, uint64_t now_ms,
+                       struct cr_store_obj **out) {
+    uint32_t id = find_key(store, key);
     if (id == CR_STORE_NONE) return not_found(store);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (obj->state != CR_OBJ_COMPLETE)
@@ -543,18 +573,34 @@ static int read_object(cr_store *store, const char *tenant, const char *key, uin
 
 int cr_store_exist_key(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
                        uint64_t now_ms) {
-    assert(store != NULL);
+    if (key == NULL) return not_found(store);
+    struct cr_store_key k;
+    cr_store_key_make(tenant, key, key_len, &k);
+    return cr_store_exist_key_k(store, &k, now_ms);
+}
+
+int cr_store_exist_key_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms) {
+    assert(store != NULL && key != NULL);
     struct cr_store_obj *obj;
-    return read_object(store, tenant, key, key_len, now_ms, &obj);
+    return read_object(store, key, now_ms, &obj);
 }
 
 int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *key,
                               uint32_t key_len, uint64_t now_ms,
                               struct cr_store_replica_list *out) {
-    assert(store != NULL && out != NULL);
+    out->count = 0;
+    if (key == NULL) return not_found(store);
+    struct cr_store_key k;
+    cr_store_key_make(tenant, key, key_len, &k);
+    return cr_store_get_replica_list_k(store, &k, now_ms, out);
+}
+
+int cr_store_get_replica_list_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms,
+                                struct cr_store_replica_list *out) {
+    assert(store != NULL && key != NULL && out != NULL);
     out->count = 0;
     struct cr_store_obj *obj;
-    int rc = read_object(store, tenant, key, key_len, now_ms, &obj);
+    int rc = read_object(store, key, now_ms, &obj);
     if (rc == CR_OK) cr_store_obj_fill_list(store, obj, true, out);
     return rc;
 }
@@ -562,7 +608,7 @@ int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *k
 int cr_store_set_hard_pin(cr_store *store, const char *tenant, const char *key,
                           uint32_t key_len, bool pinned) {
     assert(store != NULL);
-    uint32_t id = find_key(store, tenant, key, key_len);
+    uint32_t id = find_plain(store, tenant, key, key_len);
     if (id == CR_STORE_NONE) return not_found(store);
     cr_store_obj_at(store, id)->hard_pinned = pinned;
     return CR_OK;
@@ -572,8 +618,16 @@ int cr_store_set_hard_pin(cr_store *store, const char *tenant, const char *key,
 
 int cr_store_remove(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
                     bool force, uint64_t now_ms) {
-    assert(store != NULL);
-    uint32_t id = find_key(store, tenant, key, key_len);
+    if (key == NULL) return not_found(store);
+    struct cr_store_key k;
+    cr_store_key_make(tenant, key, key_len, &k);
+    return cr_store_remove_k(store, &k, force, now_ms);
+}
+
+int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool force,
+                      uint64_t now_ms) {
+    assert(store != NULL && key != NULL);
+    uint32_t id = find_key(store, key);
     if (id == CR_STORE_NONE) return not_found(store);
     const struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (!force && obj->state == CR_OBJ_INFLIGHT)
@@ -695,7 +749,7 @@ int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char
                                  segment_name);
     }
     for (size_t i = 0; i < n; i++) {
-        uint32_t id = find_key(store, tenant, keys[i], key_lens[i]);
+        uint32_t id = find_plain(store, tenant, keys[i], key_lens[i]);
         cleared[i] = id != CR_STORE_NONE && clear_one(store, id, client, segment, now_ms);
     }
     return CR_OK;
@@ -721,7 +775,7 @@ static void object_view(const cr_store *store, uint32_t id, uint64_t now_ms,
 int cr_store_object_find(const cr_store *store, const char *tenant, const char *key,
                          uint32_t key_len, uint64_t now_ms, struct cr_store_object_view *out) {
     assert(store != NULL && out != NULL);
-    uint32_t id = find_key(store, tenant, key, key_len);
+    uint32_t id = find_plain(store, tenant, key, key_len);
     if (id == CR_STORE_NONE) return CR_ERR_OBJECT_NOT_FOUND;
     object_view(store, id, now_ms, out);
     return CR_OK;

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/store.h"
 #include "msgs/msg.h"
 #include "msgs/store_msgs.h"
 
@@ -75,6 +76,10 @@ struct cr_master_call {
     size_t reply_len;
     uint64_t received_ns; /* when the gateway read it (runtime clock) */
     bool one_frame;       /* the request came in one frame: so does the reply */
+    /* The request's key with its hash, for single-key methods: made by the
+     * gateway after validation (cr_rpc_call_prepare_key), so segments
+     * neither measures nor hashes it; key.key NULL when not made. */
+    struct cr_store_key key;
     /* MASTER_DONE: the next finished call of the chain, NULL at its end.
      * Written by segments before the chain is sent. */
     struct cr_master_call *next;

@@ -831,6 +831,55 @@ static void test_tenant_isolation(void **state) {
     cr_store_destroy(s);
 }
 
+/* Keys made ahead (as the RPC gateway makes them, on another thread) name
+ * the same objects as the plain calls, per tenant; a PutStart given the
+ * made hash files the object where plain lookups find it. */
+static void test_keys_made_ahead(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 2, 1024 * KIB);
+    const char *const tenants_used[] = {NULL, "default", "t1"};
+    for (int i = 0; i < 3; i++) {
+        struct cr_store_key k;
+        cr_store_key_make(tenants_used[i], "made", 4, &k);
+        if (i == 1) { /* NULL and "default" are the same tenant: same hash */
+            struct cr_store_key d;
+            cr_store_key_make(NULL, "made", 4, &d);
+            assert_true(k.hash == d.hash);
+            assert_int_equal(cr_store_exist_key_k(s, &k, 1), CR_OK); /* put under NULL */
+            continue;
+        }
+        struct cr_store_replica_list l;
+        struct cr_store_put_params p = {.tenant = k.tenant, .key = k.key, .key_len = k.key_len,
+                                        .key_hashed = true, .key_hash = k.hash,
+                                        .value_length = OBJ, .replica_num = 1};
+        assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_OK);
+        cr_store_prefetch(s, &k, false);
+        cr_store_prefetch(s, &k, true);
+        assert_int_equal(cr_store_exist_key_k(s, &k, 1), CR_ERR_OBJECT_NOT_READY);
+        assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, 1), CR_OK);
+        assert_int_equal(get(s, tenants_used[i], "made", 2), CR_OK); /* plain lookup */
+        assert_int_equal(cr_store_get_replica_list_k(s, &k, 2, &l), CR_OK);
+        assert_int_equal(l.count, 1);
+    }
+    /* Another tenant's key with the same bytes is another object. */
+    struct cr_store_key t1, t2;
+    cr_store_key_make("t1", "made", 4, &t1);
+    cr_store_key_make("t2", "made", 4, &t2);
+    assert_true(t1.hash != t2.hash);
+    assert_int_equal(cr_store_exist_key_k(s, &t2, 3), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(cr_store_remove_k(s, &t1, true, 3), CR_OK);
+    assert_int_equal(get(s, "t1", "made", 4), CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(s, NULL, "made", 4), CR_OK);
+    /* A revoke by made key frees an unfinished put. */
+    struct cr_store_key r;
+    cr_store_key_make("t1", "revoked", 7, &r);
+    assert_int_equal(put_start(s, &CLIENT_A, "t1", "revoked", 1, false, NULL, 5, NULL), CR_OK);
+    assert_int_equal(cr_store_put_revoke_k(s, &CLIENT_A, &r), CR_OK);
+    assert_int_equal(cr_store_exist_key_k(s, &r, 6), CR_ERR_OBJECT_NOT_FOUND);
+    cr_store_destroy(s);
+}
+
 static uint64_t tenants(cr_store *s) {
     struct cr_store_stats st;
     cr_store_get_stats(s, 0, &st);
@@ -1039,6 +1088,7 @@ int main(void) {
         cmocka_unit_test(test_regex_get_grants_lease),
         cmocka_unit_test(test_regex_match_bound),
         cmocka_unit_test(test_tenant_isolation),
+        cmocka_unit_test(test_keys_made_ahead),
         cmocka_unit_test(test_empty_tenants_are_reclaimed),
         cmocka_unit_test(test_tenant_outlives_its_last_object_while_in_use),
         cmocka_unit_test(test_events),
