@@ -292,12 +292,11 @@ static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutSt
                                             .token_ids = b->token_ids,
                                             .token_count = (uint32_t)b->n_token_ids};
     }
-    const struct cr_store_key *k = key;
-    struct cr_store_put_params p = {.tenant = k->tenant,
-                                    .key = k->key,
-                                    .key_len = k->key_len,
+    struct cr_store_put_params p = {.tenant = key->tenant,
+                                    .key = key->key,
+                                    .key_len = key->key_len,
                                     .key_hashed = true,
-                                    .key_hash = k->hash,
+                                    .key_hash = key->hash,
                                     .value_length = (uint64_t)req->value_length,
                                     .replica_num = (uint32_t)req->config->replica_num,
                                     .with_soft_pin = req->config->with_soft_pin,
@@ -401,8 +400,6 @@ static int m_batch_put_end(struct cr_rpc_run *run, struct cr_master_call *call,
 /* ExistKey: a missing key is an answer (exists = false, status 0); other
  * failures (a put not ended yet) are the status. */
 static int m_exist(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
-    REQ(ExistKeyRequest);
-    (void)req;
     int rc = cr_store_exist_key_k(run->store, call_key(call), run->now_ms);
     Crescent__Master__ExistKeyResponse resp = CRESCENT__MASTER__EXIST_KEY_RESPONSE__INIT;
     resp.status_code = rc == CR_ERR_OBJECT_NOT_FOUND ? CR_OK : rc;
@@ -448,11 +445,9 @@ static void get_one(struct cr_rpc_run *run, const char *tenant, const char *key,
 }
 
 static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
-    REQ(GetReplicaListRequest);
     struct cr_store_replica_list list;
     Crescent__Master__GetReplicaListResponse resp =
         CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
-    (void)req;
     resp.status_code = cr_store_get_replica_list_k(run->store, call_key(call), run->now_ms, &list);
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {

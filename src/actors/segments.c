@@ -40,11 +40,11 @@
  * at once (crescentd has one; the bench up to eight). */
 #define DONE_CHAIN_MAX 16u
 #define DONE_CHAINS_PER_ROUND 4u
+#define DONE_TARGETS_MAX 8u
 /* Store events go to the publisher and the indexer the same way: one chain
  * of up to EVENT_CHAIN_MAX events of one tenant per message, sent when full,
  * when the tenant changes, or when the round ends. */
 #define EVENT_CHAIN_MAX 32u
-#define DONE_TARGETS_MAX 8u
 
 struct done_chain {
     struct cr_actor *to;

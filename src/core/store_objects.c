@@ -221,7 +221,6 @@ void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj) {
     emit_object(store, CR_STORE_CHANGE_UPDATE, obj);
 }
 
-/* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */
 void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
                        struct cr_store_key *out) {
     assert(key != NULL && out != NULL);
@@ -230,6 +229,7 @@ void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
                                                       cr_store_tenant_seed(tenant))};
 }
 
+/* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */
 static uint32_t find_key(const cr_store *store, const struct cr_store_key *k) {
     int t = cr_store_tenant_lookup(store, k->tenant);
     if (t < 0 || k->key == NULL) return CR_STORE_NONE;
