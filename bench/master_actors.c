@@ -321,7 +321,7 @@ static void print_stats(const struct cr_actor_stats *before, const struct cr_act
 
 static void run_case(struct bench *b, enum workload workload, unsigned depth, uint64_t ops) {
     struct cr_actor_stats stats_before[STATS_ACTORS], stats_after[STATS_ACTORS];
-    int stats_n = show_stats ? snapshot(b, stats_before) : 0;
+    if (show_stats) (void)snapshot(b, stats_before);
     int drivers = b->driver_count;
     uint64_t per = ops / (uint64_t)drivers;
     for (int i = 0; i < drivers; i++) {
@@ -369,7 +369,6 @@ static void run_case(struct bench *b, enum workload workload, unsigned depth, ui
            (double)(bench_cpu_ns() - cpu_start) / 1e3 / (double)(per * (uint64_t)drivers),
            errors > 0 ? "; ERRORS in sampled replies" : "");
     if (show_stats) print_stats(stats_before, stats_after, snapshot(b, stats_after), ops);
-    (void)stats_n;
     bench_latency_free(&all);
 }
 

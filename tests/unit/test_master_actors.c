@@ -84,7 +84,8 @@ static void advance_ms(struct fixture *f, uint64_t ms) {
     cr_runtime_clock_changed(f->rt);
 }
 
-static void start(struct fixture *f) {
+/* The runtime on the manual clock, at 1 s. */
+static void runtime_start(struct fixture *f) {
     struct cr_runtime_config rc;
     cr_runtime_config_default(&rc);
     rc.pin_threads = false;
@@ -92,6 +93,10 @@ static void start(struct fixture *f) {
     atomic_store(&f->now_ns, 1000000000ull);
     assert_int_equal(cr_runtime_create(&rc, &f->rt), CR_OK);
     f->peers.config = &f->config;
+}
+
+static void start(struct fixture *f) {
+    runtime_start(f);
     f->peers.ask_timeout_ns = 5000000000ull;
     const struct cr_subsystem_def *defs[] = {&cr_segments_def, &cr_leases_def};
     enum cr_subsystem ids[] = {CR_SUBSYSTEM_SEGMENTS, CR_SUBSYSTEM_LEASES};
@@ -410,13 +415,7 @@ static void mute_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
 static const struct cr_actor_ops mute_ops = {.handle = mute_handle};
 
 static void start_leases_facing(struct fixture *f, struct mute_segments *mute) {
-    struct cr_runtime_config rc;
-    cr_runtime_config_default(&rc);
-    rc.pin_threads = false;
-    rc.clock = (struct cr_clock){.now_ns = manual_now, .ctx = f};
-    atomic_store(&f->now_ns, 1000000000ull);
-    assert_int_equal(cr_runtime_create(&rc, &f->rt), CR_OK);
-    f->peers.config = &f->config;
+    runtime_start(f);
     assert_int_equal(cr_runtime_spawn(f->rt, "segments", &mute_ops, mute,
                                       &f->peers.actors[CR_SUBSYSTEM_SEGMENTS]),
                      CR_OK);
