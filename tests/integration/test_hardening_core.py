@@ -1,22 +1,12 @@
 """Issue 10: requests that must neither crash, stall nor bloat crescentd
 (a hostile client's view; each test failed on the code before its fix)."""
 import json
-import urllib.request
 
 from conftest import http_get
+from test_indexer import post
 
-# Every route that parses a request body (docs/http.md).
+# Every route that parses a request body (src/http/indexer_routes.c).
 JSON_ROUTES = ["/query", "/query_by_hash", "/route", "/register", "/unregister", "/load"]
-
-
-def post(port, path, data, content_type="application/json", timeout=10):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method="POST",
-                                 headers={"Content-Type": content_type})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def test_deeply_nested_bodies_are_refused_on_every_json_route(daemon):
