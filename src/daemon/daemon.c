@@ -53,8 +53,13 @@ static int start_http(struct daemon *d) {
         return 1;
     }
     char error[512];
-    if (cr_http_front_start(d->front, d->config.http_address, d->config.http_threads, error,
-                            sizeof(error)) != CR_OK) {
+    struct cr_http_front_limits limits;
+    cr_http_front_limits_default(&limits);
+    limits.workers = d->config.http_threads;
+    limits.connections_max = d->config.http_connections_max;
+    limits.idle_timeout_ms = d->config.http_idle_timeout_ms;
+    if (cr_http_front_start(d->front, d->config.http_address, &limits, error, sizeof(error)) !=
+        CR_OK) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }

@@ -143,7 +143,7 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Routes (on CivetWeb workers: they ask, never touch the store) */
+/* Routes (on HTTP workers: they ask, never touch the store) */
 
 static void answer(struct cr_subsystems *peers, const struct cr_master_admin_query *q,
                    struct cr_http_response *resp) {
