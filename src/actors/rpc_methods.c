@@ -339,7 +339,8 @@ static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
     store_uuid(req->client_id, &id);
     bool end = method == CRESCENT__MASTER__METHOD__PUT_END ||
                method == CRESCENT__MASTER__METHOD__BATCH_PUT_END;
-    return end ? cr_store_put_end_k(run->store, &id, key, run->now_ms)
+    const uint64_t *checksum = req->has_checksum_xxh3 ? &req->checksum_xxh3 : NULL;
+    return end ? cr_store_put_end_k(run->store, &id, key, checksum, run->now_ms)
                : cr_store_put_revoke_k(run->store, &id, key);
 }
 
@@ -442,6 +443,10 @@ static void get_one(struct cr_rpc_run *run, const char *tenant, const char *key,
                                                   run->now_ms, &list);
     if (resp->status_code != CR_OK) return;
     resp->replica_list = replicas_pb(a, &list, &resp->n_replica_list);
+    resp->has_checksum_xxh3 = list.has_checksum;
+    resp->checksum_xxh3 = list.checksum;
+    resp->has_lease_ttl_ms = list.lease_ms > 0;
+    resp->lease_ttl_ms = list.lease_ms;
 }
 
 static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
@@ -452,6 +457,10 @@ static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {
         resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
+        resp.has_checksum_xxh3 = list.has_checksum;
+        resp.checksum_xxh3 = list.checksum;
+        resp.has_lease_ttl_ms = list.lease_ms > 0;
+        resp.lease_ttl_ms = list.lease_ms;
     }
     finish(call, a, &resp.base);
     return resp.status_code;
@@ -496,6 +505,8 @@ static void regex_match(void *ctx, const char *key, uint32_t key_len,
     crescent__master__object_replica_list__init(&e->value);
     e->entry.key = arena_strndup(c->arena, key, key_len); /* key views end with the callback */
     e->value.replica_list = replicas_pb(c->arena, replicas, &e->value.n_replica_list);
+    e->value.has_checksum_xxh3 = replicas->has_checksum;
+    e->value.checksum_xxh3 = replicas->checksum;
     e->entry.value = &e->value;
     e->next = c->head;
     c->head = e;

@@ -202,9 +202,15 @@ struct cr_store_replica_desc {
     enum cr_replica_status status;
 };
 
-/* One replica list, sized for the ceiling. */
+/* One replica list, sized for the ceiling, with the object's checksum (the
+ * one PutEnd recorded; has_checksum false when it gave none, and always in
+ * PutStart's list) and, from GetReplicaList, how long the lease it granted
+ * lasts from `now_ms` (0 elsewhere). */
 struct cr_store_replica_list {
     uint32_t count;
+    bool has_checksum;
+    uint64_t checksum;
+    uint64_t lease_ms;
     struct cr_store_replica_desc replicas[CR_STORE_REPLICAS_MAX];
 };
 
@@ -259,13 +265,16 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
                        const struct cr_store_put_params *params, uint64_t now_ms,
                        struct cr_store_replica_list *out);
 
-/* Marks the put complete (replicas COMPLETE), emits STORE.  Returns CR_OK
- * (also when already complete: idempotent), CR_ERR_OBJECT_NOT_FOUND or
- * CR_ERR_ILLEGAL_CLIENT (another client started it). */
+/* Marks the put complete (replicas COMPLETE), records `checksum` (the XXH3
+ * of the object's bytes; NULL: none) and emits STORE.  Returns CR_OK (also
+ * when already complete with the same checksum: idempotent),
+ * CR_ERR_OBJECT_NOT_FOUND, CR_ERR_ILLEGAL_CLIENT (another client started
+ * it) or CR_ERR_INVALID_PARAMS (already complete with another checksum). */
 int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *tenant,
                      const char *key, uint32_t key_len, uint64_t now_ms);
 int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
-                       const struct cr_store_key *key, uint64_t now_ms);
+                       const struct cr_store_key *key, const uint64_t *checksum,
+                       uint64_t now_ms);
 
 /* Cancels an in-flight put and frees its space.  Returns CR_OK,
  * CR_ERR_OBJECT_NOT_FOUND, CR_ERR_ILLEGAL_CLIENT, or CR_ERR_INVALID_PARAMS
