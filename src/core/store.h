@@ -57,6 +57,7 @@ typedef struct cr_store_config {
     uint32_t regex_match_limit;                /* PCRE2 match limit */
     uint32_t regex_depth_limit;                /* PCRE2 depth limit */
     uint32_t regex_max_matches;                /* keys one regex call may match: 10000 */
+    uint64_t regex_budget_steps;               /* PCRE2 steps one regex call may take */
     uint32_t block_token_ids_max;              /* token ids kept per PutStart */
     uint64_t rng_seed;                         /* allocation strategy randomness */
 } cr_store_config;
@@ -346,11 +347,13 @@ int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char
  * too): one more refuses the whole call before anything is changed — no
  * lease granted, nothing removed — so that one call can neither hold the
  * caller's thread building a huge answer nor half-apply a removal.  The scan
- * stops at the first match over the bound.
+ * stops at the first match over the bound.  The whole call may take at most
+ * regex_budget_steps PCRE2 steps (pattern items tried, summed over every key
+ * scanned, plus one per key).
  * Return CR_OK, or CR_ERR_INVALID_PARAMS when the pattern does not compile
- * (PCRE2's message in last_error), is too expensive (match/depth limit) or
- * matches more than regex_max_matches keys, CR_ERR_NOMEM.  An unknown tenant
- * matches nothing (CR_OK). */
+ * (PCRE2's message in last_error), is too expensive (match/depth limit on a
+ * key, or the call's step budget) or matches more than regex_max_matches
+ * keys, CR_ERR_NOMEM.  An unknown tenant matches nothing (CR_OK). */
 int cr_store_get_replica_list_by_regex(
     cr_store *store, const char *tenant, const char *pattern, uint64_t now_ms,
     void (*fn)(void *ctx, const char *key, uint32_t key_len,
@@ -358,6 +361,31 @@ int cr_store_get_replica_list_by_regex(
     void *ctx);
 int cr_store_remove_by_regex(cr_store *store, const char *tenant, const char *pattern,
                              bool force, uint64_t now_ms, uint64_t *removed);
+
+/* The same calls in slices, so that a caller can serve others in between.
+ * _new compiles the pattern and holds the tenant (a pattern that does not
+ * compile gives a finished scan holding that refusal); returns CR_OK or
+ * CR_ERR_NOMEM.  _run scans keys until about steps_max more steps are spent
+ * (one key may overrun by its own cost, bounded by the match limit): returns
+ * CR_ERR_AGAIN while keys remain, CR_OK once the scan is finished, with its
+ * verdict kept.  The store may change between slices: objects removed or
+ * reused since they matched are skipped when applied, objects stored behind
+ * the cursor are not seen.  _by_scan applies a finished scan exactly as the
+ * _by_regex calls do, returning the scan's verdict.  _free releases the
+ * tenant; call it before the store is destroyed. */
+struct cr_store_regex_scan;
+int cr_store_regex_scan_new(cr_store *store, const char *tenant, const char *pattern,
+                            struct cr_store_regex_scan **out);
+int cr_store_regex_scan_run(cr_store *store, struct cr_store_regex_scan *scan,
+                            uint64_t steps_max);
+void cr_store_regex_scan_free(cr_store *store, struct cr_store_regex_scan *scan);
+int cr_store_get_replica_list_by_scan(
+    cr_store *store, const struct cr_store_regex_scan *scan, uint64_t now_ms,
+    void (*fn)(void *ctx, const char *key, uint32_t key_len,
+               const struct cr_store_replica_list *replicas),
+    void *ctx);
+int cr_store_remove_by_scan(cr_store *store, const struct cr_store_regex_scan *scan, bool force,
+                            uint64_t now_ms, uint64_t *removed);
 
 /* ---- eviction (mechanism; the lease/eviction actor decides) -------------- */
 
