@@ -59,6 +59,8 @@ struct cr_store_obj {
     uint32_t link_next;
     bool with_soft_pin;
     bool hard_pinned;
+    bool has_checksum;
+    uint64_t checksum; /* PutEnd's XXH3 of the bytes, when has_checksum */
     struct cr_store_replica replicas[CR_STORE_REPLICAS_MAX];
 };
 
