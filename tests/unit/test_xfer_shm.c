@@ -18,23 +18,6 @@
 
 static int setup(void **state) { return setup_with(state, true); }
 
-static void round_trip(struct fixture *f, uint64_t offset, size_t len, uint64_t seed) {
-    uint8_t *src = malloc(len + 1), *dst = malloc(len + 1);
-    assert_non_null(src);
-    assert_non_null(dst);
-    fill_random(src, len, seed);
-    memset(dst, 0x5a, len + 1);
-    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, offset), src, len),
-                     CR_OK);
-    assert_memory_equal(src, (uint8_t *)f->seg.base + offset, len); /* the server's memory */
-    assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg0", seg_addr(f, offset), dst, len),
-                     CR_OK);
-    assert_memory_equal(src, dst, len);
-    assert_int_equal(dst[len], 0x5a);
-    free(src);
-    free(dst);
-}
-
 static void test_shm_round_trips_and_in_place(void **state) {
     struct fixture *f = *state;
     const size_t fixed[] = {0, 1, 4096, MIB + 3, 64 * MIB};
@@ -137,17 +120,6 @@ static void test_shm_malformed_request_closes_only_it(void **state) {
     round_trip(f, 0, 10, 6);
     struct cr_xfer_server_stats stats = server_stats(f);
     assert_int_equal(stats.refused_malformed, 1);
-}
-
-struct counter {
-    uint32_t done, failed;
-};
-
-static void count_done(void *arg, int status, const char *message) {
-    (void)message;
-    struct counter *c = arg;
-    c->done++;
-    if (status != CR_OK) c->failed++;
 }
 
 static void test_shm_many_in_flight(void **state) {

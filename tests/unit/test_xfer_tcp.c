@@ -133,23 +133,6 @@ static void test_segment_alloc(void **state) {
 
 /* ---- round trips -------------------------------------------------------- */
 
-static void round_trip(struct fixture *f, uint64_t offset, size_t len, uint64_t seed) {
-    uint8_t *src = malloc(len + 1), *dst = malloc(len + 1);
-    assert_non_null(src);
-    assert_non_null(dst);
-    fill_random(src, len, seed);
-    memset(dst, 0x5a, len + 1);
-    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, offset), src, len),
-                     CR_OK);
-    assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg0", seg_addr(f, offset), dst, len),
-                     CR_OK);
-    assert_memory_equal(src, dst, len);
-    assert_int_equal(dst[len], 0x5a); /* nothing written past the buffer */
-    assert_memory_equal(src, (uint8_t *)f->seg.base + offset, len);
-    free(src);
-    free(dst);
-}
-
 static void test_round_trips_random_sizes(void **state) {
     struct fixture *f = *state;
     const size_t fixed[] = {0, 1, 4095, 4096, 65537, MIB + 3, 4 * MIB, 64 * MIB};
@@ -163,18 +146,6 @@ static void test_round_trips_random_sizes(void **state) {
         round_trip(f, offset, len, rng);
     }
     assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "tcp");
-}
-
-struct counter {
-    uint32_t done;
-    uint32_t failed;
-};
-
-static void count_done(void *arg, int status, const char *message) {
-    (void)message;
-    struct counter *c = arg;
-    c->done++;
-    if (status != CR_OK) c->failed++;
 }
 
 static void wait_all(struct cr_xfer_client *cli, struct counter *c, uint32_t total) {

@@ -102,4 +102,33 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* Writes random bytes at offset, checks the server's memory, reads them back. */
+static void round_trip(struct fixture *f, uint64_t offset, size_t len, uint64_t seed) {
+    uint8_t *src = malloc(len + 1), *dst = malloc(len + 1);
+    assert_non_null(src);
+    assert_non_null(dst);
+    fill_random(src, len, seed);
+    memset(dst, 0x5a, len + 1);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, offset), src, len),
+                     CR_OK);
+    assert_memory_equal(src, (uint8_t *)f->seg.base + offset, len); /* the server's memory */
+    assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg0", seg_addr(f, offset), dst, len),
+                     CR_OK);
+    assert_memory_equal(src, dst, len);
+    assert_int_equal(dst[len], 0x5a);
+    free(src);
+    free(dst);
+}
+
+struct counter {
+    uint32_t done, failed;
+};
+
+static void count_done(void *arg, int status, const char *message) {
+    (void)message;
+    struct counter *c = arg;
+    c->done++;
+    if (status != CR_OK) c->failed++;
+}
+
 #endif
