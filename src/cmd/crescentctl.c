@@ -2,16 +2,11 @@
  *
  * Exit status: 0 success, 1 the server answered with a failure (unhealthy,
  * an error status), 2 bad usage, 3 crescentd could not be reached. */
-#include <errno.h>
-#include <stdbool.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <zmq.h>
 
 #include "cmd/crescentctl.h"
 #include "crescent/version.h"
@@ -115,7 +110,6 @@ static void usage(FILE *out) {
     }
     fprintf(out,
             "  %-28s %s\n"
-            "  %-28s %s\n"
             "\nOptions:\n"
             "  --json             one JSON document on stdout (JSON lines for events --follow);\n"
             "                     errors as {\"error\",\"command\",\"exit_code\"} on stderr\n"
@@ -124,47 +118,7 @@ static void usage(FILE *out) {
             "  --timeout-ms MS    give up on a request after MS milliseconds (default 5000)\n"
             "  --help             print this help; crescentctl CMD --help explains one command\n"
             "\nExit status: 0 success, 1 server-side failure, 2 usage error, 3 crescentd unreachable.\n",
-            "keygen PREFIX", "write a CurveZMQ key pair: PREFIX.key (secret, 0600), PREFIX.pub",
             "version", "print crescentctl's version");
-}
-
-/* Writes one Z85 key and a newline to a new file; false after saying why. */
-static bool write_key(const char *path, const char *key, mode_t mode) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
-    if (fd < 0) {
-        fprintf(stderr, "crescentctl: cannot create %s: %s (an existing key is never "
-                        "overwritten)\n", path, strerror(errno));
-        return false;
-    }
-    char line[64];
-    int n = snprintf(line, sizeof(line), "%s\n", key);
-    bool ok = write(fd, line, (size_t)n) == n;
-    if (close(fd) != 0 || !ok) {
-        fprintf(stderr, "crescentctl: cannot write %s: %s\n", path, strerror(errno));
-        return false;
-    }
-    return true;
-}
-
-/* `keygen PREFIX`: the secret key goes to PREFIX.key (owner-only), the public
- * one to PREFIX.pub (see README, "Exposing crescentd safely"). */
-static int keygen(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "crescentctl: keygen wants one PREFIX (writes PREFIX.key, PREFIX.pub)\n");
-        return CTL_EXIT_USAGE;
-    }
-    char public[41], secret[41], path[4096];
-    if (!zmq_has("curve") || zmq_curve_keypair(public, secret) != 0) {
-        fprintf(stderr, "crescentctl: this libzmq cannot make CURVE keys (built without "
-                        "libsodium)\n");
-        return CTL_EXIT_SERVER_FAILURE;
-    }
-    snprintf(path, sizeof(path), "%s.key", argv[1]);
-    if (!write_key(path, secret, 0600)) return CTL_EXIT_SERVER_FAILURE;
-    snprintf(path, sizeof(path), "%s.pub", argv[1]);
-    if (!write_key(path, public, 0644)) return CTL_EXIT_SERVER_FAILURE;
-    printf("%s\n", public);
-    return CTL_EXIT_OK;
 }
 
 static const char *env_or(const char *name, const char *fallback) {
@@ -212,7 +166,6 @@ int main(int argc, char **argv) {
     }
     int first = optind;
     const char *command = argv[first];
-    if (strcmp(command, "keygen") == 0) return keygen(argc - first, argv + first);
     if (strcmp(command, "version") == 0) {
         if (ctl.json)
             ctl_emit(json_pack("{s:s}", "version", CRESCENT_VERSION));
