@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "actors/runtime.h"
 #include "core/log.h"
 #include "crescent/error.h"
 
@@ -39,6 +40,9 @@ struct route {
     bool prefix;
     cr_http_handler handler;
     void *ctx;
+    /* Latency histogram (cr_histogram's buckets), bumped by every worker:
+     * relaxed atomic adds, three per request, no lock. */
+    _Atomic uint64_t count, sum_ns, buckets[CR_HISTOGRAM_BUCKETS];
 };
 
 enum conn_state { CONN_READING, CONN_RUNNING, CONN_WRITING };
@@ -54,6 +58,7 @@ struct conn {
     char saved;                /* the byte after the body, while it is a NUL */
     uint64_t deadline_ms;      /* idle or request timeout */
     uint64_t last_ms;          /* last activity: the oldest idle is dropped first */
+    uint64_t read_ns;          /* when the request was read whole (for the latency) */
     char *out;
     size_t out_len, out_off;
     struct cr_http_request req; /* points into in; valid while RUNNING */
@@ -105,11 +110,11 @@ int cr_http_front_add_route(struct cr_http_front *front, const char *method, con
 
 /* Returns the route for the request; *path_known says whether some route
  * has this path under another method (405 rather than 404). */
-static const struct route *route_find(const struct cr_http_front *front, const char *method,
-                                      const char *path, bool *path_known) {
+static struct route *route_find(struct cr_http_front *front, const char *method,
+                                const char *path, bool *path_known) {
     *path_known = false;
     for (unsigned i = 0; i < front->route_count; i++) {
-        const struct route *r = &front->routes[i];
+        struct route *r = &front->routes[i];
         bool match = r->prefix ? strncmp(path, r->path, strlen(r->path)) == 0
                                : strcmp(path, r->path) == 0;
         if (!match) continue;
@@ -195,15 +200,39 @@ static void answer_error(struct conn *c, int status, const char *error, const ch
 
 /* ---- workers ---- */
 
+static void observe(struct route *r, uint64_t ns) {
+    atomic_fetch_add_explicit(&r->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->sum_ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->buckets[cr_histogram_bucket(ns)], 1, memory_order_relaxed);
+}
+
+uint32_t cr_http_front_latency(const struct cr_http_front *front,
+                               struct cr_http_route_latency *out, uint32_t max) {
+    uint32_t n = 0;
+    for (unsigned i = 0; i < front->route_count && n < max; i++) {
+        const struct route *r = &front->routes[i];
+        struct cr_http_route_latency *l = &out[n++];
+        l->method = r->method;
+        l->path = r->path;
+        l->h.count = atomic_load_explicit(&r->count, memory_order_relaxed);
+        l->h.sum_ns = atomic_load_explicit(&r->sum_ns, memory_order_relaxed);
+        for (unsigned b = 0; b < CR_HISTOGRAM_BUCKETS; b++)
+            l->h.buckets[b] = atomic_load_explicit(&r->buckets[b], memory_order_relaxed);
+    }
+    return n;
+}
+
 static void run_request(struct cr_http_front *front, struct conn *c) {
     struct cr_http_response resp = {.status = 500};
     bool path_known;
-    const struct route *route = route_find(front, c->req.method, c->req.path, &path_known);
-    if (route == NULL)
+    struct route *route = route_find(front, c->req.method, c->req.path, &path_known);
+    if (route == NULL) {
         cr_http_respond_error(&resp, path_known ? 405 : 404,
                               path_known ? "method not allowed" : "not found", c->req.path);
-    else
+    } else {
         route->handler(route->ctx, &c->req, &resp);
+        observe(route, cr_monotonic_ns() - c->read_ns);
+    }
     answer(c, &resp);
     free(resp.body);
 }
@@ -400,6 +429,7 @@ static void conn_parse(struct cr_http_front *front, struct conn *c) {
     c->in[c->head_len + c->body_len] = '\0';
     c->req.body = c->in + c->head_len;
     c->req.body_len = c->body_len;
+    c->read_ns = cr_monotonic_ns();
     conn_queue(front, c);
 }
 

@@ -10,6 +10,9 @@
 #define CRESCENT_HTTP_FRONT_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "core/histogram.h"
 
 #define CR_HTTP_ROUTES_MAX 64u
 #define CR_HTTP_BODY_MAX (16u << 20)
@@ -59,6 +62,17 @@ void cr_http_front_limits_default(struct cr_http_front_limits *out);
 int cr_http_front_start(struct cr_http_front *front, const char *address,
                         const struct cr_http_front_limits *limits, char *error,
                         size_t error_size);
+
+/* Each route's latency (request read to response built), for /metrics. */
+struct cr_http_route_latency {
+    const char *method; /* valid while the front lives */
+    const char *path;
+    struct cr_histogram h;
+};
+
+/* Copies at most `max` routes' histograms into `out`; returns how many. */
+uint32_t cr_http_front_latency(const struct cr_http_front *front,
+                               struct cr_http_route_latency *out, uint32_t max);
 
 /* Lets the workers finish the requests they hold, stops accepting, closes
  * every connection, frees everything. */
