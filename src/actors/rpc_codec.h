@@ -15,7 +15,7 @@
 #include "master.pb-c.h"
 #include "msgs/master_msgs.h"
 
-#define CR_RPC_METHOD_SLOTS 64u /* method ids are below this */
+#define CR_RPC_METHOD_SLOTS 72u /* method ids are below this */
 #define CR_RPC_ERROR_MAX 256u
 
 struct cr_rpc_method {

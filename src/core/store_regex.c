@@ -146,7 +146,7 @@ int cr_store_remove_by_regex(cr_store *store, const char *tenant, const char *pa
     if (rc != CR_OK) return rc;
     for (size_t i = 0; i < set.count; i++) {
         const struct cr_store_obj *obj = cr_store_obj_at(store, set.ids[i]);
-        if (!force && cr_store_obj_leased(obj, now_ms)) continue;
+        if (!force && cr_store_obj_busy(obj, now_ms)) continue;
         cr_store_obj_free(store, set.ids[i]);
         (*removed)++;
     }
