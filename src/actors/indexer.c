@@ -103,8 +103,12 @@ static int indexer_create(const struct cr_daemon_config *config, void **state_ou
 
 static void indexer_destroy(void *state) { state_free(state); }
 
+static uint64_t runtime_clock(void *rt) { return cr_runtime_now_ns(rt); }
+
 static int indexer_start(struct cr_actor *self, void *state) {
     struct indexer_state *st = state;
+    st->clock = runtime_clock;
+    st->clock_ctx = cr_actor_runtime(self);
     st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
     for (uint32_t i = 0; i < st->static_count; i++) {
         char error[CR_INDEXER_ERROR_MAX];

@@ -119,7 +119,14 @@ struct indexer_state {
     /* Static registrations read by create (conductor_config.json). */
     struct cr_indexer_registration *static_regs;
     uint32_t static_count;
-    uint64_t now_ns; /* refreshed at each handle/wait */
+    uint64_t now_ns; /* refreshed at each handle/wait, and after the wait's poll */
+    /* The runtime's clock (the actor's, manual in tests); NULL in tests
+     * that move now_ns by hand.  indexer_wait reads it after zmq_poll
+     * returns: what the poll woke for happened now, not when the wait
+     * began (a deadline set from the earlier value after an idle wait of
+     * more than CR_INDEXER_REPLAY_TIMEOUT_NS was already past). */
+    uint64_t (*clock)(void *ctx);
+    void *clock_ctx;
     uint32_t load_only_count; /* instances with load_only set */
     uint64_t load_only_sweep_ns; /* when expired load-only instances are next looked for */
     uint64_t load_only_expired, load_only_rejected;

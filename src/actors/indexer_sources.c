@@ -477,6 +477,7 @@ void indexer_wait(struct indexer_state *st, int wake_fd, int timeout_ms) {
         poll_rebuild(st, wake_fd);
     zmq_pollitem_t *items = st->pollitems;
     int ready = zmq_poll(items, (int)st->poll_count, timeout_ms);
+    if (st->clock != NULL) st->now_ns = st->clock(st->clock_ctx);
     if (ready < 0) {
         if (zmq_errno() != EINTR)
             CR_ERROR("indexer", "zmq_poll failed: %s", zmq_strerror(zmq_errno()));

@@ -59,6 +59,8 @@ struct cr_store_obj {
     uint32_t link_next;
     bool with_soft_pin;
     bool hard_pinned;
+    bool has_checksum;
+    uint64_t checksum; /* PutEnd's XXH3 of the bytes, when has_checksum */
     /* Copy/move tasks holding a reservation on this object (store_tasks.c):
      * while any does, eviction skips the object and a removal without force
      * is refused, because an executor may be writing a reserved replica. */

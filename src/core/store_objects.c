@@ -204,6 +204,9 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
                             bool complete_only, struct cr_store_replica_list *out) {
     assert(store != NULL && out != NULL);
     out->count = 0;
+    out->lease_ms = 0;
+    out->has_checksum = obj->has_checksum;
+    out->checksum = obj->checksum;
     for (uint32_t r = 0; r < obj->replica_count; r++) {
         const struct cr_store_replica *rep = &obj->replicas[r];
         if (complete_only && rep->status != CR_REPLICA_COMPLETE) continue;
@@ -491,6 +494,8 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
                        struct cr_store_replica_list *out) {
     assert(store != NULL && client != NULL && p != NULL && out != NULL);
     out->count = 0;
+    out->has_checksum = false;
+    out->lease_ms = 0;
     struct put_plan plan = {0};
     int rc = put_validate(store, p);
     if (rc == CR_OK) rc = plan_check_existing(store, &plan, p, now_ms);
@@ -529,19 +534,29 @@ int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *
     if (key == NULL) return not_found(store);
     struct cr_store_key k;
     cr_store_key_make(tenant, key, key_len, &k);
-    return cr_store_put_end_k(store, client, &k, now_ms);
+    return cr_store_put_end_k(store, client, &k, NULL, now_ms);
 }
 
 int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
-                       const struct cr_store_key *key, uint64_t now_ms) {
+                       const struct cr_store_key *key, const uint64_t *checksum,
+                       uint64_t now_ms) {
     assert(store != NULL && client != NULL && key != NULL);
     uint32_t id = find_key(store, key);
     if (id == CR_STORE_NONE) return not_found(store);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (!cr_uuid_equal(&obj->owner, client))
         return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT, "put started by another client");
-    if (obj->state == CR_OBJ_COMPLETE) return CR_OK;
+    if (obj->state == CR_OBJ_COMPLETE) {
+        /* A retried PutEnd is fine; one that disagrees on the bytes is not. */
+        bool same = checksum == NULL ? !obj->has_checksum
+                                     : obj->has_checksum && obj->checksum == *checksum;
+        if (same) return CR_OK;
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
+                             "put already ended with another checksum");
+    }
     inflight_unlink(store, id);
+    obj->has_checksum = checksum != NULL;
+    obj->checksum = checksum != NULL ? *checksum : 0;
     obj->state = CR_OBJ_COMPLETE;
     for (uint32_t r = 0; r < obj->replica_count; r++)
         obj->replicas[r].status = CR_REPLICA_COMPLETE;
@@ -606,6 +621,8 @@ int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *k
                               uint32_t key_len, uint64_t now_ms,
                               struct cr_store_replica_list *out) {
     out->count = 0;
+    out->has_checksum = false;
+    out->lease_ms = 0;
     if (key == NULL) return not_found(store);
     struct cr_store_key k;
     cr_store_key_make(tenant, key, key_len, &k);
@@ -616,10 +633,14 @@ int cr_store_get_replica_list_k(cr_store *store, const struct cr_store_key *key,
                                 struct cr_store_replica_list *out) {
     assert(store != NULL && key != NULL && out != NULL);
     out->count = 0;
+    out->has_checksum = false;
+    out->lease_ms = 0;
     struct cr_store_obj *obj;
     int rc = read_object(store, key, now_ms, &obj);
-    if (rc == CR_OK) cr_store_obj_fill_list(store, obj, true, out);
-    return rc;
+    if (rc != CR_OK) return rc;
+    cr_store_obj_fill_list(store, obj, true, out);
+    out->lease_ms = obj->lease_deadline_ms - now_ms; /* >= the TTL: just granted */
+    return CR_OK;
 }
 
 int cr_store_set_hard_pin(cr_store *store, const char *tenant, const char *key,

@@ -155,6 +155,38 @@ static json_t *mp_value(struct mp *m, int depth) {
     return mp_sized(m, t, depth);
 }
 
+/* ---- JSON: nesting bound ---- */
+
+/* jansson's parser recurses once per array or object level, on the caller's
+ * stack: a CivetWeb worker's stack overflowed at ~950 levels (a 2 KB body).
+ * Counting brackets outside strings needs no recursion and no allocation, so
+ * it runs before jansson sees the text. */
+bool cr_json_depth_ok(const char *text, size_t len, unsigned depth_max, char *detail,
+                      size_t detail_size) {
+    assert((text != NULL || len == 0) && detail != NULL && detail_size > 0);
+    unsigned depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > depth_max) {
+                snprintf(detail, detail_size,
+                         "byte %zu: arrays and objects nested deeper than %u levels "
+                         "(crescent's bound on request bodies)", i, depth_max);
+                return false;
+            }
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--; /* an unbalanced close is jansson's to refuse */
+        }
+    }
+    return true;
+}
+
 json_t *cr_indexer_body_parse(const char *body, size_t len, bool msgpack, char *detail,
                               size_t detail_size) {
     assert((body != NULL || len == 0) && detail != NULL && detail_size > 0);
@@ -177,6 +209,7 @@ json_t *cr_indexer_body_parse(const char *body, size_t len, bool msgpack, char *
                  (size_t)(nul - body));
         return NULL;
     }
+    if (!cr_json_depth_ok(body, len, CR_JSON_DEPTH_MAX, detail, detail_size)) return NULL;
     char *quoted = quote_big_ints(body, len);
     json_error_t jerr;
     json_t *v = quoted != NULL ? json_loads(quoted, 0, &jerr) : json_loadb(body, len, 0, &jerr);

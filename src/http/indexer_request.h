@@ -12,6 +12,8 @@
 
 #define CR_INDEXER_QUERY_TOKENS_MAX (1u << 21) /* 2M tokens, as an event may carry */
 #define CR_INDEXER_DETAIL_MAX 256u
+/* Nesting bound of JSON bodies and files (the deepest request is 3 levels). */
+#define CR_JSON_DEPTH_MAX 32u
 
 struct json_t;
 
@@ -30,9 +32,17 @@ struct cr_indexer_request {
     size_t hash_count;
 };
 
+/* Returns whether no array or object of the JSON text nests deeper than
+ * depth_max (strings skipped, escapes honoured; other errors are left to the
+ * parser); false with detail naming the byte and the bound.  Iterative: call
+ * it before any recursive parser. */
+bool cr_json_depth_ok(const char *text, size_t len, unsigned depth_max, char *detail,
+                      size_t detail_size);
+
 /* Parses a body into a jansson value: JSON, or msgpack when msgpack is true
  * (unsigned integers above INT64_MAX become decimal strings in both, since
- * jansson integers are signed).  Returns NULL with detail set on bad input. */
+ * jansson integers are signed).  JSON nested deeper than CR_JSON_DEPTH_MAX is
+ * refused before jansson parses it.  Returns NULL with detail set on bad input. */
 struct json_t *cr_indexer_body_parse(const char *body, size_t len, bool msgpack, char *detail,
                                      size_t detail_size);
 

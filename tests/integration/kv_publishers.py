@@ -113,7 +113,7 @@ class Publisher:
     """
 
     def __init__(self, topic=b"", replay_layout="vllm", first_seq=0, history_max=None,
-                 sndbuf=None):
+                 sndbuf=None, router_sndhwm=0):
         self.ctx = zmq.Context.instance()
         self.topic = topic
         self.layout = replay_layout
@@ -137,9 +137,12 @@ class Publisher:
         if replay_layout is not None:
             self.router = self.ctx.socket(zmq.ROUTER)
             self.router.setsockopt(zmq.LINGER, 0)
-            # A replay is answered whole, as crescentd's replay does: a ROUTER
-            # at its high-water mark would drop replies without a word.
-            self.router.setsockopt(zmq.SNDHWM, 0)
+            # router_sndhwm=0: a replay is answered whole, as crescentd's
+            # replay does.  None keeps ZMQ's default (1000), as vLLM's and
+            # SGLang's replay ROUTER do: replies past it are dropped without
+            # a word (see RealisticPublisher).
+            if router_sndhwm is not None:
+                self.router.setsockopt(zmq.SNDHWM, router_sndhwm)
             rport = self.router.bind_to_random_port("tcp://127.0.0.1")
             self.replay_endpoint = f"tcp://127.0.0.1:{rport}"
             self.thread = threading.Thread(target=self._serve_replay, daemon=True)
@@ -201,3 +204,40 @@ class Publisher:
             self.thread.join(timeout=2)
             self.router.close(0)
         self.pub.close(0)
+
+
+class RealisticPublisher(Publisher):
+    """A publisher as vLLM's and SGLang's ZmqEventPublisher behave: seq from 0,
+    a bounded buffer of the last `buffer` batches (vLLM's buffer_steps,
+    10000 by default), and a replay ROUTER with ZMQ's default send
+    high-water mark, which answers a request with every buffered batch at or
+    after the start seq in one loop and drops what does not fit in the send
+    queue without a word (the end marker included)."""
+
+    def __init__(self, buffer=10000, **kw):
+        kw.setdefault("replay_layout", "vllm")
+        super().__init__(history_max=buffer, router_sndhwm=None, **kw)
+
+
+class Chain:
+    """What a publisher published, as one chain of blocks: batch i stores
+    block i (parent: block i-1), so one /query of the whole token run answers
+    how many of the first blocks the index holds -- a hole anywhere ends the
+    match there."""
+
+    def __init__(self, block_size, base=1):
+        self.bs = block_size
+        self.base = base
+        self.blocks = 0
+
+    def tokens(self, n=None):
+        n = self.blocks if n is None else n
+        return [self.base + i for i in range(n * self.bs)]
+
+    def next_batch(self):
+        i = self.blocks
+        self.blocks += 1
+        toks = [self.base + i * self.bs + k for k in range(self.bs)]
+        h = (self.base << 32) + i + 1  # opaque engine ids, unique per chain
+        parent = None if i == 0 else h - 1
+        return batch([vllm_stored([h], parent, toks, self.bs)])

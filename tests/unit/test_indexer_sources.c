@@ -329,6 +329,33 @@ static void test_late_replies_do_not_reach_the_next_round(void **state) {
     assert_int_equal(held(f, last + 3), BS);
 }
 
+static uint64_t fake_clock(void *ctx) { return *(const uint64_t *)ctx; }
+
+/* The gap is seen after a long idle wait: the clock read before the wait
+ * is 10 s old when the batch that reveals the gap arrives.  The round's
+ * deadline counts from when the batch arrived, so the round is not
+ * abandoned at the next wait (as the wait hook sets now_ns before it). */
+static void test_gap_after_an_idle_wait_gets_its_full_deadline(void **state) {
+    struct fx *f = *state;
+    uint64_t last = connect_engine(f);
+    struct indexer_source *s = source(f);
+    uint64_t clock_now = f->st->now_ns + 10 * SEC; /* what the poll returns at */
+    f->st->clock = fake_clock;
+    f->st->clock_ctx = &clock_now;
+    open_gap(f, last, TS_OLD);
+    assert_true(s->replay_deadline_ns >= clock_now + CR_INDEXER_REPLAY_TIMEOUT_NS);
+    f->st->now_ns = clock_now; /* the wait hook's read before the next wait */
+    pump_idle(f);
+    assert_true(s->replaying);
+    assert_int_equal(s->counters.replay_timeouts, 0);
+    reply(f, last + 1, TS_OLD, last + 1);
+    end_to(f, f->ident, f->ident_len);
+    PUMP_UNTIL(f, !s->replaying);
+    assert_false(s->stale);
+    assert_int_equal(held(f, last + 1), BS);
+    assert_int_equal(held(f, last + 2), BS);
+}
+
 /* ---- after a replay: duplicates and restarts ---- */
 
 /* Live copies of replayed batches, queued on SUB during the replay, are
@@ -451,6 +478,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_stalled_replay_is_abandoned_and_counted, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_late_replies_do_not_reach_the_next_round, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_gap_after_an_idle_wait_gets_its_full_deadline, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_live_copies_after_a_replay_are_duplicates, setup,
                                         teardown),

@@ -93,11 +93,45 @@ static void test_refused_anywhere(void **state) {
     }
 }
 
+/* A body nested past CR_JSON_DEPTH_MAX is refused before jansson recurses
+ * (issue 10 item 1: ~950 levels overflowed a CivetWeb worker's stack);
+ * brackets inside strings do not count, and the bound itself is accepted. */
+static void test_nesting_bounded(void **state) {
+    (void)state;
+    char detail[CR_INDEXER_DETAIL_MAX];
+    for (unsigned depth = CR_JSON_DEPTH_MAX; depth <= 100000; depth = depth * 10 + 1) {
+        size_t len = depth * 2;
+        char *body = malloc(len);
+        assert_non_null(body);
+        memset(body, '[', depth);
+        memset(body + depth, ']', depth);
+        json_t *v = cr_indexer_body_parse(body, len, false, detail, sizeof(detail));
+        if (depth == CR_JSON_DEPTH_MAX) {
+            assert_non_null(v);
+        } else {
+            assert_null(v);
+            assert_non_null(strstr(detail, "nested deeper than 32 levels"));
+        }
+        json_decref(v);
+        free(body);
+    }
+    static const char in_strings[] = "{\"a\":\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\\"\","
+                                     "\"b\":[{\"c\":\"{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{{\"}]}";
+    json_t *v = cr_indexer_body_parse(in_strings, strlen(in_strings), false, detail,
+                                      sizeof(detail));
+    assert_non_null(v);
+    json_decref(v);
+    assert_false(cr_json_depth_ok("{\"a\":[[[", 8, 3, detail, sizeof(detail)));
+    assert_string_equal(detail, "byte 7: arrays and objects nested deeper than 3 levels "
+                                "(crescent's bound on request bodies)");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_digit_count_and_alignment),
         cmocka_unit_test(test_values_read),
         cmocka_unit_test(test_refused_anywhere),
+        cmocka_unit_test(test_nesting_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
