@@ -353,6 +353,8 @@ struct cr_task_assignment {
     size_t target_count;
     struct cr_buf_handle *targets;
     uint64_t deadline_in_ms; /* left before crescentd fails the task */
+    bool has_checksum;       /* the object's PutEnd checksum (XXH3-64) to verify against */
+    uint64_t checksum_xxh3;
 };
 struct cr_task_assignments {
     size_t count;

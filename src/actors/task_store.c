@@ -57,6 +57,8 @@ static struct cr_task_detail *detail_new(enum cr_task_type type, const struct cr
     d->target_count = res->targets.count;
     for (uint32_t i = 0; i < res->targets.count; i++)
         replica_copy(&res->targets.replicas[i], &d->targets[i]);
+    d->has_checksum = res->has_checksum;
+    d->checksum = res->checksum;
     d->key_len = key->key_len;
     memcpy(d->key, key->key, key->key_len);
     return d;

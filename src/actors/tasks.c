@@ -274,6 +274,8 @@ static void assignment_fill(const struct tasks_state *st, const struct cr_task *
     }
     out->a.n_targets = d->target_count;
     out->a.targets = out->target_ptrs;
+    out->a.has_checksum_xxh3 = d->has_checksum;
+    out->a.checksum_xxh3 = d->checksum;
     out->a.has_deadline_in_ms = 1;
     out->a.deadline_in_ms = t->deadline_ms > st->now_ms ? t->deadline_ms - st->now_ms : 0;
 }
@@ -505,15 +507,15 @@ static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t valu
 static void tasks_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     (void)self;
     struct tasks_state *st = arg;
-    add_stat(out, "tasks_created_total", st->created);
-    add_stat(out, "tasks_succeeded_total", st->succeeded);
-    add_stat(out, "tasks_failed_total", st->failed);
-    add_stat(out, "tasks_timed_out_total", st->timed_out);
-    add_stat(out, "tasks_in_flight", cr_task_table_active_count(st->table));
-    add_stat(out, "tasks_kept_finished", cr_task_table_finished_count(st->table));
-    add_stat(out, "tasks_dropped_total", cr_task_table_dropped(st->table));
-    add_stat(out, "task_bytes_moved_total", st->bytes_moved);
-    add_stat(out, "task_ops_dropped_total", st->ops_dropped);
+    add_stat(out, "created_total", st->created);
+    add_stat(out, "succeeded_total", st->succeeded);
+    add_stat(out, "failed_total", st->failed);
+    add_stat(out, "timed_out_total", st->timed_out);
+    add_stat(out, "in_flight", cr_task_table_active_count(st->table));
+    add_stat(out, "finished_kept", cr_task_table_finished_count(st->table));
+    add_stat(out, "finished_dropped_total", cr_task_table_dropped(st->table));
+    add_stat(out, "bytes_moved_total", st->bytes_moved);
+    add_stat(out, "ops_dropped_total", st->ops_dropped);
 }
 
 static void tasks_destroy(void *arg) {

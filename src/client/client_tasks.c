@@ -136,6 +136,8 @@ static bool assignment_copy(const Crescent__Master__TaskAssignment *in,
     out->tenant = strdup(in->tenant_id != NULL ? in->tenant_id : CR_CLIENT_DEFAULT_TENANT);
     out->key = strdup(in->key);
     out->deadline_in_ms = in->deadline_in_ms;
+    out->has_checksum = in->has_checksum_xxh3;
+    out->checksum_xxh3 = in->checksum_xxh3;
     bool ok = out->tenant != NULL && out->key != NULL && handle_copy(in->source, &out->source);
     out->targets = calloc(in->n_targets > 0 ? in->n_targets : 1, sizeof(*out->targets));
     if (!ok || out->targets == NULL) return false;

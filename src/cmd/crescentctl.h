@@ -28,5 +28,6 @@ struct ctl_command {
 extern const struct ctl_command ctl_admin_commands[];
 extern const struct ctl_command ctl_store_commands[];
 extern const struct ctl_command ctl_events_commands[];
+extern const struct ctl_command ctl_task_commands[];
 
 #endif

@@ -379,6 +379,8 @@ struct cr_store_task_reservation {
     struct cr_store_replica_desc source; /* a COMPLETE replica to read */
     struct cr_uuid source_owner;         /* the client that mounted its segment */
     struct cr_store_replica_list targets; /* reserved, status PROCESSING */
+    bool has_checksum;                    /* PutEnd's, for the executor to verify */
+    uint64_t checksum;
 };
 
 /* Reserves one replica of a complete object on each segment of targets[0..n)

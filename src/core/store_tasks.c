@@ -152,6 +152,8 @@ int cr_store_task_reserve(cr_store *store, const struct cr_store_key *key, const
     out->source_owner = store->segments[s->segment].owner;
     struct cr_store_replica_list all;
     cr_store_obj_fill_list(store, obj, false, &all);
+    out->has_checksum = all.has_checksum;
+    out->checksum = all.checksum;
     out->targets.count = 0;
     for (uint32_t r = 0; r < all.count; r++) {
         if ((int)r == src) out->source = all.replicas[r];

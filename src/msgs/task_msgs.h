@@ -49,6 +49,8 @@ struct cr_task_detail {
     struct cr_task_replica source;
     uint32_t target_count;
     struct cr_task_replica targets[CR_STORE_REPLICAS_MAX];
+    bool has_checksum; /* the object's PutEnd checksum, for the executor */
+    uint64_t checksum;
     /* tasks' own state */
     bool op_in_flight;           /* a TASK_OP is out: nothing else starts */
     bool committed;              /* a move whose source waits for its lease */
