@@ -321,7 +321,7 @@ static void on_report(struct tasks_state *st, struct cr_master_call *call) {
         return;
     }
     if (t->detail == NULL) {
-        snprintf(why, sizeof(why), "task already ended %s: %s", cr_task_status_name(t->status),
+        snprintf(why, sizeof(why), "task already ended %s: %.180s", cr_task_status_name(t->status),
                  t->message);
         answer_status(call, CR_ERR_INVALID_PARAMS, why);
         return;
@@ -367,7 +367,7 @@ static void wait_for_lease(struct tasks_state *st, struct cr_task *t, uint64_t l
     d->committed = true;
     d->lease_deadline_ms = lease_ms;
     char why[CR_TASK_MESSAGE_MAX];
-    snprintf(why, sizeof(why), "copied; source segment %s is leased for %llu ms more, released "
+    snprintf(why, sizeof(why), "copied; source segment %.100s is leased for %llu ms more, released "
              "then", d->source.segment,
              (unsigned long long)(lease_ms > st->now_ms ? lease_ms - st->now_ms : 0));
     cr_task_table_update(st->table, t, CR_TASK_PROCESSING, why, epoch_now(st));
@@ -393,7 +393,7 @@ static void on_op_done(struct tasks_state *st, struct cr_task_op *op) {
     } else if (op->status == CR_ERR_OBJECT_HAS_LEASE) {
         wait_for_lease(st, t, op->lease_deadline_ms);
     } else {
-        snprintf(why, sizeof(why), "%s: %s", op->kind == CR_TASK_OP_COMMIT ? "commit failed"
+        snprintf(why, sizeof(why), "%s: %.200s", op->kind == CR_TASK_OP_COMMIT ? "commit failed"
                  : "source not released", op->message);
         finish(st, t, CR_TASK_FAILED, why);
     }
@@ -408,7 +408,7 @@ static void expire(struct tasks_state *st, struct cr_task *t) {
     st->timed_out++;
     if (d->committed) {
         snprintf(why, sizeof(why), "deadline passed (%llu s, --task-timeout-sec) while source "
-                 "segment %s stayed leased: copied, source kept",
+                 "segment %.100s stayed leased: copied, source kept",
                  (unsigned long long)(st->timeout_ms / 1000u), d->source.segment);
         finish(st, t, CR_TASK_FAILED, why);
         return;

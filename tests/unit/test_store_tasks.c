@@ -146,7 +146,7 @@ static void test_refusals(void **state) {
     cr_store_get_stats(f->store, 0, &before);
     const char *c[] = {"seg-c"};
     for (int i = 0; i < 4; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof(key), "f%d", i);
         struct cr_store_put_params fill = {.key = key, .key_len = 2, .value_length = SIZE,
                                            .replica_num = 1, .preferred_segment = "seg-c"};
