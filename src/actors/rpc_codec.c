@@ -412,6 +412,14 @@ int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t statu
     return cr_rpc_pack((const ProtobufCMessage *)storage, out, len_out);
 }
 
+void cr_rpc_reply_nomem(struct cr_master_call *call) {
+    assert(call != NULL);
+    static const char text[] = "out of memory building the response";
+    call->status = CR_ERR_NOMEM;
+    call->reply = (uint8_t *)strdup(text);
+    call->reply_len = call->reply != NULL ? sizeof(text) - 1 : 0;
+}
+
 int32_t cr_rpc_status_code(const ProtobufCMessage *resp) {
     assert(resp != NULL);
     const ProtobufCFieldDescriptor *f =

@@ -75,6 +75,10 @@ int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);
 int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status,
                        const char *message, uint8_t **out, size_t *len_out);
 
+/* Makes the call's reply the transport error "out of memory building the
+ * response" (status CR_ERR_NOMEM), for when its response could not be packed. */
+void cr_rpc_reply_nomem(struct cr_master_call *call);
+
 /* A response's status_code (field 1 of every response). */
 int32_t cr_rpc_status_code(const ProtobufCMessage *resp);
 

@@ -31,10 +31,7 @@ void cr_task_call_refuse(struct cr_master_call *call, int status, const char *wh
         call->status = CR_OK;
         return;
     }
-    static const char text[] = "out of memory building the response";
-    call->status = CR_ERR_NOMEM;
-    call->reply = (uint8_t *)strdup(text);
-    call->reply_len = call->reply != NULL ? sizeof(text) - 1 : 0;
+    cr_rpc_reply_nomem(call);
 }
 
 static void replica_copy(const struct cr_store_replica_desc *d, struct cr_task_replica *out) {

@@ -102,10 +102,7 @@ static void answer(struct cr_master_call *call, ProtobufCMessage *resp) {
     } else if (cr_rpc_pack(resp, &call->reply, &call->reply_len) == CR_OK) {
         call->status = CR_OK;
     } else {
-        static const char text[] = "out of memory building the response";
-        call->status = CR_ERR_NOMEM;
-        call->reply = (uint8_t *)strdup(text);
-        call->reply_len = call->reply != NULL ? sizeof(text) - 1 : 0;
+        cr_rpc_reply_nomem(call);
     }
     call->next = NULL;
     struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
