@@ -94,7 +94,9 @@ struct cr_store_block_meta {
 };
 
 /* Points into store memory, valid only during the callback.  For UPDATE a
- * replica_count of 0 means the object is gone (its last replica was dropped).
+ * replica_count of 0 means the object is gone (removed, evicted, cleared or
+ * its last replica unmounted).  Only complete objects publish UPDATE: a put
+ * that never ended was never published, so its end says nothing.
  * For REMOVE_ALL key is NULL; tenant is NULL when every tenant was cleared
  * and removed_count says how many objects went. */
 struct cr_store_change {
@@ -307,8 +309,9 @@ int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *k
 int cr_store_get_replica_list_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms,
                                 struct cr_store_replica_list *out);
 
-/* Removes one object.  Leased → CR_ERR_OBJECT_HAS_LEASE unless force; an
- * in-flight put → CR_ERR_OBJECT_NOT_READY unless force.  Returns CR_OK or
+/* Removes one object (a complete one publishes UPDATE with no replicas).
+ * Leased → CR_ERR_OBJECT_HAS_LEASE unless force; an in-flight put →
+ * CR_ERR_OBJECT_NOT_READY unless force.  Returns CR_OK or
  * CR_ERR_OBJECT_NOT_FOUND otherwise. */
 int cr_store_remove(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
                     bool force, uint64_t now_ms);
@@ -338,7 +341,8 @@ int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char
 /* Regex operations (PCRE2, match and depth limits from the config).  Matching
  * is done over every key of the tenant before anything is changed.
  * get: calls fn once per matching complete object (granting each a lease).
- * remove: removes matching complete objects, skipping leased unless force.
+ * remove: removes matching complete objects, skipping leased unless force;
+ * each publishes UPDATE with no replicas.
  * At most regex_max_matches complete objects may match (leased ones count
  * too): one more refuses the whole call before anything is changed — no
  * lease granted, nothing removed — so that one call can neither hold the
@@ -486,7 +490,8 @@ uint64_t cr_evict_bytes_to_free(const cr_store_config *cfg, const struct cr_stor
                                 bool alloc_failed);
 
 /* Revalidates (same generation, complete, unleased, not hard-pinned) and
- * frees the object.  Returns true when it was evicted. */
+ * frees the object, publishing UPDATE with no replicas.  Returns true when it
+ * was evicted. */
 bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, uint64_t now_ms);
 
 /* Frees the space of zombie puts whose PutStart is older than

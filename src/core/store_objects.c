@@ -32,7 +32,7 @@ struct put_plan {
 static void table_insert(cr_store *store, uint32_t id, uint64_t hash);
 static void table_delete(cr_store *store, uint32_t id, uint64_t hash);
 static void emit_object(cr_store *store, enum cr_store_change_kind kind,
-                        const struct cr_store_obj *obj);
+                        const struct cr_store_obj *obj, uint32_t replica_count);
 
 /* ---- hash table and slab ---------------------------------------------------- */
 
@@ -219,14 +219,16 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
     }
 }
 
+/* Publishes the object with its first replica_count replicas (0: it is gone). */
 static void emit_object(cr_store *store, enum cr_store_change_kind kind,
-                        const struct cr_store_obj *obj) {
+                        const struct cr_store_obj *obj, uint32_t replica_count) {
+    assert(replica_count <= obj->replica_count);
     if (store->sink.on_event == NULL) return;
     /* Readable replicas only: a copy/move task's reserved replica is not
      * one until its commit. */
     struct cr_store_event_replica reps[CR_STORE_REPLICAS_MAX];
     uint32_t n = 0;
-    for (uint32_t r = 0; r < obj->replica_count; r++)
+    for (uint32_t r = 0; r < replica_count; r++)
         if (obj->replicas[r].status == CR_REPLICA_COMPLETE)
             reps[n++] = (struct cr_store_event_replica){
                 "memory", store->segments[obj->replicas[r].segment].endpoint};
@@ -238,7 +240,17 @@ static void emit_object(cr_store *store, enum cr_store_change_kind kind,
 }
 
 void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj) {
-    emit_object(store, CR_STORE_CHANGE_UPDATE, obj);
+    emit_object(store, CR_STORE_CHANGE_UPDATE, obj, obj->replica_count);
+}
+
+/* Frees an object and, when subscribers were told of it (it is complete:
+ * its STORE event went out at PutEnd), tells them it is gone with an UPDATE
+ * that lists no replica.  An in-flight put was never published, so freeing
+ * it (revoke, zombie reclaim, preemption, forced remove) says nothing. */
+void cr_store_obj_remove(cr_store *store, uint32_t id) {
+    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (obj->state == CR_OBJ_COMPLETE) emit_object(store, CR_STORE_CHANGE_UPDATE, obj, 0);
+    cr_store_obj_free(store, id);
 }
 
 void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
@@ -561,7 +573,7 @@ int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
     for (uint32_t r = 0; r < obj->replica_count; r++)
         obj->replicas[r].status = CR_REPLICA_COMPLETE;
     if (now_ms > obj->last_access_ms) obj->last_access_ms = now_ms;
-    emit_object(store, CR_STORE_CHANGE_STORE, obj);
+    emit_object(store, CR_STORE_CHANGE_STORE, obj, obj->replica_count);
     free(obj->meta); /* only the STORE event needed it */
     obj->meta = NULL;
     return CR_OK;
@@ -676,7 +688,7 @@ int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool forc
     if (!force && obj->tasks > 0)
         return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE,
                              "object has %u copy/move task(s) in flight", obj->tasks);
-    cr_store_obj_free(store, id);
+    cr_store_obj_remove(store, id);
     return CR_OK;
 }
 
