@@ -544,6 +544,7 @@ static void store_config_from(const struct cr_daemon_config *c, cr_store_config 
     out->put_start_discard_timeout_ms = (uint64_t)c->put_start_discard_timeout_sec * 1000u;
     out->put_start_release_timeout_ms = (uint64_t)c->put_start_release_timeout_sec * 1000u;
     out->client_live_ttl_ms = (uint64_t)c->client_ttl * 1000u;
+    out->task_timeout_ms = (uint64_t)c->task_timeout_sec * 1000u;
     out->regex_max_matches = c->regex_max_matches;
     out->regex_budget_steps = c->regex_budget_steps;
 }

@@ -530,13 +530,6 @@ static void tasks_destroy(void *arg) {
 }
 
 static int tasks_create(const struct cr_daemon_config *config, void **state_out) {
-    if ((uint64_t)config->task_timeout_sec >= config->put_start_release_timeout_sec) {
-        fprintf(stderr, "crescentd: --task-timeout-sec (%u) must be below "
-                "--put-start-release-timeout-sec (%u): space reserved for a task whose object "
-                "was force-removed is parked that long\n", config->task_timeout_sec,
-                config->put_start_release_timeout_sec);
-        return CR_ERR_INVALID_PARAMS;
-    }
     struct tasks_state *st = calloc(1, sizeof(*st));
     if (st == NULL) return CR_ERR_NOMEM;
     int rc = cr_task_table_create(TASKS_ACTIVE_MAX, config->task_retention, &st->table);

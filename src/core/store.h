@@ -45,6 +45,7 @@ typedef struct cr_store_config {
     uint64_t put_start_discard_timeout_ms;     /* 30 s; < release timeout */
     uint64_t put_start_release_timeout_ms;     /* 10 min */
     uint64_t client_live_ttl_ms;               /* 10 s */
+    uint64_t task_timeout_ms;                  /* 300 s: a copy/move task's deadline */
     uint32_t max_key_len;                      /* 4096 bytes */
     uint32_t max_objects;                      /* live objects (incl. in-flight puts) */
     uint32_t max_segments;                     /* mounted segments, ≤ 65535 */
@@ -392,8 +393,9 @@ struct cr_store_task_reservation {
  * and names the replica to read: on `source` when given, else the first
  * complete one.  While reserved the object is not evicted and not removed
  * without force; a forced removal or a client's expiry parks the reserved
- * space until put_start_release_timeout_ms instead of freeing it, so an
- * executor still writing cannot corrupt the next object placed there.
+ * space instead of freeing it, until both put_start_release_timeout_ms and
+ * task_timeout_ms have passed since the reservation, so an executor still
+ * writing cannot corrupt the next object placed there.
  * Returns CR_OK and fills *out, or (changing nothing):
  * CR_ERR_OBJECT_NOT_FOUND (no such key), CR_ERR_OBJECT_NOT_READY (put not
  * ended), CR_ERR_SEGMENT_NOT_FOUND (source or a target not mounted),

@@ -146,13 +146,16 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
     if (obj->state == CR_OBJ_INFLIGHT) inflight_unlink(store, id);
     for (uint32_t r = 0; r < obj->replica_count && release_space; r++) {
         /* A task's reserved replica may still be written by its executor:
-         * parked until the release timeout rather than handed to the next
-         * put (the task timeout is shorter: see store_tasks.c). */
+         * parked rather than handed to the next put. */
         const struct cr_store_replica *rep = &obj->replicas[r];
+        /* Reclaimed once both the release timeout and the task's deadline
+         * have passed (the parking table counts from the entry's time). */
+        uint64_t release = store->cfg.put_start_release_timeout_ms;
+        uint64_t task = store->cfg.task_timeout_ms;
         if (rep->status == CR_REPLICA_PROCESSING &&
             store->discarded_count < store->cfg.max_discarded)
-            store->discarded[store->discarded_count++] =
-                (struct cr_store_discarded){obj->task_reserved_ms, *rep};
+            store->discarded[store->discarded_count++] = (struct cr_store_discarded){
+                obj->task_reserved_ms + (task > release ? task - release : 0), *rep};
         else
             cr_store_replica_release(store, rep);
     }

@@ -239,8 +239,39 @@ static void test_forced_removal_mid_task(void **state) {
                      CR_ERR_OBJECT_NOT_FOUND);
     cr_store_task_rollback(f->store, &res.ref); /* harmless on a vanished object */
     const cr_store_config *cfg = cr_store_get_config(f->store);
-    assert_true(cr_store_reclaim_discarded(f->store, 50 + cfg->put_start_release_timeout_ms) >=
-                SIZE);
+    uint64_t last = 50 + (cfg->put_start_release_timeout_ms > cfg->task_timeout_ms
+                              ? cfg->put_start_release_timeout_ms
+                              : cfg->task_timeout_ms);
+    assert_int_equal(cr_store_reclaim_discarded(f->store, last - 1), 0);
+    assert_int_equal(cr_store_reclaim_discarded(f->store, last), SIZE);
+}
+
+/* A release timeout shorter than the task timeout: the parked reservation
+ * still waits for the task's deadline. */
+static void test_parked_through_task_deadline(void **state) {
+    struct fixture *f = *state;
+    cr_store_destroy(f->store);
+    cr_store_config cfg;
+    cr_store_config_default(&cfg);
+    cfg.put_start_discard_timeout_ms = 1000;
+    cfg.put_start_release_timeout_ms = 2000;
+    cfg.task_timeout_ms = 60000;
+    assert_int_equal(cr_store_create(&cfg, NULL, &f->store), CR_OK);
+    struct cr_store_segment_params p[2] = {{"s1", 0x1000, 4 * SIZE, "h:1", "tcp"},
+                                           {"s2", 0x9000, 4 * SIZE, "h:2", "tcp"}};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(cr_store_mount_segment(f->store, &OWNER_A, &p[i], 0), CR_OK);
+    struct cr_store_put_params put = {.key = "k", .key_len = 1, .value_length = SIZE,
+                                      .replica_num = 1, .preferred_segment = "s1"};
+    struct cr_store_replica_list list;
+    assert_int_equal(cr_store_put_start(f->store, &OWNER_A, &put, 0, &list), CR_OK);
+    assert_int_equal(cr_store_put_end(f->store, &OWNER_A, NULL, "k", 1, 0), CR_OK);
+    const char *t[] = {"s2"};
+    struct cr_store_task_reservation res;
+    assert_int_equal(cr_store_task_reserve(f->store, &f->key, NULL, t, 1, 100, &res), CR_OK);
+    assert_int_equal(cr_store_remove_k(f->store, &f->key, true, 200), CR_OK);
+    assert_int_equal(cr_store_reclaim_discarded(f->store, 100 + 59999), 0);
+    assert_int_equal(cr_store_reclaim_discarded(f->store, 100 + 60000), SIZE);
 }
 
 /* A target segment unmounted mid-task: the commit fails and frees the rest. */
@@ -269,6 +300,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_move_unleased_one_event, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forced_removal_mid_task, setup, teardown),
         cmocka_unit_test_setup_teardown(test_target_unmounted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parked_through_task_deadline, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
