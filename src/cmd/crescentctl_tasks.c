@@ -19,28 +19,16 @@ struct task_args {
     int first; /* argv index of the first positional */
 };
 
-static const char task_help[] =
-    "Task commands use crescentd's store RPC (--rpc ENDPOINT, default $CRESCENT_RPC or\n"
-    "tcp://127.0.0.1:50051).\n"
-    "\n"
-    "  copy KEY TARGET...      copy KEY onto each TARGET segment (1 to 7)\n"
-    "  move KEY SOURCE TARGET  move KEY's replica on SOURCE to TARGET\n"
-    "  task ID                 a task's type, status, times, executor and message\n"
-    "\n"
-    "Options:\n"
-    "  --tenant T     the key space (default \"default\")\n"
-    "  --source SEG   copy: read from this segment (default: any complete replica)\n"
-    "  --wait         copy, move, task: watch the task until it ends, printing each\n"
-    "                 change of status or message on stderr; exit 0 on SUCCESS, 1 on FAILED\n"
-    "\n"
-    "crescentd hands a task to the client that mounted its source segment, which\n"
-    "copies the bytes and reports; a task not reported within crescentd's\n"
-    "--task-timeout-sec (300 s) is rolled back and FAILED.  Finished tasks are kept\n"
-    "for `task` up to crescentd's --task-retention (10000).  Exit status: 0 success,\n"
-    "1 crescentd refused or the task FAILED, 2 usage error, 3 crescentd unreachable.\n";
-
+#define TASK_NOTE                                                                             \
+    "crescentd hands a task to the client that mounted its source segment, which copies\n"     \
+    "the bytes and reports; a task not reported within crescentd's --task-timeout-sec\n"        \
+    "(300 s) is rolled back and FAILED.  Finished tasks are kept for `task` up to\n"            \
+    "crescentd's --task-retention (10000).\n"
+#define WAIT_OPT                                                                              \
+    "  --wait             watch the task until it ends, printing each change of status or\n"  \
+    "                     message on stderr; exit 0 on SUCCESS, 1 on FAILED\n"
 static int usage_error(const char *command, const char *what) {
-    fprintf(stderr, "crescentctl %s: %s (see --help)\n", command, what);
+    ctl_error(command, "%s (see --help)", what);
     return CTL_EXIT_USAGE;
 }
 
@@ -48,8 +36,7 @@ static int usage_error(const char *command, const char *what) {
 static int parse_args(int argc, char **argv, int min, int max, struct task_args *a) {
     static const struct option options[] = {
         {"tenant", required_argument, NULL, 't'}, {"source", required_argument, NULL, 's'},
-        {"wait", no_argument, NULL, 'w'},         {"help", no_argument, NULL, 'h'},
-        {0},
+        {"wait", no_argument, NULL, 'w'},         {0},
     };
     memset(a, 0, sizeof(*a));
     opterr = 0;
@@ -59,17 +46,14 @@ static int parse_args(int argc, char **argv, int min, int max, struct task_args 
         case 't': a->tenant = optarg; break;
         case 's': a->source = optarg; break;
         case 'w': a->wait = true; break;
-        case 'h':
-            printf("Usage: crescentctl %s ...\n\n%s", argv[0], task_help);
-            exit(CTL_EXIT_OK);
         default: return usage_error(argv[0], "unknown option");
         }
     }
     a->first = optind;
     int n = argc - optind;
     if (n < min || n > max) {
-        fprintf(stderr, "crescentctl %s: wants %d%s argument%s, got %d (see --help)\n", argv[0],
-                min, max > min ? " or more" : "", min == 1 ? "" : "s", n);
+        ctl_error(argv[0], "wants %d%s argument%s, got %d (see --help)", min,
+                  max > min ? " or more" : "", min == 1 ? "" : "s", n);
         return CTL_EXIT_USAGE;
     }
     return 0;
@@ -80,22 +64,31 @@ static int open_client(const struct ctl *ctl, const char *command, cr_client **o
     char error[256];
     int rc = cr_client_open(ctl->rpc_address, &options, out, error, sizeof(error));
     if (rc == CR_OK) return 0;
-    fprintf(stderr, "crescentctl %s: %s\n", command, error);
+    ctl_error(command, "%s", error);
     return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
 }
 
 static int failed(cr_client *c, const char *command, int rc) {
-    fprintf(stderr, "crescentctl %s: %s\n", command,
-            cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
+    ctl_error(command, "%s",
+              cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
     if (rc == CR_ERR_TIMEOUT || rc == CR_ERR_IO) return CTL_EXIT_UNREACHABLE;
     if (rc == CR_ERR_INVALID_PARAMS && cr_client_last_error(c)[0] == '\0') return CTL_EXIT_USAGE;
     return CTL_EXIT_SERVER_FAILURE;
 }
 
-static void print_task(const struct cr_task_info *t) {
+static void print_task(const struct ctl *ctl, const struct cr_task_info *t) {
     char id[CR_CLIENT_UUID_TEXT], client[CR_CLIENT_UUID_TEXT];
     cr_client_uuid_format(t->id, id);
     cr_client_uuid_format(t->assigned_client, client);
+    if (ctl->json) { /* the fields of GET /api/v1/tasks/ID */
+        ctl_emit(json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "id", id, "type",
+                           cr_client_task_type_name(t->type), "status",
+                           cr_client_task_status_name(t->status), "created_at_ms_epoch",
+                           (json_int_t)t->created_at_ms_epoch, "last_updated_at_ms_epoch",
+                           (json_int_t)t->last_updated_at_ms_epoch, "assigned_client", client,
+                           "message", t->message));
+        return;
+    }
     printf("task %s\n  type      %s\n  status    %s\n  created   %lld ms since epoch\n"
            "  updated   %lld ms since epoch\n  executor  %s\n  message   %s\n",
            id, cr_client_task_type_name(t->type), cr_client_task_status_name(t->status),
@@ -108,31 +101,35 @@ static bool finished(const struct cr_task_info *t) {
 }
 
 /* Watches a task until it ends, printing each change on stderr. */
-static int wait_task(cr_client *c, const char *command, const uint8_t id[CR_CLIENT_ID_BYTES]) {
+static int wait_task(const struct ctl *ctl, cr_client *c, const char *command,
+                     const uint8_t id[CR_CLIENT_ID_BYTES]) {
     struct cr_task_info t, last = {.status = (enum cr_client_task_status)-1};
     for (;;) {
         int rc = cr_client_query_task(c, id, &t);
         if (rc != CR_OK) return failed(c, command, rc);
-        if (t.status != last.status || strcmp(t.message, last.message) != 0)
+        if (!ctl->json && (t.status != last.status || strcmp(t.message, last.message) != 0))
             fprintf(stderr, "%s: %s\n", cr_client_task_status_name(t.status), t.message);
         if (finished(&t)) break;
         last = t;
         struct timespec pause = {0, WAIT_POLL_MS * 1000000L};
         nanosleep(&pause, NULL);
     }
-    print_task(&t);
+    print_task(ctl, &t);
     return t.status == CR_CLIENT_TASK_SUCCESS ? CTL_EXIT_OK : CTL_EXIT_SERVER_FAILURE;
 }
 
 /* Prints a new task's id, then watches it with --wait. */
-static int created(cr_client *c, const char *command, const struct task_args *a, int rc,
-                   const uint8_t id[CR_CLIENT_ID_BYTES]) {
+static int created(const struct ctl *ctl, cr_client *c, const char *command,
+                   const struct task_args *a, int rc, const uint8_t id[CR_CLIENT_ID_BYTES]) {
     if (rc != CR_OK) return failed(c, command, rc);
+    if (a->wait) return wait_task(ctl, c, command, id); /* --json: the final task only */
     char text[CR_CLIENT_UUID_TEXT];
     cr_client_uuid_format(id, text);
-    printf("%s\n", text);
-    fflush(stdout);
-    return a->wait ? wait_task(c, command, id) : CTL_EXIT_OK;
+    if (ctl->json)
+        ctl_emit(json_pack("{s:s}", "task_id", text));
+    else
+        printf("%s\n", text);
+    return CTL_EXIT_OK;
 }
 
 static int cmd_copy(const struct ctl *ctl, int argc, char **argv) {
@@ -144,7 +141,7 @@ static int cmd_copy(const struct ctl *ctl, int argc, char **argv) {
     rc = cr_client_create_copy_task(c, a.tenant, argv[a.first], a.source,
                                     (const char *const *)&argv[a.first + 1],
                                     (size_t)(argc - a.first - 1), id);
-    int status = created(c, argv[0], &a, rc, id);
+    int status = created(ctl, c, argv[0], &a, rc, id);
     cr_client_close(c);
     return status;
 }
@@ -158,7 +155,7 @@ static int cmd_move(const struct ctl *ctl, int argc, char **argv) {
     uint8_t id[CR_CLIENT_ID_BYTES];
     rc = cr_client_create_move_task(c, a.tenant, argv[a.first], argv[a.first + 1],
                                     argv[a.first + 2], id);
-    int status = created(c, argv[0], &a, rc, id);
+    int status = created(ctl, c, argv[0], &a, rc, id);
     cr_client_close(c);
     return status;
 }
@@ -174,11 +171,11 @@ static int cmd_task(const struct ctl *ctl, int argc, char **argv) {
     if ((rc = open_client(ctl, argv[0], &c)) != 0) return rc;
     int status;
     if (a.wait) {
-        status = wait_task(c, argv[0], id);
+        status = wait_task(ctl, c, argv[0], id);
     } else {
         struct cr_task_info t;
         rc = cr_client_query_task(c, id, &t);
-        if (rc == CR_OK) print_task(&t);
+        if (rc == CR_OK) print_task(ctl, &t);
         status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
     }
     cr_client_close(c);
@@ -186,10 +183,24 @@ static int cmd_task(const struct ctl *ctl, int argc, char **argv) {
 }
 
 const struct ctl_command ctl_task_commands[] = {
-    {"copy", "KEY TARGET... [--source S] [--wait]", "copy KEY onto other segments (a task id)",
-     cmd_copy},
-    {"move", "KEY SOURCE TARGET [--wait]", "move KEY's replica from SOURCE to TARGET",
-     cmd_move},
-    {"task", "ID [--wait]", "a copy/move task's status; --wait watches it to the end", cmd_task},
-    {NULL, NULL, NULL, NULL},
+    {"copy", "KEY TARGET... [--source S] [--wait]",
+     "copy KEY onto other segments: prints the copy task's id", cmd_copy,
+     TASK_NOTE "\nArguments:\n  KEY                the object (complete: its put ended)\n"
+     "  TARGET...          1 to 7 segments that hold no replica of KEY\n"
+     "\nOptions:\n  --source SEG       read from this segment (default: any complete replica)\n"
+     "  --tenant T         the key space (default \"default\")\n" WAIT_OPT
+     "\nExample:\n  crescentctl copy key1 seg1 seg2 --wait\n"},
+    {"move", "KEY SOURCE TARGET [--wait]",
+     "move KEY's replica from SOURCE to TARGET (released once no lease holds it)", cmd_move,
+     TASK_NOTE "\nArguments:\n  KEY                the object (complete: its put ended)\n"
+     "  SOURCE             a segment holding a complete replica of KEY\n"
+     "  TARGET             a segment holding none\n"
+     "\nOptions:\n  --tenant T         the key space (default \"default\")\n" WAIT_OPT
+     "\nExample:\n  crescentctl move key1 seg0 seg1 --wait\n"},
+    {"task", "ID [--wait]", "a copy/move task's type, status, times, executor and message",
+     cmd_task,
+     TASK_NOTE "\nArguments:\n  ID                 the task id copy or move printed (a UUID)\n"
+     "\nOptions:\n" WAIT_OPT
+     "\nExample:\n  crescentctl task 3f2a9c1e-0b7d-4e8a-9c61-2d5f7a8b9c0d --wait\n"},
+    {NULL, NULL, NULL, NULL, NULL},
 };

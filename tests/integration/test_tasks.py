@@ -272,6 +272,10 @@ def test_crescentctl_copy_move_and_task_wait(cluster):
     assert waiter.returncode == 0, stderr
     assert "status    SUCCESS" in stdout
     assert "SUCCESS: Task completed successfully" in stderr
+    doc = subprocess.run(ctl + ["task", text, "--json"], capture_output=True, text=True,
+                         timeout=30)
+    assert doc.returncode == 0, doc.stderr
+    assert json.loads(doc.stdout)["status"] == "SUCCESS" and json.loads(doc.stdout)["id"] == text
     bad = subprocess.run(ctl + ["move", "ctl", "seg-a", "seg-a"], capture_output=True,
                          text=True, timeout=30)
     assert bad.returncode == 1 and "equals the source" in bad.stderr
