@@ -101,6 +101,8 @@ struct cr_xfer_client {
     uint32_t *shm_ready;              /* ring of shm ops to run at the next poll */
     uint32_t shm_head, shm_count;
     struct xfer_peer peers[CR_XFER_PEERS_MAX];
+    uint32_t verbs_devices;           /* RDMA devices found at create */
+    char verbs_error[128];            /* why none */
     char last_error[CR_XFER_MESSAGE_MAX];
 };
 
