@@ -15,7 +15,7 @@
 #include "master.pb-c.h"
 #include "msgs/master_msgs.h"
 
-#define CR_RPC_METHOD_SLOTS 64u /* method ids are below this */
+#define CR_RPC_METHOD_SLOTS 72u /* method ids are below this */
 #define CR_RPC_ERROR_MAX 256u
 
 struct cr_rpc_method {
@@ -75,6 +75,10 @@ int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);
  * (NULL or "": none).  Returns CR_OK or CR_ERR_NOMEM. */
 int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status,
                        const char *message, uint8_t **out, size_t *len_out);
+
+/* Makes the call's reply the transport error "out of memory building the
+ * response" (status CR_ERR_NOMEM), for when its response could not be packed. */
+void cr_rpc_reply_nomem(struct cr_master_call *call);
 
 /* A response's status_code (field 1 of every response). */
 int32_t cr_rpc_status_code(const ProtobufCMessage *resp);

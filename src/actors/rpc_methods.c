@@ -146,10 +146,7 @@ static void finish(struct cr_master_call *call, struct cr_rpc_arena *a, Protobuf
     } else if (!a->failed && cr_rpc_pack(resp, &call->reply, &call->reply_len) == CR_OK) {
         call->status = CR_OK;
     } else {
-        static const char text[] = "out of memory building the response";
-        call->status = CR_ERR_NOMEM;
-        call->reply = (uint8_t *)strdup(text);
-        call->reply_len = call->reply != NULL ? sizeof(text) - 1 : 0;
+        cr_rpc_reply_nomem(call);
     }
 }
 

@@ -64,6 +64,10 @@ static const struct setting settings[] = {
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
      "PCRE2 steps (pattern items tried) one regex call may take over all keys"},
+    {"task-timeout-sec", SETTING_U32, FIELD(task_timeout_sec), 1, 86400, "S",
+     "a copy/move task not reported by then is rolled back and FAILED"},
+    {"task-retention", SETTING_U32, FIELD(task_retention), 1, 1000000, "N",
+     "finished copy/move tasks kept for QueryTask; the oldest goes first"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -115,6 +119,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->client_ttl = 10;
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
+    config->task_timeout_sec = 300;            /* wire-formats §6 */
+    config->task_retention = 10000;
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
     config->event_batch_max = 50;

@@ -38,6 +38,8 @@ struct cr_daemon_config {
     uint32_t client_ttl;                          /* s */
     uint32_t regex_max_matches;                   /* keys one regex call may match */
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
+    uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
+    uint32_t task_retention;                      /* finished tasks kept for QueryTask */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */
