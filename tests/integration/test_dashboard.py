@@ -100,7 +100,8 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
         browser.find_element("id", "error").text
     actors = {a["name"]: a.get("counters", {}) for a in api(d, "/api/v1/actors")["actors"]}
     model = {"stats": api(d, "/api/v1/stats"), "events": api(d, "/api/v1/events"),
-             "index": api(d, "/global_view"), "rpc": actors["rpc"]}
+             "index": api(d, "/global_view"), "rpc": actors["rpc"],
+             "tasks": api(d, "/api/v1/tasks")}
     checked = 0
     for field, (value, text) in fields.items():
         section, _, rest = field.partition(".")
@@ -130,6 +131,8 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
     objects = browser.execute_script(
         "return document.querySelectorAll('#objects tbody tr').length;")
     assert objects == 5
+    assert browser.find_element("id", "tasks-section").is_displayed()
+    assert fields["tasks.in_flight"][0] == str(model["tasks"]["in_flight"])
 
     # Everything came from crescentd: no other origin, no CDN.
     urls = browser.execute_script(

@@ -134,14 +134,15 @@ function renderObjects(list) {
 function renderTasks(answer) {
   document.getElementById("tasks-section").hidden = answer === null;
   if (answer === null) return;
-  const list = Array.isArray(answer) ? answer : answer.tasks || [];
-  const body = fillTable("tasks", list, 4, "no task");
+  const list = answer.tasks || [];
+  const body = fillTable("tasks", list, 5, "no copy or move task");
   for (const t of list) {
     const row = body.insertRow();
-    cell(row, String(t.id ?? t.task_id ?? "–"));
-    cell(row, String(t.type ?? "–"));
-    cell(row, String(t.state ?? t.status ?? "–"));
-    cell(row, String(t.key ?? "–"));
+    cell(row, String(t.id));
+    cell(row, String(t.type));
+    cell(row, String(t.status));
+    cell(row, t.key === undefined ? "–" : String(t.key));
+    cell(row, String(t.message || ""));
   }
 }
 
@@ -211,7 +212,7 @@ async function poll() {
     evictions: stats.evictions, events: events.events_sent,
   };
   const model = {
-    stats, events, index, rpc,
+    stats, events, index, rpc, tasks,
     rate: {
       puts: rate(sample, previous, (s) => s.puts), gets: rate(sample, previous, (s) => s.gets),
       evictions: rate(sample, previous, (s) => s.evictions),
