@@ -139,7 +139,9 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
         "return performance.getEntriesByType('resource').map(e => e.name);")
     assert urls and all(u.startswith(origin + "/") for u in urls), urls
     assert any(u.endswith("/dashboard/uPlot.iife.min.js") for u in urls)
-    assert len(browser.find_elements("css selector", ".uplot")) == 3  # the charts drew
+    # The charts drew (a build without uPlot, npm ci not run, has none).
+    assert len(browser.find_elements("css selector", ".uplot")) == 3, \
+        "no uPlot charts: run scripts/setup.sh (npm ci installs uPlot) and rebuild"
 
     shot = tmp_path / "dashboard.png"
     browser.save_screenshot(str(shot))
