@@ -32,7 +32,11 @@ static const struct setting settings[] = {
     {"metrics-port", SETTING_U32, FIELD(metrics_port), 0, 65535, "PORT",
      "Mooncake master's HTTP endpoints on the --http-address host; 0: off"},
     {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
-     "HTTP worker threads: each serves one keep-alive connection at a time"},
+     "HTTP worker threads running handlers (idle connections take none)"},
+    {"http-connections-max", SETTING_U32, FIELD(http_connections_max), 1, 1000000, "N",
+     "open HTTP connections; past it the one idle the longest is closed"},
+    {"http-idle-timeout-ms", SETTING_U32, FIELD(http_idle_timeout_ms), 1, 86400000, "MS",
+     "an HTTP connection with no request this long is closed"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
     {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
@@ -103,7 +107,9 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
     config->metrics_port = 9003; /* as Mooncake's master */
-    config->http_threads = 16; /* a router keeps several connections open */
+    config->http_threads = 16;
+    config->http_connections_max = 4096; /* as cr_http_front_limits_default */
+    config->http_idle_timeout_ms = 60000;
     config->pin_threads = true;
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
