@@ -455,6 +455,25 @@ static json_t *counters_json(const struct indexer_counters *c) {
                      (json_int_t)c->replay_timeouts);
 }
 
+/* The replay side of a publisher's health: rounds, holes, what was lost. */
+static void replay_health_json(json_t *o, const struct indexer_source *s) {
+    json_t *lost = json_array();
+    for (uint32_t i = 0; i < s->lost_count; i++)
+        json_array_append_new(lost, json_pack("[I, I]", (json_int_t)s->lost[i].first,
+                                              (json_int_t)s->lost[i].last));
+    json_object_set_new(o, "history_lost", lost);
+    json_object_set_new(o, "stale_reason",
+                        s->stale_reason != NULL ? json_string(s->stale_reason) : json_null());
+    json_object_set_new(o, "oldest_replayed_seq",
+                        s->have_oldest ? json_integer((json_int_t)s->oldest_seq) : json_null());
+    json_t *c = json_object_get(o, "counters");
+    json_object_set_new(c, "replay_rounds", json_integer((json_int_t)s->counters.replay_rounds));
+    json_object_set_new(c, "replay_holes", json_integer((json_int_t)s->counters.replay_holes));
+    json_object_set_new(c, "replays_abandoned",
+                        json_integer((json_int_t)s->counters.replays_abandoned));
+    json_object_set_new(c, "lost_batches", json_integer((json_int_t)s->counters.lost_batches));
+}
+
 static json_t *source_json(const struct indexer_state *st, const struct indexer_source *s) {
     const struct cr_indexer_registration *r = &s->reg;
     const struct indexer_instance_info *info = info_of(st, s->target.instance);
@@ -472,6 +491,7 @@ static json_t *source_json(const struct indexer_state *st, const struct indexer_
                         s->have_seq ? json_integer((json_int_t)s->last_seq) : json_null());
     json_object_set_new(o, "replaying", json_boolean(s->replaying));
     json_object_set_new(o, "counters", counters_json(&s->counters));
+    replay_health_json(o, s);
     json_object_set_new(o, "load", load_json(info));
     json_object_set_new(o, "route",
                         info != NULL

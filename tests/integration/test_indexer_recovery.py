@@ -7,6 +7,8 @@ Each test ends comparing /query answers with what the publisher published
 (one chain of blocks: a hole anywhere ends the match there)."""
 import time
 
+import pytest
+
 import kv_publishers as kp
 from test_indexer import clean_exit, query, expect, register, service, start, wait_for  # noqa: F401
 
@@ -45,5 +47,87 @@ def test_gap_after_a_quiet_period_is_replayed(daemon):
         assert s["counters"]["replay_timeouts"] == 0
         assert s["counters"]["replayed_batches"] >= 1
         assert held(d.port, chain, "q") == chain.blocks
+    finally:
+        pub.close()
+
+
+def lose(pub, chain, n):
+    """n batches the SUB never sees (a network cut): the publisher keeps them."""
+    for _ in range(n):
+        pub.send(chain.next_batch(), deliver=False)
+
+
+@pytest.mark.parametrize("gap,buffer", [(2000, 10000), (10000, 10100)])
+def test_gap_larger_than_the_peers_send_queue(daemon, gap, buffer):
+    """Before: the replay asked for the whole gap at once; the publisher's
+    ROUTER dropped replies past its send HWM (1000) and the holes were taken
+    as lost history: stale, and blocks missing for good."""
+    d = start(daemon)
+    pub = kp.RealisticPublisher(buffer=buffer)
+    try:
+        chain = kp.Chain(BS)
+        register(d.port, pub, "g", bs=BS)
+        pub.send(chain.next_batch())
+        caught_up(d.port, pub, "g")
+        lose(pub, chain, gap)
+        pub.send(chain.next_batch())
+        caught_up(d.port, pub, "g", timeout=180)
+        assert held(d.port, chain, "g") == chain.blocks
+        s = service(d.port, "g")
+        assert s["possibly_stale"] is False and s["history_lost"] == [], s
+        assert s["counters"]["replay_rounds"] >= gap // 256
+    finally:
+        pub.close()
+
+
+def test_gap_older_than_the_publishers_buffer_is_stale_with_the_range(daemon):
+    d = start(daemon)
+    pub = kp.RealisticPublisher(buffer=1000)
+    try:
+        chain = kp.Chain(BS)
+        register(d.port, pub, "o", bs=BS)
+        pub.send(chain.next_batch())
+        caught_up(d.port, pub, "o")
+        first_lost = pub.seq
+        kept_from = chain.blocks
+        lose(pub, chain, 1500)
+        pub.send(chain.next_batch())  # the buffer now holds the last 1000 seqs
+        caught_up(d.port, pub, "o", timeout=120)
+        oldest = pub.seq - 1000
+        s = service(d.port, "o")
+        assert s["possibly_stale"] is True
+        assert "history lost" in s["stale_reason"]
+        assert s["history_lost"] == [[first_lost, oldest - 1]]
+        assert s["counters"]["lost_batches"] == oldest - first_lost
+        # The index holds the chain up to the first lost block, no further.
+        assert held(d.port, chain, "o") == kept_from
+    finally:
+        pub.close()
+
+
+@pytest.mark.parametrize("buffer", [10000, 300])
+def test_first_subscribe_gets_the_publishers_history(daemon, buffer):
+    """Before: the first seq seen became the start; nothing older was asked."""
+    d = start(daemon)
+    pub = kp.RealisticPublisher(buffer=buffer)
+    try:
+        chain = kp.Chain(BS)
+        for _ in range(500):
+            pub.send(chain.next_batch())  # nobody subscribed yet
+        register(d.port, pub, "f", bs=BS)
+        caught_up(d.port, pub, "f")
+        if buffer >= 500:
+            assert held(d.port, chain, "f") == chain.blocks
+        s = service(d.port, "f")
+        assert s["possibly_stale"] is False and s["history_lost"] == []
+        if buffer >= 500:
+            assert s["oldest_replayed_seq"] == 0
+            assert held(d.port, chain, "f") == chain.blocks
+        else:
+            # Its oldest batches had left its buffer (more went while the
+            # SUB connected): history it no longer has was never ours to
+            # lose, so not stale; the chain's first blocks are unknown.
+            assert 500 - buffer <= s["oldest_replayed_seq"] <= pub.seq - buffer
+            assert held(d.port, chain, "f") == 0
     finally:
         pub.close()
