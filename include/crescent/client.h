@@ -148,6 +148,13 @@ struct cr_replica_list {
     int status;
     size_t count;
     struct cr_replica *replicas;
+    /* GetReplicaList (single, batch, regex): the XXH3-64 that PutEnd recorded
+     * for the object's bytes, when the writer gave one. */
+    bool has_checksum;
+    uint64_t checksum_xxh3;
+    /* GetReplicaList (single, batch): how long from the reply the lease this
+     * call granted lasts; 0 when the server did not say. */
+    uint64_t lease_ttl_ms;
 };
 void cr_client_replica_list_free(struct cr_replica_list *list);
 
@@ -232,11 +239,20 @@ int cr_client_unmount_segment(cr_client *c, const char *name);
 int cr_client_put_start(cr_client *c, const char *tenant, const struct cr_put_item *item,
                         struct cr_replica_list *out);
 int cr_client_put_end(cr_client *c, const char *tenant, const char *key);
+/* PutEnd recording `checksum_xxh3`, XXH3_64bits (seed 0) of the bytes written:
+ * readers get it back with the replica list and cr_client_get verifies it.
+ * A repeated PutEnd with another checksum is CR_ERR_INVALID_PARAMS. */
+int cr_client_put_end_checksum(cr_client *c, const char *tenant, const char *key,
+                               uint64_t checksum_xxh3);
 int cr_client_put_revoke(cr_client *c, const char *tenant, const char *key);
 int cr_client_batch_put_start(cr_client *c, const char *tenant, const struct cr_put_item *items,
                               size_t count, struct cr_replica_lists *out);
 int cr_client_batch_put_end(cr_client *c, const char *tenant, const char *const *keys,
                             size_t count, struct cr_status_list *out);
+/* The same with checksums[i] for keys[i] (see cr_client_put_end_checksum). */
+int cr_client_batch_put_end_checksums(cr_client *c, const char *tenant,
+                                      const char *const *keys, const uint64_t *checksums,
+                                      size_t count, struct cr_status_list *out);
 int cr_client_batch_put_revoke(cr_client *c, const char *tenant, const char *const *keys,
                                size_t count, struct cr_status_list *out);
 

@@ -25,6 +25,9 @@ enum {
     TAG_HANDLE_BUFFER = 3 << 3 | WIRE_VARINT,     /* BufHandle.buffer */
     TAG_HANDLE_STATUS = 4 << 3 | WIRE_VARINT,     /* BufHandle.status */
     TAG_HANDLE_ENDPOINT = 5 << 3 | WIRE_LEN,      /* BufHandle.transport_endpoint */
+    WIRE_FIXED64 = 1,
+    TAG_RESP_CHECKSUM = 3 << 3 | WIRE_FIXED64,    /* GetReplicaListResponse.checksum_xxh3 */
+    TAG_RESP_LEASE = 4 << 3 | WIRE_VARINT,        /* GetReplicaListResponse.lease_ttl_ms */
 };
 
 static size_t varint_len(uint64_t v) {
@@ -93,6 +96,8 @@ size_t cr_rpc_pack_replica_response(const struct cr_store_replica_list *list, ui
         replica_measure(&list->replicas[i], &sizes[i]);
         total += 1 + varint_len(sizes[i].info_len) + sizes[i].info_len;
     }
+    if (list->has_checksum) total += 1 + 8;
+    if (list->lease_ms > 0) total += 1 + varint_len(list->lease_ms);
     if (total > cap) return 0;
 
     uint8_t *p = out;
@@ -115,6 +120,14 @@ size_t cr_rpc_pack_replica_response(const struct cr_store_replica_list *list, ui
         if (d->endpoint != NULL) p = put_str(p, TAG_HANDLE_ENDPOINT, d->endpoint, z->endpoint_len);
         *p++ = TAG_INFO_STATUS;
         p = put_varint(p, (uint32_t)d->status);
+    }
+    if (list->has_checksum) { /* fixed64: little-endian, as protobuf-c writes it */
+        *p++ = TAG_RESP_CHECKSUM;
+        for (int b = 0; b < 8; b++) *p++ = (uint8_t)(list->checksum >> (8 * b));
+    }
+    if (list->lease_ms > 0) {
+        *p++ = TAG_RESP_LEASE;
+        p = put_varint(p, list->lease_ms);
     }
     assert((size_t)(p - out) == total);
     return total;

@@ -1,6 +1,8 @@
 /* Direct encoders for the hottest responses, all of them successes (no
  * error_message): a GetReplicaList or PutStart, i.e. `{status_code: 0,
- * replica_list: [ReplicaInfo...]}`; a PutEnd, PutRevoke or Remove,
+ * replica_list: [ReplicaInfo...], checksum_xxh3 and lease_ttl_ms when the
+ * list has them}` (PutStart's never has: PutStartResponse has no such
+ * fields); a PutEnd, PutRevoke or Remove,
  * `{status_code: 0}`; an ExistKey, `{status_code: 0, exists}`.
  *
  * protobuf-c packs through its descriptors, and a nested repeated message

@@ -339,7 +339,8 @@ static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
     store_uuid(req->client_id, &id);
     bool end = method == CRESCENT__MASTER__METHOD__PUT_END ||
                method == CRESCENT__MASTER__METHOD__BATCH_PUT_END;
-    return end ? cr_store_put_end_k(run->store, &id, key, run->now_ms)
+    const uint64_t *checksum = req->has_checksum_xxh3 ? &req->checksum_xxh3 : NULL;
+    return end ? cr_store_put_end_k(run->store, &id, key, checksum, run->now_ms)
                : cr_store_put_revoke_k(run->store, &id, key);
 }
 
@@ -442,6 +443,10 @@ static void get_one(struct cr_rpc_run *run, const char *tenant, const char *key,
                                                   run->now_ms, &list);
     if (resp->status_code != CR_OK) return;
     resp->replica_list = replicas_pb(a, &list, &resp->n_replica_list);
+    resp->has_checksum_xxh3 = list.has_checksum;
+    resp->checksum_xxh3 = list.checksum;
+    resp->has_lease_ttl_ms = list.lease_ms > 0;
+    resp->lease_ttl_ms = list.lease_ms;
 }
 
 static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
@@ -452,6 +457,10 @@ static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {
         resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
+        resp.has_checksum_xxh3 = list.has_checksum;
+        resp.checksum_xxh3 = list.checksum;
+        resp.has_lease_ttl_ms = list.lease_ms > 0;
+        resp.lease_ttl_ms = list.lease_ms;
     }
     finish(call, a, &resp.base);
     return resp.status_code;
@@ -496,6 +505,8 @@ static void regex_match(void *ctx, const char *key, uint32_t key_len,
     crescent__master__object_replica_list__init(&e->value);
     e->entry.key = arena_strndup(c->arena, key, key_len); /* key views end with the callback */
     e->value.replica_list = replicas_pb(c->arena, replicas, &e->value.n_replica_list);
+    e->value.has_checksum_xxh3 = replicas->has_checksum;
+    e->value.checksum_xxh3 = replicas->checksum;
     e->entry.value = &e->value;
     e->next = c->head;
     c->head = e;
@@ -508,8 +519,12 @@ static int m_get_regex(struct cr_rpc_run *run, struct cr_master_call *call,
     struct regex_collect c = {.arena = a};
     Crescent__Master__GetReplicaListByRegexResponse resp =
         CRESCENT__MASTER__GET_REPLICA_LIST_BY_REGEX_RESPONSE__INIT;
-    resp.status_code = cr_store_get_replica_list_by_regex(
-        run->store, req->tenant_id, req->key_regex, run->now_ms, regex_match, &c);
+    resp.status_code =
+        run->scan != NULL
+            ? cr_store_get_replica_list_by_scan(run->store, run->scan, run->now_ms, regex_match,
+                                                &c)
+            : cr_store_get_replica_list_by_regex(run->store, req->tenant_id, req->key_regex,
+                                                 run->now_ms, regex_match, &c);
     resp.object_map = arena_alloc(a, c.count * sizeof(*resp.object_map) + 1);
     for (struct regex_entry *e = c.head; resp.object_map != NULL && e != NULL; e = e->next)
         resp.object_map[resp.n_object_map++] = &e->entry;
@@ -534,8 +549,11 @@ static int m_remove_regex(struct cr_rpc_run *run, struct cr_master_call *call,
     REQ(RemoveByRegexRequest);
     uint64_t removed = 0;
     Crescent__Master__RemoveByRegexResponse resp = CRESCENT__MASTER__REMOVE_BY_REGEX_RESPONSE__INIT;
-    resp.status_code = cr_store_remove_by_regex(run->store, req->tenant_id, req->key_regex,
-                                                req->force, run->now_ms, &removed);
+    resp.status_code =
+        run->scan != NULL
+            ? cr_store_remove_by_scan(run->store, run->scan, req->force, run->now_ms, &removed)
+            : cr_store_remove_by_regex(run->store, req->tenant_id, req->key_regex, req->force,
+                                       run->now_ms, &removed);
     resp.has_removed_count = 1;
     resp.removed_count = (int64_t)removed;
     finish(call, a, &resp.base);
@@ -670,6 +688,24 @@ static method_fn method_for(uint16_t id) {
     case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR: return m_replica_clear;
     default: return NULL;
     }
+}
+
+bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant,
+                          const char **pattern) {
+    assert(call != NULL && call->request != NULL && tenant != NULL && pattern != NULL);
+    if (call->method == CRESCENT__MASTER__METHOD__GET_REPLICA_LIST_BY_REGEX) {
+        const Crescent__Master__GetReplicaListByRegexRequest *req = (const void *)call->request;
+        *tenant = req->tenant_id;
+        *pattern = req->key_regex;
+        return true;
+    }
+    if (call->method == CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX) {
+        const Crescent__Master__RemoveByRegexRequest *req = (const void *)call->request;
+        *tenant = req->tenant_id;
+        *pattern = req->key_regex;
+        return true;
+    }
+    return false;
 }
 
 int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call) {

@@ -27,6 +27,10 @@ static int take_object_map(cr_client *c, const Crescent__Master__GetReplicaListB
                      : cr_client_replicas_from_pb(e->value->replica_list,
                                                   e->value->n_replica_list, list);
         out->count = i + 1; /* counted first: the free below sees it */
+        if (e->value != NULL && e->value->has_checksum_xxh3) {
+            list->has_checksum = true;
+            list->checksum_xxh3 = e->value->checksum_xxh3;
+        }
         list->key = strdup(e->key != NULL ? e->key : "");
         if (rc != CR_OK || list->key == NULL) {
             cr_client_replica_lists_free(out);

@@ -88,8 +88,8 @@ int cr_client_batch_put_start(cr_client *c, const char *tenant, const struct cr_
 /* BatchPutEnd and BatchPutRevoke: PutEndRequest and PutRevokeRequest have the
  * same layout, so one array of PutEndRequest serves both. */
 static int batch_end_or_revoke(cr_client *c, uint16_t method, const char *tenant,
-                               const char *const *keys, size_t count,
-                               struct cr_status_list *out) {
+                               const char *const *keys, const uint64_t *checksums,
+                               size_t count, struct cr_status_list *out) {
     assert(c != NULL && out != NULL);
     memset(out, 0, sizeof(*out));
     int rc = cr_client_check_tenant(c, &tenant);
@@ -110,6 +110,8 @@ static int batch_end_or_revoke(cr_client *c, uint16_t method, const char *tenant
         ends[i].key = revokes[i].key = (char *)keys[i];
         ends[i].tenant_id = revokes[i].tenant_id = (char *)tenant;
         ends[i].client_id = revokes[i].client_id = &id;
+        ends[i].has_checksum_xxh3 = checksums != NULL;
+        ends[i].checksum_xxh3 = checksums != NULL ? checksums[i] : 0;
         reqs[i] = method == CR_METHOD_BATCH_PUT_END ? (void *)&ends[i] : (void *)&revokes[i];
     }
     Crescent__Master__BatchPutEndRequest end = CRESCENT__MASTER__BATCH_PUT_END_REQUEST__INIT;
@@ -131,12 +133,19 @@ static int batch_end_or_revoke(cr_client *c, uint16_t method, const char *tenant
 
 int cr_client_batch_put_end(cr_client *c, const char *tenant, const char *const *keys,
                             size_t count, struct cr_status_list *out) {
-    return batch_end_or_revoke(c, CR_METHOD_BATCH_PUT_END, tenant, keys, count, out);
+    return batch_end_or_revoke(c, CR_METHOD_BATCH_PUT_END, tenant, keys, NULL, count, out);
+}
+
+int cr_client_batch_put_end_checksums(cr_client *c, const char *tenant,
+                                      const char *const *keys, const uint64_t *checksums,
+                                      size_t count, struct cr_status_list *out) {
+    assert(checksums != NULL);
+    return batch_end_or_revoke(c, CR_METHOD_BATCH_PUT_END, tenant, keys, checksums, count, out);
 }
 
 int cr_client_batch_put_revoke(cr_client *c, const char *tenant, const char *const *keys,
                                size_t count, struct cr_status_list *out) {
-    return batch_end_or_revoke(c, CR_METHOD_BATCH_PUT_REVOKE, tenant, keys, count, out);
+    return batch_end_or_revoke(c, CR_METHOD_BATCH_PUT_REVOKE, tenant, keys, NULL, count, out);
 }
 
 /* ---- batch reads and removes ------------------------------------------ */
@@ -193,6 +202,7 @@ static int take_replica_lists(cr_client *c, Crescent__Master__GetReplicaListResp
             cr_client_replica_lists_free(out);
             return cr_client_fail(c, CR_ERR_NOMEM, "out of memory copying the reply");
         }
+        cr_client_list_extras_from_pb(rs[i], &out->lists[i]);
         out->lists[i].status = rs[i]->status_code;
         out->count = i + 1;
     }

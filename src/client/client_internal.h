@@ -102,6 +102,10 @@ const char *cr_client_response_error(const ProtobufCMessage *response);
 int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size_t count,
                                struct cr_replica_list *out);
 
+/* A GetReplicaListResponse's object-level fields (checksum, lease) into `out`. */
+void cr_client_list_extras_from_pb(const Crescent__Master__GetReplicaListResponse *resp,
+                                   struct cr_replica_list *out);
+
 /* UUID message <-> 16 bytes (big-endian halves, as the reference). */
 void cr_client_uuid_to_pb(const uint8_t id[CR_CLIENT_ID_BYTES], Crescent__Master__UUID *out);
 void cr_client_uuid_from_pb(const Crescent__Master__UUID *in, uint8_t id[CR_CLIENT_ID_BYTES]);

@@ -59,6 +59,14 @@ int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size
     return CR_OK;
 }
 
+void cr_client_list_extras_from_pb(const Crescent__Master__GetReplicaListResponse *resp,
+                                   struct cr_replica_list *out) {
+    assert(resp != NULL && out != NULL);
+    out->has_checksum = resp->has_checksum_xxh3;
+    out->checksum_xxh3 = resp->has_checksum_xxh3 ? resp->checksum_xxh3 : 0;
+    out->lease_ttl_ms = resp->has_lease_ttl_ms ? resp->lease_ttl_ms : 0;
+}
+
 void cr_client_replica_list_free(struct cr_replica_list *list) {
     if (list == NULL) return;
     for (size_t i = 0; i < list->count; i++) free_replica(&list->replicas[i]);

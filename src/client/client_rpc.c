@@ -196,7 +196,7 @@ int cr_client_put_start(cr_client *c, const char *tenant, const struct cr_put_it
 
 /* PutEnd and PutRevoke have the same fields: key, tenant, client id. */
 static int end_or_revoke(cr_client *c, uint16_t method, const char *tenant, const char *key,
-                         uint64_t *submit_id) {
+                         const uint64_t *checksum, uint64_t *submit_id) {
     assert(c != NULL);
     int rc = cr_client_check_tenant(c, &tenant);
     if (rc == CR_OK) rc = cr_client_require_key(c, key);
@@ -208,6 +208,8 @@ static int end_or_revoke(cr_client *c, uint16_t method, const char *tenant, cons
     end.key = revoke.key = (char *)key;
     end.tenant_id = revoke.tenant_id = (char *)tenant;
     end.client_id = revoke.client_id = &id;
+    end.has_checksum_xxh3 = checksum != NULL;
+    end.checksum_xxh3 = checksum != NULL ? *checksum : 0;
     const ProtobufCMessage *req = method == CR_METHOD_PUT_END ? &end.base : &revoke.base;
     if (submit_id != NULL) return cr_client_submit(c, method, req, submit_id);
     ProtobufCMessage *msg;
@@ -217,11 +219,16 @@ static int end_or_revoke(cr_client *c, uint16_t method, const char *tenant, cons
 }
 
 int cr_client_put_end(cr_client *c, const char *tenant, const char *key) {
-    return end_or_revoke(c, CR_METHOD_PUT_END, tenant, key, NULL);
+    return end_or_revoke(c, CR_METHOD_PUT_END, tenant, key, NULL, NULL);
+}
+
+int cr_client_put_end_checksum(cr_client *c, const char *tenant, const char *key,
+                               uint64_t checksum_xxh3) {
+    return end_or_revoke(c, CR_METHOD_PUT_END, tenant, key, &checksum_xxh3, NULL);
 }
 
 int cr_client_put_revoke(cr_client *c, const char *tenant, const char *key) {
-    return end_or_revoke(c, CR_METHOD_PUT_REVOKE, tenant, key, NULL);
+    return end_or_revoke(c, CR_METHOD_PUT_REVOKE, tenant, key, NULL, NULL);
 }
 
 /* ---- reads and removes ------------------------------------------------ */
@@ -269,6 +276,7 @@ int cr_client_get_replica_list(cr_client *c, const char *tenant, const char *key
     Crescent__Master__GetReplicaListResponse *resp =
         (Crescent__Master__GetReplicaListResponse *)msg;
     rc = cr_client_replicas_from_pb(resp->replica_list, resp->n_replica_list, out);
+    if (rc == CR_OK) cr_client_list_extras_from_pb(resp, out);
     protobuf_c_message_free_unpacked(msg, NULL);
     return rc == CR_OK ? CR_OK : cr_client_fail(c, rc, "out of memory copying the reply");
 }
@@ -294,13 +302,13 @@ int cr_client_submit_put_start(cr_client *c, const char *tenant, const struct cr
 int cr_client_submit_put_end(cr_client *c, const char *tenant, const char *key,
                              uint64_t *request_id) {
     assert(request_id != NULL);
-    return end_or_revoke(c, CR_METHOD_PUT_END, tenant, key, request_id);
+    return end_or_revoke(c, CR_METHOD_PUT_END, tenant, key, NULL, request_id);
 }
 
 int cr_client_submit_put_revoke(cr_client *c, const char *tenant, const char *key,
                                 uint64_t *request_id) {
     assert(request_id != NULL);
-    return end_or_revoke(c, CR_METHOD_PUT_REVOKE, tenant, key, request_id);
+    return end_or_revoke(c, CR_METHOD_PUT_REVOKE, tenant, key, NULL, request_id);
 }
 
 int cr_client_submit_exist_key(cr_client *c, const char *tenant, const char *key,

@@ -50,19 +50,71 @@ static long long field(json_t *obj, const char *key) {
     return (long long)json_integer_value(json_object_get(obj, key));
 }
 
-static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
-    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+/* GETs `path` and parses its JSON answer; NULL (exit status in *rc) on failure. */
+static json_t *fetch_json(const struct ctl *ctl, const char *path, int *rc) {
     int status;
     char *body;
-    int rc = fetch(ctl, "/api/v1/actors", &status, &body);
-    if (rc != 0) return rc;
+    if ((*rc = fetch(ctl, path, &status, &body)) != 0) return NULL;
     json_t *root = json_loads(body, 0, NULL);
     free(body);
+    if (status != 200 || !json_is_object(root)) {
+        fprintf(stderr, "crescentctl: unexpected answer to %s (HTTP %d)\n", path, status);
+        json_decref(root);
+        *rc = CTL_EXIT_SERVER_FAILURE;
+        return NULL;
+    }
+    return root;
+}
+
+/* Prints an object's members as "  name value" lines, nested objects as a.b. */
+static void print_members(const char *prefix, json_t *obj) {
+    const char *key;
+    json_t *value;
+    json_object_foreach(obj, key, value) {
+        char name[128];
+        snprintf(name, sizeof(name), "%s%s", prefix, key);
+        if (json_is_object(value)) {
+            char nested[128];
+            snprintf(nested, sizeof(nested), "%s.", name);
+            print_members(nested, value);
+        } else if (json_is_real(value)) {
+            printf("  %-36s %.6g\n", name, json_real_value(value));
+        } else if (json_is_integer(value)) {
+            printf("  %-36s %lld\n", name, (long long)json_integer_value(value));
+        } else if (json_is_null(value)) {
+            printf("  %-36s -\n", name);
+        }
+    }
+}
+
+static json_t *actor_named(json_t *actors, const char *name) {
+    size_t i;
+    json_t *a;
+    json_array_foreach(actors, i, a) {
+        const char *n = json_string_value(json_object_get(a, "name"));
+        if (n != NULL && strcmp(n, name) == 0) return a;
+    }
+    return NULL;
+}
+
+/* The actor table, then the store, the event plane and the indexer. */
+static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
+    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+    int rc;
+    json_t *root = fetch_json(ctl, "/api/v1/actors", &rc);
+    if (root == NULL) return rc;
     json_t *actors = json_object_get(root, "actors");
-    if (status != 200 || !json_is_array(actors)) {
-        fprintf(stderr, "crescentctl: unexpected answer (HTTP %d)\n", status);
+    if (!json_is_array(actors)) {
+        fprintf(stderr, "crescentctl: /api/v1/actors has no actors list\n");
         json_decref(root);
         return CTL_EXIT_SERVER_FAILURE;
+    }
+    json_t *store = fetch_json(ctl, "/api/v1/stats", &rc);
+    json_t *events = store != NULL ? fetch_json(ctl, "/api/v1/events", &rc) : NULL;
+    if (events == NULL) {
+        json_decref(store);
+        json_decref(root);
+        return rc;
     }
     printf("%-10s %4s %12s %6s %8s %8s %9s %7s\n", "ACTOR", "CPU", "HANDLED", "DEPTH", "PARKS",
            "WAKES", "RING_FULL", "EXPIRED");
@@ -78,6 +130,17 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
                field(a, "cpu"), field(a, "messages_handled"), field(a, "ring_depth"),
                field(a, "parks"), field(a, "wakes"), field(a, "ring_full"), field(a, "asks_expired"));
     }
+    printf("\nstore (GET /api/v1/stats)\n");
+    print_members("", store);
+    printf("\nevent plane (GET /api/v1/events)\n");
+    print_members("", events);
+    json_t *indexer = actor_named(actors, "indexer");
+    if (indexer != NULL && json_is_object(json_object_get(indexer, "counters"))) {
+        printf("\nprefix indexer (GET /api/v1/actors, indexer)\n");
+        print_members("", json_object_get(indexer, "counters"));
+    }
+    json_decref(events);
+    json_decref(store);
     json_decref(root);
     return 0;
 }
@@ -95,7 +158,7 @@ static int cmd_metrics(const struct ctl *ctl, int argc, char **argv) {
 
 const struct ctl_command ctl_admin_commands[] = {
     {"health", "", "ask crescentd whether every actor answers (exit 1 if not)", cmd_health},
-    {"stats", "", "per-actor counters as a table", cmd_stats},
+    {"stats", "", "per-actor counters, then the store, event plane and indexer", cmd_stats},
     {"metrics", "", "the Prometheus text of GET /metrics", cmd_metrics},
     {NULL, NULL, NULL, NULL},
 };

@@ -8,6 +8,7 @@
  * gives one, so a two-step put across invocations needs the same id for both. */
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ enum {
     OPT_PREFIX = 1 << 9,
     OPT_LIMIT = 1 << 10,
     OPT_HELP = 1 << 11, /* every command */
+    OPT_KEEPALIVE = 1 << 12,
 };
 
 
@@ -51,6 +53,7 @@ struct store_args {
     bool force;
     const char *prefix;
     long limit;
+    bool keepalive;
     int first; /* argv index of the first positional argument */
 };
 
@@ -66,6 +69,7 @@ static const struct option long_options[] = {
     {"force", no_argument, NULL, OPT_FORCE},
     {"prefix", required_argument, NULL, OPT_PREFIX},
     {"limit", required_argument, NULL, OPT_LIMIT},
+    {"keepalive", no_argument, NULL, OPT_KEEPALIVE},
     {"help", no_argument, NULL, OPT_HELP},
     {0},
 };
@@ -84,13 +88,16 @@ static const char store_help[] =
     "                      crescentctl put-start k1 4K && crescentctl put-end k1\n"
     "                    crescentd unmounts the segments of a client id it has not heard\n"
     "                    from for its --client-ttl (10 s by default): keep a segment\n"
-    "                    mounted from here alive with `crescentctl ping --client-id ID`.\n"
+    "                    mounted from here alive with `crescentctl mount --keepalive`\n"
+    "                    (or `crescentctl ping --client-id ID` more often than the TTL).\n"
     "  --replicas N      put-start: replicas wanted (default 1; fewer may be granted)\n"
     "  --soft-pin        put-start: keep the object through eviction while possible\n"
     "  --preferred SEG   put-start: try this segment first\n"
     "  --base N          mount: the segment's address in its owner's memory (default 0)\n"
     "  --endpoint H:P    mount: where the owner serves transfers\n"
     "  --protocol P      mount: transfer protocol (default tcp)\n"
+    "  --keepalive       mount: stay in the foreground pinging crescentd (a third of its\n"
+    "                    client TTL apart); SIGINT or SIGTERM unmounts and exits 0\n"
     "  --force           rm, rm-regex: remove even while a reader holds a lease\n"
     "  --prefix P        ls: keys starting with P;  --limit N: at most N (default 1000)\n"
     "\n"
@@ -142,6 +149,7 @@ static int apply_option(const char *command, int opt, struct store_args *a) {
     case OPT_SOFT_PIN: a->soft_pin = true; return 0;
     case OPT_PREFERRED: a->preferred = optarg; return 0;
     case OPT_FORCE: a->force = true; return 0;
+    case OPT_KEEPALIVE: a->keepalive = true; return 0;
     case OPT_PREFIX: a->prefix = optarg; return 0;
     case OPT_LIMIT: {
         char *end;
@@ -244,10 +252,47 @@ static void print_replicas(const struct cr_replica_list *list) {
 
 /* ---- commands --------------------------------------------------------- */
 
+static volatile sig_atomic_t keepalive_stop;
+
+static void keepalive_signal(int sig) {
+    (void)sig;
+    keepalive_stop = 1;
+}
+
+/* mount --keepalive: pings until SIGINT/SIGTERM, then unmounts.  crescentd
+ * unmounts a client's segments after --client-ttl without a ping; a third of
+ * the TTL apart leaves two pings' slack for a loaded machine. */
+static int keep_alive(cr_client *c, const char *command, const char *segment) {
+    struct sigaction sa = {.sa_handler = keepalive_signal}; /* no SA_RESTART: sleeps end */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    uint64_t ttl_ms = 0;
+    int rc = cr_client_ping(c, &ttl_ms);
+    if (rc != CR_OK) return failed(c, command, rc);
+    uint64_t period_ms = ttl_ms / 3 > 100 ? ttl_ms / 3 : 100;
+    printf("keeping %s mounted: a ping every %.1f s (client ttl %.1f s); Ctrl-C unmounts\n",
+           segment, (double)period_ms / 1000.0, (double)ttl_ms / 1000.0);
+    fflush(stdout);
+    while (!keepalive_stop) {
+        struct timespec pause = {.tv_sec = (time_t)(period_ms / 1000),
+                                 .tv_nsec = (long)(period_ms % 1000) * 1000000L};
+        if (nanosleep(&pause, NULL) != 0 && keepalive_stop) break;
+        /* A signal during the ping may fail it (EINTR): then unmount all the same. */
+        if ((rc = cr_client_ping(c, NULL)) != CR_OK && !keepalive_stop)
+            return failed(c, command, rc);
+    }
+    rc = cr_client_unmount_segment(c, segment);
+    if (rc != CR_OK) return failed(c, command, rc);
+    printf("unmounted %s\n", segment);
+    return CTL_EXIT_OK;
+}
+
 static int cmd_mount(const struct ctl *ctl, int argc, char **argv) {
     struct store_args a;
     int rc = parse_args(argc, argv,
-                        OPT_BASE | OPT_ENDPOINT | OPT_PROTOCOL | OPT_CLIENT_ID, 2, &a);
+                        OPT_BASE | OPT_ENDPOINT | OPT_PROTOCOL | OPT_CLIENT_ID | OPT_KEEPALIVE,
+                        2, &a);
     if (rc != 0) return rc;
     struct cr_segment_spec spec = {.name = argv[a.first], .base = a.base,
                                    .transport_endpoint = a.endpoint, .protocol = a.protocol};
@@ -274,6 +319,7 @@ static int cmd_mount(const struct ctl *ctl, int argc, char **argv) {
                spec.name, spec.size_bytes, spec.base, a.endpoint ? a.endpoint : "-", text);
     }
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
+    if (rc == CR_OK && a.keepalive) status = keep_alive(c, argv[0], spec.name);
     if (rc == CR_ERR_INVALID_PARAMS && a.endpoint == NULL)
         fprintf(stderr, "  (crescentd may want the owner's transfer address: --endpoint H:P)\n");
     cr_client_close(c);
@@ -629,7 +675,7 @@ static int cmd_store_stats(const struct ctl *ctl, int argc, char **argv) {
 }
 
 const struct ctl_command ctl_store_commands[] = {
-    {"mount", "NAME SIZE [--base N] [--endpoint H:P] [--client-id ID]",
+    {"mount", "NAME SIZE [--base N] [--endpoint H:P] [--keepalive]",
      "mount a segment (store options: mount --help)", cmd_mount},
     {"unmount", "NAME [--client-id ID]", "unmount a segment (as the client that mounted it)",
      cmd_unmount},

@@ -32,7 +32,7 @@ struct put_plan {
 static void table_insert(cr_store *store, uint32_t id, uint64_t hash);
 static void table_delete(cr_store *store, uint32_t id, uint64_t hash);
 static void emit_object(cr_store *store, enum cr_store_change_kind kind,
-                        const struct cr_store_obj *obj);
+                        const struct cr_store_obj *obj, uint32_t replica_count);
 
 /* ---- hash table and slab ---------------------------------------------------- */
 
@@ -191,6 +191,9 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
                             bool complete_only, struct cr_store_replica_list *out) {
     assert(store != NULL && out != NULL);
     out->count = 0;
+    out->lease_ms = 0;
+    out->has_checksum = obj->has_checksum;
+    out->checksum = obj->checksum;
     for (uint32_t r = 0; r < obj->replica_count; r++) {
         const struct cr_store_replica *rep = &obj->replicas[r];
         if (complete_only && rep->status != CR_REPLICA_COMPLETE) continue;
@@ -203,22 +206,34 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
     }
 }
 
+/* Publishes the object with its first replica_count replicas (0: it is gone). */
 static void emit_object(cr_store *store, enum cr_store_change_kind kind,
-                        const struct cr_store_obj *obj) {
+                        const struct cr_store_obj *obj, uint32_t replica_count) {
+    assert(replica_count <= obj->replica_count);
     if (store->sink.on_event == NULL) return;
     struct cr_store_event_replica reps[CR_STORE_REPLICAS_MAX];
-    for (uint32_t r = 0; r < obj->replica_count; r++)
+    for (uint32_t r = 0; r < replica_count; r++)
         reps[r] = (struct cr_store_event_replica){
             "memory", store->segments[obj->replicas[r].segment].endpoint};
     struct cr_store_change ev = {
         .kind = kind, .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
-        .key_len = obj->key_len, .replicas = reps, .replica_count = obj->replica_count,
+        .key_len = obj->key_len, .replicas = reps, .replica_count = replica_count,
         .meta = (kind == CR_STORE_CHANGE_STORE && obj->meta) ? &obj->meta->meta : NULL};
     store->sink.on_event(store->sink.ctx, &ev);
 }
 
 void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj) {
-    emit_object(store, CR_STORE_CHANGE_UPDATE, obj);
+    emit_object(store, CR_STORE_CHANGE_UPDATE, obj, obj->replica_count);
+}
+
+/* Frees an object and, when subscribers were told of it (it is complete:
+ * its STORE event went out at PutEnd), tells them it is gone with an UPDATE
+ * that lists no replica.  An in-flight put was never published, so freeing
+ * it (revoke, zombie reclaim, preemption, forced remove) says nothing. */
+void cr_store_obj_remove(cr_store *store, uint32_t id) {
+    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (obj->state == CR_OBJ_COMPLETE) emit_object(store, CR_STORE_CHANGE_UPDATE, obj, 0);
+    cr_store_obj_free(store, id);
 }
 
 void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
@@ -474,6 +489,8 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
                        struct cr_store_replica_list *out) {
     assert(store != NULL && client != NULL && p != NULL && out != NULL);
     out->count = 0;
+    out->has_checksum = false;
+    out->lease_ms = 0;
     struct put_plan plan = {0};
     int rc = put_validate(store, p);
     if (rc == CR_OK) rc = plan_check_existing(store, &plan, p, now_ms);
@@ -512,24 +529,34 @@ int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *
     if (key == NULL) return not_found(store);
     struct cr_store_key k;
     cr_store_key_make(tenant, key, key_len, &k);
-    return cr_store_put_end_k(store, client, &k, now_ms);
+    return cr_store_put_end_k(store, client, &k, NULL, now_ms);
 }
 
 int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
-                       const struct cr_store_key *key, uint64_t now_ms) {
+                       const struct cr_store_key *key, const uint64_t *checksum,
+                       uint64_t now_ms) {
     assert(store != NULL && client != NULL && key != NULL);
     uint32_t id = find_key(store, key);
     if (id == CR_STORE_NONE) return not_found(store);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (!cr_uuid_equal(&obj->owner, client))
         return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT, "put started by another client");
-    if (obj->state == CR_OBJ_COMPLETE) return CR_OK;
+    if (obj->state == CR_OBJ_COMPLETE) {
+        /* A retried PutEnd is fine; one that disagrees on the bytes is not. */
+        bool same = checksum == NULL ? !obj->has_checksum
+                                     : obj->has_checksum && obj->checksum == *checksum;
+        if (same) return CR_OK;
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
+                             "put already ended with another checksum");
+    }
     inflight_unlink(store, id);
+    obj->has_checksum = checksum != NULL;
+    obj->checksum = checksum != NULL ? *checksum : 0;
     obj->state = CR_OBJ_COMPLETE;
     for (uint32_t r = 0; r < obj->replica_count; r++)
         obj->replicas[r].status = CR_REPLICA_COMPLETE;
     if (now_ms > obj->last_access_ms) obj->last_access_ms = now_ms;
-    emit_object(store, CR_STORE_CHANGE_STORE, obj);
+    emit_object(store, CR_STORE_CHANGE_STORE, obj, obj->replica_count);
     free(obj->meta); /* only the STORE event needed it */
     obj->meta = NULL;
     return CR_OK;
@@ -589,6 +616,8 @@ int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *k
                               uint32_t key_len, uint64_t now_ms,
                               struct cr_store_replica_list *out) {
     out->count = 0;
+    out->has_checksum = false;
+    out->lease_ms = 0;
     if (key == NULL) return not_found(store);
     struct cr_store_key k;
     cr_store_key_make(tenant, key, key_len, &k);
@@ -599,10 +628,14 @@ int cr_store_get_replica_list_k(cr_store *store, const struct cr_store_key *key,
                                 struct cr_store_replica_list *out) {
     assert(store != NULL && key != NULL && out != NULL);
     out->count = 0;
+    out->has_checksum = false;
+    out->lease_ms = 0;
     struct cr_store_obj *obj;
     int rc = read_object(store, key, now_ms, &obj);
-    if (rc == CR_OK) cr_store_obj_fill_list(store, obj, true, out);
-    return rc;
+    if (rc != CR_OK) return rc;
+    cr_store_obj_fill_list(store, obj, true, out);
+    out->lease_ms = obj->lease_deadline_ms - now_ms; /* >= the TTL: just granted */
+    return CR_OK;
 }
 
 int cr_store_set_hard_pin(cr_store *store, const char *tenant, const char *key,
@@ -635,7 +668,7 @@ int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool forc
     if (!force && cr_store_obj_leased(obj, now_ms))
         return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE, "object is leased until %llu ms",
                              (unsigned long long)obj->lease_deadline_ms);
-    cr_store_obj_free(store, id);
+    cr_store_obj_remove(store, id);
     return CR_OK;
 }
 

@@ -53,6 +53,8 @@ enum cr_master_msg_type {
     CR_MSG_SEGMENTS_TICK = CR_MSG_STORE_FIRST + 8,
     CR_MSG_LEASES_TICK = CR_MSG_STORE_FIRST + 9,
     CR_MSG_RPC_TICK = CR_MSG_STORE_FIRST + 10,
+    /* segments → itself (a timer due now): the next slice of a regex call. */
+    CR_MSG_SEGMENTS_REGEX_STEP = CR_MSG_STORE_FIRST + 11,
 };
 
 /* ZMQ routing ids are at most 255 bytes. */

@@ -87,6 +87,10 @@ static uint8_t *reference_pack(const struct cr_store_replica_list *list, bool pu
     Crescent__Master__GetReplicaListResponse get = CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
     Crescent__Master__PutStartResponse put = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
     get.n_replica_list = put.n_replica_list = list->count;
+    get.has_checksum_xxh3 = list->has_checksum;
+    get.checksum_xxh3 = list->checksum;
+    get.has_lease_ttl_ms = list->lease_ms > 0;
+    get.lease_ttl_ms = list->lease_ms;
     get.replica_list = put.replica_list = info_ptrs;
     ProtobufCMessage *msg = put_start ? &put.base : &get.base;
     *len = protobuf_c_message_get_packed_size(msg);
@@ -103,6 +107,10 @@ static void test_same_bytes_as_protobuf_c(void **unused) {
         struct cr_store_replica_list list;
         random_list(&list);
         for (int put_start = 0; put_start < 2; put_start++) {
+            /* A checksum only in GetReplicaList (the store never gives one at PutStart). */
+            list.has_checksum = !put_start && next() % 2 == 0;
+            list.checksum = any_u64();
+            list.lease_ms = put_start ? 0 : any_u64();
             size_t want_len;
             uint8_t *want = reference_pack(&list, put_start, &want_len);
             size_t len = cr_rpc_pack_replica_response(&list, out, sizeof(out));
@@ -120,7 +128,7 @@ static void test_same_bytes_as_protobuf_c(void **unused) {
 /* A peer decodes it: the store's values come back. */
 static void test_decodes_with_protobuf_c(void **unused) {
     (void)unused;
-    struct cr_store_replica_list list = {.count = 2};
+    struct cr_store_replica_list list = {.count = 2, .has_checksum = false};
     list.replicas[0] = (struct cr_store_replica_desc){.segment_name = "seg-a",
                                                       .endpoint = "10.0.0.1:7000",
                                                       .buffer = 1ull << 40,
@@ -150,7 +158,18 @@ static void test_decodes_with_protobuf_c(void **unused) {
     assert_null(h->transport_endpoint);
     assert_int_equal(h->size, UINT64_MAX);
     assert_int_equal(h->status, CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__INIT);
+    assert_false(r->has_checksum_xxh3);
     crescent__master__get_replica_list_response__free_unpacked(r, NULL);
+    list.has_checksum = true;
+    list.checksum = 0x0123456789ABCDEFull;
+    len = cr_rpc_pack_replica_response(&list, out, sizeof(out));
+    r = crescent__master__get_replica_list_response__unpack(NULL, len, out);
+    assert_non_null(r);
+    assert_true(r->has_checksum_xxh3);
+    assert_int_equal(r->checksum_xxh3, 0x0123456789ABCDEFull);
+    assert_false(r->has_lease_ttl_ms);
+    crescent__master__get_replica_list_response__free_unpacked(r, NULL);
+    list.has_checksum = false;
     /* No replica: just status_code 0. */
     list.count = 0;
     assert_int_equal(cr_rpc_pack_replica_response(&list, out, sizeof(out)), 2);

@@ -199,6 +199,39 @@ static void test_put_end_other_client(void **state) {
     cr_store_destroy(s);
 }
 
+/* PutEnd's checksum is kept with the object and comes back with every
+ * replica list; a retried PutEnd must agree with it. */
+static void test_put_end_checksum(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 2, 1024 * KIB);
+    struct cr_store_replica_list l;
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "sum", 2, false, NULL, 0, &l), CR_OK);
+    assert_false(l.has_checksum);
+    struct cr_store_key k;
+    cr_store_key_make(NULL, "sum", 3, &k);
+    const uint64_t sum = 0xFEEDFACECAFEBEEFull, other = sum ^ 1;
+    assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, &sum, 1), CR_OK);
+    assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, &sum, 2), CR_OK);
+    assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, &other, 2), CR_ERR_INVALID_PARAMS);
+    assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, NULL, 2), CR_ERR_INVALID_PARAMS);
+    assert_int_equal(cr_store_get_replica_list_k(s, &k, 3, &l), CR_OK);
+    assert_int_equal(l.count, 2);
+    assert_true(l.has_checksum);
+    assert_true(l.checksum == sum);
+    assert_int_equal(l.lease_ms, cr_store_get_config(s)->default_kv_lease_ttl_ms);
+    /* Without one, none is reported (and a later put of the key starts clean). */
+    put(s, NULL, "plain", 4);
+    assert_int_equal(cr_store_get_replica_list(s, NULL, "plain", 5, 5, &l), CR_OK);
+    assert_false(l.has_checksum);
+    assert_int_equal(cr_store_remove(s, NULL, "sum", 3, true, 6), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "sum", 1, false, NULL, 7, NULL), CR_OK);
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "sum", 8), CR_OK);
+    assert_int_equal(cr_store_get_replica_list_k(s, &k, 9, &l), CR_OK);
+    assert_false(l.has_checksum);
+    cr_store_destroy(s);
+}
+
 static void test_bad_input(void **state) {
     (void)state;
     cr_store *s = make_store(NULL);
@@ -723,7 +756,7 @@ static void test_regex(void **state) {
     put(s, NULL, longkey, 0);
     assert_int_equal(cr_store_remove_by_regex(s, NULL, "^(a+)+$", false, 1, &removed),
                      CR_ERR_INVALID_PARAMS);
-    assert_string_equal(cr_store_last_error(s), "regex too expensive");
+    assert_non_null(strstr(cr_store_last_error(s), "regex too expensive"));
     assert_int_equal(get(s, NULL, longkey, 2), CR_OK); /* nothing removed */
     assert_int_equal(get(s, NULL, "model/a/1", 100), CR_OK); /* lease until 5100 */
     assert_int_equal(cr_store_remove_by_regex(s, NULL, "^model/a/", false, 200, &removed), CR_OK);
@@ -857,7 +890,7 @@ static void test_keys_made_ahead(void **state) {
         cr_store_prefetch(s, &k, false);
         cr_store_prefetch(s, &k, true);
         assert_int_equal(cr_store_exist_key_k(s, &k, 1), CR_ERR_OBJECT_NOT_READY);
-        assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, 1), CR_OK);
+        assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, NULL, 1), CR_OK);
         assert_int_equal(get(s, tenants_used[i], "made", 2), CR_OK); /* plain lookup */
         assert_int_equal(cr_store_get_replica_list_k(s, &k, 2, &l), CR_OK);
         assert_int_equal(l.count, 1);
@@ -1069,6 +1102,7 @@ int main(void) {
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_two_phase_put),
         cmocka_unit_test(test_put_end_other_client),
+        cmocka_unit_test(test_put_end_checksum),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_lease_blocks_remove),
         cmocka_unit_test(test_remove_all),
