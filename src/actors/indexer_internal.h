@@ -61,6 +61,7 @@ struct indexer_counters {
     uint64_t replay_holes;     /* rounds cut at a hole the peer's send queue made */
     uint64_t replays_abandoned; /* after CR_INDEXER_REPLAY_TRIES fruitless rounds */
     uint64_t lost_batches;     /* seqs the publisher's replay no longer held */
+    uint64_t engine_refusals;  /* stored runs refused at --indexer-engine-hashes-max */
 };
 
 struct indexer_seq_range {
@@ -82,6 +83,12 @@ struct indexer_source {
     struct cr_indexer_registration reg;
     struct indexer_target target;
     void *sub;    /* ZMQ SUB */
+    void *monitor; /* PAIR reading the SUB's monitor events; NULL if none */
+    bool connected, ever_connected; /* the SUB's link, from its monitor */
+    uint64_t link_since_ns;         /* when connected last changed (or registration) */
+    uint64_t disconnects;
+    bool have_batch;
+    uint64_t last_batch_ns; /* when a batch (live or replayed) last came */
     void *dealer; /* ZMQ DEALER of the current replay round; NULL between rounds */
     bool have_seq;
     uint64_t last_seq;
@@ -89,6 +96,7 @@ struct indexer_source {
      * live seq above 0 is a gap (the SUB joins late: ZMQ's slow joiner). */
     bool synced;
     bool stale;               /* the index may miss some of its blocks */
+    bool engine_bound_hit;    /* a run was refused at --indexer-engine-hashes-max */
     const char *stale_reason; /* a static string; NULL while not stale */
     bool replaying;           /* SUB reads are held until the replay ends */
     /* A replay runs in rounds: each a fresh DEALER (dealer) asking from the
@@ -146,9 +154,10 @@ struct indexer_state {
     struct indexer_source sources[CR_INDEXER_SOURCES_MAX];
     uint32_t source_count;
     bool poll_dirty;
-    void *pollitems;      /* zmq_pollitem_t[2 * CR_INDEXER_SOURCES_MAX + 1] */
+    void *pollitems;      /* zmq_pollitem_t[3 * CR_INDEXER_SOURCES_MAX + 1] */
     int16_t *poll_source; /* poll slot -> source index (-1: wake fd) */
-    uint8_t *poll_is_dealer;
+    uint8_t *poll_is_dealer; /* 0 SUB, 1 DEALER, 2 monitor */
+    uint64_t monitor_seq;    /* names each monitor's inproc endpoint */
     uint32_t poll_count;
     struct indexer_instance_info *instances; /* by instance id, grown on demand */
     uint32_t instance_cap;
@@ -162,6 +171,8 @@ struct indexer_state {
     struct cr_indexer_registration *static_regs;
     uint32_t static_count;
     uint64_t now_ns; /* refreshed at each handle/wait, and after the wait's poll */
+    uint32_t engine_hashes_max; /* --indexer-engine-hashes-max, for messages */
+    int64_t max_message_bytes;  /* ZMQ_MAXMSGSIZE of every SUB and DEALER */
     /* The runtime's clock (the actor's, manual in tests); NULL in tests
      * that move now_ns by hand.  indexer_wait reads it after zmq_poll
      * returns: what the poll woke for happened now, not when the wait

@@ -39,12 +39,19 @@ static struct indexer_source *source_find(struct indexer_state *st, const char *
     return NULL;
 }
 
+static void socket_options(struct indexer_state *st, void *sock) {
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
+    /* A peer announcing a larger message is disconnected before ZMQ
+     * allocates it (--indexer-max-message-mb). */
+    if (st->max_message_bytes > 0)
+        zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &st->max_message_bytes, sizeof(st->max_message_bytes));
+}
+
 static void *open_socket(struct indexer_state *st, int type, const char *endpoint, char *error,
                          size_t size) {
     void *sock = zmq_socket(st->zmq, type);
-    int zero = 0;
-    if (sock != NULL) zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof(zero));
-    if (sock != NULL && type == ZMQ_SUB) zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0);
+    if (sock != NULL) socket_options(st, sock);
     if (sock == NULL || zmq_connect(sock, endpoint) != 0) {
         snprintf(error, size, "cannot connect to '%.200s': %s", endpoint,
                  zmq_strerror(zmq_errno()));
@@ -52,6 +59,47 @@ static void *open_socket(struct indexer_state *st, int type, const char *endpoin
         return NULL;
     }
     return sock;
+}
+
+/* Opens the publisher's SUB with a monitor (a PAIR on an inproc endpoint
+ * of its own) that reports handshakes and disconnects, for the health in
+ * /services and because a SUB whose peer broke the protocol (a message
+ * over ZMQ_MAXMSGSIZE above all) is dropped by ZMQ and never reconnected:
+ * on a disconnect the SUB is opened again (monitor_event).  The monitor is
+ * attached before the connect, so its first handshake is seen.  Returns
+ * the SUB (and *monitor, NULL when it could not be set up: health then
+ * stays "never connected"), or NULL with one line in error. */
+static void *sub_open(struct indexer_state *st, const char *endpoint, void **monitor,
+                      char *error, size_t size) {
+    *monitor = NULL;
+    void *sub = zmq_socket(st->zmq, ZMQ_SUB);
+    if (sub == NULL) {
+        snprintf(error, size, "cannot open a SUB socket: %s", zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    socket_options(st, sub);
+    zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "inproc://crescent-indexer-monitor-%llu",
+             (unsigned long long)++st->monitor_seq);
+    if (zmq_socket_monitor(sub, ep, ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) == 0) {
+        *monitor = zmq_socket(st->zmq, ZMQ_PAIR);
+        int zero = 0;
+        if (*monitor != NULL) zmq_setsockopt(*monitor, ZMQ_LINGER, &zero, sizeof(zero));
+        if (*monitor != NULL && zmq_connect(*monitor, ep) != 0) {
+            zmq_close(*monitor);
+            *monitor = NULL;
+        }
+    }
+    if (zmq_connect(sub, endpoint) != 0) {
+        snprintf(error, size, "cannot connect to '%.200s': %s", endpoint,
+                 zmq_strerror(zmq_errno()));
+        zmq_close(sub);
+        if (*monitor != NULL) zmq_close(*monitor);
+        *monitor = NULL;
+        return NULL;
+    }
+    return sub;
 }
 
 static void source_bind_target(struct indexer_source *s, uint16_t instance) {
@@ -72,12 +120,13 @@ static void source_bind_target(struct indexer_source *s, uint16_t instance) {
  * that is closed again: each replay round opens its own.  Returns the SUB,
  * or NULL with one line in error. */
 static void *source_open(struct indexer_state *st, const struct cr_indexer_registration *reg,
-                         char *error, size_t error_size) {
-    void *sub = open_socket(st, ZMQ_SUB, reg->endpoint, error, error_size);
+                         void **monitor, char *error, size_t error_size) {
+    void *sub = sub_open(st, reg->endpoint, monitor, error, error_size);
     if (sub == NULL || reg->replay_endpoint[0] == '\0') return sub;
     void *probe = open_socket(st, ZMQ_DEALER, reg->replay_endpoint, error, error_size);
     if (probe == NULL) {
         zmq_close(sub);
+        if (*monitor != NULL) zmq_close(*monitor);
         return NULL;
     }
     zmq_close(probe);
@@ -98,7 +147,8 @@ int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registr
     assert(st != NULL && reg != NULL && error != NULL && error_size > 0);
     /* Sockets first: a registration refused for its endpoints leaves
      * everything as it was, an earlier registration of the key included. */
-    void *sub = source_open(st, reg, error, error_size);
+    void *monitor;
+    void *sub = source_open(st, reg, &monitor, error, error_size);
     if (sub == NULL) return CR_ERR_INVALID_PARAMS;
     /* Registering the same key again replaces it (an engine that restarted
      * may come back on another endpoint); its blocks go with the old one. */
@@ -117,6 +167,7 @@ int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registr
         else
             snprintf(error, error_size, "cannot add instance: %s", cr_strerror(rc));
         zmq_close(sub);
+        if (monitor != NULL) zmq_close(monitor);
         return rc;
     }
     /* Nothing fails from here on: no half-made registration is left. */
@@ -124,6 +175,8 @@ int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registr
     memset(s, 0, sizeof(*s));
     s->reg = *reg;
     s->sub = sub;
+    s->monitor = monitor;
+    s->link_since_ns = st->now_ns;
     cr_prefix_map_init(&s->keys, NULL);
     source_bind_target(s, instance);
     s->used = true;
@@ -144,6 +197,8 @@ int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registr
 
 static void source_close(struct indexer_source *s) {
     if (s->sub != NULL) zmq_close(s->sub);
+    if (s->monitor != NULL) zmq_close(s->monitor);
+    s->monitor = NULL;
     if (s->dealer != NULL) zmq_close(s->dealer);
     free(s->pending);
     cr_prefix_map_free(&s->keys);
@@ -205,14 +260,30 @@ static double apply_payload(struct indexer_state *st, struct indexer_source *s,
     const struct cr_kv_batch *batch;
     char error[256];
     double ts = -1.0;
+    s->last_batch_ns = st->now_ns;
+    s->have_batch = true;
     int rc = cr_kv_decode(st->decoder, payload, len, &batch, error, sizeof(error));
     if (rc == CR_OK) {
         ts = batch->ts;
         rc = cr_indexer_batch_check(st->index, &s->target, batch, error, sizeof(error));
     }
+    uint64_t refusals = cr_prefix_index_engine_refusals(st->index);
     if (rc == CR_OK) rc = cr_indexer_batch_apply(st->index, &s->target, batch);
+    uint64_t refused = cr_prefix_index_engine_refusals(st->index) - refusals;
+    if (refused > 0) {
+        s->counters.engine_refusals += refused;
+        if (!s->engine_bound_hit)
+            CR_WARN("indexer", "%s|%s|%u: holds %u engine block hashes, the bound: stored runs "
+                    "past it are refused (raise --indexer-engine-hashes-max if the engine "
+                    "really holds that many blocks)", s->reg.instance_id, s->reg.tenant_id,
+                    s->reg.dp_rank, st->engine_hashes_max);
+        s->engine_bound_hit = true;
+    }
     if (rc == CR_OK) return ts;
-    if (rc == CR_ERR_NOMEM) snprintf(error, sizeof(error), "out of memory applying the batch");
+    if (rc == CR_ERR_NOMEM)
+        snprintf(error, sizeof(error), "%s",
+                 refused > 0 ? "engine hash bound reached (--indexer-engine-hashes-max)"
+                             : "out of memory applying the batch");
     s->counters.malformed++;
     if (cr_log_ratelimit(&s->last_malformed_log_ns, st->now_ns, MALFORMED_LOG_NS))
         CR_WARN("indexer", "%s|%s|%u: batch dropped (%llu so far): %s", s->reg.instance_id,
@@ -229,6 +300,7 @@ static void restart_seen(struct indexer_state *st, struct indexer_source *s, uin
     s->stale = false;
     s->stale_reason = NULL;
     s->lost_count = 0; /* what was lost went with the blocks */
+    s->engine_bound_hit = false;
     CR_INFO("indexer", "%s|%s|%u restarted (seq %llu after %llu): its blocks were cleared",
             s->reg.instance_id, s->reg.tenant_id, s->reg.dp_rank, (unsigned long long)seq,
             (unsigned long long)s->last_seq);
@@ -547,6 +619,42 @@ static void drain_socket(struct indexer_state *st, struct indexer_source *s, boo
     }
 }
 
+/* One monitor event: [event u16, value u32 (native order)], [endpoint]. */
+static void monitor_event(struct indexer_state *st, struct indexer_source *s) {
+    for (unsigned k = 0; k < CR_INDEXER_DRAIN_MAX && s->monitor != NULL; k++) {
+        zmq_msg_t f[FRAMES_MAX];
+        unsigned total, n = recv_multipart(s->monitor, f, &total);
+        if (n == 0) return;
+        uint16_t event = 0;
+        if (zmq_msg_size(&f[0]) >= 2) memcpy(&event, zmq_msg_data(&f[0]), 2);
+        for (unsigned i = 0; i < n; i++) zmq_msg_close(&f[i]);
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            s->connected = s->ever_connected = true;
+            s->link_since_ns = st->now_ns;
+        } else if (event == ZMQ_EVENT_DISCONNECTED) {
+            s->connected = false;
+            s->link_since_ns = st->now_ns;
+            s->disconnects++;
+            /* A fresh SUB: ZMQ does not reconnect one whose peer broke
+             * the protocol.  What was published meanwhile is a gap. */
+            char error[CR_INDEXER_ERROR_MAX + 64];
+            void *monitor;
+            void *sub = sub_open(st, s->reg.endpoint, &monitor, error, sizeof(error));
+            if (sub == NULL) {
+                CR_WARN("indexer", "%s|%s|%u: disconnected and %s", s->reg.instance_id,
+                        s->reg.tenant_id, s->reg.dp_rank, error);
+                return; /* keeps the old SUB */
+            }
+            zmq_close(s->sub);
+            zmq_close(s->monitor);
+            s->sub = sub;
+            s->monitor = monitor;
+            st->poll_dirty = true;
+            return; /* the old monitor is gone */
+        }
+    }
+}
+
 static void poll_rebuild(struct indexer_state *st, int wake_fd) {
     zmq_pollitem_t *items = st->pollitems;
     uint32_t n = 0;
@@ -563,6 +671,11 @@ static void poll_rebuild(struct indexer_state *st, int wake_fd) {
         if (s->dealer != NULL) {
             items[n] = (zmq_pollitem_t){.socket = s->dealer, .events = ZMQ_POLLIN};
             st->poll_is_dealer[n] = 1;
+            st->poll_source[n++] = (int16_t)i;
+        }
+        if (s->monitor != NULL) {
+            items[n] = (zmq_pollitem_t){.socket = s->monitor, .events = ZMQ_POLLIN};
+            st->poll_is_dealer[n] = 2;
             st->poll_source[n++] = (int16_t)i;
         }
     }
@@ -614,6 +727,10 @@ void indexer_wait(struct indexer_state *st, int wake_fd, int timeout_ms) {
     for (uint32_t i = 1; i < count && ready > 0; i++) {
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         struct indexer_source *s = &st->sources[st->poll_source[i]];
-        if (s->used) drain_socket(st, s, st->poll_is_dealer[i] != 0);
+        if (!s->used) continue;
+        if (st->poll_is_dealer[i] == 2)
+            monitor_event(st, s);
+        else
+            drain_socket(st, s, st->poll_is_dealer[i] != 0);
     }
 }

@@ -10,7 +10,9 @@ import time
 import pytest
 
 import kv_publishers as kp
-from test_indexer import clean_exit, query, expect, register, service, start, wait_for  # noqa: F401
+from conftest import free_port
+from test_indexer import (clean_exit, expect, post_json, query, register, service,  # noqa: F401
+                          start, wait_for)
 
 BS = 4
 
@@ -131,3 +133,88 @@ def test_first_subscribe_gets_the_publishers_history(daemon, buffer):
             assert held(d.port, chain, "f") == 0
     finally:
         pub.close()
+
+
+def test_engine_hash_bound_per_publisher(daemon):
+    """#10 item 8: one publisher sending block hashes without end is bounded
+    (--indexer-engine-hashes-max), counted and flagged; others are not held
+    back by it."""
+    d = start(daemon, "--indexer-engine-hashes-max", "100")
+    flood, good = kp.RealisticPublisher(), kp.RealisticPublisher()
+    try:
+        register(d.port, flood, "flood", bs=BS)
+        register(d.port, good, "good", bs=BS)
+        chain = kp.Chain(BS)
+        for _ in range(150):
+            flood.send(chain.next_batch())
+        caught_up(d.port, flood, "flood")
+        s = service(d.port, "flood")
+        assert s["engine_hashes_bound_hit"] is True
+        # The run past the bound is refused; the chain's later runs, whose
+        # parent was refused, are orphans.
+        assert s["counters"]["engine_bound_refusals"] >= 1
+        assert held(d.port, chain, "flood") == 100
+        other = kp.Chain(BS, base=5000)
+        good.send(other.next_batch())
+        caught_up(d.port, good, "good")
+        assert held(d.port, other, "good") == 1
+        assert service(d.port, "good")["engine_hashes_bound_hit"] is False
+    finally:
+        flood.close()
+        good.close()
+
+
+def test_oversized_message_is_not_taken(daemon):
+    """#10 item 8: ZMQ_MAXMSGSIZE on the indexer's SUB and DEALER: a message
+    above --indexer-max-message-mb drops the link before it is allocated;
+    crescentd stays up and takes what follows."""
+    d = start(daemon, "--indexer-max-message-mb", "1")
+    pub = kp.RealisticPublisher()
+    try:
+        chain = kp.Chain(BS)
+        register(d.port, pub, "big", bs=BS)
+        pub.pub.send_multipart([b"", kp.be64(pub.seq), b"\x90" * (2 << 20)])  # not numbered
+
+        def taken():  # the SUB reconnects: what it missed meanwhile is a gap, replayed
+            pub.send(chain.next_batch())
+            s = service(d.port, "big")
+            return s["last_seq"] == pub.seq - 1 and not s["replaying"]
+        wait_for(taken, "batches after the oversized message", 30)
+        assert service(d.port, "big")["counters"]["malformed_batches"] == 0
+        assert held(d.port, chain, "big") == chain.blocks
+    finally:
+        pub.close()
+
+
+def test_never_connected_and_stale_instances_are_left_out_of_route(daemon):
+    d = start(daemon)
+    good, gappy = kp.RealisticPublisher(), kp.RealisticPublisher(replay_layout=None)
+    try:
+        register(d.port, good, "good", bs=BS)
+        register(d.port, gappy, "gappy", bs=BS, replay=False)
+        status, answer = post_json(d.port, "/register", {
+            "endpoint": f"tcp://127.0.0.1:{free_port()}", "type": "vLLM", "modelname": "m",
+            "instance_id": "ghost", "block_size": BS})
+        assert status == 200, answer
+        assert service(d.port, "ghost")["link"] == "never connected"
+        assert service(d.port, "good")["link"] == "connected"
+        gappy.send(kp.batch([]), deliver=False)  # a gap it cannot replay: stale
+        gappy.send(kp.batch([]))
+        caught_up(d.port, gappy, "gappy")
+        assert service(d.port, "gappy")["possibly_stale"] is True
+        body = {"model": "m", "token_ids": list(range(2 * BS)), "block_size": BS}
+        status, r = post_json(d.port, "/route", body)
+        assert status == 200 and r["instance_id"] == "good", r
+        assert r["candidates"] == 1 and r["excluded_unhealthy"] == 2
+        status, r = post_json(d.port, "/route", {**body, "include_unhealthy": True})
+        assert status == 200 and r["candidates"] == 3 and r["excluded_unhealthy"] == 0, r
+        status, r = post_json(d.port, "/route", {**body, "include_unhealthy": 1})
+        assert status == 400
+        # /query answers are not filtered: what the index holds for each.
+        chain = kp.Chain(BS)
+        good.send(chain.next_batch())
+        caught_up(d.port, good, "good")
+        assert held(d.port, chain, "good") == 1
+    finally:
+        good.close()
+        gappy.close()
