@@ -95,6 +95,12 @@ struct cr_client_options {
      * still has its own socket and connection) and terminates after closing
      * its clients: for a separate I/O thread pool. */
     void *zmq_context;
+    /* CurveZMQ, for a crescentd started with --curve-secret-key-file: Z85
+     * text (40 characters) of the daemon's public key and this client's key
+     * pair.  Each NULL is taken from CRESCENT_CURVE_SERVER_KEY,
+     * CRESCENT_CURVE_PUBLIC_KEY, CRESCENT_CURVE_SECRET_KEY; none at all:
+     * plain TCP. */
+    const char *curve_server_key, *curve_public_key, *curve_secret_key;
 };
 
 /* ---- connection ------------------------------------------------------- */

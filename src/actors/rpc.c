@@ -26,6 +26,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "actors/curve.h"
 #include "actors/rpc_codec.h"
 #include "actors/rpc_methods.h"
 #include "actors/subsystems.h"
@@ -40,6 +41,7 @@
 struct rpc_state {
     void *zctx;
     void *router;
+    struct cr_curve_server *curve; /* NULL: CURVE off */
     char address[CR_CONFIG_ADDRESS_MAX];
     struct cr_actor *self;
     struct cr_actor *segments; /* NULL until WIRE */
@@ -383,6 +385,7 @@ static void rpc_destroy(void *arg) {
     if (st == NULL) return;
     if (st->router != NULL) zmq_close(st->router);
     if (st->zctx != NULL) zmq_ctx_term(st->zctx);
+    cr_curve_server_join(st->curve); /* the context's end ended it */
     free(st);
 }
 
@@ -404,8 +407,17 @@ static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
         /* ZMQ refuses (and drops the peer of) a frame above this before it
          * is buffered: a body limit checked after receiving it bounds nothing. */
         zmq_setsockopt(st->router, ZMQ_MAXMSGSIZE, &(int64_t){CR_RPC_BODY_MAX + 64},
-                       sizeof(int64_t)) != 0 ||
-        zmq_bind(st->router, st->address) != 0) {
+                       sizeof(int64_t)) != 0) {
+        fprintf(stderr, "crescentd: cannot create the RPC socket: %s\n", zmq_strerror(errno));
+        rpc_destroy(st);
+        return CR_ERR_IO;
+    }
+    int rc = cr_curve_server_start(st->zctx, st->router, config, "RPC", &st->curve);
+    if (rc != CR_OK) {
+        rpc_destroy(st);
+        return rc;
+    }
+    if (zmq_bind(st->router, st->address) != 0) {
         int err = zmq_errno();
         /* CR_ERR_IO from a create hook makes crescentd exit 2 (see daemon.c). */
         fprintf(stderr, "crescentd: cannot bind the RPC address %s: %s\n", st->address,

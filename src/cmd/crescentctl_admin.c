@@ -1,8 +1,13 @@
 /* crescentctl's admin commands over the HTTP front: health, stats, metrics. */
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zmq.h>
 
 #include "client/admin_http.h"
 #include "cmd/crescentctl.h"
@@ -11,7 +16,7 @@
 /* Admin commands take no arguments. */
 static int no_arguments(int argc, char **argv) {
     if (argc <= 1) return 0;
-    fprintf(stderr, "crescentctl: %s takes no arguments (see --help)\n", argv[0]);
+    ctl_error(argv[0], "takes no arguments (see --help)");
     return CTL_EXIT_USAGE;
 }
 
@@ -21,7 +26,7 @@ static int fetch(const struct ctl *ctl, const char *path, int *status, char **bo
     int rc = cr_admin_http_get(ctl->http_address, path, ctl->timeout_ms, status, body, error,
                                sizeof(error));
     if (rc == CR_OK) return 0;
-    fprintf(stderr, "crescentctl: %s\n", error[0] ? error : cr_strerror(rc));
+    ctl_error(NULL, "%s", error[0] ? error : cr_strerror(rc));
     return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
 }
 
@@ -32,6 +37,11 @@ static int cmd_health(const struct ctl *ctl, int argc, char **argv) {
     int rc = fetch(ctl, "/health", &status, &body);
     if (rc != 0) return rc;
     json_t *root = json_loads(body, 0, NULL);
+    if (ctl->json) {
+        ctl_emit(root != NULL ? root : json_pack("{s:s}", "status", "unknown"));
+        free(body);
+        return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
+    }
     const char *state = json_string_value(json_object_get(root, "status"));
     printf("%s (HTTP %d) version %s, uptime %llds, %lld actors\n", state ? state : "unknown",
            status, json_string_value(json_object_get(root, "version")) ?: "?",
@@ -58,7 +68,7 @@ static json_t *fetch_json(const struct ctl *ctl, const char *path, int *rc) {
     json_t *root = json_loads(body, 0, NULL);
     free(body);
     if (status != 200 || !json_is_object(root)) {
-        fprintf(stderr, "crescentctl: unexpected answer to %s (HTTP %d)\n", path, status);
+        ctl_error(NULL, "unexpected answer to %s (HTTP %d)", path, status);
         json_decref(root);
         *rc = CTL_EXIT_SERVER_FAILURE;
         return NULL;
@@ -105,7 +115,7 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
     if (root == NULL) return rc;
     json_t *actors = json_object_get(root, "actors");
     if (!json_is_array(actors)) {
-        fprintf(stderr, "crescentctl: /api/v1/actors has no actors list\n");
+        ctl_error(NULL, "/api/v1/actors has no actors list");
         json_decref(root);
         return CTL_EXIT_SERVER_FAILURE;
     }
@@ -115,6 +125,11 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
         json_decref(store);
         json_decref(root);
         return rc;
+    }
+    if (ctl->json) {
+        ctl_emit(json_pack("{s:O, s:o, s:o}", "actors", actors, "store", store, "events", events));
+        json_decref(root);
+        return 0;
     }
     printf("%-10s %4s %12s %6s %8s %8s %9s %7s\n", "ACTOR", "CPU", "HANDLED", "DEPTH", "PARKS",
            "WAKES", "RING_FULL", "EXPIRED");
@@ -145,20 +160,118 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
     return 0;
 }
 
+/* Prometheus text as {"samples": [{"name", "labels": {...}, "value"}]}: the
+ * sample lines (comments dropped); label values hold no escapes in ours. */
+static json_t *metrics_json(const char *text) {
+    json_t *samples = json_array();
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        char buf[512];
+        if (line[0] != '#' && len > 0 && len < sizeof(buf)) {
+            memcpy(buf, line, len);
+            buf[len] = '\0';
+            char *value = strrchr(buf, ' ');
+            char *brace = strchr(buf, '{');
+            json_t *labels = json_object();
+            if (value != NULL) *value++ = '\0';
+            if (brace != NULL && brace < value) {
+                *brace = '\0';
+                for (char *p = brace + 1; *p != '\0' && *p != '}';) {
+                    char *eq = strchr(p, '=');
+                    char *close = eq != NULL && eq[1] == '"' ? strchr(eq + 2, '"') : NULL;
+                    if (close == NULL) break;
+                    *eq = '\0';
+                    json_object_set_new(labels, p, json_stringn(eq + 2, (size_t)(close - eq - 2)));
+                    p = close + 1;
+                    if (*p == ',') p++;
+                }
+            }
+            if (value != NULL)
+                json_array_append_new(samples, json_pack("{s:s, s:o, s:f}", "name", buf, "labels",
+                                                         labels, "value", strtod(value, NULL)));
+            else
+                json_decref(labels);
+        }
+        line = end != NULL ? end + 1 : NULL;
+    }
+    return json_pack("{s:o}", "samples", samples);
+}
+
 static int cmd_metrics(const struct ctl *ctl, int argc, char **argv) {
     if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
     int status;
     char *body;
     int rc = fetch(ctl, "/metrics", &status, &body);
     if (rc != 0) return rc;
-    fputs(body, stdout);
+    if (ctl->json)
+        ctl_emit(metrics_json(body));
+    else
+        fputs(body, stdout);
     free(body);
     return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
 }
 
+/* Writes one Z85 key and a newline to a new file; false after saying why. */
+static bool write_key(const char *path, const char *key, mode_t mode) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+    if (fd < 0) {
+        ctl_error("keygen", "cannot create %s: %s (an existing key is never overwritten)", path,
+                  strerror(errno));
+        return false;
+    }
+    char line[64];
+    int n = snprintf(line, sizeof(line), "%s\n", key);
+    bool ok = write(fd, line, (size_t)n) == n;
+    if (close(fd) != 0 || !ok) {
+        ctl_error("keygen", "cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* `keygen PREFIX`: the secret key goes to PREFIX.key (owner-only), the public
+ * one to PREFIX.pub (README, "Exposing crescentd safely").  Local: no crescentd. */
+static int cmd_keygen(const struct ctl *ctl, int argc, char **argv) {
+    (void)ctl;
+    if (argc != 2 || argv[1][0] == '-') {
+        ctl_error("keygen", "wants one PREFIX (writes PREFIX.key and PREFIX.pub)");
+        return CTL_EXIT_USAGE;
+    }
+    char public[41], secret[41], path[4096];
+    if (!zmq_has("curve") || zmq_curve_keypair(public, secret) != 0) {
+        ctl_error("keygen", "this libzmq cannot make CURVE keys (built without libsodium)");
+        return CTL_EXIT_SERVER_FAILURE;
+    }
+    snprintf(path, sizeof(path), "%s.key", argv[1]);
+    if (!write_key(path, secret, 0600)) return CTL_EXIT_SERVER_FAILURE;
+    snprintf(path, sizeof(path), "%s.pub", argv[1]);
+    if (!write_key(path, public, 0644)) return CTL_EXIT_SERVER_FAILURE;
+    printf("%s\n", public);
+    return CTL_EXIT_OK;
+}
+
 const struct ctl_command ctl_admin_commands[] = {
-    {"health", "", "ask crescentd whether every actor answers (exit 1 if not)", cmd_health},
-    {"stats", "", "per-actor counters, then the store, event plane and indexer", cmd_stats},
-    {"metrics", "", "the Prometheus text of GET /metrics", cmd_metrics},
-    {NULL, NULL, NULL, NULL},
+    {"health", "", "ask crescentd whether every actor answers (exit 1 if not)", cmd_health,
+     "GET /health on --http.  No arguments.\n"
+     "\nExample:\n  crescentctl health\n  ok (HTTP 200) version 0.1.0, uptime 42s, 7 actors\n"
+     "  crescentctl health --json   # the /health document\n"},
+    {"stats", "", "per-actor counters, then the store, event plane and indexer", cmd_stats,
+     "GET /api/v1/actors, /api/v1/stats and /api/v1/events on --http: a table of the\n"
+     "actors' runtime counters, then the store's, the event plane's and the prefix\n"
+     "indexer's numbers.  No arguments.  --json: {\"actors\", \"store\", \"events\"}.\n"
+     "\nExample:\n  crescentctl stats\n  crescentctl --http 10.0.0.2:13333 stats --json\n"},
+    {"metrics", "", "the Prometheus text of GET /metrics", cmd_metrics,
+     "GET /metrics on --http, printed as is.  No arguments.  --json: {\"samples\":\n"
+     "[{\"name\", \"labels\", \"value\"}]}.\n"
+     "\nExample:\n  crescentctl metrics | grep crescent_rpc_request_duration_seconds_count\n"},
+    {"keygen", "PREFIX", "write a CurveZMQ key pair: PREFIX.key (secret, 0600) and PREFIX.pub",
+     cmd_keygen,
+     "Makes a CURVE key pair with libzmq (libsodium) and writes the Z85 secret key to\n"
+     "PREFIX.key (mode 0600) and the public key to PREFIX.pub; prints the public key.\n"
+     "Existing files are never overwritten.  For crescentd: --curve-secret-key-file\n"
+     "PREFIX.key; for a client: its PREFIX.pub goes in crescentd's --curve-clients and\n"
+     "CRESCENT_CURVE_PUBLIC_KEY / CRESCENT_CURVE_SECRET_KEY take the two keys' text.\n"
+     "\nExample:\n  crescentctl keygen /etc/crescent/server\n"},
+    {NULL, NULL, NULL, NULL, NULL},
 };

@@ -666,8 +666,9 @@ int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool forc
     if (!force && obj->state == CR_OBJ_INFLIGHT)
         return cr_store_fail(store, CR_ERR_OBJECT_NOT_READY, "put has not ended");
     if (!force && cr_store_obj_leased(obj, now_ms))
-        return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE, "object is leased until %llu ms",
-                             (unsigned long long)obj->lease_deadline_ms);
+        return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE,
+                             "object is leased: the lease expires in %.1f s (or remove with force)",
+                             (double)(obj->lease_deadline_ms - now_ms) / 1000.0);
     cr_store_obj_remove(store, id);
     return CR_OK;
 }

@@ -78,6 +78,13 @@ static const struct setting settings[] = {
      "batches kept for replay"},
     {"replay-bytes-mb", SETTING_U32, FIELD(replay_bytes_mb), 1, 65536, "MB",
      "payload bytes kept for replay"},
+    /* Security */
+    {"curve-secret-key-file", SETTING_STRING, FIELD(curve_secret_key_file), 0, 0, "FILE",
+     "Z85 CURVE secret key: turns CurveZMQ on for the RPC, event and replay sockets"},
+    {"curve-clients", SETTING_STRING, FIELD(curve_clients), 0, 0, "PATH",
+     "file or directory of Z85 client public keys allowed to connect (with CURVE)"},
+    {"admin-token-file", SETTING_STRING, FIELD(admin_token_file), 0, 0, "FILE",
+     "token that destructive RPCs and HTTP mutations must carry (Bearer)"},
     /* Prefix indexer */
     {"indexer-config", SETTING_STRING, FIELD(indexer_config), 0, 0, "FILE",
      "conductor_config.json of static publishers (also CONDUCTOR_CONFIG_PATH)"},
@@ -255,6 +262,12 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
     if ((config->ring_slots & (config->ring_slots - 1)) != 0) {
         snprintf(error, CR_CONFIG_ERROR_MAX, "ring-slots: %u is not a power of two",
                  config->ring_slots);
+        return false;
+    }
+    if ((config->curve_secret_key_file[0] == '\0') != (config->curve_clients[0] == '\0')) {
+        snprintf(error, CR_CONFIG_ERROR_MAX,
+                 "curve-secret-key-file and curve-clients go together: set both to turn "
+                 "CurveZMQ on, or neither");
         return false;
     }
     const char *colon = strrchr(config->http_address, ':');

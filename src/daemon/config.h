@@ -48,6 +48,11 @@ struct cr_daemon_config {
     uint32_t replay_batches;                      /* batches kept */
     uint32_t replay_bytes_mb;                     /* payload bytes kept */
 
+    /* Security: all empty (the default) means none (see README "Exposing crescentd safely"). */
+    char curve_secret_key_file[CR_CONFIG_ADDRESS_MAX]; /* Z85 secret key of the daemon */
+    char curve_clients[CR_CONFIG_ADDRESS_MAX];         /* file or directory of client keys */
+    char admin_token_file[CR_CONFIG_ADDRESS_MAX];      /* token destructive calls must carry */
+
     /* Prefix indexer (seed 001). */
     char indexer_config[CR_CONFIG_ADDRESS_MAX];   /* conductor_config.json; empty: none */
     uint32_t indexer_engine_hashes_max;           /* per publisher */

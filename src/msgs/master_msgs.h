@@ -148,6 +148,7 @@ struct cr_master_admin_query {
     const char *tenant; /* NULL: every tenant (objects), "default" (object) */
     const char *prefix;
     uint32_t limit;
+    uint64_t wall_now_ms; /* CLOCK_REALTIME when asked: object times are shown in ISO 8601 */
 };
 
 struct cr_msg_master_admin {

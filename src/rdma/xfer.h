@@ -12,8 +12,10 @@
  * once with the reason (see README.md in this folder):
  *   tcp   everywhere: a pipelined fixed-header frame (xfer_frame.h), payload
  *         moved with readv/writev straight into and out of segment memory.
- * Segments handed to cr_xfer_server_register_segment (memfd memory from
- * cr_xfer_segment_alloc) can also be served to same-host clients by shm.
+ *   shm   same host: segments registered with their memfd
+ *         (cr_xfer_server_register_segment) are mapped by the client, which
+ *         copies itself (or reads in place: cr_xfer_client_map); no syscall
+ *         and no server work per op.
  *
  * No hidden threads.  Both sides are driven by their owner: each exposes an
  * epoll fd that becomes readable when there is work, and a non-blocking step
@@ -86,6 +88,8 @@ struct cr_xfer_server_stats {
     uint64_t connections_refused;  /* over max_connections */
     uint64_t connections_closed;   /* for any reason, including the refusals */
     uint32_t connections_open;
+    uint64_t shm_clients;          /* same-host connections accepted */
+    uint64_t shm_maps;             /* segments handed to them (memfd passed) */
 };
 
 /* Creates a server listening on cfg->tcp_address (cfg may be NULL: all
@@ -208,6 +212,16 @@ const char *cr_xfer_client_last_error(const struct cr_xfer_client *cli);
 
 /* "tcp" or "shm": the transport serving `endpoint`, NULL if not connected yet. */
 const char *cr_xfer_client_transport(const struct cr_xfer_client *cli, const char *endpoint);
+
+/* Same-host only: points *out at [remote_addr, remote_addr + len) of the
+ * segment as mapped in this process, to read (or write) in place with no
+ * copy at all.  The pointer stays valid until the client is destroyed; the
+ * bytes are the live segment's, so the caller must hold what makes them
+ * stable (a lease) while it reads.  Returns CR_OK, CR_ERR_AGAIN (the peer is
+ * not same-host or cannot share that segment: use cr_xfer_read),
+ * CR_ERR_INVALID_PARAMS (bad endpoint or name, range out of the segment). */
+int cr_xfer_client_map(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
+                       uint64_t remote_addr, uint64_t len, void **out);
 
 /* Fails ops in flight (callbacks run with CR_ERR_SHUTDOWN), closes
  * connections, frees.  NULL is a no-op. */

@@ -16,8 +16,6 @@
 #define CR_XFER_CONN_RX_BYTES 16384u
 #define CR_XFER_CONN_TX_BATCH 32u   /* requests per writev */
 
-enum xfer_transport { XFER_TRANSPORT_NONE = 0, XFER_TRANSPORT_TCP, XFER_TRANSPORT_SHM };
-
 /* One request on one connection: an op, or one stripe of a large op. */
 struct xfer_part {
     uint32_t op;           /* index into cli->ops */
@@ -47,9 +45,24 @@ struct xfer_tcp_conn {
     uint8_t rx[CR_XFER_CONN_RX_BYTES];
 };
 
+/* A segment of a same-host peer, mapped into this process. */
+struct xfer_shm_map {
+    bool used;
+    uint8_t name_len;
+    char name[CR_XFER_SEGMENT_NAME_MAX + 1];
+    uint32_t slot;        /* the server's segment slot: index into its generations */
+    uint64_t generation;  /* at map time; a different live value means unregistered */
+    uint64_t base, size;  /* the registered (remote) range */
+    uint8_t *local;       /* our mapping of the same pages */
+};
+
+#define CR_XFER_SHM_MAPS_MAX 64u
+
 struct xfer_peer {
     bool used;
-    enum xfer_transport transport;
+    int shm_fd;                    /* map requests; -1 when the peer is not same-host */
+    const uint64_t *generations;   /* the server's control page, read-only */
+    struct xfer_shm_map *maps;     /* CR_XFER_SHM_MAPS_MAX of them, for shm peers */
     char endpoint[CR_XFER_ENDPOINT_MAX + 1];
     struct sockaddr_storage addr;
     socklen_t addr_len;
@@ -69,6 +82,8 @@ struct xfer_op_slot {
     cr_xfer_done_fn done;
     void *arg;
     struct xfer_peer *peer;
+    uint64_t remote_addr;
+    struct xfer_shm_map *map;         /* shm ops: the segment */
     struct iovec iov[CR_XFER_OP_IOV_MAX];
     char segment[CR_XFER_SEGMENT_NAME_MAX + 1];
     char message[CR_XFER_MESSAGE_MAX];
@@ -83,12 +98,28 @@ struct cr_xfer_client {
     uint32_t dirty_count;
     struct xfer_op_slot *ops;         /* cfg.max_ops */
     struct xfer_tcp_conn **dirty;     /* conns with unsent requests */
+    uint32_t *shm_ready;              /* ring of shm ops to run at the next poll */
+    uint32_t shm_head, shm_count;
     struct xfer_peer peers[CR_XFER_PEERS_MAX];
+    uint32_t verbs_devices;           /* RDMA devices found at create */
+    char verbs_error[128];            /* why none */
     char last_error[CR_XFER_MESSAGE_MAX];
 };
 
+/* The peer of `endpoint`, set up (transport chosen, logged) on first use;
+ * NULL with cli->last_error set when it cannot be. */
+struct xfer_peer *cr_xfer_client_peer(struct cr_xfer_client *cli, const char *endpoint);
+
 /* Records a part's outcome on its op; runs the callback when it was the last. */
 void cr_xfer_part_done(struct cr_xfer_client *cli, uint32_t op, int status, const char *message);
+
+/* shm (xfer_client_shm.c). */
+bool cr_xfer_shm_connect(struct cr_xfer_client *cli, struct xfer_peer *peer, char *why,
+                         size_t why_size);
+struct xfer_shm_map *cr_xfer_shm_find_map(struct cr_xfer_client *cli, struct xfer_peer *peer,
+                                          const char *segment);
+void cr_xfer_shm_run(struct cr_xfer_client *cli);
+void cr_xfer_shm_disconnect(struct xfer_peer *peer);
 
 /* tcp connections (xfer_client_tcp.c). */
 int cr_xfer_tcp_connect(struct xfer_tcp_conn *c);

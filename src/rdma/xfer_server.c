@@ -37,6 +37,7 @@
 #include "rdma/xfer_frame.h"
 #include "rdma/xfer_internal.h"
 #include "rdma/xfer_server_internal.h"
+#include "rdma/xfer_shm.h"
 
 #define RX_BYTES 16384u        /* receive buffer: many pipelined small requests */
 #define TX_SLOTS 64u           /* queued responses per connection */
@@ -51,6 +52,7 @@ struct tx_slot {
 };
 
 struct xfer_conn {
+    int kind; /* CR_XFER_CONN_TCP */
     struct cr_xfer_server *srv;
     struct xfer_conn *prev, *next; /* srv->conns */
     int fd;
@@ -99,6 +101,7 @@ static int add_segment(struct cr_xfer_server *srv, const char *name, void *base,
         seg->size = size;
         seg->fd = dup_fd;
         seg->used = true;
+        cr_xfer_shm_bump(srv, i);
         return CR_OK;
     }
     return CR_ERR_NOMEM;
@@ -126,6 +129,7 @@ int cr_xfer_server_unregister(struct cr_xfer_server *srv, const char *name) {
     if (seg->fd >= 0) close(seg->fd);
     memset(seg, 0, sizeof(*seg));
     seg->fd = -1;
+    cr_xfer_shm_bump(srv, (uint32_t)(seg - srv->segments));
     return CR_OK;
 }
 
@@ -408,6 +412,7 @@ static void accept_connections(struct cr_xfer_server *srv) {
             close(fd);
             continue;
         }
+        c->kind = CR_XFER_CONN_TCP;
         c->srv = srv;
         c->fd = fd;
         c->events = EPOLLIN;
@@ -435,6 +440,10 @@ int cr_xfer_server_run(struct cr_xfer_server *srv, int timeout_ms) {
         void *tag = events[i].data.ptr;
         if (tag == &srv->listen_fd) {
             accept_connections(srv);
+        } else if (tag == &srv->shm_listen_fd) {
+            cr_xfer_shm_accept(srv);
+        } else if (*(int *)tag == CR_XFER_CONN_SHM) {
+            cr_xfer_shm_readable(tag);
         } else {
             struct xfer_conn *c = tag;
             if (events[i].events & EPOLLOUT) {
@@ -450,6 +459,7 @@ int cr_xfer_server_run(struct cr_xfer_server *srv, int timeout_ms) {
 void cr_xfer_server_destroy(struct cr_xfer_server *srv) {
     if (srv == NULL) return;
     while (srv->conns != NULL) conn_close(srv->conns);
+    cr_xfer_shm_close_all(srv);
     for (uint32_t i = 0; i < CR_XFER_SERVER_SEGMENTS_MAX; i++)
         if (srv->segments[i].used && srv->segments[i].fd >= 0) close(srv->segments[i].fd);
     if (srv->listen_fd >= 0) close(srv->listen_fd);

@@ -20,11 +20,19 @@ struct cr_xfer_server_segment {
 };
 
 struct xfer_conn;
+struct shm_conn;
+
+/* The first field of every connection the server's epoll set tags. */
+enum { CR_XFER_CONN_TCP = 1, CR_XFER_CONN_SHM = 2 };
 
 struct cr_xfer_server {
     struct xfer_conn *conns; /* every open connection (a list, for destroy) */
     int epoll_fd;
     int listen_fd;       /* its address is the epoll tag of the tcp listener */
+    int shm_listen_fd;   /* -1 without shm; its address tags the shm listener */
+    int control_fd;      /* shm: memfd of the generations, -1 without shm */
+    uint64_t *generations; /* shm: mapped control_fd, one per segment slot */
+    struct shm_conn *shm_conns;
     uint32_t max_connections;
     uint64_t max_request_bytes;
     uint64_t last_refusal_log_ns;
