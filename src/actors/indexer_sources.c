@@ -134,7 +134,7 @@ static void *source_open(struct indexer_state *st, const struct cr_indexer_regis
 }
 
 static bool replay_start(struct indexer_state *st, struct indexer_source *s, const void *payload,
-                         size_t len, uint64_t seq);
+                         size_t len, uint64_t seq, bool first);
 
 static struct indexer_source *source_free_slot(struct indexer_state *st) {
     for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++)
@@ -190,7 +190,7 @@ int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registr
      * (held meanwhile; its copies of replayed batches are then dropped). */
     if (reg->replay_endpoint[0] != '\0') {
         s->synced = true;
-        replay_start(st, s, NULL, 0, 0);
+        replay_start(st, s, NULL, 0, 0, true);
     }
     return CR_OK;
 }
@@ -374,10 +374,11 @@ static int replay_request(struct indexer_state *st, struct indexer_source *s, ui
 }
 
 /* Starts a replay from next_seq.  payload is the live batch that revealed
- * the gap, applied after the replay; NULL for a first subscribe.  Returns
- * false when no memory for the copy: the caller goes on without a replay. */
+ * the gap, applied after the replay; NULL for a first subscribe (first) or
+ * a reconnection.  Returns false when no memory for the copy: the caller
+ * goes on without a replay. */
 static bool replay_start(struct indexer_state *st, struct indexer_source *s, const void *payload,
-                         size_t len, uint64_t seq) {
+                         size_t len, uint64_t seq, bool first) {
     assert(!s->replaying && s->pending == NULL && s->dealer == NULL);
     if (payload != NULL) {
         s->pending = malloc(len > 0 ? len : 1); /* one copy per gap, not per message */
@@ -387,7 +388,7 @@ static bool replay_start(struct indexer_state *st, struct indexer_source *s, con
         s->pending_seq = seq;
     }
     s->replaying = true;
-    s->replay_first = payload == NULL;
+    s->replay_first = first;
     s->replay_started_ns = st->now_ns;
     s->replay_taken_at_start = s->counters.replayed;
     s->round_fails = 0;
@@ -505,7 +506,7 @@ static void live_message(struct indexer_state *st, struct indexer_source *s, uin
     }
     if ((s->have_seq || s->synced) && seq > next_seq(s)) {
         s->counters.gaps++;
-        if (s->reg.replay_endpoint[0] != '\0' && replay_start(st, s, payload, len, seq))
+        if (s->reg.replay_endpoint[0] != '\0' && replay_start(st, s, payload, len, seq, false))
             return;
         mark_stale(s, "gap without a replay endpoint: the missed batches are unknown");
     }
@@ -631,7 +632,14 @@ static void monitor_event(struct indexer_state *st, struct indexer_source *s) {
         if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             s->connected = s->ever_connected = true;
             s->link_since_ns = st->now_ns;
-        } else if (event == ZMQ_EVENT_DISCONNECTED) {
+            /* Connected (again) after the replay before it was answered:
+             * what was published in between would show as a gap only at
+             * the next live batch, which may be long coming. */
+            if (s->reg.replay_endpoint[0] != '\0' && !s->replaying && (s->have_seq || s->synced))
+                replay_start(st, s, NULL, 0, 0, false);
+        } else if (event == ZMQ_EVENT_DISCONNECTED && s->connected) {
+            /* (A connect that fails before any handshake reports this too:
+             * ZMQ retries those itself.) */
             s->connected = false;
             s->link_since_ns = st->now_ns;
             s->disconnects++;

@@ -94,11 +94,13 @@ def register(port, pub, instance, model="m", tenant="default", dp=0, kind="vLLM"
 
 
 def connect(port, pub, instance, tenant="default", dp=0, dialect="vllm"):
-    """SUB connects asynchronously: publish empty batches until one arrives."""
+    """SUB connects asynchronously: publish empty batches until one arrives
+    live (the first-subscribe replay may have answered before the SUB joined)."""
     def seen():
         pub.send(kp.batch([], dialect))
         s = service(port, instance, tenant, dp)
-        return s is not None and s["last_seq"] is not None
+        return (s is not None and s["last_seq"] is not None and
+                s["counters"]["batches"] > s["counters"]["replayed_batches"])
     wait_for(seen, f"{instance} to receive its first batch")
 
 

@@ -24,9 +24,12 @@ def held(port, chain, instance):
 
 
 def caught_up(port, pub, instance, timeout=60.0):
-    wait_for(lambda: (service(port, instance) or {}).get("last_seq") == pub.seq - 1
-             and not service(port, instance)["replaying"],
-             f"{instance} to apply seq {pub.seq - 1}", timeout)
+    try:
+        wait_for(lambda: (service(port, instance) or {}).get("last_seq") == pub.seq - 1
+                 and not service(port, instance)["replaying"],
+                 f"{instance} to apply seq {pub.seq - 1}", timeout)
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {service(port, instance)}") from None
 
 
 def test_gap_after_a_quiet_period_is_replayed(daemon):
