@@ -260,10 +260,11 @@ static uint32_t held(struct fx *f, uint64_t hash) {
     return count == 1 ? m[0].longest_tokens : 0;
 }
 
-/* A gap: seq last+1 is lost, last+2 is published and starts a replay. */
-static void open_gap(struct fx *f, uint64_t last, double ts) {
-    f->next_seq = last + 3;
-    publish(f, last + 2, ts, last + 2);
+/* A gap: seqs last+1 .. last+lost are lost, last+lost+1 is published and
+ * starts a replay, asked from last+1. */
+static void open_gap(struct fx *f, uint64_t last, uint64_t lost, double ts) {
+    f->next_seq = last + lost + 2;
+    publish(f, last + lost + 1, ts, last + lost + 1);
     PUMP_UNTIL(f, source(f)->replaying);
     assert_int_equal(replay_request(f), last + 1);
 }
@@ -276,10 +277,7 @@ static void test_long_replay_that_progresses_is_not_abandoned(void **state) {
     struct fx *f = *state;
     uint64_t last = connect_engine(f);
     struct indexer_source *s = source(f);
-    f->next_seq = last + 7;
-    publish(f, last + 6, TS_OLD, last + 6); /* last+1 .. last+5 lost */
-    PUMP_UNTIL(f, s->replaying);
-    assert_int_equal(replay_request(f), last + 1);
+    open_gap(f, last, 5, TS_OLD); /* last+1 .. last+5 lost */
     for (uint64_t i = 1; i <= 5; i++) {
         f->st->now_ns += 3 * SEC / 2; /* 7.5 s in all, 1.5 s between messages */
         reply(f, last + i, TS_OLD, last + i);
@@ -305,10 +303,7 @@ static void test_stalled_replay_is_retried_then_abandoned(void **state) {
     struct fx *f = *state;
     uint64_t last = connect_engine(f);
     struct indexer_source *s = source(f);
-    f->next_seq = last + 5;
-    publish(f, last + 4, TS_OLD, last + 4); /* last+1 .. last+3 lost */
-    PUMP_UNTIL(f, s->replaying);
-    assert_int_equal(replay_request(f), last + 1);
+    open_gap(f, last, 3, TS_OLD); /* last+1 .. last+3 lost */
     f->st->now_ns += SEC;
     reply(f, last + 1, TS_OLD, last + 1);
     PUMP_UNTIL(f, s->counters.replayed == 1);
@@ -352,7 +347,7 @@ static void test_late_replies_do_not_reach_the_next_round(void **state) {
     struct fx *f = *state;
     uint64_t last = connect_engine(f);
     struct indexer_source *s = source(f);
-    open_gap(f, last, TS_OLD);
+    open_gap(f, last, 1, TS_OLD);
     uint8_t old_ident[sizeof(f->ident)];
     size_t old_len = f->ident_len;
     memcpy(old_ident, f->ident, old_len);
@@ -384,10 +379,7 @@ static void test_hole_is_asked_again_and_loss_is_a_range(void **state) {
     struct fx *f = *state;
     uint64_t last = connect_engine(f);
     struct indexer_source *s = source(f);
-    f->next_seq = last + 11;
-    publish(f, last + 10, TS_OLD, last + 10); /* last+1 .. last+9 lost */
-    PUMP_UNTIL(f, s->replaying);
-    assert_int_equal(replay_request(f), last + 1);
+    open_gap(f, last, 9, TS_OLD); /* last+1 .. last+9 lost */
     reply(f, last + 1, TS_OLD, last + 1);
     reply(f, last + 2, TS_OLD, last + 2);
     reply(f, last + 5, TS_OLD, last + 5); /* last+3, last+4 dropped by the queue */
@@ -422,10 +414,7 @@ static void test_replay_is_asked_in_windows(void **state) {
     uint64_t last = connect_engine(f);
     struct indexer_source *s = source(f);
     uint64_t lost = CR_INDEXER_REPLAY_WINDOW + 10;
-    f->next_seq = last + lost + 2;
-    publish(f, last + lost + 1, TS_OLD, 0);
-    PUMP_UNTIL(f, s->replaying);
-    assert_int_equal(replay_request(f), last + 1);
+    open_gap(f, last, lost, TS_OLD);
     for (uint64_t i = 1; i <= lost; i++) reply(f, last + i, TS_OLD, 0); /* answered whole */
     assert_int_equal(replay_request(f), last + 1 + CR_INDEXER_REPLAY_WINDOW);
     for (uint64_t i = 1 + CR_INDEXER_REPLAY_WINDOW; i <= lost; i++) reply(f, last + i, TS_OLD, 0);
@@ -481,7 +470,7 @@ static void test_gap_after_an_idle_wait_gets_its_full_deadline(void **state) {
     uint64_t clock_now = f->st->now_ns + 10 * SEC; /* what the poll returns at */
     f->st->clock = fake_clock;
     f->st->clock_ctx = &clock_now;
-    open_gap(f, last, TS_OLD);
+    open_gap(f, last, 1, TS_OLD);
     assert_true(s->replay_deadline_ns >= clock_now + CR_INDEXER_REPLAY_TIMEOUT_NS);
     f->st->now_ns = clock_now; /* the wait hook's read before the next wait */
     pump_idle(f);
@@ -503,7 +492,7 @@ static void test_live_copies_after_a_replay_are_duplicates(void **state) {
     struct fx *f = *state;
     uint64_t last = connect_engine(f);
     struct indexer_source *s = source(f);
-    open_gap(f, last, TS_OLD);
+    open_gap(f, last, 1, TS_OLD);
     publish(f, last + 3, TS_OLD, last + 3); /* queued on SUB: the replay holds it */
     publish(f, last + 4, TS_OLD, last + 4);
     for (uint64_t i = 1; i <= 4; i++) reply(f, last + i, TS_OLD, last + i);
@@ -525,7 +514,7 @@ static void test_restart_going_back_inside_the_window(void **state) {
     struct fx *f = *state;
     uint64_t last = connect_engine(f);
     struct indexer_source *s = source(f);
-    open_gap(f, last, TS_OLD);
+    open_gap(f, last, 1, TS_OLD);
     publish(f, last + 3, TS_OLD, last + 3);
     publish(f, last + 4, TS_OLD, last + 4);
     for (uint64_t i = 1; i <= 8; i++) reply(f, last + i, TS_OLD, last + i);
@@ -555,7 +544,7 @@ static void test_restart_newer_than_the_replay_inside_the_window(void **state) {
     struct fx *f = *state;
     uint64_t last = connect_engine(f);
     struct indexer_source *s = source(f);
-    open_gap(f, last, TS_OLD);
+    open_gap(f, last, 1, TS_OLD);
     for (uint64_t i = 1; i <= 8; i++) reply(f, last + i, TS_OLD + (double)i, last + i);
     end_to(f, f->ident, f->ident_len);
     PUMP_UNTIL(f, !s->replaying);
