@@ -99,6 +99,10 @@ static const struct setting settings[] = {
     /* Prefix indexer */
     {"indexer-config", SETTING_STRING, FIELD(indexer_config), 0, 0, "FILE",
      "conductor_config.json of static publishers (also CONDUCTOR_CONFIG_PATH)"},
+    {"indexer-engine-hashes-max", SETTING_U32, FIELD(indexer_engine_hashes_max), 1, 1u << 30, "N",
+     "engine block hashes one publisher may have in the index; runs past it are refused"},
+    {"indexer-max-message-mb", SETTING_U32, FIELD(indexer_max_message_mb), 1, 2047, "MB",
+     "largest message taken from a publisher (ZMQ_MAXMSGSIZE); a larger one drops the link"},
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -135,6 +139,11 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->replay_address, sizeof(config->replay_address), "tcp://127.0.0.1:19998");
     config->replay_batches = 10000;
     config->replay_bytes_mb = 64;
+    /* An engine holds at most its KV blocks (GPU and offload tiers): a
+     * million is far above a large GPU's count, and bounds the map at
+     * about 64 MiB per publisher. */
+    config->indexer_engine_hashes_max = 1u << 20;
+    config->indexer_max_message_mb = 64; /* a 2M-token event is ~10 MB of msgpack */
 }
 
 static void default_text(const struct setting *s, char *out, size_t size) {

@@ -60,6 +60,8 @@ struct cr_daemon_config {
 
     /* Prefix indexer (seed 001). */
     char indexer_config[CR_CONFIG_ADDRESS_MAX];   /* conductor_config.json; empty: none */
+    uint32_t indexer_engine_hashes_max;           /* per publisher */
+    uint32_t indexer_max_message_mb;              /* ZMQ_MAXMSGSIZE of SUB and DEALER */
 };
 
 /* Outcome of parsing: run, print help/version and exit 0, or exit 2. */
