@@ -47,7 +47,7 @@ def main():
                              "--rpc-address", rpc,
                              "--event-address", f"tcp://127.0.0.1:{free_port()}",
                              "--replay-address", f"tcp://127.0.0.1:{free_port()}",
-                             "--log-level", "WARN"])
+                             "--metrics-port", "0", "--log-level", "WARN"])
     try:
         run(args, proc, http, rpc)
     finally:
