@@ -235,15 +235,15 @@ static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct inc
 static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rpc_method *m,
                    struct cr_master_call *call) {
     call->request = NULL;
-    if (cr_rpc_prescan(m->request, in->body, in->body_len, CR_MASTER_BATCH_MAX))
+    const char *why = cr_rpc_prescan(m->request, in->body, in->body_len, CR_MASTER_BATCH_MAX);
+    if (why == NULL) {
         call->request = protobuf_c_message_unpack(m->request, NULL, in->body_len, in->body);
+        why = "a required field is missing or a value is malformed";
+    }
     if (call->request == NULL) {
         st->decode_errors++;
         char text[256];
-        snprintf(text, sizeof(text),
-                 "the body is not a valid %s (a required field is missing, a field repeats "
-                 "more than %u times, or a string has a NUL byte)",
-                 m->request->name, CR_MASTER_BATCH_MAX);
+        snprintf(text, sizeof(text), "the body is not a valid %s: %s", m->request->name, why);
         send_error(st, call, CR_ERR_PROTOCOL, text);
         return false;
     }

@@ -81,48 +81,96 @@ static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     return false;
 }
 
+/* What one request may make protobuf-c allocate, across all its levels. */
+struct prescan {
+    uint32_t max_repeat;
+    uint32_t unknown_left; /* unknown fields still allowed */
+    uint32_t allocs_left;  /* fields that allocate still allowed */
+    const char *why;       /* the reason of a refusal */
+};
+
+static bool refuse(struct prescan *ps, const char *why) {
+    ps->why = why;
+    return false;
+}
+
 /* Walks one message's wire bytes with its descriptor, without allocating:
- * every repeated field at most max_repeat times (a body of millions of tiny
- * entries is refused before protobuf-c allocates memory for each: 62 MiB of
- * empty keys cost 2.3 GB), no NUL byte inside a string (protobuf-c keeps
- * strings NUL-terminated and drops their length, so "k\0one" and "k\0two"
- * would both become the key "k"), sub-messages checked the same way. */
+ * every field (by descriptor index, whatever its number) at most max_repeat
+ * times (a body of millions of tiny entries is refused before protobuf-c
+ * allocates memory for each: 62 MiB of empty keys cost 2.3 GB), unknown
+ * fields at most CR_RPC_UNKNOWN_FIELDS_MAX in the whole request and the
+ * fields that allocate (strings, bytes, sub-messages, repeated entries,
+ * unknown fields) at most CR_RPC_ALLOCS_MAX (protobuf-c keeps each unknown
+ * field as an allocation of its own: 16 MiB of `80 01 00` took 490 MB), no
+ * NUL byte inside a string (protobuf-c keeps strings NUL-terminated and drops
+ * their length, so "k\0one" and "k\0two" would both become the key "k"),
+ * sub-messages checked the same way. */
 static bool prescan_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-                            const uint8_t *end, uint32_t max_repeat, int depth) {
-    enum { FIELDS_TRACKED = 16, DEPTH_MAX = 8 };
+                            const uint8_t *end, struct prescan *ps, int depth) {
+    enum { FIELDS_TRACKED = 32, DEPTH_MAX = 8 };
     uint32_t counts[FIELDS_TRACKED] = {0};
-    if (depth > DEPTH_MAX) return false;
+    assert(desc->n_fields <= FIELDS_TRACKED);
+    if (depth > DEPTH_MAX) return refuse(ps, "messages nest deeper than 8 levels");
     while (p < end) {
         uint64_t tag, len = 0;
-        if (!read_varint(&p, end, &tag)) return false;
+        if (!read_varint(&p, end, &tag)) return refuse(ps, "a field tag is cut short");
         switch (tag & 7) {
-        case 0: if (!read_varint(&p, end, &len)) return false; len = 0; break;
+        case 0:
+            if (!read_varint(&p, end, &len)) return refuse(ps, "a varint is cut short");
+            len = 0;
+            break;
         case 1: len = 8; break;
-        case 2: if (!read_varint(&p, end, &len)) return false; break;
+        case 2:
+            if (!read_varint(&p, end, &len)) return refuse(ps, "a length is cut short");
+            break;
         case 5: len = 4; break;
-        default: return false; /* groups are not in master.proto */
+        default: return refuse(ps, "a field has a wire type master.proto does not use");
         }
-        if (len > (uint64_t)(end - p)) return false;
+        if (len > (uint64_t)(end - p)) return refuse(ps, "a field runs past the body");
         const uint8_t *value = p;
         p += len;
         uint64_t number = tag >> 3;
-        if (number < FIELDS_TRACKED && ++counts[number] > max_repeat) return false;
         const ProtobufCFieldDescriptor *field =
             number <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)number)
                                  : NULL;
-        if (field == NULL || (tag & 7) != 2) continue; /* unknown fields are skipped */
-        if (field->type == PROTOBUF_C_TYPE_STRING && memchr(value, 0, len) != NULL) return false;
+        if (field == NULL) {
+            if (ps->unknown_left == 0 || ps->allocs_left == 0)
+                return refuse(ps, "more than " CR_RPC_STR(CR_RPC_UNKNOWN_FIELDS_MAX)
+                                  " fields unknown to master.proto");
+            ps->unknown_left--;
+            ps->allocs_left--;
+            continue;
+        }
+        uint32_t seen = ++counts[field - desc->fields];
+        if (seen > ps->max_repeat) return refuse(ps, "a field repeats more than 4096 times (the batch bound)");
+        /* A repeated scalar's entries share one array; every string and
+         * sub-message is an allocation of its own. */
+        bool allocates = field->type == PROTOBUF_C_TYPE_STRING ||
+                         field->type == PROTOBUF_C_TYPE_BYTES ||
+                         field->type == PROTOBUF_C_TYPE_MESSAGE ||
+                         (field->label == PROTOBUF_C_LABEL_REPEATED && seen == 1);
+        if (allocates && ps->allocs_left-- == 0)
+            return refuse(ps, "more than " CR_RPC_STR(CR_RPC_ALLOCS_MAX)
+                              " strings, entries and messages in one request");
+        if ((tag & 7) != 2) continue;
+        if (field->type == PROTOBUF_C_TYPE_STRING && memchr(value, 0, len) != NULL)
+            return refuse(ps, "a string has a NUL byte");
         if (field->type == PROTOBUF_C_TYPE_MESSAGE &&
-            !prescan_message(field->descriptor, value, value + len, max_repeat, depth + 1))
+            !prescan_message(field->descriptor, value, value + len, ps, depth + 1))
             return false;
     }
     return true;
 }
 
-bool cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len,
-                    uint32_t max_repeat) {
+const char *cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body,
+                           size_t len, uint32_t max_repeat) {
     assert(desc != NULL && (body != NULL || len == 0));
-    return prescan_message(desc, body, body + len, max_repeat, 0);
+    struct prescan ps = {.max_repeat = max_repeat,
+                         .unknown_left = CR_RPC_UNKNOWN_FIELDS_MAX,
+                         .allocs_left = CR_RPC_ALLOCS_MAX};
+    if (prescan_message(desc, body, body + len, &ps, 0)) return NULL;
+    assert(ps.why != NULL);
+    return ps.why;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -51,8 +51,8 @@
 #define EVENT_CHAIN_MAX 32u
 /* A regex call runs in slices of about this many PCRE2 steps, one per loop
  * round, so the calls and asks queued meanwhile are served in between
- * (about a millisecond each; measured in bench/RESULTS.md). */
-#define REGEX_SLICE_STEPS 100000u
+ * (about a millisecond each on the 2-core VM). */
+#define REGEX_SLICE_STEPS 50000u
 
 struct done_chain {
     struct cr_actor *to;

@@ -32,7 +32,11 @@ static const struct setting settings[] = {
     {"metrics-port", SETTING_U32, FIELD(metrics_port), 0, 65535, "PORT",
      "Mooncake master's HTTP endpoints on the --http-address host; 0: off"},
     {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
-     "HTTP worker threads: each serves one keep-alive connection at a time"},
+     "HTTP worker threads running handlers (idle connections take none)"},
+    {"http-connections-max", SETTING_U32, FIELD(http_connections_max), 1, 1000000, "N",
+     "open HTTP connections; past it the one idle the longest is closed"},
+    {"http-idle-timeout-ms", SETTING_U32, FIELD(http_idle_timeout_ms), 1, 86400000, "MS",
+     "an HTTP connection with no request this long is closed"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
     {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
@@ -95,6 +99,10 @@ static const struct setting settings[] = {
     /* Prefix indexer */
     {"indexer-config", SETTING_STRING, FIELD(indexer_config), 0, 0, "FILE",
      "conductor_config.json of static publishers (also CONDUCTOR_CONFIG_PATH)"},
+    {"indexer-engine-hashes-max", SETTING_U32, FIELD(indexer_engine_hashes_max), 1, 1u << 30, "N",
+     "engine block hashes one publisher may have in the index; runs past it are refused"},
+    {"indexer-max-message-mb", SETTING_U32, FIELD(indexer_max_message_mb), 1, 2047, "MB",
+     "largest message taken from a publisher (ZMQ_MAXMSGSIZE); a larger one drops the link"},
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -103,7 +111,9 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
     config->metrics_port = 9003; /* as Mooncake's master */
-    config->http_threads = 16; /* a router keeps several connections open */
+    config->http_threads = 16;
+    config->http_connections_max = 4096; /* as cr_http_front_limits_default */
+    config->http_idle_timeout_ms = 60000;
     config->pin_threads = true;
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
@@ -129,6 +139,11 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->replay_address, sizeof(config->replay_address), "tcp://127.0.0.1:19998");
     config->replay_batches = 10000;
     config->replay_bytes_mb = 64;
+    /* An engine holds at most its KV blocks (GPU and offload tiers): a
+     * million is far above a large GPU's count, and bounds the map at
+     * about 64 MiB per publisher. */
+    config->indexer_engine_hashes_max = 1u << 20;
+    config->indexer_max_message_mb = 64; /* a 2M-token event is ~10 MB of msgpack */
 }
 
 static void default_text(const struct setting *s, char *out, size_t size) {

@@ -21,6 +21,8 @@ struct cr_daemon_config {
     char http_address[CR_CONFIG_ADDRESS_MAX]; /* host:port */
     uint32_t metrics_port; /* Mooncake master's HTTP endpoints on http_address's host; 0: off */
     uint32_t http_threads;
+    uint32_t http_connections_max;
+    uint32_t http_idle_timeout_ms;
     bool pin_threads;
     uint32_t ring_slots;
     uint32_t ask_timeout_ms;
@@ -58,6 +60,8 @@ struct cr_daemon_config {
 
     /* Prefix indexer (seed 001). */
     char indexer_config[CR_CONFIG_ADDRESS_MAX];   /* conductor_config.json; empty: none */
+    uint32_t indexer_engine_hashes_max;           /* per publisher */
+    uint32_t indexer_max_message_mb;              /* ZMQ_MAXMSGSIZE of SUB and DEALER */
 };
 
 /* Outcome of parsing: run, print help/version and exit 0, or exit 2. */

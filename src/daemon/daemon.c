@@ -18,6 +18,7 @@
 #include "crescent/version.h"
 #include "daemon/config.h"
 #include "http/admin.h"
+#include "http/dashboard.h"
 #include "http/front.h"
 #include "http/store_routes.h"
 
@@ -60,8 +61,12 @@ static int start_metrics_http(struct daemon *d) {
         return 1;
     }
     char error[512];
-    /* Scrapers and scripts: a few workers are plenty. */
-    if (cr_http_front_start(d->metrics_front, address, 4, error, sizeof(error)) != CR_OK) {
+    struct cr_http_front_limits limits;
+    cr_http_front_limits_default(&limits);
+    limits.workers = 4; /* scrapers and scripts: a few workers are plenty */
+    limits.connections_max = d->config.http_connections_max;
+    limits.idle_timeout_ms = d->config.http_idle_timeout_ms;
+    if (cr_http_front_start(d->metrics_front, address, &limits, error, sizeof(error)) != CR_OK) {
         fprintf(stderr, "crescentd: --metrics-port: %s (--metrics-port 0 turns it off)\n", error);
         return 2;
     }
@@ -74,13 +79,19 @@ static int start_http(struct daemon *d) {
                                       .started_ns = cr_monotonic_ns(),
                                       .ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u};
     if (cr_http_front_create(&d->front) != CR_OK || cr_http_admin_register(d->front, &d->admin) != CR_OK ||
-        cr_subsystems_register_routes(&d->subsystems, d->front) != CR_OK) {
+        cr_subsystems_register_routes(&d->subsystems, d->front) != CR_OK ||
+        cr_dashboard_register(d->front) != CR_OK) {
         CR_ERROR("daemon", "cannot set up the HTTP routes");
         return 1;
     }
     char error[512];
-    if (cr_http_front_start(d->front, d->config.http_address, d->config.http_threads, error,
-                            sizeof(error)) != CR_OK) {
+    struct cr_http_front_limits limits;
+    cr_http_front_limits_default(&limits);
+    limits.workers = d->config.http_threads;
+    limits.connections_max = d->config.http_connections_max;
+    limits.idle_timeout_ms = d->config.http_idle_timeout_ms;
+    if (cr_http_front_start(d->front, d->config.http_address, &limits, error, sizeof(error)) !=
+        CR_OK) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }
