@@ -18,6 +18,7 @@
 #include "crescent/version.h"
 #include "daemon/config.h"
 #include "http/admin.h"
+#include "daemon/admin_token.h"
 #include "http/front.h"
 
 struct daemon {
@@ -53,6 +54,12 @@ static int start_http(struct daemon *d) {
         return 1;
     }
     char error[512];
+    struct cr_admin_token token; /* the RPC gateway read it at spawn: checked there */
+    if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
+        cr_http_front_set_admin_token(d->front, token.text) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
     if (cr_http_front_start(d->front, d->config.http_address, d->config.http_threads, error,
                             sizeof(error)) != CR_OK) {
         fprintf(stderr, "crescentd: %s\n", error);

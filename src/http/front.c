@@ -10,15 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "actors/runtime.h"
 #include "core/log.h"
 #include "crescent/error.h"
+#include "daemon/admin_token.h"
 
 struct route {
     char method[8];
     char path[128];
     bool prefix;
+    bool admin_only; /* a mutation: needs the admin token when one is set */
     cr_http_handler handler;
     void *ctx;
     /* Latency histogram (cr_histogram's buckets), bumped by every worker:
@@ -28,6 +31,7 @@ struct route {
 
 struct cr_http_front {
     struct mg_context *ctx;
+    struct cr_admin_token admin; /* len 0: none */
     struct route routes[CR_HTTP_ROUTES_MAX];
     unsigned route_count;
 };
@@ -53,6 +57,41 @@ int cr_http_front_add_route(struct cr_http_front *front, const char *method, con
     r->handler = handler;
     r->ctx = ctx;
     return CR_OK;
+}
+
+int cr_http_front_set_admin_token(struct cr_http_front *front, const char *token) {
+    assert(front != NULL && front->ctx == NULL);
+    size_t len = token != NULL ? strlen(token) : 0;
+    if (len > CR_ADMIN_TOKEN_MAX) return CR_ERR_INVALID_PARAMS;
+    memcpy(front->admin.text, token != NULL ? token : "", len + 1);
+    front->admin.len = len;
+    return CR_OK;
+}
+
+int cr_http_front_require_admin(struct cr_http_front *front, const char *method,
+                                const char *path) {
+    assert(front != NULL && front->ctx == NULL);
+    for (unsigned i = 0; i < front->route_count; i++) {
+        struct route *r = &front->routes[i];
+        if (strcmp(r->method, method) == 0 && strcmp(r->path, path) == 0) {
+            r->admin_only = true;
+            return CR_OK;
+        }
+    }
+    return CR_ERR_INVALID_PARAMS;
+}
+
+/* Whether the request's `Authorization: Bearer TOKEN` is the admin token
+ * (true when none is set).  *given says whether it sent one at all. */
+static bool carries_admin_token(const struct cr_http_front *front, struct mg_connection *conn,
+                                bool *given) {
+    const char *auth = mg_get_header(conn, "Authorization");
+    static const char bearer[] = "Bearer ";
+    *given = auth != NULL && strncasecmp(auth, bearer, sizeof(bearer) - 1) == 0;
+    if (front->admin.len == 0) return true;
+    if (!*given) return false;
+    const char *token = auth + sizeof(bearer) - 1;
+    return cr_admin_token_allows(&front->admin, token, strlen(token));
 }
 
 /* Returns the route for the request; *path_known says whether some route
@@ -165,9 +204,19 @@ static int dispatch(struct mg_connection *conn, void *arg) {
     struct route *route = route_find(front, req.method, req.path, &path_known);
     int body_status = 0;
     char *body = NULL;
+    bool token_given;
+    req.admin = carries_admin_token(front, conn, &token_given);
     if (route == NULL) {
         cr_http_respond_error(&resp, path_known ? 405 : 404,
                               path_known ? "method not allowed" : "not found", req.path);
+    } else if (route->admin_only && !req.admin) {
+        char detail[192];
+        snprintf(detail, sizeof(detail),
+                 "%s %s changes crescentd's state and this crescentd runs with "
+                 "--admin-token-file: send Authorization: Bearer <token>",
+                 route->method, route->path);
+        cr_http_respond_error(&resp, 401,
+                              token_given ? "wrong admin token" : "admin token required", detail);
     } else if ((body = read_body(conn, &req.body_len, &body_status)) == NULL) {
         cr_http_respond_error(&resp, body_status,
                               body_status == 413 ? "body too large" : "cannot read body", NULL);
