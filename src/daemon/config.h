@@ -19,6 +19,7 @@
 struct cr_daemon_config {
     char config_path[CR_CONFIG_ADDRESS_MAX]; /* empty: none */
     char http_address[CR_CONFIG_ADDRESS_MAX]; /* host:port */
+    uint32_t metrics_port; /* Mooncake master's HTTP endpoints on http_address's host; 0: off */
     uint32_t http_threads;
     bool pin_threads;
     uint32_t ring_slots;

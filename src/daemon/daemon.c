@@ -20,12 +20,14 @@
 #include "http/admin.h"
 #include "daemon/admin_token.h"
 #include "http/front.h"
+#include "http/store_routes.h"
 
 struct daemon {
     struct cr_daemon_config config;
     struct cr_runtime *rt;
     struct cr_subsystems subsystems;
     struct cr_http_front *front;
+    struct cr_http_front *metrics_front; /* --metrics-port: Mooncake's endpoints; NULL when 0 */
     struct cr_http_admin admin;
 };
 
@@ -41,6 +43,30 @@ static int start_runtime(struct daemon *d) {
     }
     d->subsystems.ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u;
     return cr_subsystems_spawn(d->rt, &d->config, &d->subsystems);
+}
+
+/* Mooncake master's HTTP endpoints on --metrics-port (host of --http-address),
+ * so scrapers and scripts written for Mooncake keep working.  Returns 0, or
+ * the exit status to use. */
+static int start_metrics_http(struct daemon *d) {
+    if (d->config.metrics_port == 0) return 0;
+    char address[CR_CONFIG_ADDRESS_MAX + 8];
+    const char *colon = strrchr(d->config.http_address, ':');
+    snprintf(address, sizeof(address), "%.*s:%u", (int)(colon - d->config.http_address),
+             d->config.http_address, d->config.metrics_port);
+    if (cr_http_front_create(&d->metrics_front) != CR_OK ||
+        cr_http_admin_register_mooncake(d->metrics_front, &d->admin) != CR_OK ||
+        cr_mooncake_routes_register(d->metrics_front, &d->subsystems) != CR_OK) {
+        CR_ERROR("daemon", "cannot set up the --metrics-port routes");
+        return 1;
+    }
+    char error[512];
+    /* Scrapers and scripts: a few workers are plenty. */
+    if (cr_http_front_start(d->metrics_front, address, 4, error, sizeof(error)) != CR_OK) {
+        fprintf(stderr, "crescentd: --metrics-port: %s (--metrics-port 0 turns it off)\n", error);
+        return 2;
+    }
+    return 0;
 }
 
 /* Returns 0, or the exit status to use. */
@@ -65,11 +91,13 @@ static int start_http(struct daemon *d) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }
-    return 0;
+    return start_metrics_http(d);
 }
 
 static void shutdown_all(struct daemon *d) {
     /* Intake first: no HTTP request may ask an actor that is stopping. */
+    cr_http_front_destroy(d->metrics_front);
+    d->metrics_front = NULL;
     cr_http_front_destroy(d->front);
     d->front = NULL;
     if (d->rt != NULL) cr_runtime_destroy(d->rt);

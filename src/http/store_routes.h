@@ -29,6 +29,16 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
                           const struct cr_store_admin_counters *counters,
                           const struct cr_master_admin_query *q, char **json_out);
 
+/* Asks the segments actor to render `q` (wall_now_ms is set here); on CR_OK
+ * *json_out is the malloc'd JSON.  For HTTP workers. */
+int cr_store_routes_ask(struct cr_subsystems *peers, struct cr_master_admin_query *q,
+                        char **json_out);
+
+/* Mooncake master's store endpoints, in its shapes (text/plain, one item per
+ * line): GET /query_key?key=, /get_all_keys, /get_all_segments,
+ * /query_segment?segment=.  For the --metrics-port front. */
+int cr_mooncake_routes_register(struct cr_http_front *front, struct cr_subsystems *peers);
+
 /* Adds the routes; handlers ask peers->actors[CR_SUBSYSTEM_SEGMENTS]. */
 int cr_store_routes_register(struct cr_http_front *front, struct cr_subsystems *peers);
 
