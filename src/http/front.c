@@ -210,7 +210,7 @@ static int dispatch(struct mg_connection *conn, void *arg) {
         cr_http_respond_error(&resp, path_known ? 405 : 404,
                               path_known ? "method not allowed" : "not found", req.path);
     } else if (route->admin_only && !req.admin) {
-        char detail[192];
+        char detail[384];
         snprintf(detail, sizeof(detail),
                  "%s %s changes crescentd's state and this crescentd runs with "
                  "--admin-token-file: send Authorization: Bearer <token>",
