@@ -21,7 +21,10 @@ CLIENT_ID_BYTES = 16
 
 class Options(ctypes.Structure):
     _fields_ = [("timeout_ms", c_int), ("client_id", ctypes.POINTER(ctypes.c_uint8)),
-                ("zmq_context", c_void_p)]
+                ("zmq_context", c_void_p),
+                # NULL: CRESCENT_CURVE_SERVER_KEY / _PUBLIC_KEY / _SECRET_KEY, else plain TCP
+                ("curve_server_key", c_char_p), ("curve_public_key", c_char_p),
+                ("curve_secret_key", c_char_p)]
 
 
 class BufHandle(ctypes.Structure):

@@ -32,7 +32,11 @@ static const struct setting settings[] = {
     {"metrics-port", SETTING_U32, FIELD(metrics_port), 0, 65535, "PORT",
      "Mooncake master's HTTP endpoints on the --http-address host; 0: off"},
     {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
-     "HTTP worker threads: each serves one keep-alive connection at a time"},
+     "HTTP worker threads running handlers (idle connections take none)"},
+    {"http-connections-max", SETTING_U32, FIELD(http_connections_max), 1, 1000000, "N",
+     "open HTTP connections; past it the one idle the longest is closed"},
+    {"http-idle-timeout-ms", SETTING_U32, FIELD(http_idle_timeout_ms), 1, 86400000, "MS",
+     "an HTTP connection with no request this long is closed"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
     {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
@@ -64,6 +68,10 @@ static const struct setting settings[] = {
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
      "PCRE2 steps (pattern items tried) one regex call may take over all keys"},
+    {"task-timeout-sec", SETTING_U32, FIELD(task_timeout_sec), 1, 86400, "S",
+     "a copy/move task not reported by then is rolled back and FAILED"},
+    {"task-retention", SETTING_U32, FIELD(task_retention), 1, 1000000, "N",
+     "finished copy/move tasks kept for QueryTask; the oldest goes first"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -99,7 +107,9 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
     config->metrics_port = 9003; /* as Mooncake's master */
-    config->http_threads = 16; /* a router keeps several connections open */
+    config->http_threads = 16;
+    config->http_connections_max = 4096; /* as cr_http_front_limits_default */
+    config->http_idle_timeout_ms = 60000;
     config->pin_threads = true;
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
@@ -115,6 +125,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->client_ttl = 10;
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
+    config->task_timeout_sec = 300;            /* wire-formats §6 */
+    config->task_retention = 10000;
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
     config->event_batch_max = 50;

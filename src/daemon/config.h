@@ -21,6 +21,8 @@ struct cr_daemon_config {
     char http_address[CR_CONFIG_ADDRESS_MAX]; /* host:port */
     uint32_t metrics_port; /* Mooncake master's HTTP endpoints on http_address's host; 0: off */
     uint32_t http_threads;
+    uint32_t http_connections_max;
+    uint32_t http_idle_timeout_ms;
     bool pin_threads;
     uint32_t ring_slots;
     uint32_t ask_timeout_ms;
@@ -38,6 +40,8 @@ struct cr_daemon_config {
     uint32_t client_ttl;                          /* s */
     uint32_t regex_max_matches;                   /* keys one regex call may match */
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
+    uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
+    uint32_t task_retention;                      /* finished tasks kept for QueryTask */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */

@@ -61,8 +61,18 @@ static int start_metrics_http(struct daemon *d) {
         return 1;
     }
     char error[512];
-    /* Scrapers and scripts: a few workers are plenty. */
-    if (cr_http_front_start(d->metrics_front, address, 4, error, sizeof(error)) != CR_OK) {
+    struct cr_admin_token token; /* the RPC gateway read it at spawn: checked there */
+    if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
+        cr_http_front_set_admin_token(d->front, token.text) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
+    struct cr_http_front_limits limits;
+    cr_http_front_limits_default(&limits);
+    limits.workers = 4; /* scrapers and scripts: a few workers are plenty */
+    limits.connections_max = d->config.http_connections_max;
+    limits.idle_timeout_ms = d->config.http_idle_timeout_ms;
+    if (cr_http_front_start(d->metrics_front, address, &limits, error, sizeof(error)) != CR_OK) {
         fprintf(stderr, "crescentd: --metrics-port: %s (--metrics-port 0 turns it off)\n", error);
         return 2;
     }
@@ -80,14 +90,13 @@ static int start_http(struct daemon *d) {
         return 1;
     }
     char error[512];
-    struct cr_admin_token token; /* the RPC gateway read it at spawn: checked there */
-    if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
-        cr_http_front_set_admin_token(d->front, token.text) != CR_OK) {
-        fprintf(stderr, "crescentd: %s\n", error);
-        return 2;
-    }
-    if (cr_http_front_start(d->front, d->config.http_address, d->config.http_threads, error,
-                            sizeof(error)) != CR_OK) {
+    struct cr_http_front_limits limits;
+    cr_http_front_limits_default(&limits);
+    limits.workers = d->config.http_threads;
+    limits.connections_max = d->config.http_connections_max;
+    limits.idle_timeout_ms = d->config.http_idle_timeout_ms;
+    if (cr_http_front_start(d->front, d->config.http_address, &limits, error, sizeof(error)) !=
+        CR_OK) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }

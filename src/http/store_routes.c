@@ -191,7 +191,7 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Routes (on CivetWeb workers: they ask, never touch the store) */
+/* Routes (on HTTP workers: they ask, never touch the store) */
 
 int cr_store_routes_ask(struct cr_subsystems *peers, struct cr_master_admin_query *q,
                         char **json_out) {

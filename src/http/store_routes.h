@@ -1,7 +1,7 @@
 /* The store master's admin routes (GET /api/v1/segments, /segments/{name},
  * /objects, /objects/{key}, /stats) and the JSON they answer.
  *
- * The handlers run on CivetWeb workers and ask the segments actor
+ * The handlers run on HTTP workers and ask the segments actor
  * (CR_MSG_MASTER_ADMIN); the segments actor renders the answer on its own
  * thread with cr_store_admin_render, so no store state leaves that thread. */
 #ifndef CRESCENT_HTTP_STORE_ROUTES_H

@@ -253,9 +253,8 @@ int main(void) {
 """
 
 
-def test_struct_layouts_match_the_header(tmp_path):
-    """The ctypes structs mirror include/crescent/client.h: a field added there
-    and not here makes libcrescent write past Python's struct."""
+def layout_mismatches(tmp_path):
+    """Where the ctypes structs differ from include/crescent/client.h, compiled by gcc."""
     from crescent import _lib
     include = os.path.join(os.path.dirname(__file__), "..", "..", "include")
     src = tmp_path / "layout.c"
@@ -263,14 +262,31 @@ def test_struct_layouts_match_the_header(tmp_path):
     exe = tmp_path / "layout"
     subprocess.run(["gcc", "-std=gnu17", f"-I{include}", str(src), "-o", str(exe)], check=True)
     c = dict(line.split() for line in subprocess.check_output([str(exe)], text=True).splitlines())
-    py = {"cr_client_options": _lib.Options, "cr_buf_handle": _lib.BufHandle,
-          "cr_replica": _lib.Replica, "cr_replica_list": _lib.ReplicaList,
-          "cr_replica_lists": _lib.ReplicaLists, "cr_status_list": _lib.StatusList,
-          "cr_version": _lib.Version, "cr_replicate_config": _lib.ReplicateConfig,
-          "cr_put_item": _lib.PutItem}
-    for name, cls in py.items():
-        assert int(c[name]) == ctypes.sizeof(cls), name
-    assert int(c["cr_replica_list.replicas"]) == _lib.ReplicaList.replicas.offset
-    assert int(c["cr_buf_handle.transport_endpoint"]) == _lib.BufHandle.transport_endpoint.offset
-    assert int(c["cr_put_item.config"]) == _lib.PutItem.config.offset
-    assert int(c["cr_version.ready"]) == _lib.Version.ready.offset
+    py = {"cr_client_options": ctypes.sizeof(_lib.Options),
+          "cr_buf_handle": ctypes.sizeof(_lib.BufHandle),
+          "cr_replica": ctypes.sizeof(_lib.Replica),
+          "cr_replica_list": ctypes.sizeof(_lib.ReplicaList),
+          "cr_replica_lists": ctypes.sizeof(_lib.ReplicaLists),
+          "cr_status_list": ctypes.sizeof(_lib.StatusList),
+          "cr_version": ctypes.sizeof(_lib.Version),
+          "cr_replicate_config": ctypes.sizeof(_lib.ReplicateConfig),
+          "cr_put_item": ctypes.sizeof(_lib.PutItem),
+          "cr_replica_list.replicas": _lib.ReplicaList.replicas.offset,
+          "cr_buf_handle.transport_endpoint": _lib.BufHandle.transport_endpoint.offset,
+          "cr_put_item.config": _lib.PutItem.config.offset,
+          "cr_version.ready": _lib.Version.ready.offset}
+    return {name: (int(c[name]), value) for name, value in py.items() if int(c[name]) != value}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def layouts_match(tmp_path_factory):
+    """A field added to client.h and not to python/crescent/_lib.py makes
+    libcrescent write past Python's struct (a crash, not a failure): check the
+    layouts before any call."""
+    wrong = layout_mismatches(tmp_path_factory.mktemp("layout"))
+    if wrong:
+        pytest.fail(f"ctypes layouts differ from client.h (C, Python): {wrong}")
+
+
+def test_struct_layouts_match_the_header(tmp_path):
+    assert layout_mismatches(tmp_path) == {}
