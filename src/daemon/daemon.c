@@ -61,12 +61,6 @@ static int start_metrics_http(struct daemon *d) {
         return 1;
     }
     char error[512];
-    struct cr_admin_token token; /* the RPC gateway read it at spawn: checked there */
-    if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
-        cr_http_front_set_admin_token(d->front, token.text) != CR_OK) {
-        fprintf(stderr, "crescentd: %s\n", error);
-        return 2;
-    }
     struct cr_http_front_limits limits;
     cr_http_front_limits_default(&limits);
     limits.workers = 4; /* scrapers and scripts: a few workers are plenty */
@@ -90,6 +84,12 @@ static int start_http(struct daemon *d) {
         return 1;
     }
     char error[512];
+    struct cr_admin_token token; /* the RPC gateway read it at spawn: checked there */
+    if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
+        cr_http_front_set_admin_token(d->front, token.text) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
     struct cr_http_front_limits limits;
     cr_http_front_limits_default(&limits);
     limits.workers = d->config.http_threads;
