@@ -231,6 +231,10 @@ struct cr_put_item {
 int cr_client_get_version(cr_client *c, struct cr_version *out);
 /* Liveness ping with this client's id; *ttl_ms (may be NULL) is the server's TTL. */
 int cr_client_ping(cr_client *c, uint64_t *ttl_ms);
+/* The same, and *known (may be NULL): whether the master knew this client
+ * before this ping.  false means it restarted or let this client expire
+ * (and unmounted its segments): a store server remounts them. */
+int cr_client_heartbeat(cr_client *c, uint64_t *ttl_ms, bool *known);
 int cr_client_mount_segment(cr_client *c, const struct cr_segment_spec *spec);
 int cr_client_remount_segment(cr_client *c, const struct cr_segment_spec *spec);
 int cr_client_unmount_segment(cr_client *c, const char *name);

@@ -367,7 +367,9 @@ int cr_store_client_touch(cr_store *store, const struct cr_uuid *client, uint64_
     return CR_OK;
 }
 
-int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms) {
+int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms,
+                         bool *was_known) {
+    if (was_known != NULL) *was_known = cr_store_client_known(store, client);
     return cr_store_client_touch(store, client, now_ms);
 }
 

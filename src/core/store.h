@@ -161,9 +161,12 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
 int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, const char *name,
                              uint64_t *freed_objects);
 
-/* Records a heartbeat.  Unknown clients are registered.  Returns CR_OK or
- * CR_ERR_NOMEM (client table full). */
-int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms);
+/* Records a heartbeat.  Unknown clients are registered; *was_known (may be
+ * NULL) says whether the client was known before (a store server that was
+ * forgotten remounts its segments).  Returns CR_OK or CR_ERR_NOMEM (client
+ * table full; *was_known false). */
+int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms,
+                         bool *was_known);
 
 /* Unmounts the segments and revokes the unfinished puts of every client whose
  * last sign of life is older than client_live_ttl_ms, then forgets it.

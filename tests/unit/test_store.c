@@ -505,9 +505,11 @@ static void test_client_expiry(void **state) {
     assert_int_equal(put_end(s, &CLIENT_A, NULL, "on-a", 0), CR_OK);
     assert_int_equal(put_start(s, &CLIENT_A, NULL, "a-writes", 1, false, "b0", 0, NULL), CR_OK);
     assert_int_equal(put_start(s, &CLIENT_B, NULL, "b-writes", 1, false, "b0", 0, NULL), CR_OK);
-    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 9000), CR_OK);
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 9000, NULL), CR_OK);
     assert_int_equal(cr_store_expire_clients(s, 10000), 0);
-    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 15000), CR_OK);
+    bool known = false;
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 15000, &known), CR_OK);
+    assert_true(known);
     assert_int_equal(cr_store_expire_clients(s, 10001), 1);
     struct cr_store_segment_view v;
     assert_int_equal(cr_store_segment_find(s, "a0", &v), CR_ERR_SEGMENT_NOT_FOUND);
@@ -521,7 +523,12 @@ static void test_client_expiry(void **state) {
     assert_int_equal(st.clients_expired, 1);
     assert_int_equal(st.client_count, 1);
     assert_int_equal(st.segment_count, 1);
-    assert_int_equal(cr_store_expire_clients(s, 25001), 1); /* B stops too */
+    /* A, forgotten, is told so by its next ping (and is known again after). */
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_A, 10004, &known), CR_OK);
+    assert_false(known);
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_A, 10005, &known), CR_OK);
+    assert_true(known);
+    assert_int_equal(cr_store_expire_clients(s, 25001), 2); /* A and B stop too */
     cr_store_get_stats(s, 25001, &st);
     assert_int_equal(st.object_count, 0);
     assert_int_equal(st.capacity_bytes, 0);
@@ -536,7 +543,7 @@ static void test_many_clients_expire(void **state) {
         c.b[0] = (uint8_t)i;
         c.b[1] = (uint8_t)(i >> 8);
         c.b[15] = 7;
-        assert_int_equal(cr_store_client_ping(s, &c, (uint64_t)(i % 2) * 100000), CR_OK);
+        assert_int_equal(cr_store_client_ping(s, &c, (uint64_t)(i % 2) * 100000, NULL), CR_OK);
     }
     assert_int_equal(cr_store_expire_clients(s, 100000), 150);
     struct cr_store_stats st;
