@@ -25,6 +25,15 @@ struct ctl_command {
     int (*run)(const struct ctl *ctl, int argc, char **argv);
 };
 
+/* crescentctl_data.c: `put KEY FILE|-` and `get KEY [FILE|-]` over an open
+ * client (the store group parses their arguments).  Return exit statuses. */
+struct cr_client;
+struct cr_replicate_config;
+int ctl_data_put(struct cr_client *c, const char *command, const char *tenant, const char *key,
+                 const char *path, const struct cr_replicate_config *config);
+int ctl_data_get(struct cr_client *c, const char *command, const char *tenant, const char *key,
+                 const char *path);
+
 extern const struct ctl_command ctl_admin_commands[];
 extern const struct ctl_command ctl_store_commands[];
 extern const struct ctl_command ctl_events_commands[];

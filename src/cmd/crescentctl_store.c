@@ -1,6 +1,6 @@
 /* crescentctl's store commands over the store-master RPC (--rpc), built on
- * libcrescent: mount, unmount, put-start, put-end, put-revoke, get, exist,
- * rm, rm-regex, ls, ping.
+ * libcrescent: mount, unmount, put and get (the bytes, with crescentctl_data.c),
+ * put-start, put-end, put-revoke, replicas, exist, rm, rm-regex, ls, ping.
  *
  * Identity: crescentd accepts PutEnd/PutRevoke (and unmount) only from the
  * client id that started the put (mounted the segment).  Each crescentctl
@@ -182,7 +182,7 @@ static int parse_args(int argc, char **argv, int allowed, int positionals, struc
         if (rc != 0) return rc;
     }
     a->first = optind;
-    if (argc - optind != positionals) {
+    if (positionals >= 0 && argc - optind != positionals) { /* < 0: the caller counts */
         fprintf(stderr, "crescentctl %s: wants %d argument%s, got %d (see --help)\n", argv[0],
                 positionals, positionals == 1 ? "" : "s", argc - optind);
         return CTL_EXIT_USAGE;
@@ -411,7 +411,7 @@ static int cmd_rm(const struct ctl *ctl, int argc, char **argv) {
     return keyed_command(ctl, argc, argv, OPT_FORCE, "removed");
 }
 
-static int cmd_get(const struct ctl *ctl, int argc, char **argv) {
+static int cmd_replicas(const struct ctl *ctl, int argc, char **argv) {
     struct store_args a;
     int rc = parse_args(argc, argv, OPT_TENANT, 1, &a);
     if (rc != 0 || (rc = check_key_arg(argv[0], argv[a.first])) != 0 ||
@@ -432,6 +432,40 @@ static int cmd_get(const struct ctl *ctl, int argc, char **argv) {
 }
 
 /* Exit 0 when the key exists, 1 when it does not (like test -e). */
+/* put KEY FILE|- and get KEY [FILE|-]: the bytes themselves (crescentctl_data.c). */
+static int cmd_put(const struct ctl *ctl, int argc, char **argv) {
+    struct store_args a;
+    int rc = parse_args(argc, argv, OPT_TENANT | OPT_REPLICAS | OPT_SOFT_PIN | OPT_PREFERRED, 2,
+                        &a);
+    if (rc != 0 || (rc = check_key_arg(argv[0], argv[a.first])) != 0 ||
+        (rc = check_name_arg(argv[0], a.tenant, "tenant id")) != 0)
+        return rc;
+    cr_client *c;
+    if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
+    struct cr_replicate_config config = {.replica_num = a.replicas, .with_soft_pin = a.soft_pin,
+                                         .preferred_segment = a.preferred};
+    rc = ctl_data_put(c, argv[0], a.tenant, argv[a.first], argv[a.first + 1], &config);
+    cr_client_close(c);
+    return rc;
+}
+
+static int cmd_get(const struct ctl *ctl, int argc, char **argv) {
+    struct store_args a;
+    /* FILE is optional: parse as 1 positional, accept a second one. */
+    int rc = parse_args(argc, argv, OPT_TENANT, -1, &a);
+    if (rc != 0) return rc;
+    int left = argc - a.first;
+    if (left < 1 || left > 2) return usage_error(argv[0], "want KEY [FILE|-]", NULL);
+    if ((rc = check_key_arg(argv[0], argv[a.first])) != 0 ||
+        (rc = check_name_arg(argv[0], a.tenant, "tenant id")) != 0)
+        return rc;
+    cr_client *c;
+    if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
+    rc = ctl_data_get(c, argv[0], a.tenant, argv[a.first], left == 2 ? argv[a.first + 1] : NULL);
+    cr_client_close(c);
+    return rc;
+}
+
 static int cmd_exist(const struct ctl *ctl, int argc, char **argv) {
     struct store_args a;
     int rc = parse_args(argc, argv, OPT_TENANT, 1, &a);
@@ -685,7 +719,11 @@ const struct ctl_command ctl_store_commands[] = {
      cmd_put_end},
     {"put-revoke", "KEY [--client-id ID]", "abandon a put (same client id as put-start)",
      cmd_put_revoke},
-    {"get", "KEY", "replica list of KEY (takes a read lease)", cmd_get},
+    {"put", "KEY FILE|- [--replicas N] [--soft-pin] [--preferred S]",
+     "store the bytes of FILE (- : stdin) under KEY, checksummed", cmd_put},
+    {"get", "KEY [FILE|-]", "read KEY's bytes (checksum verified) into FILE (default stdout)",
+     cmd_get},
+    {"replicas", "KEY", "replica list of KEY (takes a read lease)", cmd_replicas},
     {"exist", "KEY", "exit 0 if KEY exists, 1 if not", cmd_exist},
     {"rm", "KEY [--force]", "remove KEY (--force: even while leased)", cmd_rm},
     {"rm-regex", "REGEX [--force]", "remove every key matching the PCRE2 REGEX", cmd_rm_regex},
