@@ -1,6 +1,6 @@
 //! crescent's build.
 //!
-//!   zig build                 crescentd, crescentctl, libcrescent (.a and .so), tools
+//!   zig build                 crescentd, crescentctl, crescent-bench, libcrescent (.a and .so), tools
 //!   zig build test            build and run every C unit test (tests/unit/test_*.c)
 //!   zig build bench           build the benchmarks (ReleaseFast) into zig-out/bench
 //!   zig build asan            unit tests under ASan+UBSan, built by the system gcc
@@ -86,9 +86,9 @@ pub fn build(b: *std.Build) void {
     b.installArtifact(libcrescent_so);
     b.installDirectory(.{ .source_dir = .{ .path = "include/crescent" }, .install_dir = .header, .install_subdir = "crescent" });
 
-    // Programs: crescentd, crescentctl and crescent-store (src/cmd/crescent_store.c),
-    // plus the test tools the Python tests drive.
-    const programs = [_][]const u8{ "src/cmd/crescentd.c", "src/cmd/crescentctl.c", "src/cmd/crescent_store.c" };
+    // Programs: crescentd, crescentctl, crescent-bench and crescent-store
+    // (src/cmd/crescent_store.c), plus the test tools the Python tests drive.
+    const programs = [_][]const u8{ "src/cmd/crescentd.c", "src/cmd/crescentctl.c", "src/cmd/crescent-bench.c", "src/cmd/crescent_store.c" };
     for (programs ++ [_][]const u8{}) |main_file| {
         if (!fileExists(main_file)) continue;
         const exe = program(b, main_file, target, optimize, proto, server, libcrescent);

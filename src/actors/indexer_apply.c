@@ -24,6 +24,11 @@ struct store_block {
 
 static uint64_t str_id(const char *s, size_t len) { return XXH3_64bits(s, len); }
 
+/* The id of the block `back` places before a store object's last block. */
+static uint64_t run_block_id(uint64_t last, size_t back) {
+    return XXH3_64bits_withSeed(&last, sizeof(last), back);
+}
+
 static uint32_t event_dp(const struct indexer_target *t, const struct cr_kv_batch *b,
                          const struct cr_kv_event *e) {
     if (e->has_dp_rank) return e->dp_rank;
@@ -307,9 +312,10 @@ static int store_block_stored(struct cr_prefix_index *index, uint32_t pub,
     const char *id = sb->block_hash_len > 0 ? sb->block_hash : sb->key;
     size_t id_len = sb->block_hash_len > 0 ? sb->block_hash_len : sb->key_len;
     /* The object's own id names its last block; earlier blocks of a
-     * multi-block object get ids derived from it (seeded by position). */
-    for (size_t i = 0; i + 1 < run; i++) engine[i] = XXH3_64bits_withSeed(id, id_len, i + 1);
+     * multi-block object get ids derived from that one (run_block_id), so
+     * an update that names the object by key finds them all again. */
     engine[run - 1] = str_id(id, id_len);
+    for (size_t i = 0; i + 1 < run; i++) engine[i] = run_block_id(engine[run - 1], run - 1 - i);
     uint64_t parent = str_id(sb->parent, sb->parent_len);
     for (uint8_t m = 0; m < CR_PREFIX_MEDIA_MAX && rc == CR_OK; m++) {
         if (!(sb->media_mask & (1u << m))) continue;
@@ -323,23 +329,33 @@ static int store_block_stored(struct cr_prefix_index *index, uint32_t pub,
 }
 
 /* A replica change: the object is now on exactly the media in media_mask
- * (none: it is gone). */
+ * (none: it is gone).  All its blocks move: the last, which its key maps
+ * to, and the earlier ones derived from it, found while the index holds
+ * them in the same context. */
 static int store_block_update(struct cr_prefix_index *index, uint32_t pub, const char *key,
                               size_t key_len, uint8_t media_mask, struct cr_prefix_map *keys) {
-    uint64_t key_id = str_id(key != NULL ? key : "", key_len), engine, own;
+    uint64_t key_id = str_id(key != NULL ? key : "", key_len);
+    uint64_t engine[STORE_RUN_MAX], own[STORE_RUN_MAX];
     uint32_t context;
-    if (!cr_prefix_map_get(keys, key_id, &engine) ||
-        !cr_prefix_index_engine_find(index, pub, engine, &context, &own)) {
+    if (!cr_prefix_map_get(keys, key_id, &engine[0]) ||
+        !cr_prefix_index_engine_find(index, pub, engine[0], &context, &own[0])) {
         return CR_ERR_OBJECT_NOT_FOUND;
     }
-    int rc = cr_prefix_index_removed_any(index, pub, &engine, 1, CR_PREFIX_MEDIUM_ALL);
+    size_t n = 1;
+    for (; n < STORE_RUN_MAX; n++) {
+        uint32_t c;
+        engine[n] = run_block_id(engine[0], n);
+        if (!cr_prefix_index_engine_find(index, pub, engine[n], &c, &own[n]) || c != context)
+            break;
+    }
+    int rc = cr_prefix_index_removed_any(index, pub, engine, n, CR_PREFIX_MEDIUM_ALL);
     if (media_mask == 0) {
         cr_prefix_map_del(keys, key_id, NULL);
         return rc;
     }
     for (uint8_t m = 0; m < CR_PREFIX_MEDIA_MAX && rc == CR_OK; m++) {
         if (media_mask & (1u << m))
-            rc = cr_prefix_index_stored_hashes(index, pub, context, &engine, &own, 1, m);
+            rc = cr_prefix_index_stored_hashes(index, pub, context, engine, own, n, m);
     }
     return rc;
 }

@@ -19,6 +19,7 @@
  * hands it to segments; MASTER_DONE hands it back; the gateway frees it
  * after writing the reply.  Discard hooks on both sides free calls left in
  * a ring at shutdown. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,8 @@ struct rpc_state {
     uint64_t send_dropped;  /* replies that could not be written */
     uint64_t in_flight;
     uint64_t last_log_ns;
+    /* Per method, from the read of the request's batch to its reply (see on_done). */
+    struct cr_histogram latency[CR_RPC_METHOD_SLOTS];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -117,9 +120,15 @@ static void send_status(struct rpc_state *st, const struct cr_master_call *call,
 
 /* A chain of finished calls (MASTER_DONE): each reply goes out in order. */
 static void on_done(struct rpc_state *st, struct cr_master_call *call) {
+    /* One clock read per round (cr_actor_now_ns), as received_ns is one per
+     * batch read: the latency is exact to a round, with no read per call. */
+    uint64_t now_ns = call != NULL ? cr_actor_now_ns(st->self) : 0;
     while (call != NULL) {
         struct cr_master_call *next = call->next;
         st->in_flight--;
+        assert(call->method < CR_RPC_METHOD_SLOTS); /* only known methods are forwarded */
+        cr_histogram_observe(&st->latency[call->method],
+                             now_ns > call->received_ns ? now_ns - call->received_ns : 0);
         send_reply(st, call, call->status,
                    call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
         cr_master_call_free(call);
@@ -264,7 +273,7 @@ static void set_identity(struct cr_master_call *call, struct incoming *in) {
     memcpy(call->identity, part_data(in, 0), call->identity_len);
 }
 
-static void handle_request(struct rpc_state *st, struct incoming *in) {
+static void handle_request(struct rpc_state *st, struct incoming *in, uint64_t now_ns) {
     /* One allocation per request carries it to segments and back; protobuf-c
      * allocates the decoded request anyway. */
     struct cr_master_call *call = calloc(1, sizeof(*call));
@@ -276,6 +285,7 @@ static void handle_request(struct rpc_state *st, struct incoming *in) {
         return;
     }
     set_identity(call, in);
+    call->received_ns = now_ns;
     const struct cr_rpc_method *m = check_frames(st, in, call);
     if (m != NULL) st->requests[m->id]++;
     if (m == NULL || !decode(st, in, m, call)) {
@@ -286,7 +296,6 @@ static void handle_request(struct rpc_state *st, struct incoming *in) {
 }
 
 static void rpc_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
-    (void)self;
     struct rpc_state *st = arg;
     zmq_pollitem_t items[2] = {{.socket = st->router, .events = ZMQ_POLLIN},
                                {.fd = wake_fd, .events = ZMQ_POLLIN}};
@@ -296,8 +305,9 @@ static void rpc_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_
     }
     if (!(items[0].revents & ZMQ_POLLIN)) return;
     struct incoming in;
+    uint64_t now_ns = cr_runtime_now_ns(cr_actor_runtime(self)); /* one read per batch */
     for (uint32_t n = 0; n < RPC_READ_BATCH && read_message(st, &in); n++) {
-        if (in.kept > 0) handle_request(st, &in);
+        if (in.kept > 0) handle_request(st, &in, now_ns);
         incoming_close(&in);
     }
 }
@@ -357,6 +367,15 @@ static void rpc_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *o
     size_t n;
     const struct cr_rpc_method *m = cr_rpc_methods(&n);
     for (size_t i = 0; i < n; i++) add_stat(out, m[i].metric, st->requests[m[i].id]);
+    for (size_t i = 0; i < n && out->histogram_count < out->histograms_max; i++) {
+        struct cr_actor_histogram *h = &out->histograms[out->histogram_count++];
+        *h = (struct cr_actor_histogram){
+            .name = "request_duration_seconds",
+            .help = "Store RPC requests from being read to their reply being written.",
+            .label = "method",
+            .label_value = m[i].name,
+            .h = st->latency[m[i].id]};
+    }
 }
 
 static void rpc_destroy(void *arg) {

@@ -12,7 +12,8 @@
 
 #define M(ID, METRIC, REQ, RESP)                                                                   \
     {                                                                                              \
-        .id = CRESCENT__MASTER__METHOD__##ID, .metric = "requests_" METRIC "_total",               \
+        .id = CRESCENT__MASTER__METHOD__##ID, .name = METRIC,                                      \
+        .metric = "requests_" METRIC "_total",                                                     \
         .request = &crescent__master__##REQ##_request__descriptor,                                 \
         .response = &crescent__master__##RESP##_response__descriptor                               \
     }

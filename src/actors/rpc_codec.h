@@ -20,6 +20,7 @@
 
 struct cr_rpc_method {
     uint16_t id;
+    const char *name;   /* "put_start": static, Prometheus-safe (a label value) */
     const char *metric; /* "requests_put_start_total": static, Prometheus-safe */
     const ProtobufCMessageDescriptor *request;
     const ProtobufCMessageDescriptor *response;

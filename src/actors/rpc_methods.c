@@ -522,8 +522,12 @@ static int m_get_regex(struct cr_rpc_run *run, struct cr_master_call *call,
     struct regex_collect c = {.arena = a};
     Crescent__Master__GetReplicaListByRegexResponse resp =
         CRESCENT__MASTER__GET_REPLICA_LIST_BY_REGEX_RESPONSE__INIT;
-    resp.status_code = cr_store_get_replica_list_by_regex(
-        run->store, req->tenant_id, req->key_regex, run->now_ms, regex_match, &c);
+    resp.status_code =
+        run->scan != NULL
+            ? cr_store_get_replica_list_by_scan(run->store, run->scan, run->now_ms, regex_match,
+                                                &c)
+            : cr_store_get_replica_list_by_regex(run->store, req->tenant_id, req->key_regex,
+                                                 run->now_ms, regex_match, &c);
     resp.object_map = arena_alloc(a, c.count * sizeof(*resp.object_map) + 1);
     for (struct regex_entry *e = c.head; resp.object_map != NULL && e != NULL; e = e->next)
         resp.object_map[resp.n_object_map++] = &e->entry;
@@ -548,8 +552,11 @@ static int m_remove_regex(struct cr_rpc_run *run, struct cr_master_call *call,
     REQ(RemoveByRegexRequest);
     uint64_t removed = 0;
     Crescent__Master__RemoveByRegexResponse resp = CRESCENT__MASTER__REMOVE_BY_REGEX_RESPONSE__INIT;
-    resp.status_code = cr_store_remove_by_regex(run->store, req->tenant_id, req->key_regex,
-                                                req->force, run->now_ms, &removed);
+    resp.status_code =
+        run->scan != NULL
+            ? cr_store_remove_by_scan(run->store, run->scan, req->force, run->now_ms, &removed)
+            : cr_store_remove_by_regex(run->store, req->tenant_id, req->key_regex, req->force,
+                                       run->now_ms, &removed);
     resp.has_removed_count = 1;
     resp.removed_count = (int64_t)removed;
     finish(call, a, &resp.base);
@@ -684,6 +691,24 @@ static method_fn method_for(uint16_t id) {
     case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR: return m_replica_clear;
     default: return NULL;
     }
+}
+
+bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant,
+                          const char **pattern) {
+    assert(call != NULL && call->request != NULL && tenant != NULL && pattern != NULL);
+    if (call->method == CRESCENT__MASTER__METHOD__GET_REPLICA_LIST_BY_REGEX) {
+        const Crescent__Master__GetReplicaListByRegexRequest *req = (const void *)call->request;
+        *tenant = req->tenant_id;
+        *pattern = req->key_regex;
+        return true;
+    }
+    if (call->method == CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX) {
+        const Crescent__Master__RemoveByRegexRequest *req = (const void *)call->request;
+        *tenant = req->tenant_id;
+        *pattern = req->key_regex;
+        return true;
+    }
+    return false;
 }
 
 int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call) {

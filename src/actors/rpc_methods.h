@@ -27,7 +27,14 @@ struct cr_rpc_run {
     uint64_t now_ms;
     uint64_t client_ttl_ms; /* reported by Ping */
     bool no_space;          /* out: some PutStart found no space (NO_AVAILABLE_HANDLE) */
+    /* A finished scan of the call's regex (GetReplicaListByRegex,
+     * RemoveByRegex), applied instead of scanning now; NULL: scan now. */
+    const struct cr_store_regex_scan *scan;
 };
+
+/* Returns whether the call is a regex method, with its tenant and pattern. */
+bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant,
+                          const char **pattern);
 
 /* Runs call->request and sets call->status (CR_OK, or CR_ERR_NOMEM with a
  * text body when the response could not be built), call->reply and

@@ -102,7 +102,11 @@ int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime 
 /* Dispatch */
 
 static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out) {
+    struct cr_actor_histogram *histograms = out->histograms;
+    uint32_t histograms_max = out->histograms_max;
     memset(out, 0, sizeof(*out));
+    out->histograms = histograms;
+    out->histograms_max = histograms_max;
     memcpy(out->name, actor->name, sizeof(out->name));
     out->cpu = actor->cpu;
     out->messages_handled = atomic_load_explicit(&actor->handled, memory_order_relaxed);
@@ -115,6 +119,7 @@ static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out) {
     out->timers_fired = atomic_load_explicit(&actor->timers_fired, memory_order_relaxed);
     if (actor->ops->stats != NULL) actor->ops->stats(actor, actor->state, out);
     assert(out->extra_count <= CR_ACTOR_STATS_EXTRA_MAX);
+    assert(out->histogram_count <= out->histograms_max);
 }
 
 static void dispatch_user(struct cr_actor *actor, struct cr_msg *msg) {

@@ -31,6 +31,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/histogram.h"
+
 #include "msgs/msg.h"
 
 #define CR_ACTORS_MAX 16u           /* actors per runtime */
@@ -113,6 +115,16 @@ struct cr_actor_ops {
 /* Messages taken from a ring at once for an actor with a prefetch hook. */
 #define CR_PREFETCH_AHEAD 8u
 
+/* One latency histogram of an actor, as the stats hook copies it out:
+ * family `crescent_<actor>_<name>` with one label. */
+struct cr_actor_histogram {
+    const char *name;        /* static, Prometheus-safe, e.g. "request_duration_seconds" */
+    const char *help;        /* static */
+    const char *label;       /* static label name, e.g. "method" */
+    const char *label_value; /* static */
+    struct cr_histogram h;
+};
+
 /* Counters of one actor.  Runtime fields are filled by the runtime; `extra`
  * carries subsystem counters as (name, value) pairs. */
 #define CR_ACTOR_STATS_EXTRA_MAX 32u
@@ -133,6 +145,12 @@ struct cr_actor_stats {
         const char *name;      /* static string, Prometheus-safe */
         uint64_t value;
     } extra[CR_ACTOR_STATS_EXTRA_MAX];
+    /* Histograms: the asker points `histograms` at room for `histograms_max`
+     * (NULL: none wanted, the common case) and the stats hook copies at most
+     * that many in, setting histogram_count.  The runtime keeps both fields. */
+    struct cr_actor_histogram *histograms;
+    uint32_t histograms_max;
+    uint32_t histogram_count;
 };
 
 /* Body of CR_MSG_STATS (an ask). */

@@ -45,6 +45,10 @@
  * of up to EVENT_CHAIN_MAX events of one tenant per message, sent when full,
  * when the tenant changes, or when the round ends. */
 #define EVENT_CHAIN_MAX 32u
+/* A regex call runs in slices of about this many PCRE2 steps, one per loop
+ * round, so the calls and asks queued meanwhile are served in between
+ * (about a millisecond each; measured in bench/RESULTS.md). */
+#define REGEX_SLICE_STEPS 100000u
 
 struct done_chain {
     struct cr_actor *to;
@@ -81,6 +85,12 @@ struct segments_state {
     uint32_t events_count;
     uint32_t events_tenant_len;
     char events_tenant[CR_MASTER_TENANT_MAX + 1];
+    /* Regex calls waiting, oldest first (linked through call->next); the
+     * first is being scanned by regex_scan, one slice per round. */
+    struct cr_master_call *regex_head, *regex_tail;
+    struct cr_store_regex_scan *regex_scan;
+    bool regex_step_armed;
+    uint64_t regex_slices;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -214,26 +224,82 @@ static void done_append(struct segments_state *st, struct cr_master_call *call) 
     if (++chain->count >= st->done_cap) done_send(st, chain);
 }
 
-static void on_call(struct segments_state *st, struct cr_msg *msg) {
-    struct cr_master_call *call = CR_MSG_BODY(msg, struct cr_msg_master_call)->call;
+/* Runs a call (with its finished regex scan, if any) and sends it back. */
+static void run_call(struct segments_state *st, struct cr_master_call *call, bool ask,
+                     const struct cr_store_regex_scan *scan) {
     struct cr_rpc_run run = {.store = st->store,
                              .arena = st->arena,
                              .now_ms = st->now_ms,
-                             .client_ttl_ms = st->client_ttl_ms};
+                             .client_ttl_ms = st->client_ttl_ms,
+                             .scan = scan};
     st->calls++;
     st->round_calls++;
     if (cr_rpc_methods_run(&run, call) != CR_OK) st->call_errors++;
     if (run.no_space) notify_no_space(st);
-    if (msg->flags & CR_MSG_ASK) {
-        cr_reply(msg, call->status); /* the asker owns the call */
-        return;
-    }
+    if (ask) return; /* the asker owns the call */
     if (call->reply_to == NULL) {
         st->replies_dropped++;
         cr_master_call_free(call);
         return;
     }
     done_append(st, call);
+}
+
+/* Asks for the next regex slice in the next loop round (a timer due now:
+ * timers armed by a handler fire in the next round, after its messages). */
+static bool regex_arm(struct segments_state *st) {
+    if (st->regex_step_armed) return true;
+    struct cr_msg step = {.type = CR_MSG_SEGMENTS_REGEX_STEP};
+    st->regex_step_armed = cr_actor_timer_after(st->self, 0, &step, NULL) == CR_OK;
+    return st->regex_step_armed;
+}
+
+/* One slice of the oldest regex call; a finished call is applied and sent.
+ * Without a timer slot the scan runs to its end here (still bounded by
+ * regex_budget_steps). */
+static void regex_step(struct segments_state *st) {
+    st->regex_step_armed = false;
+    struct cr_master_call *call = st->regex_head;
+    if (call == NULL) return;
+    if (st->regex_scan == NULL) {
+        const char *tenant, *pattern;
+        bool regex = cr_rpc_methods_regex(call, &tenant, &pattern);
+        assert(regex);
+        if (cr_store_regex_scan_new(st->store, tenant, pattern, &st->regex_scan) != CR_OK)
+            st->regex_scan = NULL; /* out of memory: the call scans whole below, or fails */
+    }
+    if (st->regex_scan != NULL) {
+        st->regex_slices++;
+        int rc = cr_store_regex_scan_run(st->store, st->regex_scan, REGEX_SLICE_STEPS);
+        if (rc == CR_ERR_AGAIN && regex_arm(st)) return;
+        if (rc == CR_ERR_AGAIN) (void)cr_store_regex_scan_run(st->store, st->regex_scan, UINT64_MAX);
+    }
+    st->regex_head = call->next;
+    if (st->regex_head == NULL) st->regex_tail = NULL;
+    call->next = NULL;
+    run_call(st, call, false, st->regex_scan);
+    cr_store_regex_scan_free(st->store, st->regex_scan);
+    st->regex_scan = NULL;
+    if (st->regex_head != NULL && !regex_arm(st)) regex_step(st);
+}
+
+static void on_call(struct segments_state *st, struct cr_msg *msg) {
+    struct cr_master_call *call = CR_MSG_BODY(msg, struct cr_msg_master_call)->call;
+    bool ask = (msg->flags & CR_MSG_ASK) != 0;
+    const char *tenant, *pattern;
+    /* An ask must be answered by its handler: its regex scans whole. */
+    if (!ask && st->self != NULL && cr_rpc_methods_regex(call, &tenant, &pattern)) {
+        call->next = NULL;
+        if (st->regex_tail != NULL)
+            st->regex_tail->next = call;
+        else
+            st->regex_head = call;
+        st->regex_tail = call;
+        if (!regex_arm(st)) regex_step(st);
+        return;
+    }
+    run_call(st, call, ask, NULL);
+    if (ask) cr_reply(msg, call->status);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -319,6 +385,7 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
         st->zombie_reclaims += cr_store_reclaim_discarded(st->store, st->now_ms) > 0;
         return;
     case CR_MSG_SEGMENTS_TICK: on_tick(st); return;
+    case CR_MSG_SEGMENTS_REGEX_STEP: regex_step(st); return;
     case CR_MSG_MASTER_ADMIN: on_admin(st, msg); return;
     default:
         if (cr_log_ratelimit(&st->last_log_ns, st->now_ms * 1000000u, 60ull * 1000000000u))
@@ -393,6 +460,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "events_dropped_total", st->events_dropped);
     add_stat(out, "evict_polls_total", st->evict_polls);
     add_stat(out, "evictions_refused_total", st->evictions_refused);
+    add_stat(out, "regex_slices_total", st->regex_slices);
     add_stat(out, "eviction_samples_dropped_total", st->samples_dropped);
 }
 
@@ -400,6 +468,8 @@ static void segments_destroy(void *arg) {
     struct segments_state *st = arg;
     if (st == NULL) return;
     assert(st->events_count == 0 && st->done_open == 0); /* every round ends by sending them */
+    cr_store_regex_scan_free(st->store, st->regex_scan); /* stopped mid-scan: no answer */
+    cr_master_call_free_chain(st->regex_head);
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
     free(st);
@@ -416,6 +486,7 @@ static void store_config_from(const struct cr_daemon_config *c, cr_store_config 
     out->put_start_release_timeout_ms = (uint64_t)c->put_start_release_timeout_sec * 1000u;
     out->client_live_ttl_ms = (uint64_t)c->client_ttl * 1000u;
     out->regex_max_matches = c->regex_max_matches;
+    out->regex_budget_steps = c->regex_budget_steps;
 }
 
 static int segments_create(const struct cr_daemon_config *config, void **state_out) {

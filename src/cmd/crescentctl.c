@@ -3,12 +3,96 @@
  * Exit status: 0 success, 1 the server answered with a failure (unhealthy,
  * an error status), 2 bad usage, 3 crescentd could not be reached. */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd/crescentctl.h"
 #include "crescent/version.h"
+
+static bool json_errors;
+static const char *error_command;
+static char error_text[1024];
+
+void ctl_error(const char *command, const char *fmt, ...) {
+    char message[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    if (!json_errors) {
+        fprintf(stderr, "crescentctl%s%s: %s\n", command ? " " : "", command ? command : "",
+                message);
+        return;
+    }
+    size_t used = strlen(error_text);
+    snprintf(error_text + used, sizeof(error_text) - used, "%s%s", used ? "; " : "", message);
+    if (command != NULL) error_command = command;
+}
+
+void ctl_emit(json_t *doc) {
+    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    if (text != NULL) puts(text);
+    free(text);
+    json_decref(doc);
+}
+
+void ctl_format_duration(double seconds, char *out, size_t size) {
+    double a = seconds < 0 ? -seconds : seconds;
+    const char *sign = seconds < 0 ? "-" : "";
+    if (a < 60)
+        snprintf(out, size, "%s%.1f s", sign, a);
+    else if (a < 3600)
+        snprintf(out, size, "%s%d min %d s", sign, (int)(a / 60), (int)a % 60);
+    else
+        snprintf(out, size, "%s%d h %d min", sign, (int)(a / 3600), (int)a % 3600 / 60);
+}
+
+/* With --json, the collected error as one document on stderr. */
+static int finish(const char *command, int status) {
+    if (json_errors && error_text[0] != '\0') {
+        json_t *e = json_pack("{s:s, s:s?, s:i}", "error", error_text, "command",
+                              error_command ? error_command : command, "exit_code", status);
+        char *text = e != NULL ? json_dumps(e, JSON_COMPACT) : NULL;
+        if (text != NULL) fprintf(stderr, "%s\n", text);
+        free(text);
+        json_decref(e);
+    }
+    return status;
+}
+
+/* Removes every "--json" before a "--" from argv; returns whether there was one. */
+static bool take_json_flag(int *argc, char **argv) {
+    bool found = false;
+    int out = 1;
+    bool rest = false;
+    for (int i = 1; i < *argc; i++) {
+        if (!rest && strcmp(argv[i], "--") == 0) rest = true;
+        if (!rest && strcmp(argv[i], "--json") == 0) {
+            found = true;
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return found;
+}
+
+static bool wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
+
+static void command_help(const struct ctl_command *c) {
+    printf("Usage: crescentctl [--json] %s %s\n\n%s.\n", c->name, c->args, c->summary);
+    if (c->help != NULL) printf("\n%s", c->help);
+    printf("\nGlobal options (before or after the command): --json, --http HOST:PORT, --rpc "
+           "ENDPOINT,\n--timeout-ms MS (crescentctl --help).  Exit status: 0 success, 1 "
+           "crescentd answered\nwith a failure, 2 usage error, 3 crescentd unreachable.\n");
+}
 
 /* Command groups, in --help order. */
 static const struct ctl_command *const groups[] = {ctl_admin_commands, ctl_store_commands,
@@ -27,10 +111,12 @@ static void usage(FILE *out) {
     fprintf(out,
             "  %-28s %s\n"
             "\nOptions:\n"
+            "  --json             one JSON document on stdout (JSON lines for events --follow);\n"
+            "                     errors as {\"error\",\"command\",\"exit_code\"} on stderr\n"
             "  --http HOST:PORT   crescentd's HTTP front (default $CRESCENT_HTTP or 127.0.0.1:13333)\n"
             "  --rpc ENDPOINT     crescentd's store RPC (default $CRESCENT_RPC or tcp://127.0.0.1:50051)\n"
             "  --timeout-ms MS    give up on a request after MS milliseconds (default 5000)\n"
-            "  --help             print this help\n"
+            "  --help             print this help; crescentctl CMD --help explains one command\n"
             "\nExit status: 0 success, 1 server-side failure, 2 usage error, 3 crescentd unreachable.\n",
             "version", "print crescentctl's version");
 }
@@ -41,7 +127,8 @@ static const char *env_or(const char *name, const char *fallback) {
 }
 
 int main(int argc, char **argv) {
-    struct ctl ctl = {.http_address = env_or("CRESCENT_HTTP", "127.0.0.1:13333"),
+    json_errors = take_json_flag(&argc, argv);
+    struct ctl ctl = {.json = json_errors, .http_address = env_or("CRESCENT_HTTP", "127.0.0.1:13333"),
                       .rpc_address = env_or("CRESCENT_RPC", "tcp://127.0.0.1:50051"),
                       .timeout_ms = 5000};
     static const struct option options[] = {{"http", required_argument, NULL, 'H'},
@@ -61,16 +148,16 @@ int main(int argc, char **argv) {
             char *end;
             long ms = strtol(optarg, &end, 10);
             if (*end != '\0' || ms <= 0 || ms > 600000) {
-                fprintf(stderr, "crescentctl: --timeout-ms wants 1 to 600000, not '%s'\n", optarg);
-                return CTL_EXIT_USAGE;
+                ctl_error(NULL, "--timeout-ms wants 1 to 600000, not '%s'", optarg);
+                return finish(NULL, CTL_EXIT_USAGE);
             }
             ctl.timeout_ms = (int)ms;
         } else if (opt == 'h') {
             usage(stdout);
             return CTL_EXIT_OK;
         } else {
-            fprintf(stderr, "crescentctl: unknown option %s (see --help)\n", argv[optind - 1]);
-            return CTL_EXIT_USAGE;
+            ctl_error(NULL, "unknown option %s (see --help)", argv[optind - 1]);
+            return finish(NULL, CTL_EXIT_USAGE);
         }
     }
     if (optind >= argc) {
@@ -80,17 +167,24 @@ int main(int argc, char **argv) {
     int first = optind;
     const char *command = argv[first];
     if (strcmp(command, "version") == 0) {
-        puts("crescentctl " CRESCENT_VERSION);
+        if (ctl.json)
+            ctl_emit(json_pack("{s:s}", "version", CRESCENT_VERSION));
+        else
+            puts("crescentctl " CRESCENT_VERSION);
         return CTL_EXIT_OK;
     }
     for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
         for (const struct ctl_command *c = groups[g]; c->name != NULL; c++) {
             if (strcmp(c->name, command) == 0) {
+                if (wants_help(argc - first, argv + first)) {
+                    command_help(c);
+                    return CTL_EXIT_OK;
+                }
                 optind = 0; /* a command may run getopt on its own argv; 0 resets GNU getopt */
-                return c->run(&ctl, argc - first, argv + first);
+                return finish(command, c->run(&ctl, argc - first, argv + first));
             }
         }
     }
-    fprintf(stderr, "crescentctl: unknown command '%s' (see --help)\n", command);
-    return CTL_EXIT_USAGE;
+    ctl_error(NULL, "unknown command '%s' (see --help)", command);
+    return finish(NULL, CTL_EXIT_USAGE);
 }

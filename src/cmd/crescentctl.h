@@ -4,6 +4,8 @@
 #ifndef CRESCENT_CMD_CRESCENTCTL_H
 #define CRESCENT_CMD_CRESCENTCTL_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #define CTL_EXIT_OK 0
@@ -15,6 +17,7 @@ struct ctl {
     const char *http_address; /* --http */
     const char *rpc_address;  /* --rpc */
     int timeout_ms;
+    bool json;                /* --json: one JSON document on stdout, errors as JSON */
 };
 
 struct ctl_command {
@@ -23,16 +26,29 @@ struct ctl_command {
     const char *summary; /* one line for --help */
     /* argv[0] is the command name; returns an exit status. */
     int (*run)(const struct ctl *ctl, int argc, char **argv);
+    /* `CMD --help` after the usage line: what it does, arguments, options, an example. */
+    const char *help;
 };
 
 /* crescentctl_data.c: `put KEY FILE|-` and `get KEY [FILE|-]` over an open
  * client (the store group parses their arguments).  Return exit statuses. */
 struct cr_client;
 struct cr_replicate_config;
-int ctl_data_put(struct cr_client *c, const char *command, const char *tenant, const char *key,
-                 const char *path, const struct cr_replicate_config *config);
+int ctl_data_put(struct cr_client *c, bool json, const char *command, const char *tenant,
+                 const char *key, const char *path, const struct cr_replicate_config *config);
 int ctl_data_get(struct cr_client *c, const char *command, const char *tenant, const char *key,
                  const char *path);
+
+/* Reports an error of `command` (NULL: crescentctl itself): a line on stderr,
+ * or with --json collected into the one {"error", "command", "exit_code"}
+ * document written to stderr when the command returns. */
+void ctl_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes `doc` (taken) as one compact JSON line on stdout. */
+void ctl_emit(json_t *doc);
+
+/* Seconds as a person reads them: "4.2 s", "12 min 5 s", "3 h 2 min". */
+void ctl_format_duration(double seconds, char *out, size_t size);
 
 extern const struct ctl_command ctl_admin_commands[];
 extern const struct ctl_command ctl_store_commands[];

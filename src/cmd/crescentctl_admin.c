@@ -11,7 +11,7 @@
 /* Admin commands take no arguments. */
 static int no_arguments(int argc, char **argv) {
     if (argc <= 1) return 0;
-    fprintf(stderr, "crescentctl: %s takes no arguments (see --help)\n", argv[0]);
+    ctl_error(argv[0], "takes no arguments (see --help)");
     return CTL_EXIT_USAGE;
 }
 
@@ -21,7 +21,7 @@ static int fetch(const struct ctl *ctl, const char *path, int *status, char **bo
     int rc = cr_admin_http_get(ctl->http_address, path, ctl->timeout_ms, status, body, error,
                                sizeof(error));
     if (rc == CR_OK) return 0;
-    fprintf(stderr, "crescentctl: %s\n", error[0] ? error : cr_strerror(rc));
+    ctl_error(NULL, "%s", error[0] ? error : cr_strerror(rc));
     return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
 }
 
@@ -32,6 +32,11 @@ static int cmd_health(const struct ctl *ctl, int argc, char **argv) {
     int rc = fetch(ctl, "/health", &status, &body);
     if (rc != 0) return rc;
     json_t *root = json_loads(body, 0, NULL);
+    if (ctl->json) {
+        ctl_emit(root != NULL ? root : json_pack("{s:s}", "status", "unknown"));
+        free(body);
+        return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
+    }
     const char *state = json_string_value(json_object_get(root, "status"));
     printf("%s (HTTP %d) version %s, uptime %llds, %lld actors\n", state ? state : "unknown",
            status, json_string_value(json_object_get(root, "version")) ?: "?",
@@ -50,19 +55,76 @@ static long long field(json_t *obj, const char *key) {
     return (long long)json_integer_value(json_object_get(obj, key));
 }
 
-static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
-    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+/* GETs `path` and parses its JSON answer; NULL (exit status in *rc) on failure. */
+static json_t *fetch_json(const struct ctl *ctl, const char *path, int *rc) {
     int status;
     char *body;
-    int rc = fetch(ctl, "/api/v1/actors", &status, &body);
-    if (rc != 0) return rc;
+    if ((*rc = fetch(ctl, path, &status, &body)) != 0) return NULL;
     json_t *root = json_loads(body, 0, NULL);
     free(body);
+    if (status != 200 || !json_is_object(root)) {
+        ctl_error(NULL, "unexpected answer to %s (HTTP %d)", path, status);
+        json_decref(root);
+        *rc = CTL_EXIT_SERVER_FAILURE;
+        return NULL;
+    }
+    return root;
+}
+
+/* Prints an object's members as "  name value" lines, nested objects as a.b. */
+static void print_members(const char *prefix, json_t *obj) {
+    const char *key;
+    json_t *value;
+    json_object_foreach(obj, key, value) {
+        char name[128];
+        snprintf(name, sizeof(name), "%s%s", prefix, key);
+        if (json_is_object(value)) {
+            char nested[128];
+            snprintf(nested, sizeof(nested), "%s.", name);
+            print_members(nested, value);
+        } else if (json_is_real(value)) {
+            printf("  %-36s %.6g\n", name, json_real_value(value));
+        } else if (json_is_integer(value)) {
+            printf("  %-36s %lld\n", name, (long long)json_integer_value(value));
+        } else if (json_is_null(value)) {
+            printf("  %-36s -\n", name);
+        }
+    }
+}
+
+static json_t *actor_named(json_t *actors, const char *name) {
+    size_t i;
+    json_t *a;
+    json_array_foreach(actors, i, a) {
+        const char *n = json_string_value(json_object_get(a, "name"));
+        if (n != NULL && strcmp(n, name) == 0) return a;
+    }
+    return NULL;
+}
+
+/* The actor table, then the store, the event plane and the indexer. */
+static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
+    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+    int rc;
+    json_t *root = fetch_json(ctl, "/api/v1/actors", &rc);
+    if (root == NULL) return rc;
     json_t *actors = json_object_get(root, "actors");
-    if (status != 200 || !json_is_array(actors)) {
-        fprintf(stderr, "crescentctl: unexpected answer (HTTP %d)\n", status);
+    if (!json_is_array(actors)) {
+        ctl_error(NULL, "/api/v1/actors has no actors list");
         json_decref(root);
         return CTL_EXIT_SERVER_FAILURE;
+    }
+    json_t *store = fetch_json(ctl, "/api/v1/stats", &rc);
+    json_t *events = store != NULL ? fetch_json(ctl, "/api/v1/events", &rc) : NULL;
+    if (events == NULL) {
+        json_decref(store);
+        json_decref(root);
+        return rc;
+    }
+    if (ctl->json) {
+        ctl_emit(json_pack("{s:O, s:o, s:o}", "actors", actors, "store", store, "events", events));
+        json_decref(root);
+        return 0;
     }
     printf("%-10s %4s %12s %6s %8s %8s %9s %7s\n", "ACTOR", "CPU", "HANDLED", "DEPTH", "PARKS",
            "WAKES", "RING_FULL", "EXPIRED");
@@ -78,8 +140,57 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
                field(a, "cpu"), field(a, "messages_handled"), field(a, "ring_depth"),
                field(a, "parks"), field(a, "wakes"), field(a, "ring_full"), field(a, "asks_expired"));
     }
+    printf("\nstore (GET /api/v1/stats)\n");
+    print_members("", store);
+    printf("\nevent plane (GET /api/v1/events)\n");
+    print_members("", events);
+    json_t *indexer = actor_named(actors, "indexer");
+    if (indexer != NULL && json_is_object(json_object_get(indexer, "counters"))) {
+        printf("\nprefix indexer (GET /api/v1/actors, indexer)\n");
+        print_members("", json_object_get(indexer, "counters"));
+    }
+    json_decref(events);
+    json_decref(store);
     json_decref(root);
     return 0;
+}
+
+/* Prometheus text as {"samples": [{"name", "labels": {...}, "value"}]}: the
+ * sample lines (comments dropped); label values hold no escapes in ours. */
+static json_t *metrics_json(const char *text) {
+    json_t *samples = json_array();
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        char buf[512];
+        if (line[0] != '#' && len > 0 && len < sizeof(buf)) {
+            memcpy(buf, line, len);
+            buf[len] = '\0';
+            char *value = strrchr(buf, ' ');
+            char *brace = strchr(buf, '{');
+            json_t *labels = json_object();
+            if (value != NULL) *value++ = '\0';
+            if (brace != NULL && brace < value) {
+                *brace = '\0';
+                for (char *p = brace + 1; *p != '\0' && *p != '}';) {
+                    char *eq = strchr(p, '=');
+                    char *close = eq != NULL && eq[1] == '"' ? strchr(eq + 2, '"') : NULL;
+                    if (close == NULL) break;
+                    *eq = '\0';
+                    json_object_set_new(labels, p, json_stringn(eq + 2, (size_t)(close - eq - 2)));
+                    p = close + 1;
+                    if (*p == ',') p++;
+                }
+            }
+            if (value != NULL)
+                json_array_append_new(samples, json_pack("{s:s, s:o, s:f}", "name", buf, "labels",
+                                                         labels, "value", strtod(value, NULL)));
+            else
+                json_decref(labels);
+        }
+        line = end != NULL ? end + 1 : NULL;
+    }
+    return json_pack("{s:o}", "samples", samples);
 }
 
 static int cmd_metrics(const struct ctl *ctl, int argc, char **argv) {
@@ -88,14 +199,27 @@ static int cmd_metrics(const struct ctl *ctl, int argc, char **argv) {
     char *body;
     int rc = fetch(ctl, "/metrics", &status, &body);
     if (rc != 0) return rc;
-    fputs(body, stdout);
+    if (ctl->json)
+        ctl_emit(metrics_json(body));
+    else
+        fputs(body, stdout);
     free(body);
     return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
 }
 
 const struct ctl_command ctl_admin_commands[] = {
-    {"health", "", "ask crescentd whether every actor answers (exit 1 if not)", cmd_health},
-    {"stats", "", "per-actor counters as a table", cmd_stats},
-    {"metrics", "", "the Prometheus text of GET /metrics", cmd_metrics},
-    {NULL, NULL, NULL, NULL},
+    {"health", "", "ask crescentd whether every actor answers (exit 1 if not)", cmd_health,
+     "GET /health on --http.  No arguments.\n"
+     "\nExample:\n  crescentctl health\n  ok (HTTP 200) version 0.1.0, uptime 42s, 7 actors\n"
+     "  crescentctl health --json   # the /health document\n"},
+    {"stats", "", "per-actor counters, then the store, event plane and indexer", cmd_stats,
+     "GET /api/v1/actors, /api/v1/stats and /api/v1/events on --http: a table of the\n"
+     "actors' runtime counters, then the store's, the event plane's and the prefix\n"
+     "indexer's numbers.  No arguments.  --json: {\"actors\", \"store\", \"events\"}.\n"
+     "\nExample:\n  crescentctl stats\n  crescentctl --http 10.0.0.2:13333 stats --json\n"},
+    {"metrics", "", "the Prometheus text of GET /metrics", cmd_metrics,
+     "GET /metrics on --http, printed as is.  No arguments.  --json: {\"samples\":\n"
+     "[{\"name\", \"labels\", \"value\"}]}.\n"
+     "\nExample:\n  crescentctl metrics | grep crescent_rpc_request_duration_seconds_count\n"},
+    {NULL, NULL, NULL, NULL, NULL},
 };

@@ -8,6 +8,7 @@
  * logs): bytes read from the input, then the transfer, then a summary. */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,17 +101,17 @@ static int write_all(int fd, const uint8_t *buf, size_t len) {
 /* TIMEOUT means crescentd did not answer (exit 3); everything else was an
  * answer or a transfer failure that the message explains (exit 1). */
 static int data_failed(cr_client *c, const char *command, int rc) {
-    fprintf(stderr, "\r%screscentctl %s: %s\n", isatty(STDERR_FILENO) ? "\033[K" : "", command,
-            cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
+    if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr); /* over a progress line */
+    ctl_error(command, "%s", cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
     return rc == CR_ERR_TIMEOUT ? CTL_EXIT_UNREACHABLE : CTL_EXIT_SERVER_FAILURE;
 }
 
-int ctl_data_put(cr_client *c, const char *command, const char *tenant, const char *key,
-                 const char *path, const struct cr_replicate_config *config) {
+int ctl_data_put(cr_client *c, bool json, const char *command, const char *tenant,
+                 const char *key, const char *path, const struct cr_replicate_config *config) {
     bool stdin_input = strcmp(path, "-") == 0;
     int fd = stdin_input ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        fprintf(stderr, "crescentctl %s: cannot open '%s': %s\n", command, path, strerror(errno));
+        ctl_error(command, "cannot open '%s': %s", path, strerror(errno));
         return CTL_EXIT_USAGE;
     }
     struct progress p;
@@ -120,7 +121,7 @@ int ctl_data_put(cr_client *c, const char *command, const char *tenant, const ch
     int err = read_all(fd, &p, &data, &len);
     if (!stdin_input) close(fd);
     if (err != 0) {
-        fprintf(stderr, "crescentctl %s: cannot read '%s': %s\n", command, path, strerror(err));
+        ctl_error(command, "cannot read '%s': %s", path, strerror(err));
         return CTL_EXIT_USAGE;
     }
     p.on = p.on && len >= PROGRESS_MIN_BYTES;
@@ -129,7 +130,10 @@ int ctl_data_put(cr_client *c, const char *command, const char *tenant, const ch
     free(data);
     if (rc != CR_OK) return data_failed(c, command, rc);
     progress_done(&p, len);
-    printf("stored %s: %zu bytes\n", key, len);
+    if (json)
+        ctl_emit(json_pack("{s:s, s:I}", "key", key, "size_bytes", (json_int_t)len));
+    else
+        printf("stored %s: %zu bytes\n", key, len);
     return CTL_EXIT_OK;
 }
 
@@ -152,8 +156,7 @@ int ctl_data_get(cr_client *c, const char *command, const char *tenant, const ch
     }
     free(data);
     if (err != 0) {
-        fprintf(stderr, "crescentctl %s: cannot write '%s': %s\n", command,
-                to_stdout ? "stdout" : path, strerror(err));
+        ctl_error(command, "cannot write '%s': %s", to_stdout ? "stdout" : path, strerror(err));
         return CTL_EXIT_SERVER_FAILURE;
     }
     progress_done(&p, len);

@@ -26,11 +26,9 @@
 
 /* 10000: LIVE_RCVHWM in src/client/events_follow.c. */
 static const char events_help[] =
-    "Usage: crescentctl events --follow [--from SEQ] [--sub ENDPOINT] [--replay ENDPOINT]\n"
-    "                          [--topic T] [--count N]\n"
-    "\n"
-    "Prints crescentd's store events as JSON lines, one per event, flushed per batch.\n"
-    "\n"
+    "Prints crescentd's store events as JSON lines, one per event, flushed per batch\n"
+    "(with or without --json).\n"
+    "\nOptions:\n"
     "  --follow           follow the event stream (required)\n"
     "  --from SEQ         replay from SEQ first, then follow live without gaps or duplicates\n"
     "  --sub ENDPOINT     the events PUB (default $CRESCENT_EVENTS or tcp://127.0.0.1:19997)\n"
@@ -43,7 +41,10 @@ static const char events_help[] =
     "(batches neither received live nor still in the replay buffer).  At most 10000 unread\n"
     "live batches are held here: when the reader is slower than crescentd, crescentd keeps\n"
     "the rest up to its --event-send-hwm and then drops them for this follower, which\n"
-    "replays them or reports them as a gap.\n";
+    "replays them or reports them as a gap.\n"
+    "\n"
+    "Example:\n"
+    "  crescentctl events --follow --from 0 --count 10\n";
 
 struct events_args {
     cr_events_follow_config config;
@@ -80,7 +81,8 @@ static int parse_args(int argc, char **argv, struct events_args *a) {
     unsigned long long value;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         if (opt == 'h') {
-            fputs(events_help, stdout);
+            printf("Usage: crescentctl events --follow [--from SEQ] [--sub EP] [--replay EP]\n\n%s",
+                   events_help);
             return EVENTS_HELP;
         } else if (opt == 'f') {
             a->follow = true;
@@ -96,14 +98,13 @@ static int parse_args(int argc, char **argv, struct events_args *a) {
         } else if (opt == 'n' && parse_u64(optarg, &value) && value > 0) {
             a->count = value;
         } else {
-            fprintf(stderr, "crescentctl events: bad option or value '%s' (see --help)\n",
-                    argv[optind - 1]);
+            ctl_error("events", "bad option or value '%s' (see --help)", argv[optind - 1]);
             return CTL_EXIT_USAGE;
         }
     }
     if (!a->follow || optind != argc) {
-        fprintf(stderr, "crescentctl events: usage: events --follow [--from SEQ] [--sub ENDPOINT]"
-                        " [--replay ENDPOINT] [--topic T] [--count N]\n");
+        ctl_error("events", "usage: events --follow [--from SEQ] [--sub ENDPOINT]"
+                            " [--replay ENDPOINT] [--topic T] [--count N]");
         return CTL_EXIT_USAGE;
     }
     return 0;
@@ -156,8 +157,8 @@ static int cmd_events(const struct ctl *ctl, int argc, char **argv) {
     cr_events_follower *follower = NULL;
     int rc = cr_events_follow_create(&a.config, &follower);
     if (rc != CR_OK) {
-        fprintf(stderr, "crescentctl: cannot follow %s (replay %s): %s\n", a.config.sub_endpoint,
-                a.config.replay_endpoint, cr_strerror(rc));
+        ctl_error("events", "cannot follow %s (replay %s): %s", a.config.sub_endpoint,
+                  a.config.replay_endpoint, cr_strerror(rc));
         return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
     }
     unsigned long long printed = 0;
@@ -170,7 +171,7 @@ static int cmd_events(const struct ctl *ctl, int argc, char **argv) {
             fprintf(stderr, "crescentctl: the replay at %s did not answer; following live\n",
                     a.config.replay_endpoint);
         } else if (rc != CR_ERR_PROTOCOL) {
-            fprintf(stderr, "crescentctl: following events failed: %s\n", cr_strerror(rc));
+            ctl_error("events", "following events failed: %s", cr_strerror(rc));
             cr_events_follow_destroy(follower);
             return CTL_EXIT_SERVER_FAILURE;
         }
@@ -182,6 +183,6 @@ static int cmd_events(const struct ctl *ctl, int argc, char **argv) {
 const struct ctl_command ctl_events_commands[] = {
     {"events", "--follow [--from SEQ] [--sub EP] [--replay EP]",
      "store events as JSON lines (--from: replay, then live; also --topic T, --count N)",
-     cmd_events},
+     cmd_events, events_help},
     {0},
 };

@@ -124,8 +124,8 @@ static bool parse_size(const char *text, uint64_t *out) {
 }
 
 static int usage_error(const char *command, const char *what, const char *value) {
-    fprintf(stderr, "crescentctl %s: %s%s%s%s (see --help)\n", command, what,
-            value ? " '" : "", value ? value : "", value ? "'" : "");
+    ctl_error(command, "%s%s%s%s (see --help)", what, value ? " '" : "", value ? value : "",
+              value ? "'" : "");
     return CTL_EXIT_USAGE;
 }
 
@@ -183,8 +183,8 @@ static int parse_args(int argc, char **argv, int allowed, int positionals, struc
     }
     a->first = optind;
     if (positionals >= 0 && argc - optind != positionals) { /* < 0: the caller counts */
-        fprintf(stderr, "crescentctl %s: wants %d argument%s, got %d (see --help)\n", argv[0],
-                positionals, positionals == 1 ? "" : "s", argc - optind);
+        ctl_error(argv[0], "wants %d argument%s, got %d (see --help)", positionals,
+                  positionals == 1 ? "" : "s", argc - optind);
         return CTL_EXIT_USAGE;
     }
     return 0;
@@ -204,14 +204,13 @@ static int open_client(const struct ctl *ctl, const char *command, const struct 
     char error[256];
     int rc = cr_client_open(ctl->rpc_address, &options, out, error, sizeof(error));
     if (rc == CR_OK) return 0;
-    fprintf(stderr, "crescentctl %s: %s\n", command, error);
+    ctl_error(command, "%s", error);
     return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
 }
 
 /* Reports a failed call; the exit status says whose fault it was. */
 static int failed(cr_client *c, const char *command, int rc) {
-    fprintf(stderr, "crescentctl %s: %s\n", command,
-            cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
+    ctl_error(command, "%s", cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
     if (rc == CR_ERR_TIMEOUT || rc == CR_ERR_IO) return CTL_EXIT_UNREACHABLE;
     return CTL_EXIT_SERVER_FAILURE;
 }
@@ -250,6 +249,32 @@ static void print_replicas(const struct cr_replica_list *list) {
     }
 }
 
+static json_t *replicas_json(const struct cr_replica_list *list) {
+    json_t *out = json_array();
+    for (size_t i = 0; i < list->count; i++) {
+        const struct cr_replica *r = &list->replicas[i];
+        json_t *buffers = json_array();
+        for (size_t h = 0; h < r->handle_count; h++) {
+            const struct cr_buf_handle *b = &r->handles[h];
+            json_array_append_new(buffers, json_pack("{s:s, s:I, s:I, s:s}", "segment",
+                                                     b->segment_name, "buffer",
+                                                     (json_int_t)b->buffer, "size_bytes",
+                                                     (json_int_t)b->size_bytes, "endpoint",
+                                                     b->transport_endpoint));
+        }
+        json_array_append_new(out, json_pack("{s:s, s:o}", "status",
+                                             replica_status_name(r->status), "buffers", buffers));
+    }
+    return out;
+}
+
+static const char *client_id_text(cr_client *c, char text[CR_CLIENT_UUID_TEXT]) {
+    uint8_t id[CR_CLIENT_ID_BYTES];
+    cr_client_get_id(c, id);
+    cr_client_uuid_format(id, text);
+    return text;
+}
+
 /* ---- commands --------------------------------------------------------- */
 
 static volatile sig_atomic_t keepalive_stop;
@@ -262,7 +287,8 @@ static void keepalive_signal(int sig) {
 /* mount --keepalive: pings until SIGINT/SIGTERM, then unmounts.  crescentd
  * unmounts a client's segments after --client-ttl without a ping; a third of
  * the TTL apart leaves two pings' slack for a loaded machine. */
-static int keep_alive(cr_client *c, const char *command, const char *segment) {
+static int keep_alive(const struct ctl *ctl, cr_client *c, const char *command,
+                      const char *segment) {
     struct sigaction sa = {.sa_handler = keepalive_signal}; /* no SA_RESTART: sleeps end */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -271,8 +297,9 @@ static int keep_alive(cr_client *c, const char *command, const char *segment) {
     int rc = cr_client_ping(c, &ttl_ms);
     if (rc != CR_OK) return failed(c, command, rc);
     uint64_t period_ms = ttl_ms / 3 > 100 ? ttl_ms / 3 : 100;
-    printf("keeping %s mounted: a ping every %.1f s (client ttl %.1f s); Ctrl-C unmounts\n",
-           segment, (double)period_ms / 1000.0, (double)ttl_ms / 1000.0);
+    if (!ctl->json)
+        printf("keeping %s mounted: a ping every %.1f s (client ttl %.1f s); Ctrl-C unmounts\n",
+               segment, (double)period_ms / 1000.0, (double)ttl_ms / 1000.0);
     fflush(stdout);
     while (!keepalive_stop) {
         struct timespec pause = {.tv_sec = (time_t)(period_ms / 1000),
@@ -284,7 +311,10 @@ static int keep_alive(cr_client *c, const char *command, const char *segment) {
     }
     rc = cr_client_unmount_segment(c, segment);
     if (rc != CR_OK) return failed(c, command, rc);
-    printf("unmounted %s\n", segment);
+    if (ctl->json)
+        ctl_emit(json_pack("{s:s}", "unmounted", segment));
+    else
+        printf("unmounted %s\n", segment);
     return CTL_EXIT_OK;
 }
 
@@ -310,18 +340,20 @@ static int cmd_mount(const struct ctl *ctl, int argc, char **argv) {
     cr_client *c;
     if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
     rc = cr_client_mount_segment(c, &spec);
-    if (rc == CR_OK) {
-        uint8_t id[CR_CLIENT_ID_BYTES];
-        char text[CR_CLIENT_UUID_TEXT];
-        cr_client_get_id(c, id);
-        cr_client_uuid_format(id, text);
+    char text[CR_CLIENT_UUID_TEXT];
+    if (rc == CR_OK && ctl->json)
+        ctl_emit(json_pack("{s:s, s:I, s:I, s:s?, s:s, s:s}", "mounted", spec.name, "size_bytes",
+                           (json_int_t)spec.size_bytes, "base", (json_int_t)spec.base,
+                           "endpoint", a.endpoint, "protocol", a.protocol ? a.protocol : "tcp",
+                           "client_id", client_id_text(c, text)));
+    else if (rc == CR_OK)
         printf("mounted %s: %" PRIu64 " bytes at 0x%" PRIx64 ", endpoint %s, client %s\n",
-               spec.name, spec.size_bytes, spec.base, a.endpoint ? a.endpoint : "-", text);
-    }
+               spec.name, spec.size_bytes, spec.base, a.endpoint ? a.endpoint : "-",
+               client_id_text(c, text));
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
-    if (rc == CR_OK && a.keepalive) status = keep_alive(c, argv[0], spec.name);
+    if (rc == CR_OK && a.keepalive) status = keep_alive(ctl, c, argv[0], spec.name);
     if (rc == CR_ERR_INVALID_PARAMS && a.endpoint == NULL)
-        fprintf(stderr, "  (crescentd may want the owner's transfer address: --endpoint H:P)\n");
+        ctl_error(argv[0], "crescentd may want the owner's transfer address: --endpoint H:P");
     cr_client_close(c);
     return status;
 }
@@ -333,7 +365,10 @@ static int cmd_unmount(const struct ctl *ctl, int argc, char **argv) {
     cr_client *c;
     if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
     rc = cr_client_unmount_segment(c, argv[a.first]);
-    if (rc == CR_OK) printf("unmounted %s\n", argv[a.first]);
+    if (rc == CR_OK && ctl->json)
+        ctl_emit(json_pack("{s:s}", "unmounted", argv[a.first]));
+    else if (rc == CR_OK)
+        printf("unmounted %s\n", argv[a.first]);
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
     cr_client_close(c);
     return status;
@@ -359,11 +394,15 @@ static int cmd_put_start(const struct ctl *ctl, int argc, char **argv) {
     if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
     struct cr_replica_list list;
     rc = cr_client_put_start(c, a.tenant, &item, &list);
-    if (rc == CR_OK) {
-        uint8_t id[CR_CLIENT_ID_BYTES];
-        char text[CR_CLIENT_UUID_TEXT];
-        cr_client_get_id(c, id);
-        cr_client_uuid_format(id, text);
+    char text[CR_CLIENT_UUID_TEXT];
+    if (rc == CR_OK && ctl->json) {
+        ctl_emit(json_pack("{s:s, s:s, s:I, s:s, s:o}", "key", item.key, "tenant",
+                           a.tenant ? a.tenant : CR_CLIENT_DEFAULT_TENANT, "size_bytes",
+                           (json_int_t)item.size_bytes, "client_id", client_id_text(c, text),
+                           "replicas", replicas_json(&list)));
+        cr_client_replica_list_free(&list);
+    } else if (rc == CR_OK) {
+        client_id_text(c, text);
         printf("put started: %s (%" PRIu64 " bytes, %zu replica%s), client %s\n", item.key,
                item.size_bytes, list.count, list.count == 1 ? "" : "s", text);
         print_replicas(&list);
@@ -393,7 +432,11 @@ static int keyed_command(const struct ctl *ctl, int argc, char **argv, int allow
         rc = cr_client_put_revoke(c, a.tenant, key);
     else
         rc = cr_client_remove(c, a.tenant, key, a.force);
-    if (rc == CR_OK) printf("%s %s\n", done, key);
+    if (rc == CR_OK && ctl->json)
+        ctl_emit(json_pack("{s:s, s:s, s:s, s:b}", "command", argv[0], "key", key, "tenant",
+                           a.tenant ? a.tenant : CR_CLIENT_DEFAULT_TENANT, "ok", 1));
+    else if (rc == CR_OK)
+        printf("%s %s\n", done, key);
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
     cr_client_close(c);
     return status;
@@ -421,11 +464,14 @@ static int cmd_replicas(const struct ctl *ctl, int argc, char **argv) {
     if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
     struct cr_replica_list list;
     rc = cr_client_get_replica_list(c, a.tenant, argv[a.first], &list);
-    if (rc == CR_OK) {
-        printf("%s: %zu replica%s\n", argv[a.first], list.count, list.count == 1 ? "" : "s");
-        print_replicas(&list);
-        cr_client_replica_list_free(&list);
-    }
+    if (rc == CR_OK && ctl->json)
+        ctl_emit(json_pack("{s:s, s:s, s:o}", "key", argv[a.first], "tenant",
+                           a.tenant ? a.tenant : CR_CLIENT_DEFAULT_TENANT, "replicas",
+                           replicas_json(&list)));
+    else if (rc == CR_OK)
+        printf("%s: %zu replica%s\n", argv[a.first], list.count, list.count == 1 ? "" : "s"),
+            print_replicas(&list);
+    if (rc == CR_OK) cr_client_replica_list_free(&list);
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
     cr_client_close(c);
     return status;
@@ -444,7 +490,7 @@ static int cmd_put(const struct ctl *ctl, int argc, char **argv) {
     if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
     struct cr_replicate_config config = {.replica_num = a.replicas, .with_soft_pin = a.soft_pin,
                                          .preferred_segment = a.preferred};
-    rc = ctl_data_put(c, argv[0], a.tenant, argv[a.first], argv[a.first + 1], &config);
+    rc = ctl_data_put(c, ctl->json, argv[0], a.tenant, argv[a.first], argv[a.first + 1], &config);
     cr_client_close(c);
     return rc;
 }
@@ -478,12 +524,16 @@ static int cmd_exist(const struct ctl *ctl, int argc, char **argv) {
     rc = cr_client_exist_key(c, a.tenant, argv[a.first], &exists);
     if (rc == CR_ERR_OBJECT_NOT_FOUND) rc = CR_OK; /* an answer, not a failure */
     int status;
-    if (rc == CR_OK) {
-        printf("%s %s\n", argv[a.first], exists ? "exists" : "does not exist");
-        status = exists ? CTL_EXIT_OK : CTL_EXIT_SERVER_FAILURE;
-    } else if (rc == CR_ERR_OBJECT_NOT_READY) {
-        printf("%s is being written (no put-end yet)\n", argv[a.first]);
-        status = CTL_EXIT_SERVER_FAILURE;
+    if (rc == CR_OK || rc == CR_ERR_OBJECT_NOT_READY) {
+        bool writing = rc == CR_ERR_OBJECT_NOT_READY;
+        if (ctl->json)
+            ctl_emit(json_pack("{s:s, s:b, s:b}", "key", argv[a.first], "exists", exists,
+                               "being_written", writing));
+        else if (writing)
+            printf("%s is being written (no put-end yet)\n", argv[a.first]);
+        else
+            printf("%s %s\n", argv[a.first], exists ? "exists" : "does not exist");
+        status = exists && !writing ? CTL_EXIT_OK : CTL_EXIT_SERVER_FAILURE;
     } else {
         status = failed(c, argv[0], rc);
     }
@@ -502,7 +552,10 @@ static int cmd_rm_regex(const struct ctl *ctl, int argc, char **argv) {
     if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
     int64_t removed = 0;
     rc = cr_client_remove_by_regex(c, a.tenant, regex, a.force, &removed);
-    if (rc == CR_OK) printf("removed %" PRId64 " object%s\n", removed, removed == 1 ? "" : "s");
+    if (rc == CR_OK && ctl->json)
+        ctl_emit(json_pack("{s:I}", "removed", (json_int_t)removed));
+    else if (rc == CR_OK)
+        printf("removed %" PRId64 " object%s\n", removed, removed == 1 ? "" : "s");
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
     cr_client_close(c);
     return status;
@@ -521,12 +574,17 @@ static int cmd_ping(const struct ctl *ctl, int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     uint64_t ttl_ms = 0;
     if (rc == CR_OK) rc = cr_client_ping(c, &ttl_ms);
-    if (rc == CR_OK) {
-        double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
-        printf("crescentd %s at %s: %s, round trip %.0f us, client ttl %" PRIu64 " ms\n",
+    double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    char ttl[32];
+    ctl_format_duration((double)ttl_ms / 1000.0, ttl, sizeof(ttl));
+    if (rc == CR_OK && ctl->json)
+        ctl_emit(json_pack("{s:s, s:s, s:b, s:f, s:I}", "version", version.version, "rpc",
+                           ctl->rpc_address, "ready", version.ready, "round_trip_us", us,
+                           "client_ttl_ms", (json_int_t)ttl_ms));
+    else if (rc == CR_OK)
+        printf("crescentd %s at %s: %s, round trip %.0f us, client ttl %s\n",
                version.version[0] ? version.version : "?", ctl->rpc_address,
-               version.ready ? "ready" : "not ready", us, ttl_ms);
-    }
+               version.ready ? "ready" : "not ready", us, ttl);
     int status = rc == CR_OK ? (version.ready ? CTL_EXIT_OK : CTL_EXIT_SERVER_FAILURE)
                              : failed(c, argv[0], rc);
     cr_client_close(c);
@@ -555,9 +613,16 @@ static bool url_encode(const char *in, char *out, size_t out_size) {
 
 /* STATE column of ls: complete or in flight, plus lease and pins. */
 static void object_state(json_t *o, char *out, size_t size) {
+    char lease[48] = "";
+    json_t *left = json_object_get(o, "lease_expires_in_s");
+    if (json_is_true(json_object_get(o, "leased")) && json_is_number(left)) {
+        char in[24];
+        ctl_format_duration(json_number_value(left), in, sizeof(in));
+        snprintf(lease, sizeof(lease), ",leased (expires in %s)", in);
+    }
     snprintf(out, size, "%s%s%s%s", json_is_true(json_object_get(o, "complete")) ? "complete"
                                                                               : "in-flight",
-             json_is_true(json_object_get(o, "leased")) ? ",leased" : "",
+             lease,
              json_is_true(json_object_get(o, "soft_pinned")) ? ",soft-pinned" : "",
              json_is_true(json_object_get(o, "hard_pinned")) ? ",hard-pinned" : "");
 }
@@ -566,19 +631,23 @@ static void object_state(json_t *o, char *out, size_t size) {
  * [{"key", "size_bytes", "complete", "leased", ..., "replicas": [...]}]});
  * returns an exit status, or -1 when the answer is not that JSON (the caller
  * then falls back to RPC). */
-static int print_objects_json(const char *body) {
+static int print_objects_json(const struct ctl *ctl, const char *body) {
     json_t *root = json_loads(body, 0, NULL);
     json_t *objects = json_object_get(root, "objects");
     if (!json_is_array(objects)) {
         json_decref(root);
         return -1;
     }
+    if (ctl->json) {
+        ctl_emit(root);
+        return CTL_EXIT_OK;
+    }
     printf("%-40s %12s %8s  %s\n", "KEY", "SIZE", "REPLICAS", "STATE");
     size_t i;
     json_t *o;
     json_array_foreach(objects, i, o) {
         const char *key = json_string_value(json_object_get(o, "key"));
-        char state[64];
+        char state[96];
         object_state(o, state, sizeof(state));
         printf("%-40s %12lld %8zu  %s\n", key ? key : "?",
                (long long)json_integer_value(json_object_get(o, "size_bytes")),
@@ -613,9 +682,9 @@ static int ls_http(const struct ctl *ctl, const struct store_args *a) {
     free(path);
     int out = -1;
     if (rc == CR_OK && status == 200) {
-        out = print_objects_json(body);
+        out = print_objects_json(ctl, body);
     } else if (rc == CR_OK) {
-        fprintf(stderr, "crescentctl: ls: HTTP %d: %s\n", status, body != NULL ? body : "");
+        ctl_error("ls", "HTTP %d: %s", status, body != NULL ? body : "");
         out = CTL_EXIT_SERVER_FAILURE;
     }
     free(body);
@@ -647,7 +716,15 @@ static int ls_rpc(const struct ctl *ctl, const char *command, const struct store
     rc = regex == NULL ? CR_ERR_NOMEM
                        : cr_client_get_replica_list_by_regex(c, a->tenant, regex, &lists);
     free(regex);
-    if (rc == CR_OK) {
+    if (rc == CR_OK && ctl->json) {
+        json_t *objects = json_array();
+        for (size_t i = 0; i < lists.count && i < (size_t)a->limit; i++)
+            json_array_append_new(objects, json_pack("{s:s, s:o}", "key", lists.lists[i].key,
+                                                     "replicas", replicas_json(&lists.lists[i])));
+        ctl_emit(json_pack("{s:I, s:b, s:o}", "count", (json_int_t)json_array_size(objects),
+                           "truncated", lists.count > (size_t)a->limit, "objects", objects));
+        cr_client_replica_lists_free(&lists);
+    } else if (rc == CR_OK) {
         printf("%-40s %12s %8s  %s\n", "KEY", "SIZE", "REPLICAS", "STATE");
         size_t shown = 0;
         for (size_t i = 0; i < lists.count && shown < (size_t)a->limit; i++, shown++) {
@@ -686,15 +763,19 @@ static int cmd_store_stats(const struct ctl *ctl, int argc, char **argv) {
     rc = cr_admin_http_get(ctl->http_address, "/api/v1/stats", ctl->timeout_ms, &status, &body,
                            error, sizeof(error));
     if (rc != CR_OK) {
-        fprintf(stderr, "crescentctl %s: %s\n", argv[0], error[0] ? error : cr_strerror(rc));
+        ctl_error(argv[0], "%s", error[0] ? error : cr_strerror(rc));
         return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
     }
     json_t *root = json_loads(body, 0, NULL);
     free(body);
     if (status != 200 || !json_is_object(root)) {
-        fprintf(stderr, "crescentctl %s: unexpected answer (HTTP %d)\n", argv[0], status);
+        ctl_error(argv[0], "unexpected answer (HTTP %d)", status);
         json_decref(root);
         return CTL_EXIT_SERVER_FAILURE;
+    }
+    if (ctl->json) {
+        ctl_emit(root);
+        return CTL_EXIT_OK;
     }
     const char *name;
     json_t *value;
@@ -708,30 +789,94 @@ static int cmd_store_stats(const struct ctl *ctl, int argc, char **argv) {
     return CTL_EXIT_OK;
 }
 
+#define RPC_NOTE "Over the store RPC (--rpc, default $CRESCENT_RPC or tcp://127.0.0.1:50051).\n"
+#define TENANT_OPT "  --tenant T         the key space (default \"default\")\n"
+#define CLIENT_OPT                                                                         \
+    "  --client-id UUID   this client's identity (default $CRESCENT_CLIENT_ID, else a new\n" \
+    "                     one per run): put-end, put-revoke and unmount are accepted only\n" \
+    "                     from the id that ran put-start or mount\n"
+
 const struct ctl_command ctl_store_commands[] = {
     {"mount", "NAME SIZE [--base N] [--endpoint H:P] [--keepalive]",
-     "mount a segment (store options: mount --help)", cmd_mount},
+     "mount a segment: contribute SIZE bytes of memory to the store", cmd_mount,
+     RPC_NOTE "\nArguments:\n  NAME               the segment's name (unique in crescentd)\n"
+     "  SIZE               bytes; K, M, G, T suffixes (binary)\n"
+     "\nOptions:\n"
+     "  --endpoint H:P     where the owner serves transfers of this memory\n"
+     "  --base N           the segment's address in its owner's memory (default 0)\n"
+     "  --protocol P       transfer protocol (default tcp)\n"
+     "  --keepalive        stay in the foreground, pinging crescentd a third of its client\n"
+     "                     TTL apart (it unmounts a quiet client's segments after\n"
+     "                     --client-ttl, 10 s by default); SIGINT or SIGTERM unmounts\n" CLIENT_OPT
+     "\nExample:\n  crescentctl mount seg0 1G --endpoint 10.0.0.5:12345 --keepalive\n"},
     {"unmount", "NAME [--client-id ID]", "unmount a segment (as the client that mounted it)",
-     cmd_unmount},
+     cmd_unmount,
+     RPC_NOTE "\nArguments:\n  NAME               the segment's name\n\nOptions:\n" CLIENT_OPT
+     "\nExample:\n  crescentctl unmount seg0 --client-id $CRESCENT_CLIENT_ID\n"},
     {"put-start", "KEY SIZE [--replicas N] [--soft-pin] [--preferred S]",
-     "allocate replicas for KEY; --client-id ID / $CRESCENT_CLIENT_ID", cmd_put_start},
+     "allocate replicas for KEY (then write them, then put-end)", cmd_put_start,
+     RPC_NOTE "\nArguments:\n  KEY                the object's key (1 to 4096 bytes)\n"
+     "  SIZE               bytes; K, M, G, T suffixes (binary)\n"
+     "\nOptions:\n  --replicas N       replicas wanted (default 1; fewer may be granted)\n"
+     "  --soft-pin         keep the object through eviction while possible\n"
+     "  --preferred SEG    try this segment first\n" TENANT_OPT CLIENT_OPT
+     "\nExample:\n  export CRESCENT_CLIENT_ID=$(cat /proc/sys/kernel/random/uuid)\n"
+     "  crescentctl put-start key1 4096 --replicas 1 && crescentctl put-end key1\n"},
     {"put-end", "KEY [--client-id ID]", "complete a put (same client id as put-start)",
-     cmd_put_end},
+     cmd_put_end,
+     RPC_NOTE "\nArguments:\n  KEY                the key put-start allocated\n\nOptions:\n" TENANT_OPT
+     CLIENT_OPT "\nExample:\n  crescentctl put-end key1 --client-id 6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f\n"},
     {"put-revoke", "KEY [--client-id ID]", "abandon a put (same client id as put-start)",
-     cmd_put_revoke},
+     cmd_put_revoke,
+     RPC_NOTE "\nArguments:\n  KEY                the key put-start allocated\n\nOptions:\n" TENANT_OPT
+     CLIENT_OPT "\nExample:\n  crescentctl put-revoke key1\n"},
     {"put", "KEY FILE|- [--replicas N] [--soft-pin] [--preferred S]",
-     "store the bytes of FILE (- : stdin) under KEY, checksummed", cmd_put},
-    {"get", "KEY [FILE|-]", "read KEY's bytes (checksum verified) into FILE (default stdout)",
-     cmd_get},
-    {"replicas", "KEY", "replica list of KEY (takes a read lease)", cmd_replicas},
-    {"exist", "KEY", "exit 0 if KEY exists, 1 if not", cmd_exist},
-    {"rm", "KEY [--force]", "remove KEY (--force: even while leased)", cmd_rm},
-    {"rm-regex", "REGEX [--force]", "remove every key matching the PCRE2 REGEX", cmd_rm_regex},
-    {"ls", "[--prefix P] [--limit N]",
-     "list objects (HTTP admin; RPC regex only if HTTP is unreachable); --tenant T",
-     cmd_ls},
-    {"ping", "", "store RPC round trip, version and client TTL", cmd_ping},
+     "store the bytes of FILE (-: stdin) under KEY", cmd_put,
+     RPC_NOTE "The bytes go straight to the store servers the master picks (crescent-store,\n"
+     "crescentd's local segment), all replicas in parallel; the put ends with the bytes'\n"
+     "XXH3 checksum, or is revoked if any write fails.  Objects hold 1 byte or more.\n"
+     "A progress line is shown on stderr for objects of 8 MiB or more when it is a tty.\n"
+     "\nArguments:\n  KEY                the object's key\n  FILE               a file, or - for stdin\n"
+     "\nOptions:\n  --replicas N       replicas wanted (default 1; fewer may be granted)\n"
+     "  --soft-pin         keep the object through eviction while possible\n"
+     "  --preferred SEG    try this segment first\n" TENANT_OPT
+     "\nExample:\n  crescentctl put model/blk-0 kv.bin --replicas 2\n"},
+    {"get", "KEY [FILE|-]", "read KEY's bytes into FILE (default stdout)", cmd_get,
+     RPC_NOTE "Reads the nearest complete replica (same host first), falling back to the next\n"
+     "one if a read fails; the bytes are checked against the put's checksum and written\n"
+     "only when they match and the read finished within its lease.\n"
+     "\nArguments:\n  KEY                the object's key\n"
+     "  FILE               where to write (default, or -: stdout)\n\nOptions:\n" TENANT_OPT
+     "\nExample:\n  crescentctl get model/blk-0 copy.bin && cmp kv.bin copy.bin\n"},
+    {"replicas", "KEY", "replica list of KEY (takes a read lease)", cmd_replicas,
+     RPC_NOTE "\nArguments:\n  KEY                the object's key\n\nOptions:\n" TENANT_OPT
+     "\nExample:\n  crescentctl replicas key1\n  crescentctl replicas key1 --json | jq -r "
+     "'.replicas[0].buffers[0].endpoint'\n"},
+    {"exist", "KEY", "exit 0 if KEY exists, 1 if not", cmd_exist,
+     RPC_NOTE "\nArguments:\n  KEY                the object's key\n\nOptions:\n" TENANT_OPT
+     "\nExample:\n  crescentctl exist key1 && echo cached\n"},
+    {"rm", "KEY [--force]", "remove KEY (--force: even while leased)", cmd_rm,
+     RPC_NOTE "\nArguments:\n  KEY                the object's key\n\nOptions:\n"
+     "  --force            remove even while a reader holds a lease\n" TENANT_OPT
+     "\nExample:\n  crescentctl rm key1\n"},
+    {"rm-regex", "REGEX [--force]", "remove every key matching the PCRE2 REGEX", cmd_rm_regex,
+     RPC_NOTE "\nArguments:\n  REGEX              a PCRE2 pattern matched against whole keys\n"
+     "\nOptions:\n  --force            remove even while a reader holds a lease\n" TENANT_OPT
+     "\nExample:\n  crescentctl rm-regex '^session-42/'\n"},
+    {"ls", "[--prefix P] [--limit N]", "list objects (HTTP admin; RPC regex if HTTP is down)",
+     cmd_ls,
+     "Over HTTP (GET /api/v1/objects on --http): takes no lease.  Only when the HTTP front\n"
+     "cannot be reached, over the store RPC (GetReplicaListByRegex, which leases them).\n"
+     "\nOptions:\n  --prefix P         keys starting with P\n"
+     "  --limit N          at most N objects (1 to 1000, default 1000)\n" TENANT_OPT
+     "\nExample:\n  crescentctl ls --prefix key --limit 10\n"},
+    {"ping", "", "store RPC round trip, version and client TTL", cmd_ping,
+     RPC_NOTE "Pings with this client's id (which keeps a segment it mounted alive).\n"
+     "\nOptions:\n" CLIENT_OPT "\nExample:\n  crescentctl ping\n"
+     "  crescentd 0.1.0 at tcp://127.0.0.1:50051: ready, round trip 180 us, client ttl 10.0 s\n"},
     {"store-stats", "", "store capacity, usage, objects, leases, evictions (HTTP)",
-     cmd_store_stats},
-    {NULL, NULL, NULL, NULL},
+     cmd_store_stats,
+     "GET /api/v1/stats on --http as name-value lines.  No arguments.\n"
+     "\nExample:\n  crescentctl store-stats\n"},
+    {NULL, NULL, NULL, NULL, NULL},
 };

@@ -49,6 +49,7 @@ void cr_store_config_default(cr_store_config *out) {
      * is a few MB; far more would stall the segments actor while it builds
      * and packs it, and the client while it unpacks it. */
     out->regex_max_matches = 10000;
+    out->regex_budget_steps = 100000000; /* ~1-2 s of matching; see store_regex.c */
     out->block_token_ids_max = 1u << 16;
     out->rng_seed = 0x9E3779B97F4A7C15ULL;
 }
@@ -89,6 +90,7 @@ int cr_store_config_validate(const cr_store_config *c, char *msg, size_t msg_len
          "regex_match_limit and regex_depth_limit must be > 0"},
         {c->regex_max_matches == 0 || c->regex_max_matches > OBJECTS_MAX,
          "regex_max_matches must be in [1, 2^28]"},
+        {c->regex_budget_steps == 0, "regex_budget_steps must be > 0"},
         {c->rng_seed == 0, "rng_seed must be non-zero"},
     };
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {

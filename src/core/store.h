@@ -57,6 +57,7 @@ typedef struct cr_store_config {
     uint32_t regex_match_limit;                /* PCRE2 match limit */
     uint32_t regex_depth_limit;                /* PCRE2 depth limit */
     uint32_t regex_max_matches;                /* keys one regex call may match: 10000 */
+    uint64_t regex_budget_steps;               /* PCRE2 steps one regex call may take */
     uint32_t block_token_ids_max;              /* token ids kept per PutStart */
     uint64_t rng_seed;                         /* allocation strategy randomness */
 } cr_store_config;
@@ -93,7 +94,9 @@ struct cr_store_block_meta {
 };
 
 /* Points into store memory, valid only during the callback.  For UPDATE a
- * replica_count of 0 means the object is gone (its last replica was dropped).
+ * replica_count of 0 means the object is gone (removed, evicted, cleared or
+ * its last replica unmounted).  Only complete objects publish UPDATE: a put
+ * that never ended was never published, so its end says nothing.
  * For REMOVE_ALL key is NULL; tenant is NULL when every tenant was cleared
  * and removed_count says how many objects went. */
 struct cr_store_change {
@@ -309,8 +312,9 @@ int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *k
 int cr_store_get_replica_list_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms,
                                 struct cr_store_replica_list *out);
 
-/* Removes one object.  Leased → CR_ERR_OBJECT_HAS_LEASE unless force; an
- * in-flight put → CR_ERR_OBJECT_NOT_READY unless force.  Returns CR_OK or
+/* Removes one object (a complete one publishes UPDATE with no replicas).
+ * Leased → CR_ERR_OBJECT_HAS_LEASE unless force; an in-flight put →
+ * CR_ERR_OBJECT_NOT_READY unless force.  Returns CR_OK or
  * CR_ERR_OBJECT_NOT_FOUND otherwise. */
 int cr_store_remove(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
                     bool force, uint64_t now_ms);
@@ -340,16 +344,19 @@ int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char
 /* Regex operations (PCRE2, match and depth limits from the config).  Matching
  * is done over every key of the tenant before anything is changed.
  * get: calls fn once per matching complete object (granting each a lease).
- * remove: removes matching complete objects, skipping leased unless force.
+ * remove: removes matching complete objects, skipping leased unless force;
+ * each publishes UPDATE with no replicas.
  * At most regex_max_matches complete objects may match (leased ones count
  * too): one more refuses the whole call before anything is changed — no
  * lease granted, nothing removed — so that one call can neither hold the
  * caller's thread building a huge answer nor half-apply a removal.  The scan
- * stops at the first match over the bound.
+ * stops at the first match over the bound.  The whole call may take at most
+ * regex_budget_steps PCRE2 steps (pattern items tried, summed over every key
+ * scanned, plus one per key).
  * Return CR_OK, or CR_ERR_INVALID_PARAMS when the pattern does not compile
- * (PCRE2's message in last_error), is too expensive (match/depth limit) or
- * matches more than regex_max_matches keys, CR_ERR_NOMEM.  An unknown tenant
- * matches nothing (CR_OK). */
+ * (PCRE2's message in last_error), is too expensive (match/depth limit on a
+ * key, or the call's step budget) or matches more than regex_max_matches
+ * keys, CR_ERR_NOMEM.  An unknown tenant matches nothing (CR_OK). */
 int cr_store_get_replica_list_by_regex(
     cr_store *store, const char *tenant, const char *pattern, uint64_t now_ms,
     void (*fn)(void *ctx, const char *key, uint32_t key_len,
@@ -357,6 +364,31 @@ int cr_store_get_replica_list_by_regex(
     void *ctx);
 int cr_store_remove_by_regex(cr_store *store, const char *tenant, const char *pattern,
                              bool force, uint64_t now_ms, uint64_t *removed);
+
+/* The same calls in slices, so that a caller can serve others in between.
+ * _new compiles the pattern and holds the tenant (a pattern that does not
+ * compile gives a finished scan holding that refusal); returns CR_OK or
+ * CR_ERR_NOMEM.  _run scans keys until about steps_max more steps are spent
+ * (one key may overrun by its own cost, bounded by the match limit): returns
+ * CR_ERR_AGAIN while keys remain, CR_OK once the scan is finished, with its
+ * verdict kept.  The store may change between slices: objects removed or
+ * reused since they matched are skipped when applied, objects stored behind
+ * the cursor are not seen.  _by_scan applies a finished scan exactly as the
+ * _by_regex calls do, returning the scan's verdict.  _free releases the
+ * tenant; call it before the store is destroyed. */
+struct cr_store_regex_scan;
+int cr_store_regex_scan_new(cr_store *store, const char *tenant, const char *pattern,
+                            struct cr_store_regex_scan **out);
+int cr_store_regex_scan_run(cr_store *store, struct cr_store_regex_scan *scan,
+                            uint64_t steps_max);
+void cr_store_regex_scan_free(cr_store *store, struct cr_store_regex_scan *scan);
+int cr_store_get_replica_list_by_scan(
+    cr_store *store, const struct cr_store_regex_scan *scan, uint64_t now_ms,
+    void (*fn)(void *ctx, const char *key, uint32_t key_len,
+               const struct cr_store_replica_list *replicas),
+    void *ctx);
+int cr_store_remove_by_scan(cr_store *store, const struct cr_store_regex_scan *scan, bool force,
+                            uint64_t now_ms, uint64_t *removed);
 
 /* ---- eviction (mechanism; the lease/eviction actor decides) -------------- */
 
@@ -395,7 +427,8 @@ uint64_t cr_evict_bytes_to_free(const cr_store_config *cfg, const struct cr_stor
                                 bool alloc_failed);
 
 /* Revalidates (same generation, complete, unleased, not hard-pinned) and
- * frees the object.  Returns true when it was evicted. */
+ * frees the object, publishing UPDATE with no replicas.  Returns true when it
+ * was evicted. */
 bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, uint64_t now_ms);
 
 /* Frees the space of zombie puts whose PutStart is older than

@@ -99,7 +99,7 @@ bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, ui
     if (obj->generation != generation || !evictable(obj, now_ms)) return false;
     store->counters.evictions++;
     store->counters.evicted_bytes += obj_bytes(obj);
-    cr_store_obj_free(store, object_id);
+    cr_store_obj_remove(store, object_id);
     return true;
 }
 

@@ -199,6 +199,7 @@ void cr_store_obj_free(cr_store *store, uint32_t id);
 void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *obj,
                             bool complete_only, struct cr_store_replica_list *out);
 void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj);
+void cr_store_obj_remove(cr_store *store, uint32_t id); /* free + "gone" event if published */
 bool cr_store_obj_leased(const struct cr_store_obj *obj, uint64_t now_ms);
 bool cr_store_obj_soft_pinned(const cr_store *store, const struct cr_store_obj *obj,
                               uint64_t now_ms);

@@ -32,7 +32,7 @@ struct put_plan {
 static void table_insert(cr_store *store, uint32_t id, uint64_t hash);
 static void table_delete(cr_store *store, uint32_t id, uint64_t hash);
 static void emit_object(cr_store *store, enum cr_store_change_kind kind,
-                        const struct cr_store_obj *obj);
+                        const struct cr_store_obj *obj, uint32_t replica_count);
 
 /* ---- hash table and slab ---------------------------------------------------- */
 
@@ -206,22 +206,34 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
     }
 }
 
+/* Publishes the object with its first replica_count replicas (0: it is gone). */
 static void emit_object(cr_store *store, enum cr_store_change_kind kind,
-                        const struct cr_store_obj *obj) {
+                        const struct cr_store_obj *obj, uint32_t replica_count) {
+    assert(replica_count <= obj->replica_count);
     if (store->sink.on_event == NULL) return;
     struct cr_store_event_replica reps[CR_STORE_REPLICAS_MAX];
-    for (uint32_t r = 0; r < obj->replica_count; r++)
+    for (uint32_t r = 0; r < replica_count; r++)
         reps[r] = (struct cr_store_event_replica){
             "memory", store->segments[obj->replicas[r].segment].endpoint};
     struct cr_store_change ev = {
         .kind = kind, .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
-        .key_len = obj->key_len, .replicas = reps, .replica_count = obj->replica_count,
+        .key_len = obj->key_len, .replicas = reps, .replica_count = replica_count,
         .meta = (kind == CR_STORE_CHANGE_STORE && obj->meta) ? &obj->meta->meta : NULL};
     store->sink.on_event(store->sink.ctx, &ev);
 }
 
 void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj) {
-    emit_object(store, CR_STORE_CHANGE_UPDATE, obj);
+    emit_object(store, CR_STORE_CHANGE_UPDATE, obj, obj->replica_count);
+}
+
+/* Frees an object and, when subscribers were told of it (it is complete:
+ * its STORE event went out at PutEnd), tells them it is gone with an UPDATE
+ * that lists no replica.  An in-flight put was never published, so freeing
+ * it (revoke, zombie reclaim, preemption, forced remove) says nothing. */
+void cr_store_obj_remove(cr_store *store, uint32_t id) {
+    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (obj->state == CR_OBJ_COMPLETE) emit_object(store, CR_STORE_CHANGE_UPDATE, obj, 0);
+    cr_store_obj_free(store, id);
 }
 
 void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
@@ -544,7 +556,7 @@ int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
     for (uint32_t r = 0; r < obj->replica_count; r++)
         obj->replicas[r].status = CR_REPLICA_COMPLETE;
     if (now_ms > obj->last_access_ms) obj->last_access_ms = now_ms;
-    emit_object(store, CR_STORE_CHANGE_STORE, obj);
+    emit_object(store, CR_STORE_CHANGE_STORE, obj, obj->replica_count);
     free(obj->meta); /* only the STORE event needed it */
     obj->meta = NULL;
     return CR_OK;
@@ -654,9 +666,10 @@ int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool forc
     if (!force && obj->state == CR_OBJ_INFLIGHT)
         return cr_store_fail(store, CR_ERR_OBJECT_NOT_READY, "put has not ended");
     if (!force && cr_store_obj_leased(obj, now_ms))
-        return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE, "object is leased until %llu ms",
-                             (unsigned long long)obj->lease_deadline_ms);
-    cr_store_obj_free(store, id);
+        return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE,
+                             "object is leased: the lease expires in %.1f s (or remove with force)",
+                             (double)(obj->lease_deadline_ms - now_ms) / 1000.0);
+    cr_store_obj_remove(store, id);
     return CR_OK;
 }
 

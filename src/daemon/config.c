@@ -59,6 +59,8 @@ static const struct setting settings[] = {
      "a client silent this long loses its segments and unfinished puts"},
     {"regex-max-matches", SETTING_U32, FIELD(regex_max_matches), 1, 1u << 28, "N",
      "keys one regex call may match; one more fails it whole"},
+    {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
+     "PCRE2 steps (pattern items tried) one regex call may take over all keys"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -100,7 +102,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->put_start_discard_timeout_sec = 30;
     config->put_start_release_timeout_sec = 600;
     config->client_ttl = 10;
-    config->regex_max_matches = 10000; /* as cr_store_config_default */
+    config->regex_max_matches = 10000;         /* as cr_store_config_default */
+    config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
     config->event_batch_max = 50;

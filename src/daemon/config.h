@@ -36,6 +36,7 @@ struct cr_daemon_config {
     uint32_t put_start_release_timeout_sec;
     uint32_t client_ttl;                          /* s */
     uint32_t regex_max_matches;                   /* keys one regex call may match */
+    uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */

@@ -14,14 +14,20 @@ static uint64_t uptime_s(const struct cr_http_admin *admin) {
     return (cr_monotonic_ns() - admin->started_ns) / 1000000000u;
 }
 
-/* Asks every actor for its stats; returns how many answered. */
+/* Histograms one actor may report in /metrics (the RPC gateway: one per method). */
+#define HISTOGRAMS_PER_ACTOR 64u
+
+/* Asks every actor for its stats (and, with `room`, HISTOGRAMS_PER_ACTOR
+ * histograms each); returns how many answered. */
 static uint32_t collect(const struct cr_http_admin *admin, struct cr_metrics_actor *out,
-                        uint32_t *count) {
+                        uint32_t *count, struct cr_actor_histogram *room) {
     uint32_t up = 0;
     *count = cr_runtime_actor_count(admin->rt);
     for (uint32_t i = 0; i < *count; i++) {
         struct cr_actor *actor = cr_runtime_actor(admin->rt, i);
         snprintf(out[i].name, sizeof(out[i].name), "%s", cr_actor_name(actor));
+        out[i].stats.histograms = room != NULL ? room + (size_t)i * HISTOGRAMS_PER_ACTOR : NULL;
+        out[i].stats.histograms_max = room != NULL ? HISTOGRAMS_PER_ACTOR : 0;
         struct cr_msg msg = {.type = CR_MSG_STATS};
         CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &out[i].stats;
         out[i].up = cr_ask(actor, &msg, admin->ask_timeout_ns) == CR_OK;
@@ -35,7 +41,7 @@ static void health(void *ctx, const struct cr_http_request *req, struct cr_http_
     const struct cr_http_admin *admin = ctx;
     struct cr_metrics_actor actors[CR_ACTORS_MAX];
     uint32_t count;
-    uint32_t up = collect(admin, actors, &count);
+    uint32_t up = collect(admin, actors, &count, NULL);
     json_t *down = json_array();
     for (uint32_t i = 0; i < count; i++)
         if (!actors[i].up) json_array_append_new(down, json_string(actors[i].name));
@@ -50,11 +56,23 @@ static void metrics(void *ctx, const struct cr_http_request *req, struct cr_http
     (void)req;
     const struct cr_http_admin *admin = ctx;
     struct cr_metrics_actor actors[CR_ACTORS_MAX];
+    struct cr_actor_histogram *room = calloc((size_t)CR_ACTORS_MAX * HISTOGRAMS_PER_ACTOR,
+                                             sizeof(*room));
+    struct cr_http_route_latency *routes = calloc(CR_HTTP_ROUTES_MAX, sizeof(*routes));
+    if (room == NULL || routes == NULL) {
+        free(room);
+        free(routes);
+        cr_http_respond_error(resp, 500, "out of memory", "rendering /metrics");
+        return;
+    }
     uint32_t count;
-    collect(admin, actors, &count);
+    collect(admin, actors, &count, room);
+    uint32_t route_count = cr_http_front_latency(admin->front, routes, CR_HTTP_ROUTES_MAX);
     struct cr_buf buf;
     cr_buf_init(&buf);
-    cr_metrics_render(&buf, actors, count, uptime_s(admin));
+    cr_metrics_render(&buf, actors, count, routes, route_count, uptime_s(admin));
+    free(room);
+    free(routes);
     resp->status = 200;
     resp->content_type = "text/plain; version=0.0.4";
     resp->body = cr_buf_take(&buf, &resp->body_len);
@@ -82,7 +100,7 @@ static void actors_route(void *ctx, const struct cr_http_request *req,
     const struct cr_http_admin *admin = ctx;
     struct cr_metrics_actor actors[CR_ACTORS_MAX];
     uint32_t count;
-    collect(admin, actors, &count);
+    collect(admin, actors, &count, NULL);
     json_t *list = json_array();
     for (uint32_t i = 0; i < count; i++) json_array_append_new(list, actor_json(&actors[i]));
     json_t *obj = json_pack("{s:o}", "actors", list);
@@ -91,6 +109,7 @@ static void actors_route(void *ctx, const struct cr_http_request *req,
 }
 
 int cr_http_admin_register(struct cr_http_front *front, struct cr_http_admin *admin) {
+    admin->front = front;
     int rc = cr_http_front_add_route(front, "GET", "/health", health, admin);
     if (rc == CR_OK) rc = cr_http_front_add_route(front, "GET", "/metrics", metrics, admin);
     if (rc == CR_OK) rc = cr_http_front_add_route(front, "GET", "/api/v1/actors", actors_route, admin);

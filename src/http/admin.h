@@ -12,6 +12,7 @@ struct cr_http_admin {
     struct cr_runtime *rt;
     uint64_t started_ns;     /* CLOCK_MONOTONIC at start */
     uint64_t ask_timeout_ns; /* per actor */
+    const struct cr_http_front *front; /* set by cr_http_admin_register: route latencies */
 };
 
 int cr_http_admin_register(struct cr_http_front *front, struct cr_http_admin *admin);

@@ -5,11 +5,13 @@
 #include <assert.h>
 #include <civetweb.h>
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/runtime.h"
 #include "core/log.h"
 #include "crescent/error.h"
 
@@ -19,6 +21,9 @@ struct route {
     bool prefix;
     cr_http_handler handler;
     void *ctx;
+    /* Latency histogram (cr_histogram's buckets), bumped by every worker:
+     * relaxed atomic adds, three per request, no lock. */
+    _Atomic uint64_t count, sum_ns, buckets[CR_HISTOGRAM_BUCKETS];
 };
 
 struct cr_http_front {
@@ -52,11 +57,11 @@ int cr_http_front_add_route(struct cr_http_front *front, const char *method, con
 
 /* Returns the route for the request; *path_known says whether some route
  * has this path under another method (405 rather than 404). */
-static const struct route *route_find(const struct cr_http_front *front, const char *method,
-                                      const char *path, bool *path_known) {
+static struct route *route_find(struct cr_http_front *front, const char *method,
+                                const char *path, bool *path_known) {
     *path_known = false;
     for (unsigned i = 0; i < front->route_count; i++) {
-        const struct route *r = &front->routes[i];
+        struct route *r = &front->routes[i];
         bool match = r->prefix ? strncmp(path, r->path, strlen(r->path)) == 0
                                : strcmp(path, r->path) == 0;
         if (!match) continue;
@@ -125,8 +130,31 @@ static void write_response(struct mg_connection *conn, const struct cr_http_resp
     if (resp->body_len > 0) mg_write(conn, resp->body, resp->body_len);
 }
 
+static void observe(struct route *r, uint64_t ns) {
+    atomic_fetch_add_explicit(&r->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->sum_ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->buckets[cr_histogram_bucket(ns)], 1, memory_order_relaxed);
+}
+
+uint32_t cr_http_front_latency(const struct cr_http_front *front,
+                               struct cr_http_route_latency *out, uint32_t max) {
+    uint32_t n = 0;
+    for (unsigned i = 0; i < front->route_count && n < max; i++) {
+        const struct route *r = &front->routes[i];
+        struct cr_http_route_latency *l = &out[n++];
+        l->method = r->method;
+        l->path = r->path;
+        l->h.count = atomic_load_explicit(&r->count, memory_order_relaxed);
+        l->h.sum_ns = atomic_load_explicit(&r->sum_ns, memory_order_relaxed);
+        for (unsigned b = 0; b < CR_HISTOGRAM_BUCKETS; b++)
+            l->h.buckets[b] = atomic_load_explicit(&r->buckets[b], memory_order_relaxed);
+    }
+    return n;
+}
+
 static int dispatch(struct mg_connection *conn, void *arg) {
     struct cr_http_front *front = arg;
+    uint64_t started_ns = cr_monotonic_ns();
     const struct mg_request_info *info = mg_get_request_info(conn);
     struct cr_http_request req = {.method = info->request_method,
                                   .path = info->local_uri,
@@ -134,7 +162,7 @@ static int dispatch(struct mg_connection *conn, void *arg) {
                                   .content_type = mg_get_header(conn, "Content-Type")};
     struct cr_http_response resp = {.status = 500};
     bool path_known;
-    const struct route *route = route_find(front, req.method, req.path, &path_known);
+    struct route *route = route_find(front, req.method, req.path, &path_known);
     int body_status = 0;
     char *body = NULL;
     if (route == NULL) {
@@ -146,6 +174,7 @@ static int dispatch(struct mg_connection *conn, void *arg) {
     } else {
         req.body = body;
         route->handler(route->ctx, &req, &resp);
+        observe(route, cr_monotonic_ns() - started_ns);
     }
     if (resp.body == NULL && resp.status >= 200) {
         /* A handler (or json_dumps) ran out of memory: still answer. */

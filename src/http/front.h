@@ -8,6 +8,9 @@
 #define CRESCENT_HTTP_FRONT_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "core/histogram.h"
 
 #define CR_HTTP_ROUTES_MAX 64u
 #define CR_HTTP_BODY_MAX (16u << 20)
@@ -43,6 +46,17 @@ int cr_http_front_add_route(struct cr_http_front *front, const char *method, con
  * CR_ERR_IO and writes CivetWeb's reason ("cannot bind ...") into `error`. */
 int cr_http_front_start(struct cr_http_front *front, const char *address, unsigned threads,
                         char *error, size_t error_size);
+
+/* Each route's latency (request read to response built), for /metrics. */
+struct cr_http_route_latency {
+    const char *method; /* valid while the front lives */
+    const char *path;
+    struct cr_histogram h;
+};
+
+/* Copies at most `max` routes' histograms into `out`; returns how many. */
+uint32_t cr_http_front_latency(const struct cr_http_front *front,
+                               struct cr_http_route_latency *out, uint32_t max);
 
 /* Stops accepting, waits for the workers to finish, frees everything. */
 void cr_http_front_destroy(struct cr_http_front *front);

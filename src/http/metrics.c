@@ -4,6 +4,7 @@
 
 #include <assert.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "crescent/version.h"
@@ -47,20 +48,76 @@ static void render_family(struct cr_buf *out, const struct family *f,
     }
 }
 
+static bool is_counter(const char *name) {
+    size_t len = strlen(name);
+    return len > 6 && strcmp(name + len - 6, "_total") == 0;
+}
+
 /* Subsystem counters: crescent_<actor>_<name>, one family per pair. */
 static void render_extra(struct cr_buf *out, const struct cr_metrics_actor *actor) {
     for (uint32_t i = 0; i < actor->stats.extra_count; i++) {
         const char *name = actor->stats.extra[i].name;
         assert(name != NULL);
-        cr_buf_appendf(out, "# TYPE crescent_%s_%s untyped\ncrescent_%s_%s %llu\n", actor->name,
-                       name, actor->name, name,
+        char scratch[160];
+        const char *help = cr_metrics_help(actor->name, name, scratch, sizeof(scratch));
+        cr_buf_appendf(out, "# HELP crescent_%s_%s %s\n# TYPE crescent_%s_%s %s\n",
+                       actor->name, name, help, actor->name, name,
+                       is_counter(name) ? "counter" : "gauge");
+        cr_buf_appendf(out, "crescent_%s_%s %llu\n", actor->name, name,
                        (unsigned long long)actor->stats.extra[i].value);
     }
 }
 
+/* One histogram's samples: cumulative buckets, sum and count, in seconds. */
+static void render_histogram(struct cr_buf *out, const char *family, const char *labels,
+                             const struct cr_histogram *h) {
+    uint64_t cumulative = 0;
+    for (uint32_t b = 0; b < CR_HISTOGRAM_BUCKETS; b++) {
+        cumulative += h->buckets[b];
+        if (b < CR_HISTOGRAM_BOUNDS)
+            cr_buf_appendf(out, "%s_bucket{%s,le=\"%g\"} %llu\n", family, labels,
+                           (double)cr_histogram_bounds_ns[b] / 1e9, (unsigned long long)cumulative);
+        else
+            cr_buf_appendf(out, "%s_bucket{%s,le=\"+Inf\"} %llu\n", family, labels,
+                           (unsigned long long)cumulative);
+    }
+    cr_buf_appendf(out, "%s_sum{%s} %.9f\n%s_count{%s} %llu\n", family, labels,
+                   (double)h->sum_ns / 1e9, family, labels, (unsigned long long)h->count);
+}
+
+/* An actor's histograms: one family per name (HELP and TYPE before its first). */
+static void render_actor_histograms(struct cr_buf *out, const struct cr_metrics_actor *actor) {
+    const struct cr_actor_stats *s = &actor->stats;
+    for (uint32_t i = 0; i < s->histogram_count; i++) {
+        const struct cr_actor_histogram *h = &s->histograms[i];
+        char family[128], labels[160];
+        snprintf(family, sizeof(family), "crescent_%s_%s", actor->name, h->name);
+        if (i == 0 || strcmp(h->name, s->histograms[i - 1].name) != 0)
+            cr_buf_appendf(out, "# HELP %s %s\n# TYPE %s histogram\n", family, h->help, family);
+        snprintf(labels, sizeof(labels), "%s=\"%s\"", h->label, h->label_value);
+        render_histogram(out, family, labels, &h->h);
+    }
+}
+
+static void render_routes(struct cr_buf *out, const struct cr_http_route_latency *routes,
+                          uint32_t count) {
+    static const char family[] = "crescent_http_request_duration_seconds";
+    cr_buf_appendf(out,
+                   "# HELP %s HTTP requests per route, from the request read to the answer "
+                   "built.\n# TYPE %s histogram\n",
+                   family, family);
+    for (uint32_t i = 0; i < count; i++) {
+        char labels[192];
+        snprintf(labels, sizeof(labels), "method=\"%s\",route=\"%s\"", routes[i].method,
+                 routes[i].path);
+        render_histogram(out, family, labels, &routes[i].h);
+    }
+}
+
 void cr_metrics_render(struct cr_buf *out, const struct cr_metrics_actor *actors, uint32_t count,
+                       const struct cr_http_route_latency *routes, uint32_t route_count,
                        uint64_t uptime_s) {
-    assert(out != NULL && (actors != NULL || count == 0));
+    assert(out != NULL && (actors != NULL || count == 0) && (routes != NULL || route_count == 0));
     cr_buf_appendf(out,
                    "# HELP crescent_build_info crescent's version.\n"
                    "# TYPE crescent_build_info gauge\n"
@@ -77,4 +134,7 @@ void cr_metrics_render(struct cr_buf *out, const struct cr_metrics_actor *actors
         render_family(out, &families[f], actors, count);
     for (uint32_t i = 0; i < count; i++)
         if (actors[i].up) render_extra(out, &actors[i]);
+    for (uint32_t i = 0; i < count; i++)
+        if (actors[i].up) render_actor_histograms(out, &actors[i]);
+    render_routes(out, routes, route_count);
 }

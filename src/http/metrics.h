@@ -7,6 +7,7 @@
 
 #include "actors/runtime.h"
 #include "core/buf.h"
+#include "http/front.h"
 
 /* One actor's snapshot; `up` is false when it did not answer in time (its
  * counters are then absent, and crescent_actor_up is 0). */
@@ -16,8 +17,16 @@ struct cr_metrics_actor {
     struct cr_actor_stats stats;
 };
 
-/* Appends every metric family (HELP, TYPE, one sample per actor). */
+/* Appends every metric family, each with HELP and TYPE: the runtime's per
+ * actor (label `actor`), each subsystem's own counters (`_total`: counter,
+ * else gauge), the actors' latency histograms, and the HTTP routes' latency
+ * (crescent_http_request_duration_seconds{method, route}). */
 void cr_metrics_render(struct cr_buf *out, const struct cr_metrics_actor *actors, uint32_t count,
+                       const struct cr_http_route_latency *routes, uint32_t route_count,
                        uint64_t uptime_s);
+
+/* HELP text of subsystem counter `name` of `actor`: from a table, else made
+ * from the name in `scratch`. */
+const char *cr_metrics_help(const char *actor, const char *name, char *scratch, size_t size);
 
 #endif

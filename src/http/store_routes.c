@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "actors/subsystems.h"
 #include "crescent/error.h"
@@ -51,7 +52,20 @@ static const char *status_name(enum cr_replica_status s) {
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
 }
 
-static json_t *object_json(const struct cr_store_object_view *v, uint64_t now_ms) {
+/* Store time `t_ms` (the monotonic clock of now_ms) as ISO 8601 UTC wall time. */
+static json_t *iso_json(uint64_t t_ms, uint64_t now_ms, uint64_t wall_now_ms) {
+    int64_t wall_ms = (int64_t)wall_now_ms - ((int64_t)now_ms - (int64_t)t_ms);
+    time_t secs = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    char text[40];
+    if (wall_ms < 0 || gmtime_r(&secs, &tm) == NULL) return json_null();
+    size_t n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(text + n, sizeof(text) - n, ".%03dZ", (int)(wall_ms % 1000));
+    return json_string(text);
+}
+
+static json_t *object_json(const struct cr_store_object_view *v, uint64_t now_ms,
+                           uint64_t wall_now_ms) {
     json_t *reps = json_array();
     for (uint32_t i = 0; i < v->replicas.count; i++) {
         const struct cr_store_replica_desc *d = &v->replicas.replicas[i];
@@ -60,13 +74,17 @@ static json_t *object_json(const struct cr_store_object_view *v, uint64_t now_ms
                                               (json_int_t)d->buffer, "size", (json_int_t)d->size,
                                               "status", status_name(d->status)));
     }
+    bool leased = v->lease_deadline_ms > now_ms;
     return json_pack(
-        "{s:s, s:o, s:I, s:b, s:b, s:b, s:b, s:I, s:I, s:I, s:o, s:o}", "tenant", v->tenant, "key",
-        bytes_json(v->key, v->key_len), "size_bytes", (json_int_t)v->size_bytes, "complete",
-        v->complete, "leased", v->lease_deadline_ms > now_ms, "soft_pinned", v->soft_pinned,
-        "hard_pinned", v->hard_pinned, "put_start_ms", (json_int_t)v->put_start_ms,
-        "lease_deadline_ms", (json_int_t)v->lease_deadline_ms, "last_access_ms",
-        (json_int_t)v->last_access_ms, "owner", uuid_json(&v->owner), "replicas", reps);
+        "{s:s, s:o, s:I, s:b, s:b, s:b, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "tenant", v->tenant,
+        "key", bytes_json(v->key, v->key_len), "size_bytes", (json_int_t)v->size_bytes,
+        "complete", v->complete, "leased", leased, "soft_pinned", v->soft_pinned, "hard_pinned",
+        v->hard_pinned, "put_start", iso_json(v->put_start_ms, now_ms, wall_now_ms),
+        "last_access", iso_json(v->last_access_ms, now_ms, wall_now_ms), "lease_expires",
+        leased ? iso_json(v->lease_deadline_ms, now_ms, wall_now_ms) : json_null(),
+        "lease_expires_in_s",
+        leased ? json_real((double)(v->lease_deadline_ms - now_ms) / 1000.0) : json_null(),
+        "owner", uuid_json(&v->owner), "replicas", reps);
 }
 
 static json_t *render_segments(const cr_store *store) {
@@ -86,7 +104,8 @@ static int render_objects(const cr_store *store, uint64_t now_ms,
     uint32_t cursor = 0;
     size_t n = cr_store_list_objects(store, q->tenant, q->prefix, now_ms, &cursor, limit, views);
     json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(arr, object_json(&views[i], now_ms));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, object_json(&views[i], now_ms, q->wall_now_ms));
     free(views);
     *out = json_pack("{s:I, s:b, s:o}", "count", (json_int_t)n, "truncated", n == limit, "objects",
                      arr);
@@ -130,7 +149,7 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
     case CR_MASTER_ADMIN_OBJECT: {
         struct cr_store_object_view v;
         rc = cr_store_object_find(store, q->tenant, q->name, (uint32_t)strlen(q->name), now_ms, &v);
-        if (rc == CR_OK) doc = object_json(&v, now_ms);
+        if (rc == CR_OK) doc = object_json(&v, now_ms, q->wall_now_ms);
         break;
     }
     case CR_MASTER_ADMIN_STATS: doc = render_stats(store, now_ms, counters); break;
@@ -145,9 +164,12 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
 /* ------------------------------------------------------------------------ */
 /* Routes (on CivetWeb workers: they ask, never touch the store) */
 
-static void answer(struct cr_subsystems *peers, const struct cr_master_admin_query *q,
+static void answer(struct cr_subsystems *peers, struct cr_master_admin_query *q,
                    struct cr_http_response *resp) {
     char *json = NULL;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    q->wall_now_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
     struct cr_msg msg = {.type = CR_MSG_MASTER_ADMIN};
     struct cr_msg_master_admin *body = CR_MSG_BODY(&msg, struct cr_msg_master_admin);
     body->query = q;

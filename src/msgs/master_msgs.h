@@ -53,6 +53,8 @@ enum cr_master_msg_type {
     CR_MSG_SEGMENTS_TICK = CR_MSG_STORE_FIRST + 8,
     CR_MSG_LEASES_TICK = CR_MSG_STORE_FIRST + 9,
     CR_MSG_RPC_TICK = CR_MSG_STORE_FIRST + 10,
+    /* segments → itself (a timer due now): the next slice of a regex call. */
+    CR_MSG_SEGMENTS_REGEX_STEP = CR_MSG_STORE_FIRST + 11,
 };
 
 /* ZMQ routing ids are at most 255 bytes. */
@@ -146,6 +148,7 @@ struct cr_master_admin_query {
     const char *tenant; /* NULL: every tenant (objects), "default" (object) */
     const char *prefix;
     uint32_t limit;
+    uint64_t wall_now_ms; /* CLOCK_REALTIME when asked: object times are shown in ISO 8601 */
 };
 
 struct cr_msg_master_admin {

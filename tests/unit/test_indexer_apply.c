@@ -316,6 +316,42 @@ static void test_store_events_scoped_by_tenant(void **state) {
     cr_prefix_map_free(&keys2);
 }
 
+/* An object of three blocks, moved to disk and then gone: every block
+ * follows, not only the last one its key names (the indexer used to keep
+ * the earlier two forever). */
+static void test_store_multi_block_object_leaves_whole(void **state) {
+    struct fx *f = *state;
+    uint16_t s1;
+    assert_int_equal(cr_prefix_index_instance_add(f->ix, CR_INDEXER_STORE_INSTANCE, "t1", &s1),
+                     CR_OK);
+    uint32_t tokens[3 * BS];
+    for (uint32_t i = 0; i < 3 * BS; i++) tokens[i] = 100 + i;
+    cr_store_replica rep = {.type = CR_REPLICA_MEMORY, .location = cr_event_str_c("tcp://x:1")};
+    cr_store_event_info info = {.model_name = cr_event_str_c("m"), .block_size = BS,
+                                .token_ids = tokens, .token_count = 3 * BS};
+    cr_store_event *ev = NULL;
+    assert_int_equal(cr_store_event_new_block_store(cr_event_str_c("big"), &rep, 1, &info, &ev),
+                     CR_OK);
+    store_do(f, s1, ev, CR_OK);
+    struct cr_prefix_summary sum;
+    cr_prefix_index_summary(f->ix, &sum);
+    assert_int_equal(sum.blocks, 3);
+    assert_int_equal(longest(f, "t1", "", CR_INDEXER_STORE_INSTANCE, 100, 3 * BS, NULL), 3 * BS);
+    cr_store_replica disk = {.type = CR_REPLICA_DISK, .location = cr_event_str_c("/d")};
+    assert_int_equal(cr_store_event_new_block_update(cr_event_str_c("big"), &disk, 1, &ev), CR_OK);
+    store_do(f, s1, ev, CR_OK);
+    cr_prefix_index_summary(f->ix, &sum);
+    assert_int_equal(sum.blocks, 3);
+    assert_int_equal(sum.pairs, 3); /* moved, not copied: no memory placement left */
+    assert_int_equal(longest(f, "t1", "", CR_INDEXER_STORE_INSTANCE, 100, 3 * BS, NULL), 3 * BS);
+    assert_int_equal(cr_store_event_new_block_update(cr_event_str_c("big"), NULL, 0, &ev), CR_OK);
+    store_do(f, s1, ev, CR_OK);
+    cr_prefix_index_summary(f->ix, &sum);
+    assert_int_equal(sum.blocks, 0);
+    assert_int_equal(sum.pairs, 0);
+    assert_int_equal(longest(f, "t1", "", CR_INDEXER_STORE_INSTANCE, 100, 3 * BS, NULL), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_chain_continues_from_parent, setup, teardown),
@@ -324,6 +360,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_clear_is_per_publisher_and_groups_skipped, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_events_scoped_by_tenant, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_multi_block_object_leaves_whole, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

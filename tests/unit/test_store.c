@@ -763,7 +763,7 @@ static void test_regex(void **state) {
     put(s, NULL, longkey, 0);
     assert_int_equal(cr_store_remove_by_regex(s, NULL, "^(a+)+$", false, 1, &removed),
                      CR_ERR_INVALID_PARAMS);
-    assert_string_equal(cr_store_last_error(s), "regex too expensive");
+    assert_non_null(strstr(cr_store_last_error(s), "regex too expensive"));
     assert_int_equal(get(s, NULL, longkey, 2), CR_OK); /* nothing removed */
     assert_int_equal(get(s, NULL, "model/a/1", 100), CR_OK); /* lease until 5100 */
     assert_int_equal(cr_store_remove_by_regex(s, NULL, "^model/a/", false, 200, &removed), CR_OK);

@@ -1,0 +1,104 @@
+/* HELP text of the subsystem counters in /metrics (see metrics.h).  A counter
+ * missing here still gets a HELP line, made from its name. */
+#include <stdio.h>
+#include <string.h>
+
+#include "http/metrics.h"
+
+static const struct {
+    const char *name; /* "<actor>_<counter>" */
+    const char *help;
+} helps[] = {
+    {"rpc_replies_total", "Replies written to store RPC clients."},
+    {"rpc_malformed_total", "RPC requests refused for their frame layout or size."},
+    {"rpc_unknown_method_total", "RPC requests naming a method crescentd does not know."},
+    {"rpc_decode_errors_total", "RPC request bodies protobuf could not decode."},
+    {"rpc_invalid_total", "RPC requests decoded but refused by validation."},
+    {"rpc_busy_total", "RPC requests refused because the store master was busy or stopping."},
+    {"rpc_send_dropped_total", "RPC replies dropped because the client could not take them."},
+    {"rpc_in_flight", "RPC requests handed to the store master and not answered yet."},
+    {"segments_capacity_bytes", "Bytes of all mounted segments."},
+    {"segments_used_bytes", "Bytes allocated to replicas."},
+    {"segments_objects", "Objects in the store (complete or being put)."},
+    {"segments_inflight_puts", "Puts started and not ended or revoked."},
+    {"segments_replicas", "Replicas of all objects."},
+    {"segments_leases_active", "Objects under a read lease."},
+    {"segments_segments", "Mounted segments."},
+    {"segments_clients", "Clients crescentd tracks for liveness."},
+    {"segments_evictions_total", "Objects evicted to stay under the high watermark."},
+    {"segments_evicted_bytes_total", "Bytes freed by eviction."},
+    {"segments_zombies_preempted_total", "Puts never ended, taken back after their discard timeout."},
+    {"segments_zombie_bytes_reclaimed_total", "Bytes of preempted puts reclaimed."},
+    {"segments_discarded_parked", "Preempted puts whose replicas wait to be freed."},
+    {"segments_clients_expired_total", "Clients dropped (and their segments unmounted) after --client-ttl."},
+    {"segments_calls_total", "Store master calls run."},
+    {"segments_call_errors_total", "Store master calls that answered an error status."},
+    {"segments_replies_dropped_total", "Replies segments could not hand back to the gateway."},
+    {"segments_events_sent_total", "Store events handed to the event plane and the indexer."},
+    {"segments_events_dropped_total", "Store events dropped before the event plane (its ring full)."},
+    {"segments_evict_polls_total", "Eviction polls answered."},
+    {"segments_evictions_refused_total", "Eviction victims segments refused (leased, pinned, gone)."},
+    {"segments_eviction_samples_dropped_total", "Eviction samples dropped."},
+    {"leases_polls_total", "Eviction polls sent to segments."},
+    {"leases_eviction_passes_total", "Eviction passes run above the high watermark."},
+    {"leases_victims_chosen_total", "Objects chosen for eviction."},
+    {"leases_unmet_passes_total", "Eviction passes that could not get under the low watermark."},
+    {"leases_used_bytes", "Bytes used at the last eviction poll."},
+    {"leases_capacity_bytes", "Capacity at the last eviction poll."},
+    {"publisher_seq", "Sequence number of the next event batch."},
+    {"publisher_batches_total", "Event batches published on ZMQ."},
+    {"publisher_events_total", "Events published on ZMQ."},
+    {"publisher_block_store_events_total", "BlockStoreEvent events published."},
+    {"publisher_block_update_events_total", "BlockUpdateEvent events published."},
+    {"publisher_remove_all_events_total", "RemoveAllEvent events published."},
+    {"publisher_events_pending", "Events waiting for the next batch."},
+    {"publisher_send_drops_total", "Batches ZMQ dropped (subscribers past --event-send-hwm)."},
+    {"publisher_encode_errors_total", "Batches that could not be encoded."},
+    {"publisher_handoff_drops_total", "Batches the replay buffer did not get."},
+    {"replay_sessions_total", "Replay requests served."},
+    {"replay_sessions_active", "Replay sessions in progress."},
+    {"replay_batches_kept", "Batches in the replay buffer."},
+    {"replay_bytes_kept", "Bytes in the replay buffer."},
+    {"replay_oldest_seq", "Oldest sequence number the replay buffer holds."},
+    {"replay_newest_seq", "Newest sequence number the replay buffer holds."},
+    {"replay_batches_replayed_total", "Batches sent to replaying subscribers."},
+    {"indexer_publishers", "KV-event publishers the indexer subscribes to."},
+    {"indexer_publishers_possibly_stale", "Publishers with a gap not recovered yet."},
+    {"indexer_batches_total", "KV-event batches received from publishers."},
+    {"indexer_events_total", "KV events applied to the index."},
+    {"indexer_malformed_batches_total", "KV-event batches that could not be decoded."},
+    {"indexer_gaps_total", "Sequence gaps seen in publishers' batches."},
+    {"indexer_restarts_total", "Publisher restarts seen (sequence going back)."},
+    {"indexer_replays_total", "Replays asked of publishers to fill gaps."},
+    {"indexer_blocks", "Prefix blocks in the index."},
+    {"indexer_block_instance_pairs", "(block, instance) pairs in the index."},
+    {"indexer_index_bytes", "Memory the prefix index uses."},
+    {"indexer_queries_total", "Prefix queries answered (/query, /query_by_hash, /route)."},
+    {"indexer_route_requests_total", "/route requests answered."},
+    {"indexer_route_request_tokens_total", "Prompt tokens of /route requests."},
+    {"indexer_route_hit_tokens_total", "Prompt tokens the chosen instance already held (hit rate = hit / request tokens)."},
+    {"indexer_load_only_instances", "Instances known only from /load reports."},
+};
+
+const char *cr_metrics_help(const char *actor, const char *name, char *scratch, size_t size) {
+    size_t actor_len = strlen(actor);
+    for (size_t i = 0; i < sizeof(helps) / sizeof(helps[0]); i++) {
+        const char *h = helps[i].name;
+        if (strncmp(h, actor, actor_len) == 0 && h[actor_len] == '_' &&
+            strcmp(h + actor_len + 1, name) == 0)
+            return helps[i].help;
+    }
+    size_t len = strlen(name);
+    if (strcmp(actor, "rpc") == 0 && strncmp(name, "requests_", 9) == 0 && len > 15) {
+        snprintf(scratch, size, "Store RPC requests of method %.*s received.", (int)(len - 15),
+                 name + 9);
+        return scratch;
+    }
+    /* "evict_polls_total" of segments -> "The segments actor's evict polls." */
+    if (len > 6 && strcmp(name + len - 6, "_total") == 0) len -= 6;
+    int n = snprintf(scratch, size, "The %s actor's ", actor);
+    for (size_t i = 0; i < len && n > 0 && (size_t)n + 2 < size; i++)
+        scratch[n++] = name[i] == '_' ? ' ' : name[i];
+    if (n > 0 && (size_t)n + 1 < size) scratch[n++] = '.', scratch[n] = '\0';
+    return scratch;
+}

@@ -1,0 +1,230 @@
+/* The transfer layer: moves object bytes between a caller's memory and a
+ * segment that a store server hosts.
+ *
+ * A server (the store side) registers segments (name, base, size) and serves
+ * reads and writes of [addr, addr + len) inside them, where addr is the
+ * address the master hands out in BufHandle.buffer (the registered base plus
+ * an offset).  A client (libcrescent, a copy/move executor) submits READ and
+ * WRITE ops naming the server's endpoint ("host:port"), the segment and the
+ * remote address; completions run as callbacks from cr_xfer_client_poll.
+ *
+ * Transports, chosen per peer when the client first talks to it and logged
+ * once with the reason (see README.md in this folder):
+ *   tcp   everywhere: a pipelined fixed-header frame (xfer_frame.h), payload
+ *         moved with readv/writev straight into and out of segment memory.
+ *   shm   same host: segments registered with their memfd
+ *         (cr_xfer_server_register_segment) are mapped by the client, which
+ *         copies itself (or reads in place: cr_xfer_client_map); no syscall
+ *         and no server work per op.
+ *
+ * No hidden threads.  Both sides are driven by their owner: each exposes an
+ * epoll fd that becomes readable when there is work, and a non-blocking step
+ * function (timeout 0) that does it.  A crescentd actor puts the fd in its
+ * wait hook; a store program runs a plain loop.
+ *
+ * Thread safety: a server is used by one thread at a time, and so is a client
+ * (every cr_xfer_client_* call and every callback on the same thread).  Use one
+ * client per thread.  Different servers and clients are independent.
+ *
+ * Statuses are crescent's (crescent/error.h).  Messages name the peer and the
+ * reason ("127.0.0.1:41000: segment 'seg0' range 0x7f..+4096 out of bounds"). */
+#ifndef CRESCENT_RDMA_XFER_H
+#define CRESCENT_RDMA_XFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define CR_XFER_SEGMENT_NAME_MAX 255u /* bytes, without the NUL */
+#define CR_XFER_ENDPOINT_MAX 63u      /* "host:port", without the NUL */
+#define CR_XFER_OP_IOV_MAX 16u        /* local scatter-gather entries per op */
+#define CR_XFER_MESSAGE_MAX 192u      /* bytes of an error message, with the NUL */
+
+/* ---- segment memory ---------------------------------------------------- */
+
+/* Memory a store server hosts: a memfd mapped MAP_SHARED, so that the shm
+ * transport can pass it to same-host clients.  Reserved lazily: pages are
+ * backed on first touch. */
+struct cr_xfer_segment {
+    void *base;
+    uint64_t size;   /* bytes mapped (the size asked for, rounded up to a page) */
+    int fd;          /* the memfd; owned by the segment */
+    bool huge_pages; /* backed by MFD_HUGETLB pages */
+};
+
+/* Allocates `size` bytes (> 0) of memfd memory: huge pages (2 MiB) when the
+ * system has enough free, else normal pages.  Returns CR_OK, CR_ERR_INVALID_PARAMS
+ * (size 0) or CR_ERR_IO / CR_ERR_NOMEM (memfd_create, ftruncate or mmap failed;
+ * logged with errno).  On failure *out is zeroed. */
+int cr_xfer_segment_alloc(uint64_t size, struct cr_xfer_segment *out);
+
+/* Unmaps and closes; a zeroed segment is a no-op. */
+void cr_xfer_segment_free(struct cr_xfer_segment *seg);
+
+/* ---- server ------------------------------------------------------------ */
+
+struct cr_xfer_server;
+
+struct cr_xfer_server_config {
+    /* "host:port" to listen on for tcp; NULL means "127.0.0.1:0" (loopback,
+     * ephemeral port).  Binding another address is the operator's choice
+     * (crescentd's --data-address). */
+    const char *tcp_address;
+    bool shm_disabled;             /* do not listen for same-host clients */
+    uint32_t max_connections;      /* 0: 1024; more are accepted and closed at once */
+    uint64_t max_request_bytes;    /* 0: 1 GiB; a longer request is malformed */
+};
+
+struct cr_xfer_server_stats {
+    uint64_t requests_read;        /* READ requests served */
+    uint64_t requests_written;     /* WRITE requests served */
+    uint64_t bytes_read;           /* payload bytes sent to clients */
+    uint64_t bytes_written;        /* payload bytes received into segments */
+    uint64_t refused_out_of_bounds;/* range outside the named segment */
+    uint64_t refused_no_segment;   /* segment name not registered */
+    uint64_t refused_malformed;    /* frame that does not decode */
+    uint64_t connections_accepted;
+    uint64_t connections_refused;  /* over max_connections */
+    uint64_t connections_closed;   /* for any reason, including the refusals */
+    uint32_t connections_open;
+    uint64_t shm_clients;          /* same-host connections accepted */
+    uint64_t shm_maps;             /* segments handed to them (memfd passed) */
+};
+
+/* Creates a server listening on cfg->tcp_address (cfg may be NULL: all
+ * defaults).  Returns CR_OK, CR_ERR_INVALID_PARAMS (address does not parse),
+ * CR_ERR_IO (socket, bind, listen or epoll failed; logged) or CR_ERR_NOMEM. */
+int cr_xfer_server_create(const struct cr_xfer_server_config *cfg,
+                          struct cr_xfer_server **out);
+
+/* Registers plain memory [base, base + size) under `name` (1..255 bytes).
+ * Served by tcp only.  The memory must stay valid until unregistered.
+ * Returns CR_OK, CR_ERR_INVALID_PARAMS (bad name, size 0, or range wraps),
+ * CR_ERR_SEGMENT_ALREADY_EXISTS or CR_ERR_NOMEM (table full: 64 segments). */
+int cr_xfer_server_register(struct cr_xfer_server *srv, const char *name, void *base,
+                            uint64_t size);
+
+/* Same, for memory from cr_xfer_segment_alloc: also served by shm.  The
+ * server duplicates seg->fd; the caller keeps ownership of seg. */
+int cr_xfer_server_register_segment(struct cr_xfer_server *srv, const char *name,
+                                    const struct cr_xfer_segment *seg);
+
+/* Removes a segment: later requests naming it are refused.  Returns CR_OK or
+ * CR_ERR_SEGMENT_NOT_FOUND.  Requests already being served finish first only
+ * in the sense that their bytes were moved before this returns (one thread). */
+int cr_xfer_server_unregister(struct cr_xfer_server *srv, const char *name);
+
+/* "host:port" actually bound (the ephemeral port resolved): publish it as
+ * MountSegmentRequest.transport_endpoint.  Valid while the server lives. */
+const char *cr_xfer_server_endpoint(const struct cr_xfer_server *srv);
+
+/* "tcp" (or "rdma" once a verbs device serves): MountSegment.protocol. */
+const char *cr_xfer_server_protocol(const struct cr_xfer_server *srv);
+
+/* An epoll fd that is readable when cr_xfer_server_run has work. */
+int cr_xfer_server_fd(const struct cr_xfer_server *srv);
+
+/* Accepts connections and serves requests until nothing is ready, waiting up
+ * to timeout_ms (0: do not wait, -1: wait for work) for the first event.
+ * Returns the number of events handled (>= 0) or CR_ERR_IO if epoll failed.
+ * A bad peer never fails this call: its connection is closed and counted. */
+int cr_xfer_server_run(struct cr_xfer_server *srv, int timeout_ms);
+
+void cr_xfer_server_get_stats(const struct cr_xfer_server *srv,
+                              struct cr_xfer_server_stats *out);
+
+/* Closes every connection and the listeners.  NULL is a no-op. */
+void cr_xfer_server_destroy(struct cr_xfer_server *srv);
+
+/* ---- client ------------------------------------------------------------ */
+
+struct cr_xfer_client;
+
+enum cr_xfer_opcode {
+    CR_XFER_READ = 1,  /* remote segment -> local iov */
+    CR_XFER_WRITE = 2, /* local iov -> remote segment */
+};
+
+/* Called once per op from cr_xfer_client_poll (never from submit), with
+ * CR_OK or the failure and a message naming the peer and the reason (valid
+ * during the call only). */
+typedef void (*cr_xfer_done_fn)(void *arg, int status, const char *message);
+
+struct cr_xfer_op {
+    enum cr_xfer_opcode opcode;
+    const char *endpoint;     /* the server's "host:port" */
+    const char *segment;      /* segment name as registered */
+    uint64_t remote_addr;     /* inside the segment: base + offset */
+    const struct iovec *iov;  /* local buffers; the array is copied at submit, */
+    uint32_t iov_count;       /* the memory must live until completion (<= 16) */
+    cr_xfer_done_fn done;
+    void *arg;
+};
+
+struct cr_xfer_client_config {
+    bool shm_disabled;              /* never use shm, even for a same-host server */
+    uint32_t connections_per_peer;  /* tcp connections per server; 0: 4 */
+    uint32_t max_ops;               /* ops in flight; 0: 1024 */
+    uint64_t stripe_min_bytes;      /* ops at least this long are split over the
+                                       peer's connections; 0: 4 MiB */
+    uint32_t connect_timeout_ms;    /* 0: 5000 */
+    uint32_t op_timeout_ms;         /* no progress on a connection for this long
+                                       fails its ops; 0: 30000 */
+};
+
+/* Returns CR_OK, CR_ERR_NOMEM or CR_ERR_IO (epoll_create failed). */
+int cr_xfer_client_create(const struct cr_xfer_client_config *cfg,
+                          struct cr_xfer_client **out);
+
+/* Declares [addr, addr + len) as a buffer used for transfers.  tcp and shm
+ * need nothing (any memory works); the call validates and is kept so that a
+ * transport needing registration (verbs) can use it.  Returns CR_OK or
+ * CR_ERR_INVALID_PARAMS. */
+int cr_xfer_client_register(struct cr_xfer_client *cli, void *addr, size_t len);
+
+/* Queues an op; its bytes move during cr_xfer_client_poll.  Returns CR_OK, or
+ * without queueing: CR_ERR_INVALID_PARAMS (bad op: names, iov, remote range
+ * wraps), CR_ERR_AGAIN (max_ops in flight: poll and retry), CR_ERR_IO (no
+ * connection to the peer could be made; cr_xfer_client_last_error says why). */
+int cr_xfer_submit(struct cr_xfer_client *cli, const struct cr_xfer_op *op);
+
+/* Sends what was queued, then handles responses, waiting up to timeout_ms
+ * (0: none, -1: until at least one op completes) if nothing completed yet.
+ * Runs callbacks.  Returns the number of ops completed (>= 0). */
+int cr_xfer_client_poll(struct cr_xfer_client *cli, int timeout_ms);
+
+/* An epoll fd readable when cr_xfer_client_poll has responses to handle. */
+int cr_xfer_client_fd(const struct cr_xfer_client *cli);
+
+/* Ops submitted and not yet completed. */
+uint32_t cr_xfer_client_in_flight(const struct cr_xfer_client *cli);
+
+/* Blocking conveniences: submit one op and poll until it completes.  Return
+ * the op's status; the message is in cr_xfer_client_last_error. */
+int cr_xfer_read(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
+                 uint64_t remote_addr, void *dst, size_t len);
+int cr_xfer_write(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
+                  uint64_t remote_addr, const void *src, size_t len);
+
+/* The message of the latest failure (submit or completion); "" if none. */
+const char *cr_xfer_client_last_error(const struct cr_xfer_client *cli);
+
+/* "tcp" or "shm": the transport serving `endpoint`, NULL if not connected yet. */
+const char *cr_xfer_client_transport(const struct cr_xfer_client *cli, const char *endpoint);
+
+/* Same-host only: points *out at [remote_addr, remote_addr + len) of the
+ * segment as mapped in this process, to read (or write) in place with no
+ * copy at all.  The pointer stays valid until the client is destroyed; the
+ * bytes are the live segment's, so the caller must hold what makes them
+ * stable (a lease) while it reads.  Returns CR_OK, CR_ERR_AGAIN (the peer is
+ * not same-host or cannot share that segment: use cr_xfer_read),
+ * CR_ERR_INVALID_PARAMS (bad endpoint or name, range out of the segment). */
+int cr_xfer_client_map(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
+                       uint64_t remote_addr, uint64_t len, void **out);
+
+/* Fails ops in flight (callbacks run with CR_ERR_SHUTDOWN), closes
+ * connections, frees.  NULL is a no-op. */
+void cr_xfer_client_destroy(struct cr_xfer_client *cli);
+
+#endif

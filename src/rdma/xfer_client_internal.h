@@ -1,0 +1,133 @@
+/* The transfer client's state, shared by its files: xfer_client.c (ops,
+ * peers, the public calls) and xfer_client_tcp.c (the tcp connections). */
+#ifndef CRESCENT_RDMA_XFER_CLIENT_INTERNAL_H
+#define CRESCENT_RDMA_XFER_CLIENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "rdma/xfer.h"
+#include "rdma/xfer_frame.h"
+
+#define CR_XFER_PEERS_MAX 64u
+#define CR_XFER_CONNECTIONS_MAX 16u
+#define CR_XFER_CONN_PARTS 512u     /* requests queued per connection (a power of two) */
+#define CR_XFER_CONN_RX_BYTES 16384u
+#define CR_XFER_CONN_TX_BATCH 32u   /* requests per writev */
+
+/* One request on one connection: an op, or one stripe of a large op. */
+struct xfer_part {
+    uint32_t op;           /* index into cli->ops */
+    uint32_t request_id;
+    uint64_t remote_addr;
+    uint64_t length;
+    uint64_t local_offset; /* into the op's iov sequence */
+};
+
+struct xfer_peer;
+
+struct xfer_tcp_conn {
+    struct cr_xfer_client *cli;
+    struct xfer_peer *peer;
+    int fd;                   /* -1: not connected */
+    uint32_t events;          /* epoll mask registered */
+    bool dirty;               /* in cli->dirty: has unsent requests */
+    uint32_t head, sent, tail;/* parts: [head, sent) awaiting a response, [sent, tail) unsent */
+    uint64_t send_offset;     /* bytes of part `sent` already written */
+    uint64_t bytes_queued;    /* payload of parts not yet answered (for balancing) */
+    uint32_t next_request_id;
+    uint64_t last_progress_ns;
+    uint64_t payload_left;    /* of the head part's READ response */
+    size_t rx_pos, rx_fill;
+    struct xfer_part parts[CR_XFER_CONN_PARTS];
+    uint8_t headers[CR_XFER_CONN_TX_BATCH][CR_XFER_REQUEST_MAX_BYTES];
+    uint8_t rx[CR_XFER_CONN_RX_BYTES];
+};
+
+/* A segment of a same-host peer, mapped into this process. */
+struct xfer_shm_map {
+    bool used;
+    uint8_t name_len;
+    char name[CR_XFER_SEGMENT_NAME_MAX + 1];
+    uint32_t slot;        /* the server's segment slot: index into its generations */
+    uint64_t generation;  /* at map time; a different live value means unregistered */
+    uint64_t base, size;  /* the registered (remote) range */
+    uint8_t *local;       /* our mapping of the same pages */
+};
+
+#define CR_XFER_SHM_MAPS_MAX 64u
+
+struct xfer_peer {
+    bool used;
+    int shm_fd;                    /* map requests; -1 when the peer is not same-host */
+    const uint64_t *generations;   /* the server's control page, read-only */
+    struct xfer_shm_map *maps;     /* CR_XFER_SHM_MAPS_MAX of them, for shm peers */
+    char endpoint[CR_XFER_ENDPOINT_MAX + 1];
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    uint32_t next_conn;
+    struct xfer_tcp_conn *conns; /* cli->connections_per_peer of them */
+};
+
+struct xfer_op_slot {
+    bool used;
+    uint8_t opcode;
+    uint8_t segment_len;
+    uint32_t next_free;
+    uint32_t parts_left;
+    uint32_t iov_count;
+    int status;
+    uint64_t length;
+    cr_xfer_done_fn done;
+    void *arg;
+    struct xfer_peer *peer;
+    uint64_t remote_addr;
+    struct xfer_shm_map *map;         /* shm ops: the segment */
+    struct iovec iov[CR_XFER_OP_IOV_MAX];
+    char segment[CR_XFER_SEGMENT_NAME_MAX + 1];
+    char message[CR_XFER_MESSAGE_MAX];
+};
+
+struct cr_xfer_client {
+    struct cr_xfer_client_config cfg; /* defaults filled in */
+    int epoll_fd;
+    uint32_t free_op;                 /* head of the free list, max_ops: none */
+    uint32_t in_flight;
+    uint32_t completed;               /* ops completed in the current poll */
+    uint32_t dirty_count;
+    struct xfer_op_slot *ops;         /* cfg.max_ops */
+    struct xfer_tcp_conn **dirty;     /* conns with unsent requests */
+    uint32_t *shm_ready;              /* ring of shm ops to run at the next poll */
+    uint32_t shm_head, shm_count;
+    struct xfer_peer peers[CR_XFER_PEERS_MAX];
+    uint32_t verbs_devices;           /* RDMA devices found at create */
+    char verbs_error[128];            /* why none */
+    char last_error[CR_XFER_MESSAGE_MAX];
+};
+
+/* The peer of `endpoint`, set up (transport chosen, logged) on first use;
+ * NULL with cli->last_error set when it cannot be. */
+struct xfer_peer *cr_xfer_client_peer(struct cr_xfer_client *cli, const char *endpoint);
+
+/* Records a part's outcome on its op; runs the callback when it was the last. */
+void cr_xfer_part_done(struct cr_xfer_client *cli, uint32_t op, int status, const char *message);
+
+/* shm (xfer_client_shm.c). */
+bool cr_xfer_shm_connect(struct cr_xfer_client *cli, struct xfer_peer *peer, char *why,
+                         size_t why_size);
+struct xfer_shm_map *cr_xfer_shm_find_map(struct cr_xfer_client *cli, struct xfer_peer *peer,
+                                          const char *segment);
+void cr_xfer_shm_run(struct cr_xfer_client *cli);
+void cr_xfer_shm_disconnect(struct xfer_peer *peer);
+
+/* tcp connections (xfer_client_tcp.c). */
+int cr_xfer_tcp_connect(struct xfer_tcp_conn *c);
+bool cr_xfer_tcp_has_room(const struct xfer_tcp_conn *c, uint32_t parts);
+void cr_xfer_tcp_enqueue(struct xfer_tcp_conn *c, const struct xfer_part *part);
+void cr_xfer_tcp_flush(struct xfer_tcp_conn *c);
+void cr_xfer_tcp_event(struct xfer_tcp_conn *c, uint32_t events);
+void cr_xfer_tcp_check_timeout(struct xfer_tcp_conn *c, uint64_t now_ns);
+void cr_xfer_tcp_fail(struct xfer_tcp_conn *c, int status, const char *reason);
+
+#endif

@@ -1,0 +1,70 @@
+/* The tcp transfer frame: a pure codec, no sockets (fuzzed by
+ * tests/fuzz/fuzz_xfer_frame.c).
+ *
+ * Request, client -> server, little-endian, 24 bytes then the segment name:
+ *   u8  op          1 READ, 2 WRITE
+ *   u8  name_len    1..255, the segment name's bytes follow the header
+ *   u16 zero        must be 0 (room for flags; nonzero is refused)
+ *   u32 request_id  echoed in the response
+ *   u64 addr        remote address: segment base + offset
+ *   u64 length      bytes; a WRITE's payload follows the name
+ * Response, server -> client, 16 bytes:
+ *   u32 request_id
+ *   i32 status      CR_OK or a crescent status; not OK closes the connection
+ *   u64 length      payload bytes that follow (a READ's data; 0 otherwise)
+ *
+ * A connection serves its requests in order, so responses come back in the
+ * order the requests were sent; the client checks each request_id. */
+#ifndef CRESCENT_RDMA_XFER_FRAME_H
+#define CRESCENT_RDMA_XFER_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CR_XFER_REQUEST_HEADER_BYTES 24u
+#define CR_XFER_RESPONSE_BYTES 16u
+#define CR_XFER_REQUEST_MAX_BYTES (CR_XFER_REQUEST_HEADER_BYTES + 255u)
+
+enum { CR_XFER_FRAME_READ = 1, CR_XFER_FRAME_WRITE = 2 };
+
+struct cr_xfer_request {
+    uint8_t op;
+    uint8_t name_len;
+    uint32_t request_id;
+    uint64_t addr;
+    uint64_t length;
+    const char *name; /* points into the parsed buffer; not NUL-terminated */
+};
+
+struct cr_xfer_response {
+    uint32_t request_id;
+    int32_t status;
+    uint64_t length;
+};
+
+/* Decodes one request header from buf[0, len).  Returns CR_OK and sets *out
+ * and *consumed (header + name bytes), CR_ERR_AGAIN if buf holds less than a
+ * whole header and name (nothing set), or CR_ERR_PROTOCOL (unknown op, empty
+ * name, a name byte that is NUL, '/' or not printable ASCII, nonzero reserved
+ * field, length above max_length, or addr + length wrapping). */
+int cr_xfer_request_parse(const uint8_t *buf, size_t len, uint64_t max_length,
+                          struct cr_xfer_request *out, size_t *consumed);
+
+/* Encodes a request into out (room for CR_XFER_REQUEST_MAX_BYTES); returns
+ * the bytes written.  name_len must be 1..255. */
+size_t cr_xfer_request_encode(const struct cr_xfer_request *req, uint8_t *out);
+
+/* Decodes a response (CR_XFER_RESPONSE_BYTES).  Returns CR_OK, or
+ * CR_ERR_PROTOCOL when status is not a crescent status (> 0). */
+int cr_xfer_response_parse(const uint8_t *buf, struct cr_xfer_response *out);
+void cr_xfer_response_encode(const struct cr_xfer_response *resp, uint8_t *out);
+
+/* True when [addr, addr + length) lies inside [base, base + size), without
+ * overflow.  A zero-length range is inside when addr is in [base, base + size]. */
+bool cr_xfer_range_inside(uint64_t base, uint64_t size, uint64_t addr, uint64_t length);
+
+/* True for a name the frame can carry: 1..255 bytes, printable ASCII except '/'. */
+bool cr_xfer_name_valid(const char *name, size_t len);
+
+#endif

@@ -1,0 +1,163 @@
+/* The transfer server's same-host side (shm).
+ *
+ * Protocol: the server listens on an abstract Unix socket (SOCK_SEQPACKET)
+ * named after its tcp endpoint, "\0crescent-xfer/<host>:<port>"; a client that
+ * can connect to it is on the same host.  For each segment it wants, the
+ * client sends one map request (the segment name); the server answers with
+ * the segment's slot, generation, base address and size, and passes two fds
+ * with SCM_RIGHTS: the segment's memfd and the server's control memfd.  The
+ * client maps both and from then on moves bytes itself, with memcpy between
+ * its buffers and the shared segment: no request crosses to the server, no
+ * syscall per op.
+ *
+ * The control memfd holds one generation counter per segment slot.  The
+ * server bumps a slot's generation when it registers or unregisters a segment
+ * there; a client compares the generation it mapped with the live one before
+ * every op, so an op on a segment unregistered since is refused (and a name
+ * registered again is mapped again), never served from stale memory.
+ *
+ * Only segments registered with their memfd (cr_xfer_server_register_segment)
+ * can be mapped; a plain-memory segment is answered CR_ERR_SEGMENT_NOT_FOUND,
+ * and the client then uses tcp for it. */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "crescent/error.h"
+#include "rdma/xfer_frame.h"
+#include "rdma/xfer_internal.h"
+#include "rdma/xfer_server_internal.h"
+#include "rdma/xfer_shm.h"
+
+struct shm_conn {
+    int kind; /* CR_XFER_CONN_SHM: first, like every connection's epoll tag */
+    int fd;
+    struct cr_xfer_server *srv;
+    struct shm_conn *prev, *next; /* srv->shm_conns */
+};
+
+int cr_xfer_shm_listen(struct cr_xfer_server *srv) {
+    srv->control_fd = memfd_create("crescent-xfer-control", MFD_CLOEXEC);
+    if (srv->control_fd < 0 || ftruncate(srv->control_fd, CR_XFER_SHM_CONTROL_BYTES) != 0) {
+        CR_ERROR("xfer", "shm control memfd failed: %s", strerror(errno));
+        return CR_ERR_IO;
+    }
+    void *control = mmap(NULL, CR_XFER_SHM_CONTROL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED,
+                         srv->control_fd, 0);
+    if (control == MAP_FAILED) return CR_ERR_IO;
+    srv->generations = control;
+    struct sockaddr_un addr;
+    socklen_t len = cr_xfer_shm_address(srv->endpoint, &addr);
+    srv->shm_listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (srv->shm_listen_fd < 0 || bind(srv->shm_listen_fd, (struct sockaddr *)&addr, len) != 0 ||
+        listen(srv->shm_listen_fd, 128) != 0) {
+        CR_ERROR("xfer", "shm listener @%s failed: %s", addr.sun_path + 1, strerror(errno));
+        return CR_ERR_IO;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->shm_listen_fd};
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->shm_listen_fd, &ev) != 0) return CR_ERR_IO;
+    return CR_OK;
+}
+
+void cr_xfer_shm_bump(struct cr_xfer_server *srv, uint32_t slot) {
+    assert(slot < CR_XFER_SERVER_SEGMENTS_MAX);
+    if (srv->generations == NULL) return;
+    /* Release: a client that sees the new generation sees it after the
+     * server's changes to the slot. */
+    __atomic_fetch_add(&srv->generations[slot], 1, __ATOMIC_RELEASE);
+}
+
+void cr_xfer_shm_accept(struct cr_xfer_server *srv) {
+    for (;;) {
+        int fd = accept4(srv->shm_listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        struct shm_conn *c = calloc(1, sizeof(*c));
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (c == NULL || epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->kind = CR_XFER_CONN_SHM;
+        c->fd = fd;
+        c->srv = srv;
+        c->next = srv->shm_conns;
+        if (c->next != NULL) c->next->prev = c;
+        srv->shm_conns = c;
+        srv->stats.shm_clients++;
+    }
+}
+
+static void shm_close(struct shm_conn *c) {
+    struct cr_xfer_server *srv = c->srv;
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    if (c->prev != NULL) c->prev->next = c->next;
+    if (c->next != NULL) c->next->prev = c->prev;
+    if (srv->shm_conns == c) srv->shm_conns = c->next;
+    free(c);
+}
+
+void cr_xfer_shm_close_all(struct cr_xfer_server *srv) {
+    while (srv->shm_conns != NULL) shm_close(srv->shm_conns);
+    if (srv->shm_listen_fd >= 0) close(srv->shm_listen_fd);
+    if (srv->generations != NULL) munmap(srv->generations, CR_XFER_SHM_CONTROL_BYTES);
+    if (srv->control_fd >= 0) close(srv->control_fd);
+    srv->shm_listen_fd = srv->control_fd = -1;
+    srv->generations = NULL;
+}
+
+static bool send_reply(struct shm_conn *c, const struct cr_xfer_shm_reply *reply, int seg_fd) {
+    struct iovec iov = {.iov_base = (void *)reply, .iov_len = sizeof(*reply)};
+    union {
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (seg_fd >= 0) {
+        int fds[2] = {seg_fd, c->srv->control_fd};
+        msg.msg_control = control.buf;
+        msg.msg_controllen = sizeof(control.buf);
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
+        memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
+    }
+    return sendmsg(c->fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(*reply);
+}
+
+/* One map request per message; anything else closes the connection. */
+void cr_xfer_shm_readable(void *tag) {
+    struct shm_conn *c = tag;
+    struct cr_xfer_server *srv = c->srv;
+    struct cr_xfer_shm_request req;
+    ssize_t n = recv(c->fd, &req, sizeof(req), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n != (ssize_t)sizeof(req) || req.magic != CR_XFER_SHM_MAGIC ||
+        !cr_xfer_name_valid(req.name, req.name_len)) {
+        if (n > 0) srv->stats.refused_malformed++;
+        shm_close(c);
+        return;
+    }
+    struct cr_xfer_shm_reply reply = {.magic = CR_XFER_SHM_MAGIC,
+                                      .status = CR_ERR_SEGMENT_NOT_FOUND};
+    const struct cr_xfer_server_segment *seg = cr_xfer_server_find(srv, req.name, req.name_len);
+    int seg_fd = -1;
+    if (seg != NULL && seg->fd >= 0) {
+        reply.status = CR_OK;
+        reply.slot = (uint32_t)(seg - srv->segments);
+        reply.generation = __atomic_load_n(&srv->generations[reply.slot], __ATOMIC_ACQUIRE);
+        reply.base = (uint64_t)(uintptr_t)seg->base;
+        reply.size = seg->size;
+        seg_fd = seg->fd;
+        srv->stats.shm_maps++;
+    }
+    if (!send_reply(c, &reply, seg_fd)) shm_close(c);
+}

@@ -1,0 +1,41 @@
+/* The shm transport's map protocol (see xfer_server_shm.c for the design),
+ * shared by the server and the client.  Both ends are on one host and run
+ * the same build, so the messages are native structs on a SOCK_SEQPACKET
+ * socket; the server still validates each one completely. */
+#ifndef CRESCENT_RDMA_XFER_SHM_H
+#define CRESCENT_RDMA_XFER_SHM_H
+
+#include <stdint.h>
+
+#include "rdma/xfer.h"
+
+#define CR_XFER_SHM_MAGIC 0x31534d58u /* "XMS1" */
+#define CR_XFER_SHM_CONTROL_BYTES 4096u /* one generation per segment slot */
+
+struct cr_xfer_shm_request {
+    uint32_t magic;
+    uint8_t name_len;
+    char name[CR_XFER_SEGMENT_NAME_MAX];
+};
+
+/* With status CR_OK, two fds ride along (SCM_RIGHTS): the segment's memfd and
+ * the control memfd whose uint64_t[slot] is the slot's live generation. */
+struct cr_xfer_shm_reply {
+    uint32_t magic;
+    int32_t status;
+    uint32_t slot;
+    uint64_t generation;
+    uint64_t base; /* the segment's registered base: remote addresses are base + offset */
+    uint64_t size;
+};
+
+struct cr_xfer_server;
+
+/* Server side (xfer_server_shm.c). */
+int cr_xfer_shm_listen(struct cr_xfer_server *srv);
+void cr_xfer_shm_accept(struct cr_xfer_server *srv);
+void cr_xfer_shm_readable(void *tag);
+void cr_xfer_shm_bump(struct cr_xfer_server *srv, uint32_t slot);
+void cr_xfer_shm_close_all(struct cr_xfer_server *srv);
+
+#endif

@@ -1,0 +1,134 @@
+/* The verbs (libibverbs) side of the transfer layer.
+ *
+ * Pure parts, unit-tested on any machine:
+ *   - the connection-setup message each side sends over the tcp data
+ *     connection (QP numbers, PSNs, LID, GID, MTU), and the segment key
+ *     message (base, size, rkey), both fixed-size little-endian;
+ *   - the striping plan: an object of CR_XFER_VERBS_STRIPE_MIN_BYTES or more
+ *     is cut into one stripe per QP, the QPs spread over the devices;
+ *   - the transport choice per peer, with the reason logged once.
+ * Device parts (xfer_verbs.c), which need an RDMA device: probing, opening a
+ * device with several RC QPs, connecting them to a peer's QPs, registering
+ * memory once, posting one-sided RDMA READ/WRITE stripes and polling their
+ * completions.  These compile and link everywhere; without a device they are
+ * only exercised by a test that reports itself skipped.
+ *
+ * A verbs context is used by one thread. */
+#ifndef CRESCENT_RDMA_XFER_VERBS_H
+#define CRESCENT_RDMA_XFER_VERBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CR_XFER_VERBS_QPS_MAX 16u
+#define CR_XFER_VERBS_STRIPE_MIN_BYTES (UINT64_C(4) << 20)
+#define CR_XFER_VERBS_STRIPE_ALIGN_BYTES 4096u
+#define CR_XFER_VERBS_HELLO_BYTES (4 + 1 + 1 + 1 + 1 + 2 + 2 + 16 + CR_XFER_VERBS_QPS_MAX * 8)
+#define CR_XFER_VERBS_KEY_BYTES (4 + 4 + 8 + 8)
+
+/* What one side tells the other to connect its RC QPs. */
+struct cr_xfer_verbs_hello {
+    uint8_t qp_count; /* 1..CR_XFER_VERBS_QPS_MAX */
+    uint8_t port;     /* the HCA port (>= 1) */
+    uint8_t mtu;      /* enum ibv_mtu: 1 (256) .. 5 (4096) */
+    uint8_t gid_index;
+    uint16_t lid;     /* 0 on RoCE (the GID routes) */
+    uint8_t gid[16];
+    uint32_t qpn[CR_XFER_VERBS_QPS_MAX];
+    uint32_t psn[CR_XFER_VERBS_QPS_MAX]; /* 24 bits */
+};
+
+/* A registered segment as a peer addresses it. */
+struct cr_xfer_verbs_key {
+    uint32_t rkey;
+    uint64_t base;
+    uint64_t size;
+};
+
+size_t cr_xfer_verbs_hello_encode(const struct cr_xfer_verbs_hello *hello, uint8_t *out);
+/* Returns CR_OK, or CR_ERR_PROTOCOL (short, bad magic, qp_count 0 or above the
+ * maximum, port 0, mtu outside 1..5, a QPN or PSN wider than 24 bits). */
+int cr_xfer_verbs_hello_decode(const uint8_t *buf, size_t len, struct cr_xfer_verbs_hello *out);
+
+size_t cr_xfer_verbs_key_encode(const struct cr_xfer_verbs_key *key, uint8_t *out);
+/* Returns CR_OK or CR_ERR_PROTOCOL (short, bad magic, size 0, range wraps). */
+int cr_xfer_verbs_key_decode(const uint8_t *buf, size_t len, struct cr_xfer_verbs_key *out);
+
+/* One stripe of an op: bytes [offset, offset + length) go on QP `qp`. */
+struct cr_xfer_stripe {
+    uint32_t qp;
+    uint64_t offset;
+    uint64_t length;
+};
+
+/* Plans an op of `length` bytes over qp_count QPs spread over device_count
+ * devices (QP i is on device i % device_count).  Below the stripe minimum: one
+ * stripe on QP *next_qp (then advanced, round robin).  At or above it: one
+ * stripe per QP (at most max), 4 KiB aligned, consecutive stripes on
+ * different devices.  Returns the stripe count; stripes cover [0, length)
+ * exactly, in order. */
+uint32_t cr_xfer_verbs_plan(uint64_t length, uint32_t qp_count, uint32_t device_count,
+                            uint32_t *next_qp, struct cr_xfer_stripe *out, uint32_t max);
+
+enum cr_xfer_transport { CR_XFER_TRANSPORT_TCP = 0, CR_XFER_TRANSPORT_SHM, CR_XFER_TRANSPORT_VERBS };
+
+/* What decides a peer's transport. */
+struct cr_xfer_transport_facts {
+    bool shm_disabled;      /* by the client's config */
+    bool shm_reachable;     /* the peer's shm socket accepted a connection */
+    const char *shm_error;  /* why not, when not reachable */
+    uint32_t local_devices; /* RDMA devices here (cr_xfer_verbs_probe) */
+    const char *verbs_error;/* why none, when 0 */
+    bool peer_offers_verbs; /* the server answered the verbs hello */
+};
+
+/* shm when reachable (and not disabled), else verbs when both sides have a
+ * device, else tcp; writes the reason into why (for the one log line). */
+enum cr_xfer_transport cr_xfer_choose_transport(const struct cr_xfer_transport_facts *facts,
+                                                char *why, size_t why_size);
+
+const char *cr_xfer_transport_name(enum cr_xfer_transport transport);
+
+/* ---- device parts (xfer_verbs.c) -------------------------------------- */
+
+/* Counts RDMA devices.  Returns the count (0 when none: here
+ * ibv_get_device_list fails with ENOSYS) and, when 0, why. */
+uint32_t cr_xfer_verbs_probe(char *why, size_t why_size);
+
+struct cr_xfer_verbs;
+
+/* Opens device `device_index` with qp_count RC QPs (<= 16) on `port` and one
+ * completion queue.  Returns CR_OK, CR_ERR_INVALID_PARAMS, or CR_ERR_IO with
+ * why set (the verbs call that failed and its errno). */
+int cr_xfer_verbs_open(uint32_t device_index, uint32_t qp_count, uint8_t port,
+                       struct cr_xfer_verbs **out, char *why, size_t why_size);
+
+/* This side's hello (QPNs, random PSNs, LID/GID, MTU) to send to the peer. */
+void cr_xfer_verbs_local_hello(const struct cr_xfer_verbs *v, struct cr_xfer_verbs_hello *out);
+
+/* Moves QP i to RTR then RTS against the peer's QP i.  The peer must offer at
+ * least as many QPs.  Returns CR_OK, CR_ERR_INVALID_PARAMS or CR_ERR_IO (why). */
+int cr_xfer_verbs_connect(struct cr_xfer_verbs *v, const struct cr_xfer_verbs_hello *peer,
+                          char *why, size_t why_size);
+
+/* Registers [addr, addr + len) once (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE)
+ * and returns its keys.  Returns CR_OK, CR_ERR_NOMEM (table of 64 full) or
+ * CR_ERR_IO (ibv_reg_mr failed; why). */
+int cr_xfer_verbs_register(struct cr_xfer_verbs *v, void *addr, uint64_t len, uint32_t *lkey,
+                           uint32_t *rkey, char *why, size_t why_size);
+
+/* Posts an RDMA READ (remote -> local) or WRITE, striped by
+ * cr_xfer_verbs_plan; every stripe is signalled with wr_id.  Returns the
+ * stripes posted (> 0) or CR_ERR_AGAIN (send queue full), CR_ERR_INVALID_PARAMS
+ * (a stripe above 2 GiB, the RC message limit) or CR_ERR_IO. */
+int cr_xfer_verbs_post(struct cr_xfer_verbs *v, bool write, void *local, uint32_t lkey,
+                       uint64_t remote_addr, uint32_t rkey, uint64_t length, uint64_t wr_id);
+
+/* Polls up to max completions into wr_ids[] / statuses[] (CR_OK or CR_ERR_IO).
+ * Returns the count. */
+int cr_xfer_verbs_poll(struct cr_xfer_verbs *v, uint64_t *wr_ids, int *statuses, int max);
+
+void cr_xfer_verbs_close(struct cr_xfer_verbs *v);
+
+#endif

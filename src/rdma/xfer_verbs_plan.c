@@ -1,0 +1,137 @@
+/* The pure parts of the verbs transport (xfer_verbs.h): the setup messages,
+ * the striping plan and the transport choice.  No libibverbs calls here. */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "crescent/error.h"
+#include "rdma/xfer_frame.h"
+#include "rdma/xfer_verbs.h"
+
+#define HELLO_MAGIC 0x31425658u /* "XVB1" */
+#define KEY_MAGIC 0x314b5658u   /* "XVK1" */
+#define QPN_MASK 0xffffffu      /* QPNs and PSNs are 24 bits */
+
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p) {
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+size_t cr_xfer_verbs_hello_encode(const struct cr_xfer_verbs_hello *hello, uint8_t *out) {
+    assert(hello->qp_count >= 1 && hello->qp_count <= CR_XFER_VERBS_QPS_MAX);
+    memset(out, 0, CR_XFER_VERBS_HELLO_BYTES);
+    put32(out, HELLO_MAGIC);
+    out[4] = hello->qp_count;
+    out[5] = hello->port;
+    out[6] = hello->mtu;
+    out[7] = hello->gid_index;
+    out[8] = (uint8_t)hello->lid;
+    out[9] = (uint8_t)(hello->lid >> 8);
+    memcpy(out + 12, hello->gid, 16);
+    for (uint32_t i = 0; i < CR_XFER_VERBS_QPS_MAX; i++) {
+        put32(out + 28 + 4 * i, hello->qpn[i]);
+        put32(out + 28 + 4 * CR_XFER_VERBS_QPS_MAX + 4 * i, hello->psn[i]);
+    }
+    return CR_XFER_VERBS_HELLO_BYTES;
+}
+
+int cr_xfer_verbs_hello_decode(const uint8_t *buf, size_t len, struct cr_xfer_verbs_hello *out) {
+    if (len < CR_XFER_VERBS_HELLO_BYTES || get32(buf) != HELLO_MAGIC) return CR_ERR_PROTOCOL;
+    struct cr_xfer_verbs_hello h = {.qp_count = buf[4], .port = buf[5], .mtu = buf[6],
+                                    .gid_index = buf[7],
+                                    .lid = (uint16_t)(buf[8] | buf[9] << 8)};
+    if (h.qp_count == 0 || h.qp_count > CR_XFER_VERBS_QPS_MAX || h.port == 0 || h.mtu < 1 ||
+        h.mtu > 5 || buf[10] != 0 || buf[11] != 0)
+        return CR_ERR_PROTOCOL;
+    memcpy(h.gid, buf + 12, 16);
+    for (uint32_t i = 0; i < CR_XFER_VERBS_QPS_MAX; i++) {
+        h.qpn[i] = get32(buf + 28 + 4 * i);
+        h.psn[i] = get32(buf + 28 + 4 * CR_XFER_VERBS_QPS_MAX + 4 * i);
+        if (h.qpn[i] > QPN_MASK || h.psn[i] > QPN_MASK) return CR_ERR_PROTOCOL;
+        if (i < h.qp_count && h.qpn[i] == 0) return CR_ERR_PROTOCOL; /* QP 0 is special */
+    }
+    *out = h;
+    return CR_OK;
+}
+
+size_t cr_xfer_verbs_key_encode(const struct cr_xfer_verbs_key *key, uint8_t *out) {
+    put32(out, KEY_MAGIC);
+    put32(out + 4, key->rkey);
+    put64(out + 8, key->base);
+    put64(out + 16, key->size);
+    return CR_XFER_VERBS_KEY_BYTES;
+}
+
+int cr_xfer_verbs_key_decode(const uint8_t *buf, size_t len, struct cr_xfer_verbs_key *out) {
+    if (len < CR_XFER_VERBS_KEY_BYTES || get32(buf) != KEY_MAGIC) return CR_ERR_PROTOCOL;
+    struct cr_xfer_verbs_key key = {.rkey = get32(buf + 4), .base = get64(buf + 8),
+                                    .size = get64(buf + 16)};
+    if (key.size == 0 || key.base + key.size < key.base) return CR_ERR_PROTOCOL;
+    *out = key;
+    return CR_OK;
+}
+
+uint32_t cr_xfer_verbs_plan(uint64_t length, uint32_t qp_count, uint32_t device_count,
+                            uint32_t *next_qp, struct cr_xfer_stripe *out, uint32_t max) {
+    assert(qp_count >= 1 && device_count >= 1 && device_count <= qp_count);
+    (void)device_count; /* the layout (QP i on device i % devices) spreads the stripes */
+    assert(next_qp != NULL && out != NULL && max >= 1);
+    if (length < CR_XFER_VERBS_STRIPE_MIN_BYTES || qp_count == 1 || max == 1) {
+        out[0] = (struct cr_xfer_stripe){.qp = *next_qp % qp_count, .offset = 0, .length = length};
+        *next_qp = (*next_qp + 1) % qp_count;
+        return 1;
+    }
+    uint32_t count = qp_count < max ? qp_count : max;
+    uint64_t align = CR_XFER_VERBS_STRIPE_ALIGN_BYTES;
+    uint64_t stripe = (length / count + align - 1) / align * align;
+    uint32_t n = 0;
+    for (uint64_t offset = 0; offset < length; n++) {
+        assert(n < count);
+        uint64_t len = length - offset < stripe || n + 1 == count ? length - offset : stripe;
+        out[n] = (struct cr_xfer_stripe){
+            .qp = n, .offset = offset, .length = len}; /* QP n is on device n % devices */
+        offset += len;
+    }
+    return n;
+}
+
+const char *cr_xfer_transport_name(enum cr_xfer_transport transport) {
+    switch (transport) {
+    case CR_XFER_TRANSPORT_SHM: return "shm";
+    case CR_XFER_TRANSPORT_VERBS: return "verbs";
+    case CR_XFER_TRANSPORT_TCP: break;
+    }
+    return "tcp";
+}
+
+enum cr_xfer_transport cr_xfer_choose_transport(const struct cr_xfer_transport_facts *f,
+                                                char *why, size_t why_size) {
+    assert(f != NULL && why != NULL);
+    if (!f->shm_disabled && f->shm_reachable) {
+        snprintf(why, why_size, "same host: its shm socket accepted the connection");
+        return CR_XFER_TRANSPORT_SHM;
+    }
+    char shm[96];
+    snprintf(shm, sizeof(shm), "%s", f->shm_disabled ? "disabled by config"
+                                     : f->shm_error ? f->shm_error : "not reachable");
+    if (f->local_devices > 0 && f->peer_offers_verbs) {
+        snprintf(why, why_size, "%u RDMA device(s) here and the peer offers verbs (shm: %s)",
+                 f->local_devices, shm);
+        return CR_XFER_TRANSPORT_VERBS;
+    }
+    snprintf(why, why_size, "shm: %s; verbs: %s", shm,
+             f->local_devices == 0 ? (f->verbs_error ? f->verbs_error : "no RDMA device")
+                                   : "the peer offers no verbs");
+    return CR_XFER_TRANSPORT_TCP;
+}

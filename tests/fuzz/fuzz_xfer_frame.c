@@ -1,0 +1,71 @@
+/* libFuzzer target for the tcp transfer frame codec (src/rdma/xfer_frame.c).
+ *
+ * Treats the input as the byte stream a server reads from one connection
+ * (the first 8 bytes pick the length limit) and parses request after request
+ * the way the server does, skipping each WRITE's payload.  Every accepted
+ * request must re-encode to exactly the bytes it was parsed from and satisfy
+ * the limits; a refusal must leave the output untouched.  The same bytes are
+ * fed to the response parser and to cr_xfer_range_inside, whose answer is
+ * checked against 128-bit arithmetic.  Build and run: tests/fuzz/README.md. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crescent/error.h"
+#include "rdma/xfer_frame.h"
+
+static uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static void check_request(const uint8_t *at, size_t len, uint64_t max_length,
+                          const struct cr_xfer_request *req, size_t used) {
+    if (used != CR_XFER_REQUEST_HEADER_BYTES + req->name_len || used > len) abort();
+    if (req->op != CR_XFER_FRAME_READ && req->op != CR_XFER_FRAME_WRITE) abort();
+    if (req->length > max_length || req->addr + req->length < req->addr) abort();
+    if (!cr_xfer_name_valid(req->name, req->name_len)) abort();
+    uint8_t again[CR_XFER_REQUEST_MAX_BYTES];
+    if (cr_xfer_request_encode(req, again) != used || memcmp(again, at, used) != 0) abort();
+}
+
+static void check_range(const uint8_t *data, size_t size) {
+    if (size < 32) return;
+    uint64_t base = load64(data), seg = load64(data + 8), addr = load64(data + 16),
+             len = load64(data + 24);
+    unsigned __int128 end = (unsigned __int128)addr + len;
+    unsigned __int128 seg_end = (unsigned __int128)base + seg;
+    bool inside = addr >= base && end <= seg_end;
+    if (cr_xfer_range_inside(base, seg, addr, len) != inside) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    check_range(data, size);
+    if (size >= CR_XFER_RESPONSE_BYTES) {
+        struct cr_xfer_response resp;
+        if (cr_xfer_response_parse(data, &resp) == CR_OK && resp.status > 0) abort();
+    }
+    if (size < 8) return 0;
+    uint64_t max_length = load64(data) >> 40; /* limits up to 16 M, often small */
+    data += 8;
+    size -= 8;
+    size_t pos = 0;
+    while (pos < size) {
+        struct cr_xfer_request req;
+        memset(&req, 0xee, sizeof(req));
+        struct cr_xfer_request untouched = req;
+        size_t used = 12345;
+        int rc = cr_xfer_request_parse(data + pos, size - pos, max_length, &req, &used);
+        if (rc != CR_OK) {
+            if (rc != CR_ERR_AGAIN && rc != CR_ERR_PROTOCOL) abort();
+            if (used != 12345 || memcmp(&req, &untouched, sizeof(req)) != 0) abort();
+            break;
+        }
+        check_request(data + pos, size - pos, max_length, &req, used);
+        pos += used;
+        if (req.op == CR_XFER_FRAME_WRITE) pos += req.length < size - pos ? req.length : size - pos;
+    }
+    return 0;
+}

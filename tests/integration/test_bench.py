@@ -1,0 +1,170 @@
+"""crescent-bench against a real crescentd: short runs whose JSON is parsed and
+checked (counts add up, percentiles ordered, no errors), the open loop holding
+its rate, and that a run leaves nothing behind and touches nothing else."""
+import json
+import os
+import subprocess
+import uuid
+
+import pytest
+
+from conftest import binary, free_port
+
+
+@pytest.fixture
+def store(daemon):
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    # A long client TTL: the segment a test mounts with crescentctl (which
+    # exits at once) must outlive the bench runs.
+    d = daemon("--rpc-address", rpc, "--client-ttl", "3600")
+    return d, rpc
+
+
+def ctl(store, *args, client_id=None):
+    d, rpc = store
+    cmd = [binary("crescentctl"), "--rpc", rpc, "--http", f"127.0.0.1:{d.port}", *args]
+    if client_id is not None:
+        cmd += ["--client-id", client_id]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def store_stats(store):
+    rc, out, err = ctl(store, "store-stats")
+    assert rc == 0, err
+    return {line.split()[0]: line.split()[1] for line in out.splitlines() if line.strip()}
+
+
+def bench(store, tmp_path, *args, timeout=120):
+    """Runs crescent-bench with --json; returns (exit code, document, stdout+stderr)."""
+    _, rpc = store
+    out = tmp_path / f"bench-{uuid.uuid4().hex[:8]}.json"
+    p = subprocess.run([binary("crescent-bench"), "--rpc", rpc, "--json", str(out), *args],
+                       capture_output=True, text=True, timeout=timeout)
+    doc = json.loads(out.read_text()) if out.exists() else None
+    return p.returncode, doc, p.stdout + p.stderr
+
+
+def check_document(doc):
+    """The invariants every run's numbers keep."""
+    kinds = doc["operations_by_kind"]
+    assert doc["operations"] == sum(kinds.values()) > 0
+    latency = doc["latency_us"]
+    assert latency["all"]["count"] == doc["operations"]
+    for kind, count in kinds.items():
+        if count:
+            assert latency[kind]["count"] == count
+    for lat in latency.values():
+        ordered = [lat[k] for k in ("min", "p50", "p75", "p90", "p99", "p99.9", "p99.99", "max")]
+        assert ordered == sorted(ordered) and ordered[0] > 0
+        assert lat["min"] <= lat["mean"] <= lat["max"]
+    curve = doc["percentile_curve_us"]
+    assert [p for p, _ in curve] == sorted(p for p, _ in curve)
+    assert [v for _, v in curve] == sorted(v for _, v in curve)
+    assert curve[-1] == [100.0, latency["all"]["max"]]
+    assert sum(s["ops"] for s in doc["timeline"]) == doc["operations"]
+    assert sum(doc["errors_by_status"].values()) == doc["errors"]
+    assert doc["elapsed_s"] > 0
+    assert doc["throughput_ops_s"] == pytest.approx(doc["operations"] / doc["elapsed_s"])
+
+
+def test_mix_closed_loop_counts_add_up_and_cleans_up(store, tmp_path):
+    rc, doc, text = bench(store, tmp_path, "--mount-fake", "--workload", "mix", "--mix",
+                          "4:2:2:2", "--connections", "2", "--depth", "4", "--keys", "500",
+                          "--distribution", "zipfian", "--duration", "1", "--warmup", "0.2")
+    assert rc == 0, text
+    check_document(doc)
+    assert doc["errors"] == 0 and doc["errors_by_status"] == {}
+    assert all(doc["operations_by_kind"][k] > 0 for k in ("get", "put", "exist", "remove"))
+    assert doc["options"]["loop"] == "closed" and doc["options"]["distribution"] == "zipfian"
+    assert doc["keys"] == doc["operations"]
+    # Summary table on stdout, one row per kind and the total.
+    for row in ("get ", "put ", "exist ", "remove ", "all "):
+        assert any(line.startswith(row) for line in text.splitlines()), text
+    stats = store_stats(store)
+    assert stats["objects"] == "0" and stats["segments"] == "0"
+
+
+def test_count_mode_batches(store, tmp_path):
+    rc, doc, text = bench(store, tmp_path, "--mount-fake", "--workload", "exist", "--batch",
+                          "16", "--count", "300", "--warmup", "0", "--keys", "1000")
+    assert rc == 0, text
+    check_document(doc)
+    assert doc["operations"] == 300 and doc["keys"] == 300 * 16
+    assert doc["errors"] == 0
+    assert store_stats(store)["objects"] == "0"
+
+
+def test_remove_workload_removes_what_it_put(store, tmp_path):
+    rc, doc, text = bench(store, tmp_path, "--mount-fake", "--workload", "remove", "--count",
+                          "1000", "--connections", "2", "--depth", "8")
+    assert rc == 0, text
+    check_document(doc)
+    assert doc["operations_by_kind"] == {"get": 0, "put": 0, "exist": 0, "remove": 1000}
+    assert doc["errors"] == 0
+
+
+def test_live_deployment_left_as_it_was(store, tmp_path):
+    """Without --mount-fake the run uses the deployment's segment, under its own
+    tenant, and removes its keys; the user's key and segment stay."""
+    owner = str(uuid.uuid4())
+    assert ctl(store, "mount", "userseg", "1G", "--endpoint", "127.0.0.1:7000",
+               client_id=owner)[0] == 0
+    assert ctl(store, "put-start", "user-key", "4K", client_id=owner)[0] == 0
+    assert ctl(store, "put-end", "user-key", client_id=owner)[0] == 0
+    rc, doc, text = bench(store, tmp_path, "--workload", "mix", "--connections", "2",
+                          "--depth", "2", "--keys", "200", "--duration", "0.5",
+                          "--warmup", "0")
+    assert rc == 0, text
+    check_document(doc)
+    assert doc["options"]["tenant"].startswith("bench-")
+    stats = store_stats(store)
+    assert stats["objects"] == "1" and stats["segments"] == "1"
+    assert ctl(store, "exist", "user-key")[0] == 0
+
+
+def test_errors_counted_by_status(store, tmp_path):
+    """No segment and no --mount-fake: the preload is refused with a hint."""
+    rc, doc, text = bench(store, tmp_path, "--workload", "get", "--duration", "0.2")
+    assert rc == 3 and doc is None
+    assert "above the 0 mounted segments" in text and "--mount-fake" in text
+    # Puts on a segment too small for them fail one by one, by status.
+    rc, doc, text = bench(store, tmp_path, "--mount-fake", "--fake-segment-bytes", "65536",
+                          "--workload", "put", "--object-bytes", "4096", "--count", "40",
+                          "--warmup", "0")
+    assert rc == 1, text
+    check_document(doc)
+    # 16 objects fit, a few more as eviction frees room: how many is timing.
+    assert doc["operations"] == 40 and 0 < doc["errors"] <= 40 - 16
+    assert doc["errors_by_status"] == {"NO_AVAILABLE_HANDLE": doc["errors"]}
+    assert "errors: NO_AVAILABLE_HANDLE" in text
+
+
+def test_open_loop_holds_its_rate(store, tmp_path):
+    """A modest rate (the machine is shared and loaded): 400 ops/s over two
+    connections for 4 s, with room for 256 in flight each."""
+    rate = 400.0
+    rc, doc, text = bench(store, tmp_path, "--mount-fake", "--workload", "exist", "--rate",
+                          str(rate), "--connections", "2", "--depth", "256", "--duration",
+                          "4", "--warmup", "0.5", "--keys", "1000")
+    assert rc == 0, text
+    check_document(doc)
+    assert doc["options"]["loop"] == "open"
+    assert doc["operations"] == int(rate * 4)  # every send due in the window was made
+    assert abs(doc["sent_rate_ops_s"] - rate) / rate < 0.05, doc["sent_rate_ops_s"]
+    assert abs(doc["throughput_ops_s"] - rate) / rate < 0.05, doc["throughput_ops_s"]
+
+
+def test_usage_errors(store, tmp_path):
+    for args in (["--workload", "nope"], ["--depth", "0"], ["--mix", "1:1:1:1"],
+                 ["--workload", "remove"], ["--distribution", "pareto"], ["extra"]):
+        rc, doc, text = bench(store, tmp_path, *args)
+        assert rc == 2 and "crescent-bench:" in text, (args, text)
+    p = subprocess.run([binary("crescent-bench"), "--help"], capture_output=True, text=True)
+    assert p.returncode == 0 and "--rate" in p.stdout and "--mount-fake" in p.stdout
+
+
+def test_unreachable(tmp_path):
+    store = (None, f"tcp://127.0.0.1:{free_port()}")
+    rc, doc, text = bench(store, tmp_path, "--timeout-ms", "300", "--duration", "0.1")
+    assert rc == 3 and "does not answer" in text

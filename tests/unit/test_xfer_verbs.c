@@ -1,0 +1,234 @@
+/* Unit tests for the verbs transport's pure parts (src/rdma/xfer_verbs_plan.c):
+ * the setup messages, the striping plan and the transport choice; and a device
+ * test of the libibverbs side (two contexts on one device, RC QPs connected to
+ * each other, RDMA WRITE then READ, 16 MiB striped) that reports itself
+ * skipped where there is no RDMA device, never passed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "crescent/error.h"
+#include "rdma/xfer_verbs.h"
+
+static struct cr_xfer_verbs_hello sample_hello(void) {
+    struct cr_xfer_verbs_hello h = {.qp_count = 4, .port = 1, .mtu = 5, .gid_index = 3,
+                                    .lid = 0x1234};
+    for (int i = 0; i < 16; i++) h.gid[i] = (uint8_t)(0xf0 + i);
+    for (uint32_t i = 0; i < 4; i++) {
+        h.qpn[i] = 0x100 + i;
+        h.psn[i] = 0xabcde0 + i;
+    }
+    return h;
+}
+
+static void test_hello_round_trip(void **state) {
+    (void)state;
+    struct cr_xfer_verbs_hello h = sample_hello(), back;
+    uint8_t buf[CR_XFER_VERBS_HELLO_BYTES];
+    assert_int_equal(cr_xfer_verbs_hello_encode(&h, buf), CR_XFER_VERBS_HELLO_BYTES);
+    assert_int_equal(cr_xfer_verbs_hello_decode(buf, sizeof(buf), &back), CR_OK);
+    assert_int_equal(back.qp_count, 4);
+    assert_int_equal(back.lid, 0x1234);
+    assert_int_equal(back.qpn[3], 0x103);
+    assert_int_equal(back.psn[3], 0xabcde3);
+    assert_memory_equal(back.gid, h.gid, 16);
+    uint8_t again[CR_XFER_VERBS_HELLO_BYTES]; /* every field survived */
+    cr_xfer_verbs_hello_encode(&back, again);
+    assert_memory_equal(buf, again, sizeof(buf));
+    assert_int_equal(cr_xfer_verbs_hello_decode(buf, sizeof(buf) - 1, &back), CR_ERR_PROTOCOL);
+}
+
+static void test_hello_refuses_malformed(void **state) {
+    (void)state;
+    struct cr_xfer_verbs_hello h = sample_hello(), out;
+    uint8_t good[CR_XFER_VERBS_HELLO_BYTES];
+    cr_xfer_verbs_hello_encode(&h, good);
+    struct { size_t at; uint8_t value; } cases[] = {
+        {0, 0},   /* magic */
+        {4, 0},   /* no QPs */
+        {4, 17},  /* more QPs than the maximum */
+        {5, 0},   /* port 0 */
+        {6, 0},   /* mtu below 256 */
+        {6, 6},   /* mtu above 4096 */
+        {10, 1},  /* reserved */
+        {28 + 3, 1},  /* QPN 0 wider than 24 bits */
+        {28 + 64 + 3, 1}, /* PSN 0 wider than 24 bits */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint8_t bad[CR_XFER_VERBS_HELLO_BYTES];
+        memcpy(bad, good, sizeof(bad));
+        bad[cases[i].at] = cases[i].value;
+        assert_int_equal(cr_xfer_verbs_hello_decode(bad, sizeof(bad), &out), CR_ERR_PROTOCOL);
+    }
+    uint8_t zero_qpn[CR_XFER_VERBS_HELLO_BYTES];
+    memcpy(zero_qpn, good, sizeof(zero_qpn));
+    memset(zero_qpn + 28, 0, 4); /* QP 0 of an offered QP */
+    assert_int_equal(cr_xfer_verbs_hello_decode(zero_qpn, sizeof(zero_qpn), &out),
+                     CR_ERR_PROTOCOL);
+}
+
+static void test_key_codec(void **state) {
+    (void)state;
+    struct cr_xfer_verbs_key key = {.rkey = 0xdeadbeef, .base = 0x7f0000000000, .size = 1 << 30};
+    struct cr_xfer_verbs_key back;
+    uint8_t buf[CR_XFER_VERBS_KEY_BYTES];
+    assert_int_equal(cr_xfer_verbs_key_encode(&key, buf), CR_XFER_VERBS_KEY_BYTES);
+    assert_int_equal(cr_xfer_verbs_key_decode(buf, sizeof(buf), &back), CR_OK);
+    assert_int_equal(back.rkey, key.rkey);
+    assert_int_equal(back.base, key.base);
+    assert_int_equal(back.size, key.size);
+    assert_int_equal(cr_xfer_verbs_key_decode(buf, sizeof(buf) - 1, &back), CR_ERR_PROTOCOL);
+    key.size = 0;
+    cr_xfer_verbs_key_encode(&key, buf);
+    assert_int_equal(cr_xfer_verbs_key_decode(buf, sizeof(buf), &back), CR_ERR_PROTOCOL);
+    key.size = 16;
+    key.base = UINT64_MAX - 4;
+    cr_xfer_verbs_key_encode(&key, buf);
+    assert_int_equal(cr_xfer_verbs_key_decode(buf, sizeof(buf), &back), CR_ERR_PROTOCOL);
+}
+
+/* Stripes cover [0, length) exactly, in order, on distinct QPs. */
+static void check_plan(uint64_t length, uint32_t qps, uint32_t devices) {
+    struct cr_xfer_stripe s[CR_XFER_VERBS_QPS_MAX];
+    uint32_t next = 0;
+    uint32_t n = cr_xfer_verbs_plan(length, qps, devices, &next, s, CR_XFER_VERBS_QPS_MAX);
+    assert_true(n >= 1 && n <= qps);
+    uint64_t offset = 0;
+    uint32_t used = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        assert_int_equal(s[k].offset, offset);
+        assert_true(s[k].qp < qps);
+        assert_false(used & (1u << s[k].qp));
+        used |= 1u << s[k].qp;
+        if (k + 1 < n) assert_int_equal(s[k].length % CR_XFER_VERBS_STRIPE_ALIGN_BYTES, 0);
+        if (k > 0 && devices > 1) /* neighbours on different devices */
+            assert_int_not_equal(s[k].qp % devices, s[k - 1].qp % devices);
+        offset += s[k].length;
+    }
+    assert_int_equal(offset, length);
+    if (length >= CR_XFER_VERBS_STRIPE_MIN_BYTES) assert_int_equal(n, qps);
+}
+
+static void test_plan_stripes_large_objects(void **state) {
+    (void)state;
+    const uint64_t mib = UINT64_C(1) << 20;
+    check_plan(4 * mib, 4, 1);
+    check_plan(4 * mib, 4, 2);
+    check_plan(16 * mib + 1, 8, 2);
+    check_plan(64 * mib - 4095, 16, 4);
+    check_plan(4 * mib, 1, 1);
+    uint64_t x = 42;
+    for (int i = 0; i < 2000; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        uint32_t qps = 1 + (uint32_t)(x >> 60);
+        uint32_t devices = 1 + (uint32_t)((x >> 40) % qps);
+        check_plan((x >> 20) % (80 * mib), qps, devices);
+    }
+}
+
+static void test_plan_small_objects_round_robin(void **state) {
+    (void)state;
+    struct cr_xfer_stripe s[CR_XFER_VERBS_QPS_MAX];
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < 10; i++) {
+        uint32_t n = cr_xfer_verbs_plan(4096, 4, 2, &next, s, CR_XFER_VERBS_QPS_MAX);
+        assert_int_equal(n, 1);
+        assert_int_equal(s[0].qp, i % 4);
+        assert_int_equal(s[0].length, 4096);
+    }
+    assert_int_equal(cr_xfer_verbs_plan(CR_XFER_VERBS_STRIPE_MIN_BYTES - 1, 4, 1, &next, s, 16), 1);
+    assert_int_equal(cr_xfer_verbs_plan(0, 4, 1, &next, s, 16), 1);
+    assert_int_equal(s[0].length, 0);
+}
+
+static void test_choose_transport(void **state) {
+    (void)state;
+    char why[320];
+    struct cr_xfer_transport_facts f = {.shm_reachable = true, .local_devices = 2,
+                                        .peer_offers_verbs = true};
+    assert_int_equal(cr_xfer_choose_transport(&f, why, sizeof(why)), CR_XFER_TRANSPORT_SHM);
+    assert_non_null(strstr(why, "same host"));
+    f.shm_disabled = true;
+    assert_int_equal(cr_xfer_choose_transport(&f, why, sizeof(why)), CR_XFER_TRANSPORT_VERBS);
+    assert_non_null(strstr(why, "disabled"));
+    f.peer_offers_verbs = false;
+    assert_int_equal(cr_xfer_choose_transport(&f, why, sizeof(why)), CR_XFER_TRANSPORT_TCP);
+    assert_non_null(strstr(why, "peer offers no verbs"));
+    f = (struct cr_xfer_transport_facts){.shm_error = "no shm socket", .local_devices = 0,
+                                         .verbs_error = "no RDMA device (ENOSYS)",
+                                         .peer_offers_verbs = true};
+    assert_int_equal(cr_xfer_choose_transport(&f, why, sizeof(why)), CR_XFER_TRANSPORT_TCP);
+    assert_non_null(strstr(why, "no shm socket"));
+    assert_non_null(strstr(why, "no RDMA device (ENOSYS)"));
+    assert_string_equal(cr_xfer_transport_name(CR_XFER_TRANSPORT_VERBS), "verbs");
+}
+
+/* On a machine with a device: two contexts on device 0, QPs connected to
+ * each other, RDMA WRITE A -> B and READ B -> A, 16 MiB striped over 4 QPs. */
+static void wait_completions(struct cr_xfer_verbs *v, int expected) {
+    uint64_t ids[32];
+    int statuses[32];
+    int got = 0;
+    for (long spins = 0; got < expected; spins++) {
+        assert_true(spins < 2000000000L);
+        int n = cr_xfer_verbs_poll(v, ids, statuses, 32);
+        for (int i = 0; i < n; i++) assert_int_equal(statuses[i], CR_OK);
+        got += n;
+    }
+}
+
+static void test_device_round_trip(void **state) {
+    (void)state;
+    char why[160];
+    if (cr_xfer_verbs_probe(why, sizeof(why)) == 0) {
+        printf("SKIPPED: %s\n", why); /* "no RDMA device (...)" */
+        skip();
+    }
+    struct cr_xfer_verbs *a, *b;
+    assert_int_equal(cr_xfer_verbs_open(0, 4, 1, &a, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(0, 4, 1, &b, why, sizeof(why)), CR_OK);
+    struct cr_xfer_verbs_hello ha, hb;
+    cr_xfer_verbs_local_hello(a, &ha);
+    cr_xfer_verbs_local_hello(b, &hb);
+    assert_int_equal(cr_xfer_verbs_connect(a, &hb, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_connect(b, &ha, why, sizeof(why)), CR_OK);
+    size_t len = 16u << 20;
+    uint8_t *src = malloc(len), *remote = calloc(1, len), *back = calloc(1, len);
+    for (size_t i = 0; i < len; i++) src[i] = (uint8_t)(i * 31 + 7);
+    uint32_t lk_src, rk_src, lk_remote, rk_remote, lk_back, rk_back;
+    assert_int_equal(cr_xfer_verbs_register(a, src, len, &lk_src, &rk_src, why, 160), CR_OK);
+    assert_int_equal(cr_xfer_verbs_register(a, back, len, &lk_back, &rk_back, why, 160), CR_OK);
+    assert_int_equal(cr_xfer_verbs_register(b, remote, len, &lk_remote, &rk_remote, why, 160),
+                     CR_OK);
+    int n = cr_xfer_verbs_post(a, true, src, lk_src, (uintptr_t)remote, rk_remote, len, 1);
+    assert_int_equal(n, 4);
+    wait_completions(a, n);
+    assert_memory_equal(src, remote, len);
+    n = cr_xfer_verbs_post(a, false, back, lk_back, (uintptr_t)remote, rk_remote, len, 2);
+    wait_completions(a, n);
+    assert_memory_equal(src, back, len);
+    cr_xfer_verbs_close(a);
+    cr_xfer_verbs_close(b);
+    free(src);
+    free(remote);
+    free(back);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hello_round_trip),
+        cmocka_unit_test(test_hello_refuses_malformed),
+        cmocka_unit_test(test_key_codec),
+        cmocka_unit_test(test_plan_stripes_large_objects),
+        cmocka_unit_test(test_plan_small_objects_round_robin),
+        cmocka_unit_test(test_choose_transport),
+        cmocka_unit_test(test_device_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
