@@ -1,11 +1,11 @@
-/* The six subsystem actors of crescentd: how each is defined, spawned and
+/* The subsystem actors of crescentd: how each is defined, spawned and
  * wired to the others.
  *
  * Spawn (and stop) order puts producers before consumers, so that stopping in
  * spawn order lets each actor's last messages reach a consumer still running:
- * segments → leases → tasks → indexer → publisher → replay.
+ * rpc → data → segments → leases → tasks → indexer → publisher → replay.
  *
- * Wiring: once all six are running, the daemon sends each a CR_MSG_WIRE
+ * Wiring: once all are running, the daemon sends each a CR_MSG_WIRE
  * message whose body.ptr[0] is the `struct cr_subsystems` peer table.  An
  * actor keeps that pointer and sends to peers only after it has seen WIRE
  * (the ring's release/acquire orders the table's writes before its reads);
@@ -23,6 +23,7 @@ struct cr_http_front;
 
 enum cr_subsystem {
     CR_SUBSYSTEM_RPC, /* the store master's RPC gateway: intake, so spawned and stopped first */
+    CR_SUBSYSTEM_DATA, /* the local segment's store server (data.c): also intake */
     CR_SUBSYSTEM_SEGMENTS,
     CR_SUBSYSTEM_LEASES,
     CR_SUBSYSTEM_TASKS,
@@ -57,6 +58,7 @@ struct cr_subsystem_def {
 };
 
 extern const struct cr_subsystem_def cr_rpc_def;
+extern const struct cr_subsystem_def cr_data_def;
 extern const struct cr_subsystem_def cr_segments_def;
 extern const struct cr_subsystem_def cr_leases_def;
 extern const struct cr_subsystem_def cr_tasks_def;
@@ -64,7 +66,7 @@ extern const struct cr_subsystem_def cr_indexer_def;
 extern const struct cr_subsystem_def cr_publisher_def;
 extern const struct cr_subsystem_def cr_replay_def;
 
-/* Creates the states, spawns the six actors in order and wires them.  On
+/* Creates the states, spawns the actors in order and wires them.  On
  * failure the caller still calls cr_runtime_destroy then cr_subsystems_free. */
 int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *config,
                         struct cr_subsystems *out);

@@ -12,7 +12,10 @@
 
 #include "crescent/version.h"
 
-enum setting_type { SETTING_STRING, SETTING_U32, SETTING_BOOL, SETTING_LOG_LEVEL, SETTING_RATIO };
+enum setting_type {
+    SETTING_STRING, SETTING_U32, SETTING_BOOL, SETTING_LOG_LEVEL, SETTING_RATIO,
+    SETTING_SIZE, /* uint64_t bytes: 1073741824, 64K, 512M, 1G, 1T (binary); 0 allowed */
+};
 
 struct setting {
     const char *name; /* flag name; the config key is the same with '_' for '-' */
@@ -61,6 +64,11 @@ static const struct setting settings[] = {
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
      "PCRE2 steps (pattern items tried) one regex call may take over all keys"},
+    /* Local segment (crescentd as a store server too) */
+    {"local-segment-size", SETTING_SIZE, FIELD(local_segment_size), 0, 0, "SIZE",
+     "memory crescentd hosts as a store segment (taken as written); 0 turns it off"},
+    {"data-address", SETTING_STRING, FIELD(data_address), 0, 0, "HOST:PORT",
+     "where the local segment's transfers are served (port 0: a free one)"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -103,6 +111,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->put_start_release_timeout_sec = 600;
     config->client_ttl = 10;
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
+    config->local_segment_size = 1ull << 30;
+    snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
@@ -127,6 +137,9 @@ static void default_text(const struct setting *s, char *out, size_t size) {
         snprintf(out, size, "%s", levels[*(const enum cr_log_level *)(const void *)(base + s->offset)]);
         break;
     case SETTING_RATIO: snprintf(out, size, "%g", *(const double *)(const void *)(base + s->offset)); break;
+    case SETTING_SIZE:
+        snprintf(out, size, "%llu", (unsigned long long)*(const uint64_t *)(const void *)(base + s->offset));
+        break;
     }
     if (out[0] == '\0') snprintf(out, size, "none");
 }
@@ -168,6 +181,25 @@ static bool parse_u32(const char *text, uint32_t *out) {
     unsigned long long value = strtoull(text, &end, 10);
     if (errno != 0 || *end != '\0' || text[0] == '-' || value > UINT32_MAX) return false;
     *out = (uint32_t)value;
+    return true;
+}
+
+/* Bytes with an optional binary suffix: "1073741824", "64K", "512M", "1G", "1T". */
+static bool parse_size(const char *text, uint64_t *out) {
+    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long value = strtoull(text, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: break;
+    }
+    if (errno != 0 || *end != '\0' || (shift > 0 && value > (UINT64_MAX >> shift))) return false;
+    *out = (uint64_t)value << shift;
     return true;
 }
 
@@ -230,6 +262,13 @@ static bool apply_text(const struct setting *s, const char *text, struct cr_daem
         *(double *)(void *)field = value;
         return true;
     }
+    case SETTING_SIZE:
+        if (!parse_size(text, (uint64_t *)(void *)field)) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not a size in bytes (a number, "
+                     "or one with K, M, G or T)", s->name, text);
+            return false;
+        }
+        return true;
     }
     return false;
 }
@@ -281,6 +320,11 @@ static bool apply_json(const struct setting *s, const char *key, json_t *value,
         type_ok = json_is_string(value);
         if (type_ok) snprintf(text, sizeof(text), "%s", json_string_value(value));
         break;
+    case SETTING_SIZE: /* 1073741824 or "1G" */
+        type_ok = json_is_string(value) || (json_is_integer(value) && json_integer_value(value) >= 0);
+        if (json_is_string(value)) snprintf(text, sizeof(text), "%s", json_string_value(value));
+        else if (type_ok) snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
+        break;
     case SETTING_U32:
         type_ok = json_is_integer(value);
         if (type_ok) snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
@@ -296,7 +340,7 @@ static bool apply_json(const struct setting *s, const char *key, json_t *value,
     }
     if (!type_ok) {
         static const char *const wanted[] = {"a string", "an integer", "true or false", "a string",
-                                             "a number"};
+                                             "a number", "a size (bytes, or a string like \"1G\")"};
         snprintf(error, CR_CONFIG_ERROR_MAX, "key \"%s\" must be %s", key, wanted[s->type]);
         return false;
     }
