@@ -62,14 +62,16 @@ class Store:
         return rc
 
 
-@pytest.fixture
-def cluster(daemon, tmp_path):
-    """crescentd without its local segment plus two store servers."""
+@pytest.fixture(params=["shm", "tcp"])
+def cluster(request, daemon, tmp_path):
+    """crescentd without its local segment plus two store servers, served to
+    this host's clients by shm (the default) or, with --no-shm, by tcp."""
     rpc = f"tcp://127.0.0.1:{free_port()}"
     d = daemon("--rpc-address", rpc, "--local-segment-size", "0")
-    stores = [Store(rpc, tmp_path / f"store{i}.log", f"seg{i}") for i in range(2)]
+    extra = ["--no-shm"] if request.param == "tcp" else []
+    stores = [Store(rpc, tmp_path / f"store{i}.log", f"seg{i}", *extra) for i in range(2)]
     wait_for(lambda: stats(d)["segments"] == 2, "both segments mounted")
-    yield d, rpc, stores
+    yield d, rpc, stores, request.param
     for s in stores:
         s.stop(signal.SIGKILL)
 
@@ -82,15 +84,18 @@ def ctl(rpc, *args, stdin=None, check=True):
     return p
 
 
-def data_check(rpc, *args):
+def data_check(rpc, *args, transport=None):
+    """Runs tests/tools/data_check; `transport` (shm, tcp) is the one its log must name."""
     p = subprocess.run([binary("data_check"), "--rpc", rpc, *map(str, args)],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok"
+    if transport is not None:
+        assert f"transport {transport}" in p.stderr, p.stderr
 
 
 def test_ctl_put_get_file_and_stdin(cluster, tmp_path):
-    _, rpc, _ = cluster
+    _, rpc, _, transport = cluster
     src = tmp_path / "in.bin"
     payload = os.urandom(3 << 20) + b"tail"
     src.write_bytes(payload)
@@ -113,19 +118,19 @@ def test_ctl_put_get_file_and_stdin(cluster, tmp_path):
 
 
 def test_roundtrips_of_random_sizes(cluster):
-    _, rpc, _ = cluster
-    data_check(rpc, "roundtrip", 1, 11, 64 << 20, 2)   # one 64 MiB object, two replicas
-    data_check(rpc, "roundtrip", 40, 12, 1 << 20, 2)   # 40 objects of 1 B .. 1 MiB
+    _, rpc, _, transport = cluster
+    data_check(rpc, "roundtrip", 1, 11, 64 << 20, 2, transport=transport)  # 64 MiB, 2 replicas
+    data_check(rpc, "roundtrip", 40, 12, 1 << 20, 2, transport=transport)  # 1 B .. 1 MiB
 
 
 def test_batch_forms(cluster):
-    _, rpc, _ = cluster
-    data_check(rpc, "batch", 64, 21, 256 << 10)
+    _, rpc, _, transport = cluster
+    data_check(rpc, "batch", 64, 21, 256 << 10, transport=transport)
 
 
 def test_concurrent_readers_and_writers(cluster):
-    _, rpc, _ = cluster
-    data_check(rpc, "concurrent", 4, 12, 31, 512 << 10)
+    _, rpc, _, transport = cluster
+    data_check(rpc, "concurrent", 4, 12, 31, 512 << 10, transport=transport)
 
 
 def test_local_segment_and_two_store_servers(daemon, tmp_path):
@@ -150,7 +155,7 @@ def test_local_segment_and_two_store_servers(daemon, tmp_path):
 
 
 def test_server_killed_reads_fall_back_then_fail(cluster, tmp_path):
-    d, rpc, stores = cluster
+    d, rpc, stores, transport = cluster
     payload = os.urandom(1 << 20)
     ctl(rpc, "put", "two", "-", "--replicas", "2", stdin=payload)
     stores[0].stop(signal.SIGKILL)  # no unmount: the master still lists its replica
@@ -165,7 +170,7 @@ def test_server_killed_reads_fall_back_then_fail(cluster, tmp_path):
 
 def test_checksum_mismatch_falls_back_then_fails(cluster):
     """Bytes changed behind the master's back are never returned as the object."""
-    _, rpc, _ = cluster
+    _, rpc, _, transport = cluster
     payload = os.urandom(100000)
     ctl(rpc, "put", "sum", "-", "--replicas", "2", stdin=payload)
     data_check(rpc, "corrupt", "sum", 0)
@@ -197,7 +202,7 @@ def test_read_past_its_lease_fails(daemon, tmp_path):
 
 
 def test_put_to_a_dead_server_is_revoked(cluster):
-    d, rpc, stores = cluster
+    d, rpc, stores, transport = cluster
     stores[0].stop(signal.SIGKILL)
     failed = ctl(rpc, "put", "doomed", "-", "--preferred", "seg0", stdin=b"x" * 5000,
                  check=False)

@@ -210,7 +210,7 @@ def test_readme_walkthrough_outlives_the_client_ttl(daemon):
         assert probe.returncode == 0, probe.stderr
         wait_for(lambda: "probe" not in segment_names(d), "crescentd expires a quiet client")
         assert "seg0" in segment_names(d)
-        again = shell(f"{BIN_DIR}/crescentctl get key1", env)
+        again = shell(f"{BIN_DIR}/crescentctl replicas key1", env)
         assert again.returncode == 0, again.stderr
         assert "COMPLETE" in again.stdout
     finally:
