@@ -3,7 +3,7 @@
  *
  * Spawn (and stop) order puts producers before consumers, so that stopping in
  * spawn order lets each actor's last messages reach a consumer still running:
- * rpc → data → segments → leases → tasks → indexer → publisher → replay.
+ * rpc → segments → leases → tasks → indexer → publisher → replay → data.
  *
  * Wiring: once all are running, the daemon sends each a CR_MSG_WIRE
  * message whose body.ptr[0] is the `struct cr_subsystems` peer table.  An
@@ -23,13 +23,17 @@ struct cr_http_front;
 
 enum cr_subsystem {
     CR_SUBSYSTEM_RPC, /* the store master's RPC gateway: intake, so spawned and stopped first */
-    CR_SUBSYSTEM_DATA, /* the local segment's store server (data.c): also intake */
     CR_SUBSYSTEM_SEGMENTS,
     CR_SUBSYSTEM_LEASES,
     CR_SUBSYSTEM_TASKS,
     CR_SUBSYSTEM_INDEXER,
     CR_SUBSYSTEM_PUBLISHER,
     CR_SUBSYSTEM_REPLAY,
+    /* The local segment's store server (data.c).  Last: its create hook binds
+     * and logs the data address only once every other address is bound (a
+     * busy one stays the only line crescentd prints), and it stops after
+     * segments (its pings then fail quietly; nothing of the store is lost). */
+    CR_SUBSYSTEM_DATA,
     CR_SUBSYSTEM_COUNT,
 };
 

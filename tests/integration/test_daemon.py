@@ -7,7 +7,7 @@ import time
 
 from conftest import binary, free_port, http_get
 
-SUBSYSTEMS = ["rpc", "data", "segments", "leases", "tasks", "indexer", "publisher", "replay"]
+SUBSYSTEMS = ["rpc", "segments", "leases", "tasks", "indexer", "publisher", "replay", "data"]
 
 
 def test_health_answers_with_every_actor(daemon):
