@@ -30,6 +30,7 @@ http="127.0.0.1:$http_port"
 rpc="tcp://127.0.0.1:$rpc_port"
 log=$(mktemp /tmp/bench-master-crescentd.XXXXXX.log)
 "$bin_dir/crescentd" --no-pin --log-level WARN --http-address "$http" --rpc-address "$rpc" \
+    --metrics-port 0 \
     --event-address "tcp://127.0.0.1:$event_port" \
     --replay-address "tcp://127.0.0.1:$replay_port" >"$log" 2>&1 &
 pid=$!

@@ -16,6 +16,8 @@ packages=(
     # foreign-client tests (Debian's own python3 sees these)
     python3 python3-zmq python3-msgpack python3-protobuf python3-pytest python3-requests
     protobuf-compiler curl
+    # the Python client's `pip install ./python` (tests/integration/test_python_client.py)
+    python3-pip python3-setuptools
     # leak and memory-error check of the daemon (tests/integration/test_daemon.py)
     valgrind
 )

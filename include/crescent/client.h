@@ -70,6 +70,11 @@ enum cr_method {
     CR_METHOD_REMOVE_ALL = 43,
     CR_METHOD_BATCH_QUERY_IP = 50,
     CR_METHOD_BATCH_REPLICA_CLEAR = 51,
+    CR_METHOD_CREATE_COPY_TASK = 60,
+    CR_METHOD_CREATE_MOVE_TASK = 61,
+    CR_METHOD_QUERY_TASK = 62,
+    CR_METHOD_FETCH_TASKS = 63,
+    CR_METHOD_MARK_TASK_TO_COMPLETE = 64,
 };
 
 /* Values of BufHandle.BufStatus and ReplicaInfo.ReplicaStatus. */
@@ -95,6 +100,12 @@ struct cr_client_options {
      * still has its own socket and connection) and terminates after closing
      * its clients: for a separate I/O thread pool. */
     void *zmq_context;
+    /* CurveZMQ, for a crescentd started with --curve-secret-key-file: Z85
+     * text (40 characters) of the daemon's public key and this client's key
+     * pair.  Each NULL is taken from CRESCENT_CURVE_SERVER_KEY,
+     * CRESCENT_CURVE_PUBLIC_KEY, CRESCENT_CURVE_SECRET_KEY; none at all:
+     * plain TCP. */
+    const char *curve_server_key, *curve_public_key, *curve_secret_key;
 };
 
 /* ---- connection ------------------------------------------------------- */
@@ -362,6 +373,85 @@ struct cr_get_buffer {
 };
 int cr_client_batch_get_into(cr_client *c, const char *tenant, struct cr_get_buffer *items,
                              size_t count);
+/* ---- copy/move tasks (seed 004) --------------------------------------- *
+ * A task copies a complete object onto other segments (copy) or onto one
+ * other segment, dropping the source replica (move).  crescentd reserves the
+ * targets (never readable before the commit) and hands the task to the
+ * client that mounted the source segment; that executor fetches it
+ * (cr_client_fetch_tasks), moves the bytes and reports
+ * (cr_client_mark_task_to_complete).  A task not reported within crescentd's
+ * --task-timeout-sec (300 s) is rolled back and FAILED; the last
+ * --task-retention (10000) finished tasks can be queried. */
+
+enum cr_client_task_type { CR_CLIENT_TASK_COPY = 0, CR_CLIENT_TASK_MOVE = 1 };
+enum cr_client_task_status {
+    CR_CLIENT_TASK_PENDING = 0,    /* created, not fetched by its executor yet */
+    CR_CLIENT_TASK_PROCESSING = 1, /* fetched, or a move waiting for a lease on its source */
+    CR_CLIENT_TASK_SUCCESS = 2,
+    CR_CLIENT_TASK_FAILED = 3,
+};
+#define CR_CLIENT_TASK_MESSAGE_MAX 256u
+
+struct cr_task_info {
+    uint8_t id[CR_CLIENT_ID_BYTES];
+    enum cr_client_task_type type;
+    enum cr_client_task_status status;
+    int64_t created_at_ms_epoch;
+    int64_t last_updated_at_ms_epoch;
+    uint8_t assigned_client[CR_CLIENT_ID_BYTES];
+    char message[CR_CLIENT_TASK_MESSAGE_MAX]; /* cut to fit */
+};
+
+/* "REPLICA_COPY", "PENDING", ... */
+const char *cr_client_task_type_name(enum cr_client_task_type type);
+const char *cr_client_task_status_name(enum cr_client_task_status status);
+
+/* Copies `key` onto each of targets[0..count) (1 to 7 segment names), from
+ * `source` (NULL: any complete replica).  Returns CR_OK and the task id, or
+ * crescentd's refusal: CR_ERR_OBJECT_NOT_FOUND, CR_ERR_OBJECT_NOT_READY,
+ * CR_ERR_SEGMENT_NOT_FOUND, CR_ERR_INVALID_PARAMS (a target holding a
+ * replica already, named twice, or the source), CR_ERR_NO_AVAILABLE_HANDLE. */
+int cr_client_create_copy_task(cr_client *c, const char *tenant, const char *key,
+                               const char *source, const char *const *targets, size_t count,
+                               uint8_t task_id[CR_CLIENT_ID_BYTES]);
+/* Moves `key`'s replica on `source` to `target`; refusals as above. */
+int cr_client_create_move_task(cr_client *c, const char *tenant, const char *key,
+                               const char *source, const char *target,
+                               uint8_t task_id[CR_CLIENT_ID_BYTES]);
+/* CR_ERR_OBJECT_NOT_FOUND: no such task (or dropped past --task-retention). */
+int cr_client_query_task(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES],
+                         struct cr_task_info *out);
+
+/* The executor's side.  One task: read `source`, write each target
+ * (source.size_bytes bytes at target.buffer), verify, report. */
+struct cr_task_assignment {
+    uint8_t id[CR_CLIENT_ID_BYTES];
+    enum cr_client_task_type type;
+    char *tenant;
+    char *key;
+    struct cr_buf_handle source;
+    size_t target_count;
+    struct cr_buf_handle *targets;
+    uint64_t deadline_in_ms; /* left before crescentd fails the task */
+    bool has_checksum;       /* the object's PutEnd checksum (XXH3-64) to verify against */
+    uint64_t checksum_xxh3;
+};
+struct cr_task_assignments {
+    size_t count;
+    struct cr_task_assignment *tasks;
+};
+void cr_client_task_assignments_free(struct cr_task_assignments *list);
+
+/* Takes up to `max` (1..256) of the PENDING tasks assigned to this client's
+ * id (they become PROCESSING).  *out may be empty. */
+int cr_client_fetch_tasks(cr_client *c, uint32_t max, struct cr_task_assignments *out);
+/* Reports a fetched task: success commits the targets (and, for a move,
+ * releases the source once no lease protects it); failure frees them.
+ * `message` may be NULL.  CR_ERR_ILLEGAL_CLIENT: assigned to another client;
+ * CR_ERR_INVALID_PARAMS: not fetched, already reported or already ended
+ * (e.g. past its deadline). */
+int cr_client_mark_task_to_complete(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES],
+                                    bool success, const char *message);
 
 /* ---- pipelined calls --------------------------------------------------- *
  * submit_* sends a request without waiting and returns its request id;

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "actors/curve.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"
@@ -37,6 +38,7 @@
 #define LOG_INTERVAL_NS (60ull * 1000000000u)
 
 struct publisher {
+    struct cr_curve_server *curve; /* NULL: CURVE off */
     char address[CR_CONFIG_ADDRESS_MAX];
     char topic[CR_CONFIG_ADDRESS_MAX];
     size_t topic_len;
@@ -61,13 +63,15 @@ static void publisher_close_sockets(struct publisher *p) {
     p->pub = NULL;
     if (p->zctx != NULL) zmq_ctx_term(p->zctx); /* waits for the linger period at most */
     p->zctx = NULL;
+    cr_curve_server_join(p->curve); /* the context's end ended it */
+    p->curve = NULL;
 }
 
 /* Opens and binds the PUB socket on the main thread, before the actor runs,
  * so a bad or busy address fails the daemon's start with a line naming it.
  * The actor's thread then owns the socket (thread creation is the full
  * barrier ZMQ asks for when a socket moves between threads). */
-static int publisher_open(struct publisher *p) {
+static int publisher_open(struct publisher *p, const struct cr_daemon_config *config) {
     int linger = PUBLISHER_LINGER_MS;
     p->zctx = zmq_ctx_new();
     p->pub = p->zctx != NULL ? zmq_socket(p->zctx, ZMQ_PUB) : NULL;
@@ -77,6 +81,8 @@ static int publisher_open(struct publisher *p) {
         CR_ERROR("publisher", "cannot create the PUB socket: %s", zmq_strerror(errno));
         return CR_ERR_IO;
     }
+    int rc = cr_curve_server_start(p->zctx, p->pub, config, "event", &p->curve);
+    if (rc != CR_OK) return rc;
     if (zmq_bind(p->pub, p->address) != 0) {
         fprintf(stderr, "crescentd: cannot bind the event address %s (event_address): %s\n",
                 p->address, zmq_strerror(errno));
@@ -109,7 +115,7 @@ static int publisher_create(const struct cr_daemon_config *config, void **state_
     if (rc != CR_OK)
         CR_ERROR("publisher", "cannot create the event encoder (batch max %u): %s", p->batch_max,
                  cr_strerror(rc));
-    if (rc == CR_OK) rc = publisher_open(p);
+    if (rc == CR_OK) rc = publisher_open(p, config);
     if (rc != CR_OK) {
         publisher_destroy(p);
         return rc;

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "actors/curve.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "core/replay_buffer.h"
@@ -47,6 +48,7 @@ struct replay_session {
 };
 
 struct replay {
+    struct cr_curve_server *curve; /* NULL: CURVE off */
     char address[CR_CONFIG_ADDRESS_MAX];
     cr_replay_buffer_config buffer_config;
     void *zctx;
@@ -64,12 +66,14 @@ static void replay_close_sockets(struct replay *r) {
     r->router = NULL;
     if (r->zctx != NULL) zmq_ctx_term(r->zctx);
     r->zctx = NULL;
+    cr_curve_server_join(r->curve); /* the context's end ended it */
+    r->curve = NULL;
 }
 
 /* Opens and binds the ROUTER on the main thread, before the actor runs, so a
  * bad or busy address fails the daemon's start with a line naming it; the
  * actor's thread owns the socket from its creation on (a full barrier). */
-static int replay_open_socket(struct replay *r) {
+static int replay_open_socket(struct replay *r, const struct cr_daemon_config *config) {
     uint64_t hwm64 = (uint64_t)r->buffer_config.max_batches + REPLAY_HWM_SLACK;
     int hwm = hwm64 > INT_MAX ? INT_MAX : (int)hwm64;
     int one = 1, linger = REPLAY_LINGER_MS;
@@ -81,6 +85,8 @@ static int replay_open_socket(struct replay *r) {
         CR_ERROR("replay", "cannot create the ROUTER socket: %s", zmq_strerror(errno));
         return CR_ERR_IO;
     }
+    int rc = cr_curve_server_start(r->zctx, r->router, config, "replay", &r->curve);
+    if (rc != CR_OK) return rc;
     if (zmq_bind(r->router, r->address) != 0) {
         fprintf(stderr, "crescentd: cannot bind the replay address %s (replay_address): %s\n",
                 r->address, zmq_strerror(errno));
@@ -111,7 +117,7 @@ static int replay_create(const struct cr_daemon_config *config, void **state_out
     if (rc != CR_OK)
         CR_ERROR("replay", "cannot create the replay buffer (%u batches, %u MiB): %s",
                  config->replay_batches, config->replay_bytes_mb, cr_strerror(rc));
-    if (rc == CR_OK) rc = replay_open_socket(r);
+    if (rc == CR_OK) rc = replay_open_socket(r, config);
     if (rc != CR_OK) {
         replay_destroy(r);
         return rc;

@@ -7,7 +7,10 @@
  * Segments runs it and sends the call back (CR_MSG_MASTER_DONE) with the
  * packed response; the gateway writes the reply with ZMQ_DONTWAIT.  No ask
  * blocks here, so many requests are in flight and replies leave in the order
- * segments finishes them.
+ * segments finishes them.  The task calls QueryTask, FetchTasks and
+ * MarkTaskToComplete go to the tasks actor instead, which answers them the
+ * same way; CreateCopyTask and CreateMoveTask go to segments, which reserves
+ * their targets and passes them on to tasks (msgs/task_msgs.h).
  *
  * Anything wrong with a request (frame count or sizes, unknown method, a body
  * protobuf cannot decode, a value out of range) is answered at once and
@@ -26,8 +29,10 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "actors/curve.h"
 #include "actors/rpc_codec.h"
 #include "actors/rpc_methods.h"
+#include "actors/task_store.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"
@@ -40,9 +45,11 @@
 struct rpc_state {
     void *zctx;
     void *router;
+    struct cr_curve_server *curve; /* NULL: CURVE off */
     char address[CR_CONFIG_ADDRESS_MAX];
     struct cr_actor *self;
     struct cr_actor *segments; /* NULL until WIRE */
+    struct cr_actor *tasks;    /* QueryTask, FetchTasks, MarkTaskToComplete; NULL until WIRE */
     uint64_t requests[CR_RPC_METHOD_SLOTS];
     uint64_t replies;
     uint64_t malformed; /* wrong frame count or sizes */
@@ -228,15 +235,15 @@ static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct inc
 static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rpc_method *m,
                    struct cr_master_call *call) {
     call->request = NULL;
-    if (cr_rpc_prescan(m->request, in->body, in->body_len, CR_MASTER_BATCH_MAX))
+    const char *why = cr_rpc_prescan(m->request, in->body, in->body_len, CR_MASTER_BATCH_MAX);
+    if (why == NULL) {
         call->request = protobuf_c_message_unpack(m->request, NULL, in->body_len, in->body);
+        why = "a required field is missing or a value is malformed";
+    }
     if (call->request == NULL) {
         st->decode_errors++;
         char text[256];
-        snprintf(text, sizeof(text),
-                 "the body is not a valid %s (a required field is missing, a field repeats "
-                 "more than %u times, or a string has a NUL byte)",
-                 m->request->name, CR_MASTER_BATCH_MAX);
+        snprintf(text, sizeof(text), "the body is not a valid %s: %s", m->request->name, why);
         send_error(st, call, CR_ERR_PROTOCOL, text);
         return false;
     }
@@ -257,7 +264,8 @@ static void forward(struct rpc_state *st, struct cr_master_call *call) {
     call->reply_to = st->self;
     /* cr_send waits up to send_wait_ns on a full ring: that wait is the
      * backpressure a flood of requests deserves. */
-    int rc = st->segments != NULL ? cr_send(st->segments, &msg) : CR_ERR_SHUTDOWN;
+    struct cr_actor *to = cr_task_method_for_tasks(call->method) ? st->tasks : st->segments;
+    int rc = to != NULL ? cr_send(to, &msg) : CR_ERR_SHUTDOWN;
     if (rc != CR_OK) {
         st->not_ready++;
         send_error(st, call, rc, "the store master is busy or stopping; retry");
@@ -327,6 +335,7 @@ static void rpc_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     case CR_MSG_WIRE: {
         struct cr_subsystems *peers = msg->body.ptr[0];
         st->segments = peers->actors[CR_SUBSYSTEM_SEGMENTS];
+        st->tasks = peers->actors[CR_SUBSYSTEM_TASKS];
         return;
     }
     case CR_MSG_MASTER_DONE: on_done(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call); return;
@@ -383,6 +392,7 @@ static void rpc_destroy(void *arg) {
     if (st == NULL) return;
     if (st->router != NULL) zmq_close(st->router);
     if (st->zctx != NULL) zmq_ctx_term(st->zctx);
+    cr_curve_server_join(st->curve); /* the context's end ended it */
     free(st);
 }
 
@@ -404,8 +414,17 @@ static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
         /* ZMQ refuses (and drops the peer of) a frame above this before it
          * is buffered: a body limit checked after receiving it bounds nothing. */
         zmq_setsockopt(st->router, ZMQ_MAXMSGSIZE, &(int64_t){CR_RPC_BODY_MAX + 64},
-                       sizeof(int64_t)) != 0 ||
-        zmq_bind(st->router, st->address) != 0) {
+                       sizeof(int64_t)) != 0) {
+        fprintf(stderr, "crescentd: cannot create the RPC socket: %s\n", zmq_strerror(errno));
+        rpc_destroy(st);
+        return CR_ERR_IO;
+    }
+    int rc = cr_curve_server_start(st->zctx, st->router, config, "RPC", &st->curve);
+    if (rc != CR_OK) {
+        rpc_destroy(st);
+        return rc;
+    }
+    if (zmq_bind(st->router, st->address) != 0) {
         int err = zmq_errno();
         /* CR_ERR_IO from a create hook makes crescentd exit 2 (see daemon.c). */
         fprintf(stderr, "crescentd: cannot bind the RPC address %s: %s\n", st->address,

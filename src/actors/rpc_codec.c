@@ -43,11 +43,17 @@ static const struct cr_rpc_method methods[] = {
     M(REMOVE_ALL, "remove_all", remove_all, remove_all),
     M(BATCH_QUERY_IP, "batch_query_ip", batch_query_ip, batch_query_ip),
     M(BATCH_REPLICA_CLEAR, "batch_replica_clear", batch_replica_clear, batch_replica_clear),
+    M(CREATE_COPY_TASK, "create_copy_task", create_copy_task, create_copy_task),
+    M(CREATE_MOVE_TASK, "create_move_task", create_move_task, create_move_task),
+    M(QUERY_TASK, "query_task", query_task, query_task),
+    M(FETCH_TASKS, "fetch_tasks", fetch_tasks, fetch_tasks),
+    M(MARK_TASK_TO_COMPLETE, "mark_task_to_complete", mark_task_to_complete,
+      mark_task_to_complete),
 };
 #undef M
 
 const struct cr_rpc_method *cr_rpc_method_find(uint16_t id) {
-    /* 22 entries: a linear scan is a few compares, cheaper than keeping a
+    /* 27 entries: a linear scan is a few compares, cheaper than keeping a
      * second table in sync. */
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (methods[i].id == id) return &methods[i];
@@ -75,48 +81,96 @@ static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
     return false;
 }
 
+/* What one request may make protobuf-c allocate, across all its levels. */
+struct prescan {
+    uint32_t max_repeat;
+    uint32_t unknown_left; /* unknown fields still allowed */
+    uint32_t allocs_left;  /* fields that allocate still allowed */
+    const char *why;       /* the reason of a refusal */
+};
+
+static bool refuse(struct prescan *ps, const char *why) {
+    ps->why = why;
+    return false;
+}
+
 /* Walks one message's wire bytes with its descriptor, without allocating:
- * every repeated field at most max_repeat times (a body of millions of tiny
- * entries is refused before protobuf-c allocates memory for each: 62 MiB of
- * empty keys cost 2.3 GB), no NUL byte inside a string (protobuf-c keeps
- * strings NUL-terminated and drops their length, so "k\0one" and "k\0two"
- * would both become the key "k"), sub-messages checked the same way. */
+ * every field (by descriptor index, whatever its number) at most max_repeat
+ * times (a body of millions of tiny entries is refused before protobuf-c
+ * allocates memory for each: 62 MiB of empty keys cost 2.3 GB), unknown
+ * fields at most CR_RPC_UNKNOWN_FIELDS_MAX in the whole request and the
+ * fields that allocate (strings, bytes, sub-messages, repeated entries,
+ * unknown fields) at most CR_RPC_ALLOCS_MAX (protobuf-c keeps each unknown
+ * field as an allocation of its own: 16 MiB of `80 01 00` took 490 MB), no
+ * NUL byte inside a string (protobuf-c keeps strings NUL-terminated and drops
+ * their length, so "k\0one" and "k\0two" would both become the key "k"),
+ * sub-messages checked the same way. */
 static bool prescan_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-                            const uint8_t *end, uint32_t max_repeat, int depth) {
-    enum { FIELDS_TRACKED = 16, DEPTH_MAX = 8 };
+                            const uint8_t *end, struct prescan *ps, int depth) {
+    enum { FIELDS_TRACKED = 32, DEPTH_MAX = 8 };
     uint32_t counts[FIELDS_TRACKED] = {0};
-    if (depth > DEPTH_MAX) return false;
+    assert(desc->n_fields <= FIELDS_TRACKED);
+    if (depth > DEPTH_MAX) return refuse(ps, "messages nest deeper than 8 levels");
     while (p < end) {
         uint64_t tag, len = 0;
-        if (!read_varint(&p, end, &tag)) return false;
+        if (!read_varint(&p, end, &tag)) return refuse(ps, "a field tag is cut short");
         switch (tag & 7) {
-        case 0: if (!read_varint(&p, end, &len)) return false; len = 0; break;
+        case 0:
+            if (!read_varint(&p, end, &len)) return refuse(ps, "a varint is cut short");
+            len = 0;
+            break;
         case 1: len = 8; break;
-        case 2: if (!read_varint(&p, end, &len)) return false; break;
+        case 2:
+            if (!read_varint(&p, end, &len)) return refuse(ps, "a length is cut short");
+            break;
         case 5: len = 4; break;
-        default: return false; /* groups are not in master.proto */
+        default: return refuse(ps, "a field has a wire type master.proto does not use");
         }
-        if (len > (uint64_t)(end - p)) return false;
+        if (len > (uint64_t)(end - p)) return refuse(ps, "a field runs past the body");
         const uint8_t *value = p;
         p += len;
         uint64_t number = tag >> 3;
-        if (number < FIELDS_TRACKED && ++counts[number] > max_repeat) return false;
         const ProtobufCFieldDescriptor *field =
             number <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(desc, (unsigned)number)
                                  : NULL;
-        if (field == NULL || (tag & 7) != 2) continue; /* unknown fields are skipped */
-        if (field->type == PROTOBUF_C_TYPE_STRING && memchr(value, 0, len) != NULL) return false;
+        if (field == NULL) {
+            if (ps->unknown_left == 0 || ps->allocs_left == 0)
+                return refuse(ps, "more than " CR_RPC_STR(CR_RPC_UNKNOWN_FIELDS_MAX)
+                                  " fields unknown to master.proto");
+            ps->unknown_left--;
+            ps->allocs_left--;
+            continue;
+        }
+        uint32_t seen = ++counts[field - desc->fields];
+        if (seen > ps->max_repeat) return refuse(ps, "a field repeats more than 4096 times (the batch bound)");
+        /* A repeated scalar's entries share one array; every string and
+         * sub-message is an allocation of its own. */
+        bool allocates = field->type == PROTOBUF_C_TYPE_STRING ||
+                         field->type == PROTOBUF_C_TYPE_BYTES ||
+                         field->type == PROTOBUF_C_TYPE_MESSAGE ||
+                         (field->label == PROTOBUF_C_LABEL_REPEATED && seen == 1);
+        if (allocates && ps->allocs_left-- == 0)
+            return refuse(ps, "more than " CR_RPC_STR(CR_RPC_ALLOCS_MAX)
+                              " strings, entries and messages in one request");
+        if ((tag & 7) != 2) continue;
+        if (field->type == PROTOBUF_C_TYPE_STRING && memchr(value, 0, len) != NULL)
+            return refuse(ps, "a string has a NUL byte");
         if (field->type == PROTOBUF_C_TYPE_MESSAGE &&
-            !prescan_message(field->descriptor, value, value + len, max_repeat, depth + 1))
+            !prescan_message(field->descriptor, value, value + len, ps, depth + 1))
             return false;
     }
     return true;
 }
 
-bool cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len,
-                    uint32_t max_repeat) {
+const char *cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body,
+                           size_t len, uint32_t max_repeat) {
     assert(desc != NULL && (body != NULL || len == 0));
-    return prescan_message(desc, body, body + len, max_repeat, 0);
+    struct prescan ps = {.max_repeat = max_repeat,
+                         .unknown_left = CR_RPC_UNKNOWN_FIELDS_MAX,
+                         .allocs_left = CR_RPC_ALLOCS_MAX};
+    if (prescan_message(desc, body, body + len, &ps, 0)) return NULL;
+    assert(ps.why != NULL);
+    return ps.why;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -240,6 +294,60 @@ static int check_mount(const Crescent__Master__MountSegmentRequest *r, char err[
     return CR_OK;
 }
 
+/* A segment name of a task request: 1 to 255 bytes. */
+static int check_segment_name(const char *name, const char *what, char err[CR_RPC_ERROR_MAX]) {
+    size_t len = name != NULL ? strlen(name) : 0;
+    if (len == 0 || len >= CR_STORE_NAME_LEN_MAX)
+        return fail(err, "%s must be a segment name of 1 to 255 bytes%.0zu", what, 0);
+    return CR_OK;
+}
+
+/* CreateCopyTask: 1 to 7 distinct targets, none the source (the store
+ * checks mounts and replicas; these are the request's own contradictions). */
+static int check_copy_task(const Crescent__Master__CreateCopyTaskRequest *r,
+                           char err[CR_RPC_ERROR_MAX]) {
+    int rc = check_key(r->key, 0, err);
+    if (rc == CR_OK) rc = check_tenant(r->tenant_id, err);
+    if (rc != CR_OK) return rc;
+    if (r->n_targets == 0 || r->n_targets >= CR_STORE_REPLICAS_MAX)
+        return fail(err, "%s: %zu given, 1 to 7 allowed", "targets", r->n_targets);
+    if (r->source != NULL && r->source[0] != '\0') {
+        rc = check_segment_name(r->source, "source", err);
+        if (rc != CR_OK) return rc;
+    }
+    for (size_t i = 0; i < r->n_targets; i++) {
+        rc = check_segment_name(r->targets[i], "every target", err);
+        if (rc != CR_OK) return rc;
+        if (r->source != NULL && strcmp(r->targets[i], r->source) == 0)
+            return fail(err, "%s %zu is the source segment", "target", i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(r->targets[i], r->targets[j]) == 0)
+                return fail(err, "%s %zu names the same segment as an earlier one", "target", i);
+    }
+    return CR_OK;
+}
+
+static int check_move_task(const Crescent__Master__CreateMoveTaskRequest *r,
+                           char err[CR_RPC_ERROR_MAX]) {
+    int rc = check_key(r->key, 0, err);
+    if (rc == CR_OK) rc = check_tenant(r->tenant_id, err);
+    if (rc == CR_OK) rc = check_segment_name(r->source, "source", err);
+    if (rc == CR_OK) rc = check_segment_name(r->target, "target", err);
+    if (rc == CR_OK && strcmp(r->source, r->target) == 0)
+        return fail(err, "%s equals the source segment%.0zu", "target", 0);
+    return rc;
+}
+
+static int check_task_report(const Crescent__Master__MarkTaskToCompleteRequest *r,
+                             char err[CR_RPC_ERROR_MAX]) {
+    if (r->status != CRESCENT__MASTER__TASK_STATUS__SUCCESS &&
+        r->status != CRESCENT__MASTER__TASK_STATUS__FAILED)
+        return fail(err, "%s must be SUCCESS or FAILED%.0zu", "status", 0);
+    if (r->message != NULL && strlen(r->message) > CR_STORE_KEY_LEN_MAX)
+        return fail(err, "%s is longer than 4096 bytes%.0zu", "message", 0);
+    return CR_OK;
+}
+
 int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RPC_ERROR_MAX]) {
     assert(req != NULL && err != NULL);
     err[0] = '\0';
@@ -285,7 +393,17 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RP
         int rc = check_keys(r->object_keys, r->n_object_keys, err);
         return rc == CR_OK ? check_tenant(r->tenant_id, err) : rc;
     }
-    default: return CR_OK; /* GET_VERSION, PING: protobuf's required fields suffice */
+    case CRESCENT__MASTER__METHOD__CREATE_COPY_TASK: return check_copy_task((const void *)req, err);
+    case CRESCENT__MASTER__METHOD__CREATE_MOVE_TASK: return check_move_task((const void *)req, err);
+    case CRESCENT__MASTER__METHOD__FETCH_TASKS: {
+        const Crescent__Master__FetchTasksRequest *r = (const void *)req;
+        if (r->has_max_tasks && (r->max_tasks == 0 || r->max_tasks > 256))
+            return fail(err, "%s must be 1 to 256%.0zu", "max_tasks", 0);
+        return CR_OK;
+    }
+    case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE:
+        return check_task_report((const void *)req, err);
+    default: return CR_OK; /* GET_VERSION, PING, QUERY_TASK: required fields suffice */
     }
 }
 
@@ -341,6 +459,14 @@ int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t statu
     if (message != NULL && message[0] != '\0')
         cr_rpc_set_error_message((ProtobufCMessage *)storage, message);
     return cr_rpc_pack((const ProtobufCMessage *)storage, out, len_out);
+}
+
+void cr_rpc_reply_nomem(struct cr_master_call *call) {
+    assert(call != NULL);
+    static const char text[] = "out of memory building the response";
+    call->status = CR_ERR_NOMEM;
+    call->reply = (uint8_t *)strdup(text);
+    call->reply_len = call->reply != NULL ? sizeof(text) - 1 : 0;
 }
 
 int32_t cr_rpc_status_code(const ProtobufCMessage *resp) {

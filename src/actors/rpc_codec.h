@@ -15,7 +15,7 @@
 #include "master.pb-c.h"
 #include "msgs/master_msgs.h"
 
-#define CR_RPC_METHOD_SLOTS 64u /* method ids are below this */
+#define CR_RPC_METHOD_SLOTS 72u /* method ids are below this */
 #define CR_RPC_ERROR_MAX 256u
 
 struct cr_rpc_method {
@@ -44,12 +44,25 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *request, char err[C
 /* Token ids one PutStart may carry: the store's default block_token_ids_max. */
 #define CR_RPC_TOKEN_IDS_MAX (1u << 16)
 
-/* Walks a protobuf body with its descriptor, without allocating: false if
- * it is not well-formed, a repeated field (at any depth) occurs more than
- * max_repeat times, or a string contains a NUL byte.  Run before unpacking,
- * which allocates per repeated entry and cuts strings at their first NUL. */
-bool cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body, size_t len,
-                    uint32_t max_repeat);
+/* Unknown fields one request may carry (a newer client's additions), and
+ * fields that make protobuf-c allocate (strings, bytes, sub-messages,
+ * repeated entries, unknown fields), over all levels of one request: the
+ * largest legitimate request, a BatchPutStart of 4096 puts with block
+ * metadata, has about 41,000. */
+#define CR_RPC_UNKNOWN_FIELDS_MAX 64
+#define CR_RPC_ALLOCS_MAX 131072
+#define CR_RPC_STR_(x) #x
+#define CR_RPC_STR(x) CR_RPC_STR_(x)
+
+/* Walks a protobuf body with its descriptor, without allocating.  Returns
+ * NULL if it may be unpacked, or the reason it may not: it is not
+ * well-formed, a field (at any depth) occurs more than max_repeat times, it
+ * has more than CR_RPC_UNKNOWN_FIELDS_MAX unknown fields or more than
+ * CR_RPC_ALLOCS_MAX fields that allocate, or a string contains a NUL byte.
+ * Run before unpacking, which allocates per repeated entry and per unknown
+ * field and cuts strings at their first NUL. */
+const char *cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t *body,
+                           size_t len, uint32_t max_repeat);
 
 /* Packs msg into a new malloc'd buffer.  Returns CR_OK or CR_ERR_NOMEM. */
 /* A request's envelope (msgs/rpc_frame.h) as read from its frames. */
@@ -75,6 +88,10 @@ int cr_rpc_pack(const ProtobufCMessage *msg, uint8_t **out, size_t *len_out);
  * (NULL or "": none).  Returns CR_OK or CR_ERR_NOMEM. */
 int cr_rpc_pack_status(const ProtobufCMessageDescriptor *response, int32_t status,
                        const char *message, uint8_t **out, size_t *len_out);
+
+/* Makes the call's reply the transport error "out of memory building the
+ * response" (status CR_ERR_NOMEM), for when its response could not be packed. */
+void cr_rpc_reply_nomem(struct cr_master_call *call);
 
 /* A response's status_code (field 1 of every response). */
 int32_t cr_rpc_status_code(const ProtobufCMessage *resp);

@@ -146,10 +146,7 @@ static void finish(struct cr_master_call *call, struct cr_rpc_arena *a, Protobuf
     } else if (!a->failed && cr_rpc_pack(resp, &call->reply, &call->reply_len) == CR_OK) {
         call->status = CR_OK;
     } else {
-        static const char text[] = "out of memory building the response";
-        call->status = CR_ERR_NOMEM;
-        call->reply = (uint8_t *)strdup(text);
-        call->reply_len = call->reply != NULL ? sizeof(text) - 1 : 0;
+        cr_rpc_reply_nomem(call);
     }
 }
 
@@ -334,7 +331,9 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
     return resp.status_code;
 }
 
-/* PutEnd and PutRevoke have the same request layout. */
+/* PutEnd and PutRevoke share their first fields (key, tenant_id, client_id);
+ * only PutEndRequest has the checksum, so a revoke's request must not be read
+ * past them (fuzz_rpc_request found the over-read). */
 static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
                          const Crescent__Master__PutEndRequest *req,
                          const struct cr_store_key *key) {
@@ -342,7 +341,7 @@ static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
     store_uuid(req->client_id, &id);
     bool end = method == CRESCENT__MASTER__METHOD__PUT_END ||
                method == CRESCENT__MASTER__METHOD__BATCH_PUT_END;
-    const uint64_t *checksum = req->has_checksum_xxh3 ? &req->checksum_xxh3 : NULL;
+    const uint64_t *checksum = end && req->has_checksum_xxh3 ? &req->checksum_xxh3 : NULL;
     return end ? cr_store_put_end_k(run->store, &id, key, checksum, run->now_ms)
                : cr_store_put_revoke_k(run->store, &id, key);
 }

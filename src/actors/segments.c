@@ -6,7 +6,9 @@
  * answers the leases actor's eviction polls with a
  * usage figure and a sample of candidates, revalidates and applies the
  * victims it chooses, reclaims zombie puts when told to, expires silent
- * clients every second, and turns every store change into one
+ * clients every second, reserves, commits and rolls back the replicas of
+ * copy/move tasks for the tasks actor (task_store.c), and turns every store
+ * change into one
  * cr_store_event shared by reference count: the publisher and the indexer
  * each get a reference, in chains (sent lazily: see cr_send_lazy).
  *
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "actors/rpc_methods.h"
+#include "actors/task_store.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "core/store.h"
@@ -25,6 +28,7 @@
 #include "msgs/master_msgs.h"
 #include "msgs/store_event.h"
 #include "msgs/store_msgs.h"
+#include "msgs/task_msgs.h"
 
 #define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
 #define EVICT_NEEDED_MIN_GAP_MS 10u    /* coalesces no-space notices to leases */
@@ -47,8 +51,8 @@
 #define EVENT_CHAIN_MAX 32u
 /* A regex call runs in slices of about this many PCRE2 steps, one per loop
  * round, so the calls and asks queued meanwhile are served in between
- * (about a millisecond each; measured in bench/RESULTS.md). */
-#define REGEX_SLICE_STEPS 100000u
+ * (about a millisecond each on the 2-core VM). */
+#define REGEX_SLICE_STEPS 50000u
 
 struct done_chain {
     struct cr_actor *to;
@@ -75,6 +79,8 @@ struct segments_state {
     uint64_t evictions_refused; /* victims that no longer qualified at apply time */
     uint64_t zombie_reclaims;
     uint64_t samples_dropped;
+    uint64_t task_ops;
+    uint64_t task_ops_dropped; /* TASK_OP_DONE that could not be sent */
     uint64_t last_log_ns;
     struct done_chain done[DONE_TARGETS_MAX]; /* [0, done_open): this round's targets */
     uint32_t done_open;
@@ -224,6 +230,46 @@ static void done_append(struct segments_state *st, struct cr_master_call *call) 
     if (++chain->count >= st->done_cap) done_send(st, chain);
 }
 
+/* CreateCopyTask/CreateMoveTask: the targets are reserved here, then the
+ * call goes on to tasks, which answers it; a refusal is answered from here. */
+static void on_task_create(struct segments_state *st, struct cr_msg *msg,
+                           struct cr_master_call *call) {
+    struct cr_task_detail *detail = NULL;
+    int rc = (msg->flags & CR_MSG_ASK) ? CR_ERR_INVALID_PARAMS
+                                       : cr_task_store_create(st->store, st->now_ms, call, &detail);
+    if (msg->flags & CR_MSG_ASK) {
+        cr_task_call_refuse(call, rc, "tasks are created over RPC only");
+        cr_reply(msg, call->status);
+        return;
+    }
+    if (rc == CR_OK) {
+        struct cr_msg fwd = {.type = CR_MSG_TASK_CREATE};
+        struct cr_msg_task_create *body = CR_MSG_BODY(&fwd, struct cr_msg_task_create);
+        body->call = call, body->detail = detail;
+        if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) return;
+        cr_store_task_rollback(st->store, &detail->ref);
+        free(detail);
+        cr_task_call_refuse(call, CR_ERR_AGAIN, "the tasks actor is busy or stopping; retry");
+    }
+    st->call_errors++;
+    if (call->reply_to == NULL) {
+        st->replies_dropped++;
+        cr_master_call_free(call);
+        return;
+    }
+    done_append(st, call);
+}
+
+static void on_task_op(struct segments_state *st, struct cr_task_op *op) {
+    cr_task_store_run_op(st->store, st->now_ms, op);
+    struct cr_msg done = {.type = CR_MSG_TASK_OP_DONE};
+    CR_MSG_BODY(&done, struct cr_msg_task_op)->op = op;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &done) != CR_OK) {
+        st->task_ops_dropped++; /* tasks is stopping: its deadlines are gone too */
+        free(op);
+    }
+}
+
 /* Runs a call (with its finished regex scan, if any) and sends it back. */
 static void run_call(struct segments_state *st, struct cr_master_call *call, bool ask,
                      const struct cr_store_regex_scan *scan) {
@@ -265,6 +311,7 @@ static void regex_step(struct segments_state *st) {
         const char *tenant, *pattern;
         bool regex = cr_rpc_methods_regex(call, &tenant, &pattern);
         assert(regex);
+        (void)regex;
         if (cr_store_regex_scan_new(st->store, tenant, pattern, &st->regex_scan) != CR_OK)
             st->regex_scan = NULL; /* out of memory: the call scans whole below, or fails */
     }
@@ -287,6 +334,11 @@ static void on_call(struct segments_state *st, struct cr_msg *msg) {
     struct cr_master_call *call = CR_MSG_BODY(msg, struct cr_msg_master_call)->call;
     bool ask = (msg->flags & CR_MSG_ASK) != 0;
     const char *tenant, *pattern;
+    if (cr_task_method_creates(call->method)) {
+        st->calls++;
+        on_task_create(st, msg, call);
+        return;
+    }
     /* An ask must be answered by its handler: its regex scans whole. */
     if (!ask && st->self != NULL && cr_rpc_methods_regex(call, &tenant, &pattern)) {
         call->next = NULL;
@@ -385,6 +437,10 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
         st->zombie_reclaims += cr_store_reclaim_discarded(st->store, st->now_ms) > 0;
         return;
     case CR_MSG_SEGMENTS_TICK: on_tick(st); return;
+    case CR_MSG_TASK_OP:
+        st->task_ops++;
+        on_task_op(st, CR_MSG_BODY(msg, struct cr_msg_task_op)->op);
+        return;
     case CR_MSG_SEGMENTS_REGEX_STEP: regex_step(st); return;
     case CR_MSG_MASTER_ADMIN: on_admin(st, msg); return;
     default:
@@ -426,6 +482,8 @@ static void segments_discard(void *arg, struct cr_msg *msg) {
         cr_master_call_free(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
     else if (msg->type == CR_MSG_EVICT_APPLY)
         free(CR_MSG_BODY(msg, struct cr_msg_evict_apply)->victims);
+    else if (msg->type == CR_MSG_TASK_OP)
+        free(CR_MSG_BODY(msg, struct cr_msg_task_op)->op);
 }
 
 static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
@@ -462,6 +520,8 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "evictions_refused_total", st->evictions_refused);
     add_stat(out, "regex_slices_total", st->regex_slices);
     add_stat(out, "eviction_samples_dropped_total", st->samples_dropped);
+    add_stat(out, "task_ops_total", st->task_ops);
+    add_stat(out, "task_ops_dropped_total", st->task_ops_dropped);
 }
 
 static void segments_destroy(void *arg) {
@@ -485,6 +545,7 @@ static void store_config_from(const struct cr_daemon_config *c, cr_store_config 
     out->put_start_discard_timeout_ms = (uint64_t)c->put_start_discard_timeout_sec * 1000u;
     out->put_start_release_timeout_ms = (uint64_t)c->put_start_release_timeout_sec * 1000u;
     out->client_live_ttl_ms = (uint64_t)c->client_ttl * 1000u;
+    out->task_timeout_ms = (uint64_t)c->task_timeout_sec * 1000u;
     out->regex_max_matches = c->regex_max_matches;
     out->regex_budget_steps = c->regex_budget_steps;
 }

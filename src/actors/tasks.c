@@ -1,10 +1,564 @@
-/* The tasks actor.  It runs the shared skeleton (answers stats) until its
- * issue gives it work; see subsystems.h. */
+/* The tasks actor: copy/move tasks (seed 004 CreateCopyTask, CreateMoveTask,
+ * QueryTask, MarkTaskToComplete; wire-formats §6).
+ *
+ * It owns the task table (src/core/task_table.c) and drives each task; the
+ * segments actor owns the store and applies what tasks decides.  A task:
+ *
+ *  1. CreateCopyTask / CreateMoveTask reach segments (MASTER_CALL), which
+ *     validates them against the store and reserves the target replicas
+ *     (PROCESSING: allocated, never listed to readers), then hands the call
+ *     and the reservation to tasks (TASK_CREATE).  Tasks files a PENDING task
+ *     for the executor, the client that mounted the source segment, and
+ *     answers the call with the task id.  A refusal never reaches tasks.
+ *  2. The executor calls FetchTasks (after its Ping): its PENDING tasks come
+ *     back with source and target addresses and become PROCESSING.
+ *  3. It moves the bytes and reports with MarkTaskToComplete.  SUCCESS:
+ *     tasks sends TASK_OP commit to segments (targets COMPLETE; a move also
+ *     drops its source unless a lease protects it); FAILED: rollback
+ *     (targets freed).  The report is answered when segments' verdict is
+ *     back (TASK_OP_DONE), and the task ends SUCCESS or FAILED.
+ *  4. A move whose source is leased stays PROCESSING after the commit: every
+ *     tick past the lease's deadline tasks asks segments to release the
+ *     source (TASK_OP release), until the task's own deadline.
+ *
+ * Deadlines (--task-timeout-sec, 300 s) are checked every second on the
+ * runtime clock (tests drive it): a task not reported in time is rolled back
+ * and FAILED, so an executor that died never leaves a reserved replica
+ * behind, and its late report is refused; a move still waiting for its lease
+ * at the deadline is FAILED with both replicas kept (the copy is committed,
+ * readable, and nothing is lost).  One TASK_OP per task is in flight at a
+ * time.  A lost TASK_OP (segments stopping) only happens at shutdown, when
+ * the store goes too.  The last --task-retention (10000) finished tasks are
+ * kept for QueryTask and /api/v1/tasks, the oldest dropped first. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "actors/rpc_codec.h"
 #include "actors/subsystems.h"
+#include "actors/task_store.h"
+#include "core/log.h"
+#include "core/task_table.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+#include "http/task_routes.h"
+#include "msgs/task_msgs.h"
+
+#define TASKS_TICK_NS 1000000000ull /* deadline and lease checks: once a second */
+/* Tasks in flight at once: each holds a reservation and a ~5 KiB detail;
+ * one more is refused with a message naming the bound. */
+#define TASKS_ACTIVE_MAX 4096u
+#define FETCH_DEFAULT 16u
+
+struct tasks_state {
+    struct cr_actor *self;
+    struct cr_subsystems *peers; /* NULL until WIRE */
+    struct cr_task_table *table;
+    uint64_t timeout_ms;
+    uint64_t now_ms;        /* runtime clock, refreshed per message */
+    uint64_t epoch_base_ms; /* wall clock at start, for QueryTask's timestamps */
+    uint64_t mono_base_ms;  /* runtime clock at start */
+    uint64_t rng[2];        /* task ids: xorshift128+, seeded from getrandom */
+    uint64_t created, succeeded, failed, timed_out, bytes_moved;
+    uint64_t ops_dropped; /* TASK_OP that could not be sent */
+    uint64_t last_log_ns;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Helpers */
+
+static uint64_t epoch_now(const struct tasks_state *st) {
+    return st->epoch_base_ms + (st->now_ms - st->mono_base_ms);
+}
+
+static uint64_t rng_next(struct tasks_state *st) {
+    uint64_t s1 = st->rng[0];
+    const uint64_t s0 = st->rng[1];
+    st->rng[0] = s0;
+    s1 ^= s1 << 23;
+    st->rng[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
+    return st->rng[1] + s0;
+}
+
+/* A random (version 4) UUID. */
+static void new_id(struct tasks_state *st, struct cr_uuid *out) {
+    uint64_t a = rng_next(st), b = rng_next(st);
+    memcpy(out->b, &a, 8);
+    memcpy(out->b + 8, &b, 8);
+    out->b[6] = (uint8_t)((out->b[6] & 0x0f) | 0x40);
+    out->b[8] = (uint8_t)((out->b[8] & 0x3f) | 0x80);
+}
+
+/* Packs resp into the call (inline when it fits) and sends it back. */
+static void answer(struct cr_master_call *call, ProtobufCMessage *resp) {
+    size_t len = protobuf_c_message_get_packed_size(resp);
+    if (len <= sizeof(call->reply_inline)) {
+        call->reply = call->reply_inline;
+        call->reply_len = protobuf_c_message_pack(resp, call->reply_inline);
+        call->status = CR_OK;
+    } else if (cr_rpc_pack(resp, &call->reply, &call->reply_len) == CR_OK) {
+        call->status = CR_OK;
+    } else {
+        cr_rpc_reply_nomem(call);
+    }
+    call->next = NULL;
+    struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
+    CR_MSG_BODY(&done, struct cr_msg_master_call)->call = call;
+    if (call->reply_to == NULL || cr_send(call->reply_to, &done) != CR_OK)
+        cr_master_call_free(call); /* the gateway is stopping */
+}
+
+/* Answers a call with only a status and a reason. */
+static void answer_status(struct cr_master_call *call, int status,
+                          const char *why) {
+    const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
+    assert(m != NULL);
+    _Alignas(max_align_t) uint8_t storage[256];
+    assert(m->response->sizeof_message <= sizeof(storage));
+    protobuf_c_message_init(m->response, storage);
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field(m->response, 1);
+    int32_t code = status;
+    memcpy(storage + f->offset, &code, sizeof(code));
+    if (why != NULL && why[0] != '\0') cr_rpc_set_error_message((ProtobufCMessage *)storage, why);
+    answer(call, (ProtobufCMessage *)storage);
+}
+
+/* Sends an operation on the task's reservation to segments.  False when
+ * segments cannot take it (stopping). */
+static bool send_op(struct tasks_state *st, struct cr_task *task, enum cr_task_op_kind kind) {
+    struct cr_task_detail *d = task->detail;
+    struct cr_task_op *op = calloc(1, sizeof(*op));
+    if (op == NULL) return false;
+    *op = (struct cr_task_op){.kind = kind, .task_id = task->id, .ref = d->ref,
+                              .release_source = d->type == CR_TASK_MOVE};
+    struct cr_msg msg = {.type = CR_MSG_TASK_OP};
+    CR_MSG_BODY(&msg, struct cr_msg_task_op)->op = op;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
+        free(op);
+        st->ops_dropped++;
+        return false;
+    }
+    d->op_in_flight = true;
+    return true;
+}
+
+/* Ends a task: frees its detail, answers a held report, counts it. */
+static void finish(struct tasks_state *st, struct cr_task *task, enum cr_task_status status,
+                   const char *message) {
+    struct cr_task_detail *d = task->detail;
+    assert(d != NULL && !d->op_in_flight);
+    struct cr_master_call *held = d->held;
+    if (status == CR_TASK_SUCCESS) {
+        st->succeeded++;
+        st->bytes_moved += d->ref.size * d->ref.target_count;
+    } else {
+        st->failed++;
+    }
+    free(d);
+    task->detail = NULL;
+    cr_task_table_finish(st->table, task, status, message, epoch_now(st));
+    if (held != NULL) answer_status(held, CR_OK, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Creation (from segments, with the reservation) */
+
+static void on_create(struct tasks_state *st, struct cr_master_call *call,
+                      struct cr_task_detail *detail) {
+    struct cr_uuid id;
+    new_id(st, &id);
+    struct cr_task *task = NULL;
+    int rc = cr_task_table_add(st->table, &id, detail->type, &detail->executor, epoch_now(st),
+                               st->now_ms + st->timeout_ms, detail, &task);
+    if (rc != CR_OK) {
+        /* Hand the reservation back: a task-less op, answered and dropped. */
+        struct cr_task_op *op = calloc(1, sizeof(*op));
+        struct cr_msg msg = {.type = CR_MSG_TASK_OP};
+        if (op != NULL) {
+            *op = (struct cr_task_op){.kind = CR_TASK_OP_ROLLBACK, .ref = detail->ref};
+            CR_MSG_BODY(&msg, struct cr_msg_task_op)->op = op;
+            if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) free(op);
+        }
+        free(detail);
+        char why[CR_RPC_ERROR_MAX];
+        snprintf(why, sizeof(why), "%u copy/move tasks are in flight, the most crescentd runs "
+                 "at once; retry when some finish", TASKS_ACTIVE_MAX);
+        cr_task_call_refuse(call, rc, why);
+        call->next = NULL;
+        struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
+        CR_MSG_BODY(&done, struct cr_msg_master_call)->call = call;
+        if (call->reply_to == NULL || cr_send(call->reply_to, &done) != CR_OK)
+            cr_master_call_free(call);
+        return;
+    }
+    st->created++;
+    cr_task_table_update(st->table, task, CR_TASK_PENDING, "waiting for the executor to fetch it",
+                         epoch_now(st));
+    Crescent__Master__UUID pb_id;
+    cr_rpc_uuid_to_pb(&id, &pb_id);
+    /* The two responses have the same layout: status_code, task_id, error_message. */
+    Crescent__Master__CreateCopyTaskResponse resp = CRESCENT__MASTER__CREATE_COPY_TASK_RESPONSE__INIT;
+    if (call->method == CRESCENT__MASTER__METHOD__CREATE_MOVE_TASK)
+        resp.base.descriptor = &crescent__master__create_move_task_response__descriptor;
+    resp.task_id = &pb_id;
+    answer(call, &resp.base);
+}
+
+/* ------------------------------------------------------------------------ */
+/* QueryTask, FetchTasks, MarkTaskToComplete (from the gateway) */
+
+static void on_query(struct tasks_state *st, struct cr_master_call *call) {
+    const Crescent__Master__QueryTaskRequest *req = (const void *)call->request;
+    struct cr_uuid id;
+    cr_rpc_uuid_from_pb(req->task_id, &id);
+    const struct cr_task *t = cr_task_table_find(st->table, &id);
+    if (t == NULL) {
+        answer_status(call, CR_ERR_OBJECT_NOT_FOUND,
+                      "no such task (finished tasks are kept up to --task-retention)");
+        return;
+    }
+    Crescent__Master__UUID pb_id, pb_client;
+    cr_rpc_uuid_to_pb(&t->id, &pb_id);
+    cr_rpc_uuid_to_pb(&t->executor, &pb_client);
+    Crescent__Master__QueryTaskResponse resp = CRESCENT__MASTER__QUERY_TASK_RESPONSE__INIT;
+    resp.id = &pb_id;
+    resp.has_type = resp.has_status = 1;
+    resp.type = (Crescent__Master__TaskType)t->type;
+    resp.status = (Crescent__Master__TaskStatus)t->status;
+    resp.has_created_at_ms_epoch = resp.has_last_updated_at_ms_epoch = 1;
+    resp.created_at_ms_epoch = (int64_t)t->created_epoch_ms;
+    resp.last_updated_at_ms_epoch = (int64_t)t->updated_epoch_ms;
+    resp.assigned_client = &pb_client;
+    resp.message = (char *)t->message;
+    answer(call, &resp.base);
+}
+
+static void handle_pb(const struct cr_task_replica *r, Crescent__Master__BufHandle *h) {
+    crescent__master__buf_handle__init(h);
+    h->segment_name = (char *)r->segment;
+    h->size = r->size;
+    h->buffer = r->buffer;
+    h->status = CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__INIT;
+    h->transport_endpoint = (char *)r->endpoint;
+}
+
+/* One assignment's protobuf pieces, pointing into the task's detail. */
+struct assignment {
+    Crescent__Master__TaskAssignment a;
+    Crescent__Master__UUID id;
+    Crescent__Master__BufHandle source;
+    Crescent__Master__BufHandle targets[CR_STORE_REPLICAS_MAX];
+    Crescent__Master__BufHandle *target_ptrs[CR_STORE_REPLICAS_MAX];
+};
+
+static void assignment_fill(const struct tasks_state *st, const struct cr_task *t,
+                            struct assignment *out) {
+    const struct cr_task_detail *d = t->detail;
+    crescent__master__task_assignment__init(&out->a);
+    cr_rpc_uuid_to_pb(&t->id, &out->id);
+    out->a.task_id = &out->id;
+    out->a.type = (Crescent__Master__TaskType)t->type;
+    out->a.key = (char *)d->key;
+    out->a.tenant_id = (char *)d->tenant;
+    handle_pb(&d->source, &out->source);
+    out->a.source = &out->source;
+    for (uint32_t i = 0; i < d->target_count; i++) {
+        handle_pb(&d->targets[i], &out->targets[i]);
+        out->target_ptrs[i] = &out->targets[i];
+    }
+    out->a.n_targets = d->target_count;
+    out->a.targets = out->target_ptrs;
+    out->a.has_checksum_xxh3 = d->has_checksum;
+    out->a.checksum_xxh3 = d->checksum;
+    out->a.has_deadline_in_ms = 1;
+    out->a.deadline_in_ms = t->deadline_ms > st->now_ms ? t->deadline_ms - st->now_ms : 0;
+}
+
+static void on_fetch(struct tasks_state *st, struct cr_master_call *call) {
+    const Crescent__Master__FetchTasksRequest *req = (const void *)call->request;
+    struct cr_uuid client;
+    cr_rpc_uuid_from_pb(req->client_id, &client);
+    uint32_t want = req->has_max_tasks ? req->max_tasks : FETCH_DEFAULT; /* validated: ≤ 256 */
+    struct assignment *as = calloc(want, sizeof(*as));
+    Crescent__Master__TaskAssignment **ptrs = calloc(want, sizeof(*ptrs));
+    if (as == NULL || ptrs == NULL) {
+        free(as), free(ptrs);
+        answer_status(call, CR_ERR_NOMEM, "out of memory listing tasks");
+        return;
+    }
+    Crescent__Master__FetchTasksResponse resp = CRESCENT__MASTER__FETCH_TASKS_RESPONSE__INIT;
+    for (uint32_t i = cr_task_table_active_count(st->table); i-- > 0 && resp.n_tasks < want;) {
+        struct cr_task *t = cr_task_table_active_at(st->table, i);
+        if (t->status != CR_TASK_PENDING || memcmp(&t->executor, &client, sizeof(client)) != 0)
+            continue;
+        cr_task_table_update(st->table, t, CR_TASK_PROCESSING, "fetched by its executor",
+                             epoch_now(st));
+        assignment_fill(st, t, &as[resp.n_tasks]);
+        ptrs[resp.n_tasks] = &as[resp.n_tasks].a;
+        resp.n_tasks++;
+    }
+    resp.tasks = ptrs;
+    answer(call, &resp.base); /* packs before the details can change */
+    free(as);
+    free(ptrs);
+}
+
+static void on_report(struct tasks_state *st, struct cr_master_call *call) {
+    const Crescent__Master__MarkTaskToCompleteRequest *req = (const void *)call->request;
+    struct cr_uuid id, client;
+    cr_rpc_uuid_from_pb(req->task_id, &id);
+    cr_rpc_uuid_from_pb(req->client_id, &client);
+    struct cr_task *t = cr_task_table_find(st->table, &id);
+    char why[CR_RPC_ERROR_MAX];
+    if (t == NULL) {
+        answer_status(call, CR_ERR_OBJECT_NOT_FOUND, "no such task");
+        return;
+    }
+    if (t->detail == NULL) {
+        snprintf(why, sizeof(why), "task already ended %s: %.180s", cr_task_status_name(t->status),
+                 t->message);
+        answer_status(call, CR_ERR_INVALID_PARAMS, why);
+        return;
+    }
+    struct cr_task_detail *d = t->detail;
+    if (memcmp(&t->executor, &client, sizeof(client)) != 0) {
+        answer_status(call, CR_ERR_ILLEGAL_CLIENT, "task is assigned to another client");
+        return;
+    }
+    if (t->status != CR_TASK_PROCESSING || d->op_in_flight || d->committed) {
+        answer_status(call, CR_ERR_INVALID_PARAMS,
+                      t->status == CR_TASK_PENDING ? "task was not fetched (FetchTasks) yet"
+                                                   : "task was already reported");
+        return;
+    }
+    bool ok = req->status == CRESCENT__MASTER__TASK_STATUS__SUCCESS;
+    snprintf(why, sizeof(why), "executor reported %s%s%s", ok ? "success" : "failure",
+             req->message != NULL && req->message[0] ? ": " : "",
+             req->message != NULL ? req->message : "");
+    if (!send_op(st, t, ok ? CR_TASK_OP_COMMIT : CR_TASK_OP_ROLLBACK)) {
+        answer_status(call, CR_ERR_SHUTDOWN, "crescentd is stopping");
+        return;
+    }
+    d->held = call;
+    cr_task_table_update(st->table, t, CR_TASK_PROCESSING, why, epoch_now(st));
+}
+
+static void on_call(struct tasks_state *st, struct cr_master_call *call) {
+    switch (call->method) {
+    case CRESCENT__MASTER__METHOD__QUERY_TASK: on_query(st, call); return;
+    case CRESCENT__MASTER__METHOD__FETCH_TASKS: on_fetch(st, call); return;
+    case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE: on_report(st, call); return;
+    default:
+        answer_status(call, CR_ERR_INVALID_PARAMS, "not a task method");
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Segments' verdicts, deadlines, leases */
+
+static void wait_for_lease(struct tasks_state *st, struct cr_task *t, uint64_t lease_ms) {
+    struct cr_task_detail *d = t->detail;
+    d->committed = true;
+    d->lease_deadline_ms = lease_ms;
+    char why[CR_TASK_MESSAGE_MAX];
+    snprintf(why, sizeof(why), "copied; source segment %.100s is leased for %llu ms more, released "
+             "then", d->source.segment,
+             (unsigned long long)(lease_ms > st->now_ms ? lease_ms - st->now_ms : 0));
+    cr_task_table_update(st->table, t, CR_TASK_PROCESSING, why, epoch_now(st));
+    struct cr_master_call *held = d->held;
+    d->held = NULL;
+    if (held != NULL) answer_status(held, CR_OK, NULL);
+}
+
+static void on_op_done(struct tasks_state *st, struct cr_task_op *op) {
+    struct cr_task *t = cr_task_table_find(st->table, &op->task_id);
+    if (t == NULL || t->detail == NULL) { /* a creation refused above: nothing waits */
+        free(op);
+        return;
+    }
+    struct cr_task_detail *d = t->detail;
+    d->op_in_flight = false;
+    char why[CR_TASK_MESSAGE_MAX];
+    if (op->kind == CR_TASK_OP_ROLLBACK) {
+        snprintf(why, sizeof(why), "%s", t->message); /* the reason set when it was sent */
+        finish(st, t, CR_TASK_FAILED, why);
+    } else if (op->status == CR_OK) {
+        finish(st, t, CR_TASK_SUCCESS, "Task completed successfully");
+    } else if (op->status == CR_ERR_OBJECT_HAS_LEASE) {
+        wait_for_lease(st, t, op->lease_deadline_ms);
+    } else {
+        snprintf(why, sizeof(why), "%s: %.200s", op->kind == CR_TASK_OP_COMMIT ? "commit failed"
+                 : "source not released", op->message);
+        finish(st, t, CR_TASK_FAILED, why);
+    }
+    free(op);
+}
+
+/* A task past its deadline: rolled back (reserved replicas freed) and
+ * FAILED, or, for a committed move, FAILED with both replicas kept. */
+static void expire(struct tasks_state *st, struct cr_task *t) {
+    struct cr_task_detail *d = t->detail;
+    char why[CR_TASK_MESSAGE_MAX];
+    st->timed_out++;
+    if (d->committed) {
+        snprintf(why, sizeof(why), "deadline passed (%llu s, --task-timeout-sec) while source "
+                 "segment %.100s stayed leased: copied, source kept",
+                 (unsigned long long)(st->timeout_ms / 1000u), d->source.segment);
+        finish(st, t, CR_TASK_FAILED, why);
+        return;
+    }
+    snprintf(why, sizeof(why), "deadline passed (%llu s, --task-timeout-sec) before the executor "
+             "reported; reserved replicas freed", (unsigned long long)(st->timeout_ms / 1000u));
+    cr_task_table_update(st->table, t, CR_TASK_PROCESSING, why, epoch_now(st));
+    if (!send_op(st, t, CR_TASK_OP_ROLLBACK)) finish(st, t, CR_TASK_FAILED, why);
+}
+
+static void on_tick(struct tasks_state *st) {
+    for (uint32_t i = cr_task_table_active_count(st->table); i-- > 0;) {
+        struct cr_task *t = cr_task_table_active_at(st->table, i);
+        struct cr_task_detail *d = t->detail;
+        if (d->op_in_flight) continue;
+        if (st->now_ms >= t->deadline_ms)
+            expire(st, t);
+        else if (d->committed && st->now_ms >= d->lease_deadline_ms)
+            (void)send_op(st, t, CR_TASK_OP_RELEASE); /* retried next tick if refused */
+    }
+    struct cr_msg tick = {.type = CR_MSG_TASKS_TICK};
+    if (cr_actor_timer_after(st->self, TASKS_TICK_NS, &tick, NULL) != CR_OK)
+        CR_ERROR("tasks", "cannot arm the deadline timer: task deadlines stop");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Actor hooks */
+
+static void on_admin(struct tasks_state *st, struct cr_msg *msg) {
+    const struct cr_msg_tasks_admin *a = CR_MSG_BODY(msg, struct cr_msg_tasks_admin);
+    int rc = cr_task_routes_render(st->table, st->now_ms, a->id, a->json_out);
+    if (msg->flags & CR_MSG_ASK)
+        cr_reply(msg, rc);
+    else
+        free(*a->json_out);
+}
+
+static void tasks_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    struct tasks_state *st = arg;
+    st->now_ms = cr_actor_now_ns(self) / 1000000u;
+    switch (msg->type) {
+    case CR_MSG_WIRE:
+        st->peers = msg->body.ptr[0];
+        on_tick(st);
+        return;
+    case CR_MSG_TASK_CREATE: {
+        struct cr_msg_task_create *c = CR_MSG_BODY(msg, struct cr_msg_task_create);
+        on_create(st, c->call, c->detail);
+        return;
+    }
+    case CR_MSG_MASTER_CALL:
+        if (msg->flags & CR_MSG_ASK) { /* task calls come from the gateway only */
+            cr_reply(msg, CR_ERR_INVALID_PARAMS);
+            return;
+        }
+        on_call(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+        return;
+    case CR_MSG_TASK_OP_DONE: on_op_done(st, CR_MSG_BODY(msg, struct cr_msg_task_op)->op); return;
+    case CR_MSG_TASKS_TICK: on_tick(st); return;
+    case CR_MSG_TASKS_ADMIN: on_admin(st, msg); return;
+    default:
+        if (cr_log_ratelimit(&st->last_log_ns, st->now_ms * 1000000u, 60ull * 1000000000u))
+            CR_WARN("tasks", "message type %u from sender %u is not handled here", msg->type,
+                    msg->sender);
+        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
+    }
+}
+
+static int tasks_start(struct cr_actor *self, void *arg) {
+    struct tasks_state *st = arg;
+    st->self = self;
+    st->now_ms = st->mono_base_ms = cr_actor_now_ns(self) / 1000000u;
+    return CR_OK;
+}
+
+static void tasks_discard(void *arg, struct cr_msg *msg) {
+    (void)arg;
+    if (msg->type == CR_MSG_TASK_CREATE) {
+        struct cr_msg_task_create *c = CR_MSG_BODY(msg, struct cr_msg_task_create);
+        cr_master_call_free(c->call);
+        free(c->detail);
+    } else if (msg->type == CR_MSG_MASTER_CALL && !(msg->flags & CR_MSG_ASK)) {
+        cr_master_call_free(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+    } else if (msg->type == CR_MSG_TASK_OP_DONE) {
+        free(CR_MSG_BODY(msg, struct cr_msg_task_op)->op);
+    }
+}
+
+static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count].value = value;
+    out->extra_count++;
+}
+
+static void tasks_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
+    (void)self;
+    struct tasks_state *st = arg;
+    add_stat(out, "created_total", st->created);
+    add_stat(out, "succeeded_total", st->succeeded);
+    add_stat(out, "failed_total", st->failed);
+    add_stat(out, "timed_out_total", st->timed_out);
+    add_stat(out, "in_flight", cr_task_table_active_count(st->table));
+    add_stat(out, "finished_kept", cr_task_table_finished_count(st->table));
+    add_stat(out, "finished_dropped_total", cr_task_table_dropped(st->table));
+    add_stat(out, "bytes_moved_total", st->bytes_moved);
+    add_stat(out, "ops_dropped_total", st->ops_dropped);
+}
+
+static void tasks_destroy(void *arg) {
+    struct tasks_state *st = arg;
+    if (st == NULL) return;
+    for (uint32_t i = cr_task_table_active_count(st->table); i-- > 0;) {
+        struct cr_task *t = cr_task_table_active_at(st->table, i);
+        struct cr_task_detail *d = t->detail;
+        if (d->held != NULL) cr_master_call_free(d->held);
+        free(d);
+        t->detail = NULL;
+    }
+    cr_task_table_destroy(st->table);
+    free(st);
+}
+
+static int tasks_create(const struct cr_daemon_config *config, void **state_out) {
+    struct tasks_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) return CR_ERR_NOMEM;
+    int rc = cr_task_table_create(TASKS_ACTIVE_MAX, config->task_retention, &st->table);
+    if (rc != CR_OK) {
+        free(st);
+        return rc;
+    }
+    st->timeout_ms = (uint64_t)config->task_timeout_sec * 1000u;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    st->epoch_base_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    if (getrandom(st->rng, sizeof(st->rng), 0) != (ssize_t)sizeof(st->rng))
+        st->rng[0] = st->epoch_base_ms, st->rng[1] = (uint64_t)ts.tv_nsec;
+    st->rng[0] |= 1u; /* xorshift128+ needs a non-zero state */
+    *state_out = st;
+    return CR_OK;
+}
+
+static const struct cr_actor_ops tasks_ops = {
+    .start = tasks_start,
+    .handle = tasks_handle,
+    .discard = tasks_discard,
+    .stats = tasks_stats,
+};
 
 const struct cr_subsystem_def cr_tasks_def = {
     .name = "tasks",
-    .ops = &cr_skeleton_ops,
-    .create = cr_skeleton_create,
-    .destroy = cr_skeleton_destroy,
+    .ops = &tasks_ops,
+    .create = tasks_create,
+    .destroy = tasks_destroy,
+    .register_routes = cr_task_routes_register,
 };

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "client/client_curve.h"
 #include "client/client_internal.h"
 #include "msgs/rpc_frame.h"
 
@@ -90,8 +91,9 @@ static void process_context_release(void) {
     pthread_mutex_unlock(&process_context_lock);
 }
 
-static int open_socket(cr_client *c, const char *endpoint, void *shared_context, char *error,
-                       size_t error_size) {
+static int open_socket(cr_client *c, const char *endpoint, const struct cr_client_options *options,
+                       char *error, size_t error_size) {
+    void *shared_context = options != NULL ? options->zmq_context : NULL;
     c->uses_process_context = shared_context == NULL;
     c->context = shared_context != NULL ? shared_context : process_context_acquire();
     if (c->context == NULL) {
@@ -105,6 +107,12 @@ static int open_socket(cr_client *c, const char *endpoint, void *shared_context,
         snprintf(error, error_size, "zmq socket: %s", zmq_strerror(errno));
         return CR_ERR_IO;
     }
+    struct cr_curve_client_keys keys = {0};
+    if (options != NULL)
+        keys = (struct cr_curve_client_keys){options->curve_server_key, options->curve_public_key,
+                                             options->curve_secret_key};
+    int rc = cr_curve_client_setup(c->socket, &keys, error, error_size);
+    if (rc != CR_OK) return rc;
     if (zmq_connect(c->socket, endpoint) != 0) {
         int code = errno;
         snprintf(error, error_size, "cannot connect to '%s': %s (want tcp://HOST:PORT)",
@@ -146,8 +154,7 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
         memcpy(c->id, options->client_id, CR_CLIENT_ID_BYTES);
     else
         random_uuid(c->id);
-    int rc = open_socket(c, endpoint, options != NULL ? options->zmq_context : NULL, error,
-                         error_size);
+    int rc = open_socket(c, endpoint, options, error, error_size);
     if (rc != CR_OK) {
         cr_client_close(c);
         return rc;

@@ -153,6 +153,14 @@ const ProtobufCMessageDescriptor *cr_client_response_descriptor(uint16_t method)
     case CR_METHOD_BATCH_QUERY_IP: return &crescent__master__batch_query_ip_response__descriptor;
     case CR_METHOD_BATCH_REPLICA_CLEAR:
         return &crescent__master__batch_replica_clear_response__descriptor;
+    case CR_METHOD_CREATE_COPY_TASK:
+        return &crescent__master__create_copy_task_response__descriptor;
+    case CR_METHOD_CREATE_MOVE_TASK:
+        return &crescent__master__create_move_task_response__descriptor;
+    case CR_METHOD_QUERY_TASK: return &crescent__master__query_task_response__descriptor;
+    case CR_METHOD_FETCH_TASKS: return &crescent__master__fetch_tasks_response__descriptor;
+    case CR_METHOD_MARK_TASK_TO_COMPLETE:
+        return &crescent__master__mark_task_to_complete_response__descriptor;
     default: return NULL;
     }
 }

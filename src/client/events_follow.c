@@ -4,11 +4,13 @@
 #include <assert.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zmq.h>
 
+#include "client/client_curve.h"
 #include "crescent/error.h"
 
 #define QUEUE_INITIAL 1024u
@@ -206,6 +208,9 @@ static int new_dealer(cr_events_follower *f) {
     f->dealer = zmq_socket(f->zctx, ZMQ_DEALER);
     if (f->dealer == NULL) return CR_ERR_IO;
     zmq_setsockopt(f->dealer, ZMQ_LINGER, &zero, sizeof(zero));
+    char error[256];
+    if (cr_curve_client_setup(f->dealer, NULL, error, sizeof(error)) != CR_OK)
+        return CR_ERR_INVALID_PARAMS; /* the SUB's setup already said why */
     return zmq_connect(f->dealer, f->replay_endpoint) == 0 ? CR_OK : CR_ERR_INVALID_PARAMS;
 }
 
@@ -336,6 +341,11 @@ int cr_events_follow_create(const cr_events_follow_config *config, cr_events_fol
     zmq_setsockopt(f->sub, ZMQ_LINGER, &zero, sizeof(zero));
     if (zmq_setsockopt(f->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm)) != 0) {
         rc = CR_ERR_IO;
+        goto fail;
+    }
+    char error[256];
+    if (cr_curve_client_setup(f->sub, NULL, error, sizeof(error)) != CR_OK) {
+        fprintf(stderr, "crescent events: %s\n", error);
         goto fail;
     }
     /* Subscribe first: whatever is published from now on is either seen live or replayed. */

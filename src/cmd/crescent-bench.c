@@ -31,6 +31,7 @@ struct run {
     cr_client *control;          /* set-up, pings, clean-up */
     bool reachable;              /* control answered: clean-up may talk to crescentd */
     struct bench_zipf *zipf;
+    struct bench_indexer indexer;
     char segment[64];
     bool mounted;
 };
@@ -43,7 +44,8 @@ static void usage(FILE *out) {
         "reported at most 0.78%% above the true ones), throughput, errors by status.\n"
         "\n"
         "Workload\n"
-        "  --workload W        get | put | exist | remove | mix (default get)\n"
+        "  --workload W        get | put | exist | remove | mix: the store RPC (default get)\n"
+        "                      query | route: the prefix indexer's HTTP (POST /query, /route)\n"
         "                        get    GetReplicaList of a key of the key space (takes a lease)\n"
         "                        put    PutStart + PutEnd of a fresh key (latency: start sent to end answered)\n"
         "                        exist  ExistKey of a key of the key space\n"
@@ -54,6 +56,16 @@ static void usage(FILE *out) {
         "  --distribution D    uniform | zipfian (default uniform)\n"
         "  --zipf-theta T      zipfian skew, 0 < T < 1 (default 0.99, as YCSB)\n"
         "  --object-bytes N    size the puts declare (default 4096)\n"
+        "Indexer workloads (query, route): the bench registers --instances simulated vLLM\n"
+        "publishers (under its tenant), publishes --prompts prompts cached by them, waits\n"
+        "until the indexer applied them, queries them, and unregisters its instances at the end\n"
+        "  --http HOST:PORT    crescentd's HTTP front (default 127.0.0.1:13333)\n"
+        "  --prompts N         prompts published and queried (default 1000, max 65535;\n"
+        "                      --distribution picks among them)\n"
+        "  --prompt-tokens N   tokens per prompt (default 1024, max 65536)\n"
+        "  --shared-prefix F   share of every prompt common to all (default 0.5)\n"
+        "  --instances N       simulated publishers; prompt p is cached by p mod N (default 4)\n"
+        "  --block-size N      tokens per block (default 16)\n"
         "  --batch N           keys per request: the batch calls, one request in flight per\n"
         "                      connection (default 1: the pipelined single-key calls)\n"
         "Load\n"
@@ -128,7 +140,8 @@ static bool set_workload(struct bench_options *opt, const char *name) {
 
 enum { OPT_WORKLOAD = 256, OPT_MIX, OPT_KEYS, OPT_DIST, OPT_THETA, OPT_OBJECT, OPT_BATCH,
        OPT_CONNECTIONS, OPT_DEPTH, OPT_RATE, OPT_DURATION, OPT_COUNT, OPT_WARMUP, OPT_RPC,
-       OPT_TENANT, OPT_MOUNT_FAKE, OPT_FAKE_BYTES, OPT_TIMEOUT, OPT_JSON, OPT_QUIET, OPT_HELP };
+       OPT_TENANT, OPT_MOUNT_FAKE, OPT_FAKE_BYTES, OPT_TIMEOUT, OPT_JSON, OPT_QUIET, OPT_HELP,
+       OPT_HTTP, OPT_PROMPTS, OPT_PROMPT_TOKENS, OPT_SHARED, OPT_INSTANCES, OPT_BLOCK_SIZE };
 
 static const struct option long_options[] = {
     {"workload", required_argument, 0, OPT_WORKLOAD}, {"mix", required_argument, 0, OPT_MIX},
@@ -146,6 +159,11 @@ static const struct option long_options[] = {
     {"fake-segment-bytes", required_argument, 0, OPT_FAKE_BYTES},
     {"timeout-ms", required_argument, 0, OPT_TIMEOUT}, {"json", required_argument, 0, OPT_JSON},
     {"quiet", no_argument, 0, OPT_QUIET}, {"help", no_argument, 0, OPT_HELP},
+    {"http", required_argument, 0, OPT_HTTP}, {"prompts", required_argument, 0, OPT_PROMPTS},
+    {"prompt-tokens", required_argument, 0, OPT_PROMPT_TOKENS},
+    {"shared-prefix", required_argument, 0, OPT_SHARED},
+    {"instances", required_argument, 0, OPT_INSTANCES},
+    {"block-size", required_argument, 0, OPT_BLOCK_SIZE},
     {0, 0, 0, 0},
 };
 
@@ -179,6 +197,14 @@ static bool apply_option(struct bench_options *opt, int c, const char *arg) {
     case OPT_TIMEOUT: ok = parse_u64(arg, 1, 3600000, &u), opt->timeout_ms = (int)u; break;
     case OPT_JSON: opt->json_path = arg; break;
     case OPT_QUIET: opt->quiet = true; break;
+    case OPT_HTTP: opt->http_address = arg; break;
+    case OPT_PROMPTS: ok = parse_u64(arg, 1, 65535, &opt->keys); break;
+    case OPT_PROMPT_TOKENS:
+        ok = parse_u64(arg, 1, 65536, &u), opt->prompt_tokens = (unsigned)u;
+        break;
+    case OPT_SHARED: ok = parse_double(arg, 0.0, 1.0, &opt->shared_prefix); break;
+    case OPT_INSTANCES: ok = parse_u64(arg, 1, 64, &u), opt->instances = (unsigned)u; break;
+    case OPT_BLOCK_SIZE: ok = parse_u64(arg, 1, 1024, &u), opt->block_size = (unsigned)u; break;
     default: ok = false; break;
     }
     return ok;
@@ -190,9 +216,10 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         .rpc_address = "tcp://127.0.0.1:50051", .workload = "get", .mix = {8, 1, 1, 0},
         .connections = 1, .depth = 1, .batch = 1, .keys = 10000, .zipf_theta = 0.99,
         .object_bytes = 4096, .duration_s = 5.0, .warmup_s = 1.0, .timeout_ms = 5000,
-        .fake_segment_bytes = FAKE_SEGMENT_BYTES_DEFAULT};
+        .fake_segment_bytes = FAKE_SEGMENT_BYTES_DEFAULT, .http_address = "127.0.0.1:13333",
+        .prompt_tokens = 1024, .shared_prefix = 0.5, .instances = 4, .block_size = 16};
     set_workload(opt, "get");
-    bool mix_given = false, workload_mix = false;
+    bool mix_given = false, workload_mix = false, prompts_given = false;
     int c;
     while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
         if (c == 'h' || c == OPT_HELP) return usage(stdout), -1;
@@ -205,6 +232,7 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         mix_given |= c == OPT_MIX;
         if (c == OPT_WORKLOAD) workload_mix = strcmp(optarg, "mix") == 0;
         if (c == OPT_COUNT) opt->duration_s = 0.0;
+        prompts_given |= c == OPT_PROMPTS;
     }
     if (optind < argc) {
         fprintf(stderr, "crescent-bench: unexpected argument '%s' (see --help)\n", argv[optind]);
@@ -215,6 +243,17 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         return BENCH_EXIT_USAGE;
     }
     if (workload_mix && !mix_given) parse_mix("8:1:1:0", opt->mix);
+    opt->indexer = opt->mix[OP_QUERY] > 0 || opt->mix[OP_ROUTE] > 0;
+    if (opt->indexer && !prompts_given) opt->keys = 1000;
+    if (opt->indexer && (opt->batch > 1 || opt->mount_fake)) {
+        fprintf(stderr, "crescent-bench: --batch and --mount-fake are for the store workloads\n");
+        return BENCH_EXIT_USAGE;
+    }
+    if (opt->indexer && opt->prompt_tokens < opt->block_size) {
+        fprintf(stderr, "crescent-bench: --prompt-tokens %u is below --block-size %u: no block "
+                "to cache\n", opt->prompt_tokens, opt->block_size);
+        return BENCH_EXIT_USAGE;
+    }
     if (strcmp(opt->workload, "remove") == 0) {
         if (opt->count == 0) {
             fprintf(stderr, "crescent-bench: --workload remove needs --count (keys put first)\n");
@@ -321,8 +360,27 @@ static void clean_up(struct run *r) {
                 cr_client_last_error(r->control));
 }
 
+static int set_up_indexer(struct run *r) {
+    int rc = bench_indexer_set_up(&r->indexer, &r->opt);
+    for (unsigned i = 0; i < r->opt.connections; i++) {
+        struct bench_worker *w = &r->workers[i];
+        w->opt = &r->opt;
+        w->zipf = r->zipf;
+        w->indexer = &r->indexer;
+        w->index = i;
+        w->rng = 0x9e3779b97f4a7c15u * (i + 1) ^ (uint64_t)getpid();
+        w->quota = r->opt.count / r->opt.connections + (i < r->opt.count % r->opt.connections);
+    }
+    return rc;
+}
+
 static int set_up(struct run *r) {
     struct bench_options *opt = &r->opt;
+    if (opt->distribution == DIST_ZIPFIAN) {
+        r->zipf = bench_zipf_create(opt->keys, opt->zipf_theta);
+        if (r->zipf == NULL) return fprintf(stderr, "crescent-bench: out of memory\n"), 1;
+    }
+    if (opt->indexer) return set_up_indexer(r);
     int rc = open_client(opt, &r->control);
     if (rc != BENCH_EXIT_OK) return rc;
     r->reachable = true;
@@ -338,10 +396,6 @@ static int set_up(struct run *r) {
             return BENCH_EXIT_UNREACHABLE;
         }
         r->mounted = true;
-    }
-    if (opt->distribution == DIST_ZIPFIAN) {
-        r->zipf = bench_zipf_create(opt->keys, opt->zipf_theta);
-        if (r->zipf == NULL) return fprintf(stderr, "crescent-bench: out of memory\n"), 1;
     }
     if (opt->mix[OP_GET] > 0 || opt->mix[OP_EXIST] > 0) {
         rc = preload(r, 0, opt->keys, false);
@@ -477,7 +531,9 @@ static void merge(const struct run *r, struct bench_totals *t) {
             if (from->latency_max_ns > to->latency_max_ns) to->latency_max_ns = from->latency_max_ns;
             if (from->ops > 0 && s + 1 > t->seconds_used) t->seconds_used = s + 1;
         }
-        if (w->ops[0] + w->ops[1] + w->ops[2] + w->ops[3] == 0) continue;
+        uint64_t done = 0;
+        for (int op = 0; op < OP_KINDS; op++) done += w->ops[op];
+        if (done == 0) continue;
         if (w->measured_first_ns < first) first = w->measured_first_ns;
         if (w->measured_last_ns > last) last = w->measured_last_ns;
     }
@@ -538,6 +594,8 @@ int main(int argc, char **argv) {
         snprintf(r.opt.tenant_buf, sizeof(r.opt.tenant_buf), "bench-%s", r.opt.run_id);
         r.opt.tenant = r.opt.tenant_buf;
     }
+    snprintf(r.opt.model_buf, sizeof(r.opt.model_buf), "bench-model-%s", r.opt.run_id);
+    r.opt.model = r.opt.model_buf;
     struct bench_totals totals = {0};
     if (!allocate(&r, &totals)) {
         fprintf(stderr, "crescent-bench: out of memory for %u connections\n", r.opt.connections);
@@ -555,6 +613,7 @@ int main(int argc, char **argv) {
         if (rc == BENCH_EXIT_OK && totals.errors > 0) rc = BENCH_EXIT_ERRORS;
     }
     if (r.reachable) clean_up(&r);
+    if (r.opt.indexer) bench_indexer_clean_up(&r.indexer);
     release(&r, &totals);
     return rc;
 }

@@ -29,7 +29,8 @@
 #define BENCH_KEY_BYTES 64u
 #define BENCH_REMOVABLE_MAX 4096u /* fresh keys a mix worker remembers for its removes */
 
-enum bench_op { OP_GET, OP_PUT, OP_EXIST, OP_REMOVE, OP_KINDS };
+enum bench_op { OP_GET, OP_PUT, OP_EXIST, OP_REMOVE, OP_QUERY, OP_ROUTE, OP_KINDS };
+#define BENCH_STORE_OPS 4 /* get..remove: the store RPC; query, route: the indexer's HTTP */
 extern const char *const bench_op_names[OP_KINDS];
 
 enum bench_distribution { DIST_UNIFORM, DIST_ZIPFIAN };
@@ -56,6 +57,15 @@ struct bench_options {
     bool mount_fake;
     uint64_t fake_segment_bytes;
     const char *json_path;       /* "-" for stdout */
+    /* indexer workloads (query, route); --prompts is `keys` */
+    bool indexer;
+    const char *http_address;
+    unsigned prompt_tokens;
+    double shared_prefix;        /* share of every prompt that all prompts have in common */
+    unsigned instances;          /* simulated publishers */
+    unsigned block_size;
+    const char *model;
+    char model_buf[48];
     bool quiet;
 };
 
@@ -75,11 +85,32 @@ struct bench_second {
 
 struct bench_zipf;
 
+struct bench_http {
+    int fd;                  /* -1: not connected */
+    char *buf;               /* the last response: head and body */
+    size_t cap;
+};
+
+/* The indexer workloads' shared, read-only-while-running state. */
+struct bench_indexer {
+    const struct bench_options *opt;
+    struct bench_http control;       /* set-up and clean-up requests */
+    bool reachable;
+    void *zmq_ctx;
+    void **pubs;                     /* one PUB socket per simulated instance */
+    uint64_t *sent;                  /* batches each has published */
+    char (*names)[48];               /* their instance ids */
+    unsigned registered;
+    char **requests;                 /* a whole HTTP request per prompt */
+    size_t *request_lens;
+};
+
 /* A worker owns one connection and everything below; the main thread reads
  * only `progress` while it runs and the rest after joining it. */
 struct bench_worker {
     const struct bench_options *opt;
     const struct bench_zipf *zipf;   /* NULL: uniform */
+    const struct bench_indexer *indexer; /* NULL: store workloads */
     unsigned index;
     uint64_t quota;                  /* measured operations for this worker (count mode) */
     uint64_t start_ns;               /* shared start of the run (warm-up begins) */
@@ -133,8 +164,23 @@ void bench_key_space(const struct bench_options *opt, uint64_t index, char out[B
 void bench_key_fresh(const struct bench_options *opt, unsigned worker, uint64_t index,
                      char out[BENCH_KEY_BYTES]);
 void *bench_worker_main(void *arg);
+/* Shared by the store and indexer loops (see crescent-bench_store.c). */
+bool bench_may_issue(struct bench_worker *w, uint64_t due_ns, uint64_t issued_measured,
+                     bool *measured);
+void bench_note_sent(struct bench_worker *w, uint64_t due_ns, uint64_t sent_ns, uint64_t nth);
+void bench_record(struct bench_worker *w, enum bench_op op, bool measured, uint64_t intended_ns,
+                  unsigned keys, int status);
+uint64_t bench_pick_key(struct bench_worker *w);
+void bench_sleep_until(uint64_t when_ns);
+
+/* crescent-bench_indexer.c: returns a BENCH_EXIT_* status (after a message). */
+int bench_indexer_set_up(struct bench_indexer *ix, const struct bench_options *opt);
+void bench_indexer_clean_up(struct bench_indexer *ix);
+void bench_indexer_run(struct bench_worker *w);
 
 /* crescent-bench_report.c */
+/* "OBJECT_NOT_FOUND", or "HTTP_400" for an HTTP status (positive). */
+const char *bench_status_name(int status, char buf[16]);
 void bench_print_summary(FILE *out, const struct bench_options *opt,
                          const struct bench_totals *totals);
 /* Writes the JSON document; returns 0, or -1 with a message on stderr. */

@@ -15,6 +15,12 @@ static const char *const table_names[TABLE_POINTS] = {"p50", "p75", "p90", "p99"
 
 static double us(uint64_t ns) { return (double)ns / 1000.0; }
 
+const char *bench_status_name(int status, char buf[16]) {
+    if (status <= 0) return cr_status_name(status);
+    snprintf(buf, 16, "HTTP_%d", status);
+    return buf;
+}
+
 static void print_row(FILE *out, const char *name, uint64_t ops, double elapsed_s,
                       const struct cr_latency_hist *h) {
     if (ops == 0) return;
@@ -32,15 +38,21 @@ static void describe(FILE *out, const struct bench_options *opt) {
         fprintf(out, " (get:put:exist:remove %u:%u:%u:%u)", opt->mix[OP_GET], opt->mix[OP_PUT],
                 opt->mix[OP_EXIST], opt->mix[OP_REMOVE]);
     fprintf(out, " ======\n  %s, tenant %s; %u connection%s x depth %u, batch %u; ",
-            opt->rpc_address, opt->tenant, opt->connections, opt->connections == 1 ? "" : "s",
-            opt->batch > 1 ? 1 : opt->depth, opt->batch);
+            opt->indexer ? opt->http_address : opt->rpc_address, opt->tenant, opt->connections, opt->connections == 1 ? "" : "s",
+            opt->batch > 1 || opt->indexer ? 1 : opt->depth, opt->batch);
     if (opt->rate > 0)
         fprintf(out, "open loop at %.0f ops/s (latency from the intended send time)\n", opt->rate);
     else
         fprintf(out, "closed loop\n");
-    fprintf(out, "  key space %" PRIu64 " (%s), objects of %" PRIu64 " bytes, warm-up %.1f s\n",
-            opt->keys, opt->distribution == DIST_ZIPFIAN ? "zipfian" : "uniform",
-            opt->object_bytes, opt->warmup_s);
+    const char *dist = opt->distribution == DIST_ZIPFIAN ? "zipfian" : "uniform";
+    if (opt->indexer)
+        fprintf(out, "  indexer %s: %" PRIu64 " prompts (%s) of %u tokens, %.0f%% shared prefix, "
+                "%u instances, blocks of %u; warm-up %.1f s\n", opt->http_address, opt->keys,
+                dist, opt->prompt_tokens, 100.0 * opt->shared_prefix, opt->instances,
+                opt->block_size, opt->warmup_s);
+    else
+        fprintf(out, "  key space %" PRIu64 " (%s), objects of %" PRIu64 " bytes, warm-up %.1f s\n",
+                opt->keys, dist, opt->object_bytes, opt->warmup_s);
 }
 
 void bench_print_summary(FILE *out, const struct bench_options *opt,
@@ -57,10 +69,12 @@ void bench_print_summary(FILE *out, const struct bench_options *opt,
     fprintf(out, " %9s\n", "max");
     for (int op = 0; op < OP_KINDS; op++)
         print_row(out, bench_op_names[op], t->ops[op], t->elapsed_s, t->hist[op]);
-    int kinds = (t->ops[0] > 0) + (t->ops[1] > 0) + (t->ops[2] > 0) + (t->ops[3] > 0);
+    int kinds = 0;
+    for (int op = 0; op < OP_KINDS; op++) kinds += t->ops[op] > 0;
     if (kinds > 1) print_row(out, "all", t->ops_all, t->elapsed_s, t->hist[OP_KINDS]);
+    char name[16];
     for (size_t i = 0; i < t->status_kinds; i++)
-        fprintf(out, "errors: %-24s %" PRIu64 "\n", cr_status_name(t->statuses[i].status),
+        fprintf(out, "errors: %-24s %" PRIu64 "\n", bench_status_name(t->statuses[i].status, name),
                 t->statuses[i].count);
     if (t->statuses_other > 0) fprintf(out, "errors: other statuses %" PRIu64 "\n",
                                        t->statuses_other);
@@ -123,6 +137,15 @@ static json_t *options_json(const struct bench_options *opt) {
     json_object_set_new(o, "count", json_integer((json_int_t)opt->count));
     json_object_set_new(o, "warmup_s", json_real(opt->warmup_s));
     json_object_set_new(o, "mount_fake", json_boolean(opt->mount_fake));
+    if (opt->indexer) {
+        json_object_set_new(o, "http", json_string(opt->http_address));
+        json_object_set_new(o, "model", json_string(opt->model));
+        json_object_set_new(o, "prompts", json_integer((json_int_t)opt->keys));
+        json_object_set_new(o, "prompt_tokens", json_integer(opt->prompt_tokens));
+        json_object_set_new(o, "shared_prefix", json_real(opt->shared_prefix));
+        json_object_set_new(o, "instances", json_integer(opt->instances));
+        json_object_set_new(o, "block_size", json_integer(opt->block_size));
+    }
     return o;
 }
 
@@ -151,8 +174,9 @@ static json_t *document(const struct bench_options *opt, const struct bench_tota
         if (t->ops[op] > 0) json_object_set_new(lat, bench_op_names[op], latency_json(t->hist[op]));
     }
     json_object_set_new(lat, "all", latency_json(t->hist[OP_KINDS]));
+    char name[16];
     for (size_t i = 0; i < t->status_kinds; i++)
-        json_object_set_new(errors, cr_status_name(t->statuses[i].status),
+        json_object_set_new(errors, bench_status_name(t->statuses[i].status, name),
                             json_integer((json_int_t)t->statuses[i].count));
     if (t->statuses_other > 0)
         json_object_set_new(errors, "OTHER", json_integer((json_int_t)t->statuses_other));

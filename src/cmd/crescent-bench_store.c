@@ -21,7 +21,7 @@
  * read at most this late and the send is not late by a whole millisecond. */
 #define NAP_NS 50000u
 
-const char *const bench_op_names[OP_KINDS] = {"get", "put", "exist", "remove"};
+const char *const bench_op_names[OP_KINDS] = {"get", "put", "exist", "remove", "query", "route"};
 
 struct slot {
     bool busy;
@@ -93,7 +93,7 @@ static uint64_t zipf_rank(const struct bench_zipf *z, uint64_t *rng) {
 
 /* A key-space index: uniform, or zipfian with ranks scattered over the key
  * space (YCSB's scrambled zipfian: hot keys are not neighbours). */
-static uint64_t pick_key(struct bench_worker *w) {
+uint64_t bench_pick_key(struct bench_worker *w) {
     uint64_t n = w->opt->keys;
     if (w->zipf == NULL) return rng_next(&w->rng) % n;
     uint64_t x = zipf_rank(w->zipf, &w->rng) + 0x9e3779b97f4a7c15u; /* splitmix64 finalizer */
@@ -104,7 +104,8 @@ static uint64_t pick_key(struct bench_worker *w) {
 
 static enum bench_op pick_op(struct bench_worker *w) {
     const unsigned *mix = w->opt->mix;
-    unsigned total = mix[OP_GET] + mix[OP_PUT] + mix[OP_EXIST] + mix[OP_REMOVE];
+    unsigned total = 0;
+    for (int op = 0; op < OP_KINDS; op++) total += mix[op];
     assert(total > 0);
     unsigned r = (unsigned)(rng_next(&w->rng) % total);
     for (int op = 0; op < OP_KINDS; op++) {
@@ -146,7 +147,7 @@ static void note_status(struct bench_worker *w, int status) {
 }
 
 /* One finished operation of `keys` keys that was due at intended_ns. */
-static void record(struct bench_worker *w, enum bench_op op, bool measured, uint64_t intended_ns,
+void bench_record(struct bench_worker *w, enum bench_op op, bool measured, uint64_t intended_ns,
                    unsigned keys, int status) {
     if (!measured) return;
     uint64_t now = bench_now_ns();
@@ -168,7 +169,7 @@ static void record(struct bench_worker *w, enum bench_op op, bool measured, uint
 
 /* A measured operation due at due_ns was sent at sent_ns: the measured phase
  * starts at the first one's due time; the send times give the rate held. */
-static void note_sent(struct bench_worker *w, uint64_t due_ns, uint64_t sent_ns, uint64_t nth) {
+void bench_note_sent(struct bench_worker *w, uint64_t due_ns, uint64_t sent_ns, uint64_t nth) {
     if (nth == 0) {
         w->measured_first_ns = due_ns;
         w->sent_first_ns = sent_ns;
@@ -180,7 +181,7 @@ static void note_sent(struct bench_worker *w, uint64_t due_ns, uint64_t sent_ns,
 /* ---- issuing ------------------------------------------------------------- */
 
 /* Whether another operation due at `due_ns` may start, and whether it counts. */
-static bool may_issue(struct bench_worker *w, uint64_t due_ns, uint64_t issued_measured,
+bool bench_may_issue(struct bench_worker *w, uint64_t due_ns, uint64_t issued_measured,
                       bool *measured) {
     *measured = due_ns >= w->measure_ns;
     if (w->opt->count > 0) return !*measured || issued_measured < w->quota;
@@ -194,7 +195,7 @@ static int submit_first(struct bench_worker *w, struct slot *s) {
     switch (s->op) {
     case OP_GET:
     case OP_EXIST:
-        s->key = pick_key(w);
+        s->key = bench_pick_key(w);
         bench_key_space(w->opt, s->key, key);
         return s->op == OP_GET ? cr_client_submit_get_replica_list(w->client, tenant, key,
                                                                    &s->request_id)
@@ -209,6 +210,8 @@ static int submit_first(struct bench_worker *w, struct slot *s) {
     case OP_REMOVE:
         bench_key_fresh(w->opt, w->index, s->key, key);
         return cr_client_submit_remove(w->client, tenant, key, true, &s->request_id);
+    case OP_QUERY:
+    case OP_ROUTE:
     case OP_KINDS: break;
     }
     return CR_ERR_INVALID_PARAMS;
@@ -226,7 +229,7 @@ static bool complete(struct bench_worker *w, struct slot *s, int status) {
         }
     }
     if (status == CR_OK && s->op == OP_PUT) remember_removable(w, s->key);
-    record(w, s->op, s->measured, s->intended_ns, 1, status);
+    bench_record(w, s->op, s->measured, s->intended_ns, 1, status);
     s->busy = false;
     return true;
 }
@@ -237,7 +240,7 @@ static struct slot *find_slot(struct slot *slots, unsigned depth, uint64_t reque
     return NULL;
 }
 
-static void sleep_until(uint64_t when_ns) {
+void bench_sleep_until(uint64_t when_ns) {
     struct timespec ts = {.tv_sec = (time_t)(when_ns / 1000000000u),
                           .tv_nsec = (long)(when_ns % 1000000000u)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
@@ -247,7 +250,7 @@ static void sleep_until(uint64_t when_ns) {
 static void nap_before(uint64_t due_ns) {
     uint64_t now = bench_now_ns();
     if (due_ns <= now) return;
-    sleep_until(due_ns - now < NAP_NS ? due_ns : now + NAP_NS);
+    bench_sleep_until(due_ns - now < NAP_NS ? due_ns : now + NAP_NS);
 }
 
 /* How long poll may wait: until the next send is due (open loop), else the
@@ -271,16 +274,16 @@ static bool fill_slots(struct bench_worker *w, struct slot *slots, unsigned *in_
         uint64_t due = w->opt->rate > 0.0 ? *next_due_ns : now;
         if (due > now) return true;
         bool measured;
-        if (!may_issue(w, due, *issued_measured, &measured)) return false;
+        if (!bench_may_issue(w, due, *issued_measured, &measured)) return false;
         struct slot *s = &slots[i];
         *s = (struct slot){.busy = true, .op = pick_op(w), .measured = measured,
                            .intended_ns = due};
-        if (measured) note_sent(w, due, now, (*issued_measured)++);
+        if (measured) bench_note_sent(w, due, now, (*issued_measured)++);
         if (w->opt->rate > 0.0) *next_due_ns = w->start_ns + (uint64_t)(interval_ns *
                                   (double)(++w->sent_scheduled));
         int rc = submit_first(w, s);
         if (rc != CR_OK) {
-            record(w, s->op, measured, due, 1, rc);
+            bench_record(w, s->op, measured, due, 1, rc);
             s->busy = false;
             continue;
         }
@@ -359,7 +362,7 @@ static int batch_once(struct bench_worker *w, enum bench_op *op) {
     }
     for (unsigned i = 0; i < n; i++) {
         uint64_t index = 0;
-        if (*op == OP_GET || *op == OP_EXIST) bench_key_space(w->opt, pick_key(w), keys[i]);
+        if (*op == OP_GET || *op == OP_EXIST) bench_key_space(w->opt, bench_pick_key(w), keys[i]);
         if (*op == OP_PUT) bench_key_fresh(w->opt, w->index, w->put_next++, keys[i]);
         if (*op == OP_REMOVE && take_removable(w, &index))
             bench_key_fresh(w->opt, w->index, index, keys[i]);
@@ -391,21 +394,23 @@ static void run_batches(struct bench_worker *w) {
                            ? w->start_ns + (uint64_t)(interval_ns * (double)w->sent_scheduled)
                            : now;
         bool measured;
-        if (!may_issue(w, due, issued_measured, &measured)) return;
-        if (due > now) sleep_until(due);
+        if (!bench_may_issue(w, due, issued_measured, &measured)) return;
+        if (due > now) bench_sleep_until(due);
         w->sent_scheduled++;
-        if (measured) note_sent(w, due, bench_now_ns(), issued_measured++);
+        if (measured) bench_note_sent(w, due, bench_now_ns(), issued_measured++);
         enum bench_op op = pick_op(w);
         int rc = batch_once(w, &op);
-        record(w, op, measured, due, w->opt->batch, rc);
+        bench_record(w, op, measured, due, w->opt->batch, rc);
     }
 }
 
 void *bench_worker_main(void *arg) {
     struct bench_worker *w = arg;
-    assert(w->client != NULL && w->opt->depth >= 1 && w->opt->batch >= 1);
-    sleep_until(w->start_ns); /* every worker begins together, warm-up first */
-    if (w->opt->batch > 1)
+    assert(w->opt->depth >= 1 && w->opt->batch >= 1);
+    bench_sleep_until(w->start_ns); /* every worker begins together, warm-up first */
+    if (w->indexer != NULL)
+        bench_indexer_run(w);
+    else if (w->opt->batch > 1)
         run_batches(w);
     else
         run_pipelined(w);

@@ -97,7 +97,7 @@ static void command_help(const struct ctl_command *c) {
 
 /* Command groups, in --help order. */
 static const struct ctl_command *const groups[] = {ctl_admin_commands, ctl_store_commands,
-                                                   ctl_events_commands};
+                                                   ctl_task_commands, ctl_events_commands};
 
 static void usage(FILE *out) {
     fprintf(out, "Usage: crescentctl [--http HOST:PORT] [--rpc ENDPOINT] [--timeout-ms MS] COMMAND [ARGS]\n"

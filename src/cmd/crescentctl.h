@@ -53,5 +53,6 @@ void ctl_format_duration(double seconds, char *out, size_t size);
 extern const struct ctl_command ctl_admin_commands[];
 extern const struct ctl_command ctl_store_commands[];
 extern const struct ctl_command ctl_events_commands[];
+extern const struct ctl_command ctl_task_commands[];
 
 #endif

@@ -1,8 +1,13 @@
 /* crescentctl's admin commands over the HTTP front: health, stats, metrics. */
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zmq.h>
 
 #include "client/admin_http.h"
 #include "cmd/crescentctl.h"
@@ -207,6 +212,45 @@ static int cmd_metrics(const struct ctl *ctl, int argc, char **argv) {
     return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
 }
 
+/* Writes one Z85 key and a newline to a new file; false after saying why. */
+static bool write_key(const char *path, const char *key, mode_t mode) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+    if (fd < 0) {
+        ctl_error("keygen", "cannot create %s: %s (an existing key is never overwritten)", path,
+                  strerror(errno));
+        return false;
+    }
+    char line[64];
+    int n = snprintf(line, sizeof(line), "%s\n", key);
+    bool ok = write(fd, line, (size_t)n) == n;
+    if (close(fd) != 0 || !ok) {
+        ctl_error("keygen", "cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* `keygen PREFIX`: the secret key goes to PREFIX.key (owner-only), the public
+ * one to PREFIX.pub (README, "Exposing crescentd safely").  Local: no crescentd. */
+static int cmd_keygen(const struct ctl *ctl, int argc, char **argv) {
+    (void)ctl;
+    if (argc != 2 || argv[1][0] == '-') {
+        ctl_error("keygen", "wants one PREFIX (writes PREFIX.key and PREFIX.pub)");
+        return CTL_EXIT_USAGE;
+    }
+    char public[41], secret[41], path[4096];
+    if (!zmq_has("curve") || zmq_curve_keypair(public, secret) != 0) {
+        ctl_error("keygen", "this libzmq cannot make CURVE keys (built without libsodium)");
+        return CTL_EXIT_SERVER_FAILURE;
+    }
+    snprintf(path, sizeof(path), "%s.key", argv[1]);
+    if (!write_key(path, secret, 0600)) return CTL_EXIT_SERVER_FAILURE;
+    snprintf(path, sizeof(path), "%s.pub", argv[1]);
+    if (!write_key(path, public, 0644)) return CTL_EXIT_SERVER_FAILURE;
+    printf("%s\n", public);
+    return CTL_EXIT_OK;
+}
+
 const struct ctl_command ctl_admin_commands[] = {
     {"health", "", "ask crescentd whether every actor answers (exit 1 if not)", cmd_health,
      "GET /health on --http.  No arguments.\n"
@@ -221,5 +265,13 @@ const struct ctl_command ctl_admin_commands[] = {
      "GET /metrics on --http, printed as is.  No arguments.  --json: {\"samples\":\n"
      "[{\"name\", \"labels\", \"value\"}]}.\n"
      "\nExample:\n  crescentctl metrics | grep crescent_rpc_request_duration_seconds_count\n"},
+    {"keygen", "PREFIX", "write a CurveZMQ key pair: PREFIX.key (secret, 0600) and PREFIX.pub",
+     cmd_keygen,
+     "Makes a CURVE key pair with libzmq (libsodium) and writes the Z85 secret key to\n"
+     "PREFIX.key (mode 0600) and the public key to PREFIX.pub; prints the public key.\n"
+     "Existing files are never overwritten.  For crescentd: --curve-secret-key-file\n"
+     "PREFIX.key; for a client: its PREFIX.pub goes in crescentd's --curve-clients and\n"
+     "CRESCENT_CURVE_PUBLIC_KEY / CRESCENT_CURVE_SECRET_KEY take the two keys' text.\n"
+     "\nExample:\n  crescentctl keygen /etc/crescent/server\n"},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -34,6 +34,7 @@ void cr_store_config_default(cr_store_config *out) {
     out->put_start_discard_timeout_ms = 30000;
     out->put_start_release_timeout_ms = 10 * MS_PER_MINUTE;
     out->client_live_ttl_ms = 10000;
+    out->task_timeout_ms = 300000;
     out->max_key_len = CR_STORE_KEY_LEN_MAX;
     out->max_objects = 1u << 20;
     out->max_segments = 1024;

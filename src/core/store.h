@@ -45,6 +45,7 @@ typedef struct cr_store_config {
     uint64_t put_start_discard_timeout_ms;     /* 30 s; < release timeout */
     uint64_t put_start_release_timeout_ms;     /* 10 min */
     uint64_t client_live_ttl_ms;               /* 10 s */
+    uint64_t task_timeout_ms;                  /* 300 s: a copy/move task's deadline */
     uint32_t max_key_len;                      /* 4096 bytes */
     uint32_t max_objects;                      /* live objects (incl. in-flight puts) */
     uint32_t max_segments;                     /* mounted segments, ≤ 65535 */
@@ -365,6 +366,73 @@ int cr_store_get_replica_list_by_regex(
 int cr_store_remove_by_regex(cr_store *store, const char *tenant, const char *pattern,
                              bool force, uint64_t now_ms, uint64_t *removed);
 
+/* ---- copy/move tasks (store_tasks.c; the tasks actor drives them) -------- */
+
+/* What a task reserved, to name it again at commit or rollback: the object
+ * by slot and generation (a key removed and put again is another object),
+ * each reserved replica by segment and offset. */
+struct cr_store_task_ref {
+    uint32_t object_id;
+    uint32_t generation;
+    uint32_t target_count;
+    uint32_t target_segment[CR_STORE_REPLICAS_MAX];
+    uint64_t target_offset[CR_STORE_REPLICAS_MAX];
+    uint32_t source_segment;
+    uint64_t source_offset;
+    uint64_t size;
+};
+
+struct cr_store_task_reservation {
+    struct cr_store_task_ref ref;
+    struct cr_store_replica_desc source; /* a COMPLETE replica to read */
+    struct cr_uuid source_owner;         /* the client that mounted its segment */
+    struct cr_store_replica_list targets; /* reserved, status PROCESSING */
+    bool has_checksum;                    /* PutEnd's, for the executor to verify */
+    uint64_t checksum;
+};
+
+/* Reserves one replica of a complete object on each segment of targets[0..n)
+ * (PROCESSING: allocated, never in a replica list or event until committed)
+ * and names the replica to read: on `source` when given, else the first
+ * complete one.  While reserved the object is not evicted and not removed
+ * without force; a forced removal or a client's expiry parks the reserved
+ * space instead of freeing it, until both put_start_release_timeout_ms and
+ * task_timeout_ms have passed since the reservation, so an executor still
+ * writing cannot corrupt the next object placed there.
+ * Returns CR_OK and fills *out, or (changing nothing):
+ * CR_ERR_OBJECT_NOT_FOUND (no such key), CR_ERR_OBJECT_NOT_READY (put not
+ * ended), CR_ERR_SEGMENT_NOT_FOUND (source or a target not mounted),
+ * CR_ERR_INVALID_PARAMS (n 0 or too many replicas, a target named twice or
+ * equal to the source, source holding no complete replica, a target already
+ * holding one), CR_ERR_NO_AVAILABLE_HANDLE (a target has no room),
+ * CR_ERR_NOMEM (255 tasks on the object).  Descriptors point into store
+ * memory (valid until the next change). */
+int cr_store_task_reserve(cr_store *store, const struct cr_store_key *key, const char *source,
+                          const char *const *targets, uint32_t n, uint64_t now_ms,
+                          struct cr_store_task_reservation *out);
+
+/* Makes the reserved replicas COMPLETE (they become readable and the
+ * object's UPDATE event lists them).  With release_source, then drops the
+ * source replica unless a lease protects it (one UPDATE event in all when it
+ * goes at once).  Ends the reservation either way.  Returns CR_OK,
+ * CR_ERR_OBJECT_HAS_LEASE (committed, source kept: *lease_deadline_ms says
+ * until when; call cr_store_task_release_source later), or, changing
+ * nothing but ending the reservation and freeing what is left of it,
+ * CR_ERR_OBJECT_NOT_FOUND (the object was removed or a reserved replica's
+ * segment unmounted meanwhile). */
+int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
+                         bool release_source, uint64_t now_ms, uint64_t *lease_deadline_ms);
+
+/* Frees the reserved replicas that still exist and ends the reservation;
+ * readers never saw them, so no event.  An object left without replicas
+ * is freed.  Never fails (a vanished object is fine). */
+void cr_store_task_rollback(cr_store *store, const struct cr_store_task_ref *ref);
+
+/* A committed move's source, released once unleased: CR_OK (dropped, UPDATE
+ * event; also when it is already gone), CR_ERR_OBJECT_HAS_LEASE with
+ * *lease_deadline_ms, CR_ERR_OBJECT_NOT_FOUND (the object is gone). */
+int cr_store_task_release_source(cr_store *store, const struct cr_store_task_ref *ref,
+                                 uint64_t now_ms, uint64_t *lease_deadline_ms);
 /* The same calls in slices, so that a caller can serve others in between.
  * _new compiles the pattern and holds the tenant (a pattern that does not
  * compile gives a finished scan holding that refusal); returns CR_OK or

@@ -23,8 +23,7 @@ static uint64_t obj_bytes(const struct cr_store_obj *obj) {
 }
 
 static bool evictable(const struct cr_store_obj *obj, uint64_t now_ms) {
-    return obj->state == CR_OBJ_COMPLETE && !obj->hard_pinned &&
-           !cr_store_obj_leased(obj, now_ms);
+    return obj->state == CR_OBJ_COMPLETE && !obj->hard_pinned && !cr_store_obj_busy(obj, now_ms);
 }
 
 size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_ms,

@@ -61,6 +61,11 @@ struct cr_store_obj {
     bool hard_pinned;
     bool has_checksum;
     uint64_t checksum; /* PutEnd's XXH3 of the bytes, when has_checksum */
+    /* Copy/move tasks holding a reservation on this object (store_tasks.c):
+     * while any does, eviction skips the object and a removal without force
+     * is refused, because an executor may be writing a reserved replica. */
+    uint8_t tasks;
+    uint64_t task_reserved_ms; /* the latest reservation's time */
     struct cr_store_replica replicas[CR_STORE_REPLICAS_MAX];
 };
 
@@ -201,6 +206,9 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
 void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj);
 void cr_store_obj_remove(cr_store *store, uint32_t id); /* free + "gone" event if published */
 bool cr_store_obj_leased(const struct cr_store_obj *obj, uint64_t now_ms);
+/* Leased, or holding a copy/move task's reservation: not to be removed
+ * without force, nor evicted. */
+bool cr_store_obj_busy(const struct cr_store_obj *obj, uint64_t now_ms);
 bool cr_store_obj_soft_pinned(const cr_store *store, const struct cr_store_obj *obj,
                               uint64_t now_ms);
 void cr_store_obj_grant_lease(cr_store *store, struct cr_store_obj *obj, uint64_t now_ms);

@@ -144,8 +144,20 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
     assert(obj->state != CR_OBJ_FREE);
     table_delete(store, id, obj->hash);
     if (obj->state == CR_OBJ_INFLIGHT) inflight_unlink(store, id);
-    for (uint32_t r = 0; r < obj->replica_count; r++) {
-        if (release_space) cr_store_replica_release(store, &obj->replicas[r]);
+    for (uint32_t r = 0; r < obj->replica_count && release_space; r++) {
+        /* A task's reserved replica may still be written by its executor:
+         * parked rather than handed to the next put. */
+        const struct cr_store_replica *rep = &obj->replicas[r];
+        /* Reclaimed once both the release timeout and the task's deadline
+         * have passed (the parking table counts from the entry's time). */
+        uint64_t release = store->cfg.put_start_release_timeout_ms;
+        uint64_t task = store->cfg.task_timeout_ms;
+        if (rep->status == CR_REPLICA_PROCESSING &&
+            store->discarded_count < store->cfg.max_discarded)
+            store->discarded[store->discarded_count++] = (struct cr_store_discarded){
+                obj->task_reserved_ms + (task > release ? task - release : 0), *rep};
+        else
+            cr_store_replica_release(store, rep);
     }
     store->replica_count -= obj->replica_count;
     cr_store_obj_free_key(obj);
@@ -168,6 +180,10 @@ void cr_store_obj_free(cr_store *store, uint32_t id) {
 
 bool cr_store_obj_leased(const struct cr_store_obj *obj, uint64_t now_ms) {
     return obj->lease_deadline_ms > now_ms;
+}
+
+bool cr_store_obj_busy(const struct cr_store_obj *obj, uint64_t now_ms) {
+    return obj->tasks > 0 || cr_store_obj_leased(obj, now_ms);
 }
 
 /* The soft pin lapses when the object goes unaccessed for soft_pin_ttl and
@@ -211,13 +227,17 @@ static void emit_object(cr_store *store, enum cr_store_change_kind kind,
                         const struct cr_store_obj *obj, uint32_t replica_count) {
     assert(replica_count <= obj->replica_count);
     if (store->sink.on_event == NULL) return;
+    /* Readable replicas only: a copy/move task's reserved replica is not
+     * one until its commit. */
     struct cr_store_event_replica reps[CR_STORE_REPLICAS_MAX];
+    uint32_t n = 0;
     for (uint32_t r = 0; r < replica_count; r++)
-        reps[r] = (struct cr_store_event_replica){
-            "memory", store->segments[obj->replicas[r].segment].endpoint};
+        if (obj->replicas[r].status == CR_REPLICA_COMPLETE)
+            reps[n++] = (struct cr_store_event_replica){
+                "memory", store->segments[obj->replicas[r].segment].endpoint};
     struct cr_store_change ev = {
         .kind = kind, .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
-        .key_len = obj->key_len, .replicas = reps, .replica_count = replica_count,
+        .key_len = obj->key_len, .replicas = reps, .replica_count = n,
         .meta = (kind == CR_STORE_CHANGE_STORE && obj->meta) ? &obj->meta->meta : NULL};
     store->sink.on_event(store->sink.ctx, &ev);
 }
@@ -669,6 +689,10 @@ int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool forc
         return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE,
                              "object is leased: the lease expires in %.1f s (or remove with force)",
                              (double)(obj->lease_deadline_ms - now_ms) / 1000.0);
+    if (!force && obj->tasks > 0)
+        return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE,
+                             "object has %u copy/move task(s) in flight (or remove with force)",
+                             obj->tasks);
     cr_store_obj_remove(store, id);
     return CR_OK;
 }
@@ -684,7 +708,7 @@ uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, ui
     for (uint32_t id = 0; id < store->slab_high; id++) {
         const struct cr_store_obj *obj = cr_store_obj_at(store, id);
         if (obj->state != CR_OBJ_COMPLETE || (t >= 0 && obj->tenant != (uint16_t)t)) continue;
-        if (!force && cr_store_obj_leased(obj, now_ms)) continue;
+        if (!force && cr_store_obj_busy(obj, now_ms)) continue;
         cr_store_obj_free(store, id);
         removed++;
     }
@@ -749,7 +773,7 @@ static bool clear_one(cr_store *store, uint32_t id, const struct cr_uuid *client
                       uint64_t now_ms) {
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (obj->state != CR_OBJ_COMPLETE || !cr_uuid_equal(&obj->owner, client) ||
-        cr_store_obj_leased(obj, now_ms))
+        cr_store_obj_busy(obj, now_ms))
         return false;
     if (segment < 0) {
         while (obj->replica_count > 0) obj_drop_replica(store, obj, 0);

@@ -230,7 +230,7 @@ int cr_store_remove_by_scan(cr_store *store, const struct cr_store_regex_scan *s
     int rc = scan_verdict(store, scan);
     for (size_t i = 0; rc == CR_OK && i < scan->count; i++) {
         const struct cr_store_obj *obj = scan_object(store, scan, i);
-        if (obj == NULL || (!force && cr_store_obj_leased(obj, now_ms))) continue;
+        if (obj == NULL || (!force && cr_store_obj_busy(obj, now_ms))) continue;
         cr_store_obj_remove(store, scan->matches[i].id);
         (*removed)++;
     }

@@ -3,6 +3,7 @@
  * drift apart. */
 #include "daemon/config.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -31,8 +32,14 @@ struct setting {
 static const struct setting settings[] = {
     {"http-address", SETTING_STRING, FIELD(http_address), 0, 0, "HOST:PORT",
      "address of the HTTP front (admin API, /health, /metrics)"},
+    {"metrics-port", SETTING_U32, FIELD(metrics_port), 0, 65535, "PORT",
+     "Mooncake master's HTTP endpoints on the --http-address host; 0: off"},
     {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
-     "HTTP worker threads: each serves one keep-alive connection at a time"},
+     "HTTP worker threads running handlers (idle connections take none)"},
+    {"http-connections-max", SETTING_U32, FIELD(http_connections_max), 1, 1000000, "N",
+     "open HTTP connections; past it the one idle the longest is closed"},
+    {"http-idle-timeout-ms", SETTING_U32, FIELD(http_idle_timeout_ms), 1, 86400000, "MS",
+     "an HTTP connection with no request this long is closed"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
     {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
@@ -64,6 +71,10 @@ static const struct setting settings[] = {
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
      "PCRE2 steps (pattern items tried) one regex call may take over all keys"},
+    {"task-timeout-sec", SETTING_U32, FIELD(task_timeout_sec), 1, 86400, "S",
+     "a copy/move task not reported by then is rolled back and FAILED"},
+    {"task-retention", SETTING_U32, FIELD(task_retention), 1, 1000000, "N",
+     "finished copy/move tasks kept for QueryTask; the oldest goes first"},
     /* Local segment (crescentd as a store server too) */
     {"local-segment-size", SETTING_SIZE, FIELD(local_segment_size), 0, 0, "SIZE",
      "memory crescentd hosts as a store segment (taken as written); 0 turns it off"},
@@ -86,6 +97,13 @@ static const struct setting settings[] = {
      "batches kept for replay"},
     {"replay-bytes-mb", SETTING_U32, FIELD(replay_bytes_mb), 1, 65536, "MB",
      "payload bytes kept for replay"},
+    /* Security */
+    {"curve-secret-key-file", SETTING_STRING, FIELD(curve_secret_key_file), 0, 0, "FILE",
+     "Z85 CURVE secret key: turns CurveZMQ on for the RPC, event and replay sockets"},
+    {"curve-clients", SETTING_STRING, FIELD(curve_clients), 0, 0, "PATH",
+     "file or directory of Z85 client public keys allowed to connect (with CURVE)"},
+    {"admin-token-file", SETTING_STRING, FIELD(admin_token_file), 0, 0, "FILE",
+     "token that destructive RPCs and HTTP mutations must carry (Bearer)"},
     /* Prefix indexer */
     {"indexer-config", SETTING_STRING, FIELD(indexer_config), 0, 0, "FILE",
      "conductor_config.json of static publishers (also CONDUCTOR_CONFIG_PATH)"},
@@ -96,7 +114,10 @@ static const struct setting settings[] = {
 void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
-    config->http_threads = 16; /* a router keeps several connections open */
+    config->metrics_port = 9003; /* as Mooncake's master */
+    config->http_threads = 16;
+    config->http_connections_max = 4096; /* as cr_http_front_limits_default */
+    config->http_idle_timeout_ms = 60000;
     config->pin_threads = true;
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
@@ -114,6 +135,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->local_segment_size = 1ull << 30;
     snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
+    config->task_timeout_sec = 300;            /* wire-formats §6 */
+    config->task_retention = 10000;
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
     config->event_batch_max = 50;
@@ -151,7 +174,9 @@ void cr_daemon_config_usage(FILE *out) {
             "crescent's daemon: the KV-cache control plane (store master, event plane,\n"
             "prefix indexer) behind one HTTP front. Runs until SIGINT or SIGTERM.\n"
             "\n"
-            "Options (each also a key of the JSON config file, with '_' for '-'):\n"
+            "Options (each also a key of the JSON config file, and a flag, with '_' for '-' as\n"
+            "Mooncake's master spells them: --default_kv_lease_ttl; -flag=value works too).\n"
+            "Durations (MS, S, US) take a unit too: 500ms, 5s, 10m, 1h.\n"
             "  --config FILE             JSON config file (also CRESCENT_CONFIG); flags win\n");
     for (size_t i = 0; i < SETTING_COUNT; i++) {
         char flag[64], def[CR_CONFIG_ADDRESS_MAX];
@@ -164,6 +189,12 @@ void cr_daemon_config_usage(FILE *out) {
     }
     fprintf(out,
             "  --no-pin                  same as --pin-threads false\n"
+            "  --port, --rpc_port PORT   Mooncake's: the port of --rpc-address\n"
+            "  --rpc_address HOST        Mooncake's (a host, not an endpoint): the host of\n"
+            "                            --rpc-address\n"
+            "  --rpc_thread_num, --max_threads N\n"
+            "                            Mooncake's: accepted with a warning; crescentd's RPC\n"
+            "                            gateway is one actor thread\n"
             "  --help                    print this help and exit\n"
             "  --version                 print the version and exit\n"
             "\n"
@@ -215,6 +246,42 @@ static bool parse_bool(const char *text, bool *out) {
     return false;
 }
 
+/* Microseconds per unit of a duration setting (its value_name), 0 for others. */
+static double unit_us(const char *name) {
+    if (strcmp(name, "US") == 0) return 1.0;
+    if (strcmp(name, "MS") == 0) return 1e3;
+    if (strcmp(name, "S") == 0) return 1e6;
+    return 0.0;
+}
+
+static const char *unit_text(const char *name) {
+    return strcmp(name, "US") == 0 ? "us" : strcmp(name, "MS") == 0 ? "ms" : "s";
+}
+
+/* A duration: a whole number in the setting's unit (Mooncake's raw values),
+ * or a number with a unit: 250us, 500ms, 5s, 1.5s, 10m, 1h.  It must come to
+ * a whole number of the setting's unit. */
+static bool parse_duration(const char *text, double unit, uint32_t *out) {
+    static const struct {
+        const char *suffix;
+        double us;
+    } units[] = {{"us", 1.0}, {"ms", 1e3}, {"s", 1e6}, {"m", 60e6}, {"h", 3600e6}};
+    char *end = NULL;
+    if (text[0] < '0' || text[0] > '9') return false;
+    double value = strtod(text, &end);
+    double us = -1.0;
+    if (*end == '\0') {
+        if (strchr(text, '.') != NULL) return false;
+        us = value * unit;
+    }
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]) && us < 0; i++)
+        if (strcmp(end, units[i].suffix) == 0) us = value * units[i].us;
+    double n = us / unit;
+    if (us < 0 || n > (double)UINT32_MAX || n != (double)(uint64_t)n) return false;
+    *out = (uint32_t)n;
+    return true;
+}
+
 /* Validates and stores one value given as text (flags). */
 static bool apply_text(const struct setting *s, const char *text, struct cr_daemon_config *config,
                        char error[CR_CONFIG_ERROR_MAX]) {
@@ -230,9 +297,18 @@ static bool apply_text(const struct setting *s, const char *text, struct cr_daem
         return true;
     case SETTING_U32: {
         uint32_t value;
-        if (!parse_u32(text, &value) || value < s->min || value > s->max) {
-            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not a whole number from %u to %u",
-                     s->name, text, s->min, s->max);
+        double unit = unit_us(s->value_name);
+        bool parsed = unit > 0 ? parse_duration(text, unit, &value) : parse_u32(text, &value);
+        if (!parsed || value < s->min || value > s->max) {
+            if (unit > 0)
+                snprintf(error, CR_CONFIG_ERROR_MAX,
+                         "%s: '%s' is not a duration from %u to %u %s (a number of %s, or one "
+                         "with a unit: 500ms, 5s, 10m, 1h)",
+                         s->name, text, s->min, s->max, unit_text(s->value_name),
+                         unit_text(s->value_name));
+            else
+                snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not a whole number from %u to %u",
+                         s->name, text, s->min, s->max);
             return false;
         }
         *(uint32_t *)(void *)field = value;
@@ -287,6 +363,12 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
                  config->ring_slots);
         return false;
     }
+    if ((config->curve_secret_key_file[0] == '\0') != (config->curve_clients[0] == '\0')) {
+        snprintf(error, CR_CONFIG_ERROR_MAX,
+                 "curve-secret-key-file and curve-clients go together: set both to turn "
+                 "CurveZMQ on, or neither");
+        return false;
+    }
     const char *colon = strrchr(config->http_address, ':');
     uint32_t port;
     if (colon == NULL || colon == config->http_address || !parse_u32(colon + 1, &port) ||
@@ -326,8 +408,12 @@ static bool apply_json(const struct setting *s, const char *key, json_t *value,
         else if (type_ok) snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
         break;
     case SETTING_U32:
-        type_ok = json_is_integer(value);
-        if (type_ok) snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
+        /* Durations may also be strings with a unit ("5s"). */
+        type_ok = json_is_integer(value) || (json_is_string(value) && unit_us(s->value_name) > 0);
+        if (json_is_integer(value))
+            snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
+        else if (type_ok)
+            snprintf(text, sizeof(text), "%s", json_string_value(value));
         break;
     case SETTING_BOOL:
         type_ok = json_is_boolean(value);
@@ -386,7 +472,78 @@ bool cr_daemon_config_load_file(const char *path, struct cr_daemon_config *confi
 /* ------------------------------------------------------------------------ */
 /* Flags */
 
-enum { OPT_HELP = 1000, OPT_VERSION, OPT_CONFIG, OPT_NO_PIN, OPT_SETTING };
+enum {
+    OPT_HELP = 1000,
+    OPT_VERSION,
+    OPT_CONFIG,
+    OPT_NO_PIN,
+    OPT_RPC_PORT,    /* Mooncake's --port / --rpc_port */
+    OPT_RPC_HOST,    /* Mooncake's --rpc_address HOST (crescent's --rpc-address is an endpoint) */
+    OPT_RPC_THREADS, /* Mooncake's --rpc_thread_num / --max_threads */
+    OPT_SETTING,
+};
+
+/* Mooncake master's flags without a crescent setting of the same name. */
+static const struct {
+    const char *name;
+    int id;
+} mooncake_flags[] = {
+    {"port", OPT_RPC_PORT},           {"rpc_port", OPT_RPC_PORT},
+    {"rpc-port", OPT_RPC_PORT},       {"rpc_thread_num", OPT_RPC_THREADS},
+    {"max_threads", OPT_RPC_THREADS},
+};
+#define MOONCAKE_FLAG_COUNT (sizeof(mooncake_flags) / sizeof(mooncake_flags[0]))
+
+/* "tcp://HOST:PORT" with the host or the port replaced. */
+static bool set_rpc_part(char endpoint[CR_CONFIG_ADDRESS_MAX], const char *host, const char *port,
+                         char error[CR_CONFIG_ERROR_MAX]) {
+    const char *scheme_end = strstr(endpoint, "://");
+    const char *colon = strrchr(endpoint, ':');
+    if (scheme_end == NULL || colon == NULL || colon < scheme_end + 3) {
+        snprintf(error, CR_CONFIG_ERROR_MAX,
+                 "--port/--rpc_address: the RPC address '%s' is not tcp://HOST:PORT", endpoint);
+        return false;
+    }
+    char old_host[CR_CONFIG_ADDRESS_MAX];
+    snprintf(old_host, sizeof(old_host), "%.*s", (int)(colon - scheme_end - 3), scheme_end + 3);
+    char updated[CR_CONFIG_ADDRESS_MAX];
+    int n = snprintf(updated, sizeof(updated), "%.*s%s:%s", (int)(scheme_end + 3 - endpoint),
+                     endpoint, host != NULL ? host : old_host, port != NULL ? port : colon + 1);
+    if (n < 0 || (size_t)n >= sizeof(updated)) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "--rpc_address: '%s' is too long", host);
+        return false;
+    }
+    memcpy(endpoint, updated, sizeof(updated));
+    return true;
+}
+
+/* Mooncake's flags that map onto crescent's settings (applied after the others). */
+static bool apply_mooncake_flag(int opt, const char *value, struct cr_daemon_config *config,
+                                char error[CR_CONFIG_ERROR_MAX]) {
+    uint32_t n;
+    if (opt == OPT_RPC_THREADS) {
+        if (!parse_u32(value, &n)) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "rpc_thread_num: '%s' is not a whole number",
+                     value);
+            return false;
+        }
+        CR_WARN("config", "--rpc_thread_num/--max_threads %u has no effect: crescentd's RPC "
+                          "gateway is one actor thread feeding the store master",
+                n);
+        return true;
+    }
+    if (opt == OPT_RPC_PORT) {
+        if (!parse_u32(value, &n) || n > 65535) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "port: '%s' is not a port from 0 to 65535",
+                     value);
+            return false;
+        }
+        /* Mooncake: rpc_port 0 means "use --port". */
+        return n == 0 || set_rpc_part(config->rpc_address, NULL, value, error);
+    }
+    assert(opt == OPT_RPC_HOST);
+    return set_rpc_part(config->rpc_address, value, NULL, error);
+}
 
 /* Finds --config first so the file applies before the other flags. */
 static const char *find_config_path(int argc, char **argv) {
@@ -400,15 +557,35 @@ static const char *find_config_path(int argc, char **argv) {
 
 enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_daemon_config *config,
                                              char error[CR_CONFIG_ERROR_MAX]) {
-    struct option options[SETTING_COUNT + 5];
+    /* Every setting also in gflags' spelling (underscores), as Mooncake's
+     * master takes them, and Mooncake's own names for the rest. */
+    struct option options[2 * SETTING_COUNT + MOONCAKE_FLAG_COUNT + 5];
+    char underscored[SETTING_COUNT][64];
     size_t n = 0;
-    for (size_t i = 0; i < SETTING_COUNT; i++)
+    for (size_t i = 0; i < SETTING_COUNT; i++) {
         options[n++] = (struct option){settings[i].name, required_argument, NULL, OPT_SETTING + (int)i};
+        snprintf(underscored[i], sizeof(underscored[i]), "%s", settings[i].name);
+        for (char *c = underscored[i]; *c != '\0'; c++)
+            if (*c == '-') *c = '_';
+        if (strcmp(underscored[i], settings[i].name) != 0)
+            options[n++] = (struct option){underscored[i], required_argument, NULL,
+                                           OPT_SETTING + (int)i};
+    }
+    for (size_t i = 0; i < MOONCAKE_FLAG_COUNT; i++)
+        options[n++] = (struct option){mooncake_flags[i].name, required_argument, NULL,
+                                       mooncake_flags[i].id};
     options[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     options[n++] = (struct option){"version", no_argument, NULL, OPT_VERSION};
     options[n++] = (struct option){"config", required_argument, NULL, OPT_CONFIG};
     options[n++] = (struct option){"no-pin", no_argument, NULL, OPT_NO_PIN};
     options[n] = (struct option){0};
+    assert(n < sizeof(options) / sizeof(options[0]));
+    /* Mooncake's flags that edit the RPC address wait until --rpc-address is in. */
+    struct {
+        int opt;
+        const char *value;
+    } deferred[16];
+    size_t deferred_count = 0;
 
     const char *path = find_config_path(argc, argv);
     if (path != NULL && *path != '\0') {
@@ -419,7 +596,8 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
     optind = 1;
     for (;;) {
         int index = 0;
-        int opt = getopt_long(argc, argv, "", options, &index);
+        /* _only: gflags also takes -flag and -flag=value. */
+        int opt = getopt_long_only(argc, argv, "", options, &index);
         if (opt == -1) break;
         if (opt == OPT_HELP) {
             cr_daemon_config_usage(stdout);
@@ -434,9 +612,21 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
             config->pin_threads = false;
             continue;
         }
+        if (opt >= OPT_SETTING && strcmp(options[index].name, "rpc_address") == 0 &&
+            strstr(optarg, "://") == NULL)
+            opt = OPT_RPC_HOST; /* Mooncake's --rpc_address is a host */
         if (opt >= OPT_SETTING && opt < OPT_SETTING + (int)SETTING_COUNT) {
             if (!apply_text(&settings[opt - OPT_SETTING], optarg, config, error))
                 return CR_CONFIG_EXIT_USAGE;
+            continue;
+        }
+        if (opt == OPT_RPC_PORT || opt == OPT_RPC_HOST || opt == OPT_RPC_THREADS) {
+            if (deferred_count == sizeof(deferred) / sizeof(deferred[0])) {
+                snprintf(error, CR_CONFIG_ERROR_MAX, "too many --port/--rpc_address flags");
+                return CR_CONFIG_EXIT_USAGE;
+            }
+            deferred[deferred_count].opt = opt;
+            deferred[deferred_count++].value = optarg;
             continue;
         }
         const char *bad = argv[optind - 1];
@@ -450,5 +640,8 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
         snprintf(error, CR_CONFIG_ERROR_MAX, "unexpected argument '%s' (see --help)", argv[optind]);
         return CR_CONFIG_EXIT_USAGE;
     }
+    for (size_t i = 0; i < deferred_count; i++)
+        if (!apply_mooncake_flag(deferred[i].opt, deferred[i].value, config, error))
+            return CR_CONFIG_EXIT_USAGE;
     return validate(config, error) ? CR_CONFIG_RUN : CR_CONFIG_EXIT_USAGE;
 }

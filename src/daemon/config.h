@@ -19,7 +19,10 @@
 struct cr_daemon_config {
     char config_path[CR_CONFIG_ADDRESS_MAX]; /* empty: none */
     char http_address[CR_CONFIG_ADDRESS_MAX]; /* host:port */
+    uint32_t metrics_port; /* Mooncake master's HTTP endpoints on http_address's host; 0: off */
     uint32_t http_threads;
+    uint32_t http_connections_max;
+    uint32_t http_idle_timeout_ms;
     bool pin_threads;
     uint32_t ring_slots;
     uint32_t ask_timeout_ms;
@@ -37,6 +40,8 @@ struct cr_daemon_config {
     uint32_t client_ttl;                          /* s */
     uint32_t regex_max_matches;                   /* keys one regex call may match */
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
+    uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
+    uint32_t task_retention;                      /* finished tasks kept for QueryTask */
 
     /* Local segment: crescentd hosts store memory itself (src/actors/data.c). */
     uint64_t local_segment_size;                  /* bytes; 0: off */
@@ -51,6 +56,11 @@ struct cr_daemon_config {
     char replay_address[CR_CONFIG_ADDRESS_MAX];   /* ZMQ ROUTER endpoint */
     uint32_t replay_batches;                      /* batches kept */
     uint32_t replay_bytes_mb;                     /* payload bytes kept */
+
+    /* Security: all empty (the default) means none (see README "Exposing crescentd safely"). */
+    char curve_secret_key_file[CR_CONFIG_ADDRESS_MAX]; /* Z85 secret key of the daemon */
+    char curve_clients[CR_CONFIG_ADDRESS_MAX];         /* file or directory of client keys */
+    char admin_token_file[CR_CONFIG_ADDRESS_MAX];      /* token destructive calls must carry */
 
     /* Prefix indexer (seed 001). */
     char indexer_config[CR_CONFIG_ADDRESS_MAX];   /* conductor_config.json; empty: none */

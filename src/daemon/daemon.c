@@ -19,12 +19,14 @@
 #include "daemon/config.h"
 #include "http/admin.h"
 #include "http/front.h"
+#include "http/store_routes.h"
 
 struct daemon {
     struct cr_daemon_config config;
     struct cr_runtime *rt;
     struct cr_subsystems subsystems;
     struct cr_http_front *front;
+    struct cr_http_front *metrics_front; /* --metrics-port: Mooncake's endpoints; NULL when 0 */
     struct cr_http_admin admin;
 };
 
@@ -42,6 +44,34 @@ static int start_runtime(struct daemon *d) {
     return cr_subsystems_spawn(d->rt, &d->config, &d->subsystems);
 }
 
+/* Mooncake master's HTTP endpoints on --metrics-port (host of --http-address),
+ * so scrapers and scripts written for Mooncake keep working.  Returns 0, or
+ * the exit status to use. */
+static int start_metrics_http(struct daemon *d) {
+    if (d->config.metrics_port == 0) return 0;
+    char address[CR_CONFIG_ADDRESS_MAX + 8];
+    const char *colon = strrchr(d->config.http_address, ':');
+    snprintf(address, sizeof(address), "%.*s:%u", (int)(colon - d->config.http_address),
+             d->config.http_address, d->config.metrics_port);
+    if (cr_http_front_create(&d->metrics_front) != CR_OK ||
+        cr_http_admin_register_mooncake(d->metrics_front, &d->admin) != CR_OK ||
+        cr_mooncake_routes_register(d->metrics_front, &d->subsystems) != CR_OK) {
+        CR_ERROR("daemon", "cannot set up the --metrics-port routes");
+        return 1;
+    }
+    char error[512];
+    struct cr_http_front_limits limits;
+    cr_http_front_limits_default(&limits);
+    limits.workers = 4; /* scrapers and scripts: a few workers are plenty */
+    limits.connections_max = d->config.http_connections_max;
+    limits.idle_timeout_ms = d->config.http_idle_timeout_ms;
+    if (cr_http_front_start(d->metrics_front, address, &limits, error, sizeof(error)) != CR_OK) {
+        fprintf(stderr, "crescentd: --metrics-port: %s (--metrics-port 0 turns it off)\n", error);
+        return 2;
+    }
+    return 0;
+}
+
 /* Returns 0, or the exit status to use. */
 static int start_http(struct daemon *d) {
     d->admin = (struct cr_http_admin){.rt = d->rt,
@@ -53,16 +83,23 @@ static int start_http(struct daemon *d) {
         return 1;
     }
     char error[512];
-    if (cr_http_front_start(d->front, d->config.http_address, d->config.http_threads, error,
-                            sizeof(error)) != CR_OK) {
+    struct cr_http_front_limits limits;
+    cr_http_front_limits_default(&limits);
+    limits.workers = d->config.http_threads;
+    limits.connections_max = d->config.http_connections_max;
+    limits.idle_timeout_ms = d->config.http_idle_timeout_ms;
+    if (cr_http_front_start(d->front, d->config.http_address, &limits, error, sizeof(error)) !=
+        CR_OK) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }
-    return 0;
+    return start_metrics_http(d);
 }
 
 static void shutdown_all(struct daemon *d) {
     /* Intake first: no HTTP request may ask an actor that is stopping. */
+    cr_http_front_destroy(d->metrics_front);
+    d->metrics_front = NULL;
     cr_http_front_destroy(d->front);
     d->front = NULL;
     if (d->rt != NULL) cr_runtime_destroy(d->rt);

@@ -17,4 +17,9 @@ struct cr_http_admin {
 
 int cr_http_admin_register(struct cr_http_front *front, struct cr_http_admin *admin);
 
+/* The --metrics-port front's share: /health, /metrics and Mooncake master's
+ * /metrics/summary (one line: storage, keys, clients, requests, eviction).
+ * `admin` must be the one registered on the main front (its route latencies). */
+int cr_http_admin_register_mooncake(struct cr_http_front *front, struct cr_http_admin *admin);
+
 #endif

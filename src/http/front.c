@@ -1,19 +1,38 @@
-/* CivetWeb wrapper: one catch-all CivetWeb handler that reads the request,
- * finds the route and writes the response (see front.h). */
+/* The HTTP front (see front.h): one event thread owns every connection
+ * (epoll, non-blocking sockets) and reads each request whole; complete
+ * requests go to a pool of worker threads that run the handlers; the event
+ * thread writes the answers.  An idle or slow connection costs a buffer and
+ * a slot in the table, never a thread: with CivetWeb (thread per
+ * connection), 16 idle connections took the front down for its whole
+ * request timeout (docs/architecture.md, "The HTTP front"). */
 #include "http/front.h"
 
 #include <assert.h>
-#include <civetweb.h>
+#include <errno.h>
 #include <jansson.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "actors/runtime.h"
 #include "core/log.h"
 #include "crescent/error.h"
+
+#define HEAD_MAX 16384u         /* request line and headers */
+#define WORKERS_MAX 256u
+#define TICK_MS 250             /* timeouts are checked this often */
 
 struct route {
     char method[8];
@@ -26,22 +45,56 @@ struct route {
     _Atomic uint64_t count, sum_ns, buckets[CR_HISTOGRAM_BUCKETS];
 };
 
+enum conn_state { CONN_READING, CONN_RUNNING, CONN_WRITING };
+
+struct conn {
+    int fd;
+    enum conn_state state;
+    bool gone;       /* the peer hung up while a worker ran its request */
+    bool keep_alive; /* after this answer */
+    char *in;        /* request bytes: head, body, maybe the next request */
+    size_t in_len, in_cap;
+    size_t head_len, body_len; /* of the request being read, once its head is */
+    char saved;                /* the byte after the body, while it is a NUL */
+    uint64_t deadline_ms;      /* idle or request timeout */
+    uint64_t last_ms;          /* last activity: the oldest idle is dropped first */
+    uint64_t read_ns;          /* when the request was read whole (for the latency) */
+    char *out;
+    size_t out_len, out_off;
+    struct cr_http_request req; /* points into in; valid while RUNNING */
+    struct conn *next_job;      /* in the worker queue or the done list */
+};
+
 struct cr_http_front {
-    struct mg_context *ctx;
     struct route routes[CR_HTTP_ROUTES_MAX];
     unsigned route_count;
+    struct cr_http_front_limits limits;
+    int listen_fd, epoll_fd, wake_fd;
+    bool started, io_started;
+    atomic_bool stopping;
+    pthread_t io_thread;
+    pthread_t workers[WORKERS_MAX];
+    unsigned worker_count;
+    struct conn **conns; /* limits.connections_max slots */
+    unsigned conn_count;
+    pthread_mutex_t lock; /* jobs and done */
+    pthread_cond_t job_ready;
+    struct conn *jobs_head, *jobs_tail, *done_head;
 };
+
+/* ---- routes and responses ---- */
 
 int cr_http_front_create(struct cr_http_front **out) {
     struct cr_http_front *front = calloc(1, sizeof(*front));
     if (front == NULL) return CR_ERR_NOMEM;
+    front->listen_fd = front->epoll_fd = front->wake_fd = -1;
     *out = front;
     return CR_OK;
 }
 
 int cr_http_front_add_route(struct cr_http_front *front, const char *method, const char *path,
                             cr_http_handler handler, void *ctx) {
-    assert(front != NULL && front->ctx == NULL && handler != NULL);
+    assert(front != NULL && !front->started && handler != NULL);
     if (front->route_count == CR_HTTP_ROUTES_MAX || strlen(method) >= 8 || strlen(path) >= 128 ||
         path[0] != '/')
         return CR_ERR_INVALID_PARAMS;
@@ -85,50 +138,67 @@ void cr_http_respond_error(struct cr_http_response *resp, int status, const char
     json_decref(obj);
 }
 
-/* Reads the whole body (bounded). Returns NULL with *status set on failure. */
-static char *read_body(struct mg_connection *conn, size_t *len_out, int *status) {
-    const struct mg_request_info *info = mg_get_request_info(conn);
-    long long declared = info->content_length;
-    if (declared > (long long)CR_HTTP_BODY_MAX) {
-        *status = 413;
-        return NULL;
+static const char *status_text(int status) {
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
     }
-    size_t cap = declared > 0 ? (size_t)declared + 1 : 4096;
-    char *body = malloc(cap);
-    size_t len = 0;
-    while (body != NULL) {
-        if (len + 1 >= cap) {
-            if (cap > CR_HTTP_BODY_MAX) {
-                free(body);
-                *status = 413;
-                return NULL;
-            }
-            char *bigger = realloc(body, cap * 2);
-            if (bigger == NULL) break;
-            body = bigger;
-            cap *= 2;
-        }
-        int n = mg_read(conn, body + len, cap - len - 1);
-        if (n <= 0) break;
-        len += (size_t)n;
-    }
-    if (body == NULL) {
-        *status = 500;
-        return NULL;
-    }
-    body[len] = '\0';
-    *len_out = len;
-    return body;
 }
 
-static void write_response(struct mg_connection *conn, const struct cr_http_response *resp) {
-    mg_printf(conn,
-              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-              "Cache-Control: no-store\r\n\r\n",
-              resp->status, mg_get_response_code_text(conn, resp->status),
-              resp->content_type ? resp->content_type : "text/plain", resp->body_len);
-    if (resp->body_len > 0) mg_write(conn, resp->body, resp->body_len);
+/* Formats the whole answer into conn->out (headers, then body). */
+static void answer(struct conn *c, const struct cr_http_response *resp) {
+    int status = resp->status;
+    const char *type = resp->content_type ? resp->content_type : "text/plain";
+    size_t body_len = resp->body_len;
+    if (resp->body == NULL && status >= 200) { /* a handler or json_dumps ran out of memory */
+        status = 500;
+        type = "text/plain";
+        body_len = 0;
+    }
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Cache-Control: no-store\r\n%s\r\n",
+                     status, status_text(status), type, body_len,
+                     c->keep_alive ? "" : "Connection: close\r\n");
+    assert(n > 0 && (size_t)n < sizeof(head));
+    free(c->out);
+    c->out = malloc((size_t)n + body_len);
+    c->out_off = 0;
+    c->out_len = 0;
+    if (c->out == NULL) {
+        c->keep_alive = false; /* nothing to say: the connection is closed */
+        return;
+    }
+    memcpy(c->out, head, (size_t)n);
+    if (body_len > 0) memcpy(c->out + n, resp->body, body_len);
+    c->out_len = (size_t)n + body_len;
 }
+
+static void answer_error(struct conn *c, int status, const char *error, const char *detail) {
+    struct cr_http_response resp = {.status = 500};
+    cr_http_respond_error(&resp, status, error, detail);
+    c->keep_alive = false; /* the rest of the stream cannot be trusted */
+    answer(c, &resp);
+    free(resp.body);
+}
+
+/* ---- workers ---- */
 
 static void observe(struct route *r, uint64_t ns) {
     atomic_fetch_add_explicit(&r->count, 1, memory_order_relaxed);
@@ -152,94 +222,508 @@ uint32_t cr_http_front_latency(const struct cr_http_front *front,
     return n;
 }
 
-static int dispatch(struct mg_connection *conn, void *arg) {
-    struct cr_http_front *front = arg;
-    uint64_t started_ns = cr_monotonic_ns();
-    const struct mg_request_info *info = mg_get_request_info(conn);
-    struct cr_http_request req = {.method = info->request_method,
-                                  .path = info->local_uri,
-                                  .query = info->query_string,
-                                  .content_type = mg_get_header(conn, "Content-Type")};
+static void run_request(struct cr_http_front *front, struct conn *c) {
     struct cr_http_response resp = {.status = 500};
     bool path_known;
-    struct route *route = route_find(front, req.method, req.path, &path_known);
-    int body_status = 0;
-    char *body = NULL;
+    struct route *route = route_find(front, c->req.method, c->req.path, &path_known);
     if (route == NULL) {
         cr_http_respond_error(&resp, path_known ? 405 : 404,
-                              path_known ? "method not allowed" : "not found", req.path);
-    } else if ((body = read_body(conn, &req.body_len, &body_status)) == NULL) {
-        cr_http_respond_error(&resp, body_status,
-                              body_status == 413 ? "body too large" : "cannot read body", NULL);
+                              path_known ? "method not allowed" : "not found", c->req.path);
     } else {
-        req.body = body;
-        route->handler(route->ctx, &req, &resp);
-        observe(route, cr_monotonic_ns() - started_ns);
+        route->handler(route->ctx, &c->req, &resp);
+        observe(route, cr_monotonic_ns() - c->read_ns);
     }
-    if (resp.body == NULL && resp.status >= 200) {
-        /* A handler (or json_dumps) ran out of memory: still answer. */
-        resp.status = 500;
-        resp.content_type = "text/plain";
-        resp.body_len = 0;
-    }
-    write_response(conn, &resp);
+    answer(c, &resp);
     free(resp.body);
-    free(body);
-    return resp.status;
 }
 
-/* While mg_start2 runs on this thread, CivetWeb's messages are collected
- * here instead of logged: the first one ("cannot bind to …: Address already
- * in use") is the reason worth one error line. */
-static __thread char *start_reason;
-static __thread size_t start_reason_size;
-
-static int log_message(const struct mg_connection *conn, const char *message) {
-    (void)conn;
-    if (start_reason != NULL) {
-        if (start_reason[0] == '\0') snprintf(start_reason, start_reason_size, "%s", message);
-        return 1;
+static void *worker_main(void *arg) {
+    struct cr_http_front *front = arg;
+    pthread_mutex_lock(&front->lock);
+    for (;;) {
+        while (front->jobs_head == NULL && !atomic_load(&front->stopping))
+            pthread_cond_wait(&front->job_ready, &front->lock);
+        struct conn *c = front->jobs_head;
+        if (c == NULL) break; /* stopping, and nothing left to run */
+        front->jobs_head = c->next_job;
+        if (front->jobs_head == NULL) front->jobs_tail = NULL;
+        pthread_mutex_unlock(&front->lock);
+        run_request(front, c);
+        pthread_mutex_lock(&front->lock);
+        c->next_job = front->done_head;
+        front->done_head = c;
+        uint64_t one = 1;
+        ssize_t w = write(front->wake_fd, &one, sizeof(one));
+        (void)w; /* a full eventfd counter is still a wake */
     }
-    CR_WARN("http", "%s", message);
-    return 1;
+    pthread_mutex_unlock(&front->lock);
+    return NULL;
 }
 
-int cr_http_front_start(struct cr_http_front *front, const char *address, unsigned threads,
-                        char *error, size_t error_size) {
-    assert(front != NULL && front->ctx == NULL);
-    char threads_text[16];
-    snprintf(threads_text, sizeof(threads_text), "%u", threads);
-    const char *options[] = {"listening_ports", address, "num_threads", threads_text,
-                             "request_timeout_ms", "30000", "enable_keep_alive", "yes",
-                             /* Headers and body leave in two writes: without
-                              * NODELAY a delayed-ACK client waits ~40 ms. */
-                             "tcp_nodelay", "1", NULL};
-    struct mg_callbacks callbacks = {.log_message = log_message};
-    struct mg_init_data init = {.callbacks = &callbacks, .user_data = front,
-                                .configuration_options = options};
-    char text[256] = "";
-    struct mg_error_data err = {.text = text, .text_buffer_size = sizeof(text)};
-    char reason[256] = "";
-    start_reason = reason;
-    start_reason_size = sizeof(reason);
-    mg_init_library(0);
-    front->ctx = mg_start2(&init, &err);
-    start_reason = NULL;
-    if (front->ctx == NULL) {
-        snprintf(error, error_size, "cannot serve HTTP on %s: %s", address,
-                 reason[0] ? reason : text[0] ? text : "unknown CivetWeb error");
-        mg_exit_library();
+/* ---- connections (event thread only) ---- */
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void conn_close(struct cr_http_front *front, struct conn *c) {
+    for (unsigned i = 0; i < front->conn_count; i++) {
+        if (front->conns[i] != c) continue;
+        front->conns[i] = front->conns[--front->conn_count];
+        break;
+    }
+    if (!c->gone) epoll_ctl(front->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+static void conn_watch(struct cr_http_front *front, struct conn *c, uint32_t events) {
+    struct epoll_event ev = {.events = events, .data.ptr = c};
+    epoll_ctl(front->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Waiting for a request: the keep-alive idle timeout, or the request timeout
+ * once its first byte has come. */
+static void conn_wait_request(struct cr_http_front *front, struct conn *c) {
+    c->state = CONN_READING;
+    c->head_len = c->body_len = 0;
+    uint32_t ms = c->in_len > 0 ? front->limits.request_timeout_ms : front->limits.idle_timeout_ms;
+    c->deadline_ms = now_ms() + ms;
+    conn_watch(front, c, EPOLLIN | EPOLLRDHUP);
+}
+
+static void url_decode_in_place(char *s) {
+    char *o = s;
+    for (char *p = s; *p != '\0'; p++) {
+        unsigned v;
+        if (*p == '%' && sscanf(p + 1, "%2x", &v) == 1 && v != 0 && p[1] != '\0' && p[2] != '\0') {
+            *o++ = (char)v;
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+}
+
+/* Case-insensitive header lookup in a NUL-separated head (one line each). */
+static const char *header(const char *lines, const char *end, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = lines; p < end; p += strlen(p) + 1)
+        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+            p += n + 1;
+            while (*p == ' ' || *p == '\t') p++;
+            return p;
+        }
+    return NULL;
+}
+
+/* Parses the head in c->in[0, head_len) (its CRLFs turned into NULs) into
+ * c->req.  Returns 0, or the status to refuse the request with. */
+static int parse_head(struct cr_http_front *front, struct conn *c, const char **why) {
+    char *head = c->in, *end = c->in + c->head_len;
+    for (char *p = head; p < end; p++)
+        if (*p == '\r' || *p == '\n') *p = '\0';
+    char *method = head, *sp1 = strchr(head, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+    if (sp1 == NULL || sp2 == NULL || strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
+        *why = "the request line is not METHOD TARGET HTTP/1.x";
+        return 400;
+    }
+    *sp1 = *sp2 = '\0';
+    bool http10 = strcmp(sp2 + 1, "HTTP/1.0") == 0;
+    char *target = sp1 + 1, *query = strchr(target, '?');
+    if (query != NULL) *query++ = '\0';
+    if (target[0] != '/') {
+        *why = "the target must be a path";
+        return 400;
+    }
+    url_decode_in_place(target);
+    const char *lines = sp2 + strlen(sp2 + 1) + 2;
+    const char *te = header(lines, end, "Transfer-Encoding");
+    const char *cl = header(lines, end, "Content-Length");
+    const char *conn = header(lines, end, "Connection");
+    if (te != NULL) {
+        *why = "chunked request bodies are not supported: send Content-Length";
+        return 411;
+    }
+    unsigned long long len = 0;
+    if (cl != NULL) {
+        char *stop;
+        errno = 0;
+        len = strtoull(cl, &stop, 10);
+        if (errno != 0 || stop == cl || *stop != '\0' || cl[0] == '-') {
+            *why = "Content-Length is not a number";
+            return 400;
+        }
+    }
+    if (len > front->limits.body_max) {
+        *why = "the body is larger than the HTTP front's bound (16 MiB)";
+        return 413;
+    }
+    c->body_len = (size_t)len;
+    c->keep_alive = conn != NULL ? strcasecmp(conn, "close") != 0 &&
+                                       (!http10 || strcasecmp(conn, "keep-alive") == 0)
+                                 : !http10;
+    c->req = (struct cr_http_request){.method = method,
+                                      .path = target,
+                                      .query = query,
+                                      .content_type = header(lines, end, "Content-Type")};
+    const char *expect = header(lines, end, "Expect");
+    if (expect != NULL && strcasecmp(expect, "100-continue") == 0 && c->in_len < c->head_len + len) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        ssize_t w = send(c->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w; /* a client that cannot take 25 bytes sends the body anyway */
+    }
+    return 0;
+}
+
+static void conn_queue(struct cr_http_front *front, struct conn *c) {
+    c->state = CONN_RUNNING;
+    conn_watch(front, c, 0); /* nothing more is read until it is answered */
+    pthread_mutex_lock(&front->lock);
+    c->next_job = NULL;
+    if (front->jobs_tail != NULL)
+        front->jobs_tail->next_job = c;
+    else
+        front->jobs_head = c;
+    front->jobs_tail = c;
+    pthread_cond_signal(&front->job_ready);
+    pthread_mutex_unlock(&front->lock);
+}
+
+static void conn_write(struct cr_http_front *front, struct conn *c);
+
+/* Looks at what has been read: a complete request is queued for a worker;
+ * a malformed one answered and the connection closed after. */
+static void conn_parse(struct cr_http_front *front, struct conn *c) {
+    if (c->head_len == 0) {
+        char *mark = NULL;
+        for (size_t i = 3; i < c->in_len && mark == NULL; i++)
+            if (memcmp(c->in + i - 3, "\r\n\r\n", 4) == 0) mark = c->in + i + 1;
+        if (mark == NULL) {
+            if (c->in_len > HEAD_MAX) {
+                answer_error(c, 431, "request head too large", "more than 16384 bytes");
+                conn_write(front, c);
+            }
+            return;
+        }
+        c->head_len = (size_t)(mark - c->in);
+        c->deadline_ms = now_ms() + front->limits.request_timeout_ms;
+        const char *why = NULL;
+        int status = parse_head(front, c, &why);
+        if (status != 0) {
+            answer_error(c, status, status == 413 ? "body too large" : "bad request", why);
+            conn_write(front, c);
+            return;
+        }
+    }
+    if (c->in_len < c->head_len + c->body_len) return;
+    /* The body, NUL-terminated in place (in_cap keeps a byte spare); the
+     * byte it covers, the start of a pipelined request, is put back after
+     * the answer. */
+    c->saved = c->in[c->head_len + c->body_len];
+    c->in[c->head_len + c->body_len] = '\0';
+    c->req.body = c->in + c->head_len;
+    c->req.body_len = c->body_len;
+    c->read_ns = cr_monotonic_ns();
+    conn_queue(front, c);
+}
+
+static void conn_read(struct cr_http_front *front, struct conn *c) {
+    for (;;) {
+        size_t want = c->head_len > 0 ? c->head_len + c->body_len + 1 : HEAD_MAX + 2;
+        if (want < c->in_len + 4096) want = c->in_len + 4096;
+        if (c->in_cap < want) {
+            char *bigger = realloc(c->in, want);
+            if (bigger == NULL) {
+                conn_close(front, c);
+                return;
+            }
+            c->in = bigger;
+            c->in_cap = want;
+        }
+        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len - 1, 0);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            c->last_ms = now_ms();
+            /* Bounded: a head is looked at once HEAD_MAX bytes are in. */
+            if (c->head_len == 0 ? c->in_len <= HEAD_MAX + 1
+                                 : c->in_len < c->head_len + c->body_len)
+                continue;
+            break;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0 && errno == EINTR) continue;
+        conn_close(front, c); /* EOF or error */
+        return;
+    }
+    if (c->deadline_ms == 0 || c->head_len == 0)
+        c->deadline_ms = now_ms() + front->limits.request_timeout_ms;
+    conn_parse(front, c);
+}
+
+/* Writes what is left of the answer; then the next request, or close. */
+static void conn_write(struct cr_http_front *front, struct conn *c) {
+    c->state = CONN_WRITING;
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->deadline_ms = now_ms() + front->limits.request_timeout_ms;
+            conn_watch(front, c, EPOLLOUT);
+            return;
+        }
+        conn_close(front, c);
+        return;
+    }
+    if (!c->keep_alive) {
+        conn_close(front, c);
+        return;
+    }
+    free(c->out);
+    c->out = NULL;
+    c->out_len = c->out_off = 0;
+    size_t used = c->head_len + c->body_len;
+    c->in[used] = c->saved;
+    memmove(c->in, c->in + used, c->in_len - used);
+    c->in_len -= used;
+    c->last_ms = now_ms();
+    conn_wait_request(front, c);
+    if (c->in_len > 0) conn_parse(front, c); /* pipelined */
+}
+
+/* A request finished by a worker: its answer goes out. */
+static void take_done(struct cr_http_front *front) {
+    uint64_t count;
+    ssize_t r = read(front->wake_fd, &count, sizeof(count));
+    (void)r;
+    pthread_mutex_lock(&front->lock);
+    struct conn *c = front->done_head;
+    front->done_head = NULL;
+    pthread_mutex_unlock(&front->lock);
+    while (c != NULL) {
+        struct conn *next = c->next_job;
+        if (c->gone)
+            conn_close(front, c);
+        else
+            conn_write(front, c);
+        c = next;
+    }
+}
+
+/* Makes room for one more connection: the one idle the longest goes (a
+ * connection waiting for its answer is never dropped).  False if none. */
+static bool drop_oldest_idle(struct cr_http_front *front) {
+    struct conn *oldest = NULL;
+    for (unsigned i = 0; i < front->conn_count; i++) {
+        struct conn *c = front->conns[i];
+        if (c->state == CONN_READING && c->in_len == 0 &&
+            (oldest == NULL || c->last_ms < oldest->last_ms))
+            oldest = c;
+    }
+    if (oldest == NULL) return false;
+    conn_close(front, oldest);
+    return true;
+}
+
+static void accept_all(struct cr_http_front *front) {
+    for (;;) {
+        int fd = accept4(front->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                CR_WARN("http", "accept: %s", strerror(errno)); /* EMFILE: retried next tick */
+            return;
+        }
+        if (front->conn_count == front->limits.connections_max && !drop_oldest_idle(front)) {
+            close(fd); /* every connection is mid-request: the client retries */
+            continue;
+        }
+        struct conn *c = calloc(1, sizeof(*c));
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+        if (c == NULL || epoll_ctl(front->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            free(c);
+            close(fd);
+            continue;
+        }
+        int one = 1; /* headers and body leave in one write; still, no Nagle delay */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        c->fd = fd;
+        c->last_ms = now_ms();
+        c->deadline_ms = c->last_ms + front->limits.idle_timeout_ms;
+        front->conns[front->conn_count++] = c;
+    }
+}
+
+static void expire(struct cr_http_front *front) {
+    uint64_t now = now_ms();
+    for (unsigned i = 0; i < front->conn_count;) {
+        struct conn *c = front->conns[i];
+        if (c->state != CONN_RUNNING && now >= c->deadline_ms) {
+            conn_close(front, c); /* moves the last one into slot i */
+            continue;
+        }
+        i++;
+    }
+}
+
+static void on_event(struct cr_http_front *front, struct conn *c, uint32_t events) {
+    if (c->state == CONN_RUNNING) {
+        /* Hung up while a worker runs it: forget the socket now (an
+         * unwatched hang-up would be reported again and again), free the
+         * connection when the worker is done. */
+        if (events & (EPOLLHUP | EPOLLERR)) {
+            epoll_ctl(front->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+            c->gone = true;
+        }
+        return;
+    }
+    if (c->state == CONN_WRITING) {
+        if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) conn_write(front, c);
+        return;
+    }
+    conn_read(front, c);
+}
+
+static void *io_main(void *arg) {
+    struct cr_http_front *front = arg;
+    struct epoll_event events[64];
+    uint64_t next_tick = now_ms() + TICK_MS;
+    while (!atomic_load(&front->stopping)) {
+        int n = epoll_wait(front->epoll_fd, events, 64, TICK_MS);
+        for (int i = 0; i < n; i++) {
+            void *p = events[i].data.ptr;
+            if (p == &front->listen_fd)
+                accept_all(front);
+            else if (p == &front->wake_fd)
+                take_done(front);
+            else
+                on_event(front, p, events[i].events);
+        }
+        if (now_ms() >= next_tick) {
+            expire(front);
+            next_tick = now_ms() + TICK_MS;
+        }
+    }
+    return NULL;
+}
+
+/* ---- start and stop ---- */
+
+void cr_http_front_limits_default(struct cr_http_front_limits *out) {
+    *out = (struct cr_http_front_limits){.workers = 16,
+                                         .connections_max = 4096,
+                                         .request_timeout_ms = 30000,
+                                         .idle_timeout_ms = 60000,
+                                         .body_max = CR_HTTP_BODY_MAX};
+}
+
+/* Binds HOST:PORT (or [V6]:PORT, or PORT on every address). */
+static int listen_on(const char *address, char *error, size_t error_size) {
+    char host[256] = "", port[16];
+    const char *colon = strrchr(address, ':');
+    if (colon == NULL) {
+        snprintf(port, sizeof(port), "%s", address);
+    } else {
+        size_t hl = (size_t)(colon - address);
+        if (hl >= 2 && address[0] == '[' && address[hl - 1] == ']') address++, hl -= 2;
+        if (hl >= sizeof(host) || strlen(colon + 1) >= sizeof(port)) {
+            snprintf(error, error_size, "cannot serve HTTP on %s: not HOST:PORT", address);
+            return -1;
+        }
+        memcpy(host, address, hl);
+        host[hl] = '\0';
+        snprintf(port, sizeof(port), "%s", colon + 1);
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+    if (gai != 0) {
+        snprintf(error, error_size, "cannot serve HTTP on %s: %s", address, gai_strerror(gai));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        snprintf(error, error_size, "cannot serve HTTP on %s: cannot bind: %s", address,
+                 strerror(errno));
+        if (fd >= 0) close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+int cr_http_front_start(struct cr_http_front *front, const char *address,
+                        const struct cr_http_front_limits *limits, char *error,
+                        size_t error_size) {
+    assert(front != NULL && !front->started && limits != NULL);
+    assert(limits->workers >= 1 && limits->workers <= WORKERS_MAX && limits->connections_max >= 1);
+    front->limits = *limits;
+    front->conns = calloc(limits->connections_max, sizeof(*front->conns));
+    front->listen_fd = front->conns != NULL ? listen_on(address, error, error_size) : -1;
+    if (front->listen_fd < 0) {
+        if (front->conns == NULL) snprintf(error, error_size, "out of memory");
         return CR_ERR_IO;
     }
-    mg_set_request_handler(front->ctx, "/", dispatch, front);
+    front->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    front->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &front->listen_fd};
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &front->wake_fd};
+    if (front->epoll_fd < 0 || front->wake_fd < 0 ||
+        epoll_ctl(front->epoll_fd, EPOLL_CTL_ADD, front->listen_fd, &lev) != 0 ||
+        epoll_ctl(front->epoll_fd, EPOLL_CTL_ADD, front->wake_fd, &wev) != 0) {
+        snprintf(error, error_size, "cannot serve HTTP on %s: epoll: %s", address,
+                 strerror(errno));
+        return CR_ERR_IO;
+    }
+    pthread_mutex_init(&front->lock, NULL);
+    pthread_cond_init(&front->job_ready, NULL);
+    front->started = true;
+    for (unsigned i = 0; i < limits->workers; i++) {
+        if (pthread_create(&front->workers[i], NULL, worker_main, front) != 0) break;
+        pthread_setname_np(front->workers[i], "http-worker");
+        front->worker_count++;
+    }
+    bool io = front->worker_count == limits->workers &&
+              pthread_create(&front->io_thread, NULL, io_main, front) == 0;
+    if (!io) {
+        snprintf(error, error_size, "cannot serve HTTP on %s: cannot start threads", address);
+        return CR_ERR_IO;
+    }
+    pthread_setname_np(front->io_thread, "http-io");
+    front->io_started = true;
     return CR_OK;
 }
 
 void cr_http_front_destroy(struct cr_http_front *front) {
     if (front == NULL) return;
-    if (front->ctx != NULL) {
-        mg_stop(front->ctx);
-        mg_exit_library();
+    if (front->started) {
+        /* Workers finish what they run and stop; then the event thread. */
+        pthread_mutex_lock(&front->lock);
+        atomic_store(&front->stopping, true);
+        pthread_cond_broadcast(&front->job_ready);
+        pthread_mutex_unlock(&front->lock);
+        for (unsigned i = 0; i < front->worker_count; i++) pthread_join(front->workers[i], NULL);
+        if (front->io_started) pthread_join(front->io_thread, NULL);
+        while (front->conn_count > 0) conn_close(front, front->conns[0]);
+        pthread_cond_destroy(&front->job_ready);
+        pthread_mutex_destroy(&front->lock);
     }
+    if (front->listen_fd >= 0) close(front->listen_fd);
+    if (front->epoll_fd >= 0) close(front->epoll_fd);
+    if (front->wake_fd >= 0) close(front->wake_fd);
+    free(front->conns);
     free(front);
 }

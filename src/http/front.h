@@ -1,9 +1,11 @@
-/* The HTTP front: CivetWeb serving crescent's admin and query routes.
+/* The HTTP front: crescent's admin and query routes over HTTP/1.1.
  *
- * Routes are registered before cr_http_front_start.  Handlers run on
- * CivetWeb's worker threads, so they must not touch actor state: they ask an
- * actor (cr_ask) and render what it answers.  Bodies are read fully, up to
- * CR_HTTP_BODY_MAX, before a handler runs. */
+ * One event thread (epoll) owns every connection and reads each request
+ * whole (head up to 16 KiB, body up to CR_HTTP_BODY_MAX, Content-Length
+ * only); a pool of worker threads runs the handlers, so an idle or slow
+ * connection holds no thread.  Routes are registered before
+ * cr_http_front_start.  Handlers run on the workers, so they must not touch
+ * actor state: they ask an actor (cr_ask) and render what it answers. */
 #ifndef CRESCENT_HTTP_FRONT_H
 #define CRESCENT_HTTP_FRONT_H
 
@@ -42,10 +44,24 @@ int cr_http_front_create(struct cr_http_front **out);
 int cr_http_front_add_route(struct cr_http_front *front, const char *method, const char *path,
                             cr_http_handler handler, void *ctx);
 
-/* Starts listening on HOST:PORT with `threads` workers.  On failure returns
- * CR_ERR_IO and writes CivetWeb's reason ("cannot bind ...") into `error`. */
-int cr_http_front_start(struct cr_http_front *front, const char *address, unsigned threads,
-                        char *error, size_t error_size);
+struct cr_http_front_limits {
+    unsigned workers;            /* handler threads, 1..256 */
+    unsigned connections_max;    /* open connections; past it the longest idle is closed */
+    unsigned request_timeout_ms; /* from a request's first byte to its last, and per write */
+    unsigned idle_timeout_ms;    /* a keep-alive connection with no request is closed */
+    size_t body_max;             /* larger bodies are answered 413 */
+};
+
+/* 16 workers, 4096 connections, 30 s per request, 60 s idle, 16 MiB bodies. */
+void cr_http_front_limits_default(struct cr_http_front_limits *out);
+
+/* Starts listening on HOST:PORT ([V6]:PORT, or PORT on every address).  On
+ * failure returns CR_ERR_IO and writes the reason ("cannot serve HTTP on …:
+ * cannot bind: Address already in use") into `error`; the front is then
+ * only to be destroyed. */
+int cr_http_front_start(struct cr_http_front *front, const char *address,
+                        const struct cr_http_front_limits *limits, char *error,
+                        size_t error_size);
 
 /* Each route's latency (request read to response built), for /metrics. */
 struct cr_http_route_latency {
@@ -58,7 +74,8 @@ struct cr_http_route_latency {
 uint32_t cr_http_front_latency(const struct cr_http_front *front,
                                struct cr_http_route_latency *out, uint32_t max);
 
-/* Stops accepting, waits for the workers to finish, frees everything. */
+/* Lets the workers finish the requests they hold, stops accepting, closes
+ * every connection, frees everything. */
 void cr_http_front_destroy(struct cr_http_front *front);
 
 /* Helpers for handlers: a JSON body, or {"error":…, "detail":…}. */

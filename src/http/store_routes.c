@@ -69,8 +69,9 @@ static json_t *object_json(const struct cr_store_object_view *v, uint64_t now_ms
     json_t *reps = json_array();
     for (uint32_t i = 0; i < v->replicas.count; i++) {
         const struct cr_store_replica_desc *d = &v->replicas.replicas[i];
-        json_array_append_new(reps, json_pack("{s:s, s:s, s:I, s:I, s:s}", "segment",
-                                              d->segment_name, "endpoint", d->endpoint, "buffer",
+        json_array_append_new(reps, json_pack("{s:s, s:s, s:s, s:I, s:I, s:s}", "segment",
+                                              d->segment_name, "endpoint", d->endpoint,
+                                              "protocol", d->protocol, "buffer",
                                               (json_int_t)d->buffer, "size", (json_int_t)d->size,
                                               "status", status_name(d->status)));
     }
@@ -109,6 +110,27 @@ static int render_objects(const cr_store *store, uint64_t now_ms,
     free(views);
     *out = json_pack("{s:I, s:b, s:o}", "count", (json_int_t)n, "truncated", n == limit, "objects",
                      arr);
+    return CR_OK;
+}
+
+/* Every key, in chunks of OBJECTS_LIMIT_MAX views (Mooncake's /get_all_keys). */
+static int render_keys(const cr_store *store, uint64_t now_ms, json_t **out) {
+    struct cr_store_object_view *views = malloc(OBJECTS_LIMIT_MAX * sizeof(*views));
+    json_t *keys = json_array();
+    if (views == NULL || keys == NULL) {
+        free(views);
+        json_decref(keys);
+        return CR_ERR_NOMEM;
+    }
+    uint32_t cursor = 0;
+    size_t n;
+    do {
+        n = cr_store_list_objects(store, NULL, NULL, now_ms, &cursor, OBJECTS_LIMIT_MAX, views);
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(keys, bytes_json(views[i].key, views[i].key_len));
+    } while (n == OBJECTS_LIMIT_MAX);
+    free(views);
+    *out = json_pack("{s:o}", "keys", keys);
     return CR_OK;
 }
 
@@ -153,6 +175,7 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
         break;
     }
     case CR_MASTER_ADMIN_STATS: doc = render_stats(store, now_ms, counters); break;
+    case CR_MASTER_ADMIN_KEYS: rc = render_keys(store, now_ms, &doc); break;
     default: return CR_ERR_INVALID_PARAMS;
     }
     if (rc != CR_OK) return rc;
@@ -162,24 +185,34 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Routes (on CivetWeb workers: they ask, never touch the store) */
+/* Routes (on HTTP workers: they ask, never touch the store) */
 
-static void answer(struct cr_subsystems *peers, struct cr_master_admin_query *q,
-                   struct cr_http_response *resp) {
-    char *json = NULL;
+int cr_store_routes_ask(struct cr_subsystems *peers, struct cr_master_admin_query *q,
+                        char **json_out) {
+    *json_out = NULL;
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     q->wall_now_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
     struct cr_msg msg = {.type = CR_MSG_MASTER_ADMIN};
     struct cr_msg_master_admin *body = CR_MSG_BODY(&msg, struct cr_msg_master_admin);
     body->query = q;
-    body->json_out = &json;
+    body->json_out = json_out;
     int rc = cr_ask(peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg, peers->ask_timeout_ns);
+    if (rc != CR_OK) {
+        free(*json_out);
+        *json_out = NULL;
+    }
+    return rc;
+}
+
+static void answer(struct cr_subsystems *peers, struct cr_master_admin_query *q,
+                   struct cr_http_response *resp) {
+    char *json = NULL;
+    int rc = cr_store_routes_ask(peers, q, &json);
     if (rc == CR_OK) {
         cr_http_respond_json(resp, 200, json);
         return;
     }
-    free(json);
     int status = rc == CR_ERR_SEGMENT_NOT_FOUND || rc == CR_ERR_OBJECT_NOT_FOUND ? 404
                  : rc == CR_ERR_INVALID_PARAMS                                   ? 400
                                                                                  : 503;

@@ -1,7 +1,7 @@
 /* The store master's admin routes (GET /api/v1/segments, /segments/{name},
  * /objects, /objects/{key}, /stats) and the JSON they answer.
  *
- * The handlers run on CivetWeb workers and ask the segments actor
+ * The handlers run on HTTP workers and ask the segments actor
  * (CR_MSG_MASTER_ADMIN); the segments actor renders the answer on its own
  * thread with cr_store_admin_render, so no store state leaves that thread. */
 #ifndef CRESCENT_HTTP_STORE_ROUTES_H
@@ -28,6 +28,16 @@ struct cr_store_admin_counters {
 int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
                           const struct cr_store_admin_counters *counters,
                           const struct cr_master_admin_query *q, char **json_out);
+
+/* Asks the segments actor to render `q` (wall_now_ms is set here); on CR_OK
+ * *json_out is the malloc'd JSON.  For HTTP workers. */
+int cr_store_routes_ask(struct cr_subsystems *peers, struct cr_master_admin_query *q,
+                        char **json_out);
+
+/* Mooncake master's store endpoints, in its shapes (text/plain, one item per
+ * line): GET /query_key?key=, /get_all_keys, /get_all_segments,
+ * /query_segment?segment=.  For the --metrics-port front. */
+int cr_mooncake_routes_register(struct cr_http_front *front, struct cr_subsystems *peers);
 
 /* Adds the routes; handlers ask peers->actors[CR_SUBSYSTEM_SEGMENTS]. */
 int cr_store_routes_register(struct cr_http_front *front, struct cr_subsystems *peers);

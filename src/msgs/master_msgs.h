@@ -139,6 +139,7 @@ enum cr_master_admin_kind {
     CR_MASTER_ADMIN_OBJECTS = 3,  /* tenant, prefix, limit */
     CR_MASTER_ADMIN_OBJECT = 4,   /* tenant, key */
     CR_MASTER_ADMIN_STATS = 5,
+    CR_MASTER_ADMIN_KEYS = 6,     /* every key of every tenant: {"keys": [...]} */
 };
 
 /* Ask: segments renders the answer as JSON text into *json_out (malloc'd;

@@ -96,6 +96,7 @@ struct cr_xfer_client {
     uint32_t in_flight;
     uint32_t completed;               /* ops completed in the current poll */
     uint32_t dirty_count;
+    uint32_t tcp_open;                /* tcp connections open: 0 lets poll skip epoll */
     struct xfer_op_slot *ops;         /* cfg.max_ops */
     struct xfer_tcp_conn **dirty;     /* conns with unsent requests */
     uint32_t *shm_ready;              /* ring of shm ops to run at the next poll */

@@ -86,6 +86,7 @@ int cr_xfer_tcp_connect(struct xfer_tcp_conn *c) {
         return CR_ERR_IO;
     }
     c->fd = fd;
+    cli->tcp_open++;
     c->events = EPOLLIN;
     c->head = c->sent = c->tail = 0;
     c->send_offset = c->bytes_queued = c->payload_left = 0;
@@ -116,6 +117,8 @@ void cr_xfer_tcp_fail(struct xfer_tcp_conn *c, int status, const char *reason) {
         epoll_ctl(cli->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
         close(c->fd);
         c->fd = -1;
+        assert(cli->tcp_open > 0);
+        cli->tcp_open--;
     }
     char message[CR_XFER_MESSAGE_MAX];
     snprintf(message, sizeof(message), "%s: %s", c->peer->endpoint, reason);

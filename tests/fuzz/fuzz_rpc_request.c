@@ -22,6 +22,9 @@
  *    checked independently by walking the message's descriptor: keys 1..4096
  *    bytes, tenants at most 23, batches at most 4096, value_length > 0,
  *    replica_num 1..8, client ids where required, segment names 1..255;
+ *  - the pre-scan bounds what protobuf-c allocates: an accepted request
+ *    holds at most CR_RPC_UNKNOWN_FIELDS_MAX unknown fields over all its
+ *    levels (protobuf-c keeps each as an allocation of its own);
  *  - running an accepted request on the store gives a reply that decodes as
  *    the method's response, whose status_code is what the method returned
  *    (batches: the reply decodes; their code is per entry).
@@ -185,6 +188,25 @@ static void check_envelope(const uint8_t *frames[3], const size_t lens[3], size_
         abort();
 }
 
+/* Unknown fields kept by protobuf-c in msg and every sub-message. */
+static size_t unknown_fields(const ProtobufCMessage *msg) {
+    size_t n = msg->n_unknown_fields;
+    const ProtobufCMessageDescriptor *d = msg->descriptor;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        const void *at = field_at(msg, f->offset);
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t count = *(const size_t *)field_at(msg, f->quantifier_offset);
+            ProtobufCMessage *const *items = *(ProtobufCMessage *const *const *)at;
+            for (size_t j = 0; j < count; j++) n += unknown_fields(items[j]);
+        } else if (*(ProtobufCMessage *const *)at != NULL) {
+            n += unknown_fields(*(ProtobufCMessage *const *)at);
+        }
+    }
+    return n;
+}
+
 static int handle(const uint8_t *frames[3], const size_t lens[3], size_t count) {
     struct cr_rpc_envelope env;
     bool ok = cr_rpc_read_envelope(count, frames, lens, &env);
@@ -195,10 +217,11 @@ static int handle(const uint8_t *frames[3], const size_t lens[3], size_t count) 
     if (m == NULL) return CR_ERR_INVALID_PARAMS;
     if (m->id != method || m->request == NULL || m->response == NULL) abort();
     /* As the gateway: the allocation-free pre-scan, then the unpack. */
-    if (!cr_rpc_prescan(m->request, env.body, env.body_len, CR_MASTER_BATCH_MAX))
+    if (cr_rpc_prescan(m->request, env.body, env.body_len, CR_MASTER_BATCH_MAX) != NULL)
         return CR_ERR_PROTOCOL;
     ProtobufCMessage *req = protobuf_c_message_unpack(m->request, NULL, env.body_len, env.body);
     if (req == NULL) return CR_ERR_PROTOCOL;
+    if (unknown_fields(req) > CR_RPC_UNKNOWN_FIELDS_MAX) abort();
     char err[CR_RPC_ERROR_MAX];
     memset(err, 'x', sizeof(err));
     int rc = cr_rpc_validate(method, req, err);
@@ -251,11 +274,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 /* ---- seed corpus: the requests of the unit and integration tests (one per
  * method, valid and refused), written when CR_FUZZ_SEEDS is set ---- */
 
-static void write_seed(const char *dir, const ProtobufCMessage *msg, uint16_t method) {
+static void write_raw_seed(const char *dir, uint16_t method, const uint8_t *body, size_t len) {
     static unsigned n;
-    uint8_t *body;
-    size_t len;
-    if (cr_rpc_pack(msg, &body, &len) != CR_OK) abort();
     char path[4096];
     snprintf(path, sizeof(path), "%s/seed-%03u", dir, n++);
     FILE *f = fopen(path, "wb");
@@ -267,7 +287,31 @@ static void write_seed(const char *dir, const ProtobufCMessage *msg, uint16_t me
         fwrite(body, 1, len, f);
         fclose(f);
     }
+}
+
+static void write_seed(const char *dir, const ProtobufCMessage *msg, uint16_t method) {
+    uint8_t *body;
+    size_t len;
+    if (cr_rpc_pack(msg, &body, &len) != CR_OK) abort();
+    write_raw_seed(dir, method, body, len);
     free(body);
+}
+
+/* Unknown fields: a GetVersion with exactly the bound of them and one more,
+ * and an ExistKey whose known fields are followed by unknown ones of every
+ * wire type (field 16 varint, 17 fixed64, 18 bytes, 19 fixed32). */
+static void seeds_unknown(const char *dir) {
+    uint8_t body[3 * (CR_RPC_UNKNOWN_FIELDS_MAX + 1)];
+    for (size_t i = 0; i <= CR_RPC_UNKNOWN_FIELDS_MAX; i++)
+        body[3 * i] = 0x80, body[3 * i + 1] = 0x01, body[3 * i + 2] = 0x00;
+    write_raw_seed(dir, CRESCENT__MASTER__METHOD__GET_VERSION, body,
+                   3 * CR_RPC_UNKNOWN_FIELDS_MAX);
+    write_raw_seed(dir, CRESCENT__MASTER__METHOD__GET_VERSION, body, sizeof(body));
+    static const uint8_t exist[] = {0x0a, 0x02, 'k', '1', 0x12, 0x01, 't',  0x80, 0x01, 0x05,
+                                    0x89, 0x01, 1,    2,   3,   4,    5,    6,    7,    8,
+                                    0x92, 0x01, 0x02, 'x', 'y', 0x9d, 0x01, 1,    2,    3,
+                                    4};
+    write_raw_seed(dir, CRESCENT__MASTER__METHOD__EXIST_KEY, exist, sizeof(exist));
 }
 
 static void seeds_puts(const char *dir, Crescent__Master__UUID *client) {
@@ -348,5 +392,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     write_seed(dir, &unmount.base, CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT);
     seeds_puts(dir, &client);
     seeds_keys(dir, &client);
+    seeds_unknown(dir);
     return 0;
 }

@@ -116,8 +116,10 @@ def _daemon_init_with_free_sockets(self, args):
     for flag in ("--rpc-address", "--event-address", "--replay-address"):
         if flag not in args:
             args += [flag, f"tcp://127.0.0.1:{free_port()}"]
-    if "--local-segment-size" not in args:
+    if "--local-segment-size" not in args and "--local_segment_size" not in args:
         args += ["--local-segment-size", "0"]
+    if "--metrics-port" not in args and "--metrics_port" not in args:  # Mooncake's, 9003
+        args += ["--metrics-port", str(free_port())]
     _daemon_init_with_args(self, args)
 
 

@@ -306,3 +306,26 @@ class MasterClient:
         if segment_name:
             req.segment_name = segment_name
         return self.call(self.pb.BATCH_REPLICA_CLEAR, req)
+
+    # ---- copy/move tasks --------------------------------------------------
+    def create_copy_task(self, key, targets, source=None, tenant="default"):
+        req = self.pb.CreateCopyTaskRequest(key=key, targets=targets, tenant_id=tenant)
+        if source:
+            req.source = source
+        return self.call(self.pb.CREATE_COPY_TASK, req)
+
+    def create_move_task(self, key, source, target, tenant="default"):
+        return self.call(self.pb.CREATE_MOVE_TASK, self.pb.CreateMoveTaskRequest(
+            key=key, source=source, target=target, tenant_id=tenant))
+
+    def query_task(self, task_id):
+        return self.call(self.pb.QUERY_TASK, self.pb.QueryTaskRequest(task_id=task_id))
+
+    def fetch_tasks(self, max_tasks=16, client_id=None):
+        return self.call(self.pb.FETCH_TASKS, self.pb.FetchTasksRequest(
+            client_id=self.uuid(client_id), max_tasks=max_tasks))
+
+    def mark_task_to_complete(self, task_id, success=True, message="", client_id=None):
+        status = self.pb.SUCCESS if success else self.pb.FAILED
+        return self.call(self.pb.MARK_TASK_TO_COMPLETE, self.pb.MarkTaskToCompleteRequest(
+            client_id=self.uuid(client_id), task_id=task_id, status=status, message=message))

@@ -4,6 +4,7 @@ its rate, and that a run leaves nothing behind and touches nothing else."""
 import json
 import os
 import subprocess
+import urllib.request
 import uuid
 
 import pytest
@@ -37,9 +38,10 @@ def store_stats(store):
 
 def bench(store, tmp_path, *args, timeout=120):
     """Runs crescent-bench with --json; returns (exit code, document, stdout+stderr)."""
-    _, rpc = store
+    d, rpc = store
+    http = ["--http", f"127.0.0.1:{d.port}"] if d is not None else []
     out = tmp_path / f"bench-{uuid.uuid4().hex[:8]}.json"
-    p = subprocess.run([binary("crescent-bench"), "--rpc", rpc, "--json", str(out), *args],
+    p = subprocess.run([binary("crescent-bench"), "--rpc", rpc, *http, "--json", str(out), *args],
                        capture_output=True, text=True, timeout=timeout)
     doc = json.loads(out.read_text()) if out.exists() else None
     return p.returncode, doc, p.stdout + p.stderr
@@ -100,7 +102,8 @@ def test_remove_workload_removes_what_it_put(store, tmp_path):
                           "1000", "--connections", "2", "--depth", "8")
     assert rc == 0, text
     check_document(doc)
-    assert doc["operations_by_kind"] == {"get": 0, "put": 0, "exist": 0, "remove": 1000}
+    assert doc["operations_by_kind"] == {"get": 0, "put": 0, "exist": 0, "remove": 1000,
+                                         "query": 0, "route": 0}
     assert doc["errors"] == 0
 
 
@@ -155,9 +158,37 @@ def test_open_loop_holds_its_rate(store, tmp_path):
     assert abs(doc["throughput_ops_s"] - rate) / rate < 0.05, doc["throughput_ops_s"]
 
 
+def indexer_view(store):
+    d, _ = store
+    with urllib.request.urlopen(f"http://127.0.0.1:{d.port}/global_view", timeout=10) as r:
+        return json.loads(r.read())
+
+
+@pytest.mark.parametrize("workload", ["query", "route"])
+def test_indexer_workloads_with_simulated_publishers(store, tmp_path, workload):
+    """The bench checks before measuring that the indexer reports its prompt 0
+    as cached whole (else it would be timing misses)."""
+    rc, doc, text = bench(store, tmp_path, "--workload", workload, "--prompts", "50",
+                          "--prompt-tokens", "256", "--shared-prefix", "0.25", "--instances",
+                          "3", "--connections", "2", "--duration", "1", "--warmup", "0.2")
+    assert rc == 0, text
+    check_document(doc)
+    assert doc["operations_by_kind"][workload] == doc["operations"] and doc["errors"] == 0
+    assert doc["options"]["instances"] == 3 and doc["options"]["prompt_tokens"] == 256
+    # Its instances are unregistered and their blocks gone.
+    view = indexer_view(store)
+    assert view["blocks"] == 0, view
+    run_id = doc["options"]["run_id"]
+    assert not [i for i in view["instance_list"] if i["instance_id"].startswith(run_id)], view
+    if workload == "route":  # warm-up requests are routed too, not measured
+        assert view["route"]["requests"] >= doc["operations"]
+
+
 def test_usage_errors(store, tmp_path):
     for args in (["--workload", "nope"], ["--depth", "0"], ["--mix", "1:1:1:1"],
-                 ["--workload", "remove"], ["--distribution", "pareto"], ["extra"]):
+                 ["--workload", "remove"], ["--distribution", "pareto"], ["extra"],
+                 ["--workload", "query", "--prompt-tokens", "8"],
+                 ["--workload", "query", "--batch", "4"], ["--prompts", "70000"]):
         rc, doc, text = bench(store, tmp_path, *args)
         assert rc == 2 and "crescent-bench:" in text, (args, text)
     p = subprocess.run([binary("crescent-bench"), "--help"], capture_output=True, text=True)

@@ -1,6 +1,7 @@
 """Issue 10: requests that must neither crash, stall nor bloat crescentd
 (a hostile client's view; each test failed on the code before its fix)."""
 import json
+import socket
 import statistics
 import time
 
@@ -8,6 +9,8 @@ from conftest import http_get
 from master_client import STATUS, MasterClient
 from test_indexer import post
 from test_store_master import start_master
+
+MiB = 1 << 20
 
 # Every route that parses a request body (src/http/indexer_routes.c).
 JSON_ROUTES = ["/query", "/query_by_hash", "/route", "/register", "/unregister", "/load"]
@@ -48,23 +51,34 @@ def test_catastrophic_regex_neither_freezes_the_master_nor_runs_unbounded(daemon
     # Each key costs ^(a+)+$ some 10^5-10^6 backtracking steps: 10,000 of them
     # blocked every call for 88 s when the scan ran in one piece on segments.
     keys = ["a" * 18 + f"_{i}" for i in range(10_000)]
-    d, rpc = start_master(daemon, "--regex-budget-steps", "4000000000")
+    # --client-ttl: the test's client does not ping while it waits.
+    d, rpc = start_master(daemon, "--regex-budget-steps", "4000000000", "--client-ttl", "600")
     with MasterClient(rpc, client_id=(7, 7)) as c, MasterClient(rpc, client_id=(8, 8)) as other:
         c.mount_segment("s", 64 << 20)
         _put_keys(c, keys)
-        pending = c.send(c.pb.GET_REPLICA_LIST_BY_REGEX,
-                         c.pb.GetReplicaListByRegexRequest(key_regex="^(a+)+$"))
-        health, rpc_calls = [], []
-        while len(health) < 20:  # a few seconds of the scan (tens of seconds in all)
+        def probe(health, rpc_calls):
             health.append(_timed(lambda: http_get(d.port, "/health", timeout=5)))
             rpc_calls.append(_timed(lambda: other.exist_key(keys[0])))
+
+        quiet = ([], [])
+        for _ in range(10):
+            probe(*quiet)
+        pending = c.send(c.pb.GET_REPLICA_LIST_BY_REGEX,
+                         c.pb.GetReplicaListByRegexRequest(key_regex="^(a+)+$"))
+        busy = ([], [])
+        while len(busy[0]) < 20:  # a few seconds of the scan (tens of seconds in all)
+            probe(*busy)
         assert c.sock.poll(0) == 0, "the scan ended before the probes: they proved nothing"
-        # Loaded machine: the median shows the interleaving, the max a bound.
-        assert statistics.median(health) < 0.1 and max(health) < 2, health
-        assert statistics.median(rpc_calls) < 0.1 and max(rpc_calls) < 2, rpc_calls
+        # 100 ms on a quiet machine; on a loaded one (other builds share the
+        # two cores) the same call without the scan sets the scale.  A frozen
+        # master answers nothing for the whole scan.
+        for before, during in zip(quiet, busy):
+            bound = max(0.1, 3 * statistics.median(before) + 0.05)
+            assert statistics.median(during) < bound and max(during) < 4, (before, during)
+        assert pending
     d.stop()
     # With the default budget the same call is refused, naming the bound and its flag.
-    d, rpc = start_master(daemon)
+    d, rpc = start_master(daemon, "--client-ttl", "600")
     with MasterClient(rpc, client_id=(7, 7)) as c:
         c.mount_segment("s", 64 << 20)
         _put_keys(c, keys)
@@ -79,3 +93,66 @@ def test_catastrophic_regex_neither_freezes_the_master_nor_runs_unbounded(daemon
         assert rm.status_code == STATUS["INVALID_PARAMS"] and rm.removed_count == 0
         assert c.exist_key(keys[-1]).status_code == 0  # nothing removed
         print(f"default budget refused after {took:.2f} s")
+
+
+def _rss_kb(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def test_unknown_protobuf_fields_are_refused_before_they_cost_memory(daemon):
+    # protobuf-c keeps each unknown field as an allocation of its own: one such
+    # 16 MiB GetVersion raised RSS by 490 MB, eight pipelined peaked at 2.78 GB.
+    d, rpc = start_master(daemon)
+    with MasterClient(rpc, client_id=(9, 9)) as c:
+        c.get_version()
+        base = _rss_kb(d.proc.pid, "VmRSS")
+        body = b"\x80\x01\x00" * ((16 * MiB - 16) // 3)
+        ids = [c.send(c.pb.GET_VERSION, body) for _ in range(8)]
+        for rid in ids:
+            status, text = c.wait(rid, timeout=60)
+            assert status == STATUS["PROTOCOL"], (status, text)
+            assert b"more than 64 fields unknown to master.proto" in text, text
+        assert c.get_version().version  # still serving
+        peak = _rss_kb(d.proc.pid, "VmHWM") - base
+        after = _rss_kb(d.proc.pid, "VmRSS") - base
+        print(f"RSS: +{peak // 1024} MB at peak, +{after // 1024} MB after")
+        # ZMQ holds the frames themselves (8 x 16 MiB) while they wait.
+        assert peak < 400 * 1024 and after < 200 * 1024, (peak, after)
+
+
+def test_idle_connections_do_not_take_the_http_front_down(daemon):
+    # With a thread per connection, 16 idle connections blocked the front for
+    # request_timeout_ms, and 1000 keep-alive ones starved fresh requests.
+    d = daemon()
+    idle = []
+    try:
+        for i in range(1000):
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+            if i % 2:  # half after one request, kept alive; half never sent a byte
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            idle.append(s)
+        took = [_timed(lambda: http_get(d.port, "/health", timeout=5)) for _ in range(20)]
+        assert statistics.median(took) < 0.1 and max(took) < 2, took
+        # The idle ones are still served when they speak.
+        idle[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert idle[0].recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_connection_bound_drops_the_longest_idle_first(daemon):
+    d = daemon("--http-connections-max", "8")
+    idle = [socket.create_connection(("127.0.0.1", d.port), timeout=5) for _ in range(8)]
+    try:
+        assert http_get(d.port, "/health")[0] == 200  # the ninth: the oldest idle made room
+        idle[0].settimeout(5)
+        assert idle[0].recv(1) == b""  # closed by crescentd
+    finally:
+        for s in idle:
+            s.close()

@@ -510,10 +510,41 @@ static void test_validation_refuses_bad_requests(void **state) {
     s.client_id = NULL;
     assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err),
                      CR_ERR_INVALID_PARAMS);
+    /* Copy/move tasks: the request's own contradictions are refused here. */
+    Crescent__Master__CreateMoveTaskRequest mv = CRESCENT__MASTER__CREATE_MOVE_TASK_REQUEST__INIT;
+    mv.key = "k", mv.source = "seg-a", mv.target = "seg-a";
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__CREATE_MOVE_TASK, &mv.base, err),
+                     CR_ERR_INVALID_PARAMS);
+    assert_string_equal(err, "target equals the source segment");
+    mv.target = "seg-b";
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__CREATE_MOVE_TASK, &mv.base, err),
+                     CR_OK);
+    Crescent__Master__CreateCopyTaskRequest cp = CRESCENT__MASTER__CREATE_COPY_TASK_REQUEST__INIT;
+    char *twice[] = {"seg-b", "seg-b"};
+    cp.key = "k", cp.targets = twice, cp.n_targets = 0;
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__CREATE_COPY_TASK, &cp.base, err),
+                     CR_ERR_INVALID_PARAMS);
+    cp.n_targets = 2;
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__CREATE_COPY_TASK, &cp.base, err),
+                     CR_ERR_INVALID_PARAMS);
+    assert_string_equal(err, "target 1 names the same segment as an earlier one");
+    cp.n_targets = 1;
+    cp.source = "seg-b";
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__CREATE_COPY_TASK, &cp.base, err),
+                     CR_ERR_INVALID_PARAMS);
+    cp.source = NULL;
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__CREATE_COPY_TASK, &cp.base, err),
+                     CR_OK);
+    Crescent__Master__MarkTaskToCompleteRequest mk =
+        CRESCENT__MASTER__MARK_TASK_TO_COMPLETE_REQUEST__INIT;
+    mk.status = CRESCENT__MASTER__TASK_STATUS__PROCESSING;
+    assert_int_equal(
+        cr_rpc_validate(CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE, &mk.base, err),
+        CR_ERR_INVALID_PARAMS);
     /* Every response type packs as a bare status. */
     size_t n;
     const struct cr_rpc_method *m = cr_rpc_methods(&n);
-    assert_int_equal(n, 22);
+    assert_int_equal(n, 27);
     for (size_t i = 0; i < n; i++) {
         uint8_t *buf;
         size_t len;

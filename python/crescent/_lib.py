@@ -1,0 +1,132 @@
+"""ctypes declarations of libcrescent (include/crescent/client.h, error.h).
+
+The library is found, in order: $CRESCENT_LIB (a path to libcrescent.so);
+zig-out/lib of the checkout this package sits in; the system's library path
+(ldconfig, LD_LIBRARY_PATH).  Struct layouts mirror client.h field for field.
+"""
+import ctypes
+import ctypes.util
+import os
+
+c_char_p = ctypes.c_char_p
+c_size_t = ctypes.c_size_t
+c_int = ctypes.c_int
+c_bool = ctypes.c_bool
+c_u64 = ctypes.c_uint64
+c_i64 = ctypes.c_int64
+c_void_p = ctypes.c_void_p
+
+CLIENT_ID_BYTES = 16
+
+
+class Options(ctypes.Structure):
+    _fields_ = [("timeout_ms", c_int), ("client_id", ctypes.POINTER(ctypes.c_uint8)),
+                ("zmq_context", c_void_p),
+                # NULL: CRESCENT_CURVE_SERVER_KEY / _PUBLIC_KEY / _SECRET_KEY, else plain TCP
+                ("curve_server_key", c_char_p), ("curve_public_key", c_char_p),
+                ("curve_secret_key", c_char_p)]
+
+
+class BufHandle(ctypes.Structure):
+    _fields_ = [("segment_name", c_char_p), ("size_bytes", c_u64), ("buffer", c_u64),
+                ("status", c_int), ("transport_endpoint", c_char_p)]
+
+
+class Replica(ctypes.Structure):
+    _fields_ = [("status", c_int), ("handle_count", c_size_t),
+                ("handles", ctypes.POINTER(BufHandle))]
+
+
+class ReplicaList(ctypes.Structure):
+    _fields_ = [("key", c_char_p), ("status", c_int), ("count", c_size_t),
+                ("replicas", ctypes.POINTER(Replica)), ("has_checksum", c_bool),
+                ("checksum_xxh3", c_u64), ("lease_ttl_ms", c_u64)]
+
+
+class ReplicaLists(ctypes.Structure):
+    _fields_ = [("count", c_size_t), ("lists", ctypes.POINTER(ReplicaList))]
+
+
+class StatusList(ctypes.Structure):
+    _fields_ = [("count", c_size_t), ("statuses", ctypes.POINTER(c_int))]
+
+
+class Version(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_char * 64), ("ready", c_bool)]
+
+
+class ReplicateConfig(ctypes.Structure):
+    _fields_ = [("replica_num", c_u64), ("with_soft_pin", c_bool),
+                ("preferred_segment", c_char_p)]
+
+
+class PutItem(ctypes.Structure):
+    _fields_ = [("key", c_char_p), ("size_bytes", c_u64),
+                ("config", ctypes.POINTER(ReplicateConfig)), ("block", c_void_p)]
+
+
+def _candidates():
+    env = os.environ.get("CRESCENT_LIB")
+    if env:
+        yield env
+    here = os.path.dirname(os.path.abspath(__file__))
+    checkout = os.path.normpath(os.path.join(here, "..", ".."))
+    yield os.path.join(checkout, "zig-out", "lib", "libcrescent.so")
+    found = ctypes.util.find_library("crescent")
+    if found:
+        yield found
+    yield "libcrescent.so"
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            errors.append(f"{path}: no such file")
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            errors.append(str(e))
+    raise OSError("libcrescent.so not found (build it with `zig build`, or set CRESCENT_LIB "
+                  "to its path): " + "; ".join(errors))
+
+
+def _declare(lib):
+    P = ctypes.POINTER
+    sigs = {
+        "cr_client_open": (c_int, [c_char_p, P(Options), P(c_void_p), c_char_p, c_size_t]),
+        "cr_client_close": (None, [c_void_p]),
+        "cr_client_last_error": (c_char_p, [c_void_p]),
+        "cr_client_set_id": (None, [c_void_p, c_char_p]),
+        "cr_client_get_id": (None, [c_void_p, ctypes.POINTER(ctypes.c_char)]),
+        "cr_client_get_version": (c_int, [c_void_p, P(Version)]),
+        "cr_client_ping": (c_int, [c_void_p, P(c_u64)]),
+        "cr_client_put_start": (c_int, [c_void_p, c_char_p, P(PutItem), P(ReplicaList)]),
+        "cr_client_put_end": (c_int, [c_void_p, c_char_p, c_char_p]),
+        "cr_client_put_revoke": (c_int, [c_void_p, c_char_p, c_char_p]),
+        "cr_client_exist_key": (c_int, [c_void_p, c_char_p, c_char_p, P(c_bool)]),
+        "cr_client_batch_exist_key": (c_int, [c_void_p, c_char_p, P(c_char_p), c_size_t,
+                                               P(StatusList)]),
+        "cr_client_get_replica_list": (c_int, [c_void_p, c_char_p, c_char_p, P(ReplicaList)]),
+        "cr_client_batch_get_replica_list": (c_int, [c_void_p, c_char_p, P(c_char_p), c_size_t,
+                                                      P(ReplicaLists)]),
+        "cr_client_remove": (c_int, [c_void_p, c_char_p, c_char_p, c_bool]),
+        "cr_client_batch_remove": (c_int, [c_void_p, c_char_p, P(c_char_p), c_size_t, c_bool,
+                                           P(StatusList)]),
+        "cr_client_remove_by_regex": (c_int, [c_void_p, c_char_p, c_char_p, c_bool, P(c_i64)]),
+        "cr_client_remove_all": (c_int, [c_void_p, c_char_p, c_bool, P(c_i64)]),
+        "cr_client_replica_list_free": (None, [P(ReplicaList)]),
+        "cr_client_replica_lists_free": (None, [P(ReplicaLists)]),
+        "cr_client_status_list_free": (None, [P(StatusList)]),
+        "cr_status_name": (c_char_p, [c_int]),
+        "cr_strerror": (c_char_p, [c_int]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+lib = _declare(_load())

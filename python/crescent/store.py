@@ -1,0 +1,252 @@
+"""Store: crescent's store master from Python, with the method names and
+return values of Mooncake's DistributedObjectStore (setup, is_exist, remove,
+remove_by_regex, remove_all, batch forms, close), over libcrescent.
+
+Differences from the reference, on purpose: a failed call raises CrescentError
+carrying the server's status and reason instead of returning a negative code,
+and the store is also usable as a context manager.  This client speaks the
+metadata calls; moving bytes (put/get of values) needs crescent's data plane
+and is not in it yet.
+"""
+import ctypes
+import uuid
+
+from crescent import _lib
+from crescent._lib import lib
+
+OK = 0
+OBJECT_NOT_FOUND = -704
+
+
+class CrescentError(Exception):
+    """A call crescentd refused or that could not reach it.
+
+    status: the enum cr_status value (e.g. -704); name: its name
+    ("OBJECT_NOT_FOUND"); reason: the sentence from crescentd or libcrescent."""
+
+    def __init__(self, status, reason, call=None):
+        self.status = status
+        self.name = lib.cr_status_name(status).decode()
+        self.reason = reason
+        self.call = call
+        where = f"{call}: " if call else ""
+        text = reason or lib.cr_strerror(status).decode()
+        if f"({self.name})" not in text:  # libcrescent's sentences already end with it
+            text += f" ({self.name})"
+        super().__init__(where + text)
+
+
+def _b(text):
+    return text.encode() if isinstance(text, str) else bytes(text)
+
+
+def _keys(keys):
+    array = (ctypes.c_char_p * len(keys))(*[_b(k) for k in keys])
+    return array, len(keys)
+
+
+def _endpoint(address):
+    """Mooncake's "host:port" or a ZMQ endpoint."""
+    return address if "://" in address else f"tcp://{address}"
+
+
+def _replicas(rl):
+    """A cr_replica_list as a list of replicas, each a list of handle dicts."""
+    out = []
+    for i in range(rl.count):
+        r = rl.replicas[i]
+        handles = []
+        for j in range(r.handle_count):
+            h = r.handles[j]
+            handles.append({"segment_name": (h.segment_name or b"").decode(),
+                            "size": h.size_bytes, "buffer": h.buffer, "status": h.status,
+                            "transport_endpoint": (h.transport_endpoint or b"").decode()})
+        out.append({"status": r.status, "handles": handles})
+    return out
+
+
+class Store:
+    """One connection to crescentd's store master.  Not thread-safe (one Store
+    per thread, as libcrescent's client); several Stores may run concurrently."""
+
+    def __init__(self):
+        self._client = None
+        self._tenant = None
+
+    # ---- connection -------------------------------------------------------
+
+    def setup(self, local_hostname="localhost", metadata_server="", global_segment_size=0,
+              local_buffer_size=0, protocol="tcp", device_name="",
+              master_server_address="127.0.0.1:50051", *, tenant=None, timeout_ms=5000,
+              client_id=None):
+        """Connects to the master at `master_server_address` ("host:port" as
+        Mooncake writes it, or "tcp://host:port") and checks it answers.
+        Returns 0.  `tenant` (crescent's; None: "default") scopes every key.
+
+        local_hostname, metadata_server, local_buffer_size, protocol and
+        device_name configure Mooncake's transfer engine, which crescent does
+        not have: they are accepted for the reference's signature and unused.
+        global_segment_size must be 0: contributing memory needs the data plane."""
+        if global_segment_size:
+            raise ValueError("global_segment_size: contributing a segment needs crescent's data "
+                             "plane, which this client does not have yet; pass 0")
+        if self._client is not None:
+            raise CrescentError(-600, "setup called twice on one Store", "setup")
+        options = _lib.Options(timeout_ms=timeout_ms)
+        if client_id is not None:
+            raw = uuid.UUID(str(client_id)).bytes
+            self._id_buf = (ctypes.c_uint8 * 16)(*raw)
+            options.client_id = self._id_buf
+        handle = ctypes.c_void_p()
+        error = ctypes.create_string_buffer(256)
+        rc = lib.cr_client_open(_b(_endpoint(master_server_address)), ctypes.byref(options),
+                                ctypes.byref(handle), error, len(error))
+        if rc != OK:
+            raise CrescentError(rc, error.value.decode(), "setup")
+        self._client = handle
+        self._tenant = None if tenant is None else _b(tenant)
+        version = _lib.Version()
+        self._check(lib.cr_client_get_version(self._client, ctypes.byref(version)), "setup")
+        self.server_version = version.version.decode()
+        return 0
+
+    def close(self):
+        """Closes the connection; the Store can be set up again.  Returns 0."""
+        if self._client is not None:
+            lib.cr_client_close(self._client)
+            self._client = None
+        return 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    @property
+    def client_id(self):
+        """This client's identity (a UUID string): the owner of its puts."""
+        raw = (ctypes.c_char * 16)()
+        lib.cr_client_get_id(self._need(), raw)
+        return str(uuid.UUID(bytes=bytes(raw)))
+
+    def ping(self):
+        """Liveness ping; returns the server's client TTL in milliseconds."""
+        ttl = ctypes.c_uint64()
+        self._check(lib.cr_client_ping(self._need(), ctypes.byref(ttl)), "ping")
+        return ttl.value
+
+    # ---- queries ------------------------------------------------------------
+
+    def is_exist(self, key):
+        """1 if `key` exists (and is complete), 0 if not; raises on failure.
+        Takes a read lease on an existing object, as ExistKey does."""
+        exists = ctypes.c_bool()
+        rc = lib.cr_client_exist_key(self._need(), self._tenant, _b(key), ctypes.byref(exists))
+        self._check(rc, "is_exist")
+        return 1 if exists.value else 0
+
+    def batch_is_exist(self, keys):
+        """For each key: 1 exists, 0 does not; raises when the call fails or a
+        key's status is an error other than "not found"."""
+        statuses = self._status_batch(lib.cr_client_batch_exist_key, keys, "batch_is_exist")
+        out = []
+        for key, status in zip(keys, statuses):
+            if status not in (OK, OBJECT_NOT_FOUND):
+                raise CrescentError(status, f"key {key!r}", "batch_is_exist")
+            out.append(1 if status == OK else 0)
+        return out
+
+    def get_replica_list(self, key):
+        """The object's replicas: [{"status", "handles": [{"segment_name", "size",
+        "buffer", "status", "transport_endpoint"}]}].  Takes a read lease."""
+        rl = _lib.ReplicaList()
+        rc = lib.cr_client_get_replica_list(self._need(), self._tenant, _b(key), ctypes.byref(rl))
+        try:
+            self._check(rc, "get_replica_list")
+            return _replicas(rl)
+        finally:
+            lib.cr_client_replica_list_free(ctypes.byref(rl))
+
+    # ---- the two-phase put (metadata; the caller moves the bytes) -------------
+
+    def put_start(self, key, size, replica_num=1, soft_pin=False, preferred_segment=None):
+        """Allocates `replica_num` replicas of `size` bytes; returns them as
+        get_replica_list does.  End with put_end (same Store) or put_revoke."""
+        config = _lib.ReplicateConfig(replica_num=replica_num, with_soft_pin=soft_pin,
+                                      preferred_segment=None if preferred_segment is None
+                                      else _b(preferred_segment))
+        item = _lib.PutItem(key=_b(key), size_bytes=size, config=ctypes.pointer(config))
+        rl = _lib.ReplicaList()
+        rc = lib.cr_client_put_start(self._need(), self._tenant, ctypes.byref(item),
+                                     ctypes.byref(rl))
+        try:
+            self._check(rc, "put_start")
+            return _replicas(rl)
+        finally:
+            lib.cr_client_replica_list_free(ctypes.byref(rl))
+
+    def put_end(self, key):
+        """Completes a put started by this Store.  Returns 0."""
+        self._check(lib.cr_client_put_end(self._need(), self._tenant, _b(key)), "put_end")
+        return 0
+
+    def put_revoke(self, key):
+        """Abandons a put started by this Store.  Returns 0."""
+        self._check(lib.cr_client_put_revoke(self._need(), self._tenant, _b(key)), "put_revoke")
+        return 0
+
+    # ---- removal ------------------------------------------------------------
+
+    def remove(self, key, force=False):
+        """Removes `key` (force: even while a reader holds a lease).  Returns 0."""
+        self._check(lib.cr_client_remove(self._need(), self._tenant, _b(key), force), "remove")
+        return 0
+
+    def batch_remove(self, keys, force=False):
+        """Per key, 0 or the negative status (e.g. -704 not found), as the
+        reference's batch calls report; raises only when the call fails whole."""
+        fn = lambda c, t, k, n, out: lib.cr_client_batch_remove(c, t, k, n, force, out)  # noqa: E731
+        return self._status_batch(fn, keys, "batch_remove")
+
+    def remove_by_regex(self, regex, force=False):
+        """Removes every key of this tenant matching the PCRE2 `regex`; returns
+        how many.  Fails whole (nothing removed) when the pattern is bad or
+        matches more than crescentd's --regex-max-matches keys."""
+        removed = ctypes.c_int64()
+        rc = lib.cr_client_remove_by_regex(self._need(), self._tenant, _b(regex), force,
+                                           ctypes.byref(removed))
+        self._check(rc, "remove_by_regex")
+        return removed.value
+
+    def remove_all(self, force=False):
+        """Removes every object of this Store's tenant; returns how many."""
+        removed = ctypes.c_int64()
+        tenant = self._tenant if self._tenant is not None else b"default"
+        rc = lib.cr_client_remove_all(self._need(), tenant, force, ctypes.byref(removed))
+        self._check(rc, "remove_all")
+        return removed.value
+
+    # ---- plumbing -------------------------------------------------------------
+
+    def _need(self):
+        if self._client is None:
+            raise CrescentError(-600, "the Store is not set up (call setup first)")
+        return self._client
+
+    def _check(self, rc, call):
+        if rc != OK:
+            raise CrescentError(rc, lib.cr_client_last_error(self._client).decode(), call)
+
+    def _status_batch(self, fn, keys, call):
+        array, n = _keys(list(keys))
+        out = _lib.StatusList()
+        rc = fn(self._need(), self._tenant, array, n, ctypes.byref(out))
+        try:
+            self._check(rc, call)
+            return [out.statuses[i] for i in range(out.count)]
+        finally:
+            lib.cr_client_status_list_free(ctypes.byref(out))

@@ -1,0 +1,52 @@
+/* The executor's side of a copy/move task: move one object's bytes from its
+ * source replica to each target replica through the transfer layer
+ * (src/rdma/xfer.h), verifying them against the object's PutEnd checksum
+ * before any target is written.  Store servers (crescent-store) and
+ * crescentd's local segment run it for the tasks they fetch (FetchTasks),
+ * then report the outcome (MarkTaskToComplete); the master commits or rolls
+ * back the targets, which no reader sees before the commit.
+ *
+ * Blocking on the caller's thread: the caller's transfer client is polled
+ * until every op completed or failed (the transfer layer fails ops that make
+ * no progress for its op timeout, so this ends). */
+#ifndef CRESCENT_ACTORS_TASK_EXEC_H
+#define CRESCENT_ACTORS_TASK_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/store.h"
+
+struct cr_xfer_client;
+
+#define CR_TASK_EXEC_TARGETS_MAX CR_STORE_REPLICAS_MAX
+#define CR_TASK_EXEC_ERROR_MAX 256u
+
+/* Where one replica lives: as a BufHandle says it. */
+struct cr_task_exec_replica {
+    const char *endpoint; /* the owner's transfer "host:port" */
+    const char *segment;
+    uint64_t buffer;      /* address in the owner's memory: segment base + offset */
+};
+
+struct cr_task_exec_job {
+    uint64_t size; /* the object's bytes */
+    struct cr_task_exec_replica source;
+    struct cr_task_exec_replica targets[CR_TASK_EXEC_TARGETS_MAX];
+    uint32_t target_count;
+    bool has_checksum; /* the object's XXH3-64 from PutEnd */
+    uint64_t checksum;
+};
+
+/* Reads the source (in place when the transfer layer maps it, same host; a
+ * copy into a buffer otherwise), checks its XXH3 against the checksum when
+ * the job has one, then writes every target, all at once.  Returns CR_OK, or
+ * the first failure with a sentence in why (naming the peer, the segment and
+ * the reason): CR_ERR_INVALID_PARAMS (a bad job), CR_ERR_NOMEM, CR_ERR_RPC_FAIL
+ * (the bytes read do not match the checksum: no target was written), or
+ * the transfer layer's status (CR_ERR_IO, CR_ERR_TIMEOUT, ...). */
+int cr_task_exec_run(struct cr_xfer_client *xfer, const struct cr_task_exec_job *job, char *why,
+                     size_t why_len);
+
+#endif

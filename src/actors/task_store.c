@@ -1,0 +1,112 @@
+/* The store's side of copy/move tasks (see task_store.h). */
+#include "actors/task_store.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/rpc_codec.h"
+#include "crescent/error.h"
+
+bool cr_task_method_creates(uint16_t method) {
+    return method == CRESCENT__MASTER__METHOD__CREATE_COPY_TASK ||
+           method == CRESCENT__MASTER__METHOD__CREATE_MOVE_TASK;
+}
+
+bool cr_task_method_for_tasks(uint16_t method) {
+    return method == CRESCENT__MASTER__METHOD__QUERY_TASK ||
+           method == CRESCENT__MASTER__METHOD__FETCH_TASKS ||
+           method == CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE;
+}
+
+void cr_task_call_refuse(struct cr_master_call *call, int status, const char *why) {
+    assert(call != NULL && cr_task_method_creates(call->method) && status != CR_OK);
+    const ProtobufCMessageDescriptor *d =
+        call->method == CRESCENT__MASTER__METHOD__CREATE_COPY_TASK
+            ? &crescent__master__create_copy_task_response__descriptor
+            : &crescent__master__create_move_task_response__descriptor;
+    cr_master_call_reply_free(call);
+    if (cr_rpc_pack_status(d, status, why, &call->reply, &call->reply_len) == CR_OK) {
+        call->status = CR_OK;
+        return;
+    }
+    cr_rpc_reply_nomem(call);
+}
+
+static void replica_copy(const struct cr_store_replica_desc *d, struct cr_task_replica *out) {
+    snprintf(out->segment, sizeof(out->segment), "%s", d->segment_name);
+    snprintf(out->endpoint, sizeof(out->endpoint), "%s", d->endpoint);
+    out->buffer = d->buffer;
+    out->size = d->size;
+}
+
+static struct cr_task_detail *detail_new(enum cr_task_type type, const struct cr_store_key *key,
+                                         const struct cr_store_task_reservation *res) {
+    struct cr_task_detail *d = calloc(1, sizeof(*d) + key->key_len + 1);
+    if (d == NULL) return NULL;
+    d->type = type;
+    snprintf(d->tenant, sizeof(d->tenant), "%s",
+             key->tenant != NULL && key->tenant[0] != '\0' ? key->tenant : "default");
+    d->ref = res->ref;
+    d->executor = res->source_owner;
+    replica_copy(&res->source, &d->source);
+    d->target_count = res->targets.count;
+    for (uint32_t i = 0; i < res->targets.count; i++)
+        replica_copy(&res->targets.replicas[i], &d->targets[i]);
+    d->has_checksum = res->has_checksum;
+    d->checksum = res->checksum;
+    d->key_len = key->key_len;
+    memcpy(d->key, key->key, key->key_len);
+    return d;
+}
+
+int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call *call,
+                         struct cr_task_detail **out) {
+    assert(store != NULL && call != NULL && out != NULL && cr_task_method_creates(call->method));
+    bool copy = call->method == CRESCENT__MASTER__METHOD__CREATE_COPY_TASK;
+    const Crescent__Master__CreateCopyTaskRequest *c = (const void *)call->request;
+    const Crescent__Master__CreateMoveTaskRequest *m = (const void *)call->request;
+    const char *tenant = copy ? c->tenant_id : m->tenant_id;
+    const char *key_text = copy ? c->key : m->key;
+    const char *source = copy ? c->source : m->source;
+    const char *const *targets = copy ? (const char *const *)c->targets
+                                      : (const char *const *)&m->target;
+    uint32_t n = copy ? (uint32_t)c->n_targets : 1u; /* validated: at most 7 */
+    struct cr_store_key key;
+    cr_store_key_make(tenant, key_text, (uint32_t)strlen(key_text), &key);
+    cr_store_clear_error(store);
+    struct cr_store_task_reservation res;
+    int rc = cr_store_task_reserve(store, &key, source, targets, n, now_ms, &res);
+    if (rc != CR_OK) {
+        cr_task_call_refuse(call, rc, cr_store_last_error(store));
+        return rc;
+    }
+    *out = detail_new(copy ? CR_TASK_COPY : CR_TASK_MOVE, &key, &res);
+    if (*out == NULL) {
+        cr_store_task_rollback(store, &res.ref);
+        cr_task_call_refuse(call, CR_ERR_NOMEM, "out of memory recording the task");
+        return CR_ERR_NOMEM;
+    }
+    return CR_OK;
+}
+
+void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
+    assert(store != NULL && op != NULL);
+    cr_store_clear_error(store);
+    op->lease_deadline_ms = 0;
+    switch (op->kind) {
+    case CR_TASK_OP_COMMIT:
+        op->status = cr_store_task_commit(store, &op->ref, op->release_source, now_ms,
+                                          &op->lease_deadline_ms);
+        break;
+    case CR_TASK_OP_ROLLBACK:
+        cr_store_task_rollback(store, &op->ref);
+        op->status = CR_OK;
+        break;
+    case CR_TASK_OP_RELEASE:
+        op->status = cr_store_task_release_source(store, &op->ref, now_ms, &op->lease_deadline_ms);
+        break;
+    }
+    snprintf(op->message, sizeof(op->message), "%s", cr_store_last_error(store));
+}

@@ -1,0 +1,35 @@
+/* The store's side of copy/move tasks, run on the segments actor's thread
+ * (task_msgs.h has the protocol): reserving the targets of a new task and
+ * applying the tasks actor's commit, rollback and release operations. */
+#ifndef CRESCENT_ACTORS_TASK_STORE_H
+#define CRESCENT_ACTORS_TASK_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/store.h"
+#include "msgs/master_msgs.h"
+#include "msgs/task_msgs.h"
+
+/* CreateCopyTask and CreateMoveTask: run by segments, finished by tasks. */
+bool cr_task_method_creates(uint16_t method);
+
+/* QueryTask, FetchTasks, MarkTaskToComplete: the gateway sends them to tasks. */
+bool cr_task_method_for_tasks(uint16_t method);
+
+/* Runs a CreateCopyTask/CreateMoveTask call's reservation.  Returns CR_OK
+ * with *out (malloc'd, the caller's; the store holds the reservation), or
+ * the store's refusal, with the refusal response packed into the call
+ * (call->reply, status CR_OK) ready to go back to the gateway. */
+int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call *call,
+                         struct cr_task_detail **out);
+
+/* Packs a refusal of `status` with `why` into a CreateCopyTask or
+ * CreateMoveTask call (also used by tasks when it cannot take the task). */
+void cr_task_call_refuse(struct cr_master_call *call, int status, const char *why);
+
+/* Applies op to the store and records the verdict in op->status,
+ * op->lease_deadline_ms and op->message. */
+void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op);
+
+#endif

@@ -1,0 +1,144 @@
+/* Unit tests for the copy/move executor (src/actors/task_exec.c): real bytes
+ * through the transfer layer, between two segments served by a server on its
+ * own thread (as crescent-store runs one), over tcp and over shm. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "actors/task_exec.h"
+#include "crescent/error.h"
+#include "rdma/xfer.h"
+
+#define MIB (UINT64_C(1) << 20)
+#define SEG_BYTES (16 * MIB)
+
+struct fixture {
+    struct cr_xfer_server *srv;
+    struct cr_xfer_segment a, b;
+    struct cr_xfer_client *cli;
+    pthread_t thread;
+    atomic_bool stop;
+    char endpoint[64];
+};
+
+static void *serve(void *arg) {
+    struct fixture *f = arg;
+    while (!atomic_load(&f->stop)) cr_xfer_server_run(f->srv, 5);
+    return NULL;
+}
+
+static int setup_with(void **state, bool shm) {
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    struct cr_xfer_server_config sc = {.shm_disabled = !shm};
+    assert_int_equal(cr_xfer_server_create(&sc, &f->srv), CR_OK);
+    assert_int_equal(cr_xfer_segment_alloc(SEG_BYTES, &f->a), CR_OK);
+    assert_int_equal(cr_xfer_segment_alloc(SEG_BYTES, &f->b), CR_OK);
+    assert_int_equal(cr_xfer_server_register_segment(f->srv, "seg-a", &f->a), CR_OK);
+    assert_int_equal(cr_xfer_server_register_segment(f->srv, "seg-b", &f->b), CR_OK);
+    snprintf(f->endpoint, sizeof(f->endpoint), "%s", cr_xfer_server_endpoint(f->srv));
+    struct cr_xfer_client_config cc = {.shm_disabled = !shm};
+    assert_int_equal(cr_xfer_client_create(&cc, &f->cli), CR_OK);
+    assert_int_equal(pthread_create(&f->thread, NULL, serve, f), 0);
+    *state = f;
+    return 0;
+}
+
+static int setup_tcp(void **state) { return setup_with(state, false); }
+static int setup_shm(void **state) { return setup_with(state, true); }
+
+static int teardown(void **state) {
+    struct fixture *f = *state;
+    cr_xfer_client_destroy(f->cli);
+    atomic_store(&f->stop, true);
+    pthread_join(f->thread, NULL);
+    cr_xfer_server_destroy(f->srv);
+    cr_xfer_segment_free(&f->a);
+    cr_xfer_segment_free(&f->b);
+    free(f);
+    return 0;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (uint8_t)(seed >> 56);
+    }
+}
+
+/* A job copying `size` bytes from seg-a + src_off to seg-b at each offset. */
+static struct cr_task_exec_job job_of(struct fixture *f, uint64_t size, uint64_t src_off,
+                                      const uint64_t *dst_offs, uint32_t n) {
+    struct cr_task_exec_job job = {.size = size, .target_count = n};
+    job.source = (struct cr_task_exec_replica){f->endpoint, "seg-a",
+                                               (uint64_t)(uintptr_t)f->a.base + src_off};
+    for (uint32_t i = 0; i < n; i++)
+        job.targets[i] = (struct cr_task_exec_replica){
+            f->endpoint, "seg-b", (uint64_t)(uintptr_t)f->b.base + dst_offs[i]};
+    job.has_checksum = true;
+    job.checksum = XXH3_64bits((uint8_t *)f->a.base + src_off, size);
+    return job;
+}
+
+static void copies_bytes(void **state) {
+    struct fixture *f = *state;
+    const uint64_t sizes[] = {1, 4096, 64 * 1024, 4 * MIB + 17};
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        fill(f->a.base, sizes[s], s + 1);
+        uint64_t offs[2] = {0, 8 * MIB};
+        memset(f->b.base, 0, SEG_BYTES);
+        struct cr_task_exec_job job = job_of(f, sizes[s], 0, offs, 2);
+        char why[CR_TASK_EXEC_ERROR_MAX];
+        assert_int_equal(cr_task_exec_run(f->cli, &job, why, sizeof(why)), CR_OK);
+        assert_memory_equal(f->b.base, f->a.base, sizes[s]);
+        assert_memory_equal((uint8_t *)f->b.base + offs[1], f->a.base, sizes[s]);
+    }
+}
+
+static void checksum_mismatch_writes_nothing(void **state) {
+    struct fixture *f = *state;
+    fill(f->a.base, 4096, 7);
+    memset(f->b.base, 0xee, 4096);
+    uint64_t off = 0;
+    struct cr_task_exec_job job = job_of(f, 4096, 0, &off, 1);
+    job.checksum ^= 1; /* the source changed since PutEnd (or PutEnd's bytes were not these) */
+    char why[CR_TASK_EXEC_ERROR_MAX];
+    assert_int_equal(cr_task_exec_run(f->cli, &job, why, sizeof(why)), CR_ERR_RPC_FAIL);
+    assert_non_null(strstr(why, "checksum"));
+    for (size_t i = 0; i < 4096; i++) assert_int_equal(((uint8_t *)f->b.base)[i], 0xee);
+}
+
+static void bad_target_is_reported(void **state) {
+    struct fixture *f = *state;
+    fill(f->a.base, 4096, 9);
+    uint64_t off = SEG_BYTES - 100; /* runs past seg-b's end: the server refuses it */
+    struct cr_task_exec_job job = job_of(f, 4096, 0, &off, 1);
+    char why[CR_TASK_EXEC_ERROR_MAX];
+    assert_int_not_equal(cr_task_exec_run(f->cli, &job, why, sizeof(why)), CR_OK);
+    assert_non_null(strstr(why, "writing a target"));
+    job.targets[0].segment = "seg-x";
+    job.targets[0].buffer = 0x1000;
+    assert_int_not_equal(cr_task_exec_run(f->cli, &job, why, sizeof(why)), CR_OK);
+    job.target_count = 0;
+    assert_int_equal(cr_task_exec_run(f->cli, &job, why, sizeof(why)), CR_ERR_INVALID_PARAMS);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(copies_bytes, setup_tcp, teardown),
+        cmocka_unit_test_setup_teardown(checksum_mismatch_writes_nothing, setup_tcp, teardown),
+        cmocka_unit_test_setup_teardown(bad_target_is_reported, setup_tcp, teardown),
+        cmocka_unit_test_setup_teardown(copies_bytes, setup_shm, teardown),
+        cmocka_unit_test_setup_teardown(bad_target_is_reported, setup_shm, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
