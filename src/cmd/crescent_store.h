@@ -25,8 +25,5 @@ enum { CR_STORE_OPTIONS_RUN = 0, CR_STORE_OPTIONS_HELP = 1, CR_STORE_OPTIONS_USA
  * to stdout) or _USAGE (one line naming the problem printed to stderr). */
 int cr_store_options_parse(int argc, char **argv, struct cr_store_options *out);
 
-/* Parses "1073741824", "64K", "512M", "1G", "1GiB" (binary units) into
- * *out.  Returns false on anything else, zero included when !allow_zero. */
-bool cr_store_parse_size(const char *text, bool allow_zero, uint64_t *out);
 
 #endif

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cmd/crescent_store.h"
+#include "core/size_text.h"
 #include "crescent/version.h"
 
 static void usage(FILE *out) {
@@ -40,29 +40,6 @@ static void usage(FILE *out) {
             "After a master restart (or when this server missed pings for longer than the\n"
             "client TTL) the next heartbeat finds the master does not know it and remounts\n"
             "the segment.  CRESCENT_LOG_LEVEL sets the log level (DEBUG, INFO, WARN, ERROR).\n");
-}
-
-bool cr_store_parse_size(const char *text, bool allow_zero, uint64_t *out) {
-    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
-    errno = 0;
-    char *end;
-    uint64_t v = strtoull(text, &end, 10);
-    if (errno != 0) return false;
-    unsigned shift = 0;
-    if (*end != '\0') {
-        const char *units = "KMGT";
-        const char *u = strchr(units, *end == 'k' ? 'K' : *end);
-        if (u == NULL || *u == '\0') return false;
-        shift = 10u * (unsigned)(u - units + 1);
-        end++;
-        if (strcasecmp(end, "") != 0 && strcasecmp(end, "iB") != 0 && strcasecmp(end, "B") != 0)
-            return false;
-    }
-    if (shift > 0 && v > (UINT64_MAX >> shift)) return false;
-    v <<= shift;
-    if (v == 0 && !allow_zero) return false;
-    *out = v;
-    return true;
 }
 
 static bool parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out) {
@@ -114,7 +91,7 @@ static int apply(int opt, const char *arg, struct cr_store_options *o) {
         return copy(o->segment_name, sizeof(o->segment_name), arg) ? 0
                                                                    : bad("segment-name", arg, "1 to 255 bytes");
     case OPT_SIZE:
-        return cr_store_parse_size(arg, false, &o->segment_size)
+        return cr_parse_size(arg, &o->segment_size) && o->segment_size > 0
                    ? 0 : bad("segment-size", arg, "want bytes > 0, or a number with K, M, G or T");
     case OPT_DATA:
         return copy(o->data_address, sizeof(o->data_address), arg) ? 0

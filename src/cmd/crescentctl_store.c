@@ -18,6 +18,7 @@
 #include "client/admin_http.h"
 #include "client/client_internal.h"
 #include "cmd/crescentctl.h"
+#include "core/size_text.h"
 #include "crescent/client.h"
 
 /* Options a store command may accept (bit per option). */
@@ -105,24 +106,6 @@ static const char store_help[] =
     "with an error (exist: the key does not exist), 2 usage error, 3 crescentd unreachable\n"
     "(no reply within --timeout-ms).\n";
 
-/* Parses "4096", "64K", "16M", "2G", "1T" (binary multiples) or "0x1000". */
-static bool parse_size(const char *text, uint64_t *out) {
-    char *end;
-    if (text == NULL || text[0] == '-' || text[0] == '\0') return false;
-    unsigned long long value = strtoull(text, &end, 0);
-    unsigned shift = 0;
-    switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || end == text || (shift && value > (UINT64_MAX >> shift))) return false;
-    *out = (uint64_t)value << shift;
-    return true;
-}
-
 static int usage_error(const char *command, const char *what, const char *value) {
     ctl_error(command, "%s%s%s%s (see --help)", what, value ? " '" : "", value ? value : "",
               value ? "'" : "");
@@ -130,7 +113,7 @@ static int usage_error(const char *command, const char *what, const char *value)
 }
 
 static int take_number(const char *command, const char *name, const char *text, uint64_t *out) {
-    return parse_size(text, out) ? 0 : usage_error(command, name, text);
+    return cr_parse_size(text, out) ? 0 : usage_error(command, name, text);
 }
 
 /* Applies one parsed option to `a`; returns 0 or an exit status. */
@@ -326,7 +309,7 @@ static int cmd_mount(const struct ctl *ctl, int argc, char **argv) {
     if (rc != 0) return rc;
     struct cr_segment_spec spec = {.name = argv[a.first], .base = a.base,
                                    .transport_endpoint = a.endpoint, .protocol = a.protocol};
-    if (!parse_size(argv[a.first + 1], &spec.size_bytes) || spec.size_bytes == 0)
+    if (!cr_parse_size(argv[a.first + 1], &spec.size_bytes) || spec.size_bytes == 0)
         return usage_error(argv[0], "SIZE wants a positive number (K/M/G/T allowed), not",
                            argv[a.first + 1]);
     if ((rc = check_name_arg(argv[0], spec.name, "segment name")) != 0 ||
@@ -383,7 +366,7 @@ static int cmd_put_start(const struct ctl *ctl, int argc, char **argv) {
     struct cr_replicate_config config = {.replica_num = a.replicas, .with_soft_pin = a.soft_pin,
                                          .preferred_segment = a.preferred};
     struct cr_put_item item = {.key = argv[a.first], .config = &config};
-    if (!parse_size(argv[a.first + 1], &item.size_bytes) || item.size_bytes == 0 ||
+    if (!cr_parse_size(argv[a.first + 1], &item.size_bytes) || item.size_bytes == 0 ||
         item.size_bytes > INT64_MAX)
         return usage_error(argv[0], "SIZE wants a positive number (K/M/G/T allowed), not",
                            argv[a.first + 1]);

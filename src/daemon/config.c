@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/size_text.h"
 #include "crescent/version.h"
 
 enum setting_type {
@@ -215,25 +216,6 @@ static bool parse_u32(const char *text, uint32_t *out) {
     return true;
 }
 
-/* Bytes with an optional binary suffix: "1073741824", "64K", "512M", "1G", "1T". */
-static bool parse_size(const char *text, uint64_t *out) {
-    if (text == NULL || text[0] < '0' || text[0] > '9') return false;
-    errno = 0;
-    char *end = NULL;
-    unsigned long long value = strtoull(text, &end, 10);
-    unsigned shift = 0;
-    switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
-    default: break;
-    }
-    if (errno != 0 || *end != '\0' || (shift > 0 && value > (UINT64_MAX >> shift))) return false;
-    *out = (uint64_t)value << shift;
-    return true;
-}
-
 static bool parse_bool(const char *text, bool *out) {
     if (strcmp(text, "true") == 0 || strcmp(text, "1") == 0 || strcmp(text, "yes") == 0) {
         *out = true;
@@ -339,7 +321,7 @@ static bool apply_text(const struct setting *s, const char *text, struct cr_daem
         return true;
     }
     case SETTING_SIZE:
-        if (!parse_size(text, (uint64_t *)(void *)field)) {
+        if (!cr_parse_size(text, (uint64_t *)(void *)field)) {
             snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not a size in bytes (a number, "
                      "or one with K, M, G or T)", s->name, text);
             return false;
