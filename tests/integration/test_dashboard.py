@@ -1,0 +1,162 @@
+"""The dashboard at GET / in a real browser: Debian's headless Chromium, driven
+by chromedriver through python3-selenium, loads the page from a running
+crescentd, and every number it shows equals the API's; the page fetches
+nothing from anywhere but crescentd.  A screenshot is saved (to
+$CRESCENT_DASHBOARD_SCREENSHOT when set, e.g. docs/dashboard.png)."""
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import binary, http_get
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="python3-selenium (scripts/setup.sh)")
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+CLIENT = "6f1c2d3e-4b5a-4c7d-8e9f-0a1b2c3d4e5f"
+
+
+def ctl(d, *args):
+    rpc = d.args[d.args.index("--rpc-address") + 1]
+    subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "10000", *args],
+                   check=True, capture_output=True, env={"CRESCENT_CLIENT_ID": CLIENT})
+
+
+def post(d, path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{d.port}{path}",
+                                 data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def api(d, path):
+    status, body = http_get(d.port, path)
+    assert status == 200, (path, body)
+    return json.loads(body)
+
+
+def populate(d):
+    ctl(d, "mount", "seg0", "1G", "--endpoint", "10.0.0.5:12345")
+    ctl(d, "mount", "seg1", "256M", "--endpoint", "10.0.0.6:12345", "--base", "0x100000000")
+    for i in range(5):
+        ctl(d, "put-start", f"prompt-{i}", f"{(i + 1) * 64}K", "--replicas", "2")
+        ctl(d, "put-end", f"prompt-{i}")
+    ctl(d, "get", "prompt-0")
+    post(d, "/register", {"instance_id": "vllm-0", "endpoint": "tcp://10.0.0.7:5557",
+                          "type": "vLLM", "modelname": "llama-3-8b", "block_size": 16})
+    post(d, "/load", {"instance_id": "vllm-0", "kv_active_blocks": 100, "kv_total_blocks": 1000})
+    post(d, "/route", {"model": "llama-3-8b", "block_size": 16, "token_ids": list(range(64))})
+
+
+@pytest.fixture
+def browser(tmp_path):
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("chromium and chromium-driver are not installed (scripts/setup.sh)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                 f"--user-data-dir={tmp_path / 'chromium'}", "--window-size=1400,1300"):
+        options.add_argument(flag)
+    from selenium.webdriver.chrome.service import Service  # selenium 4.8 (bookworm)
+    service = Service(executable_path=CHROMEDRIVER)
+    driver = webdriver.Chrome(options=options, service=service)
+    yield driver
+    driver.quit()
+
+
+def wait_for(condition, what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} within {timeout} s"
+        time.sleep(0.2)
+
+
+def shown_fields(driver):
+    return driver.execute_script(
+        "const o = {};"
+        "for (const el of document.querySelectorAll('[data-field]'))"
+        "  o[el.dataset.field] = [el.dataset.value, el.textContent];"
+        "return o;")
+
+
+def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
+    d = daemon("--client-ttl", "600")
+    populate(d)
+    origin = f"http://127.0.0.1:{d.port}"
+    browser.get(origin + "/")
+    # Two polls: rates need two samples; nothing changes meanwhile.
+    wait_for(lambda: int(browser.execute_script("return document.body.dataset.polls || 0")) >= 2,
+             "two polls of the API")
+    fields = shown_fields(browser)
+    assert browser.find_element("id", "error").get_attribute("hidden") is not None, \
+        browser.find_element("id", "error").text
+    actors = {a["name"]: a.get("counters", {}) for a in api(d, "/api/v1/actors")["actors"]}
+    model = {"stats": api(d, "/api/v1/stats"), "events": api(d, "/api/v1/events"),
+             "index": api(d, "/global_view"), "rpc": actors["rpc"],
+             "tasks": api(d, "/api/v1/tasks")}
+    checked = 0
+    for field, (value, text) in fields.items():
+        section, _, rest = field.partition(".")
+        if section == "rate":
+            assert float(value) == 0.0, (field, value)  # a quiet store between the polls
+            continue
+        expected = model[section]
+        for part in rest.split("."):
+            expected = expected[part]
+        assert float(value) == pytest.approx(float(expected)), (field, value, expected)
+        assert text not in ("", "–"), field
+        checked += 1
+    assert checked >= 15
+    assert fields["stats.objects"] == ["5", "5"]
+    assert fields["stats.segments"][0] == "2"
+    assert fields["stats.capacity_bytes"][1] == "1.25 GiB"
+    assert fields["index.route.requests"][0] == "1"
+
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('#segments tbody tr')].map(r =>"
+        " [r.dataset.name, ...[...r.cells].slice(3, 5).map(c => Number(c.dataset.value))]);")
+    segments = api(d, "/api/v1/segments")["segments"]
+    assert sorted(rows) == sorted([s["name"], s["size"], s["used_bytes"]] for s in segments)
+    publishers = browser.execute_script(
+        "return [...document.querySelectorAll('#publishers tbody tr')].map(r => r.dataset.key);")
+    assert publishers == [s["key"] for s in api(d, "/services")["services"]]
+    objects = browser.execute_script(
+        "return document.querySelectorAll('#objects tbody tr').length;")
+    assert objects == 5
+    assert browser.find_element("id", "tasks-section").is_displayed()
+    assert fields["tasks.in_flight"][0] == str(model["tasks"]["in_flight"])
+
+    # Everything came from crescentd: no other origin, no CDN.
+    urls = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name);")
+    assert urls and all(u.startswith(origin + "/") for u in urls), urls
+    assert any(u.endswith("/dashboard/uPlot.iife.min.js") for u in urls)
+    # The charts drew (a build without uPlot, npm ci not run, has none).
+    assert len(browser.find_elements("css selector", ".uplot")) == 3, \
+        "no uPlot charts: run scripts/setup.sh (npm ci installs uPlot) and rebuild"
+
+    shot = tmp_path / "dashboard.png"
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10000
+    target = os.environ.get("CRESCENT_DASHBOARD_SCREENSHOT")
+    if target:
+        shutil.copyfile(shot, target)
+
+
+def test_dashboard_assets_are_embedded(daemon):
+    d = daemon()
+    for path, kind in (("/", "text/html"), ("/dashboard/app.js", "text/javascript"),
+                       ("/dashboard/uPlot.iife.min.js", "text/javascript"),
+                       ("/dashboard/uPlot.min.css", "text/css")):
+        with urllib.request.urlopen(f"http://127.0.0.1:{d.port}{path}", timeout=10) as r:
+            assert r.status == 200 and r.headers["Content-Type"].startswith(kind), path
+            assert len(r.read()) > 1000, path
+    assert http_get(d.port, "/dashboard/nothing")[0] == 404
