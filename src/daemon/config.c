@@ -102,6 +102,10 @@ static const struct setting settings[] = {
      "ZMQ ROUTER endpoint answering replay requests"},
     {"replay-batches", SETTING_U32, FIELD(replay_batches), 1, 10000000, "N",
      "batches kept for replay"},
+    {"replay-sessions-max", SETTING_U32, FIELD(replay_sessions_max), 1, 65536, "N",
+     "replays in progress at once; one more gets the end marker alone"},
+    {"replay-client-hwm", SETTING_U32, FIELD(replay_client_hwm), 8, 1000000, "N",
+     "batches queued to one replay client; a queue full for 5 s drops the client"},
     {"replay-bytes-mb", SETTING_U32, FIELD(replay_bytes_mb), 1, 65536, "MB",
      "payload bytes kept for replay"},
     /* Security */
@@ -159,6 +163,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->replay_address, sizeof(config->replay_address), "tcp://127.0.0.1:19998");
     config->replay_batches = 10000;
     config->replay_bytes_mb = 64;
+    config->replay_sessions_max = 256;
+    config->replay_client_hwm = 256; /* batches (ZMQ counts whole messages) */
     /* An engine holds at most its KV blocks (GPU and offload tiers): a
      * million is far above a large GPU's count, and bounds the map at
      * about 64 MiB per publisher. */

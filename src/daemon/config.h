@@ -58,7 +58,9 @@ struct cr_daemon_config {
     uint32_t event_send_hwm;
     char replay_address[CR_CONFIG_ADDRESS_MAX];   /* ZMQ ROUTER endpoint */
     uint32_t replay_batches;                      /* batches kept */
-    uint32_t replay_bytes_mb;                     /* payload bytes kept */
+    uint32_t replay_bytes_mb;
+    uint32_t replay_sessions_max;
+    uint32_t replay_client_hwm;                     /* payload bytes kept */
 
     /* Security: all empty (the default) means none (see README "Exposing crescentd safely"). */
     char curve_secret_key_file[CR_CONFIG_ADDRESS_MAX]; /* Z85 secret key of the daemon */
