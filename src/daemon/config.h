@@ -38,10 +38,17 @@ struct cr_daemon_config {
     uint32_t put_start_discard_timeout_sec;
     uint32_t put_start_release_timeout_sec;
     uint32_t client_ttl;                          /* s */
+    uint32_t max_segments_per_client;
+    uint32_t min_segment_size_bytes;
+    uint32_t max_tenants_per_client;
     uint32_t regex_max_matches;                   /* keys one regex call may match */
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
     uint32_t task_retention;                      /* finished tasks kept for QueryTask */
+
+    /* Local segment: crescentd hosts store memory itself (src/actors/data.c). */
+    uint64_t local_segment_size;                  /* bytes; 0: off */
+    char data_address[CR_CONFIG_ADDRESS_MAX];     /* host:port of its transfer server */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */
@@ -51,7 +58,9 @@ struct cr_daemon_config {
     uint32_t event_send_hwm;
     char replay_address[CR_CONFIG_ADDRESS_MAX];   /* ZMQ ROUTER endpoint */
     uint32_t replay_batches;                      /* batches kept */
-    uint32_t replay_bytes_mb;                     /* payload bytes kept */
+    uint32_t replay_bytes_mb;
+    uint32_t replay_sessions_max;
+    uint32_t replay_client_hwm;                     /* payload bytes kept */
 
     /* Security: all empty (the default) means none (see README "Exposing crescentd safely"). */
     char curve_secret_key_file[CR_CONFIG_ADDRESS_MAX]; /* Z85 secret key of the daemon */
@@ -60,6 +69,8 @@ struct cr_daemon_config {
 
     /* Prefix indexer (seed 001). */
     char indexer_config[CR_CONFIG_ADDRESS_MAX];   /* conductor_config.json; empty: none */
+    uint32_t indexer_engine_hashes_max;           /* per publisher */
+    uint32_t indexer_max_message_mb;              /* ZMQ_MAXMSGSIZE of SUB and DEALER */
 };
 
 /* Outcome of parsing: run, print help/version and exit 0, or exit 2. */
