@@ -109,7 +109,9 @@ int cr_client_get_version(cr_client *c, struct cr_version *out) {
     return CR_OK;
 }
 
-int cr_client_ping(cr_client *c, uint64_t *ttl_ms) {
+int cr_client_ping(cr_client *c, uint64_t *ttl_ms) { return cr_client_heartbeat(c, ttl_ms, NULL); }
+
+int cr_client_heartbeat(cr_client *c, uint64_t *ttl_ms, bool *known) {
     assert(c != NULL);
     Crescent__Master__UUID id;
     cr_client_uuid_to_pb(c->id, &id);
@@ -120,6 +122,8 @@ int cr_client_ping(cr_client *c, uint64_t *ttl_ms) {
     if (rc != CR_OK) return rc;
     Crescent__Master__PingResponse *resp = (Crescent__Master__PingResponse *)msg;
     if (ttl_ms != NULL) *ttl_ms = resp->has_client_ttl_ms ? resp->client_ttl_ms : 0;
+    /* A master that does not say is taken to know us: nothing to redo. */
+    if (known != NULL) *known = !resp->has_client_known || resp->client_known;
     protobuf_c_message_free_unpacked(msg, NULL);
     return CR_OK;
 }
@@ -170,6 +174,7 @@ int cr_client_unmount_segment(cr_client *c, const char *name) {
     Crescent__Master__UnmountSegmentRequest req = CRESCENT__MASTER__UNMOUNT_SEGMENT_REQUEST__INIT;
     req.segment_name = (char *)name;
     req.client_id = &id;
+    req.admin_token = c->admin_token; /* lets an admin unmount another's segment */
     ProtobufCMessage *msg;
     rc = cr_client_call(c, CR_METHOD_UNMOUNT_SEGMENT, &req.base, &msg);
     if (rc == CR_OK) protobuf_c_message_free_unpacked(msg, NULL);
@@ -247,6 +252,7 @@ static int keyed(cr_client *c, uint16_t method, const char *tenant, const char *
     exist.tenant_id = get.tenant_id = rm.tenant_id = (char *)tenant;
     rm.has_force = force;
     rm.force = force;
+    rm.admin_token = force ? c->admin_token : NULL; /* only a forced Remove needs it */
     const ProtobufCMessage *req = method == CR_METHOD_EXIST_KEY        ? &exist.base
                                   : method == CR_METHOD_GET_REPLICA_LIST ? &get.base
                                                                          : &rm.base;

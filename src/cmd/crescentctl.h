@@ -18,6 +18,7 @@ struct ctl {
     const char *rpc_address;  /* --rpc */
     int timeout_ms;
     bool json;                /* --json: one JSON document on stdout, errors as JSON */
+    const char *admin_token;  /* --admin-token-file's first line; NULL: $CRESCENT_ADMIN_TOKEN */
 };
 
 struct ctl_command {
@@ -29,6 +30,15 @@ struct ctl_command {
     /* `CMD --help` after the usage line: what it does, arguments, options, an example. */
     const char *help;
 };
+
+/* crescentctl_data.c: `put KEY FILE|-` and `get KEY [FILE|-]` over an open
+ * client (the store group parses their arguments).  Return exit statuses. */
+struct cr_client;
+struct cr_replicate_config;
+int ctl_data_put(struct cr_client *c, bool json, const char *command, const char *tenant,
+                 const char *key, const char *path, const struct cr_replicate_config *config);
+int ctl_data_get(struct cr_client *c, const char *command, const char *tenant, const char *key,
+                 const char *path);
 
 /* Reports an error of `command` (NULL: crescentctl itself): a line on stderr,
  * or with --json collected into the one {"error", "command", "exit_code"}

@@ -46,6 +46,10 @@ struct cr_daemon_config {
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
     uint32_t task_retention;                      /* finished tasks kept for QueryTask */
 
+    /* Local segment: crescentd hosts store memory itself (src/actors/data.c). */
+    uint64_t local_segment_size;                  /* bytes; 0: off */
+    char data_address[CR_CONFIG_ADDRESS_MAX];     /* host:port of its transfer server */
+
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */
     char event_topic[CR_CONFIG_ADDRESS_MAX];
