@@ -78,7 +78,7 @@ static int load_static(struct indexer_state *st, const char *path) {
 static int indexer_create(const struct cr_daemon_config *config, void **state_out) {
     struct indexer_state *st = calloc(1, sizeof(*st));
     if (st == NULL) return CR_ERR_NOMEM;
-    size_t slots = 2u * CR_INDEXER_SOURCES_MAX + 1u;
+    size_t slots = 3u * CR_INDEXER_SOURCES_MAX + 1u;
     st->pollitems = calloc(slots, sizeof(zmq_pollitem_t));
     st->poll_source = calloc(slots, sizeof(int16_t));
     st->poll_is_dealer = calloc(slots, 1);
@@ -91,6 +91,9 @@ static int indexer_create(const struct cr_daemon_config *config, void **state_ou
         state_free(st);
         return CR_ERR_NOMEM;
     }
+    cr_prefix_index_set_engine_max(st->index, config->indexer_engine_hashes_max);
+    st->engine_hashes_max = config->indexer_engine_hashes_max;
+    st->max_message_bytes = (int64_t)config->indexer_max_message_mb << 20;
     const char *path = cr_indexer_conf_path(config->indexer_config);
     int rc = path[0] != '\0' ? load_static(st, path) : CR_OK;
     if (rc != CR_OK) {
@@ -171,6 +174,9 @@ static void store_event(struct indexer_state *st, struct cr_msg *msg) {
     struct indexer_instance_info *info =
         rc == CR_OK || rc == CR_ERR_OBJECT_ALREADY_EXISTS ? instance_info(st, id) : NULL;
     if (info != NULL) indexer_instance_claimed(st, id); /* the store's blocks file here */
+    /* The engine-hash bound is for external publishers: the store's own
+     * objects are bounded by its memory, and it may hold more of them. */
+    cr_prefix_index_set_engine_max(st->index, 0);
     for (cr_store_event *event = body->event, *next; event != NULL; event = next) {
         next = event->next; /* read before our reference goes */
         if (info == NULL || cr_indexer_store_apply(st->index, event, id, &info->store_keys,
@@ -178,6 +184,7 @@ static void store_event(struct indexer_state *st, struct cr_msg *msg) {
             st->store_skipped++;
         cr_store_event_free(event);
     }
+    cr_prefix_index_set_engine_max(st->index, st->engine_hashes_max);
 }
 
 /* ---- queries and routing ---- */
@@ -303,6 +310,27 @@ static void route_count(struct indexer_state *st, const struct cr_indexer_query 
 
 /* Picks the lowest-cost candidate (ties: longer match, then smaller name). */
 #define ROUTE_SEEN 0x80000000u /* route_hits flag: candidate already evaluated */
+#define ROUTE_STALE 0x40000000u   /* one of its publishers is stale */
+#define ROUTE_LIVE 0x20000000u    /* one of its publishers has connected */
+#define ROUTE_SOURCED 0x10000000u /* it has publishers */
+#define ROUTE_FLAGS 0xf0000000u   /* hit tokens stay below (at most 2M) */
+
+/* Marks every publisher's instance with its health flags (once per /route:
+ * a walk over the 256 source slots, not one per candidate). */
+static void route_mark_health(struct indexer_state *st, bool set) {
+    for (uint32_t i = 0; i < CR_INDEXER_SOURCES_MAX; i++) {
+        const struct indexer_source *s = &st->sources[i];
+        if (!s->used) continue;
+        uint32_t *h = &st->route_hits[s->target.instance];
+        *h = set ? *h | ROUTE_SOURCED | (s->stale ? ROUTE_STALE : 0) |
+                       (s->ever_connected ? ROUTE_LIVE : 0)
+                 : 0;
+    }
+}
+
+static bool route_unhealthy(uint32_t flags) {
+    return (flags & ROUTE_SOURCED) && ((flags & ROUTE_STALE) || !(flags & ROUTE_LIVE));
+}
 
 static void route_pick(struct indexer_state *st, const struct cr_indexer_query *q,
                        struct cr_indexer_result *r) {
@@ -315,15 +343,20 @@ static void route_pick(struct indexer_state *st, const struct cr_indexer_query *
     uint32_t n = route_candidates(st, q, r, cand, CAND_MAX);
     for (uint32_t i = 0; i < r->hit_count; i++)
         st->route_hits[r->hits[i].instance_id] = r->hits[i].longest_tokens;
+    route_mark_health(st, true);
     double waiting_max = waiting_max_of(st, cand, n);
     int best = -1;
     uint32_t best_hit = 0, distinct = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (st->route_hits[cand[i]] & ROUTE_SEEN) continue; /* listed twice (hit and source) */
         st->route_hits[cand[i]] |= ROUTE_SEEN;
+        if (!q->include_unhealthy && route_unhealthy(st->route_hits[cand[i]])) {
+            r->excluded++;
+            continue;
+        }
         distinct++;
         const char *name = cr_prefix_index_instance_name(st->index, cand[i]);
-        uint32_t hit = st->route_hits[cand[i]] & ~ROUTE_SEEN;
+        uint32_t hit = st->route_hits[cand[i]] & ~ROUTE_FLAGS;
         double load, cost = route_cost(st, cand[i], hit, q->request_tokens, waiting_max, &load);
         if (name == NULL ||
             (best >= 0 &&
@@ -337,6 +370,7 @@ static void route_pick(struct indexer_state *st, const struct cr_indexer_query *
         snprintf(r->best_instance, sizeof(r->best_instance), "%s", name);
     }
     for (uint32_t i = 0; i < n; i++) st->route_hits[cand[i]] = 0;
+    route_mark_health(st, false);
     free(cand);
     r->candidates = distinct;
     r->best_tokens = best_hit;
@@ -455,6 +489,40 @@ static json_t *counters_json(const struct indexer_counters *c) {
                      (json_int_t)c->replay_timeouts);
 }
 
+static json_t *age_s(const struct indexer_state *st, bool have, uint64_t since_ns) {
+    if (!have) return json_null();
+    return json_real(st->now_ns > since_ns ? (double)(st->now_ns - since_ns) / 1e9 : 0.0);
+}
+
+/* A publisher's health: its link (from the SUB's monitor), how fresh its
+ * batches are, replay rounds and holes, what was lost and why it is stale. */
+static void health_json(const struct indexer_state *st, json_t *o, const struct indexer_source *s) {
+    json_object_set_new(o, "link", json_string(s->connected        ? "connected"
+                                               : s->ever_connected ? "disconnected"
+                                                                   : "never connected"));
+    json_object_set_new(o, "link_age_s", age_s(st, true, s->link_since_ns));
+    json_object_set_new(o, "last_batch_age_s", age_s(st, s->have_batch, s->last_batch_ns));
+    json_object_set_new(o, "disconnects", json_integer((json_int_t)s->disconnects));
+    json_t *lost = json_array();
+    for (uint32_t i = 0; i < s->lost_count; i++)
+        json_array_append_new(lost, json_pack("[I, I]", (json_int_t)s->lost[i].first,
+                                              (json_int_t)s->lost[i].last));
+    json_object_set_new(o, "history_lost", lost);
+    json_object_set_new(o, "stale_reason",
+                        s->stale_reason != NULL ? json_string(s->stale_reason) : json_null());
+    json_object_set_new(o, "oldest_replayed_seq",
+                        s->have_oldest ? json_integer((json_int_t)s->oldest_seq) : json_null());
+    json_t *c = json_object_get(o, "counters");
+    json_object_set_new(c, "replay_rounds", json_integer((json_int_t)s->counters.replay_rounds));
+    json_object_set_new(c, "replay_holes", json_integer((json_int_t)s->counters.replay_holes));
+    json_object_set_new(c, "replays_abandoned",
+                        json_integer((json_int_t)s->counters.replays_abandoned));
+    json_object_set_new(c, "lost_batches", json_integer((json_int_t)s->counters.lost_batches));
+    json_object_set_new(c, "engine_bound_refusals",
+                        json_integer((json_int_t)s->counters.engine_refusals));
+    json_object_set_new(o, "engine_hashes_bound_hit", json_boolean(s->engine_bound_hit));
+}
+
 static json_t *source_json(const struct indexer_state *st, const struct indexer_source *s) {
     const struct cr_indexer_registration *r = &s->reg;
     const struct indexer_instance_info *info = info_of(st, s->target.instance);
@@ -472,6 +540,7 @@ static json_t *source_json(const struct indexer_state *st, const struct indexer_
                         s->have_seq ? json_integer((json_int_t)s->last_seq) : json_null());
     json_object_set_new(o, "replaying", json_boolean(s->replaying));
     json_object_set_new(o, "counters", counters_json(&s->counters));
+    health_json(st, o, s);
     json_object_set_new(o, "load", load_json(info));
     json_object_set_new(o, "route",
                         info != NULL

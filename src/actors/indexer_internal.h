@@ -20,10 +20,27 @@
 #define CR_INDEXER_SOURCES_MAX 256u
 /* Messages drained from one socket per wake, so the mailbox is not starved. */
 #define CR_INDEXER_DRAIN_MAX 64u
-/* A replay round that has received nothing for this long is abandoned
- * (publisher stale).  The deadline moves with every replayed message, so a
- * long replay that keeps progressing is never cut short. */
+/* A replay round that has received nothing for this long is given up and
+ * asked again (see CR_INDEXER_REPLAY_TRIES).  The deadline moves with every
+ * replayed message, so a long replay that keeps progressing is never cut
+ * short. */
 #define CR_INDEXER_REPLAY_TIMEOUT_NS (2ull * 1000000000u)
+/* Batches taken from one replay round before the next is asked from where
+ * it ended.  vLLM's and SGLang's replay socket is a ROUTER with ZMQ's
+ * default send high-water mark (1000 messages): it answers a request with
+ * everything it holds from the start seq and silently drops what does not
+ * fit in the send queue.  The first 1000 replies of a fresh connection
+ * always fit, so a window well under that never has a hole of the peer's
+ * making. */
+#define CR_INDEXER_REPLAY_WINDOW 256u
+/* Rounds in a row that bring nothing (no answer, or a hole at once) before
+ * the replay is abandoned and the publisher marked stale; between them the
+ * wait doubles from CR_INDEXER_REPLAY_BACKOFF_NS. */
+#define CR_INDEXER_REPLAY_TRIES 5u
+#define CR_INDEXER_REPLAY_BACKOFF_NS (100ull * 1000000u)
+/* Ranges of seqs a publisher's replay could no longer give, kept per
+ * publisher for /services (the newest ones; all are counted). */
+#define CR_INDEXER_LOST_RANGES_MAX 4u
 /* Name of the instance under which the store's own events are filed (per tenant). */
 #define CR_INDEXER_STORE_INSTANCE "crescent-store"
 
@@ -39,7 +56,16 @@ struct indexer_counters {
     uint64_t orphans;
     uint64_t contexts_created; /* against CR_INDEXER_CONTEXTS_PER_SOURCE */
     uint64_t dp_ranks_seen;    /* bit per DP rank this source has filed blocks under */
-    uint64_t replay_timeouts;  /* replay rounds abandoned after CR_INDEXER_REPLAY_TIMEOUT_NS */
+    uint64_t replay_timeouts;  /* replay rounds that stalled (CR_INDEXER_REPLAY_TIMEOUT_NS) */
+    uint64_t replay_rounds;    /* replay requests sent (windows and retries included) */
+    uint64_t replay_holes;     /* rounds cut at a hole the peer's send queue made */
+    uint64_t replays_abandoned; /* after CR_INDEXER_REPLAY_TRIES fruitless rounds */
+    uint64_t lost_batches;     /* seqs the publisher's replay no longer held */
+    uint64_t engine_refusals;  /* stored runs refused at --indexer-engine-hashes-max */
+};
+
+struct indexer_seq_range {
+    uint64_t first, last;
 };
 
 /* What a batch is applied for: instance, registration defaults, counters. */
@@ -57,19 +83,44 @@ struct indexer_source {
     struct cr_indexer_registration reg;
     struct indexer_target target;
     void *sub;    /* ZMQ SUB */
+    void *monitor; /* PAIR reading the SUB's monitor events; NULL if none */
+    bool connected, ever_connected; /* the SUB's link, from its monitor */
+    uint64_t link_since_ns;         /* when connected last changed (or registration) */
+    uint64_t disconnects;
+    bool have_batch;
+    uint64_t last_batch_ns; /* when a batch (live or replayed) last came */
     void *dealer; /* ZMQ DEALER of the current replay round; NULL between rounds */
     bool have_seq;
     uint64_t last_seq;
-    bool stale;     /* a gap could not be (or was not) recovered */
-    bool replaying; /* SUB reads are held until the replay ends */
-    /* After a replay, live batches in (pending_seq, replayed_until] may be
+    /* A first-subscribe replay was answered: seqs count from 0, so a first
+     * live seq above 0 is a gap (the SUB joins late: ZMQ's slow joiner). */
+    bool synced;
+    bool stale;               /* the index may miss some of its blocks */
+    bool engine_bound_hit;    /* a run was refused at --indexer-engine-hashes-max */
+    const char *stale_reason; /* a static string; NULL while not stale */
+    bool replaying;           /* SUB reads are held until the replay ends */
+    /* A replay runs in rounds: each a fresh DEALER (dealer) asking from the
+     * next missing seq, taking at most CR_INDEXER_REPLAY_WINDOW batches.
+     * It ends at the publisher's end marker.  replay_first: the replay of
+     * a first subscribe (from seq 0, nothing pending). */
+    bool replay_first;
+    uint64_t replay_started_ns, replay_taken_at_start; /* for the log line at its end */
+    uint32_t round_taken;     /* batches the current round applied */
+    uint32_t round_fails;     /* rounds in a row that brought nothing */
+    uint64_t retry_at_ns;     /* dealer is NULL until then (backoff) */
+    uint64_t replay_deadline_ns; /* moved forward by every replayed message */
+    uint64_t oldest_seq;      /* the first seq the last first-subscribe replay gave */
+    bool have_oldest;
+    struct indexer_seq_range lost[CR_INDEXER_LOST_RANGES_MAX]; /* newest last */
+    uint32_t lost_count;
+    /* After a replay, live batches in [window_next, replayed_until] may be
      * copies queued on SUB while the replay delivered them (duplicates) or a
      * restarted publisher's new numbering (see replay_copy in
      * indexer_sources.c).  The window closes at the first live batch that
      * is not a copy. */
     bool after_replay;
     uint64_t replayed_until;
-    uint64_t replay_deadline_ns; /* moved forward by every replayed message */
+    uint64_t window_next; /* the lowest seq the next copy may have */
     /* The live batch that revealed the gap, applied after the replay. */
     void *pending;
     size_t pending_len;
@@ -80,7 +131,6 @@ struct indexer_source {
     /* Newest ts among the batches the last replay round delivered: a live
      * copy of one of them is not newer.  -1 before any decoded. */
     double replay_ts_max;
-    uint64_t window_last; /* the last live seq taken as a copy (pending_seq at first) */
     uint64_t last_replay_log_ns;
 };
 
@@ -104,9 +154,10 @@ struct indexer_state {
     struct indexer_source sources[CR_INDEXER_SOURCES_MAX];
     uint32_t source_count;
     bool poll_dirty;
-    void *pollitems;      /* zmq_pollitem_t[2 * CR_INDEXER_SOURCES_MAX + 1] */
+    void *pollitems;      /* zmq_pollitem_t[3 * CR_INDEXER_SOURCES_MAX + 1] */
     int16_t *poll_source; /* poll slot -> source index (-1: wake fd) */
-    uint8_t *poll_is_dealer;
+    uint8_t *poll_is_dealer; /* 0 SUB, 1 DEALER, 2 monitor */
+    uint64_t monitor_seq;    /* names each monitor's inproc endpoint */
     uint32_t poll_count;
     struct indexer_instance_info *instances; /* by instance id, grown on demand */
     uint32_t instance_cap;
@@ -120,6 +171,8 @@ struct indexer_state {
     struct cr_indexer_registration *static_regs;
     uint32_t static_count;
     uint64_t now_ns; /* refreshed at each handle/wait, and after the wait's poll */
+    uint32_t engine_hashes_max; /* --indexer-engine-hashes-max, for messages */
+    int64_t max_message_bytes;  /* ZMQ_MAXMSGSIZE of every SUB and DEALER */
     /* The runtime's clock (the actor's, manual in tests); NULL in tests
      * that move now_ns by hand.  indexer_wait reads it after zmq_poll
      * returns: what the poll woke for happened now, not when the wait

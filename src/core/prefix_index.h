@@ -93,6 +93,17 @@ int cr_prefix_index_create(uint64_t base_seed, struct cr_prefix_index **out);
 /* Frees everything; NULL is a no-op. */
 void cr_prefix_index_destroy(struct cr_prefix_index *index);
 
+/* Bounds the engine hashes one publisher may have mapped (over all its
+ * contexts); 0 = no bound (the default).  A stored run that would take a
+ * publisher past it is refused whole with CR_ERR_NOMEM and counted in
+ * cr_prefix_index_engine_refusals: one publisher sending hashes without
+ * end must not grow the index for everyone. */
+void cr_prefix_index_set_engine_max(struct cr_prefix_index *index, uint64_t max);
+/* Stored runs refused at that bound so far (all publishers). */
+uint64_t cr_prefix_index_engine_refusals(const struct cr_prefix_index *index);
+/* Engine hashes the publisher has mapped now; 0 for an unknown publisher. */
+uint64_t cr_prefix_index_engine_count(const struct cr_prefix_index *index, uint32_t publisher);
+
 /* Resolves a medium name, case-insensitively ("gpu" = "GPU"); NULL or "" is
  * GPU.  Unknown names are registered (up to CR_PREFIX_MEDIA_MAX in all).
  * Returns CR_OK, CR_ERR_NOMEM when the registry is full, or

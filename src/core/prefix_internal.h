@@ -130,6 +130,8 @@ struct cr_prefix_index {
     struct cr_prefix_map context_of;   /* key hash -> first context id */
     struct prefix_attr_table attrs;
     uint64_t blocks, pairs, runs_orphaned, removes_unknown;
+    uint64_t engine_max;      /* per publisher; 0 = unbounded */
+    uint64_t engine_refusals; /* stored runs refused at engine_max */
     struct prefix_scratch scratch;
 };
 

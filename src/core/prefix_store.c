@@ -262,10 +262,51 @@ static int validate(const struct cr_prefix_index *index, uint32_t publisher, uin
 /* Applies a validated run: maps engine -> own and adds the pairs. */
 #define PREFETCH_MAX 16u /* lookups started ahead in apply_stored */
 
+void cr_prefix_index_set_engine_max(struct cr_prefix_index *index, uint64_t max) {
+    assert(index != NULL);
+    index->engine_max = max;
+}
+
+uint64_t cr_prefix_index_engine_refusals(const struct cr_prefix_index *index) {
+    assert(index != NULL);
+    return index->engine_refusals;
+}
+
+static uint64_t engine_count(const struct prefix_publisher *pub) {
+    uint64_t n = 0;
+    for (uint32_t t = 0; t < pub->track_count; t++)
+        n += cr_prefix_map_count(&pub->tracks[t].engine_to_own);
+    return n;
+}
+
+uint64_t cr_prefix_index_engine_count(const struct cr_prefix_index *index, uint32_t publisher) {
+    assert(index != NULL);
+    if (publisher >= index->publisher_high || !index->publishers[publisher].used) return 0;
+    return engine_count(&index->publishers[publisher]);
+}
+
+/* Whether the run fits under index->engine_max.  The cheap test (every
+ * hash new) first; the exact count of new hashes only near the bound. */
+static bool engine_room(struct cr_prefix_index *index, const struct prefix_publisher *pub,
+                        const struct prefix_track *track, const uint64_t *ids, size_t count) {
+    if (index->engine_max == 0) return true;
+    uint64_t held = engine_count(pub);
+    if (held + count <= index->engine_max) return true;
+    uint64_t fresh = 0, unused;
+    for (size_t i = 0; i < count; i++)
+        fresh += track == NULL || !cr_prefix_map_get(&track->engine_to_own, ids[i], &unused);
+    if (held + fresh <= index->engine_max) return true;
+    index->engine_refusals++;
+    return false;
+}
+
 static int apply_stored(struct cr_prefix_index *index, uint32_t publisher, uint32_t context,
                         const uint64_t *engine, const uint64_t *own, size_t count,
                         uint8_t medium) {
     struct prefix_publisher *pub = &index->publishers[publisher];
+    if (!engine_room(index, pub, track_find(index, pub, context, false),
+                     engine != NULL ? engine : own, count))
+        return CR_ERR_NOMEM; /* nothing applied */
     struct pair_ref ref = {.ctx = &index->contexts[context], .rank = pub->dp_rank};
     int rc = prefix_context_local(index, ref.ctx, pub->instance, true, &ref.local);
     if (rc != CR_OK) return rc;

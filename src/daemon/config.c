@@ -64,6 +64,12 @@ static const struct setting settings[] = {
      "S", "space of an unfinished put older than this is reclaimed"},
     {"client-ttl", SETTING_U32, FIELD(client_ttl), 1, 3600, "S",
      "a client silent this long loses its segments and unfinished puts"},
+    {"max-segments-per-client", SETTING_U32, FIELD(max_segments_per_client), 1, 65535, "N",
+     "segments one client may have mounted"},
+    {"min-segment-size-bytes", SETTING_U32, FIELD(min_segment_size_bytes), 1, 4000000000u, "BYTES",
+     "smallest segment a client may mount"},
+    {"max-tenants-per-client", SETTING_U32, FIELD(max_tenants_per_client), 1, 65535, "N",
+     "tenants holding objects that one client's puts may have created"},
     {"regex-max-matches", SETTING_U32, FIELD(regex_max_matches), 1, 1u << 28, "N",
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
@@ -99,6 +105,10 @@ static const struct setting settings[] = {
     /* Prefix indexer */
     {"indexer-config", SETTING_STRING, FIELD(indexer_config), 0, 0, "FILE",
      "conductor_config.json of static publishers (also CONDUCTOR_CONFIG_PATH)"},
+    {"indexer-engine-hashes-max", SETTING_U32, FIELD(indexer_engine_hashes_max), 1, 1u << 30, "N",
+     "engine block hashes one publisher may have in the index; runs past it are refused"},
+    {"indexer-max-message-mb", SETTING_U32, FIELD(indexer_max_message_mb), 1, 2047, "MB",
+     "largest message taken from a publisher (ZMQ_MAXMSGSIZE); a larger one drops the link"},
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -123,6 +133,9 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->put_start_discard_timeout_sec = 30;
     config->put_start_release_timeout_sec = 600;
     config->client_ttl = 10;
+    config->max_segments_per_client = 64;  /* as cr_store_config_default */
+    config->min_segment_size_bytes = 4096;  /* as cr_store_config_default */
+    config->max_tenants_per_client = 16;    /* as cr_store_config_default */
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     config->task_timeout_sec = 300;            /* wire-formats §6 */
@@ -135,6 +148,11 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->replay_address, sizeof(config->replay_address), "tcp://127.0.0.1:19998");
     config->replay_batches = 10000;
     config->replay_bytes_mb = 64;
+    /* An engine holds at most its KV blocks (GPU and offload tiers): a
+     * million is far above a large GPU's count, and bounds the map at
+     * about 64 MiB per publisher. */
+    config->indexer_engine_hashes_max = 1u << 20;
+    config->indexer_max_message_mb = 64; /* a 2M-token event is ~10 MB of msgpack */
 }
 
 static void default_text(const struct setting *s, char *out, size_t size) {

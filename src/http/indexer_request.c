@@ -341,6 +341,12 @@ int cr_indexer_request_from_json(json_t *root, bool by_hash, struct cr_indexer_r
         field_str(root, "instance_id", NULL, false, req->instance, sizeof(req->instance), detail,
                   dsize);
     int rc = ok ? field_block_size(root, &req->block_size, detail, dsize) : CR_ERR_INVALID_PARAMS;
+    json_t *unhealthy = json_object_get(root, "include_unhealthy");
+    if (rc == CR_OK && unhealthy != NULL && !json_is_boolean(unhealthy)) {
+        snprintf(detail, dsize, "field 'include_unhealthy' must be true or false");
+        rc = CR_ERR_INVALID_PARAMS;
+    }
+    req->include_unhealthy = json_is_true(unhealthy);
     if (rc == CR_OK)
         rc = by_hash ? field_hashes(root, req, detail, dsize)
                      : field_tokens(root, req, detail, dsize);
@@ -568,6 +574,8 @@ static bool fp_member(struct fp *f, struct cr_indexer_request *req, uint32_t *se
     int which = -1;
     for (int i = 0; i < 8; i++)
         if (strlen(names[i]) == klen && memcmp(names[i], key, klen) == 0) which = i;
+    static const char unhealthy[] = "include_unhealthy"; /* checked by the full parser */
+    if (klen == sizeof(unhealthy) - 1 && memcmp(unhealthy, key, klen) == 0) return false;
     if (which == 7) { /* the alias counts only while cache_salt is absent */
         if (!fp_string(f, &sv, &slen)) return false;
         return (*seen & (1u << 3)) != 0 || fp_copy(req->salt, CR_INDEXER_NAME_MAX, sv, slen);

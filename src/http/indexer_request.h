@@ -30,6 +30,7 @@ struct cr_indexer_request {
     size_t token_count;
     uint64_t *hashes; /* /query_by_hash: seq_hashes (alias block_hash) */
     size_t hash_count;
+    bool include_unhealthy; /* /route: also instances never connected or stale */
 };
 
 /* Returns whether no array or object of the JSON text nests deeper than

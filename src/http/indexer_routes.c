@@ -17,7 +17,8 @@
  *                         its last report, at most CR_INDEXER_LOAD_ONLY_MAX (1024) of
  *                         them: past that, 503
  *   POST /route          a /query body -> {"instance_id", "longest_matched", "request_tokens",
- *                         "cost", "load", "candidates", "matches": <the /query answer>}
+ *                         "cost", "load", "candidates", "excluded_unhealthy",
+ *                         "matches": <the /query answer>}
  *
  * Route cost (lower wins), after seed 003's scheduler:
  *   cost = kv_load + waiting / max_waiting + full - 2 * overlap
@@ -27,7 +28,9 @@
  *   max_waiting = the largest num_requests_waiting among the candidates
  *   full        = 1 when active slots or blocks reached their totals, else 0
  * Candidates: the tenant's publishers registered for the model, the tenant's
- * instances that reported load, and every instance that matched.  Ties go to
+ * instances that reported load, and every instance that matched; left out
+ * (unless "include_unhealthy": true) an instance with publishers none of
+ * which ever connected, or one of which is stale (possibly_stale).  Ties go to
  * the longer match, then the smaller name.  Each /route counts, for the
  * chosen instance, the prompt tokens and the hit tokens (its longest match):
  * the hit rate in /services, /global_view and /metrics.
@@ -280,6 +283,7 @@ static int run_query(struct cr_subsystems *peers, const struct cr_indexer_reques
         .route = route,
         .request_tokens =
             req->tokens != NULL ? req->token_count : (uint64_t)req->hash_count * req->block_size,
+        .include_unhealthy = req->include_unhealthy,
     };
     struct cr_msg msg = {.type = CR_MSG_INDEXER_QUERY};
     *CR_MSG_BODY(&msg, struct cr_msg_indexer_query) =
@@ -365,9 +369,9 @@ static void route_route(void *ctx, const struct cr_http_request *req,
         cr_buf_appendf(&b, "null");
     cr_buf_appendf(&b,
                    ",\"longest_matched\":%u,\"request_tokens\":%zu,\"cost\":%.6f,\"load\":%.6f,"
-                   "\"candidates\":%u,\"matches\":",
+                   "\"candidates\":%u,\"excluded_unhealthy\":%u,\"matches\":",
                    r->best_tokens, q.token_count, r->best_instance[0] != '\0' ? r->best_cost : 0.0,
-                   r->best_load, r->candidates);
+                   r->best_load, r->candidates, r->excluded);
     render_matches_json(&b, q.tenant, r);
     cr_buf_appendf(&b, "}");
     resp->status = 200;

@@ -65,6 +65,9 @@ struct cr_indexer_query {
     const char *instance_filter; /* NULL: every instance */
     bool route;                  /* pick the best instance and count its hit rate */
     uint64_t request_tokens;     /* with route: the prompt's length in tokens */
+    /* With route: also instances whose publishers never connected or are
+     * stale (left out by default: their index entries may be wrong). */
+    bool include_unhealthy;
 };
 
 /* One instance's hit.  dp_tokens holds one count per set bit of dp_mask, in
@@ -92,6 +95,7 @@ struct cr_indexer_result {
     double best_cost;
     double best_load;
     uint32_t candidates;
+    uint32_t excluded; /* candidates left out as unhealthy (see include_unhealthy) */
 };
 
 struct cr_msg_indexer_query {

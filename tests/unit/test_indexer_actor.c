@@ -124,8 +124,11 @@ static json_t *instance_load(struct fx *f, const char *instance) {
 }
 
 /* /route over an empty prompt for model m: who wins and among how many. */
+/* Routes with include_unhealthy: the publishers registered here never
+ * connect (nothing listens on their endpoints). */
 static uint32_t route(struct fx *f, char *best, size_t best_size) {
-    struct cr_indexer_query q = {.key = {.model = "m", .block_size = 16}, .route = true};
+    struct cr_indexer_query q = {
+        .key = {.model = "m", .block_size = 16}, .route = true, .include_unhealthy = true};
     struct cr_indexer_result *r = NULL;
     struct cr_msg msg = {.type = CR_MSG_INDEXER_QUERY};
     *CR_MSG_BODY(&msg, struct cr_msg_indexer_query) =

@@ -354,6 +354,35 @@ static void test_stored_hashes_and_reuse(void **state) {
     assert_int_equal(n, 0);
 }
 
+/* A publisher is bounded in engine hashes: a run past the bound is refused
+ * whole and counted; hashes it already maps, and other publishers, are not
+ * held back; removals make room again. */
+static void test_engine_hash_bound(void **state) {
+    struct fixture *f = *state;
+    cr_prefix_index_set_engine_max(f->ix, 4);
+    uint64_t seq[6] = {101, 102, 103, 104, 105, 106};
+    assert_int_equal(cr_prefix_index_stored_hashes(f->ix, f->pa, f->ctx, NULL, seq, 3, 0), CR_OK);
+    assert_int_equal(cr_prefix_index_stored_hashes(f->ix, f->pa, f->ctx, NULL, seq + 3, 2, 0),
+                     CR_ERR_NOMEM);
+    assert_int_equal(cr_prefix_index_engine_refusals(f->ix), 1);
+    assert_int_equal(cr_prefix_index_engine_count(f->ix, f->pa), 3);
+    const struct cr_prefix_match *m;
+    size_t n;
+    assert_int_equal(cr_prefix_index_query(f->ix, f->ctx, seq, 6, NULL, 0, &m, &n), CR_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(m[0].longest_tokens, 3 * BS); /* nothing of the refused run */
+    /* Near the bound, hashes it maps already do not count. */
+    assert_int_equal(cr_prefix_index_stored_hashes(f->ix, f->pa, f->ctx, NULL, seq + 1, 3, 0),
+                     CR_OK);
+    assert_int_equal(cr_prefix_index_engine_count(f->ix, f->pa), 4);
+    assert_int_equal(cr_prefix_index_stored_hashes(f->ix, f->pb, f->ctx, NULL, seq, 4, 0), CR_OK);
+    assert_int_equal(cr_prefix_index_removed(f->ix, f->pa, f->ctx, seq, 2, CR_PREFIX_MEDIUM_ALL),
+                     CR_OK);
+    assert_int_equal(cr_prefix_index_stored_hashes(f->ix, f->pa, f->ctx, NULL, seq + 4, 2, 0),
+                     CR_OK);
+    assert_int_equal(cr_prefix_index_engine_refusals(f->ix), 1);
+}
+
 static void test_bad_input(void **state) {
     struct fixture *f = *state;
     uint32_t tokens[8] = {0};
@@ -537,6 +566,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_stored_hashes_and_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instance_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_engine_hash_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_churn_does_not_grow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_against_model, setup, teardown),
     };
