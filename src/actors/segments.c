@@ -548,6 +548,9 @@ static void store_config_from(const struct cr_daemon_config *c, cr_store_config 
     out->task_timeout_ms = (uint64_t)c->task_timeout_sec * 1000u;
     out->regex_max_matches = c->regex_max_matches;
     out->regex_budget_steps = c->regex_budget_steps;
+    out->max_segments_per_client = c->max_segments_per_client;
+    out->min_segment_size_bytes = c->min_segment_size_bytes;
+    out->max_tenants_per_client = c->max_tenants_per_client;
 }
 
 static int segments_create(const struct cr_daemon_config *config, void **state_out) {

@@ -7,8 +7,12 @@
 #include <sys/uio.h>
 #include <xxhash.h>
 
+#include "core/store.h"
 #include "crescent/error.h"
 #include "rdma/xfer.h"
+
+_Static_assert(CR_TASK_EXEC_TARGETS_MAX == CR_STORE_REPLICAS_MAX,
+               "a task has at most one target per replica slot");
 
 #define POLL_SLICE_MS 1000
 

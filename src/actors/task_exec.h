@@ -16,11 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/store.h"
-
 struct cr_xfer_client;
 
-#define CR_TASK_EXEC_TARGETS_MAX CR_STORE_REPLICAS_MAX
+#define CR_TASK_EXEC_TARGETS_MAX 8u /* = CR_STORE_REPLICAS_MAX (checked in task_exec.c) */
 #define CR_TASK_EXEC_ERROR_MAX 256u
 
 /* Where one replica lives: as a BufHandle says it. */
@@ -49,4 +47,13 @@ struct cr_task_exec_job {
 int cr_task_exec_run(struct cr_xfer_client *xfer, const struct cr_task_exec_job *job, char *why,
                      size_t why_len);
 
+/* One round of an executor's loop, for a store server after its heartbeat:
+ * fetches up to `max` (1..256) tasks assigned to `master`'s client id
+ * (FetchTasks), runs each with cr_task_exec_run over `xfer`, and reports
+ * each outcome (MarkTaskToComplete: SUCCESS, or FAILED with the reason).
+ * Returns the number of tasks run (>= 0), or the fetch's failure (a
+ * negative cr_status; cr_client_last_error(master) says why).  A report that
+ * fails is logged: the master fails the task at its deadline anyway. */
+struct cr_client;
+int cr_task_exec_serve(struct cr_client *master, struct cr_xfer_client *xfer, uint32_t max);
 #endif

@@ -40,6 +40,9 @@ void cr_store_config_default(cr_store_config *out) {
     out->max_segments = 1024;
     out->max_clients = 4096;
     out->max_tenants = 64;
+    out->max_tenants_per_client = 16;
+    out->max_segments_per_client = 64;
+    out->min_segment_size_bytes = 4096;
     out->max_replicas_per_object = CR_STORE_REPLICAS_MAX;
     out->max_allocations_per_segment = 1u << 20;
     out->max_discarded = 1u << 16;
@@ -81,6 +84,9 @@ int cr_store_config_validate(const cr_store_config *c, char *msg, size_t msg_len
          "max_segments must be in [1, 65535]"},
         {c->max_clients == 0 || c->max_clients > (1u << 24), "max_clients must be in [1, 2^24]"},
         {c->max_tenants == 0 || c->max_tenants > UINT16_MAX, "max_tenants must be in [1, 65535]"},
+        {c->max_tenants_per_client == 0, "max_tenants_per_client must be > 0"},
+        {c->max_segments_per_client == 0, "max_segments_per_client must be > 0"},
+        {c->min_segment_size_bytes == 0, "min_segment_size_bytes must be > 0"},
         {c->max_replicas_per_object == 0 || c->max_replicas_per_object > CR_STORE_REPLICAS_MAX,
          "max_replicas_per_object must be in [1, 8]"},
         {c->max_allocations_per_segment == 0 || c->max_allocations_per_segment > (1u << 30),
@@ -278,7 +284,7 @@ int cr_store_tenant_intern(cr_store *store, const char *tenant, uint16_t *out) {
     if (name == NULL) return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
     uint32_t slot = tenant_free_slot(store);
     assert(store->tenants[slot].name == NULL && store->tenants[slot].refs == 0);
-    store->tenants[slot] = (struct cr_store_tenant){name, tenant_seed(name), 0};
+    store->tenants[slot] = (struct cr_store_tenant){.name = name, .seed = tenant_seed(name)};
     if (slot == store->tenant_high) store->tenant_high++;
     store->tenant_count++;
     *out = (uint16_t)slot;
@@ -370,7 +376,11 @@ int cr_store_client_touch(cr_store *store, const struct cr_uuid *client, uint64_
     return CR_OK;
 }
 
+/* Only a client the store knows (it mounted or put) is recorded: a Ping
+ * from an unknown id has nothing to keep alive, and 4,200 made-up ids used
+ * to fill the client table for everyone. */
 int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms) {
+    if (!cr_store_client_known(store, client)) return CR_OK;
     return cr_store_client_touch(store, client, now_ms);
 }
 
@@ -433,19 +443,32 @@ static int segment_check_params(cr_store *store, const struct cr_uuid *client,
     if (p->protocol == NULL || (strcmp(p->protocol, "tcp") != 0 && strcmp(p->protocol, "rdma")))
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "protocol must be tcp or rdma");
     if (p->size == 0) return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "segment size is 0");
+    if (p->size < store->cfg.min_segment_size_bytes)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
+                             "segment %s is %llu bytes, smaller than %llu "
+                             "(min_segment_size_bytes, --min-segment-size-bytes)",
+                             p->name, (unsigned long long)p->size,
+                             (unsigned long long)store->cfg.min_segment_size_bytes);
     if (p->base + p->size < p->base)
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "segment base + size overflows");
     if (cr_store_segment_lookup(store, p->name) >= 0)
         return cr_store_fail(store, CR_ERR_SEGMENT_ALREADY_EXISTS, "segment %s already mounted",
                              p->name);
+    uint32_t owned = 0;
     for (uint32_t i = 0; i < store->mounted_count; i++) {
         const struct cr_store_segment *seg = &store->segments[store->mounted[i]];
         if (!cr_uuid_equal(&seg->owner, client)) continue;
+        owned++;
         if (p->base < seg->base + seg->size && seg->base < p->base + p->size)
             return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
                                  "segment %s overlaps segment %s of the same client", p->name,
                                  seg->name);
     }
+    if (owned >= store->cfg.max_segments_per_client)
+        return cr_store_fail(store, CR_ERR_NOMEM,
+                             "this client has %u segments mounted (max_segments_per_client): "
+                             "unmount one, or raise --max-segments-per-client",
+                             owned);
     if (store->mounted_count == store->cfg.max_segments)
         return cr_store_fail(store, CR_ERR_NOMEM, "segment table full (max_segments)");
     return CR_OK;

@@ -51,6 +51,9 @@ typedef struct cr_store_config {
     uint32_t max_segments;                     /* mounted segments, ≤ 65535 */
     uint32_t max_clients;                      /* known clients */
     uint32_t max_tenants;                      /* tenants holding objects at once */
+    uint32_t max_tenants_per_client;           /* of those, created by one client: 16 */
+    uint32_t max_segments_per_client;          /* mounted by one client: 64 */
+    uint64_t min_segment_size_bytes;           /* smallest segment mounted: 4096 (a page) */
     uint32_t max_replicas_per_object;          /* ≤ CR_STORE_REPLICAS_MAX */
     uint32_t max_allocations_per_segment;      /* offset allocator bookkeeping */
     uint32_t max_discarded;                    /* parked replicas of preempted puts */

@@ -102,6 +102,7 @@ struct cr_store_tenant {
     char *name;
     uint64_t seed;
     uint32_t refs;
+    struct cr_uuid creator; /* the client whose put created it (max_tenants_per_client) */
 };
 
 /* A replica of a preempted put, parked until its release timeout. */

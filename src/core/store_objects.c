@@ -413,16 +413,32 @@ static void plan_unwind(cr_store *store, struct put_plan *plan) {
     free(plan->meta_copy);
 }
 
+/* One client may create at most max_tenants_per_client of the tenants that
+ * hold objects, so that one caller cannot fill the table for everyone. */
+static int tenant_check_creator(cr_store *store, const struct cr_uuid *client) {
+    uint32_t created = 0;
+    for (uint32_t i = 1; i < store->tenant_high; i++)
+        created += store->tenants[i].name != NULL && cr_uuid_equal(&store->tenants[i].creator, client);
+    if (created < store->cfg.max_tenants_per_client) return CR_OK;
+    return cr_store_fail(store, CR_ERR_NOMEM,
+                         "this client created %u tenants that still hold objects "
+                         "(max_tenants_per_client): remove their objects, or raise "
+                         "--max-tenants-per-client",
+                         created);
+}
+
 /* Decides whether the key may be written and whether a zombie is preempted. */
-static int plan_check_existing(cr_store *store, struct put_plan *plan,
+static int plan_check_existing(cr_store *store, struct put_plan *plan, const struct cr_uuid *client,
                                const struct cr_store_put_params *p, uint64_t now_ms) {
     int t = cr_store_tenant_lookup(store, p->tenant);
     plan->existing = CR_STORE_NONE;
     plan->tenant_known = t >= 0;
     if (t < 0) {
         if (store->tenant_count == store->cfg.max_tenants)
-            return cr_store_fail(store, CR_ERR_NOMEM, "tenant table full (max_tenants)");
-        return CR_OK;
+            return cr_store_fail(store, CR_ERR_NOMEM,
+                                 "tenant table full: %u tenants hold objects (max_tenants)",
+                                 store->cfg.max_tenants);
+        return tenant_check_creator(store, client);
     }
     plan->tenant = (uint16_t)t;
     plan->hash = p->key_hashed ? p->key_hash
@@ -474,6 +490,7 @@ static int plan_commit(cr_store *store, struct put_plan *plan, const struct cr_u
             store->free_head = id;
             return rc;
         }
+        if (plan->tenant != 0) store->tenants[plan->tenant].creator = *client;
         plan->hash = p->key_hashed ? p->key_hash
                                    : cr_store_key_hash(store, plan->tenant, p->key, p->key_len);
     }
@@ -513,7 +530,7 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
     out->lease_ms = 0;
     struct put_plan plan = {0};
     int rc = put_validate(store, p);
-    if (rc == CR_OK) rc = plan_check_existing(store, &plan, p, now_ms);
+    if (rc == CR_OK) rc = plan_check_existing(store, &plan, client, p, now_ms);
     if (rc == CR_OK) rc = plan_check_room(store, client);
     if (rc != CR_OK) return rc;
     if (p->key_len > CR_STORE_KEY_INLINE) {

@@ -64,6 +64,12 @@ static const struct setting settings[] = {
      "S", "space of an unfinished put older than this is reclaimed"},
     {"client-ttl", SETTING_U32, FIELD(client_ttl), 1, 3600, "S",
      "a client silent this long loses its segments and unfinished puts"},
+    {"max-segments-per-client", SETTING_U32, FIELD(max_segments_per_client), 1, 65535, "N",
+     "segments one client may have mounted"},
+    {"min-segment-size-bytes", SETTING_U32, FIELD(min_segment_size_bytes), 1, 4000000000u, "BYTES",
+     "smallest segment a client may mount"},
+    {"max-tenants-per-client", SETTING_U32, FIELD(max_tenants_per_client), 1, 65535, "N",
+     "tenants holding objects that one client's puts may have created"},
     {"regex-max-matches", SETTING_U32, FIELD(regex_max_matches), 1, 1u << 28, "N",
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
@@ -129,6 +135,9 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->put_start_discard_timeout_sec = 30;
     config->put_start_release_timeout_sec = 600;
     config->client_ttl = 10;
+    config->max_segments_per_client = 64;  /* as cr_store_config_default */
+    config->min_segment_size_bytes = 4096;  /* as cr_store_config_default */
+    config->max_tenants_per_client = 16;    /* as cr_store_config_default */
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     config->task_timeout_sec = 300;            /* wire-formats §6 */

@@ -3,9 +3,10 @@
 import json
 import socket
 import statistics
+import subprocess
 import time
 
-from conftest import http_get
+from conftest import binary, http_get
 from master_client import STATUS, MasterClient
 from test_indexer import post
 from test_store_master import start_master
@@ -156,3 +157,38 @@ def test_connection_bound_drops_the_longest_idle_first(daemon):
     finally:
         for s in idle:
             s.close()
+
+
+def test_one_caller_cannot_fill_the_shared_tables(daemon):
+    d, rpc = start_master(daemon, "--max-segments-per-client", "4",
+                          "--max-tenants-per-client", "3")
+    with MasterClient(rpc, client_id=(5, 5)) as c:
+        # 4,200 Pings from made-up ids filled the 4096-entry client table.
+        for i in range(4200):
+            c.send(c.pb.PING, c.pb.PingRequest(client_id=c.pb.UUID(first=1000 + i, second=1)))
+        for _ in range(4200):
+            assert c.recv(timeout=30)[1] == 0
+        assert c.ping().status_code == 0
+        assert c.mount_segment("genuine", MiB).status_code == 0
+        # Segments: a minimum size, and a bound per client.
+        tiny = c.mount_segment("tiny", 1, base=1 << 40)
+        assert tiny.status_code == STATUS["INVALID_PARAMS"]
+        assert "--min-segment-size-bytes" in tiny.error_message
+        for i in range(3):
+            assert c.mount_segment(f"s{i}", MiB, base=(i + 2) << 32).status_code == 0
+        fifth = c.mount_segment("s3", MiB, base=9 << 32)
+        assert fifth.status_code == STATUS["NOMEM"] and "--max-segments-per-client" in \
+            fifth.error_message
+        # Tenants: a bound on those one client's puts create.
+        for t in ("t1", "t2", "t3"):
+            assert c.put_start("k", 4096, tenant=t).status_code == 0
+        extra = c.put_start("k", 4096, tenant="t4")
+        assert extra.status_code == STATUS["NOMEM"] and "--max-tenants-per-client" in \
+            extra.error_message
+        with MasterClient(rpc, client_id=(6, 6)) as other:  # others are not affected
+            assert other.mount_segment("other", MiB).status_code == 0
+            assert other.put_start("k", 4096, tenant="t4").status_code == 0
+    out = subprocess.run([binary("crescentd"), "--help"], capture_output=True, text=True)
+    for flag in ("--max-segments-per-client", "--min-segment-size-bytes",
+                 "--max-tenants-per-client", "--regex-budget-steps", "--http-connections-max"):
+        assert flag in out.stdout, flag

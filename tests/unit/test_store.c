@@ -64,6 +64,7 @@ static cr_store *make_store(struct recorder *rec) {
     cfg.max_objects = 20000;
     cfg.max_segments = 64;
     cfg.max_allocations_per_segment = 4096;
+    cfg.max_tenants_per_client = 65535; /* tests of the whole table use one client */
     struct cr_store_event_sink sink = {record, rec};
     cr_store *s = NULL;
     assert_int_equal(cr_store_create(&cfg, rec ? &sink : NULL, &s), CR_OK);
@@ -531,18 +532,68 @@ static void test_client_expiry(void **state) {
 static void test_many_clients_expire(void **state) {
     (void)state;
     cr_store *s = make_store(NULL);
+    mount(s, &CLIENT_A, "a0", 0, 300 * OBJ, "10.0.0.1:1");
     for (int i = 0; i < 300; i++) {
         struct cr_uuid c = {{0}};
         c.b[0] = (uint8_t)i;
         c.b[1] = (uint8_t)(i >> 8);
         c.b[15] = 7;
+        char key[16];
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(put_start(s, &c, NULL, key, 1, false, NULL, 0, NULL), CR_OK);
         assert_int_equal(cr_store_client_ping(s, &c, (uint64_t)(i % 2) * 100000), CR_OK);
     }
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_A, 100000), CR_OK);
     assert_int_equal(cr_store_expire_clients(s, 100000), 150);
     struct cr_store_stats st;
     cr_store_get_stats(s, 0, &st);
-    assert_int_equal(st.client_count, 150);
-    assert_int_equal(cr_store_expire_clients(s, 200001), 150);
+    assert_int_equal(st.client_count, 151);
+    assert_int_equal(cr_store_expire_clients(s, 200001), 151);
+    cr_store_destroy(s);
+}
+
+/* Issue 10 item 7: one caller could fill the shared tables.  A Ping from an
+ * id the store does not know records nothing; one client mounts at most
+ * max_segments_per_client segments of at least min_segment_size_bytes, and
+ * creates at most max_tenants_per_client tenants; each refusal names the
+ * bound and its flag, and other clients are not affected. */
+static void test_per_client_bounds(void **state) {
+    (void)state;
+    cr_store_config cfg;
+    cr_store_config_default(&cfg);
+    cfg.max_segments_per_client = 3;
+    cfg.max_tenants_per_client = 2;
+    cfg.min_segment_size_bytes = 4096;
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_create(&cfg, NULL, &s), CR_OK);
+    for (int i = 0; i < 5000; i++) {
+        struct cr_uuid made_up = {{0}};
+        memcpy(made_up.b, &i, sizeof(i));
+        made_up.b[15] = 9;
+        assert_int_equal(cr_store_client_ping(s, &made_up, 1), CR_OK);
+    }
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 1, &st);
+    assert_int_equal(st.client_count, 0);
+    struct cr_store_segment_params tiny = {"tiny", 0, 1, "10.0.0.1:1", "tcp"};
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &tiny, 1), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_store_last_error(s), "--min-segment-size-bytes"));
+    for (int i = 0; i < 3; i++) {
+        char name[8];
+        snprintf(name, sizeof(name), "a%d", i);
+        mount(s, &CLIENT_A, name, (uint64_t)i << 20, 64 * KIB, "10.0.0.1:1");
+    }
+    struct cr_store_segment_params fourth = {"a3", 3u << 20, 64 * KIB, "10.0.0.1:1", "tcp"};
+    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &fourth, 1), CR_ERR_NOMEM);
+    assert_non_null(strstr(cr_store_last_error(s), "--max-segments-per-client"));
+    mount(s, &CLIENT_B, "b0", 0, 64 * KIB, "10.0.0.2:1"); /* B is not affected */
+    assert_int_equal(put_start(s, &CLIENT_A, "t1", "k", 1, false, NULL, 1, NULL), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_A, "t2", "k", 1, false, NULL, 1, NULL), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_A, "t1", "k2", 1, false, NULL, 1, NULL), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_A, "t3", "k", 1, false, NULL, 1, NULL), CR_ERR_NOMEM);
+    assert_non_null(strstr(cr_store_last_error(s), "--max-tenants-per-client"));
+    assert_int_equal(put_start(s, &CLIENT_B, "t3", "k", 1, false, NULL, 1, NULL), CR_OK);
+    assert_int_equal(put_start(s, &CLIENT_A, "t3", "k2", 1, false, NULL, 1, NULL), CR_OK);
     cr_store_destroy(s);
 }
 
@@ -1117,6 +1168,7 @@ int main(void) {
         cmocka_unit_test(test_distinct_and_best_effort),
         cmocka_unit_test(test_segments),
         cmocka_unit_test(test_batch_query_ip),
+        cmocka_unit_test(test_per_client_bounds),
         cmocka_unit_test(test_batch_replica_clear),
         cmocka_unit_test(test_regex),
         cmocka_unit_test(test_regex_get_grants_lease),

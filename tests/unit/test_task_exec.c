@@ -14,8 +14,13 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include <zmq.h>
+
 #include "actors/task_exec.h"
+#include "crescent/client.h"
 #include "crescent/error.h"
+#include "master.pb-c.h"
+#include "msgs/rpc_frame.h"
 #include "rdma/xfer.h"
 
 #define MIB (UINT64_C(1) << 20)
@@ -132,6 +137,117 @@ static void bad_target_is_reported(void **state) {
     assert_int_equal(cr_task_exec_run(f->cli, &job, why, sizeof(why)), CR_ERR_INVALID_PARAMS);
 }
 
+/* ---- cr_task_exec_serve against a scripted master ------------------------ */
+
+/* A master on a ROUTER that answers FetchTasks with `assignment` (once, then
+ * nothing) and records each MarkTaskToComplete.  One frame each way. */
+struct master {
+    void *ctx, *router;
+    char endpoint[64];
+    pthread_t thread;
+    Crescent__Master__TaskAssignment *assignment;
+    int reports;
+    int reported_status;
+    char reported_message[256];
+};
+
+static void master_reply(struct master *m, const uint8_t *identity, size_t identity_len,
+                         uint64_t id, const ProtobufCMessage *resp) {
+    uint8_t frame[CR_RPC_REPLY_HEADER_BYTES + 4096];
+    size_t len = protobuf_c_message_pack(resp, frame + CR_RPC_REPLY_HEADER_BYTES);
+    cr_rpc_put_u64(frame, id);
+    cr_rpc_put_i32(frame + 8, 0);
+    zmq_send(m->router, identity, identity_len, ZMQ_SNDMORE);
+    zmq_send(m->router, frame, CR_RPC_REPLY_HEADER_BYTES + len, 0);
+}
+
+static void *master_run(void *arg) {
+    struct master *m = arg;
+    for (int handled = 0; handled < 3;) { /* fetch, report, fetch again */
+        uint8_t identity[256], frame[4096];
+        int il = zmq_recv(m->router, identity, sizeof(identity), 0);
+        int fl = zmq_recv(m->router, frame, sizeof(frame), 0);
+        if (il < 0 || fl < (int)CR_RPC_REQUEST_HEADER_BYTES) return NULL;
+        uint16_t method = cr_rpc_get_u16(frame);
+        uint64_t id = cr_rpc_get_u64(frame + CR_RPC_METHOD_BYTES);
+        const uint8_t *body = frame + CR_RPC_REQUEST_HEADER_BYTES;
+        size_t body_len = (size_t)fl - CR_RPC_REQUEST_HEADER_BYTES;
+        if (method == CR_METHOD_FETCH_TASKS) {
+            Crescent__Master__FetchTasksResponse r = CRESCENT__MASTER__FETCH_TASKS_RESPONSE__INIT;
+            Crescent__Master__TaskAssignment *once = m->assignment;
+            if (once != NULL) r.n_tasks = 1, r.tasks = &once;
+            m->assignment = NULL; /* handed out once */
+            master_reply(m, identity, (size_t)il, id, &r.base);
+        } else if (method == CR_METHOD_MARK_TASK_TO_COMPLETE) {
+            Crescent__Master__MarkTaskToCompleteRequest *q =
+                crescent__master__mark_task_to_complete_request__unpack(NULL, body_len, body);
+            assert_non_null(q);
+            m->reports++;
+            m->reported_status = q->status;
+            snprintf(m->reported_message, sizeof(m->reported_message), "%s",
+                     q->message != NULL ? q->message : "");
+            crescent__master__mark_task_to_complete_request__free_unpacked(q, NULL);
+            Crescent__Master__MarkTaskToCompleteResponse r =
+                CRESCENT__MASTER__MARK_TASK_TO_COMPLETE_RESPONSE__INIT;
+            master_reply(m, identity, (size_t)il, id, &r.base);
+        }
+        handled++;
+    }
+    return NULL;
+}
+
+/* The executor's round: the assignment's bytes land in the target, the
+ * report says SUCCESS; with a wrong checksum it says FAILED, with the reason,
+ * and the target is untouched. */
+static void serve_round(struct fixture *f, bool good_checksum) {
+    struct master m = {0};
+    m.ctx = zmq_ctx_new();
+    m.router = zmq_socket(m.ctx, ZMQ_ROUTER);
+    assert_int_equal(zmq_bind(m.router, "tcp://127.0.0.1:*"), 0);
+    size_t size = sizeof(m.endpoint);
+    zmq_getsockopt(m.router, ZMQ_LAST_ENDPOINT, m.endpoint, &size);
+    fill(f->a.base, 65536, 42);
+    memset(f->b.base, 0, 65536);
+    Crescent__Master__UUID task_id = CRESCENT__MASTER__UUID__INIT;
+    task_id.first = 7, task_id.second = 9;
+    Crescent__Master__BufHandle src = CRESCENT__MASTER__BUF_HANDLE__INIT;
+    Crescent__Master__BufHandle dst = CRESCENT__MASTER__BUF_HANDLE__INIT;
+    Crescent__Master__BufHandle *dsts[] = {&dst};
+    src.segment_name = "seg-a", src.size = 65536, src.transport_endpoint = f->endpoint;
+    src.buffer = (uint64_t)(uintptr_t)f->a.base;
+    dst.segment_name = "seg-b", dst.size = 65536, dst.transport_endpoint = f->endpoint;
+    dst.buffer = (uint64_t)(uintptr_t)f->b.base;
+    Crescent__Master__TaskAssignment a = CRESCENT__MASTER__TASK_ASSIGNMENT__INIT;
+    a.task_id = &task_id, a.key = "k", a.source = &src, a.n_targets = 1, a.targets = dsts;
+    a.has_checksum_xxh3 = 1;
+    a.checksum_xxh3 = XXH3_64bits(f->a.base, 65536) ^ (good_checksum ? 0 : 1);
+    m.assignment = &a;
+    assert_int_equal(pthread_create(&m.thread, NULL, master_run, &m), 0);
+    cr_client *c = NULL;
+    char error[128];
+    assert_int_equal(cr_client_open(m.endpoint, NULL, &c, error, sizeof(error)), CR_OK);
+    assert_int_equal(cr_task_exec_serve(c, f->cli, 16), 1);
+    assert_int_equal(cr_task_exec_serve(c, f->cli, 16), 0); /* nothing left */
+    pthread_join(m.thread, NULL);
+    assert_int_equal(m.reports, 1);
+    if (good_checksum) {
+        assert_int_equal(m.reported_status, CRESCENT__MASTER__TASK_STATUS__SUCCESS);
+        assert_memory_equal(f->b.base, f->a.base, 65536);
+    } else {
+        assert_int_equal(m.reported_status, CRESCENT__MASTER__TASK_STATUS__FAILED);
+        assert_non_null(strstr(m.reported_message, "checksum"));
+        for (size_t i = 0; i < 65536; i++) assert_int_equal(((uint8_t *)f->b.base)[i], 0);
+    }
+    cr_client_close(c);
+    zmq_close(m.router);
+    zmq_ctx_term(m.ctx);
+}
+
+static void serve_copies_and_reports(void **state) {
+    serve_round(*state, true);
+    serve_round(*state, false);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(copies_bytes, setup_tcp, teardown),
@@ -139,6 +255,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(bad_target_is_reported, setup_tcp, teardown),
         cmocka_unit_test_setup_teardown(copies_bytes, setup_shm, teardown),
         cmocka_unit_test_setup_teardown(bad_target_is_reported, setup_shm, teardown),
+        cmocka_unit_test_setup_teardown(serve_copies_and_reports, setup_tcp, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
