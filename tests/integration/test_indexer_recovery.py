@@ -280,3 +280,30 @@ def test_unreadable_state_file_stops_crescentd_with_a_clear_line(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "indexer-registrations.json" in proc.stderr and "bad JSON" in proc.stderr
+
+
+def test_body_read_in_parts_after_the_head_is_routed(daemon):
+    """The HTTP front parses the head, then grows its buffer for the body:
+    the head's strings (path, query, content type) must follow the move.
+    They dangled, and a large /query read in parts answered 404 "not found"
+    with a garbage path (seen under load with the tests above)."""
+    import socket
+    d = start(daemon)
+    body = json.dumps({"model": "m", "block_size": BS,
+                       "token_ids": list(range(1, 40001))}).encode()
+    head = (f"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s, \
+            socket.create_connection(("127.0.0.1", d.port), timeout=10) as other:
+        s.sendall(head + body[:100])
+        time.sleep(0.3)  # let the front parse the head before the rest comes
+        # Another connection's buffer, allocated after this one's, so that
+        # growing this one cannot extend it in place: it moves.
+        other.sendall(b"GET /health HTTP/1.1\r\n")
+        time.sleep(0.3)
+        s.sendall(body[100:])
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert answer.endswith(b"{}")
