@@ -87,6 +87,8 @@ static void usage(FILE *out) {
         "  --timeout-ms MS     per request (default 5000)\n"
         "Output\n"
         "  --json PATH         every number as JSON (- for stdout; the table then goes to stderr)\n"
+        "  --report PATH       a self-contained HTML page: summary, latency-by-percentile plot,\n"
+        "                      throughput and latency over time (uPlot, inlined)\n"
         "  --quiet             no progress line (it is only shown when stderr is a terminal)\n"
         "\n"
         "Safe on a live deployment: nothing is mounted unless --mount-fake, and every key the\n"
@@ -141,7 +143,7 @@ static bool set_workload(struct bench_options *opt, const char *name) {
 enum { OPT_WORKLOAD = 256, OPT_MIX, OPT_KEYS, OPT_DIST, OPT_THETA, OPT_OBJECT, OPT_BATCH,
        OPT_CONNECTIONS, OPT_DEPTH, OPT_RATE, OPT_DURATION, OPT_COUNT, OPT_WARMUP, OPT_RPC,
        OPT_TENANT, OPT_MOUNT_FAKE, OPT_FAKE_BYTES, OPT_TIMEOUT, OPT_JSON, OPT_QUIET, OPT_HELP,
-       OPT_HTTP, OPT_PROMPTS, OPT_PROMPT_TOKENS, OPT_SHARED, OPT_INSTANCES, OPT_BLOCK_SIZE };
+       OPT_REPORT, OPT_HTTP, OPT_PROMPTS, OPT_PROMPT_TOKENS, OPT_SHARED, OPT_INSTANCES, OPT_BLOCK_SIZE };
 
 static const struct option long_options[] = {
     {"workload", required_argument, 0, OPT_WORKLOAD}, {"mix", required_argument, 0, OPT_MIX},
@@ -159,7 +161,7 @@ static const struct option long_options[] = {
     {"fake-segment-bytes", required_argument, 0, OPT_FAKE_BYTES},
     {"timeout-ms", required_argument, 0, OPT_TIMEOUT}, {"json", required_argument, 0, OPT_JSON},
     {"quiet", no_argument, 0, OPT_QUIET}, {"help", no_argument, 0, OPT_HELP},
-    {"http", required_argument, 0, OPT_HTTP}, {"prompts", required_argument, 0, OPT_PROMPTS},
+    {"report", required_argument, 0, OPT_REPORT}, {"http", required_argument, 0, OPT_HTTP}, {"prompts", required_argument, 0, OPT_PROMPTS},
     {"prompt-tokens", required_argument, 0, OPT_PROMPT_TOKENS},
     {"shared-prefix", required_argument, 0, OPT_SHARED},
     {"instances", required_argument, 0, OPT_INSTANCES},
@@ -197,6 +199,7 @@ static bool apply_option(struct bench_options *opt, int c, const char *arg) {
     case OPT_TIMEOUT: ok = parse_u64(arg, 1, 3600000, &u), opt->timeout_ms = (int)u; break;
     case OPT_JSON: opt->json_path = arg; break;
     case OPT_QUIET: opt->quiet = true; break;
+    case OPT_REPORT: opt->report_path = arg; break;
     case OPT_HTTP: opt->http_address = arg; break;
     case OPT_PROMPTS: ok = parse_u64(arg, 1, 65535, &opt->keys); break;
     case OPT_PROMPT_TOKENS:
@@ -275,7 +278,7 @@ static int open_client(const struct bench_options *opt, cr_client **out) {
         return BENCH_EXIT_UNREACHABLE;
     }
     if (cr_client_get_version(*out, &version) != CR_OK) {
-        fprintf(stderr, "crescent-bench: %s does not answer: %s (is crescentd running? --rpc)\n",
+        fprintf(stderr, "crescent-bench: %s does not answer: %s\n",
                 opt->rpc_address, cr_client_last_error(*out));
         return BENCH_EXIT_UNREACHABLE;
     }
@@ -609,6 +612,9 @@ int main(int argc, char **argv) {
         bench_print_summary(r.opt.json_path != NULL && strcmp(r.opt.json_path, "-") == 0
                                 ? stderr : stdout, &r.opt, &totals);
         if (r.opt.json_path != NULL && bench_write_json(r.opt.json_path, &r.opt, &totals) != 0)
+            rc = 1;
+        if (r.opt.report_path != NULL &&
+            bench_write_report(r.opt.report_path, &r.opt, &totals) != 0)
             rc = 1;
         if (rc == BENCH_EXIT_OK && totals.errors > 0) rc = BENCH_EXIT_ERRORS;
     }

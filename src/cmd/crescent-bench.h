@@ -57,6 +57,7 @@ struct bench_options {
     bool mount_fake;
     uint64_t fake_segment_bytes;
     const char *json_path;       /* "-" for stdout */
+    const char *report_path;     /* --report: the HTML page */
     /* indexer workloads (query, route); --prompts is `keys` */
     bool indexer;
     const char *http_address;
@@ -183,6 +184,13 @@ void bench_indexer_run(struct bench_worker *w);
 const char *bench_status_name(int status, char buf[16]);
 void bench_print_summary(FILE *out, const struct bench_options *opt,
                          const struct bench_totals *totals);
+/* The JSON document with every number (a new reference; NULL: out of memory). */
+struct json_t;
+struct json_t *bench_json_document(const struct bench_options *opt,
+                                   const struct bench_totals *totals);
+/* crescent-bench_html.c: the --report page; returns 0, or -1 with a message on stderr. */
+int bench_write_report(const char *path, const struct bench_options *opt,
+                       const struct bench_totals *totals);
 /* Writes the JSON document; returns 0, or -1 with a message on stderr. */
 int bench_write_json(const char *path, const struct bench_options *opt,
                      const struct bench_totals *totals);

@@ -165,7 +165,7 @@ static json_t *timeline_json(const struct bench_totals *t) {
     return a;
 }
 
-static json_t *document(const struct bench_options *opt, const struct bench_totals *t) {
+json_t *bench_json_document(const struct bench_options *opt, const struct bench_totals *t) {
     json_t *doc = json_object(), *ops = json_object(), *lat = json_object();
     json_t *errors = json_object();
     json_object_set_new(doc, "options", options_json(opt));
@@ -197,7 +197,7 @@ static json_t *document(const struct bench_options *opt, const struct bench_tota
 
 int bench_write_json(const char *path, const struct bench_options *opt,
                      const struct bench_totals *t) {
-    json_t *doc = document(opt, t);
+    json_t *doc = bench_json_document(opt, t);
     if (doc == NULL) return fprintf(stderr, "crescent-bench: out of memory for the JSON\n"), -1;
     int rc = strcmp(path, "-") == 0 ? json_dumpf(doc, stdout, JSON_INDENT(2))
                                     : json_dump_file(doc, path, JSON_INDENT(2));

@@ -257,7 +257,9 @@ static void nap_before(uint64_t due_ns) {
  * client's timeout. */
 static int poll_timeout_ms(const struct bench_worker *w, bool issuing, uint64_t next_due_ns,
                            unsigned in_flight) {
-    if (w->opt->rate <= 0.0 || !issuing) return in_flight > 0 ? -1 : 0;
+    /* Closed loop, draining, or every slot busy: only a reply can move things on. */
+    if (w->opt->rate <= 0.0 || !issuing || in_flight == w->opt->depth)
+        return in_flight > 0 ? -1 : 0;
     uint64_t now = bench_now_ns();
     if (next_due_ns <= now) return 0;
     return (int)((next_due_ns - now) / 1000000u);
