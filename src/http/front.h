@@ -9,6 +9,7 @@
 #ifndef CRESCENT_HTTP_FRONT_H
 #define CRESCENT_HTTP_FRONT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,9 @@ struct cr_http_request {
     const char *content_type; /* may be NULL */
     const char *body;         /* NUL-terminated copy; body_len excludes the NUL */
     size_t body_len;
+    /* The request carried the admin token (Authorization: Bearer), or
+     * crescentd runs without one: it may see owner ids and addresses. */
+    bool admin;
 };
 
 struct cr_http_response {
@@ -43,6 +47,16 @@ typedef void (*cr_http_handler)(void *ctx, const struct cr_http_request *req,
 int cr_http_front_create(struct cr_http_front **out);
 int cr_http_front_add_route(struct cr_http_front *front, const char *method, const char *path,
                             cr_http_handler handler, void *ctx);
+
+/* Sets the admin token (copied; NULL or "" leaves none) that routes marked
+ * with cr_http_front_require_admin need as `Authorization: Bearer TOKEN`;
+ * refused requests get 401 naming what is missing.  Before start. */
+int cr_http_front_set_admin_token(struct cr_http_front *front, const char *token);
+
+/* Marks the route (method, path as registered) as a mutation that needs the
+ * admin token when one is set.  CR_ERR_INVALID_PARAMS if no such route. */
+int cr_http_front_require_admin(struct cr_http_front *front, const char *method,
+                                const char *path);
 
 struct cr_http_front_limits {
     unsigned workers;            /* handler threads, 1..256 */
