@@ -44,7 +44,7 @@ def populate(d):
     for i in range(5):
         ctl(d, "put-start", f"prompt-{i}", f"{(i + 1) * 64}K", "--replicas", "2")
         ctl(d, "put-end", f"prompt-{i}")
-    ctl(d, "get", "prompt-0")
+    ctl(d, "replicas", "prompt-0")
     post(d, "/register", {"instance_id": "vllm-0", "endpoint": "tcp://10.0.0.7:5557",
                           "type": "vLLM", "modelname": "llama-3-8b", "block_size": 16})
     post(d, "/load", {"instance_id": "vllm-0", "kv_active_blocks": 100, "kv_total_blocks": 1000})
