@@ -723,6 +723,7 @@ int cr_http_front_start(struct cr_http_front *front, const char *address,
     assert(front != NULL && !front->started && limits != NULL);
     assert(limits->workers >= 1 && limits->workers <= WORKERS_MAX && limits->connections_max >= 1);
     front->limits = *limits;
+    free(front->conns); /* a start that failed to bind may be tried again */
     front->conns = calloc(limits->connections_max, sizeof(*front->conns));
     front->listen_fd = front->conns != NULL ? listen_on(address, error, error_size) : -1;
     if (front->listen_fd < 0) {
