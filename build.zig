@@ -36,9 +36,11 @@ const system_libs = [_][]const u8{
 /// modules: the daemon's actors and front, then messages, then pure cores.
 const server_dirs = [_][]const u8{ "src/daemon", "src/actors", "src/http", "src/rdma", "src/msgs", "src/core" };
 
-/// The public client library: RPC client plus what it shares with the server.
+/// The public client library: RPC client plus what it shares with the server:
+/// the transfer layer (src/rdma, which Put/Get move bytes with) and the log.
 const client_dirs = [_][]const u8{"src/client"};
-const client_shared_files = [_][]const u8{"src/core/error.c"};
+const client_shared_dirs = [_][]const u8{"src/rdma"};
+const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c" };
 
 const Sources = struct {
     server: []const []const u8,
@@ -68,7 +70,10 @@ pub fn build(b: *std.Build) void {
     addProtoSources(server, proto);
     if (proto) |p| server.addCSourceFile(.{ .file = .{ .cwd_relative = p.assets_c }, .flags = &c_flags });
 
-    const client_files = concat(b, sources.client, &client_shared_files);
+    var shared = std.ArrayList([]const u8).init(b.allocator);
+    shared.appendSlice(&client_shared_files) catch @panic("OOM");
+    for (client_shared_dirs) |dir| listFiles(b, &shared, dir, "", ".c");
+    const client_files = concat(b, sources.client, shared.items);
     const libcrescent = b.addStaticLibrary(.{ .name = "crescent", .target = target, .optimize = optimize });
     configureC(b, libcrescent, proto);
     libcrescent.addCSourceFiles(.{ .files = client_files, .flags = &c_flags });
@@ -82,8 +87,9 @@ pub fn build(b: *std.Build) void {
     b.installArtifact(libcrescent_so);
     b.installDirectory(.{ .source_dir = .{ .path = "include/crescent" }, .install_dir = .header, .install_subdir = "crescent" });
 
-    // Programs: crescentd and crescentctl, plus the test tools the Python tests drive.
-    const programs = [_][]const u8{ "src/cmd/crescentd.c", "src/cmd/crescentctl.c", "src/cmd/crescent-bench.c" };
+    // Programs: crescentd, crescentctl, crescent-bench and crescent-store
+    // (src/cmd/crescent_store.c), plus the test tools the Python tests drive.
+    const programs = [_][]const u8{ "src/cmd/crescentd.c", "src/cmd/crescentctl.c", "src/cmd/crescent-bench.c", "src/cmd/crescent_store.c" };
     for (programs ++ [_][]const u8{}) |main_file| {
         if (!fileExists(main_file)) continue;
         const exe = program(b, main_file, target, optimize, proto, server, libcrescent);
@@ -187,7 +193,11 @@ fn program(
     server: ?*std.Build.Step.Compile,
     client: ?*std.Build.Step.Compile,
 ) *std.Build.Step.Compile {
-    const exe = b.addExecutable(.{ .name = std.fs.path.stem(main_file), .target = target, .optimize = optimize });
+    // src/cmd/crescent_store.c is the program crescent-store.
+    const stem = std.fs.path.stem(main_file);
+    const is_cmd = std.mem.eql(u8, std.fs.path.dirname(main_file) orelse ".", "src/cmd");
+    const name = if (is_cmd) std.mem.replaceOwned(u8, b.allocator, stem, "_", "-") catch @panic("OOM") else stem;
+    const exe = b.addExecutable(.{ .name = name, .target = target, .optimize = optimize });
     configureC(b, exe, proto);
     var files = std.ArrayList([]const u8).init(b.allocator);
     files.append(main_file) catch @panic("OOM");

@@ -331,12 +331,14 @@ static void bench_http_setup(int instances, uint32_t bs, const uint32_t *prompts
     check(cr_http_front_create(&front), "front");
     check(cr_indexer_register_routes(front, &peers), "routes");
     char error[256], address[64];
+    struct cr_http_front_limits limits;
+    cr_http_front_limits_default(&limits);
+    limits.workers = (unsigned)clients + 2;
     int port = 0;
     for (int tries = 0; tries < 20 && port == 0; tries++) {
         int p = 20000 + (int)(rng() % 30000);
         snprintf(address, sizeof(address), "127.0.0.1:%d", p);
-        if (cr_http_front_start(front, address, (unsigned)clients + 2, error, sizeof(error)) ==
-            CR_OK)
+        if (cr_http_front_start(front, address, &limits, error, sizeof(error)) == CR_OK)
             port = p;
     }
     if (port == 0) {

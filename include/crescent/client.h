@@ -242,6 +242,10 @@ struct cr_put_item {
 int cr_client_get_version(cr_client *c, struct cr_version *out);
 /* Liveness ping with this client's id; *ttl_ms (may be NULL) is the server's TTL. */
 int cr_client_ping(cr_client *c, uint64_t *ttl_ms);
+/* The same, and *known (may be NULL): whether the master knew this client
+ * before this ping.  false means it restarted or let this client expire
+ * (and unmounted its segments): a store server remounts them. */
+int cr_client_heartbeat(cr_client *c, uint64_t *ttl_ms, bool *known);
 int cr_client_mount_segment(cr_client *c, const struct cr_segment_spec *spec);
 int cr_client_remount_segment(cr_client *c, const struct cr_segment_spec *spec);
 int cr_client_unmount_segment(cr_client *c, const char *name);
@@ -299,6 +303,76 @@ int cr_client_batch_query_ip(cr_client *c, const uint8_t (*client_ids)[CR_CLIENT
 int cr_client_batch_replica_clear(cr_client *c, const char *tenant, const char *const *keys,
                                   size_t count, const char *segment, struct cr_key_list *out);
 
+/* ---- object bytes: Put and Get ------------------------------------------ *
+ * These move the bytes themselves, through the transfer layer (src/rdma/xfer.h)
+ * straight between the caller's memory and the segments of the store servers
+ * (crescent-store, crescentd's local segment) that the master picked:
+ *
+ *   Put = PutStart -> write every replica, all in parallel -> PutEnd with the
+ *         XXH3-64 of the bytes.  Any failed write revokes the put (PutRevoke),
+ *         so a half-written object is never readable; a put whose writer dies
+ *         is never ended and the master frees it after its release timeout.
+ *   Get = GetReplicaList (takes a lease) -> read the nearest complete replica
+ *         (a same-host server first: shm when it serves it, then the others
+ *         in the master's order, over tcp), falling back to the next replica
+ *         when a read fails -> check that the read finished within the lease
+ *         (else CR_ERR_LEASE_EXPIRED: the bytes may have been evicted and
+ *         reused) and that the bytes match the put's checksum (else the next
+ *         replica; CR_ERR_CHECKSUM when none matches).  Bytes that fail
+ *         either check are never returned as the object.
+ *
+ * Transfers run on the calling thread (no hidden threads), through one
+ * transfer client per cr_client, made on first use; same threading rules as
+ * the rest of cr_client.  Errors: the master's status, or CR_ERR_IO (no
+ * replica could be read or written: cr_client_last_error names each server
+ * and why), CR_ERR_CHECKSUM, CR_ERR_LEASE_EXPIRED, CR_ERR_INVALID_PARAMS
+ * (0-byte value: the store holds objects of 1 byte or more; buffer too small
+ * for the object, with *len set to the size needed), CR_ERR_NOMEM. */
+
+/* Stores `len` (>= 1) bytes at `data` under `key`.  config NULL: 1 replica. */
+int cr_client_put(cr_client *c, const char *tenant, const char *key, const void *data,
+                  size_t len, const struct cr_replicate_config *config);
+
+/* Reads the object into a malloc'd buffer: on CR_OK *data (free() it) and *len. */
+int cr_client_get(cr_client *c, const char *tenant, const char *key, void **data, size_t *len);
+
+/* Reads the object into the caller's buffer [buf, buf + cap), with no copy
+ * in between (tcp receives into it; verbs writes into it once registered).
+ * On CR_OK *len is the object's size; when cap is too small the call fails
+ * with CR_ERR_INVALID_PARAMS and *len is the size needed. */
+int cr_client_get_into(cr_client *c, const char *tenant, const char *key, void *buf, size_t cap,
+                       size_t *len);
+
+/* Declares [addr, addr + len) as a buffer that Put and get_into will use,
+ * so that a transport that needs registered memory (verbs) can move it
+ * without a bounce copy; tcp and shm need none.  CR_OK or
+ * CR_ERR_INVALID_PARAMS. */
+int cr_client_register_buffer(cr_client *c, void *addr, size_t len);
+
+/* Batch forms: one BatchPutStart, all writes of all objects in parallel,
+ * one BatchPutEnd (for the objects written whole) and one BatchPutRevoke
+ * (for the others); one BatchGetReplicaList and all reads in parallel.
+ * Per-item results in `status` (request order); the call returns CR_OK when
+ * the RPCs went through, whatever the items' statuses. */
+struct cr_put_data {
+    const char *key;
+    const void *data;
+    size_t len;                                /* >= 1 */
+    const struct cr_replicate_config *config;  /* NULL: 1 replica */
+    int status;                                /* out */
+};
+int cr_client_batch_put(cr_client *c, const char *tenant, struct cr_put_data *items,
+                        size_t count);
+
+struct cr_get_buffer {
+    const char *key;
+    void *buf;     /* the caller's buffer, cap bytes */
+    size_t cap;
+    size_t len;    /* out: the object's size (also when cap was too small) */
+    int status;    /* out */
+};
+int cr_client_batch_get_into(cr_client *c, const char *tenant, struct cr_get_buffer *items,
+                             size_t count);
 /* ---- copy/move tasks (seed 004) --------------------------------------- *
  * A task copies a complete object onto other segments (copy) or onto one
  * other segment, dropping the source replica (move).  crescentd reserves the

@@ -21,6 +21,8 @@ enum cr_status {
     CR_ERR_SHUTDOWN = -4,      /* the runtime is stopping and takes no new work */
     CR_ERR_IO = -5,            /* a system call failed; errno was logged */
     CR_ERR_PROTOCOL = -6,      /* a peer sent bytes that do not decode */
+    CR_ERR_CHECKSUM = -7,      /* object bytes read do not match the checksum of their put */
+    CR_ERR_LEASE_EXPIRED = -8, /* a read finished after its lease ended: bytes may be stale */
 
     /* Store master (the reference's values). */
     CR_ERR_NO_AVAILABLE_HANDLE = -200, /* no segment has space for the object */

@@ -12,10 +12,15 @@
  * Sessions are served in chunks, SESSION_CHUNK batches per session per loop
  * round, so a long replay never keeps the actor from its mailbox (where the
  * publisher's hand-offs wait).  Sends never block: ROUTER_MANDATORY plus
- * DONTWAIT, and a session whose send fails (its peer is gone, or its queue is
- * still full from earlier replays) is dropped and counted.  The send queue
- * holds a whole replay (SNDHWM = replay_batches + slack) at little cost,
- * because payloads are zero-copy references to the kept batches. */
+ * DONTWAIT.  Each peer's send queue holds at most replay_client_hwm
+ * messages (SNDHWM): a session whose queue is full waits, from where it
+ * stopped, until its client reads, and one that has not moved for
+ * REPLAY_STALL_NS is dropped and counted (clients_stalled), as is one whose
+ * peer is gone.  At most replay_sessions_max sessions run at once; a request
+ * past that gets the end marker alone, counted.  So a client that never
+ * reads costs at most its queue and REPLAY_SNDBUF_BYTES of socket buffer (it
+ * was the whole replay: ~2.3 MB of queued frames for 10,000 batches, with no
+ * bound on the number of such clients). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -31,11 +36,14 @@
 #include "daemon/config.h"
 #include "msgs/event_msgs.h"
 
-#define REPLAY_SESSIONS_MAX 1024u  /* replays in progress at once */
 #define REPLAY_SESSION_CHUNK 128u  /* batches per session per loop round */
+#define REPLAY_STALL_NS (5ull * 1000000000u) /* a full queue this long drops the session */
+#define REPLAY_IDLE_POLL_MS 10     /* sessions all waiting on full queues */
+/* Kernel send buffer per replay connection: without it TCP autotuning let a
+ * never-reading client hold up to 4 MiB of socket memory. */
+#define REPLAY_SNDBUF_BYTES (256 * 1024)
 #define REPLAY_REQUESTS_PER_ROUND 256u
 #define REPLAY_ID_MAX 255u         /* ZMQ routing ids are at most 255 bytes */
-#define REPLAY_HWM_SLACK 64u
 #define REPLAY_LINGER_MS 100
 #define LOG_INTERVAL_NS (60ull * 1000000000u)
 
@@ -45,6 +53,7 @@ struct replay_session {
     uint8_t id[REPLAY_ID_MAX];
     uint8_t id_len;
     cr_replay_cursor cursor;
+    uint64_t moved_ns; /* when it last sent a batch (or opened) */
 };
 
 struct replay {
@@ -56,6 +65,9 @@ struct replay {
     cr_replay_buffer *buffer;
     struct replay_session *sessions; /* [0, session_count) in progress */
     uint32_t session_count;
+    uint32_t sessions_max; /* replay_sessions_max */
+    int client_hwm;        /* replay_client_hwm */
+    bool moved;            /* some session sent something in the last pump */
     struct cr_replay_info info;
     uint64_t unknown_messages;
     uint64_t last_log_ns;
@@ -74,12 +86,12 @@ static void replay_close_sockets(struct replay *r) {
  * bad or busy address fails the daemon's start with a line naming it; the
  * actor's thread owns the socket from its creation on (a full barrier). */
 static int replay_open_socket(struct replay *r, const struct cr_daemon_config *config) {
-    uint64_t hwm64 = (uint64_t)r->buffer_config.max_batches + REPLAY_HWM_SLACK;
-    int hwm = hwm64 > INT_MAX ? INT_MAX : (int)hwm64;
+    int hwm = r->client_hwm, sndbuf = REPLAY_SNDBUF_BYTES;
     int one = 1, linger = REPLAY_LINGER_MS;
     r->zctx = zmq_ctx_new();
     r->router = r->zctx != NULL ? zmq_socket(r->zctx, ZMQ_ROUTER) : NULL;
     if (r->router == NULL || zmq_setsockopt(r->router, ZMQ_SNDHWM, &hwm, sizeof(hwm)) != 0 ||
+        zmq_setsockopt(r->router, ZMQ_SNDBUF, &sndbuf, sizeof(sndbuf)) != 0 ||
         zmq_setsockopt(r->router, ZMQ_ROUTER_MANDATORY, &one, sizeof(one)) != 0 ||
         zmq_setsockopt(r->router, ZMQ_LINGER, &linger, sizeof(linger)) != 0) {
         CR_ERROR("replay", "cannot create the ROUTER socket: %s", zmq_strerror(errno));
@@ -111,7 +123,9 @@ static int replay_create(const struct cr_daemon_config *config, void **state_out
     snprintf(r->address, sizeof(r->address), "%s", config->replay_address);
     r->buffer_config.max_batches = config->replay_batches;
     r->buffer_config.max_bytes = (uint64_t)config->replay_bytes_mb << 20;
-    r->sessions = calloc(REPLAY_SESSIONS_MAX, sizeof(*r->sessions));
+    r->sessions_max = config->replay_sessions_max;
+    r->client_hwm = (int)config->replay_client_hwm;
+    r->sessions = calloc(r->sessions_max, sizeof(*r->sessions));
     int rc = r->sessions == NULL ? CR_ERR_NOMEM
                                  : cr_replay_buffer_create(&r->buffer_config, &r->buffer);
     if (rc != CR_OK)
@@ -137,11 +151,29 @@ static void batch_free_fn(void *data, void *hint) {
 /* Sends [id, "", seq frame, payload frame]; `batch` NULL sends the end
  * marker.  Returns false when the peer cannot be written now (gone, or its
  * queue is full); nothing of the message is sent then. */
+enum send_result { SENT, QUEUE_FULL, FAILED };
+
+static bool replay_send_rest(struct replay *r, cr_event_batch *batch);
+
+static enum send_result replay_send_ex(struct replay *r, const struct replay_session *s,
+                                       cr_event_batch *batch);
+
 static bool replay_send(struct replay *r, const struct replay_session *s, cr_event_batch *batch) {
+    return replay_send_ex(r, s, batch) == SENT;
+}
+
+/* With ROUTER_MANDATORY the id frame fails (EHOSTUNREACH for a peer that is
+ * gone, EAGAIN for a full queue) before anything is queued; the later frames
+ * go to the pipe it chose. */
+static enum send_result replay_send_ex(struct replay *r, const struct replay_session *s,
+                                       cr_event_batch *batch) {
+    if (zmq_send(r->router, s->id, s->id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return errno == EAGAIN ? QUEUE_FULL : FAILED;
+    return replay_send_rest(r, batch) ? SENT : FAILED;
+}
+
+static bool replay_send_rest(struct replay *r, cr_event_batch *batch) {
     int more = ZMQ_SNDMORE | ZMQ_DONTWAIT;
-    /* With ROUTER_MANDATORY the id frame fails (EHOSTUNREACH, EAGAIN) before
-     * anything is queued; the later frames go to the pipe it chose. */
-    if (zmq_send(r->router, s->id, s->id_len, more) < 0) return false;
     if (zmq_send(r->router, "", 0, more) < 0) return false;
     if (batch == NULL) {
         if (zmq_send(r->router, end_marker, 8, more) < 0) return false;
@@ -170,22 +202,35 @@ static void replay_drop_session(struct replay *r, uint32_t index) {
 static void replay_log_drop(struct cr_actor *self, struct replay *r, const char *why) {
     if (cr_log_ratelimit(&r->last_log_ns, cr_runtime_now_ns(cr_actor_runtime(self)),
                          LOG_INTERVAL_NS))
-        CR_WARN("replay", "replay client dropped: %s (%llu so far)", why,
-                (unsigned long long)r->info.clients_dropped);
+        CR_WARN("replay", "replay client dropped: %s (%llu dropped, %llu stalled so far)", why,
+                (unsigned long long)r->info.clients_dropped,
+                (unsigned long long)r->info.clients_stalled);
 }
 
 /* Sends one chunk of session `index`.  Returns false when the session ended
  * (finished or dropped) and was removed. */
 static bool replay_pump_session(struct cr_actor *self, struct replay *r, uint32_t index) {
     struct replay_session *s = &r->sessions[index];
+    uint64_t now = cr_runtime_now_ns(cr_actor_runtime(self));
     for (uint32_t sent = 0; sent < REPLAY_SESSION_CHUNK; sent++) {
+        cr_replay_cursor before = s->cursor;
         cr_event_batch *batch = cr_replay_buffer_next(r->buffer, &s->cursor);
-        if (!replay_send(r, s, batch)) {
-            r->info.clients_dropped++;
-            replay_log_drop(self, r, zmq_strerror(errno));
+        enum send_result res = replay_send_ex(r, s, batch);
+        if (res == QUEUE_FULL && now - s->moved_ns < REPLAY_STALL_NS) {
+            s->cursor = before; /* the client has not read yet: try again later */
+            return true;
+        }
+        if (res != SENT) {
+            if (res == QUEUE_FULL) r->info.clients_stalled++;
+            else r->info.clients_dropped++;
+            replay_log_drop(self, r,
+                            res == QUEUE_FULL ? "its queue stayed full for 5 s (replay_client_hwm)"
+                                              : zmq_strerror(errno));
             replay_drop_session(r, index);
             return false;
         }
+        s->moved_ns = now;
+        r->moved = true;
         if (batch == NULL) {
             r->info.sessions_served++;
             replay_drop_session(r, index);
@@ -198,6 +243,7 @@ static bool replay_pump_session(struct cr_actor *self, struct replay *r, uint32_
 
 static void replay_pump(struct cr_actor *self, struct replay *r) {
     uint32_t i = 0;
+    r->moved = false;
     while (i < r->session_count)
         if (replay_pump_session(self, r, i)) i++; /* else: slot i now holds the last one */
 }
@@ -240,14 +286,15 @@ static uint32_t replay_recv_request(struct replay *r, struct replay_session *s, 
 /* Opens a session for a valid request (or answers at once when full). */
 static void replay_open(struct cr_actor *self, struct replay *r, const struct replay_session *req,
                         uint64_t start_seq) {
-    if (r->session_count == REPLAY_SESSIONS_MAX) {
+    if (r->session_count == r->sessions_max) {
         r->info.clients_dropped++;
-        replay_log_drop(self, r, "too many replays in progress");
+        replay_log_drop(self, r, "too many replays in progress (replay_sessions_max)");
         if (replay_send(r, req, NULL)) r->info.sessions_served++; /* an empty replay */
         return;
     }
     struct replay_session *s = &r->sessions[r->session_count++];
     *s = *req;
+    s->moved_ns = cr_runtime_now_ns(cr_actor_runtime(self));
     bool clamped = false;
     cr_replay_buffer_find_from(r->buffer, start_seq, &s->cursor, &clamped);
     if (clamped) r->info.sessions_clamped++;
@@ -341,7 +388,12 @@ static void replay_handle(struct cr_actor *self, void *state, struct cr_msg *msg
 static void replay_wait(struct cr_actor *self, void *state, int wake_fd, int timeout_ms) {
     struct replay *r = state;
     zmq_pollitem_t items[2] = {{r->router, 0, ZMQ_POLLIN, 0}, {NULL, wake_fd, ZMQ_POLLIN, 0}};
-    if (r->session_count > 0) timeout_ms = 0;
+    /* Sessions that moved: no sleep.  Sessions all waiting on full queues:
+     * look again soon (ZMQ says nothing when a peer's queue drains). */
+    if (r->session_count > 0) timeout_ms = r->moved || timeout_ms == 0 ? 0
+                                           : timeout_ms < 0 || timeout_ms > REPLAY_IDLE_POLL_MS
+                                               ? REPLAY_IDLE_POLL_MS
+                                               : timeout_ms;
     if (zmq_poll(items, 2, timeout_ms) < 0 && errno != EINTR)
         CR_ERROR("replay", "zmq_poll failed: %s", zmq_strerror(errno));
     if (items[0].revents & ZMQ_POLLIN) replay_read_requests(self, r);
@@ -376,6 +428,7 @@ static void replay_stats(struct cr_actor *self, void *state, struct cr_actor_sta
     add_stat(out, "sessions_clamped_total", info.sessions_clamped);
     add_stat(out, "malformed_requests_total", info.malformed_requests);
     add_stat(out, "clients_dropped_total", info.clients_dropped);
+    add_stat(out, "clients_stalled_total", info.clients_stalled);
     add_stat(out, "batches_replayed_total", info.batches_replayed);
     add_stat(out, "sessions_active", info.sessions_active);
     add_stat(out, "batches_kept", info.batches_kept);

@@ -237,7 +237,10 @@ static int m_ping(struct cr_rpc_run *run, struct cr_master_call *call, struct cr
     struct cr_uuid id;
     store_uuid(req->client_id, &id);
     Crescent__Master__PingResponse resp = CRESCENT__MASTER__PING_RESPONSE__INIT;
-    resp.status_code = cr_store_client_ping(run->store, &id, run->now_ms);
+    bool known = false;
+    resp.status_code = cr_store_client_ping(run->store, &id, run->now_ms, &known);
+    resp.has_client_known = 1;
+    resp.client_known = known;
     resp.has_client_ttl_ms = 1;
     resp.client_ttl_ms = run->client_ttl_ms;
     finish(call, a, &resp.base);

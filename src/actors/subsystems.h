@@ -1,11 +1,11 @@
-/* The six subsystem actors of crescentd: how each is defined, spawned and
+/* The subsystem actors of crescentd: how each is defined, spawned and
  * wired to the others.
  *
  * Spawn (and stop) order puts producers before consumers, so that stopping in
  * spawn order lets each actor's last messages reach a consumer still running:
- * segments → leases → tasks → indexer → publisher → replay.
+ * rpc → segments → leases → tasks → indexer → publisher → replay → data.
  *
- * Wiring: once all six are running, the daemon sends each a CR_MSG_WIRE
+ * Wiring: once all are running, the daemon sends each a CR_MSG_WIRE
  * message whose body.ptr[0] is the `struct cr_subsystems` peer table.  An
  * actor keeps that pointer and sends to peers only after it has seen WIRE
  * (the ring's release/acquire orders the table's writes before its reads);
@@ -29,6 +29,11 @@ enum cr_subsystem {
     CR_SUBSYSTEM_INDEXER,
     CR_SUBSYSTEM_PUBLISHER,
     CR_SUBSYSTEM_REPLAY,
+    /* The local segment's store server (data.c).  Last: its create hook binds
+     * and logs the data address only once every other address is bound (a
+     * busy one stays the only line crescentd prints), and it stops after
+     * segments (its pings then fail quietly; nothing of the store is lost). */
+    CR_SUBSYSTEM_DATA,
     CR_SUBSYSTEM_COUNT,
 };
 
@@ -57,6 +62,7 @@ struct cr_subsystem_def {
 };
 
 extern const struct cr_subsystem_def cr_rpc_def;
+extern const struct cr_subsystem_def cr_data_def;
 extern const struct cr_subsystem_def cr_segments_def;
 extern const struct cr_subsystem_def cr_leases_def;
 extern const struct cr_subsystem_def cr_tasks_def;
@@ -64,7 +70,7 @@ extern const struct cr_subsystem_def cr_indexer_def;
 extern const struct cr_subsystem_def cr_publisher_def;
 extern const struct cr_subsystem_def cr_replay_def;
 
-/* Creates the states, spawns the six actors in order and wires them.  On
+/* Creates the states, spawns the actors in order and wires them.  On
  * failure the caller still calls cr_runtime_destroy then cr_subsystems_free. */
 int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *config,
                         struct cr_subsystems *out);

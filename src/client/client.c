@@ -170,6 +170,7 @@ void cr_client_close(cr_client *c) {
     free(c->scratch);
     free(c->stash);
     free(c->pending);
+    cr_client_data_close(c);
     free(c);
 }
 

@@ -52,6 +52,8 @@ struct cr_client {
     size_t stash_count;
     size_t stash_capacity;
     char error[CR_CLIENT_ERROR_MAX];
+    /* The transfer client for Put/Get (client_data.c): made on first use. */
+    struct cr_xfer_client *xfer;
 };
 
 /* What the allocation-free scanner reads from a response body: field 1
@@ -109,6 +111,11 @@ void cr_client_list_extras_from_pb(const Crescent__Master__GetReplicaListRespons
 /* UUID message <-> 16 bytes (big-endian halves, as the reference). */
 void cr_client_uuid_to_pb(const uint8_t id[CR_CLIENT_ID_BYTES], Crescent__Master__UUID *out);
 void cr_client_uuid_from_pb(const Crescent__Master__UUID *in, uint8_t id[CR_CLIENT_ID_BYTES]);
+
+/* ---- client_data.c ---- */
+
+/* Frees the transfer client, if one was made. */
+void cr_client_data_close(cr_client *c);
 
 /* ---- client_rpc.c ---- */
 

@@ -109,7 +109,9 @@ int cr_client_get_version(cr_client *c, struct cr_version *out) {
     return CR_OK;
 }
 
-int cr_client_ping(cr_client *c, uint64_t *ttl_ms) {
+int cr_client_ping(cr_client *c, uint64_t *ttl_ms) { return cr_client_heartbeat(c, ttl_ms, NULL); }
+
+int cr_client_heartbeat(cr_client *c, uint64_t *ttl_ms, bool *known) {
     assert(c != NULL);
     Crescent__Master__UUID id;
     cr_client_uuid_to_pb(c->id, &id);
@@ -120,6 +122,8 @@ int cr_client_ping(cr_client *c, uint64_t *ttl_ms) {
     if (rc != CR_OK) return rc;
     Crescent__Master__PingResponse *resp = (Crescent__Master__PingResponse *)msg;
     if (ttl_ms != NULL) *ttl_ms = resp->has_client_ttl_ms ? resp->client_ttl_ms : 0;
+    /* A master that does not say is taken to know us: nothing to redo. */
+    if (known != NULL) *known = !resp->has_client_known || resp->client_known;
     protobuf_c_message_free_unpacked(msg, NULL);
     return CR_OK;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd/crescentctl.h"
+#include "core/log.h"
 #include "crescent/version.h"
 
 static bool json_errors;
@@ -127,6 +128,10 @@ static const char *env_or(const char *name, const char *fallback) {
 }
 
 int main(int argc, char **argv) {
+    /* libcrescent's transfer layer logs each peer's transport at INFO: for a
+     * command-line tool that is noise unless asked for. */
+    if (getenv("CRESCENT_LOG_LEVEL") == NULL) cr_log_set_level(CR_LOG_WARN);
+    else if (!cr_log_init_from_env()) cr_log_set_level(CR_LOG_WARN);
     json_errors = take_json_flag(&argc, argv);
     struct ctl ctl = {.json = json_errors, .http_address = env_or("CRESCENT_HTTP", "127.0.0.1:13333"),
                       .rpc_address = env_or("CRESCENT_RPC", "tcp://127.0.0.1:50051"),

@@ -30,6 +30,15 @@ struct ctl_command {
     const char *help;
 };
 
+/* crescentctl_data.c: `put KEY FILE|-` and `get KEY [FILE|-]` over an open
+ * client (the store group parses their arguments).  Return exit statuses. */
+struct cr_client;
+struct cr_replicate_config;
+int ctl_data_put(struct cr_client *c, bool json, const char *command, const char *tenant,
+                 const char *key, const char *path, const struct cr_replicate_config *config);
+int ctl_data_get(struct cr_client *c, const char *command, const char *tenant, const char *key,
+                 const char *path);
+
 /* Reports an error of `command` (NULL: crescentctl itself): a line on stderr,
  * or with --json collected into the one {"error", "command", "exit_code"}
  * document written to stderr when the command returns. */

@@ -1,6 +1,6 @@
 /* crescentctl's store commands over the store-master RPC (--rpc), built on
- * libcrescent: mount, unmount, put-start, put-end, put-revoke, get, exist,
- * rm, rm-regex, ls, ping.
+ * libcrescent: mount, unmount, put and get (the bytes, with crescentctl_data.c),
+ * put-start, put-end, put-revoke, replicas, exist, rm, rm-regex, ls, ping.
  *
  * Identity: crescentd accepts PutEnd/PutRevoke (and unmount) only from the
  * client id that started the put (mounted the segment).  Each crescentctl
@@ -18,6 +18,7 @@
 #include "client/admin_http.h"
 #include "client/client_internal.h"
 #include "cmd/crescentctl.h"
+#include "core/size_text.h"
 #include "crescent/client.h"
 
 /* Options a store command may accept (bit per option). */
@@ -105,24 +106,6 @@ static const char store_help[] =
     "with an error (exist: the key does not exist), 2 usage error, 3 crescentd unreachable\n"
     "(no reply within --timeout-ms).\n";
 
-/* Parses "4096", "64K", "16M", "2G", "1T" (binary multiples) or "0x1000". */
-static bool parse_size(const char *text, uint64_t *out) {
-    char *end;
-    if (text == NULL || text[0] == '-' || text[0] == '\0') return false;
-    unsigned long long value = strtoull(text, &end, 0);
-    unsigned shift = 0;
-    switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || end == text || (shift && value > (UINT64_MAX >> shift))) return false;
-    *out = (uint64_t)value << shift;
-    return true;
-}
-
 static int usage_error(const char *command, const char *what, const char *value) {
     ctl_error(command, "%s%s%s%s (see --help)", what, value ? " '" : "", value ? value : "",
               value ? "'" : "");
@@ -130,7 +113,7 @@ static int usage_error(const char *command, const char *what, const char *value)
 }
 
 static int take_number(const char *command, const char *name, const char *text, uint64_t *out) {
-    return parse_size(text, out) ? 0 : usage_error(command, name, text);
+    return cr_parse_size(text, out) ? 0 : usage_error(command, name, text);
 }
 
 /* Applies one parsed option to `a`; returns 0 or an exit status. */
@@ -182,7 +165,7 @@ static int parse_args(int argc, char **argv, int allowed, int positionals, struc
         if (rc != 0) return rc;
     }
     a->first = optind;
-    if (argc - optind != positionals) {
+    if (positionals >= 0 && argc - optind != positionals) { /* < 0: the caller counts */
         ctl_error(argv[0], "wants %d argument%s, got %d (see --help)", positionals,
                   positionals == 1 ? "" : "s", argc - optind);
         return CTL_EXIT_USAGE;
@@ -326,7 +309,7 @@ static int cmd_mount(const struct ctl *ctl, int argc, char **argv) {
     if (rc != 0) return rc;
     struct cr_segment_spec spec = {.name = argv[a.first], .base = a.base,
                                    .transport_endpoint = a.endpoint, .protocol = a.protocol};
-    if (!parse_size(argv[a.first + 1], &spec.size_bytes) || spec.size_bytes == 0)
+    if (!cr_parse_size(argv[a.first + 1], &spec.size_bytes) || spec.size_bytes == 0)
         return usage_error(argv[0], "SIZE wants a positive number (K/M/G/T allowed), not",
                            argv[a.first + 1]);
     if ((rc = check_name_arg(argv[0], spec.name, "segment name")) != 0 ||
@@ -383,7 +366,7 @@ static int cmd_put_start(const struct ctl *ctl, int argc, char **argv) {
     struct cr_replicate_config config = {.replica_num = a.replicas, .with_soft_pin = a.soft_pin,
                                          .preferred_segment = a.preferred};
     struct cr_put_item item = {.key = argv[a.first], .config = &config};
-    if (!parse_size(argv[a.first + 1], &item.size_bytes) || item.size_bytes == 0 ||
+    if (!cr_parse_size(argv[a.first + 1], &item.size_bytes) || item.size_bytes == 0 ||
         item.size_bytes > INT64_MAX)
         return usage_error(argv[0], "SIZE wants a positive number (K/M/G/T allowed), not",
                            argv[a.first + 1]);
@@ -454,7 +437,7 @@ static int cmd_rm(const struct ctl *ctl, int argc, char **argv) {
     return keyed_command(ctl, argc, argv, OPT_FORCE, "removed");
 }
 
-static int cmd_get(const struct ctl *ctl, int argc, char **argv) {
+static int cmd_replicas(const struct ctl *ctl, int argc, char **argv) {
     struct store_args a;
     int rc = parse_args(argc, argv, OPT_TENANT, 1, &a);
     if (rc != 0 || (rc = check_key_arg(argv[0], argv[a.first])) != 0 ||
@@ -478,6 +461,40 @@ static int cmd_get(const struct ctl *ctl, int argc, char **argv) {
 }
 
 /* Exit 0 when the key exists, 1 when it does not (like test -e). */
+/* put KEY FILE|- and get KEY [FILE|-]: the bytes themselves (crescentctl_data.c). */
+static int cmd_put(const struct ctl *ctl, int argc, char **argv) {
+    struct store_args a;
+    int rc = parse_args(argc, argv, OPT_TENANT | OPT_REPLICAS | OPT_SOFT_PIN | OPT_PREFERRED, 2,
+                        &a);
+    if (rc != 0 || (rc = check_key_arg(argv[0], argv[a.first])) != 0 ||
+        (rc = check_name_arg(argv[0], a.tenant, "tenant id")) != 0)
+        return rc;
+    cr_client *c;
+    if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
+    struct cr_replicate_config config = {.replica_num = a.replicas, .with_soft_pin = a.soft_pin,
+                                         .preferred_segment = a.preferred};
+    rc = ctl_data_put(c, ctl->json, argv[0], a.tenant, argv[a.first], argv[a.first + 1], &config);
+    cr_client_close(c);
+    return rc;
+}
+
+static int cmd_get(const struct ctl *ctl, int argc, char **argv) {
+    struct store_args a;
+    /* FILE is optional: parse as 1 positional, accept a second one. */
+    int rc = parse_args(argc, argv, OPT_TENANT, -1, &a);
+    if (rc != 0) return rc;
+    int left = argc - a.first;
+    if (left < 1 || left > 2) return usage_error(argv[0], "want KEY [FILE|-]", NULL);
+    if ((rc = check_key_arg(argv[0], argv[a.first])) != 0 ||
+        (rc = check_name_arg(argv[0], a.tenant, "tenant id")) != 0)
+        return rc;
+    cr_client *c;
+    if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
+    rc = ctl_data_get(c, argv[0], a.tenant, argv[a.first], left == 2 ? argv[a.first + 1] : NULL);
+    cr_client_close(c);
+    return rc;
+}
+
 static int cmd_exist(const struct ctl *ctl, int argc, char **argv) {
     struct store_args a;
     int rc = parse_args(argc, argv, OPT_TENANT, 1, &a);
@@ -796,9 +813,27 @@ const struct ctl_command ctl_store_commands[] = {
      cmd_put_revoke,
      RPC_NOTE "\nArguments:\n  KEY                the key put-start allocated\n\nOptions:\n" TENANT_OPT
      CLIENT_OPT "\nExample:\n  crescentctl put-revoke key1\n"},
-    {"get", "KEY", "replica list of KEY (takes a read lease)", cmd_get,
+    {"put", "KEY FILE|- [--replicas N] [--soft-pin] [--preferred S]",
+     "store the bytes of FILE (-: stdin) under KEY", cmd_put,
+     RPC_NOTE "The bytes go straight to the store servers the master picks (crescent-store,\n"
+     "crescentd's local segment), all replicas in parallel; the put ends with the bytes'\n"
+     "XXH3 checksum, or is revoked if any write fails.  Objects hold 1 byte or more.\n"
+     "A progress line is shown on stderr for objects of 8 MiB or more when it is a tty.\n"
+     "\nArguments:\n  KEY                the object's key\n  FILE               a file, or - for stdin\n"
+     "\nOptions:\n  --replicas N       replicas wanted (default 1; fewer may be granted)\n"
+     "  --soft-pin         keep the object through eviction while possible\n"
+     "  --preferred SEG    try this segment first\n" TENANT_OPT
+     "\nExample:\n  crescentctl put model/blk-0 kv.bin --replicas 2\n"},
+    {"get", "KEY [FILE|-]", "read KEY's bytes into FILE (default stdout)", cmd_get,
+     RPC_NOTE "Reads the nearest complete replica (same host first), falling back to the next\n"
+     "one if a read fails; the bytes are checked against the put's checksum and written\n"
+     "only when they match and the read finished within its lease.\n"
+     "\nArguments:\n  KEY                the object's key\n"
+     "  FILE               where to write (default, or -: stdout)\n\nOptions:\n" TENANT_OPT
+     "\nExample:\n  crescentctl get model/blk-0 copy.bin && cmp kv.bin copy.bin\n"},
+    {"replicas", "KEY", "replica list of KEY (takes a read lease)", cmd_replicas,
      RPC_NOTE "\nArguments:\n  KEY                the object's key\n\nOptions:\n" TENANT_OPT
-     "\nExample:\n  crescentctl get key1\n  crescentctl get key1 --json | jq -r "
+     "\nExample:\n  crescentctl replicas key1\n  crescentctl replicas key1 --json | jq -r "
      "'.replicas[0].buffers[0].endpoint'\n"},
     {"exist", "KEY", "exit 0 if KEY exists, 1 if not", cmd_exist,
      RPC_NOTE "\nArguments:\n  KEY                the object's key\n\nOptions:\n" TENANT_OPT

@@ -15,6 +15,8 @@ static const struct status_text status_table[] = {
     {CR_ERR_SHUTDOWN, "SHUTDOWN", "the server is shutting down"},
     {CR_ERR_IO, "IO", "a system call failed (see the log)"},
     {CR_ERR_PROTOCOL, "PROTOCOL", "malformed message from a peer"},
+    {CR_ERR_CHECKSUM, "CHECKSUM", "object bytes do not match the checksum recorded at PutEnd"},
+    {CR_ERR_LEASE_EXPIRED, "LEASE_EXPIRED", "the read finished after the object's lease ended"},
     {CR_ERR_NO_AVAILABLE_HANDLE, "NO_AVAILABLE_HANDLE", "no segment has space for the object"},
     {CR_ERR_INVALID_PARAMS, "INVALID_PARAMS", "invalid parameters"},
     {CR_ERR_ILLEGAL_CLIENT, "ILLEGAL_CLIENT", "request from a client that does not own it"},

@@ -378,9 +378,13 @@ int cr_store_client_touch(cr_store *store, const struct cr_uuid *client, uint64_
 
 /* Only a client the store knows (it mounted or put) is recorded: a Ping
  * from an unknown id has nothing to keep alive, and 4,200 made-up ids used
- * to fill the client table for everyone. */
-int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms) {
-    if (!cr_store_client_known(store, client)) return CR_OK;
+ * to fill the client table for everyone.  *was_known tells a forgotten store
+ * server to remount (which makes it known again). */
+int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms,
+                         bool *was_known) {
+    bool known = cr_store_client_known(store, client);
+    if (was_known != NULL) *was_known = known;
+    if (!known) return CR_OK;
     return cr_store_client_touch(store, client, now_ms);
 }
 

@@ -168,9 +168,12 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
 int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, const char *name,
                              uint64_t *freed_objects);
 
-/* Records a heartbeat.  Unknown clients are registered.  Returns CR_OK or
- * CR_ERR_NOMEM (client table full). */
-int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms);
+/* Records a heartbeat of a known client (one that mounted or put); an
+ * unknown one is not registered.  *was_known (may be NULL) says which: a
+ * store server the store has forgotten (restart, expiry) remounts its
+ * segments, which makes it known again.  Returns CR_OK. */
+int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms,
+                         bool *was_known);
 
 /* Unmounts the segments and revokes the unfinished puts of every client whose
  * last sign of life is older than client_live_ttl_ms, then forgets it.

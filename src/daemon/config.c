@@ -11,9 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/size_text.h"
 #include "crescent/version.h"
 
-enum setting_type { SETTING_STRING, SETTING_U32, SETTING_BOOL, SETTING_LOG_LEVEL, SETTING_RATIO };
+enum setting_type {
+    SETTING_STRING, SETTING_U32, SETTING_BOOL, SETTING_LOG_LEVEL, SETTING_RATIO,
+    SETTING_SIZE, /* uint64_t bytes: 1073741824, 64K, 512M, 1G, 1T (binary); 0 allowed */
+};
 
 struct setting {
     const char *name; /* flag name; the config key is the same with '_' for '-' */
@@ -78,6 +82,11 @@ static const struct setting settings[] = {
      "a copy/move task not reported by then is rolled back and FAILED"},
     {"task-retention", SETTING_U32, FIELD(task_retention), 1, 1000000, "N",
      "finished copy/move tasks kept for QueryTask; the oldest goes first"},
+    /* Local segment (crescentd as a store server too) */
+    {"local-segment-size", SETTING_SIZE, FIELD(local_segment_size), 0, 0, "SIZE",
+     "memory crescentd hosts as a store segment (taken as written); 0 turns it off"},
+    {"data-address", SETTING_STRING, FIELD(data_address), 0, 0, "HOST:PORT",
+     "where the local segment's transfers are served (port 0: a free one)"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -93,6 +102,10 @@ static const struct setting settings[] = {
      "ZMQ ROUTER endpoint answering replay requests"},
     {"replay-batches", SETTING_U32, FIELD(replay_batches), 1, 10000000, "N",
      "batches kept for replay"},
+    {"replay-sessions-max", SETTING_U32, FIELD(replay_sessions_max), 1, 65536, "N",
+     "replays in progress at once; one more gets the end marker alone"},
+    {"replay-client-hwm", SETTING_U32, FIELD(replay_client_hwm), 8, 1000000, "N",
+     "batches queued to one replay client; a queue full for 5 s drops the client"},
     {"replay-bytes-mb", SETTING_U32, FIELD(replay_bytes_mb), 1, 65536, "MB",
      "payload bytes kept for replay"},
     /* Security */
@@ -137,6 +150,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->min_segment_size_bytes = 4096;  /* as cr_store_config_default */
     config->max_tenants_per_client = 16;    /* as cr_store_config_default */
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
+    config->local_segment_size = 1ull << 30;
+    snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     config->task_timeout_sec = 300;            /* wire-formats §6 */
     config->task_retention = 10000;
@@ -148,6 +163,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->replay_address, sizeof(config->replay_address), "tcp://127.0.0.1:19998");
     config->replay_batches = 10000;
     config->replay_bytes_mb = 64;
+    config->replay_sessions_max = 256;
+    config->replay_client_hwm = 256; /* batches (ZMQ counts whole messages) */
     /* An engine holds at most its KV blocks (GPU and offload tiers): a
      * million is far above a large GPU's count, and bounds the map at
      * about 64 MiB per publisher. */
@@ -168,6 +185,9 @@ static void default_text(const struct setting *s, char *out, size_t size) {
         snprintf(out, size, "%s", levels[*(const enum cr_log_level *)(const void *)(base + s->offset)]);
         break;
     case SETTING_RATIO: snprintf(out, size, "%g", *(const double *)(const void *)(base + s->offset)); break;
+    case SETTING_SIZE:
+        snprintf(out, size, "%llu", (unsigned long long)*(const uint64_t *)(const void *)(base + s->offset));
+        break;
     }
     if (out[0] == '\0') snprintf(out, size, "none");
 }
@@ -324,6 +344,13 @@ static bool apply_text(const struct setting *s, const char *text, struct cr_daem
         *(double *)(void *)field = value;
         return true;
     }
+    case SETTING_SIZE:
+        if (!cr_parse_size(text, (uint64_t *)(void *)field)) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: '%s' is not a size in bytes (a number, "
+                     "or one with K, M, G or T)", s->name, text);
+            return false;
+        }
+        return true;
     }
     return false;
 }
@@ -381,6 +408,11 @@ static bool apply_json(const struct setting *s, const char *key, json_t *value,
         type_ok = json_is_string(value);
         if (type_ok) snprintf(text, sizeof(text), "%s", json_string_value(value));
         break;
+    case SETTING_SIZE: /* 1073741824 or "1G" */
+        type_ok = json_is_string(value) || (json_is_integer(value) && json_integer_value(value) >= 0);
+        if (json_is_string(value)) snprintf(text, sizeof(text), "%s", json_string_value(value));
+        else if (type_ok) snprintf(text, sizeof(text), "%lld", (long long)json_integer_value(value));
+        break;
     case SETTING_U32:
         /* Durations may also be strings with a unit ("5s"). */
         type_ok = json_is_integer(value) || (json_is_string(value) && unit_us(s->value_name) > 0);
@@ -400,7 +432,7 @@ static bool apply_json(const struct setting *s, const char *key, json_t *value,
     }
     if (!type_ok) {
         static const char *const wanted[] = {"a string", "an integer", "true or false", "a string",
-                                             "a number"};
+                                             "a number", "a size (bytes, or a string like \"1G\")"};
         snprintf(error, CR_CONFIG_ERROR_MAX, "key \"%s\" must be %s", key, wanted[s->type]);
         return false;
     }

@@ -46,6 +46,10 @@ struct cr_daemon_config {
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
     uint32_t task_retention;                      /* finished tasks kept for QueryTask */
 
+    /* Local segment: crescentd hosts store memory itself (src/actors/data.c). */
+    uint64_t local_segment_size;                  /* bytes; 0: off */
+    char data_address[CR_CONFIG_ADDRESS_MAX];     /* host:port of its transfer server */
+
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */
     char event_topic[CR_CONFIG_ADDRESS_MAX];
@@ -54,7 +58,9 @@ struct cr_daemon_config {
     uint32_t event_send_hwm;
     char replay_address[CR_CONFIG_ADDRESS_MAX];   /* ZMQ ROUTER endpoint */
     uint32_t replay_batches;                      /* batches kept */
-    uint32_t replay_bytes_mb;                     /* payload bytes kept */
+    uint32_t replay_bytes_mb;
+    uint32_t replay_sessions_max;
+    uint32_t replay_client_hwm;                     /* payload bytes kept */
 
     /* Security: all empty (the default) means none (see README "Exposing crescentd safely"). */
     char curve_secret_key_file[CR_CONFIG_ADDRESS_MAX]; /* Z85 secret key of the daemon */

@@ -49,6 +49,7 @@ struct cr_replay_info {
     uint64_t sessions_clamped;   /* start seq below the oldest kept batch */
     uint64_t malformed_requests; /* answered with the end marker only */
     uint64_t clients_dropped;    /* sessions ended because a send failed */
+    uint64_t clients_stalled;    /* sessions dropped: their queue stayed full */
     uint64_t batches_replayed;
     uint64_t sessions_active;
     uint64_t batches_kept;

@@ -55,6 +55,8 @@ enum cr_master_msg_type {
     CR_MSG_RPC_TICK = CR_MSG_STORE_FIRST + 10,
     /* segments → itself (a timer due now): the next slice of a regex call. */
     CR_MSG_SEGMENTS_REGEX_STEP = CR_MSG_STORE_FIRST + 11,
+    /* The local segment's heartbeat (data.c, to itself). */
+    CR_MSG_DATA_TICK = CR_MSG_STORE_FIRST + 12,
 };
 
 /* ZMQ routing ids are at most 255 bytes. */

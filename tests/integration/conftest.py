@@ -104,6 +104,10 @@ def daemon():
 # Every crescentd binds the store-master RPC, event and replay sockets, and
 # tests run in parallel (with other engineers' daemons too): a daemon started
 # by the fixture gets free loopback ports for those unless the test names them.
+# Its local segment (on by default: 1 GiB) is off unless the test names
+# --local-segment-size: the store-master tests count segments, bytes and
+# placements exactly, with the segments they mount themselves.  test_daemon
+# and test_data_path run with it.
 _daemon_init_with_args = Daemon.__init__
 
 
@@ -112,6 +116,8 @@ def _daemon_init_with_free_sockets(self, args):
     for flag in ("--rpc-address", "--event-address", "--replay-address"):
         if flag not in args:
             args += [flag, f"tcp://127.0.0.1:{free_port()}"]
+    if "--local-segment-size" not in args and "--local_segment_size" not in args:
+        args += ["--local-segment-size", "0"]
     if "--metrics-port" not in args and "--metrics_port" not in args:  # Mooncake's, 9003
         args += ["--metrics-port", str(free_port())]
     _daemon_init_with_args(self, args)

@@ -55,7 +55,7 @@ def test_every_command_has_its_own_help():
 def test_json_documents(store):
     docs = {}
     steps = [("mount", "seg0", "64M", "--endpoint", "10.0.0.5:1"), ("put-start", "k1", "4K"),
-             ("put-end", "k1"), ("get", "k1"), ("exist", "k1"), ("ls",), ("ping",),
+             ("put-end", "k1"), ("replicas", "k1"), ("exist", "k1"), ("ls",), ("ping",),
              ("store-stats",), ("health",), ("stats",), ("metrics",), ("version",)]
     for step in steps:
         r = ctl(store, *step, "--json")
@@ -65,7 +65,7 @@ def test_json_documents(store):
     assert docs["mount"]["mounted"] == "seg0" and docs["mount"]["client_id"] == CLIENT
     assert docs["put-start"]["replicas"][0]["buffers"][0]["segment"] == "seg0"
     assert docs["put-end"] == {"command": "put-end", "key": "k1", "tenant": "default", "ok": True}
-    assert docs["get"]["replicas"][0]["status"] == "COMPLETE"
+    assert docs["replicas"]["replicas"][0]["status"] == "COMPLETE"
     assert docs["exist"]["exists"] is True
     assert docs["ls"]["objects"][0]["key"] == "k1"
     assert docs["ping"]["ready"] is True and docs["ping"]["client_ttl_ms"] == 10000
@@ -99,7 +99,7 @@ def test_times_a_person_reads(store):
     ctl(store, "mount", "seg0", "64M", "--endpoint", "10.0.0.5:1")
     ctl(store, "put-start", "k1", "4K")
     ctl(store, "put-end", "k1")
-    ctl(store, "get", "k1")  # takes a lease (5 s by default)
+    ctl(store, "replicas", "k1")  # takes a lease (5 s by default)
     refused = ctl(store, "rm", "k1", check=False)
     assert refused.returncode == 1
     assert re.search(r"the lease expires in \d+\.\d s", refused.stderr), refused.stderr

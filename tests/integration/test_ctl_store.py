@@ -70,7 +70,7 @@ def test_two_phase_put_across_invocations(store):
     rc, out, err = ctl(store, "put-end", "k1", client_id=owner)
     assert rc == 0, err
     assert "put ended: k1" in out
-    rc, out, err = ctl(store, "get", "k1")
+    rc, out, err = ctl(store, "replicas", "k1")
     assert rc == 0, err
     lines = out.splitlines()
     assert lines[0] == "k1: 1 replica"
@@ -89,7 +89,7 @@ def test_client_id_from_environment_and_revoke(store):
     assert f"--client-id {owner}" in out  # tells the user how to finish
     rc, _, err = ctl(store, "put-revoke", "k2", env_id=owner)
     assert rc == 0, err
-    rc, _, err = ctl(store, "get", "k2")
+    rc, _, err = ctl(store, "replicas", "k2")
     assert rc == 1 and "OBJECT_NOT_FOUND" in err
 
 
@@ -97,7 +97,7 @@ def test_remove_refused_while_leased_unless_forced(store):
     owner = str(uuid.uuid4())
     mount(store, owner)
     put(store, "leased", owner)
-    rc, _, _ = ctl(store, "get", "leased")  # takes a lease of LEASE_MS
+    rc, _, _ = ctl(store, "replicas", "leased")  # takes a lease of LEASE_MS
     assert rc == 0
     rc, _, err = ctl(store, "rm", "leased")
     assert rc == 1 and "OBJECT_HAS_LEASE" in err
@@ -188,7 +188,7 @@ def test_store_help_documents_client_id(store):
     assert "CRESCENT_CLIENT_ID" in out and "--client-id" in out
     p = subprocess.run([binary("crescentctl"), "--help"], capture_output=True, text=True)
     assert p.returncode == 0
-    for command in ("mount", "put-start", "put-end", "get", "exist", "rm-regex", "ls", "ping"):
+    for command in ("mount", "put-start", "put-end", "put", "get", "replicas", "exist", "rm-regex", "ls", "ping"):
         assert f"\n  {command} " in p.stdout
 
 

@@ -3,14 +3,15 @@ import json
 import re
 import signal
 import subprocess
+import time
 
 from conftest import binary, free_port, http_get
 
-SUBSYSTEMS = ["rpc", "segments", "leases", "tasks", "indexer", "publisher", "replay"]
+SUBSYSTEMS = ["rpc", "segments", "leases", "tasks", "indexer", "publisher", "replay", "data"]
 
 
 def test_health_answers_with_every_actor(daemon):
-    d = daemon()
+    d = daemon("--local-segment-size", "1G")  # the default, named (conftest turns it off)
     status, body = http_get(d.port, "/health")
     assert status == 200
     health = json.loads(body)
@@ -18,6 +19,11 @@ def test_health_answers_with_every_actor(daemon):
     assert health["actors"] == len(SUBSYSTEMS)
     assert health["unresponsive"] == []
     assert re.fullmatch(r"\d+\.\d+\.\d+", health["version"])
+    # The local segment is mounted in the store at start: crescentd alone is a store.
+    deadline = time.monotonic() + 10
+    while json.loads(http_get(d.port, "/api/v1/stats")[1])["capacity_bytes"] != 1 << 30:
+        assert time.monotonic() < deadline, "the local segment was not mounted"
+        time.sleep(0.05)
 
 
 def parse_prometheus(text):
@@ -107,8 +113,21 @@ def test_port_in_use_exits_2(daemon):
     d = daemon()
     out = run_crescentd("--http-address", f"127.0.0.1:{d.port}")
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines()[-1].startswith("crescentd: cannot serve HTTP")
+    # Actors (the local segment's among them) may log before the HTTP front binds.
+    said = [line for line in out.stderr.splitlines() if line.startswith("crescentd:")]
+    assert said[-1].startswith("crescentd: cannot serve HTTP"), out.stderr
     assert "in use" in out.stderr
+
+
+def test_data_address_in_use_exits_2(daemon):
+    d = daemon()
+    out = run_crescentd("--http-address", f"127.0.0.1:{free_port()}",
+                        "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                        "--event-address", f"tcp://127.0.0.1:{free_port()}",
+                        "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+                        "--data-address", f"127.0.0.1:{d.port}")  # d's HTTP port
+    assert out.returncode == 2
+    assert "cannot serve the local segment" in out.stderr and "--data-address" in out.stderr
 
 
 def test_bad_config_file_exits_2(tmp_path):

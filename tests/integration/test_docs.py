@@ -215,7 +215,7 @@ def test_readme_walkthrough_outlives_the_client_ttl(daemon):
         assert probe.returncode == 0, probe.stderr
         wait_for(lambda: "probe" not in segment_names(d), "crescentd expires a quiet client")
         assert "seg0" in segment_names(d)
-        again = shell(f"{BIN_DIR}/crescentctl get key1", env)
+        again = shell(f"{BIN_DIR}/crescentctl replicas key1", env)
         assert again.returncode == 0, again.stderr
         assert "COMPLETE" in again.stdout
     finally:
@@ -224,3 +224,18 @@ def test_readme_walkthrough_outlives_the_client_ttl(daemon):
     assert keeper.returncode == 0, err
     assert "unmounted seg0" in out
     assert "seg0" not in segment_names(d)
+
+
+def test_readme_run_command_stores_a_file(daemon, tmp_path):
+    """The README's first walkthrough: crescentd as run.sh starts it (its local
+    segment on, the default size named because conftest turns it off) stores a
+    file with `crescentctl put` and gives the same bytes back with `get`."""
+    d, env = start(daemon, "--local-segment-size", "1G")
+    text = read("README.md")
+    block = next(body for lang, body, _, _ in fenced_blocks(text)
+                 if lang == "sh" and "crescentctl put kv-block" in body)
+    command = localize(block, d).replace("/tmp/", f"{tmp_path}/")
+    result = shell(command, env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "same"
+    assert (tmp_path / "kv-copy.bin").read_bytes() == (tmp_path / "kv-block.bin").read_bytes()

@@ -3,10 +3,13 @@
 import json
 import socket
 import statistics
+import struct
 import subprocess
 import time
 
-from conftest import binary, http_get
+import zmq
+
+from conftest import binary, free_port, http_get
 from master_client import STATUS, MasterClient
 from test_indexer import post
 from test_store_master import start_master
@@ -192,3 +195,54 @@ def test_one_caller_cannot_fill_the_shared_tables(daemon):
     for flag in ("--max-segments-per-client", "--min-segment-size-bytes",
                  "--max-tenants-per-client", "--regex-budget-steps", "--http-connections-max"):
         assert flag in out.stdout, flag
+
+
+def _metric(port, name):
+    status, body = http_get(port, "/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            return float(line.split()[-1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_replay_clients_that_never_read_cost_bounded_memory(daemon):
+    # Each such client used to get the whole replay queued (~2.3 MB for
+    # 10,000 batches), with no bound on their number: 600 cost +1.45 GB.
+    replay = f"tcp://127.0.0.1:{free_port()}"
+    d, rpc = start_master(daemon, "--event-batch-max", "1", "--replay-address", replay,
+                          "--client-ttl", "600")
+    with MasterClient(rpc, client_id=(4, 4)) as c:
+        c.mount_segment("s", 256 * MiB)
+        _put_keys(c, [f"k{i}" for i in range(10_000)], size=4096)  # 10,000 batches
+    ctx = zmq.Context()
+    base = _rss_kb(d.proc.pid, "VmRSS")
+    socks = []
+    try:
+        for _ in range(600):
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.RCVHWM, 1)
+            s.setsockopt(zmq.RCVBUF, 4096)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(replay)
+            s.send_multipart([b"", struct.pack(">Q", 0)])
+            socks.append(s)
+        # Sessions over the bound are refused at once; the rest wait on their
+        # full queues and are dropped 5 s later.
+        deadline = time.monotonic() + 60
+        def ended():
+            return (_metric(d.port, "crescent_replay_clients_stalled") +
+                    _metric(d.port, "crescent_replay_clients_dropped"))
+
+        while time.monotonic() < deadline and ended() < 600:
+            time.sleep(0.5)
+        grown = (_rss_kb(d.proc.pid, "VmRSS") - base) // 1024
+        peak = (_rss_kb(d.proc.pid, "VmHWM") - base) // 1024
+        print(f"600 never-reading replay clients: RSS +{grown} MB, peak +{peak} MB")
+        assert _metric(d.port, "crescent_replay_clients_stalled") == 256  # --replay-sessions-max
+        assert _metric(d.port, "crescent_replay_clients_dropped") == 600 - 256
+        assert peak < 300, peak
+    finally:
+        for s in socks:
+            s.close()
+        ctx.term()

@@ -32,7 +32,7 @@ def test_gflags_spellings_and_durations(daemon, tmp_path):
     ctl(rpc, "mount", "seg0", "64M", "--endpoint", "10.0.0.5:1")
     ctl(rpc, "put-start", "k1", "4K")
     ctl(rpc, "put-end", "k1")
-    ctl(rpc, "get", "k1")  # a lease of --default_kv_lease_ttl 2s
+    ctl(rpc, "replicas", "k1")  # a lease of --default_kv_lease_ttl 2s
     _, body = http_get(d.port, "/api/v1/objects/k1")
     assert 1.0 < json.loads(body)["lease_expires_in_s"] <= 2.0
     status, _ = http_get(metrics_port, "/get_all_segments")

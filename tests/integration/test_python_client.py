@@ -80,7 +80,7 @@ def test_put_is_exist_get_replica_list(store):
         assert s.is_exist("k1") == 1 and s.is_exist("missing") == 0
         assert s.batch_is_exist(["k1", "missing"]) == [1, 0]
         got = s.get_replica_list("k1")
-        rc, out, _ = ctl(store, "get", "k1")
+        rc, out, _ = ctl(store, "replicas", "k1")
         assert rc == 0
         handle = got[0]["handles"][0]
         assert handle["size"] == 4096 and handle["transport_endpoint"] == "127.0.0.1:7000"

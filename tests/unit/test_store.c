@@ -506,9 +506,11 @@ static void test_client_expiry(void **state) {
     assert_int_equal(put_end(s, &CLIENT_A, NULL, "on-a", 0), CR_OK);
     assert_int_equal(put_start(s, &CLIENT_A, NULL, "a-writes", 1, false, "b0", 0, NULL), CR_OK);
     assert_int_equal(put_start(s, &CLIENT_B, NULL, "b-writes", 1, false, "b0", 0, NULL), CR_OK);
-    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 9000), CR_OK);
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 9000, NULL), CR_OK);
     assert_int_equal(cr_store_expire_clients(s, 10000), 0);
-    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 15000), CR_OK);
+    bool known = false;
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 15000, &known), CR_OK);
+    assert_true(known);
     assert_int_equal(cr_store_expire_clients(s, 10001), 1);
     struct cr_store_segment_view v;
     assert_int_equal(cr_store_segment_find(s, "a0", &v), CR_ERR_SEGMENT_NOT_FOUND);
@@ -522,7 +524,15 @@ static void test_client_expiry(void **state) {
     assert_int_equal(st.clients_expired, 1);
     assert_int_equal(st.client_count, 1);
     assert_int_equal(st.segment_count, 1);
-    assert_int_equal(cr_store_expire_clients(s, 25001), 1); /* B stops too */
+    /* A, forgotten, is told so by every ping until it mounts again. */
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_A, 10004, &known), CR_OK);
+    assert_false(known);
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_A, 10005, &known), CR_OK);
+    assert_false(known);
+    mount(s, &CLIENT_A, "a0", 0, 64 * KIB, "10.0.0.1:1");
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_A, 10006, &known), CR_OK);
+    assert_true(known);
+    assert_int_equal(cr_store_expire_clients(s, 25001), 2); /* A and B stop too */
     cr_store_get_stats(s, 25001, &st);
     assert_int_equal(st.object_count, 0);
     assert_int_equal(st.capacity_bytes, 0);
@@ -541,9 +551,9 @@ static void test_many_clients_expire(void **state) {
         char key[16];
         snprintf(key, sizeof(key), "k%d", i);
         assert_int_equal(put_start(s, &c, NULL, key, 1, false, NULL, 0, NULL), CR_OK);
-        assert_int_equal(cr_store_client_ping(s, &c, (uint64_t)(i % 2) * 100000), CR_OK);
+        assert_int_equal(cr_store_client_ping(s, &c, (uint64_t)(i % 2) * 100000, NULL), CR_OK);
     }
-    assert_int_equal(cr_store_client_ping(s, &CLIENT_A, 100000), CR_OK);
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_A, 100000, NULL), CR_OK);
     assert_int_equal(cr_store_expire_clients(s, 100000), 150);
     struct cr_store_stats st;
     cr_store_get_stats(s, 0, &st);
@@ -570,7 +580,7 @@ static void test_per_client_bounds(void **state) {
         struct cr_uuid made_up = {{0}};
         memcpy(made_up.b, &i, sizeof(i));
         made_up.b[15] = 9;
-        assert_int_equal(cr_store_client_ping(s, &made_up, 1), CR_OK);
+        assert_int_equal(cr_store_client_ping(s, &made_up, 1, NULL), CR_OK);
     }
     struct cr_store_stats st;
     cr_store_get_stats(s, 1, &st);

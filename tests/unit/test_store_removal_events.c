@@ -207,7 +207,7 @@ static void test_unmount_and_client_expiry_publish(void **state) {
     put_on(f, "one", 1, "a");
     put_on(f, "bobs", 1, "b");
     /* Bob stays alive; Alice misses her TTL: segment "a" goes. */
-    assert_int_equal(cr_store_client_ping(f->store, &BOB, 5000), CR_OK);
+    assert_int_equal(cr_store_client_ping(f->store, &BOB, 5000, NULL), CR_OK);
     assert_int_equal(cr_store_expire_clients(f->store, 5500), 1);
     assert_int_equal(f->sink.count, 2); /* "bobs" on b is untouched */
     bool two_first = strcmp(f->sink.ev[0].key, "two") == 0; /* table order */

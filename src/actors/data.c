@@ -1,0 +1,279 @@
+/* The local segment: crescentd as a store server of its own store.
+ *
+ * With --local-segment-size above 0 (default 1 GiB), this actor allocates
+ * that much memfd memory (src/rdma/xfer.h: huge pages when there are free
+ * ones; pages are taken only as they are written), serves it through a
+ * transfer server on --data-address (loopback by default), and mounts it in
+ * the store at start, so that crescentd alone is a complete store.  The
+ * actor is a client of the store like any store server: it mounts and pings
+ * with its own client id, by sending MASTER_CALLs to the segments actor
+ * (no RPC hop), and remounts if a ping finds the store has forgotten it.
+ *
+ * Threads: the transfer server is driven only here, from the wait hook
+ * (its epoll fd and the runtime's wake fd in one epoll set), on this actor's
+ * pinned thread like every other.  With size 0 the actor only answers stats. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "actors/rpc_codec.h"
+#include "actors/subsystems.h"
+#include "core/log.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+#include "msgs/master_msgs.h"
+#include "rdma/xfer.h"
+
+#define DATA_SEGMENT_NAME "crescentd-local"
+
+struct data_state {
+    struct cr_actor *self;
+    struct cr_subsystems *peers;
+    struct cr_xfer_segment segment;
+    struct cr_xfer_server *xfer;
+    int epoll_fd;
+    int wake_fd_added;       /* the runtime's wake fd once added to epoll_fd; -1 before */
+    Crescent__Master__UUID id;
+    bool mounted;
+    uint32_t ping_every_ms;  /* a quarter of the client TTL */
+    uint64_t mounts, mount_failures, pings, remounts, send_failures;
+};
+
+/* ---- calls to the segments actor ------------------------------------------ */
+
+/* Sends one request, built on the stack, as an owned call whose reply comes
+ * back as MASTER_DONE.  The request is packed and unpacked so that the call
+ * owns it in protobuf-c's allocation, as a gateway-made call does. */
+static void send_call(struct data_state *st, uint16_t method, const ProtobufCMessage *req) {
+    const struct cr_rpc_method *m = cr_rpc_method_find(method);
+    struct cr_master_call *call = calloc(1, sizeof(*call));
+    uint8_t *packed = NULL;
+    size_t len = 0;
+    if (m != NULL && call != NULL && cr_rpc_pack(req, &packed, &len) == CR_OK)
+        call->request = protobuf_c_message_unpack(m->request, NULL, len, packed);
+    free(packed);
+    if (call == NULL || call->request == NULL) {
+        free(call);
+        st->send_failures++;
+        return;
+    }
+    call->method = method;
+    call->reply_to = st->self;
+    struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
+    CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = call;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
+        st->send_failures++;
+        cr_master_call_free(call);
+    }
+}
+
+static void mount(struct data_state *st, bool again) {
+    Crescent__Master__MountSegmentRequest req = CRESCENT__MASTER__MOUNT_SEGMENT_REQUEST__INIT;
+    req.buffer = (uint64_t)(uintptr_t)st->segment.base;
+    req.size = st->segment.size;
+    req.segment_name = DATA_SEGMENT_NAME;
+    req.client_id = &st->id;
+    req.transport_endpoint = (char *)cr_xfer_server_endpoint(st->xfer);
+    req.protocol = (char *)cr_xfer_server_protocol(st->xfer);
+    send_call(st, again ? CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
+                        : CRESCENT__MASTER__METHOD__MOUNT_SEGMENT, &req.base);
+}
+
+static void ping(struct data_state *st) {
+    Crescent__Master__PingRequest req = CRESCENT__MASTER__PING_REQUEST__INIT;
+    req.client_id = &st->id;
+    send_call(st, CRESCENT__MASTER__METHOD__PING, &req.base);
+    st->pings++;
+}
+
+/* A reply: a mount's outcome is logged; a ping that finds this client
+ * forgotten remounts. */
+static void on_reply(struct data_state *st, const struct cr_master_call *call) {
+    const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
+    ProtobufCMessage *resp = call->status == CR_OK && m != NULL
+                                 ? protobuf_c_message_unpack(m->response, NULL, call->reply_len,
+                                                             call->reply)
+                                 : NULL;
+    int32_t status = resp != NULL ? cr_rpc_status_code(resp) : CR_ERR_PROTOCOL;
+    if (call->method == CRESCENT__MASTER__METHOD__PING && resp != NULL) {
+        const Crescent__Master__PingResponse *p = (const void *)resp;
+        if (p->has_client_ttl_ms && p->client_ttl_ms >= 4) st->ping_every_ms = (uint32_t)(p->client_ttl_ms / 4);
+        if (p->has_client_known && !p->client_known && st->mounted) {
+            CR_WARN("data", "the store forgot the local segment's client: remounting");
+            st->remounts++;
+            mount(st, true);
+        }
+    } else if (call->method != CRESCENT__MASTER__METHOD__PING) {
+        st->mounted = status == CR_OK;
+        st->mounts += status == CR_OK;
+        st->mount_failures += status != CR_OK;
+        if (status == CR_OK)
+            CR_INFO("data", "local segment '%s' mounted: %llu bytes%s, served on %s://%s",
+                    DATA_SEGMENT_NAME, (unsigned long long)st->segment.size,
+                    st->segment.huge_pages ? " (huge pages)" : "",
+                    cr_xfer_server_protocol(st->xfer), cr_xfer_server_endpoint(st->xfer));
+        else
+            CR_ERROR("data", "mounting the local segment failed: %s", cr_strerror(status));
+    }
+    if (resp != NULL) protobuf_c_message_free_unpacked(resp, NULL);
+}
+
+static void arm_tick(struct data_state *st) {
+    struct cr_msg tick = {.type = CR_MSG_DATA_TICK};
+    if (cr_actor_timer_after(st->self, (uint64_t)st->ping_every_ms * 1000000ull, &tick, NULL) !=
+        CR_OK)
+        CR_ERROR("data", "cannot arm the heartbeat timer: the local segment will expire");
+}
+
+/* ---- actor hooks ---------------------------------------------------------- */
+
+static int data_start(struct cr_actor *self, void *arg) {
+    struct data_state *st = arg;
+    st->self = self;
+    return CR_OK;
+}
+
+static void data_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    (void)self;
+    struct data_state *st = arg;
+    switch (msg->type) {
+    case CR_MSG_WIRE:
+        st->peers = msg->body.ptr[0];
+        if (st->xfer == NULL) return; /* --local-segment-size 0 */
+        mount(st, false);
+        arm_tick(st);
+        return;
+    case CR_MSG_DATA_TICK:
+        ping(st);
+        arm_tick(st);
+        return;
+    case CR_MSG_MASTER_DONE: {
+        struct cr_master_call *head = CR_MSG_BODY(msg, struct cr_msg_master_call)->call;
+        for (const struct cr_master_call *c = head; c != NULL; c = c->next) on_reply(st, c);
+        cr_master_call_free_chain(head);
+        return;
+    }
+    default: CR_WARN("data", "message type %u is not handled here", msg->type); return;
+    }
+}
+
+static void data_discard(void *arg, struct cr_msg *msg) {
+    (void)arg;
+    if (msg->type == CR_MSG_MASTER_DONE)
+        cr_master_call_free_chain(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+}
+
+/* Sleeps on the transfer server's fd and the wake fd together; serves
+ * whatever transfers are ready before returning to the runtime. */
+static void data_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+    (void)self;
+    struct data_state *st = arg;
+    if (st->wake_fd_added != wake_fd) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = wake_fd};
+        if (epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev) != 0 && errno != EEXIST)
+            CR_ERROR("data", "epoll_ctl(wake fd): %s", strerror(errno));
+        st->wake_fd_added = wake_fd;
+    }
+    struct epoll_event events[2];
+    int n = epoll_wait(st->epoll_fd, events, 2, timeout_ms);
+    if (n < 0 && errno != EINTR) CR_ERROR("data", "epoll_wait: %s", strerror(errno));
+    if (st->xfer != NULL) (void)cr_xfer_server_run(st->xfer, 0);
+}
+
+static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count++].value = value;
+}
+
+static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
+    (void)self;
+    struct data_state *st = arg;
+    add_stat(out, "segment_bytes", st->xfer != NULL ? st->segment.size : 0);
+    add_stat(out, "mounted", st->mounted);
+    add_stat(out, "mounts_total", st->mounts);
+    add_stat(out, "mount_failures_total", st->mount_failures);
+    add_stat(out, "remounts_total", st->remounts);
+    add_stat(out, "pings_total", st->pings);
+    add_stat(out, "send_failures_total", st->send_failures);
+    if (st->xfer == NULL) return;
+    struct cr_xfer_server_stats x;
+    cr_xfer_server_get_stats(st->xfer, &x);
+    add_stat(out, "transfer_reads_total", x.requests_read);
+    add_stat(out, "transfer_writes_total", x.requests_written);
+    add_stat(out, "transfer_bytes_read_total", x.bytes_read);
+    add_stat(out, "transfer_bytes_written_total", x.bytes_written);
+    add_stat(out, "transfer_refused_total",
+             x.refused_out_of_bounds + x.refused_no_segment + x.refused_malformed);
+    add_stat(out, "transfer_connections_open", x.connections_open);
+}
+
+static void data_destroy(void *arg) {
+    struct data_state *st = arg;
+    if (st == NULL) return;
+    cr_xfer_server_destroy(st->xfer);
+    cr_xfer_segment_free(&st->segment);
+    if (st->epoll_fd >= 0) close(st->epoll_fd);
+    free(st);
+}
+
+/* Allocates, binds and registers on the main thread, so that a data address
+ * in use fails crescentd's start (exit 2) instead of a running actor. */
+static int data_create(const struct cr_daemon_config *config, void **state_out) {
+    struct data_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) return CR_ERR_NOMEM;
+    st->wake_fd_added = -1;
+    st->ping_every_ms = config->client_ttl * 1000u / 4;
+    st->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    uint8_t id[16];
+    if (st->epoll_fd < 0 || getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
+        data_destroy(st);
+        return CR_ERR_IO;
+    }
+    crescent__master__uuid__init(&st->id);
+    for (int i = 0; i < 8; i++) {
+        st->id.first = st->id.first << 8 | id[i];
+        st->id.second = st->id.second << 8 | id[8 + i];
+    }
+    *state_out = st;
+    if (config->local_segment_size == 0) return CR_OK;
+    int rc = cr_xfer_segment_alloc(config->local_segment_size, &st->segment);
+    if (rc != CR_OK) {
+        fprintf(stderr, "crescentd: cannot allocate the %llu-byte local segment: %s "
+                "(--local-segment-size, 0 turns it off)\n",
+                (unsigned long long)config->local_segment_size, cr_strerror(rc));
+        return rc == CR_ERR_INVALID_PARAMS ? rc : CR_ERR_IO;
+    }
+    struct cr_xfer_server_config xc = {.tcp_address = config->data_address};
+    rc = cr_xfer_server_create(&xc, &st->xfer);
+    if (rc == CR_OK) rc = cr_xfer_server_register_segment(st->xfer, DATA_SEGMENT_NAME, &st->segment);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = -1};
+    if (rc == CR_OK &&
+        epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, cr_xfer_server_fd(st->xfer), &ev) != 0)
+        rc = CR_ERR_IO;
+    if (rc != CR_OK) {
+        fprintf(stderr, "crescentd: cannot serve the local segment on %s: %s (--data-address)\n",
+                config->data_address, cr_strerror(rc));
+        return rc == CR_ERR_INVALID_PARAMS ? rc : CR_ERR_IO;
+    }
+    return CR_OK;
+}
+
+static const struct cr_actor_ops data_ops = {
+    .start = data_start,
+    .handle = data_handle,
+    .discard = data_discard,
+    .wait = data_wait,
+    .stats = data_stats,
+};
+
+const struct cr_subsystem_def cr_data_def = {
+    .name = "data",
+    .ops = &data_ops,
+    .create = data_create,
+    .destroy = data_destroy,
+};

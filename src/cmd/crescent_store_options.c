@@ -1,0 +1,145 @@
+/* crescent-store's flags (see crescent_store.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/crescent_store.h"
+#include "core/size_text.h"
+#include "crescent/version.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: crescent-store [flags]\n"
+            "\n"
+            "A store server: hosts one segment of memory for crescent's KV-cache store,\n"
+            "mounts it at crescentd's store master and serves reads and writes of it to\n"
+            "clients (libcrescent, crescentctl put/get).  Stops on SIGTERM or SIGINT,\n"
+            "unmounting the segment first.\n"
+            "\n"
+            "  --master ENDPOINT        crescentd's RPC address (default tcp://127.0.0.1:50051)\n"
+            "  --segment-name NAME      name of the segment at the master (default: the\n"
+            "                           data endpoint, host:port)\n"
+            "  --segment-size SIZE      bytes to host: 1073741824, 64M, 1G (default 1G);\n"
+            "                           memfd memory, huge pages when the system has free\n"
+            "                           ones, taken from the system only as it is written\n"
+            "  --data-address HOST:PORT where transfers are served (default 127.0.0.1:0:\n"
+            "                           loopback, a free port); bind another address to\n"
+            "                           serve other machines\n"
+            "  --no-shm                 do not serve same-host clients over shared memory\n"
+            "  --cpu N                  pin the transfer thread to CPU N (default: one of\n"
+            "                           the CPUs this process may use, chosen by pid)\n"
+            "  --no-pin                 leave the transfer thread unpinned\n"
+            "  --ping-interval-ms MS    heartbeat period (default 1000; never longer than a\n"
+            "                           quarter of the master's client TTL)\n"
+            "  --timeout-ms MS          per request to the master (default 2000)\n"
+            "  --help, --version\n"
+            "\n"
+            "After a master restart (or when this server missed pings for longer than the\n"
+            "client TTL) the next heartbeat finds the master does not know it and remounts\n"
+            "the segment.  CRESCENT_LOG_LEVEL sets the log level (DEBUG, INFO, WARN, ERROR).\n");
+}
+
+static bool parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || text[0] < '0' || text[0] > '9' || v < min || v > max)
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static bool copy(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n == 0 || n >= cap) return false;
+    memcpy(dst, src, n + 1);
+    return true;
+}
+
+enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_CPU, OPT_NO_PIN,
+       OPT_PING, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
+
+static const struct option options[] = {
+    {"master", required_argument, NULL, OPT_MASTER},
+    {"segment-name", required_argument, NULL, OPT_NAME},
+    {"segment-size", required_argument, NULL, OPT_SIZE},
+    {"data-address", required_argument, NULL, OPT_DATA},
+    {"no-shm", no_argument, NULL, OPT_NO_SHM},
+    {"cpu", required_argument, NULL, OPT_CPU},
+    {"no-pin", no_argument, NULL, OPT_NO_PIN},
+    {"ping-interval-ms", required_argument, NULL, OPT_PING},
+    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+static int bad(const char *flag, const char *value, const char *want) {
+    fprintf(stderr, "crescent-store: --%s '%s': %s (--help lists the flags)\n", flag, value, want);
+    return CR_STORE_OPTIONS_USAGE;
+}
+
+static int apply(int opt, const char *arg, struct cr_store_options *o) {
+    uint32_t cpu;
+    switch (opt) {
+    case OPT_MASTER:
+        return copy(o->master, sizeof(o->master), arg) ? 0 : bad("master", arg, "want tcp://HOST:PORT");
+    case OPT_NAME:
+        return copy(o->segment_name, sizeof(o->segment_name), arg) ? 0
+                                                                   : bad("segment-name", arg, "1 to 255 bytes");
+    case OPT_SIZE:
+        return cr_parse_size(arg, &o->segment_size) && o->segment_size > 0
+                   ? 0 : bad("segment-size", arg, "want bytes > 0, or a number with K, M, G or T");
+    case OPT_DATA:
+        return copy(o->data_address, sizeof(o->data_address), arg) ? 0
+                                                                   : bad("data-address", arg, "want HOST:PORT");
+    case OPT_NO_SHM: o->no_shm = true; return 0;
+    case OPT_CPU:
+        if (!parse_u32(arg, 0, 4095, &cpu)) return bad("cpu", arg, "want a CPU number");
+        o->cpu = (int)cpu;
+        return 0;
+    case OPT_NO_PIN: o->cpu = CR_STORE_CPU_NONE; return 0;
+    case OPT_PING:
+        return parse_u32(arg, 1, 3600000, &o->ping_interval_ms) ? 0
+                                                                 : bad("ping-interval-ms", arg, "want 1..3600000");
+    case OPT_TIMEOUT:
+        return parse_u32(arg, 1, 3600000, &o->timeout_ms) ? 0 : bad("timeout-ms", arg, "want 1..3600000");
+    default: return CR_STORE_OPTIONS_USAGE;
+    }
+}
+
+int cr_store_options_parse(int argc, char **argv, struct cr_store_options *o) {
+    *o = (struct cr_store_options){.segment_size = 1ull << 30, .cpu = CR_STORE_CPU_AUTO,
+                                   .ping_interval_ms = 1000, .timeout_ms = 2000};
+    snprintf(o->master, sizeof(o->master), "tcp://127.0.0.1:50051");
+    snprintf(o->data_address, sizeof(o->data_address), "127.0.0.1:0");
+    optind = 1;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (opt == OPT_HELP) {
+            usage(stdout);
+            return CR_STORE_OPTIONS_HELP;
+        }
+        if (opt == OPT_VERSION) {
+            printf("crescent-store %s\n", CRESCENT_VERSION);
+            return CR_STORE_OPTIONS_HELP;
+        }
+        if (opt == '?' || opt == ':') {
+            fprintf(stderr, "crescent-store: unknown flag or missing value: %s (--help lists the "
+                    "flags)\n", argv[optind - 1]);
+            return CR_STORE_OPTIONS_USAGE;
+        }
+        int rc = apply(opt, optarg, o);
+        if (rc != 0) return rc;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "crescent-store: unexpected argument '%s' (--help lists the flags)\n",
+                argv[optind]);
+        return CR_STORE_OPTIONS_USAGE;
+    }
+    return CR_STORE_OPTIONS_RUN;
+}

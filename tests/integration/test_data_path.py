@@ -1,0 +1,239 @@
+"""Object bytes end to end: crescentd as the master, two crescent-store
+processes hosting segments (and crescentd's own local segment when it has
+one), libcrescent's Put/Get through the transfer layer.
+
+A foreign client (this Python test) writes files, stores them with
+`crescentctl put`, reads them back with `crescentctl get` and compares bytes;
+tests/tools/data_check drives the C API (random sizes up to 64 MiB, get_into,
+batch forms, concurrent clients).  Faults: a store server killed with SIGKILL
+(its segment still mounted) makes reads fall back to the other replica, then
+fail with the reason; a put whose only replica is on a dead server is revoked
+and never readable.  A master restart is followed by a remount."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import binary, free_port, http_get
+
+SEGMENT = 256 << 20
+
+
+def wait_for(condition, what, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stats(d):
+    status, body = http_get(d.port, "/api/v1/stats")
+    assert status == 200
+    return json.loads(body)
+
+
+class Store:
+    """One crescent-store process; its log goes to a file (never a full pipe)."""
+
+    def __init__(self, rpc, log_path, name, *extra):
+        self.name = name
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [binary("crescent-store"), "--master", rpc, "--segment-name", name,
+             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "200", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=20)
+        self.log.close()
+        return rc
+
+
+@pytest.fixture(params=["shm", "tcp"])
+def cluster(request, daemon, tmp_path):
+    """crescentd without its local segment plus two store servers, served to
+    this host's clients by shm (the default) or, with --no-shm, by tcp."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "0")
+    extra = ["--no-shm"] if request.param == "tcp" else []
+    stores = [Store(rpc, tmp_path / f"store{i}.log", f"seg{i}", *extra) for i in range(2)]
+    wait_for(lambda: stats(d)["segments"] == 2, "both segments mounted")
+    yield d, rpc, stores, request.param
+    for s in stores:
+        s.stop(signal.SIGKILL)
+
+
+def ctl(rpc, *args, stdin=None, check=True):
+    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "10000", *args],
+                       input=stdin, capture_output=True, timeout=120)
+    if check:
+        assert p.returncode == 0, p.stderr.decode()
+    return p
+
+
+def data_check(rpc, *args, transport=None):
+    """Runs tests/tools/data_check; `transport` (shm, tcp) is the one its log must name."""
+    p = subprocess.run([binary("data_check"), "--rpc", rpc, *map(str, args)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "ok"
+    if transport is not None:
+        assert f"transport {transport}" in p.stderr, p.stderr
+
+
+def test_ctl_put_get_file_and_stdin(cluster, tmp_path):
+    _, rpc, _, transport = cluster
+    src = tmp_path / "in.bin"
+    payload = os.urandom(3 << 20) + b"tail"
+    src.write_bytes(payload)
+    out = ctl(rpc, "put", "file-key", str(src), "--replicas", "2")
+    assert out.stdout.decode().strip() == f"stored file-key: {len(payload)} bytes"
+    dst = tmp_path / "out.bin"
+    ctl(rpc, "get", "file-key", str(dst))
+    assert dst.read_bytes() == payload
+    assert ctl(rpc, "get", "file-key").stdout == payload          # default: stdout
+    ctl(rpc, "put", "stdin-key", "-", stdin=b"hello\x00world")
+    assert ctl(rpc, "get", "stdin-key", "-").stdout == b"hello\x00world"
+    replicas = ctl(rpc, "replicas", "file-key").stdout.decode()
+    assert "2 replicas" in replicas and "seg0" in replicas and "seg1" in replicas
+    # An empty value and a missing key are refused with a reason; nothing is written.
+    empty = ctl(rpc, "put", "empty", "-", stdin=b"", check=False)
+    assert empty.returncode == 1 and b"1 byte or more" in empty.stderr
+    missing = ctl(rpc, "get", "nokey", str(tmp_path / "never"), check=False)
+    assert missing.returncode == 1 and b"not found" in missing.stderr
+    assert not (tmp_path / "never").exists()
+
+
+def test_roundtrips_of_random_sizes(cluster):
+    _, rpc, _, transport = cluster
+    data_check(rpc, "roundtrip", 1, 11, 64 << 20, 2, transport=transport)  # 64 MiB, 2 replicas
+    data_check(rpc, "roundtrip", 40, 12, 1 << 20, 2, transport=transport)  # 1 B .. 1 MiB
+
+
+def test_batch_forms(cluster):
+    _, rpc, _, transport = cluster
+    data_check(rpc, "batch", 64, 21, 256 << 10, transport=transport)
+
+
+def test_concurrent_readers_and_writers(cluster):
+    _, rpc, _, transport = cluster
+    data_check(rpc, "concurrent", 4, 12, 31, 512 << 10, transport=transport)
+
+
+def test_local_segment_and_two_store_servers(daemon, tmp_path):
+    """crescentd's own segment next to two crescent-store segments: replicas
+    of one object land on all three, and every one of them serves reads."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "128M")
+    stores = [Store(rpc, tmp_path / f"s{i}.log", f"seg{i}") for i in range(2)]
+    try:
+        wait_for(lambda: stats(d)["segments"] == 3, "three segments mounted")
+        replicas = ctl(rpc, "put", "k3", "-", "--replicas", "3", stdin=b"abc" * 100000)
+        assert replicas.returncode == 0
+        listing = ctl(rpc, "replicas", "k3").stdout.decode()
+        assert "crescentd-local" in listing and "seg0" in listing and "seg1" in listing
+        data_check(rpc, "roundtrip", 20, 41, 2 << 20, 3)
+        for s in stores:              # with both store servers gone, the local one serves
+            s.stop(signal.SIGKILL)
+        assert ctl(rpc, "get", "k3").stdout == b"abc" * 100000
+    finally:
+        for s in stores:
+            s.stop(signal.SIGKILL)
+
+
+def test_server_killed_reads_fall_back_then_fail(cluster, tmp_path):
+    d, rpc, stores, transport = cluster
+    payload = os.urandom(1 << 20)
+    ctl(rpc, "put", "two", "-", "--replicas", "2", stdin=payload)
+    stores[0].stop(signal.SIGKILL)  # no unmount: the master still lists its replica
+    for _ in range(3):              # whichever replica comes first, the bytes come back
+        assert ctl(rpc, "get", "two").stdout == payload
+    stores[1].stop(signal.SIGKILL)
+    failed = ctl(rpc, "get", "two", str(tmp_path / "none"), check=False)
+    assert failed.returncode == 1
+    assert b"replica on 'seg" in failed.stderr, failed.stderr
+    assert not (tmp_path / "none").exists()
+
+
+def test_checksum_mismatch_falls_back_then_fails(cluster):
+    """Bytes changed behind the master's back are never returned as the object."""
+    _, rpc, _, transport = cluster
+    payload = os.urandom(100000)
+    ctl(rpc, "put", "sum", "-", "--replicas", "2", stdin=payload)
+    data_check(rpc, "corrupt", "sum", 0)
+    for _ in range(3):                      # the intact replica serves every read
+        assert ctl(rpc, "get", "sum").stdout == payload
+    data_check(rpc, "corrupt", "sum", 1)
+    failed = ctl(rpc, "get", "sum", check=False)
+    assert failed.returncode == 1 and failed.stdout == b""
+    assert b"do not match the put's checksum" in failed.stderr, failed.stderr
+    p = subprocess.run([binary("data_check"), "--rpc", rpc, "expect", "sum", "CHECKSUM"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
+def test_read_past_its_lease_fails(daemon, tmp_path):
+    """A 1 ms lease cannot outlast reading 64 MiB: the get fails, naming the lease."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--default-kv-lease-ttl", "1")
+    s = Store(rpc, tmp_path / "store.log", "seg-lease")
+    try:
+        wait_for(lambda: stats(d)["segments"] == 1, "the segment mounted")
+        data_check(rpc, "put", "big", 64 << 20, 5)
+        p = subprocess.run([binary("data_check"), "--rpc", rpc, "expect", "big", "LEASE_EXPIRED"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert "lease" in p.stdout
+    finally:
+        s.stop(signal.SIGKILL)
+
+
+def test_put_to_a_dead_server_is_revoked(cluster):
+    d, rpc, stores, transport = cluster
+    stores[0].stop(signal.SIGKILL)
+    failed = ctl(rpc, "put", "doomed", "-", "--preferred", "seg0", stdin=b"x" * 5000,
+                 check=False)
+    assert failed.returncode == 1 and b"revoked" in failed.stderr, failed.stderr
+    # Readers never see it: the master has no such object.
+    assert ctl(rpc, "replicas", "doomed", check=False).returncode == 1
+    assert stats(d)["objects"] == 0
+
+
+def test_sigterm_unmounts_and_master_restart_remounts(daemon, tmp_path):
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "0")
+    s = Store(rpc, tmp_path / "store.log", "seg-r")
+    wait_for(lambda: stats(d)["segments"] == 1, "the segment mounted")
+    assert d.stop()[0] == 0
+    d2 = daemon("--rpc-address", rpc, "--local-segment-size", "0")
+    wait_for(lambda: stats(d2)["segments"] == 1, "the segment remounted")
+    assert "remount" in s.text()
+    ctl(rpc, "put", "after-restart", "-", stdin=b"still here")
+    assert ctl(rpc, "get", "after-restart").stdout == b"still here"
+    assert s.stop(signal.SIGTERM) == 0
+    assert stats(d2)["segments"] == 0
+    assert "stopped cleanly" in s.text()
+
+
+def test_store_help_and_bad_flags():
+    p = subprocess.run([binary("crescent-store"), "--help"], capture_output=True, text=True)
+    assert p.returncode == 0
+    for flag in ("--master", "--segment-name", "--segment-size", "--data-address", "--cpu",
+                 "--no-shm", "--ping-interval-ms"):
+        assert flag in p.stdout
+    bad = subprocess.run([binary("crescent-store"), "--segment-size", "0"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "--segment-size" in bad.stderr
