@@ -106,6 +106,11 @@ struct cr_client_options {
      * CRESCENT_CURVE_PUBLIC_KEY, CRESCENT_CURVE_SECRET_KEY; none at all:
      * plain TCP. */
     const char *curve_server_key, *curve_public_key, *curve_secret_key;
+    /* crescentd's admin token (--admin-token-file), sent with the calls that
+     * need it: RemoveAll, RemoveByRegex, BatchReplicaClear, BatchQueryIp,
+     * forced Remove/BatchRemove, UnmountSegment.  NULL: CRESCENT_ADMIN_TOKEN
+     * when set; none otherwise. */
+    const char *admin_token;
 };
 
 /* ---- connection ------------------------------------------------------- */

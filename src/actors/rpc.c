@@ -35,6 +35,7 @@
 #include "actors/task_store.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
+#include "daemon/admin_token.h"
 #include "crescent/error.h"
 #include "daemon/config.h"
 #include "msgs/master_msgs.h"
@@ -46,6 +47,8 @@ struct rpc_state {
     void *zctx;
     void *router;
     struct cr_curve_server *curve; /* NULL: CURVE off */
+    struct cr_admin_token admin;   /* len 0: no admin token, nothing gated */
+    uint64_t admin_refused;        /* calls refused for want of the admin token */
     char address[CR_CONFIG_ADDRESS_MAX];
     struct cr_actor *self;
     struct cr_actor *segments; /* NULL until WIRE */
@@ -231,6 +234,38 @@ static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct inc
     return m;
 }
 
+/* The request's admin_token (field CR_RPC_ADMIN_TOKEN_FIELD), NULL when it
+ * has none; found through the descriptor, so every request type that
+ * declares the field is read the same way. */
+static const char *request_admin_token(const ProtobufCMessage *request) {
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(request->descriptor, CR_RPC_ADMIN_TOKEN_FIELD);
+    if (f == NULL || f->type != PROTOBUF_C_TYPE_STRING || f->label == PROTOBUF_C_LABEL_REPEATED)
+        return NULL;
+    return *(char *const *)(const void *)((const char *)request + f->offset);
+}
+
+/* With --admin-token-file: marks calls that carry the token (call->admin)
+ * and refuses the destructive ones that do not (cr_rpc_needs_admin).
+ * Without it every call passes and none is marked. */
+static bool admin_gate(struct rpc_state *st, const struct cr_rpc_method *m,
+                       struct cr_master_call *call) {
+    if (st->admin.len == 0) return true;
+    const char *given = request_admin_token(call->request);
+    call->admin = given != NULL && cr_admin_token_allows(&st->admin, given, strlen(given));
+    if (call->admin || !cr_rpc_needs_admin(call->method, call->request)) return true;
+    st->admin_refused++;
+    char text[CR_RPC_ERROR_MAX];
+    snprintf(text, sizeof(text),
+             "%s %s: this crescentd runs with --admin-token-file, so %s needs the admin token "
+             "in admin_token (libcrescent/crescentctl: CRESCENT_ADMIN_TOKEN or "
+             "--admin-token-file)",
+             m->name, given != NULL ? "refused: wrong admin token" : "refused: no admin token",
+             m->name);
+    send_status(st, call, m, CR_ERR_ILLEGAL_CLIENT, text);
+    return false;
+}
+
 /* Decodes and validates; on failure answers and returns false. */
 static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rpc_method *m,
                    struct cr_master_call *call) {
@@ -254,6 +289,7 @@ static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rp
         send_status(st, call, m, CR_ERR_INVALID_PARAMS, err);
         return false;
     }
+    if (!admin_gate(st, m, call)) return false;
     cr_rpc_call_prepare_key(call); /* here, not on segments' thread */
     return true;
 }
@@ -373,6 +409,7 @@ static void rpc_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *o
     add_stat(out, "busy_total", st->not_ready);
     add_stat(out, "send_dropped_total", st->send_dropped);
     add_stat(out, "in_flight", st->in_flight);
+    add_stat(out, "admin_refused_total", st->admin_refused);
     size_t n;
     const struct cr_rpc_method *m = cr_rpc_methods(&n);
     for (size_t i = 0; i < n; i++) add_stat(out, m[i].metric, st->requests[m[i].id]);
@@ -418,6 +455,12 @@ static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
         fprintf(stderr, "crescentd: cannot create the RPC socket: %s\n", zmq_strerror(errno));
         rpc_destroy(st);
         return CR_ERR_IO;
+    }
+    char why[512];
+    if (!cr_admin_token_read(config->admin_token_file, &st->admin, why, sizeof(why))) {
+        fprintf(stderr, "crescentd: %s\n", why);
+        rpc_destroy(st);
+        return CR_ERR_INVALID_PARAMS;
     }
     int rc = cr_curve_server_start(st->zctx, st->router, config, "RPC", &st->curve);
     if (rc != CR_OK) {

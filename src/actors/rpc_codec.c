@@ -526,3 +526,17 @@ void cr_master_call_free_chain(struct cr_master_call *head) {
         head = next;
     }
 }
+
+bool cr_rpc_needs_admin(uint16_t method, const ProtobufCMessage *request) {
+    switch (method) {
+    case CRESCENT__MASTER__METHOD__REMOVE_ALL:
+    case CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX:
+    case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR:
+    case CRESCENT__MASTER__METHOD__BATCH_QUERY_IP: return true;
+    case CRESCENT__MASTER__METHOD__REMOVE:
+        return ((const Crescent__Master__RemoveRequest *)(const void *)request)->force;
+    case CRESCENT__MASTER__METHOD__BATCH_REMOVE:
+        return ((const Crescent__Master__BatchRemoveRequest *)(const void *)request)->force;
+    default: return false;
+    }
+}

@@ -41,6 +41,14 @@ const struct cr_rpc_method *cr_rpc_methods(size_t *count);
  * Returns CR_OK, or CR_ERR_INVALID_PARAMS with a sentence in err. */
 int cr_rpc_validate(uint16_t method, const ProtobufCMessage *request, char err[CR_RPC_ERROR_MAX]);
 
+/* Field number of admin_token in the requests that declare it. */
+#define CR_RPC_ADMIN_TOKEN_FIELD 14u
+
+/* Whether a decoded request needs the admin token when crescentd has one:
+ * RemoveAll, RemoveByRegex, BatchReplicaClear, BatchQueryIp, and Remove or
+ * BatchRemove with force (README, "Exposing crescentd safely"). */
+bool cr_rpc_needs_admin(uint16_t method, const ProtobufCMessage *request);
+
 /* Token ids one PutStart may carry: the store's default block_token_ids_max. */
 #define CR_RPC_TOKEN_IDS_MAX (1u << 16)
 

@@ -154,6 +154,14 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
         memcpy(c->id, options->client_id, CR_CLIENT_ID_BYTES);
     else
         random_uuid(c->id);
+    const char *token = options != NULL && options->admin_token != NULL
+                            ? options->admin_token
+                            : getenv("CRESCENT_ADMIN_TOKEN");
+    if (token != NULL && token[0] != '\0' && (c->admin_token = strdup(token)) == NULL) {
+        snprintf(error, error_size, "out of memory");
+        cr_client_close(c);
+        return CR_ERR_NOMEM;
+    }
     int rc = open_socket(c, endpoint, options, error, error_size);
     if (rc != CR_OK) {
         cr_client_close(c);
@@ -167,6 +175,7 @@ void cr_client_close(cr_client *c) {
     if (c == NULL) return;
     if (c->socket != NULL) zmq_close(c->socket);
     if (c->context != NULL && c->uses_process_context) process_context_release();
+    free(c->admin_token);
     free(c->scratch);
     free(c->stash);
     free(c->pending);

@@ -71,6 +71,7 @@ int cr_client_remove_by_regex(cr_client *c, const char *tenant, const char *rege
     req.tenant_id = (char *)tenant;
     req.has_force = force;
     req.force = force;
+    req.admin_token = c->admin_token;
     ProtobufCMessage *msg;
     rc = cr_client_call(c, CR_METHOD_REMOVE_BY_REGEX, &req.base, &msg);
     if (rc != CR_OK) return rc;
@@ -89,6 +90,7 @@ int cr_client_remove_all(cr_client *c, const char *tenant, bool force, int64_t *
     req.tenant_id = (char *)tenant; /* NULL: every tenant */
     req.has_force = force;
     req.force = force;
+    req.admin_token = c->admin_token;
     ProtobufCMessage *msg;
     rc = cr_client_call(c, CR_METHOD_REMOVE_ALL, &req.base, &msg);
     if (rc != CR_OK) return rc;
@@ -149,6 +151,7 @@ int cr_client_batch_query_ip(cr_client *c, const uint8_t (*client_ids)[CR_CLIENT
         Crescent__Master__BatchQueryIpRequest req = CRESCENT__MASTER__BATCH_QUERY_IP_REQUEST__INIT;
         req.n_client_ids = count;
         req.client_ids = ptrs;
+        req.admin_token = c->admin_token;
         rc = cr_client_call(c, CR_METHOD_BATCH_QUERY_IP, &req.base, &msg);
     }
     if (rc == CR_OK) rc = take_ips(c, (Crescent__Master__BatchQueryIpResponse *)msg, out);
@@ -192,6 +195,7 @@ int cr_client_batch_replica_clear(cr_client *c, const char *tenant, const char *
     req.client_id = &id;
     req.segment_name = (char *)segment;
     req.tenant_id = (char *)tenant;
+    req.admin_token = c->admin_token;
     ProtobufCMessage *msg;
     rc = cr_client_call(c, CR_METHOD_BATCH_REPLICA_CLEAR, &req.base, &msg);
     if (rc != CR_OK) return rc;

@@ -183,6 +183,7 @@ int cr_client_batch_remove(cr_client *c, const char *tenant, const char *const *
     req.tenant_id = (char *)tenant;
     req.has_force = force;
     req.force = force;
+    req.admin_token = force ? c->admin_token : NULL; /* only a forced BatchRemove needs it */
     ProtobufCMessage *msg;
     rc = cr_client_call(c, CR_METHOD_BATCH_REMOVE, &req.base, &msg);
     if (rc != CR_OK) return rc;

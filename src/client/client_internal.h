@@ -36,6 +36,7 @@ struct cr_client {
     int64_t (*clock_ms)(void *ctx); /* monotonic milliseconds; tests inject their own */
     void *clock_ctx;
     uint8_t id[CR_CLIENT_ID_BYTES];
+    char *admin_token;              /* sent with the calls that need it; NULL: none */
     uint64_t next_seq;
     /* Pipelined requests: a ring in submission order (so sorted by id).  In
      * flight = pending_live + stash_count: each request is in exactly one of

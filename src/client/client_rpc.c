@@ -174,6 +174,7 @@ int cr_client_unmount_segment(cr_client *c, const char *name) {
     Crescent__Master__UnmountSegmentRequest req = CRESCENT__MASTER__UNMOUNT_SEGMENT_REQUEST__INIT;
     req.segment_name = (char *)name;
     req.client_id = &id;
+    req.admin_token = c->admin_token; /* lets an admin unmount another's segment */
     ProtobufCMessage *msg;
     rc = cr_client_call(c, CR_METHOD_UNMOUNT_SEGMENT, &req.base, &msg);
     if (rc == CR_OK) protobuf_c_message_free_unpacked(msg, NULL);
@@ -251,6 +252,7 @@ static int keyed(cr_client *c, uint16_t method, const char *tenant, const char *
     exist.tenant_id = get.tenant_id = rm.tenant_id = (char *)tenant;
     rm.has_force = force;
     rm.force = force;
+    rm.admin_token = force ? c->admin_token : NULL; /* only a forced Remove needs it */
     const ProtobufCMessage *req = method == CR_METHOD_EXIST_KEY        ? &exist.base
                                   : method == CR_METHOD_GET_REPLICA_LIST ? &get.base
                                                                          : &rm.base;

@@ -2,8 +2,10 @@
  *
  * Exit status: 0 success, 1 the server answered with a failure (unhealthy,
  * an error status), 2 bad usage, 3 crescentd could not be reached. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +119,8 @@ static void usage(FILE *out) {
             "  --http HOST:PORT   crescentd's HTTP front (default $CRESCENT_HTTP or 127.0.0.1:13333)\n"
             "  --rpc ENDPOINT     crescentd's store RPC (default $CRESCENT_RPC or tcp://127.0.0.1:50051)\n"
             "  --timeout-ms MS    give up on a request after MS milliseconds (default 5000)\n"
+            "  --admin-token-file FILE  crescentd's admin token, for rm-regex, rm --force, unmount\n"
+            "                     of another's segment (default $CRESCENT_ADMIN_TOKEN)\n"
             "  --help             print this help; crescentctl CMD --help explains one command\n"
             "\nExit status: 0 success, 1 server-side failure, 2 usage error, 3 crescentd unreachable.\n",
             "version", "print crescentctl's version");
@@ -125,6 +129,25 @@ static void usage(FILE *out) {
 static const char *env_or(const char *name, const char *fallback) {
     const char *value = getenv(name);
     return value != NULL && value[0] != '\0' ? value : fallback;
+}
+
+/* --admin-token-file FILE: its first line, as crescentd reads it. */
+static bool read_token(const char *path, struct ctl *ctl) {
+    static char token[300];
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        ctl_error(NULL, "--admin-token-file: cannot read %s: %s", path, strerror(errno));
+        return false;
+    }
+    bool got = fgets(token, sizeof(token), f) != NULL;
+    fclose(f);
+    token[got ? strcspn(token, "\r\n") : 0] = '\0';
+    if (token[0] == '\0') {
+        ctl_error(NULL, "--admin-token-file: %s holds no token on its first line", path);
+        return false;
+    }
+    ctl->admin_token = token;
+    return true;
 }
 
 int main(int argc, char **argv) {
@@ -139,6 +162,7 @@ int main(int argc, char **argv) {
     static const struct option options[] = {{"http", required_argument, NULL, 'H'},
                                             {"rpc", required_argument, NULL, 'R'},
                                             {"timeout-ms", required_argument, NULL, 't'},
+                                            {"admin-token-file", required_argument, NULL, 'A'},
                                             {"help", no_argument, NULL, 'h'},
                                             {0}};
     opterr = 0;
@@ -157,6 +181,8 @@ int main(int argc, char **argv) {
                 return finish(NULL, CTL_EXIT_USAGE);
             }
             ctl.timeout_ms = (int)ms;
+        } else if (opt == 'A') {
+            if (!read_token(optarg, &ctl)) return finish(NULL, CTL_EXIT_USAGE);
         } else if (opt == 'h') {
             usage(stdout);
             return CTL_EXIT_OK;

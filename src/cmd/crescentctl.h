@@ -18,6 +18,7 @@ struct ctl {
     const char *rpc_address;  /* --rpc */
     int timeout_ms;
     bool json;                /* --json: one JSON document on stdout, errors as JSON */
+    const char *admin_token;  /* --admin-token-file's first line; NULL: $CRESCENT_ADMIN_TOKEN */
 };
 
 struct ctl_command {

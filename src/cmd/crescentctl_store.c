@@ -177,7 +177,8 @@ static int parse_args(int argc, char **argv, int allowed, int positionals, struc
 static int open_client(const struct ctl *ctl, const char *command, const struct store_args *a,
                        cr_client **out) {
     uint8_t id[CR_CLIENT_ID_BYTES];
-    struct cr_client_options options = {.timeout_ms = ctl->timeout_ms};
+    struct cr_client_options options = {.timeout_ms = ctl->timeout_ms,
+                                        .admin_token = ctl->admin_token};
     if (a->client_id != NULL && a->client_id[0] != '\0') {
         if (cr_client_uuid_parse(a->client_id, id) != CR_OK)
             return usage_error(command, "--client-id (or CRESCENT_CLIENT_ID) is not a UUID:",

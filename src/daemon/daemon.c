@@ -18,6 +18,7 @@
 #include "crescent/version.h"
 #include "daemon/config.h"
 #include "http/admin.h"
+#include "daemon/admin_token.h"
 #include "http/dashboard.h"
 #include "http/front.h"
 #include "http/store_routes.h"
@@ -85,6 +86,12 @@ static int start_http(struct daemon *d) {
         return 1;
     }
     char error[512];
+    struct cr_admin_token token; /* the RPC gateway read it at spawn: checked there */
+    if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
+        cr_http_front_set_admin_token(d->front, token.text) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
     struct cr_http_front_limits limits;
     cr_http_front_limits_default(&limits);
     limits.workers = d->config.http_threads;

@@ -29,6 +29,7 @@
 #include "actors/runtime.h"
 #include "core/log.h"
 #include "crescent/error.h"
+#include "daemon/admin_token.h"
 
 #define HEAD_MAX 16384u         /* request line and headers */
 #define WORKERS_MAX 256u
@@ -38,6 +39,7 @@ struct route {
     char method[8];
     char path[128];
     bool prefix;
+    bool admin_only; /* a mutation: needs the admin token when one is set */
     cr_http_handler handler;
     void *ctx;
     /* Latency histogram (cr_histogram's buckets), bumped by every worker:
@@ -52,6 +54,7 @@ struct conn {
     enum conn_state state;
     bool gone;       /* the peer hung up while a worker ran its request */
     bool keep_alive; /* after this answer */
+    bool token_given; /* the request sent Authorization: Bearer (right or wrong) */
     char *in;        /* request bytes: head, body, maybe the next request */
     size_t in_len, in_cap;
     size_t head_len, body_len; /* of the request being read, once its head is */
@@ -68,6 +71,7 @@ struct conn {
 struct cr_http_front {
     struct route routes[CR_HTTP_ROUTES_MAX];
     unsigned route_count;
+    struct cr_admin_token admin; /* len 0: none */
     struct cr_http_front_limits limits;
     int listen_fd, epoll_fd, wake_fd;
     bool started, io_started;
@@ -106,6 +110,28 @@ int cr_http_front_add_route(struct cr_http_front *front, const char *method, con
     r->handler = handler;
     r->ctx = ctx;
     return CR_OK;
+}
+
+int cr_http_front_set_admin_token(struct cr_http_front *front, const char *token) {
+    assert(front != NULL && !front->started);
+    size_t len = token != NULL ? strlen(token) : 0;
+    if (len > CR_ADMIN_TOKEN_MAX) return CR_ERR_INVALID_PARAMS;
+    memcpy(front->admin.text, token != NULL ? token : "", len + 1);
+    front->admin.len = len;
+    return CR_OK;
+}
+
+int cr_http_front_require_admin(struct cr_http_front *front, const char *method,
+                                const char *path) {
+    assert(front != NULL && !front->started);
+    for (unsigned i = 0; i < front->route_count; i++) {
+        struct route *r = &front->routes[i];
+        if (strcmp(r->method, method) == 0 && strcmp(r->path, path) == 0) {
+            r->admin_only = true;
+            return CR_OK;
+        }
+    }
+    return CR_ERR_INVALID_PARAMS;
 }
 
 /* Returns the route for the request; *path_known says whether some route
@@ -229,6 +255,15 @@ static void run_request(struct cr_http_front *front, struct conn *c) {
     if (route == NULL) {
         cr_http_respond_error(&resp, path_known ? 405 : 404,
                               path_known ? "method not allowed" : "not found", c->req.path);
+    } else if (route->admin_only && !c->req.admin) {
+        char detail[384];
+        snprintf(detail, sizeof(detail),
+                 "%s %s changes crescentd's state and this crescentd runs with "
+                 "--admin-token-file: send Authorization: Bearer <token>",
+                 route->method, route->path);
+        cr_http_respond_error(&resp, 401,
+                              c->token_given ? "wrong admin token" : "admin token required",
+                              detail);
     } else {
         route->handler(route->ctx, &c->req, &resp);
         observe(route, cr_monotonic_ns() - c->read_ns);
@@ -368,10 +403,16 @@ static int parse_head(struct cr_http_front *front, struct conn *c, const char **
     c->keep_alive = conn != NULL ? strcasecmp(conn, "close") != 0 &&
                                        (!http10 || strcasecmp(conn, "keep-alive") == 0)
                                  : !http10;
+    /* The admin token, when crescentd has one, as `Authorization: Bearer T`. */
+    const char *auth = header(lines, end, "Authorization");
+    c->token_given = auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0;
+    bool admin = front->admin.len == 0 ||
+                 (c->token_given && cr_admin_token_allows(&front->admin, auth + 7, strlen(auth + 7)));
     c->req = (struct cr_http_request){.method = method,
                                       .path = target,
                                       .query = query,
-                                      .content_type = header(lines, end, "Content-Type")};
+                                      .content_type = header(lines, end, "Content-Type"),
+                                      .admin = admin};
     const char *expect = header(lines, end, "Expect");
     if (expect != NULL && strcasecmp(expect, "100-continue") == 0 && c->in_len < c->head_len + len) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -438,6 +479,15 @@ static void conn_read(struct cr_http_front *front, struct conn *c) {
         size_t want = c->head_len > 0 ? c->head_len + c->body_len + 1 : HEAD_MAX + 2;
         if (want < c->in_len + 4096) want = c->in_len + 4096;
         if (c->in_cap < want) {
+            /* The parsed head's strings point into c->in: kept as offsets
+             * across the move (a body read in several parts grows it after
+             * the head was parsed; they dangled, and a route came out as
+             * "not found" with a garbage path). */
+            const char **field[] = {&c->req.method, &c->req.path, &c->req.query,
+                                    &c->req.content_type};
+            ptrdiff_t off[4];
+            for (int i = 0; i < 4; i++)
+                off[i] = c->head_len > 0 && *field[i] != NULL ? *field[i] - c->in : -1;
             char *bigger = realloc(c->in, want);
             if (bigger == NULL) {
                 conn_close(front, c);
@@ -445,6 +495,8 @@ static void conn_read(struct cr_http_front *front, struct conn *c) {
             }
             c->in = bigger;
             c->in_cap = want;
+            for (int i = 0; i < 4; i++)
+                if (off[i] >= 0) *field[i] = c->in + off[i];
         }
         ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len - 1, 0);
         if (n > 0) {
@@ -671,6 +723,7 @@ int cr_http_front_start(struct cr_http_front *front, const char *address,
     assert(front != NULL && !front->started && limits != NULL);
     assert(limits->workers >= 1 && limits->workers <= WORKERS_MAX && limits->connections_max >= 1);
     front->limits = *limits;
+    free(front->conns); /* a start that failed to bind may be tried again */
     front->conns = calloc(limits->connections_max, sizeof(*front->conns));
     front->listen_fd = front->conns != NULL ? listen_on(address, error, error_size) : -1;
     if (front->listen_fd < 0) {

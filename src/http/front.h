@@ -9,6 +9,7 @@
 #ifndef CRESCENT_HTTP_FRONT_H
 #define CRESCENT_HTTP_FRONT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,9 @@ struct cr_http_request {
     const char *content_type; /* may be NULL */
     const char *body;         /* NUL-terminated copy; body_len excludes the NUL */
     size_t body_len;
+    /* The request carried the admin token (Authorization: Bearer), or
+     * crescentd runs without one: it may see owner ids and addresses. */
+    bool admin;
 };
 
 struct cr_http_response {
@@ -44,6 +48,16 @@ int cr_http_front_create(struct cr_http_front **out);
 int cr_http_front_add_route(struct cr_http_front *front, const char *method, const char *path,
                             cr_http_handler handler, void *ctx);
 
+/* Sets the admin token (copied; NULL or "" leaves none) that routes marked
+ * with cr_http_front_require_admin need as `Authorization: Bearer TOKEN`;
+ * refused requests get 401 naming what is missing.  Before start. */
+int cr_http_front_set_admin_token(struct cr_http_front *front, const char *token);
+
+/* Marks the route (method, path as registered) as a mutation that needs the
+ * admin token when one is set.  CR_ERR_INVALID_PARAMS if no such route. */
+int cr_http_front_require_admin(struct cr_http_front *front, const char *method,
+                                const char *path);
+
 struct cr_http_front_limits {
     unsigned workers;            /* handler threads, 1..256 */
     unsigned connections_max;    /* open connections; past it the longest idle is closed */
@@ -57,8 +71,9 @@ void cr_http_front_limits_default(struct cr_http_front_limits *out);
 
 /* Starts listening on HOST:PORT ([V6]:PORT, or PORT on every address).  On
  * failure returns CR_ERR_IO and writes the reason ("cannot serve HTTP on …:
- * cannot bind: Address already in use") into `error`; the front is then
- * only to be destroyed. */
+ * cannot bind: Address already in use") into `error`; a failed bind may be
+ * retried on another address, any other failure leaves the front only to be
+ * destroyed. */
 int cr_http_front_start(struct cr_http_front *front, const char *address,
                         const struct cr_http_front_limits *limits, char *error,
                         size_t error_size);

@@ -534,5 +534,8 @@ int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems
                                          peers);
         if (rc != CR_OK) return rc;
     }
-    return CR_OK;
+    /* Registration changes which engines the indexer trusts: admin only when
+     * crescentd has an admin token.  /load stays open: engines post it. */
+    int rc = cr_http_front_require_admin(front, "POST", "/register");
+    return rc == CR_OK ? cr_http_front_require_admin(front, "POST", "/unregister") : rc;
 }

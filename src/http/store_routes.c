@@ -38,9 +38,15 @@ static json_t *uuid_json(const struct cr_uuid *id) {
     return json_string(hex);
 }
 
-static json_t *segment_json(const struct cr_store_segment_view *v) {
+/* The owner's client id is what the owner's calls are checked against: with
+ * an admin token only admins see it (null otherwise). */
+static json_t *owner_json(const struct cr_uuid *id, bool hide) {
+    return hide ? json_null() : uuid_json(id);
+}
+
+static json_t *segment_json(const struct cr_store_segment_view *v, bool hide_owner) {
     return json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:f}", "name", v->name, "endpoint",
-                     v->endpoint, "protocol", v->protocol, "owner", uuid_json(&v->owner), "base",
+                     v->endpoint, "protocol", v->protocol, "owner", owner_json(&v->owner, hide_owner), "base",
                      (json_int_t)v->base, "size", (json_int_t)v->size, "used_bytes",
                      (json_int_t)v->used_bytes, "allocations", (json_int_t)v->allocation_count,
                      "usage_ratio", v->size ? (double)v->used_bytes / (double)v->size : 0.0);
@@ -65,7 +71,7 @@ static json_t *iso_json(uint64_t t_ms, uint64_t now_ms, uint64_t wall_now_ms) {
 }
 
 static json_t *object_json(const struct cr_store_object_view *v, uint64_t now_ms,
-                           uint64_t wall_now_ms) {
+                           uint64_t wall_now_ms, bool hide_owner) {
     json_t *reps = json_array();
     for (uint32_t i = 0; i < v->replicas.count; i++) {
         const struct cr_store_replica_desc *d = &v->replicas.replicas[i];
@@ -85,14 +91,14 @@ static json_t *object_json(const struct cr_store_object_view *v, uint64_t now_ms
         leased ? iso_json(v->lease_deadline_ms, now_ms, wall_now_ms) : json_null(),
         "lease_expires_in_s",
         leased ? json_real((double)(v->lease_deadline_ms - now_ms) / 1000.0) : json_null(),
-        "owner", uuid_json(&v->owner), "replicas", reps);
+        "owner", owner_json(&v->owner, hide_owner), "replicas", reps);
 }
 
-static json_t *render_segments(const cr_store *store) {
+static json_t *render_segments(const cr_store *store, bool hide_owner) {
     json_t *arr = json_array();
     struct cr_store_segment_view v;
     uint32_t cursor = 0;
-    while (cr_store_segment_next(store, &cursor, &v)) json_array_append_new(arr, segment_json(&v));
+    while (cr_store_segment_next(store, &cursor, &v)) json_array_append_new(arr, segment_json(&v, hide_owner));
     return json_pack("{s:I, s:o}", "count", (json_int_t)json_array_size(arr), "segments", arr);
 }
 
@@ -106,7 +112,7 @@ static int render_objects(const cr_store *store, uint64_t now_ms,
     size_t n = cr_store_list_objects(store, q->tenant, q->prefix, now_ms, &cursor, limit, views);
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, object_json(&views[i], now_ms, q->wall_now_ms));
+        json_array_append_new(arr, object_json(&views[i], now_ms, q->wall_now_ms, q->hide_owner));
     free(views);
     *out = json_pack("{s:I, s:b, s:o}", "count", (json_int_t)n, "truncated", n == limit, "objects",
                      arr);
@@ -160,18 +166,18 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
     json_t *doc = NULL;
     int rc = CR_OK;
     switch (q->kind) {
-    case CR_MASTER_ADMIN_SEGMENTS: doc = render_segments(store); break;
+    case CR_MASTER_ADMIN_SEGMENTS: doc = render_segments(store, q->hide_owner); break;
     case CR_MASTER_ADMIN_SEGMENT: {
         struct cr_store_segment_view v;
         rc = cr_store_segment_find(store, q->name, &v);
-        if (rc == CR_OK) doc = segment_json(&v);
+        if (rc == CR_OK) doc = segment_json(&v, q->hide_owner);
         break;
     }
     case CR_MASTER_ADMIN_OBJECTS: rc = render_objects(store, now_ms, q, &doc); break;
     case CR_MASTER_ADMIN_OBJECT: {
         struct cr_store_object_view v;
         rc = cr_store_object_find(store, q->tenant, q->name, (uint32_t)strlen(q->name), now_ms, &v);
-        if (rc == CR_OK) doc = object_json(&v, now_ms, q->wall_now_ms);
+        if (rc == CR_OK) doc = object_json(&v, now_ms, q->wall_now_ms, q->hide_owner);
         break;
     }
     case CR_MASTER_ADMIN_STATS: doc = render_stats(store, now_ms, counters); break;
@@ -235,7 +241,7 @@ static bool query_var(const struct cr_http_request *req, const char *name, char 
 static void get_segments(void *ctx, const struct cr_http_request *req,
                          struct cr_http_response *resp) {
     const char *prefix = "/api/v1/segments/";
-    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_SEGMENTS};
+    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_SEGMENTS, .hide_owner = !req->admin};
     if (strncmp(req->path, prefix, strlen(prefix)) == 0) {
         q.kind = CR_MASTER_ADMIN_SEGMENT;
         q.name = req->path + strlen(prefix);
@@ -248,7 +254,7 @@ static void get_objects(void *ctx, const struct cr_http_request *req,
                         struct cr_http_response *resp) {
     const char *prefix = "/api/v1/objects/";
     char tenant[CR_STORE_NAME_LEN_MAX], pfx[CR_STORE_KEY_LEN_MAX + 1], limit[16];
-    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_OBJECTS};
+    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_OBJECTS, .hide_owner = !req->admin};
     const char *limit_text = NULL;
     if (!query_var(req, "tenant", tenant, sizeof(tenant), &q.tenant) ||
         !query_var(req, "prefix", pfx, sizeof(pfx), &q.prefix) ||

@@ -80,6 +80,7 @@ struct cr_master_call {
     size_t reply_len;
     uint64_t received_ns; /* when the gateway read it (runtime clock) */
     bool one_frame;       /* the request came in one frame: so does the reply */
+    bool admin;           /* it carried crescentd's admin token (never set without one) */
     /* The request's key with its hash, for single-key methods: made by the
      * gateway after validation (cr_rpc_call_prepare_key), so segments
      * neither measures nor hashes it; key.key NULL when not made. */
@@ -152,6 +153,7 @@ struct cr_master_admin_query {
     const char *prefix;
     uint32_t limit;
     uint64_t wall_now_ms; /* CLOCK_REALTIME when asked: object times are shown in ISO 8601 */
+    bool hide_owner;      /* the asker is no admin (crescentd has an admin token): owner null */
 };
 
 struct cr_msg_master_admin {

@@ -1,5 +1,6 @@
 """Exposing crescentd safely (issue 10, item 5): CurveZMQ on the RPC, event
-and replay sockets; with no keys configured everything is as before.
+and replay sockets; the admin token on destructive RPCs and HTTP mutations;
+with no keys and no token everything is as before.
 
 Keys come from `crescentctl keygen`; the clients are python3-zmq with its
 CURVE support (libzmq with libsodium) and crescentctl (libcrescent, keys
@@ -7,9 +8,12 @@ from the environment).
 
 Run: CRESCENT_BIN_DIR=... /usr/bin/python3 -m pytest -q tests/integration/test_security.py
 """
+import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 import pytest
 import zmq
@@ -159,3 +163,148 @@ def test_no_keys_plain_tcp_as_before(daemon):
     daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay)
     with MasterClient(rpc, timeout=WAIT_S) as client:
         assert client.get_version().status_code == 0
+
+
+# ---- the admin token -------------------------------------------------------
+
+TOKEN = "s3cret-admin-token-0123456789"
+
+
+def status_of(resp):
+    return resp.status_code, resp.error_message
+
+
+@pytest.fixture
+def token_daemon(daemon, tmp_path):
+    path = tmp_path / "admin.token"
+    path.write_text(TOKEN + "\n")
+    rpc, pub, replay = endpoints()
+    d = daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
+               "--admin-token-file", str(path))
+    return d, rpc, path
+
+
+def test_admin_token_gates_destructive_rpcs(token_daemon):
+    d, rpc, _ = token_daemon
+    ILLEGAL = -601
+    with MasterClient(rpc, timeout=WAIT_S) as c:
+        pb = c.pb
+        assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
+        for key in ("a", "b", "c"):
+            start, end = c.put(key, 4096)
+            assert start.status_code == 0 and end.status_code == 0
+        calls = [
+            (pb.REMOVE_ALL, lambda t: pb.RemoveAllRequest(force=False, admin_token=t)),
+            (pb.REMOVE_BY_REGEX, lambda t: pb.RemoveByRegexRequest(key_regex="^zz",
+                                                                   admin_token=t)),
+            (pb.BATCH_QUERY_IP, lambda t: pb.BatchQueryIpRequest(
+                client_ids=[c.uuid()], admin_token=t)),
+            (pb.BATCH_REPLICA_CLEAR, lambda t: pb.BatchReplicaClearRequest(
+                object_keys=["zz"], client_id=c.uuid(), admin_token=t)),
+            (pb.REMOVE, lambda t: pb.RemoveRequest(key="a", force=True, admin_token=t)),
+            (pb.BATCH_REMOVE, lambda t: pb.BatchRemoveRequest(keys=["b"], force=True,
+                                                             admin_token=t)),
+        ]
+        for method, make in calls:
+            req = make(None)
+            req.ClearField("admin_token")
+            code, message = status_of(c.call(method, req))
+            assert code == ILLEGAL and "no admin token" in message, (method, message)
+            assert "--admin-token-file" in message and "CRESCENT_ADMIN_TOKEN" in message
+            code, message = status_of(c.call(method, make("wrong-token-0123456789")))
+            assert code == ILLEGAL and "wrong admin token" in message, (method, message)
+        assert c.get_replica_list("a").status_code == 0  # nothing was removed
+        for method, make in calls:
+            code, message = status_of(c.call(method, make(TOKEN)))
+            assert code != ILLEGAL, (method, message)
+        assert c.get_replica_list("a").status_code == -704  # the forced Remove ran
+        # A plain Remove is anybody's: no token needed.
+        assert all(r.status_code == 0 for r in c.put("d", 4096))
+        assert c.remove("d").status_code == 0
+        # Unmount: the owner as before; another client only with the token.
+        assert c.mount_segment("seg2", 1 << 24, base=0x90000000,
+                               endpoint="10.0.0.2:1").status_code == 0
+        other = pb.UnmountSegmentRequest(segment_name="seg2", client_id=c.uuid((9, 9)))
+        code, message = status_of(c.call(pb.UNMOUNT_SEGMENT, other))
+        assert code == ILLEGAL and "another client" in message
+        other.admin_token = TOKEN
+        assert c.call(pb.UNMOUNT_SEGMENT, other).status_code == 0
+        assert c.unmount_segment("seg").status_code == 0
+
+
+def http(port, method, path, body=None, token=None):
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=WAIT_S) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def test_admin_token_gates_http_mutations_and_owner_ids(token_daemon):
+    d, rpc, _ = token_daemon
+    body = {"endpoint": "tcp://127.0.0.1:1", "type": "vLLM", "modelname": "m",
+            "instance_id": "e1", "block_size": 16}
+    status, answer = http(d.port, "POST", "/register", body)
+    assert status == 401 and answer["error"] == "admin token required"
+    assert "Authorization: Bearer" in answer["detail"]
+    status, answer = http(d.port, "POST", "/register", body, token="nope-nope-nope-nope")
+    assert status == 401 and answer["error"] == "wrong admin token"
+    status, answer = http(d.port, "POST", "/unregister", {"instance_id": "e1"})
+    assert status == 401
+    status, answer = http(d.port, "POST", "/register", body, token=TOKEN)
+    assert status != 401, answer
+    # Reads stay open.
+    status, _ = http(d.port, "POST", "/query", {"model": "m", "block_size": 16,
+                                                "token_ids": [1, 2]})
+    assert status == 200
+    # Owner ids only for admins.
+    with MasterClient(rpc, client_id=(7, 7), timeout=WAIT_S) as c:
+        assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
+    status, seg = http(d.port, "GET", "/api/v1/segments/seg")
+    assert status == 200 and seg["owner"] is None
+    status, seg = http(d.port, "GET", "/api/v1/segments/seg", token=TOKEN)
+    assert status == 200 and seg["owner"] == "00000000000000070000000000000007"
+
+
+def test_crescentctl_sends_the_admin_token(token_daemon):
+    d, rpc, path = token_daemon
+    env = dict(os.environ, CRESCENT_RPC=rpc)
+    env.pop("CRESCENT_ADMIN_TOKEN", None)
+    ctl = [binary("crescentctl"), "--timeout-ms", str(WAIT_S * 1000)]
+    refused = subprocess.run(ctl + ["rm-regex", "^x"], env=env, capture_output=True, text=True)
+    assert refused.returncode == 1 and "no admin token" in refused.stderr
+    by_file = subprocess.run(ctl + ["--admin-token-file", str(path), "rm-regex", "^x"], env=env,
+                             capture_output=True, text=True)
+    assert by_file.returncode == 0, by_file.stderr
+    by_env = subprocess.run(ctl + ["rm-regex", "^x"], env=dict(env, CRESCENT_ADMIN_TOKEN=TOKEN),
+                            capture_output=True, text=True)
+    assert by_env.returncode == 0, by_env.stderr
+
+
+def test_admin_token_file_checked_at_start(tmp_path):
+    short = tmp_path / "short.token"
+    short.write_text("abc\n")
+    rpc, pub, replay = endpoints()
+    args = [binary("crescentd"), "--no-pin", "--http-address", f"127.0.0.1:{free_port()}",
+            "--rpc-address", rpc, "--event-address", pub, "--replay-address", replay]
+    for path, why in ((short, "16 to 256 printable"), (tmp_path / "missing", "cannot read")):
+        r = subprocess.run(args + ["--admin-token-file", str(path)], capture_output=True,
+                           text=True, timeout=WAIT_S)
+        assert r.returncode != 0 and why in r.stderr, r.stderr
+
+
+def test_no_token_everything_open_as_before(daemon):
+    rpc, pub, replay = endpoints()
+    d = daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay)
+    with MasterClient(rpc, client_id=(7, 7), timeout=WAIT_S) as c:
+        assert c.remove_all(force=True).status_code == 0
+        assert c.batch_query_ip([(7, 7)]).status_code == 0
+        assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
+    status, seg = http(d.port, "GET", "/api/v1/segments/seg")
+    assert status == 200 and seg["owner"] == "00000000000000070000000000000007"
