@@ -39,6 +39,7 @@ static void state_free(struct indexer_state *st) {
     free(st->poll_source);
     free(st->poll_is_dealer);
     free(st->static_regs);
+    free(st->saved_regs);
     free(st);
 }
 
@@ -96,6 +97,11 @@ static int indexer_create(const struct cr_daemon_config *config, void **state_ou
     st->max_message_bytes = (int64_t)config->indexer_max_message_mb << 20;
     const char *path = cr_indexer_conf_path(config->indexer_config);
     int rc = path[0] != '\0' ? load_static(st, path) : CR_OK;
+    char error[CR_INDEXER_ERROR_MAX + 1024];
+    if (rc == CR_OK && indexer_persist_load(st, config->state_dir, error, sizeof(error)) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        rc = CR_ERR_INVALID_PARAMS;
+    }
     if (rc != CR_OK) {
         state_free(st);
         return rc;
@@ -123,6 +129,23 @@ static int indexer_start(struct cr_actor *self, void *state) {
     }
     if (st->static_count > 0)
         CR_INFO("indexer", "%u static publishers registered", st->static_count);
+    /* Then those saved from /register: the later registration of a key
+     * replaces the earlier one, as it did before the restart. */
+    uint32_t restored = 0;
+    for (uint32_t i = 0; i < st->saved_count; i++) {
+        char error[CR_INDEXER_ERROR_MAX];
+        if (indexer_source_add(st, &st->saved_regs[i], error, sizeof(error)) != CR_OK) {
+            CR_ERROR("indexer", "saved publisher %s|%s|%u not restored: %s",
+                     st->saved_regs[i].instance_id, st->saved_regs[i].tenant_id,
+                     st->saved_regs[i].dp_rank, error);
+            continue;
+        }
+        indexer_persist_mark(st, &st->saved_regs[i]);
+        restored++;
+    }
+    if (st->saved_count > 0)
+        CR_INFO("indexer", "%u of %u publishers saved in %s restored", restored, st->saved_count,
+                st->persist_path);
     return CR_OK;
 }
 
@@ -618,12 +641,19 @@ static int handle_ask(struct indexer_state *st, struct cr_msg *msg) {
     case CR_MSG_INDEXER_REGISTER: {
         struct cr_msg_indexer_register *b = CR_MSG_BODY(msg, struct cr_msg_indexer_register);
         int rc = indexer_source_add(st, b->reg, b->error, CR_INDEXER_ERROR_MAX);
-        if (rc != CR_OK) st->registrations_rejected++;
+        if (rc != CR_OK) {
+            st->registrations_rejected++;
+            return rc;
+        }
+        indexer_persist_mark(st, b->reg);
+        indexer_persist_save(st);
         return rc;
     }
     case CR_MSG_INDEXER_UNREGISTER: {
         struct cr_msg_indexer_unregister *b = CR_MSG_BODY(msg, struct cr_msg_indexer_unregister);
-        return indexer_source_remove(st, b->instance_id, b->tenant_id, b->dp_rank);
+        int rc = indexer_source_remove(st, b->instance_id, b->tenant_id, b->dp_rank);
+        if (rc == CR_OK) indexer_persist_save(st);
+        return rc;
     }
     case CR_MSG_INDEXER_QUERY: {
         struct cr_msg_indexer_query *b = CR_MSG_BODY(msg, struct cr_msg_indexer_query);
@@ -723,6 +753,7 @@ static void indexer_stats(struct cr_actor *self, void *state, struct cr_actor_st
     STAT("orphan_runs_total", sum.orphans);
     STAT("store_events_skipped_total", st->store_skipped);
     STAT("unknown_messages_total", st->unknown_messages);
+    STAT("state_save_failures_total", st->persist_failures);
     STAT("load_only_instances", st->load_only_count);
     STAT("load_only_expired_total", st->load_only_expired);
     STAT("load_only_rejected_total", st->load_only_rejected);

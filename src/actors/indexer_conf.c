@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "actors/indexer_internal.h"
 #include "crescent/error.h"
@@ -81,6 +82,50 @@ int cr_indexer_registration_check(struct cr_indexer_registration *reg, char *err
     return CR_OK;
 }
 
+/* The conductor's registration fields: anything else is refused, so a typo
+ * ("block-size", "model") never silently registers something else. */
+static const char *const registration_fields[] = {
+    "instance_id", "endpoint",       "replay_endpoint", "type",       "modelname",
+    "lora_name",   "tenant_id",      "additionalsalt",  "block_size", "dp_rank",
+};
+
+/* Engine types (the publisher's dialect is read from its messages; the type
+ * names the engine for people, so only known names are taken). */
+static const char *const engine_types[] = {"vLLM", "SGLang", "Mooncake", "standard"};
+
+static bool check_fields(json_t *obj, char *error, size_t error_size) {
+    const char *key;
+    json_t *value;
+    json_object_foreach(obj, key, value) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof(registration_fields) / sizeof(registration_fields[0]); i++)
+            known |= strcmp(key, registration_fields[i]) == 0;
+        if (!known) {
+            snprintf(error, error_size,
+                     "unknown field '%.64s' (a registration takes instance_id, endpoint, "
+                     "replay_endpoint, type, modelname, lora_name, tenant_id, additionalsalt, "
+                     "block_size, dp_rank)",
+                     key);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool check_type(char *type, char *error, size_t error_size) {
+    if (type[0] == '\0') return true; /* vLLM by default */
+    for (size_t i = 0; i < sizeof(engine_types) / sizeof(engine_types[0]); i++) {
+        if (strcasecmp(type, engine_types[i]) == 0) {
+            snprintf(type, 32, "%s", engine_types[i]); /* the usual spelling */
+            return true;
+        }
+    }
+    snprintf(error, error_size,
+             "type '%.32s' is not an engine crescent knows (vLLM, SGLang, Mooncake, standard)",
+             type);
+    return false;
+}
+
 int cr_indexer_registration_from_json(json_t *obj, const char *default_instance,
                                       struct cr_indexer_registration *reg, char *error,
                                       size_t error_size) {
@@ -90,6 +135,7 @@ int cr_indexer_registration_from_json(json_t *obj, const char *default_instance,
         snprintf(error, error_size, "a registration must be a JSON object");
         return CR_ERR_INVALID_PARAMS;
     }
+    if (!check_fields(obj, error, error_size)) return CR_ERR_INVALID_PARAMS;
     bool ok =
         get_str(obj, "instance_id", default_instance == NULL, reg->instance_id,
                 sizeof(reg->instance_id), error, error_size) &&
@@ -105,7 +151,8 @@ int cr_indexer_registration_from_json(json_t *obj, const char *default_instance,
         get_str(obj, "additionalsalt", false, reg->salt, sizeof(reg->salt), error, error_size) &&
         get_uint(obj, "block_size", true, CR_KV_MAX_BLOCK_SIZE, &reg->block_size, error,
                  error_size) &&
-        get_uint(obj, "dp_rank", false, CR_PREFIX_DP_RANKS - 1, &reg->dp_rank, error, error_size);
+        get_uint(obj, "dp_rank", false, CR_PREFIX_DP_RANKS - 1, &reg->dp_rank, error, error_size) &&
+        check_type(reg->type, error, error_size);
     if (!ok) return CR_ERR_INVALID_PARAMS;
     if (reg->instance_id[0] == '\0' && default_instance != NULL)
         snprintf(reg->instance_id, sizeof(reg->instance_id), "%s", default_instance);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/prefix_index.h"
+#include "daemon/config.h"
 #include "core/prefix_map.h"
 #include "msgs/indexer_msgs.h"
 #include "msgs/kv_event.h"
@@ -80,6 +81,7 @@ struct indexer_target {
 
 struct indexer_source {
     bool used;
+    bool dynamic; /* made by POST /register: saved under --state-dir */
     struct cr_indexer_registration reg;
     struct indexer_target target;
     void *sub;    /* ZMQ SUB */
@@ -170,6 +172,11 @@ struct indexer_state {
     /* Static registrations read by create (conductor_config.json). */
     struct cr_indexer_registration *static_regs;
     uint32_t static_count;
+    /* Registrations saved under --state-dir (indexer_persist.c). */
+    char persist_path[CR_CONFIG_ADDRESS_MAX + 64]; /* "" without --state-dir */
+    struct cr_indexer_registration *saved_regs;
+    uint32_t saved_count;
+    uint64_t persist_failures;
     uint64_t now_ns; /* refreshed at each handle/wait, and after the wait's poll */
     uint32_t engine_hashes_max; /* --indexer-engine-hashes-max, for messages */
     int64_t max_message_bytes;  /* ZMQ_MAXMSGSIZE of every SUB and DEALER */
@@ -248,6 +255,18 @@ void indexer_sources_close(struct indexer_state *st);
 void indexer_wait(struct indexer_state *st, int wake_fd, int timeout_ms);
 /* Whether any registered publisher files under instance id. */
 bool indexer_instance_has_sources(const struct indexer_state *st, uint16_t id);
+
+/* ---- indexer_persist.c ---- */
+
+/* With dir non-empty: creates it if missing and reads the registrations
+ * saved there into st->saved_regs.  Returns CR_OK or CR_ERR_INVALID_PARAMS
+ * with one line in error (the file, what is wrong, what to do). */
+int indexer_persist_load(struct indexer_state *st, const char *dir, char *error,
+                         size_t error_size);
+/* Rewrites the saved registrations (the dynamic sources) atomically; a
+ * failure is logged and counted, the registrations stay. */
+void indexer_persist_save(struct indexer_state *st);
+void indexer_persist_mark(struct indexer_state *st, const struct cr_indexer_registration *reg);
 
 /* ---- indexer.c ---- */
 

@@ -9,7 +9,9 @@
  *   4. pings the master from the main thread, and remounts when a ping says
  *      the master does not know this server (it restarted, or this server
  *      missed pings for longer than the client TTL and lost its segment);
- *   5. on SIGTERM or SIGINT unmounts and exits 0.
+ *   5. after each heartbeat, runs the copy/move tasks whose source is its
+ *      segment (actors/task_exec.h: fetch, read, verify, write, report);
+ *   6. on SIGTERM or SIGINT unmounts and exits 0.
  *
  * The main thread takes the signals with sigtimedwait between pings, so no
  * code runs in a signal handler. */
@@ -28,11 +30,15 @@
 
 #include "cmd/crescent_store.h"
 #include "core/log.h"
+#include "actors/task_exec.h"
 #include "crescent/client.h"
 #include "crescent/error.h"
 #include "rdma/xfer.h"
 
+#define TASKS_PER_ROUND 16u /* copy/move tasks fetched per heartbeat */
+
 struct store_server {
+    struct cr_xfer_client *exec; /* runs the copy/move tasks this server is handed */
     struct cr_store_options opt;
     struct cr_xfer_segment segment;
     struct cr_xfer_server *xfer;
@@ -127,6 +133,10 @@ static void heartbeat(struct store_server *s, bool *master_down, uint64_t *ttl_m
     }
     if (*master_down) CR_INFO("store", "master %s answers again", s->opt.master);
     *master_down = false;
+    /* The copy/move tasks whose source is this segment: fetched, run and
+     * reported here, between heartbeats (task_exec.h). */
+    int ran = cr_task_exec_serve(s->master, s->exec, TASKS_PER_ROUND);
+    if (ran > 0) CR_INFO("store", "ran %d copy/move task(s)", ran);
     if (!known || !s->mounted) {
         if (!known)
             CR_WARN("store", "master %s does not know this server (restarted, or this "
@@ -191,6 +201,11 @@ static int start(struct store_server *s) {
         fprintf(stderr, "crescent-store: %s (--master)\n", error);
         return 2;
     }
+    struct cr_xfer_client_config xcc = {.shm_disabled = s->opt.no_shm};
+    if (cr_xfer_client_create(&xcc, &s->exec) != CR_OK) {
+        fprintf(stderr, "crescent-store: cannot create the transfer client for tasks\n");
+        return 1;
+    }
     if (s->opt.cpu == CR_STORE_CPU_AUTO) s->opt.cpu = default_cpu();
     if (pthread_create(&s->serve_thread, NULL, serve, s) != 0) {
         fprintf(stderr, "crescent-store: cannot start the transfer thread\n");
@@ -213,6 +228,7 @@ static void stop(struct store_server *s) {
     atomic_store(&s->stop, true);
     if (s->serving) pthread_join(s->serve_thread, NULL);
     cr_client_close(s->master);
+    cr_xfer_client_destroy(s->exec);
     cr_xfer_server_destroy(s->xfer);
     cr_xfer_segment_free(&s->segment);
 }

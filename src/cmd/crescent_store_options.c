@@ -39,7 +39,10 @@ static void usage(FILE *out) {
             "\n"
             "After a master restart (or when this server missed pings for longer than the\n"
             "client TTL) the next heartbeat finds the master does not know it and remounts\n"
-            "the segment.  CRESCENT_LOG_LEVEL sets the log level (DEBUG, INFO, WARN, ERROR).\n");
+            "the segment.  After each heartbeat it runs the copy/move tasks whose source is\n"
+            "its segment (crescentctl copy/move): reads the object, checks its checksum,\n"
+            "writes the targets, reports.  CRESCENT_LOG_LEVEL sets the log level (DEBUG,\n"
+            "INFO, WARN, ERROR).\n");
 }
 
 static bool parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out) {

@@ -122,6 +122,8 @@ static const struct setting settings[] = {
      "engine block hashes one publisher may have in the index; runs past it are refused"},
     {"indexer-max-message-mb", SETTING_U32, FIELD(indexer_max_message_mb), 1, 2047, "MB",
      "largest message taken from a publisher (ZMQ_MAXMSGSIZE); a larger one drops the link"},
+    {"state-dir", SETTING_STRING, FIELD(state_dir), 0, 0, "DIR",
+     "directory where publishers registered with /register are saved for the next start"},
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))

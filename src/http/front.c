@@ -479,6 +479,15 @@ static void conn_read(struct cr_http_front *front, struct conn *c) {
         size_t want = c->head_len > 0 ? c->head_len + c->body_len + 1 : HEAD_MAX + 2;
         if (want < c->in_len + 4096) want = c->in_len + 4096;
         if (c->in_cap < want) {
+            /* The parsed head's strings point into c->in: kept as offsets
+             * across the move (a body read in several parts grows it after
+             * the head was parsed; they dangled, and a route came out as
+             * "not found" with a garbage path). */
+            const char **field[] = {&c->req.method, &c->req.path, &c->req.query,
+                                    &c->req.content_type};
+            ptrdiff_t off[4];
+            for (int i = 0; i < 4; i++)
+                off[i] = c->head_len > 0 && *field[i] != NULL ? *field[i] - c->in : -1;
             char *bigger = realloc(c->in, want);
             if (bigger == NULL) {
                 conn_close(front, c);
@@ -486,6 +495,8 @@ static void conn_read(struct cr_http_front *front, struct conn *c) {
             }
             c->in = bigger;
             c->in_cap = want;
+            for (int i = 0; i < 4; i++)
+                if (off[i] >= 0) *field[i] = c->in + off[i];
         }
         ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len - 1, 0);
         if (n > 0) {
@@ -712,6 +723,7 @@ int cr_http_front_start(struct cr_http_front *front, const char *address,
     assert(front != NULL && !front->started && limits != NULL);
     assert(limits->workers >= 1 && limits->workers <= WORKERS_MAX && limits->connections_max >= 1);
     front->limits = *limits;
+    free(front->conns); /* a start that failed to bind may be tried again */
     front->conns = calloc(limits->connections_max, sizeof(*front->conns));
     front->listen_fd = front->conns != NULL ? listen_on(address, error, error_size) : -1;
     if (front->listen_fd < 0) {

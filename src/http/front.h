@@ -71,8 +71,9 @@ void cr_http_front_limits_default(struct cr_http_front_limits *out);
 
 /* Starts listening on HOST:PORT ([V6]:PORT, or PORT on every address).  On
  * failure returns CR_ERR_IO and writes the reason ("cannot serve HTTP on …:
- * cannot bind: Address already in use") into `error`; the front is then
- * only to be destroyed. */
+ * cannot bind: Address already in use") into `error`; a failed bind may be
+ * retried on another address, any other failure leaves the front only to be
+ * destroyed. */
 int cr_http_front_start(struct cr_http_front *front, const char *address,
                         const struct cr_http_front_limits *limits, char *error,
                         size_t error_size);

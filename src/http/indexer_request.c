@@ -323,6 +323,14 @@ int cr_indexer_request_from_json(json_t *root, bool by_hash, struct cr_indexer_r
         snprintf(detail, dsize, "the body must be an object");
         return CR_ERR_INVALID_PARAMS;
     }
+    json_t *lora_id = json_object_get(root, "lora_id");
+    if (lora_id != NULL && !json_is_null(lora_id)) {
+        /* Deprecated by the conductor; ignoring it would match the base model's blocks. */
+        snprintf(detail, dsize,
+                 "field 'lora_id' is deprecated and not honoured (it would match the base "
+                 "model's blocks): name the adapter with 'lora_name'");
+        return CR_ERR_INVALID_PARAMS;
+    }
     bool ok =
         field_str(root, "model", NULL, true, req->model, sizeof(req->model), detail, dsize) &&
         field_str(root, "tenant_id", NULL, false, req->tenant, sizeof(req->tenant), detail,
@@ -580,6 +588,8 @@ static bool fp_member(struct fp *f, struct cr_indexer_request *req, uint32_t *se
         return (*seen |= 1u << 5);
     }
     fp_ws(f);
+    if (which < 0 && klen == 7 && memcmp(key, "lora_id", 7) == 0)
+        return false; /* deprecated: the full parser refuses it with the reason */
     if (which < 0) { /* unknown: a plain scalar, else the full parser decides */
         uint64_t v;
         if (f->p < f->end && *f->p == '"') return fp_string(f, &sv, &slen);

@@ -12,6 +12,9 @@
  * Invariants checked besides "no crash":
  *  - a refused body yields an error code and a non-empty NUL-terminated
  *    detail, and a refused request holds nothing to free;
+ *  - JSON: an accepted body nests at most CR_JSON_DEPTH_MAX levels (jansson
+ *    recurses per level on an HTTP worker's stack: ~950 levels killed
+ *    crescentd), measured on the parsed value;
  *  - JSON: a body with a NUL byte is refused (JSON has none), and a body the
  *    parser accepts is JSON that jansson itself accepts (the big-integer
  *    quoting must never turn an invalid document into a valid one);
@@ -84,6 +87,28 @@ static bool has_long_digit_run(const char *s, size_t len) {
     return false;
 }
 
+/* Levels of arrays and objects in a parsed value (a scalar is 0). */
+static unsigned depth_of(json_t *v) {
+    unsigned deepest = 0;
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            unsigned d = depth_of(json_array_get(v, i));
+            if (d > deepest) deepest = d;
+        }
+        return deepest + 1;
+    }
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *child;
+        json_object_foreach(v, k, child) {
+            unsigned d = depth_of(child);
+            if (d > deepest) deepest = d;
+        }
+        return deepest + 1;
+    }
+    return 0;
+}
+
 static json_t *parse(const char *body, size_t len, bool msgpack) {
     char detail[CR_INDEXER_DETAIL_MAX];
     detail[0] = '\0';
@@ -93,6 +118,7 @@ static json_t *parse(const char *body, size_t len, bool msgpack) {
         return NULL;
     }
     if (!msgpack) {
+        if (depth_of(root) > CR_JSON_DEPTH_MAX) abort();
         if (memchr(body, '\0', len) != NULL) abort();
         json_t *ref = json_loadb(body, len, JSON_DECODE_INT_AS_REAL, NULL);
         if (ref == NULL && !has_long_digit_run(body, len)) abort();
@@ -257,5 +283,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     write_seed(dir, n++, 4 | MODE_QUERY, mq, sizeof(mq));
     static const uint8_t huge[] = {0xdd, 0xff, 0xff, 0xff, 0xff};
     write_seed(dir, n++, 4 | MODE_QUERY, huge, sizeof(huge));
+    /* Nesting at the bound (the outer object and 31 arrays), one past it,
+     * and far past it, for every route. */
+    static char deep[2 * 1000 + 64];
+    const unsigned depths[] = {CR_JSON_DEPTH_MAX - 1, CR_JSON_DEPTH_MAX, 1000};
+    for (uint8_t mode = 0; mode < 4; mode++) {
+        for (size_t d = 0; d < 3; d++) {
+            int len = snprintf(deep, sizeof(deep), "{\"model\":\"m\",\"x\":");
+            memset(deep + len, '[', depths[d]);
+            len += (int)depths[d];
+            deep[len++] = '1';
+            memset(deep + len, ']', depths[d]);
+            len += (int)depths[d];
+            deep[len++] = '}';
+            write_seed(dir, n++, mode, deep, (size_t)len);
+        }
+    }
     return 0;
 }

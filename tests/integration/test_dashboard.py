@@ -44,11 +44,13 @@ def populate(d):
     for i in range(5):
         ctl(d, "put-start", f"prompt-{i}", f"{(i + 1) * 64}K", "--replicas", "2")
         ctl(d, "put-end", f"prompt-{i}")
-    ctl(d, "get", "prompt-0")
+    ctl(d, "replicas", "prompt-0")  # takes a read lease
     post(d, "/register", {"instance_id": "vllm-0", "endpoint": "tcp://10.0.0.7:5557",
                           "type": "vLLM", "modelname": "llama-3-8b", "block_size": 16})
     post(d, "/load", {"instance_id": "vllm-0", "kv_active_blocks": 100, "kv_total_blocks": 1000})
-    post(d, "/route", {"model": "llama-3-8b", "block_size": 16, "token_ids": list(range(64))})
+    # The publisher never connects (no engine here): route to it all the same.
+    post(d, "/route", {"model": "llama-3-8b", "block_size": 16, "token_ids": list(range(64)),
+                       "include_unhealthy": True})
 
 
 @pytest.fixture
@@ -126,8 +128,9 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
     segments = api(d, "/api/v1/segments")["segments"]
     assert sorted(rows) == sorted([s["name"], s["size"], s["used_bytes"]] for s in segments)
     publishers = browser.execute_script(
-        "return [...document.querySelectorAll('#publishers tbody tr')].map(r => r.dataset.key);")
-    assert publishers == [s["key"] for s in api(d, "/services")["services"]]
+        "return [...document.querySelectorAll('#publishers tbody tr')].map(r =>"
+        " [r.dataset.key, r.cells[4].dataset.link]);")
+    assert publishers == [[s["key"], s["link"]] for s in api(d, "/services")["services"]]
     objects = browser.execute_script(
         "return document.querySelectorAll('#objects tbody tr').length;")
     assert objects == 5

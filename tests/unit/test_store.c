@@ -589,7 +589,7 @@ static void test_per_client_bounds(void **state) {
     assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &tiny, 1), CR_ERR_INVALID_PARAMS);
     assert_non_null(strstr(cr_store_last_error(s), "--min-segment-size-bytes"));
     for (int i = 0; i < 3; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof(name), "a%d", i);
         mount(s, &CLIENT_A, name, (uint64_t)i << 20, 64 * KIB, "10.0.0.1:1");
     }

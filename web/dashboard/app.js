@@ -108,9 +108,15 @@ function renderPublishers(services) {
     cell(row, p.tenant_id);
     cell(row, p.modelname);
     cell(row, p.type);
-    const stale = p.possibly_stale || p.replaying;
-    cell(row, p.replaying ? "replaying" : stale ? "possibly stale" : "ok",
-         stale ? "health-stale" : "health-ok");
+    // The SUB's link (connected, disconnected, never connected), then why
+    // the index may miss blocks of this publisher, if it may.
+    const link = p.link || "unknown";
+    let health = link;
+    if (p.possibly_stale) health += ", possibly stale" + (p.stale_reason ? ": " + p.stale_reason : "");
+    else if (p.replaying === true) health += ", replaying";
+    const healthCell = cell(row, health,
+                            link === "connected" && !p.possibly_stale ? "health-ok" : "health-stale");
+    healthCell.dataset.link = link;
     cell(row, p.last_seq === null ? "–" : String(p.last_seq), "num");
     cell(row, format(p.counters.events), "num").dataset.value = p.counters.events;
     cell(row, format(p.counters.gaps), "num");
