@@ -164,7 +164,10 @@ static int copy_assignments(cr_client *c, ProtobufCMessage *msg,
     return cr_client_fail(c, CR_ERR_NOMEM, "out of memory copying the tasks");
 }
 
-static int check_max(cr_client *c, uint32_t max) {
+/* Checks `max` and clears *out before a call that hands tasks out. */
+static int tasks_begin(cr_client *c, uint32_t max, struct cr_task_assignments *out) {
+    assert(c != NULL && out != NULL);
+    memset(out, 0, sizeof(*out));
     if (max == 0 || max > FETCH_MAX)
         return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "take 1 to %u tasks, not %u", FETCH_MAX,
                               max);
@@ -172,28 +175,21 @@ static int check_max(cr_client *c, uint32_t max) {
 }
 
 int cr_client_fetch_tasks(cr_client *c, uint32_t max, struct cr_task_assignments *out) {
-    assert(c != NULL && out != NULL);
-    memset(out, 0, sizeof(*out));
-    int rc = check_max(c, max);
-    if (rc != CR_OK) return rc;
-    Crescent__Master__UUID id;
-    cr_client_uuid_to_pb(c->id, &id);
-    Crescent__Master__FetchTasksRequest req = CRESCENT__MASTER__FETCH_TASKS_REQUEST__INIT;
-    req.client_id = &id;
-    req.has_max_tasks = 1;
-    req.max_tasks = max;
     ProtobufCMessage *msg;
-    rc = cr_client_call(c, CR_METHOD_FETCH_TASKS, &req.base, &msg);
+    Crescent__Master__UUID id;
+    Crescent__Master__FetchTasksRequest req = CRESCENT__MASTER__FETCH_TASKS_REQUEST__INIT;
+    int rc = tasks_begin(c, max, out);
     if (rc != CR_OK) return rc;
+    cr_client_uuid_to_pb(c->id, &id);
+    req.client_id = &id, req.has_max_tasks = 1, req.max_tasks = max;
+    if ((rc = cr_client_call(c, CR_METHOD_FETCH_TASKS, &req.base, &msg)) != CR_OK) return rc;
     const Crescent__Master__FetchTasksResponse *r = (const void *)msg;
     return copy_assignments(c, msg, r->tasks, r->n_tasks, out);
 }
 
 int cr_client_heartbeat_tasks(cr_client *c, uint32_t max, uint64_t *ttl_ms, bool *known,
                               struct cr_task_assignments *out) {
-    assert(c != NULL && out != NULL);
-    memset(out, 0, sizeof(*out));
-    int rc = check_max(c, max);
+    int rc = tasks_begin(c, max, out);
     if (rc != CR_OK) return rc;
     Crescent__Master__UUID id;
     cr_client_uuid_to_pb(c->id, &id);
