@@ -90,6 +90,7 @@ struct cr_xfer_server_stats {
     uint32_t connections_open;
     uint64_t shm_clients;          /* same-host connections accepted */
     uint64_t shm_maps;             /* segments handed to them (memfd passed) */
+    uint64_t shm_refused_peer;     /* same-host connections of another user, closed */
 };
 
 /* Creates a server listening on cfg->tcp_address (cfg may be NULL: all

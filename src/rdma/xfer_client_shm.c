@@ -141,6 +141,12 @@ static int map_segment(struct cr_xfer_client *cli, struct xfer_peer *peer,
     return CR_OK;
 }
 
+static bool any_mapped(const struct xfer_peer *peer) {
+    for (uint32_t i = 0; i < CR_XFER_SHM_MAPS_MAX; i++)
+        if (peer->maps[i].used && peer->maps[i].local != NULL) return true;
+    return false;
+}
+
 struct xfer_shm_map *cr_xfer_shm_find_map(struct cr_xfer_client *cli, struct xfer_peer *peer,
                                           const char *segment) {
     assert(peer->shm_fd >= 0);
@@ -156,6 +162,15 @@ struct xfer_shm_map *cr_xfer_shm_find_map(struct cr_xfer_client *cli, struct xfe
     }
     if (free_map == NULL) return NULL;
     int rc = map_segment(cli, peer, segment, free_map);
+    if ((rc == CR_ERR_IO || rc == CR_ERR_PROTOCOL) && !any_mapped(peer)) {
+        /* The socket accepted and then closed: the server refused this
+         * process (another user, see xfer_server_shm.c) or went away.  With
+         * nothing mapped no queued op points into peer->maps: drop shm. */
+        CR_WARN("xfer", "peer %s: transport tcp from now on (%s)", peer->endpoint,
+                cli->last_error);
+        cr_xfer_shm_disconnect(peer);
+        return NULL;
+    }
     if (rc == CR_ERR_SEGMENT_NOT_FOUND) {
         /* Not shareable (plain memory) or not registered: remembered as
          * tcp-only, so later ops do not ask again; tcp gives the answer. */

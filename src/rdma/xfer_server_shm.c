@@ -16,6 +16,13 @@
  * every op, so an op on a segment unregistered since is refused (and a name
  * registered again is mapped again), never served from stale memory.
  *
+ * Who may connect: the socket is abstract (no file, so no permissions), and
+ * anyone on the host (in the same network namespace) can reach it.  A
+ * connection is accepted only from a process of the server's own user or
+ * root (SO_PEERCRED, checked at accept): anyone else is refused, counted
+ * (shm_refused_peer) and logged, and never sees a memfd.  Such a client's map
+ * request then fails and it uses tcp, where the segment's bounds still hold.
+ *
  * Only segments registered with their memfd (cr_xfer_server_register_segment)
  * can be mapped; a plain-memory segment is answered CR_ERR_SEGMENT_NOT_FOUND,
  * and the client then uses tcp for it. */
@@ -73,10 +80,39 @@ void cr_xfer_shm_bump(struct cr_xfer_server *srv, uint32_t slot) {
     __atomic_fetch_add(&srv->generations[slot], 1, __ATOMIC_RELEASE);
 }
 
+bool cr_xfer_shm_peer_allowed(uid_t server_uid, uid_t peer_uid) {
+    return peer_uid == server_uid || peer_uid == 0;
+}
+
+/* SO_PEERCRED of a new connection: false (logged, counted) when its user may
+ * not map this server's segments. */
+static bool peer_may_map(struct cr_xfer_server *srv, int fd) {
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred);
+    uid_t self = geteuid();
+    if (known && cr_xfer_shm_peer_allowed(self, cred.uid)) return true;
+    srv->stats.shm_refused_peer++;
+    if (cr_log_ratelimit(&srv->last_refusal_log_ns, cr_xfer_now_ns(), 1000000000ull)) {
+        if (known)
+            CR_WARN("xfer", "%s: shm connection from pid %d uid %u refused: only uid %u (this "
+                    "server's user) or root may map its segments; that client will use tcp",
+                    srv->endpoint, (int)cred.pid, (unsigned)cred.uid, (unsigned)self);
+        else
+            CR_WARN("xfer", "%s: shm connection refused: SO_PEERCRED failed: %s", srv->endpoint,
+                    strerror(errno));
+    }
+    return false;
+}
+
 void cr_xfer_shm_accept(struct cr_xfer_server *srv) {
     for (;;) {
         int fd = accept4(srv->shm_listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
+        if (!peer_may_map(srv, fd)) {
+            close(fd);
+            continue;
+        }
         struct shm_conn *c = calloc(1, sizeof(*c));
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (c == NULL || epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {

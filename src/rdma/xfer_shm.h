@@ -5,7 +5,9 @@
 #ifndef CRESCENT_RDMA_XFER_SHM_H
 #define CRESCENT_RDMA_XFER_SHM_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "rdma/xfer.h"
 
@@ -30,6 +32,12 @@ struct cr_xfer_shm_reply {
 };
 
 struct cr_xfer_server;
+
+/* Whether a process running as peer_uid may map the segments of a server
+ * running as server_uid: the same user, or root (who can read any process's
+ * memory anyway).  The shm socket is abstract, so it has no file permissions
+ * to keep other users out: this check, on the peer's SO_PEERCRED, does. */
+bool cr_xfer_shm_peer_allowed(uid_t server_uid, uid_t peer_uid);
 
 /* Server side (xfer_server_shm.c). */
 int cr_xfer_shm_listen(struct cr_xfer_server *srv);

@@ -201,6 +201,17 @@ def test_read_past_its_lease_fails(daemon, tmp_path):
         s.stop(signal.SIGKILL)
 
 
+def test_writer_gone_after_put_start_is_never_readable(cluster):
+    """A writer that dies between PutStart and PutEnd (here: put-start alone, the
+    process exits) leaves a zombie put: readers get OBJECT_NOT_READY, never bytes,
+    until the master reclaims it (--put-start-release-timeout-sec)."""
+    d, rpc, _, _ = cluster
+    ctl(rpc, "put-start", "zombie", "64K")
+    failed = ctl(rpc, "get", "zombie", check=False)
+    assert failed.returncode == 1 and failed.stdout == b""
+    assert b"NOT_READY" in failed.stderr or b"not ended" in failed.stderr, failed.stderr
+
+
 def test_put_to_a_dead_server_is_revoked(cluster):
     d, rpc, stores, transport = cluster
     stores[0].stop(signal.SIGKILL)

@@ -3,17 +3,20 @@
  * reads in place; falls back to tcp for a segment that cannot be shared;
  * refuses out-of-bounds ranges; notices an unregistered segment (generation)
  * and maps a re-registered one again; a malformed map request costs only its
- * own connection. */
+ * own connection; a process of another user is refused the memfd (SO_PEERCRED)
+ * and still gets its bytes over tcp. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "rdma/xfer_internal.h"
+#include "rdma/xfer_shm.h"
 #include "xfer_fixture.h"
 
 static int setup(void **state) { return setup_with(state, true); }
@@ -149,6 +152,74 @@ static void test_shm_many_in_flight(void **state) {
     free(dst);
 }
 
+static void test_shm_peer_allowed(void **state) {
+    (void)state;
+    assert_true(cr_xfer_shm_peer_allowed(1000, 1000));
+    assert_true(cr_xfer_shm_peer_allowed(1000, 0));    /* root */
+    assert_false(cr_xfer_shm_peer_allowed(1000, 1001));
+    assert_false(cr_xfer_shm_peer_allowed(0, 65534));  /* nobody, against a root server */
+    assert_true(cr_xfer_shm_peer_allowed(0, 0));
+}
+
+#define NOBODY_UID 65534
+enum { CHILD_OK = 0, CHILD_SETUID, CHILD_GOT_FD, CHILD_TCP_FAILED, CHILD_TCP_BYTES };
+
+/* In a child that became nobody: a raw map request gets no memfd (the server
+ * closed the connection at accept), and the client still reads over tcp. */
+static int other_user_child(struct fixture *f, const uint8_t *expect, size_t len) {
+    if (setgid(NOBODY_UID) != 0 || setuid(NOBODY_UID) != 0) return CHILD_SETUID;
+    struct sockaddr_un addr;
+    socklen_t alen = cr_xfer_shm_address(f->endpoint, &addr);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, alen) == 0) {
+        struct timeval tv = {.tv_sec = 30};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        struct cr_xfer_shm_request req = {.magic = CR_XFER_SHM_MAGIC, .name_len = 4};
+        memcpy(req.name, "seg0", 4);
+        send(fd, &req, sizeof(req), MSG_NOSIGNAL);
+        char reply[256];
+        char control[CMSG_SPACE(2 * sizeof(int))];
+        struct iovec iov = {reply, sizeof(reply)};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                             .msg_controllen = sizeof(control)};
+        if (recvmsg(fd, &msg, 0) > 0) return CHILD_GOT_FD; /* closed: 0 or ECONNRESET */
+    }
+    struct cr_xfer_client *cli;
+    uint8_t *got = calloc(1, len);
+    if (cr_xfer_client_create(NULL, &cli) != CR_OK ||
+        cr_xfer_read(cli, f->endpoint, "seg0", seg_addr(f, 0), got, len) != CR_OK)
+        return CHILD_TCP_FAILED;
+    if (strcmp(cr_xfer_client_transport(cli, f->endpoint), "tcp") != 0) return CHILD_TCP_FAILED;
+    return memcmp(got, expect, len) == 0 ? CHILD_OK : CHILD_TCP_BYTES;
+}
+
+static void test_shm_refuses_other_user(void **state) {
+    struct fixture *f = *state;
+    if (geteuid() != 0) {
+        printf("SKIPPED: needs root to run a client as another user\n");
+        skip();
+    }
+    enum { LEN = 5000 };
+    uint8_t data[LEN];
+    fill_random(data, LEN, 11);
+    memcpy(f->seg.base, data, LEN);
+    server_stop(f); /* fork with one thread: the child may then use malloc and locks */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(other_user_child(f, data, LEN));
+    server_start(f);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), CHILD_OK);
+    struct cr_xfer_server_stats stats = server_stats(f);
+    assert_int_equal(stats.shm_refused_peer, 2); /* the raw socket and the client's */
+    assert_int_equal(stats.shm_maps, 0);
+    assert_int_equal(stats.requests_read, 1);    /* the bytes came over tcp */
+    round_trip(f, 0, 100, 12);                   /* our own user still maps */
+    assert_int_equal(server_stats(f).shm_maps, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_shm_round_trips_and_in_place, setup, teardown),
@@ -158,6 +229,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_shm_malformed_request_closes_only_it, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_shm_many_in_flight, setup, teardown),
+        cmocka_unit_test(test_shm_peer_allowed),
+        cmocka_unit_test_setup_teardown(test_shm_refuses_other_user, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
