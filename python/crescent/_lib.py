@@ -24,7 +24,9 @@ class Options(ctypes.Structure):
                 ("zmq_context", c_void_p),
                 # NULL: CRESCENT_CURVE_SERVER_KEY / _PUBLIC_KEY / _SECRET_KEY, else plain TCP
                 ("curve_server_key", c_char_p), ("curve_public_key", c_char_p),
-                ("curve_secret_key", c_char_p)]
+                ("curve_secret_key", c_char_p),
+                # NULL: CRESCENT_ADMIN_TOKEN, else none (crescentd's --admin-token-file)
+                ("admin_token", c_char_p)]
 
 
 class BufHandle(ctypes.Structure):

@@ -316,7 +316,13 @@ static void put_start_one(struct cr_rpc_run *run, const Crescent__Master__PutSta
     struct cr_store_key key;
     cr_store_key_make(req->tenant_id, req->key, (uint32_t)strlen(req->key), &key);
     resp->status_code = put_start_store(run, req, &key, &list);
-    if (resp->status_code != CR_OK) return;
+    if (resp->status_code != CR_OK) {
+        /* Each refused entry says why (the object-table cap, no space, ...):
+         * copied, since the store's message is overwritten by the next. */
+        const char *why = cr_store_last_error(run->store);
+        if (why[0] != '\0') resp->error_message = arena_strndup(a, why, strlen(why));
+        return;
+    }
     resp->replica_list = replicas_pb(a, &list, &resp->n_replica_list);
 }
 

@@ -163,3 +163,22 @@ def test_dashboard_assets_are_embedded(daemon):
             assert r.status == 200 and r.headers["Content-Type"].startswith(kind), path
             assert len(r.read()) > 1000, path
     assert http_get(d.port, "/dashboard/nothing")[0] == 404
+
+
+def test_dashboard_with_admin_token(daemon, browser, tmp_path):
+    """With --admin-token-file the page still shows everything (it only reads);
+    given #token=, it sends the token, and the token leaves the address bar."""
+    token = "dashboard-test-token-0123456789"
+    path = tmp_path / "admin.token"
+    path.write_text(token + "\n")
+    d = daemon("--admin-token-file", str(path))
+    origin = f"http://127.0.0.1:{d.port}"
+    browser.get(origin + "/#token=" + token)
+    wait_for(lambda: int(browser.execute_script("return document.body.dataset.polls || 0")) >= 1,
+             "a poll of the API")
+    assert browser.find_element("id", "error").get_attribute("hidden") is not None, \
+        browser.find_element("id", "error").text
+    assert browser.execute_script("return location.hash") == ""
+    assert browser.execute_script("return sessionStorage.getItem('crescent-token')") == token
+    fields = shown_fields(browser)
+    assert fields["stats.objects"][0] == str(api(d, "/api/v1/stats")["objects"])

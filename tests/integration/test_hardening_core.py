@@ -246,3 +246,15 @@ def test_replay_clients_that_never_read_cost_bounded_memory(daemon):
         for s in socks:
             s.close()
         ctx.term()
+
+
+def test_refused_batch_entries_say_why(daemon):
+    # A BatchPutStart entry refused (here: no space left) carried an empty
+    # error_message; every refusal says why.
+    d, rpc = start_master(daemon)
+    with MasterClient(rpc, client_id=(3, 3)) as c:
+        c.mount_segment("small", 64 * 1024)
+        got = c.batch_put_start([("a", 32 * 1024), ("b", 32 * 1024), ("c", 32 * 1024)])
+        refused = [r for r in got.responses if r.status_code != 0]
+        assert refused, got
+        assert all(r.error_message for r in refused), got
