@@ -2,10 +2,9 @@
 config file): crescentd binds the SUB, the publisher's PUB connects, replay
 still goes to the publisher's ROUTER; bind addresses are validated."""
 import json
-import subprocess
 
 import kv_publishers as kp
-from conftest import binary, free_port
+from conftest import free_port
 from test_indexer import clean_exit, connect, post_json, service, start  # noqa: F401
 from test_indexer_recovery import caught_up, held, lose
 
@@ -86,17 +85,3 @@ def test_config_file_and_state_dir_keep_bind(daemon, tmp_path):
     finally:
         pub.close()
 
-
-def test_config_file_with_a_wildcard_bind_exits_2(tmp_path):
-    conf = tmp_path / "c.json"
-    conf.write_text(json.dumps({"kvevent_instance": {"x": {
-        "endpoint": f"tcp://*:{free_port()}", "modelname": "m", "block_size": BS,
-        "bind": True}}}))
-    proc = subprocess.run([binary("crescentd"), "--http-address", f"127.0.0.1:{free_port()}",
-                           "--no-pin", "--indexer-config", str(conf),
-                           "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
-                           "--event-address", f"tcp://127.0.0.1:{free_port()}",
-                           "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
-                          capture_output=True, timeout=10)
-    assert proc.returncode == 2
-    assert b"every interface" in proc.stderr, proc.stderr
