@@ -146,16 +146,6 @@ static double run_case(const char *name, const struct target *t, enum op_kind ki
     return rate;
 }
 
-static int compare_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), compare_double);
-    return v[n / 2];
-}
-
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 3) {
         fprintf(stderr, "usage: data_get RPC_ENDPOINT [seconds_per_case]\n");
@@ -185,7 +175,8 @@ int main(int argc, char **argv) {
         run_case("  GetReplicaList (4 KiB object)", &small, OP_REPLICA_LIST, &list[r]);
         run_case("  whole Get 4 KiB (get_into, tcp)", &small, OP_GET, &get[r]);
     }
-    double m_rtt = median(rtt, ROUNDS), m_list = median(list, ROUNDS), m_get = median(get, ROUNDS);
+    double m_rtt = bench_median(rtt, ROUNDS), m_list = bench_median(list, ROUNDS);
+    double m_get = bench_median(get, ROUNDS);
     printf("medians of %d rounds (p50): round trip %.2f us, GetReplicaList %.2f us, Get %.2f us;\n"
            "  Get / (2 round trips + GetReplicaList) = %.2f (target <= 1)\n",
            ROUNDS, m_rtt, m_list, m_get, m_get / (2 * m_rtt + m_list));
