@@ -49,6 +49,7 @@ struct bench_options {
     enum bench_distribution distribution;
     double zipf_theta;
     uint64_t object_bytes;
+    bool values;                 /* put-bytes, get-bytes: move object_bytes of value per op */
     double duration_s;           /* 0 when --count is given */
     uint64_t count;              /* operations in the measured phase; 0: use duration */
     double warmup_s;
@@ -140,6 +141,7 @@ struct bench_worker {
     struct bench_second *seconds;    /* BENCH_SECONDS_MAX */
     struct cr_latency_hist *hist[OP_KINDS];
     char failure[256];               /* why the worker stopped early; "" if it did not */
+    void *value;                     /* put-bytes, get-bytes: object_bytes, this worker's */
 };
 
 /* Results merged from every worker. */
@@ -172,6 +174,10 @@ void bench_note_sent(struct bench_worker *w, uint64_t due_ns, uint64_t sent_ns, 
 void bench_record(struct bench_worker *w, enum bench_op op, bool measured, uint64_t intended_ns,
                   unsigned keys, int status);
 uint64_t bench_pick_key(struct bench_worker *w);
+/* put-bytes / get-bytes: cr_client_put of a fresh key, cr_client_get_into of a
+ * key of the key space, one at a time per connection (the data plane's calls
+ * are synchronous). */
+void bench_values_run(struct bench_worker *w);
 void bench_sleep_until(uint64_t when_ns);
 
 /* crescent-bench_indexer.c: returns a BENCH_EXIT_* status (after a message). */

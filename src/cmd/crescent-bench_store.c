@@ -406,12 +406,45 @@ static void run_batches(struct bench_worker *w) {
     }
 }
 
+void bench_values_run(struct bench_worker *w) {
+    double interval_ns = w->opt->rate > 0.0 ? 1e9 * w->opt->connections / w->opt->rate : 0.0;
+    uint64_t issued_measured = 0;
+    char key[BENCH_KEY_BYTES];
+    for (;;) {
+        uint64_t now = bench_now_ns();
+        uint64_t due = w->opt->rate > 0.0
+                           ? w->start_ns + (uint64_t)(interval_ns * (double)w->sent_scheduled)
+                           : now;
+        bool measured;
+        if (!bench_may_issue(w, due, issued_measured, &measured)) return;
+        if (due > now) bench_sleep_until(due);
+        w->sent_scheduled++;
+        if (measured) bench_note_sent(w, due, bench_now_ns(), issued_measured++);
+        enum bench_op op = w->opt->mix[OP_PUT] > 0 ? OP_PUT : OP_GET;
+        int rc;
+        if (op == OP_PUT) {
+            bench_key_fresh(w->opt, w->index, w->put_next++, key); /* clean-up removes [0, put_next) */
+            rc = cr_client_put(w->client, w->opt->tenant, key, w->value, w->opt->object_bytes,
+                               NULL);
+        } else {
+            size_t len = 0;
+            bench_key_space(w->opt, bench_pick_key(w), key);
+            rc = cr_client_get_into(w->client, w->opt->tenant, key, w->value,
+                                    w->opt->object_bytes, &len);
+            if (rc == CR_OK && len != w->opt->object_bytes) rc = CR_ERR_INVALID_PARAMS;
+        }
+        bench_record(w, op, measured, due, 1, rc);
+    }
+}
+
 void *bench_worker_main(void *arg) {
     struct bench_worker *w = arg;
     assert(w->opt->depth >= 1 && w->opt->batch >= 1);
     bench_sleep_until(w->start_ns); /* every worker begins together, warm-up first */
     if (w->indexer != NULL)
         bench_indexer_run(w);
+    else if (w->opt->values)
+        bench_values_run(w);
     else if (w->opt->batch > 1)
         run_batches(w);
     else
