@@ -174,10 +174,6 @@ void bench_note_sent(struct bench_worker *w, uint64_t due_ns, uint64_t sent_ns, 
 void bench_record(struct bench_worker *w, enum bench_op op, bool measured, uint64_t intended_ns,
                   unsigned keys, int status);
 uint64_t bench_pick_key(struct bench_worker *w);
-/* put-bytes / get-bytes: cr_client_put of a fresh key, cr_client_get_into of a
- * key of the key space, one at a time per connection (the data plane's calls
- * are synchronous). */
-void bench_values_run(struct bench_worker *w);
 void bench_sleep_until(uint64_t when_ns);
 
 /* crescent-bench_indexer.c: returns a BENCH_EXIT_* status (after a message). */
