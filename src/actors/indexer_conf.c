@@ -83,10 +83,12 @@ static bool check_bind_endpoint(const char *endpoint, char *error, size_t error_
                  endpoint);
         return false;
     }
-    size_t host_len = (size_t)(colon - (endpoint + 6));
-    static const char *const wildcards[] = {"*", "0.0.0.0", "[::]", "[*]"};
-    for (size_t i = 0; i < sizeof(wildcards) / sizeof(wildcards[0]); i++) {
-        if (strlen(wildcards[i]) == host_len && strncmp(endpoint + 6, wildcards[i], host_len) == 0) {
+    /* Any '*' in the host, 0.0.0.0 or [::] (fuzzing found a host of "*:1" with port 2). */
+    const char *host = endpoint + 6;
+    size_t host_len = (size_t)(colon - host);
+    if (memchr(host, '*', host_len) != NULL || strncmp(host, "0.0.0.0", 7) == 0 ||
+        strncmp(host, "[::]", 4) == 0) {
+        {
             snprintf(error, error_size,
                      "with \"bind\": true the endpoint '%.200s' would listen on every interface; "
                      "name one (127.0.0.1 for an engine on this host)",
