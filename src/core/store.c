@@ -401,6 +401,13 @@ int cr_store_client_issue_secret(cr_store *store, const struct cr_uuid *client,
     return CR_OK;
 }
 
+bool cr_store_client_wants_secret(const cr_store *store, const struct cr_uuid *client) {
+    assert(store != NULL && client != NULL);
+    bool found;
+    uint32_t i = client_slot(store, client, &found);
+    return found && !store->clients[i].has_secret;
+}
+
 int cr_store_client_check_secret(cr_store *store, const struct cr_uuid *client,
                                  const uint8_t *secret, size_t len) {
     assert(store != NULL && client != NULL);

@@ -188,6 +188,9 @@ int cr_store_client_issue_secret(cr_store *store, const struct cr_uuid *client,
                                  const uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES],
                                  bool *issued);
 
+/* Whether `client` is known and has no secret yet (one is due). */
+bool cr_store_client_wants_secret(const cr_store *store, const struct cr_uuid *client);
+
 /* Checks `secret` (len bytes, NULL/0: none) against the one `client` was
  * issued, in constant time.  CR_OK when the client is unknown, has no
  * secret, or the secret matches; CR_ERR_ILLEGAL_CLIENT with a sentence

@@ -308,3 +308,67 @@ def test_no_token_everything_open_as_before(daemon):
         assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
     status, seg = http(d.port, "GET", "/api/v1/segments/seg")
     assert status == 200 and seg["owner"] == "00000000000000070000000000000007"
+
+
+# ---- client secrets: a client id alone does not act as that client ---------
+
+VICTIM = (0x5151, 0x7777)
+ILLEGAL_CLIENT = -601  # include/crescent/error.h
+
+
+def poll_until(fn, timeout_s=30.0):
+    """fn() until it returns true, within a generous bound (the machine is loaded)."""
+    import time
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if fn():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_forged_client_id_refused_owner_works(daemon):
+    rpc, pub, replay = endpoints()
+    daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay)
+    with MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
+            MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as thief:
+        mounted = owner.mount_segment("victim-seg", 1 << 20)
+        assert mounted.status_code == 0
+        assert len(mounted.client_secret) == 16  # issued at the first mount
+        assert owner.put_start("victim-key", 4096).status_code == 0
+        # The thief knows the client id (GET /api/v1/segments/NAME shows it)
+        # but not the secret: every state-changing call is refused.
+        for call in (lambda: thief.unmount_segment("victim-seg"),
+                     lambda: thief.put_revoke("victim-key"),
+                     lambda: thief.put_end("victim-key"),
+                     lambda: thief.ping(),
+                     lambda: thief.batch_put_revoke(["victim-key"])):
+            resp = call()
+            codes = list(getattr(resp, "status_codes", [])) or [resp.status_code]
+            assert codes == [ILLEGAL_CLIENT], resp
+        resp = thief.ping()
+        assert "carries none" in resp.error_message and "TTL" in resp.error_message
+        wrong = thief.pb.UnmountSegmentRequest(segment_name="victim-seg",
+                                               client_id=thief.uuid(), client_secret=b"x" * 16)
+        resp = thief.call(thief.pb.UNMOUNT_SEGMENT, wrong)
+        assert resp.status_code == ILLEGAL_CLIENT and "another secret" in resp.error_message
+        # The owner's own calls all work, with the secret its client kept.
+        assert owner.ping().client_known
+        assert owner.put_end("victim-key").status_code == 0
+        assert owner.unmount_segment("victim-seg").status_code == 0
+
+
+def test_client_id_free_after_ttl_expiry(daemon):
+    rpc, pub, replay = endpoints()
+    daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
+           "--client-ttl", "1")
+    with MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
+            MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as other:
+        assert owner.mount_segment("ttl-seg", 1 << 20).status_code == 0
+        assert other.ping().status_code == ILLEGAL_CLIENT
+        # Once the owner stops pinging, crescentd forgets it and its secret:
+        # the id answers "not known", then a new mount registers it afresh.
+        assert poll_until(lambda: (lambda r: r.status_code == 0 and not r.client_known)(
+            other.ping()))
+        fresh = other.mount_segment("ttl-seg-2", 1 << 20)
+        assert fresh.status_code == 0 and len(fresh.client_secret) == 16

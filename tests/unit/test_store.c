@@ -555,11 +555,13 @@ static void test_client_secret(void **state) {
     assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, NULL, 0), CR_OK);
     mount(s, &CLIENT_A, "a0", 0, 64 * KIB, "10.0.0.1:1");
     /* Known without a secret yet: anything passes, then one is issued once. */
+    assert_true(cr_store_client_wants_secret(s, &CLIENT_A));
     assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, NULL, 0), CR_OK);
     assert_int_equal(cr_store_client_issue_secret(s, &CLIENT_A, SECRET, &issued), CR_OK);
     assert_true(issued);
     assert_int_equal(cr_store_client_issue_secret(s, &CLIENT_A, OTHER, &issued), CR_OK);
     assert_false(issued); /* the first one stays */
+    assert_false(cr_store_client_wants_secret(s, &CLIENT_A));
     assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, SECRET, sizeof(SECRET)), CR_OK);
     assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, NULL, 0), CR_ERR_ILLEGAL_CLIENT);
     assert_non_null(strstr(cr_store_last_error(s), "carries none"));
