@@ -9,6 +9,7 @@
 #include "crescent/error.h"
 #include "crescent/version.h"
 #include "http/metrics.h"
+#include "msgs/indexer_msgs.h"
 
 static uint64_t uptime_s(const struct cr_http_admin *admin) {
     return (cr_monotonic_ns() - admin->started_ns) / 1000000000u;
@@ -34,6 +35,22 @@ static uint32_t collect(const struct cr_http_admin *admin, struct cr_metrics_act
         up += out[i].up;
     }
     return up;
+}
+
+/* The indexer's /services answer, for the per-publisher families; NULL when
+ * there is no indexer or it did not answer in time. */
+static json_t *publishers(const struct cr_http_admin *admin) {
+    for (uint32_t i = 0; i < cr_runtime_actor_count(admin->rt); i++) {
+        struct cr_actor *actor = cr_runtime_actor(admin->rt, i);
+        if (strcmp(cr_actor_name(actor), "indexer") != 0) continue;
+        json_t *out = NULL;
+        struct cr_msg msg = {.type = CR_MSG_INDEXER_SERVICES};
+        CR_MSG_BODY(&msg, struct cr_msg_indexer_json)->json_out = (struct json_t **)&out;
+        if (cr_ask(actor, &msg, admin->ask_timeout_ns) == CR_OK) return out;
+        json_decref(out);
+        return NULL;
+    }
+    return NULL;
 }
 
 static void health(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
@@ -71,6 +88,9 @@ static void metrics(void *ctx, const struct cr_http_request *req, struct cr_http
     struct cr_buf buf;
     cr_buf_init(&buf);
     cr_metrics_render(&buf, actors, count, routes, route_count, uptime_s(admin));
+    json_t *services = publishers(admin);
+    cr_metrics_render_publishers(&buf, services);
+    json_decref(services);
     free(room);
     free(routes);
     resp->status = 200;

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "actors/runtime.h"
 #include "core/buf.h"
 #include "http/front.h"
@@ -24,6 +26,12 @@ struct cr_metrics_actor {
 void cr_metrics_render(struct cr_buf *out, const struct cr_metrics_actor *actors, uint32_t count,
                        const struct cr_http_route_latency *routes, uint32_t route_count,
                        uint64_t uptime_s);
+
+/* Appends the per-publisher families (crescent_indexer_publisher_*, labels
+ * instance, tenant, dp_rank) from the indexer's /services answer: link
+ * connected, link age, last batch age, last seq, gaps, replays, replayed and
+ * lost batches, stale.  With services NULL the families are empty. */
+void cr_metrics_render_publishers(struct cr_buf *out, json_t *services);
 
 /* HELP text of subsystem counter `name` of `actor`: from a table, else made
  * from the name in `scratch`. */
