@@ -5,11 +5,13 @@
  * crescentctl process is one cr_client, so `crescentctl mount seg0 1G` and a
  * later `crescentctl put-start` for the same CRESCENT_CLIENT_ID are two
  * clients: the secret the first was issued is kept for the user in
- * $XDG_RUNTIME_DIR/crescent/client-secrets/ (else ~/.cache/crescent/...),
+ * $XDG_RUNTIME_DIR/crescent/client-secrets/ (else ~/.cache/crescent/...,
+ * ~ from $HOME or the password database),
  * one 0600 file per daemon endpoint and client id, and read by the next.
  * CRESCENT_CLIENT_SECRET, when set, wins (libcrescent reads it at open). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,10 @@ static bool secret_path(const char *endpoint, const cr_client *c, char *path, si
                         bool create) {
     const char *runtime = getenv("XDG_RUNTIME_DIR");
     const char *home = getenv("HOME");
+    if (home == NULL || home[0] != '/') { /* an empty environment: the user's own home */
+        const struct passwd *pw = getpwuid(getuid());
+        home = pw != NULL ? pw->pw_dir : NULL;
+    }
     char dir[512];
     if (runtime != NULL && runtime[0] == '/')
         snprintf(dir, sizeof(dir), "%s/crescent", runtime);
