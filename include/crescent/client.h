@@ -450,6 +450,11 @@ void cr_client_task_assignments_free(struct cr_task_assignments *list);
 /* Takes up to `max` (1..256) of the PENDING tasks assigned to this client's
  * id (they become PROCESSING).  *out may be empty. */
 int cr_client_fetch_tasks(cr_client *c, uint32_t max, struct cr_task_assignments *out);
+/* cr_client_heartbeat that also takes up to `max` (1..256) of this client's
+ * PENDING tasks in the Ping response (seed 004's hand-out; the same tasks
+ * FetchTasks would give).  *out may be empty. */
+int cr_client_heartbeat_tasks(cr_client *c, uint32_t max, uint64_t *ttl_ms, bool *known,
+                              struct cr_task_assignments *out);
 /* Reports a fetched task: success commits the targets (and, for a move,
  * releases the source once no lease protects it); failure frees them.
  * `message` may be NULL.  CR_ERR_ILLEGAL_CLIENT: assigned to another client;

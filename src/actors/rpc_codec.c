@@ -401,9 +401,15 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RP
             return fail(err, "%s must be 1 to 256%.0zu", "max_tasks", 0);
         return CR_OK;
     }
+    case CRESCENT__MASTER__METHOD__PING: {
+        const Crescent__Master__PingRequest *r = (const void *)req;
+        if (r->has_max_tasks && r->max_tasks > 256)
+            return fail(err, "%s must be 0 to 256%.0zu", "max_tasks", 0);
+        return CR_OK;
+    }
     case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE:
         return check_task_report((const void *)req, err);
-    default: return CR_OK; /* GET_VERSION, PING, QUERY_TASK: required fields suffice */
+    default: return CR_OK; /* GET_VERSION, QUERY_TASK: required fields suffice */
     }
 }
 

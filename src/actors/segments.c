@@ -81,6 +81,7 @@ struct segments_state {
     uint64_t samples_dropped;
     uint64_t task_ops;
     uint64_t task_ops_dropped; /* TASK_OP_DONE that could not be sent */
+    uint64_t task_pings_unforwarded; /* pings answered without tasks: tasks busy */
     uint64_t last_log_ns;
     struct done_chain done[DONE_TARGETS_MAX]; /* [0, done_open): this round's targets */
     uint32_t done_open;
@@ -270,6 +271,18 @@ static void on_task_op(struct segments_state *st, struct cr_task_op *op) {
     }
 }
 
+/* A ping that asks for its client's tasks goes on to tasks, which adds them
+ * to the packed response and answers; false (tasks stopping or its ring
+ * full): the ping is answered here without tasks, and the executor gets them
+ * at its next ping. */
+static bool ping_to_tasks(struct segments_state *st, struct cr_master_call *call) {
+    struct cr_msg fwd = {.type = CR_MSG_MASTER_CALL};
+    CR_MSG_BODY(&fwd, struct cr_msg_master_call)->call = call;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) return true;
+    st->task_pings_unforwarded++;
+    return false;
+}
+
 /* Runs a call (with its finished regex scan, if any) and sends it back. */
 static void run_call(struct segments_state *st, struct cr_master_call *call, bool ask,
                      const struct cr_store_regex_scan *scan) {
@@ -280,7 +293,8 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
                              .scan = scan};
     st->calls++;
     st->round_calls++;
-    if (cr_rpc_methods_run(&run, call) != CR_OK) st->call_errors++;
+    int rc = cr_rpc_methods_run(&run, call);
+    if (rc != CR_OK) st->call_errors++;
     if (run.no_space) notify_no_space(st);
     if (ask) return; /* the asker owns the call */
     if (call->reply_to == NULL) {
@@ -288,6 +302,7 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
         cr_master_call_free(call);
         return;
     }
+    if (rc == CR_OK && cr_task_ping_wants_tasks(call) && ping_to_tasks(st, call)) return;
     done_append(st, call);
 }
 
@@ -522,6 +537,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "eviction_samples_dropped_total", st->samples_dropped);
     add_stat(out, "task_ops_total", st->task_ops);
     add_stat(out, "task_ops_dropped_total", st->task_ops_dropped);
+    add_stat(out, "task_pings_unforwarded_total", st->task_pings_unforwarded);
 }
 
 static void segments_destroy(void *arg) {

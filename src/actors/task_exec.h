@@ -56,4 +56,11 @@ int cr_task_exec_run(struct cr_xfer_client *xfer, const struct cr_task_exec_job 
  * fails is logged: the master fails the task at its deadline anyway. */
 struct cr_client;
 int cr_task_exec_serve(struct cr_client *master, struct cr_xfer_client *xfer, uint32_t max);
+
+/* Runs and reports tasks already handed out (e.g. by a Ping response,
+ * cr_client_heartbeat_tasks), as cr_task_exec_serve does after its fetch.
+ * Returns how many ran. */
+struct cr_task_assignments;
+int cr_task_exec_run_all(struct cr_client *master, struct cr_xfer_client *xfer,
+                         const struct cr_task_assignments *tasks);
 #endif

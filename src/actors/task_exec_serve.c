@@ -17,12 +17,10 @@ static void job_of(const struct cr_task_assignment *a, struct cr_task_exec_job *
             a->targets[i].transport_endpoint, a->targets[i].segment_name, a->targets[i].buffer};
 }
 
-int cr_task_exec_serve(struct cr_client *master, struct cr_xfer_client *xfer, uint32_t max) {
-    struct cr_task_assignments tasks;
-    int rc = cr_client_fetch_tasks(master, max, &tasks);
-    if (rc != CR_OK) return rc;
-    for (size_t i = 0; i < tasks.count; i++) {
-        const struct cr_task_assignment *a = &tasks.tasks[i];
+int cr_task_exec_run_all(struct cr_client *master, struct cr_xfer_client *xfer,
+                         const struct cr_task_assignments *tasks) {
+    for (size_t i = 0; i < tasks->count; i++) {
+        const struct cr_task_assignment *a = &tasks->tasks[i];
         struct cr_task_exec_job job;
         job_of(a, &job);
         char why[CR_TASK_EXEC_ERROR_MAX];
@@ -37,7 +35,14 @@ int cr_task_exec_serve(struct cr_client *master, struct cr_xfer_client *xfer, ui
             CR_WARN("tasks", "task %s: the master refused its report: %s", id,
                     cr_client_last_error(master));
     }
-    int ran = (int)tasks.count;
+    return (int)tasks->count;
+}
+
+int cr_task_exec_serve(struct cr_client *master, struct cr_xfer_client *xfer, uint32_t max) {
+    struct cr_task_assignments tasks;
+    int rc = cr_client_fetch_tasks(master, max, &tasks);
+    if (rc != CR_OK) return rc;
+    int ran = cr_task_exec_run_all(master, xfer, &tasks);
     cr_client_task_assignments_free(&tasks);
     return ran;
 }

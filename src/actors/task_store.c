@@ -20,6 +20,13 @@ bool cr_task_method_for_tasks(uint16_t method) {
            method == CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE;
 }
 
+bool cr_task_ping_wants_tasks(const struct cr_master_call *call) {
+    assert(call != NULL);
+    if (call->method != CRESCENT__MASTER__METHOD__PING || call->request == NULL) return false;
+    const Crescent__Master__PingRequest *req = (const void *)call->request;
+    return req->has_max_tasks && req->max_tasks > 0;
+}
+
 void cr_task_call_refuse(struct cr_master_call *call, int status, const char *why) {
     assert(call != NULL && cr_task_method_creates(call->method) && status != CR_OK);
     const ProtobufCMessageDescriptor *d =

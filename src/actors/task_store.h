@@ -16,6 +16,9 @@ bool cr_task_method_creates(uint16_t method);
 
 /* QueryTask, FetchTasks, MarkTaskToComplete: the gateway sends them to tasks. */
 bool cr_task_method_for_tasks(uint16_t method);
+/* Whether a Ping asks for its client's tasks (PingRequest.max_tasks > 0):
+ * segments runs the ping, then tasks adds them to its response. */
+bool cr_task_ping_wants_tasks(const struct cr_master_call *call);
 
 /* Runs a CreateCopyTask/CreateMoveTask call's reservation.  Returns CR_OK
  * with *out (malloc'd, the caller's; the store holds the reservation), or

@@ -64,6 +64,7 @@ struct tasks_state {
     uint64_t rng[2];        /* task ids: xorshift128+, seeded from getrandom */
     uint64_t created, succeeded, failed, timed_out, bytes_moved;
     uint64_t ops_dropped; /* TASK_OP that could not be sent */
+    uint64_t pings_with_tasks; /* Ping responses that handed tasks out */
     uint64_t last_log_ns;
 };
 
@@ -92,6 +93,15 @@ static void new_id(struct tasks_state *st, struct cr_uuid *out) {
     out->b[8] = (uint8_t)((out->b[8] & 0x3f) | 0x80);
 }
 
+/* Sends a call back to the gateway with the reply it holds. */
+static void reply_as_is(struct cr_master_call *call) {
+    call->next = NULL;
+    struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
+    CR_MSG_BODY(&done, struct cr_msg_master_call)->call = call;
+    if (call->reply_to == NULL || cr_send(call->reply_to, &done) != CR_OK)
+        cr_master_call_free(call); /* the gateway is stopping */
+}
+
 /* Packs resp into the call (inline when it fits) and sends it back. */
 static void answer(struct cr_master_call *call, ProtobufCMessage *resp) {
     size_t len = protobuf_c_message_get_packed_size(resp);
@@ -104,11 +114,7 @@ static void answer(struct cr_master_call *call, ProtobufCMessage *resp) {
     } else {
         cr_rpc_reply_nomem(call);
     }
-    call->next = NULL;
-    struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
-    CR_MSG_BODY(&done, struct cr_msg_master_call)->call = call;
-    if (call->reply_to == NULL || cr_send(call->reply_to, &done) != CR_OK)
-        cr_master_call_free(call); /* the gateway is stopping */
+    reply_as_is(call);
 }
 
 /* Answers a call with only a status and a reason. */
@@ -277,6 +283,24 @@ static void assignment_fill(const struct tasks_state *st, const struct cr_task *
     out->a.deadline_in_ms = t->deadline_ms > st->now_ms ? t->deadline_ms - st->now_ms : 0;
 }
 
+/* Hands out up to `want` of `client`'s PENDING tasks (now PROCESSING) into
+ * as/ptrs (want entries each); returns how many. */
+static size_t hand_out(struct tasks_state *st, const struct cr_uuid *client, uint32_t want,
+                       struct assignment *as, Crescent__Master__TaskAssignment **ptrs) {
+    size_t n = 0;
+    for (uint32_t i = cr_task_table_active_count(st->table); i-- > 0 && n < want;) {
+        struct cr_task *t = cr_task_table_active_at(st->table, i);
+        if (t->status != CR_TASK_PENDING || memcmp(&t->executor, client, sizeof(*client)) != 0)
+            continue;
+        cr_task_table_update(st->table, t, CR_TASK_PROCESSING, "handed to its executor",
+                             epoch_now(st));
+        assignment_fill(st, t, &as[n]);
+        ptrs[n] = &as[n].a;
+        n++;
+    }
+    return n;
+}
+
 static void on_fetch(struct tasks_state *st, struct cr_master_call *call) {
     const Crescent__Master__FetchTasksRequest *req = (const void *)call->request;
     struct cr_uuid client;
@@ -290,18 +314,37 @@ static void on_fetch(struct tasks_state *st, struct cr_master_call *call) {
         return;
     }
     Crescent__Master__FetchTasksResponse resp = CRESCENT__MASTER__FETCH_TASKS_RESPONSE__INIT;
-    for (uint32_t i = cr_task_table_active_count(st->table); i-- > 0 && resp.n_tasks < want;) {
-        struct cr_task *t = cr_task_table_active_at(st->table, i);
-        if (t->status != CR_TASK_PENDING || memcmp(&t->executor, &client, sizeof(client)) != 0)
-            continue;
-        cr_task_table_update(st->table, t, CR_TASK_PROCESSING, "fetched by its executor",
-                             epoch_now(st));
-        assignment_fill(st, t, &as[resp.n_tasks]);
-        ptrs[resp.n_tasks] = &as[resp.n_tasks].a;
-        resp.n_tasks++;
-    }
+    resp.n_tasks = hand_out(st, &client, want, as, ptrs);
     resp.tasks = ptrs;
     answer(call, &resp.base); /* packs before the details can change */
+    free(as);
+    free(ptrs);
+}
+
+/* A ping segments ran (the client is known, the response packed): its
+ * client's PENDING tasks are added to the response (seed 004's hand-out).
+ * Out of memory: the ping goes back as segments packed it, without tasks;
+ * they stay PENDING for the next ping. */
+static void on_ping(struct tasks_state *st, struct cr_master_call *call) {
+    const Crescent__Master__PingRequest *req = (const void *)call->request;
+    assert(req->has_max_tasks && req->max_tasks > 0 && req->max_tasks <= 256);
+    Crescent__Master__PingResponse *resp = crescent__master__ping_response__unpack(
+        NULL, call->reply_len, call->reply);
+    struct assignment *as = calloc(req->max_tasks, sizeof(*as));
+    Crescent__Master__TaskAssignment **ptrs = calloc(req->max_tasks, sizeof(*ptrs));
+    if (resp != NULL && as != NULL && ptrs != NULL) {
+        struct cr_uuid client;
+        cr_rpc_uuid_from_pb(req->client_id, &client);
+        resp->n_tasks = hand_out(st, &client, req->max_tasks, as, ptrs);
+        resp->tasks = ptrs;
+        st->pings_with_tasks += resp->n_tasks > 0;
+        cr_master_call_reply_free(call);
+        answer(call, &resp->base);
+        resp->n_tasks = 0, resp->tasks = NULL; /* ours, not the unpacked message's */
+    } else {
+        reply_as_is(call);
+    }
+    if (resp != NULL) crescent__master__ping_response__free_unpacked(resp, NULL);
     free(as);
     free(ptrs);
 }
@@ -350,6 +393,7 @@ static void on_call(struct tasks_state *st, struct cr_master_call *call) {
     switch (call->method) {
     case CRESCENT__MASTER__METHOD__QUERY_TASK: on_query(st, call); return;
     case CRESCENT__MASTER__METHOD__FETCH_TASKS: on_fetch(st, call); return;
+    case CRESCENT__MASTER__METHOD__PING: on_ping(st, call); return;
     case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE: on_report(st, call); return;
     default:
         answer_status(call, CR_ERR_INVALID_PARAMS, "not a task method");
@@ -507,6 +551,7 @@ static void tasks_stats(struct cr_actor *self, void *arg, struct cr_actor_stats 
     add_stat(out, "created_total", st->created);
     add_stat(out, "succeeded_total", st->succeeded);
     add_stat(out, "failed_total", st->failed);
+    add_stat(out, "pings_with_tasks_total", st->pings_with_tasks);
     add_stat(out, "timed_out_total", st->timed_out);
     add_stat(out, "in_flight", cr_task_table_active_count(st->table));
     add_stat(out, "finished_kept", cr_task_table_finished_count(st->table));

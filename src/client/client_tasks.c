@@ -148,32 +148,63 @@ static bool assignment_copy(const Crescent__Master__TaskAssignment *in,
     return true;
 }
 
-int cr_client_fetch_tasks(cr_client *c, uint32_t max, struct cr_task_assignments *out) {
-    assert(c != NULL && out != NULL);
-    memset(out, 0, sizeof(*out));
-    if (max == 0 || max > FETCH_MAX)
-        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "fetch 1 to %u tasks, not %u", FETCH_MAX,
-                              max);
-    Crescent__Master__UUID id;
-    cr_client_uuid_to_pb(c->id, &id);
-    Crescent__Master__FetchTasksRequest req = CRESCENT__MASTER__FETCH_TASKS_REQUEST__INIT;
-    req.client_id = &id;
-    req.has_max_tasks = 1;
-    req.max_tasks = max;
-    ProtobufCMessage *msg;
-    int rc = cr_client_call(c, CR_METHOD_FETCH_TASKS, &req.base, &msg);
-    if (rc != CR_OK) return rc;
-    const Crescent__Master__FetchTasksResponse *r = (const void *)msg;
-    out->tasks = calloc(r->n_tasks > 0 ? r->n_tasks : 1, sizeof(*out->tasks));
+/* Deep-copies a response's tasks into *out; frees the response. */
+static int copy_assignments(cr_client *c, ProtobufCMessage *msg,
+                            Crescent__Master__TaskAssignment *const *tasks, size_t n,
+                            struct cr_task_assignments *out) {
+    out->tasks = calloc(n > 0 ? n : 1, sizeof(*out->tasks));
     bool ok = out->tasks != NULL;
-    for (size_t i = 0; ok && i < r->n_tasks; i++) {
+    for (size_t i = 0; ok && i < n; i++) {
         out->count = i + 1;
-        ok = assignment_copy(r->tasks[i], &out->tasks[i]);
+        ok = assignment_copy(tasks[i], &out->tasks[i]);
     }
     protobuf_c_message_free_unpacked(msg, NULL);
     if (ok) return CR_OK;
     cr_client_task_assignments_free(out);
     return cr_client_fail(c, CR_ERR_NOMEM, "out of memory copying the tasks");
+}
+
+/* Checks `max` and clears *out before a call that hands tasks out. */
+static int tasks_begin(cr_client *c, uint32_t max, struct cr_task_assignments *out) {
+    assert(c != NULL && out != NULL);
+    memset(out, 0, sizeof(*out));
+    if (max == 0 || max > FETCH_MAX)
+        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "take 1 to %u tasks, not %u", FETCH_MAX,
+                              max);
+    return CR_OK;
+}
+
+int cr_client_fetch_tasks(cr_client *c, uint32_t max, struct cr_task_assignments *out) {
+    ProtobufCMessage *msg;
+    Crescent__Master__UUID id;
+    Crescent__Master__FetchTasksRequest req = CRESCENT__MASTER__FETCH_TASKS_REQUEST__INIT;
+    int rc = tasks_begin(c, max, out);
+    if (rc != CR_OK) return rc;
+    cr_client_uuid_to_pb(c->id, &id);
+    req.client_id = &id, req.has_max_tasks = 1, req.max_tasks = max;
+    if ((rc = cr_client_call(c, CR_METHOD_FETCH_TASKS, &req.base, &msg)) != CR_OK) return rc;
+    const Crescent__Master__FetchTasksResponse *r = (const void *)msg;
+    return copy_assignments(c, msg, r->tasks, r->n_tasks, out);
+}
+
+int cr_client_heartbeat_tasks(cr_client *c, uint32_t max, uint64_t *ttl_ms, bool *known,
+                              struct cr_task_assignments *out) {
+    int rc = tasks_begin(c, max, out);
+    if (rc != CR_OK) return rc;
+    Crescent__Master__UUID id;
+    cr_client_uuid_to_pb(c->id, &id);
+    Crescent__Master__PingRequest req = CRESCENT__MASTER__PING_REQUEST__INIT;
+    req.client_id = &id;
+    req.has_max_tasks = 1;
+    req.max_tasks = max;
+    ProtobufCMessage *msg;
+    rc = cr_client_call(c, CR_METHOD_PING, &req.base, &msg);
+    if (rc != CR_OK) return rc;
+    const Crescent__Master__PingResponse *r = (const void *)msg;
+    if (ttl_ms != NULL) *ttl_ms = r->has_client_ttl_ms ? r->client_ttl_ms : 0;
+    /* A master that does not say is taken to know us (as cr_client_heartbeat). */
+    if (known != NULL) *known = !r->has_client_known || r->client_known;
+    return copy_assignments(c, msg, r->tasks, r->n_tasks, out);
 }
 
 int cr_client_mark_task_to_complete(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES],

@@ -10,7 +10,8 @@
  *      the master does not know this server (it restarted, or this server
  *      missed pings for longer than the client TTL and lost its segment);
  *   5. after each heartbeat, runs the copy/move tasks whose source is its
- *      segment (actors/task_exec.h: fetch, read, verify, write, report);
+ *      segment, handed out in the Ping response (actors/task_exec.h: read,
+ *      verify, write, report);
  *   6. on SIGTERM or SIGINT unmounts and exits 0.
  *
  * The main thread takes the signals with sigtimedwait between pings, so no
@@ -35,7 +36,7 @@
 #include "crescent/error.h"
 #include "rdma/xfer.h"
 
-#define TASKS_PER_ROUND 16u /* copy/move tasks fetched per heartbeat */
+#define TASKS_PER_ROUND 16u /* copy/move tasks taken per heartbeat */
 
 struct store_server {
     struct cr_xfer_client *exec; /* runs the copy/move tasks this server is handed */
@@ -123,7 +124,8 @@ static int mount(struct store_server *s, bool again) {
  * so once per outage. */
 static void heartbeat(struct store_server *s, bool *master_down, uint64_t *ttl_ms) {
     bool known = true;
-    int rc = cr_client_heartbeat(s->master, ttl_ms, &known);
+    struct cr_task_assignments tasks;
+    int rc = cr_client_heartbeat_tasks(s->master, TASKS_PER_ROUND, ttl_ms, &known, &tasks);
     if (rc != CR_OK) {
         if (!*master_down)
             CR_WARN("store", "master %s does not answer (%s); retrying every %u ms",
@@ -133,9 +135,11 @@ static void heartbeat(struct store_server *s, bool *master_down, uint64_t *ttl_m
     }
     if (*master_down) CR_INFO("store", "master %s answers again", s->opt.master);
     *master_down = false;
-    /* The copy/move tasks whose source is this segment: fetched, run and
-     * reported here, between heartbeats (task_exec.h). */
-    int ran = cr_task_exec_serve(s->master, s->exec, TASKS_PER_ROUND);
+    /* The copy/move tasks whose source is this segment, handed out with the
+     * ping (seed 004): run and reported here, between heartbeats
+     * (task_exec.h). */
+    int ran = cr_task_exec_run_all(s->master, s->exec, &tasks);
+    cr_client_task_assignments_free(&tasks);
     if (ran > 0) CR_INFO("store", "ran %d copy/move task(s)", ran);
     if (!known || !s->mounted) {
         if (!known)

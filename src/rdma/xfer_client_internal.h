@@ -33,6 +33,7 @@ struct xfer_tcp_conn {
     int fd;                   /* -1: not connected */
     uint32_t events;          /* epoll mask registered */
     bool dirty;               /* in cli->dirty: has unsent requests */
+    bool answered;            /* a well-formed response came on this connection */
     uint32_t head, sent, tail;/* parts: [head, sent) awaiting a response, [sent, tail) unsent */
     uint64_t send_offset;     /* bytes of part `sent` already written */
     uint64_t bytes_queued;    /* payload of parts not yet answered (for balancing) */

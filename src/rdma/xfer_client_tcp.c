@@ -88,6 +88,7 @@ int cr_xfer_tcp_connect(struct xfer_tcp_conn *c) {
     c->fd = fd;
     cli->tcp_open++;
     c->events = EPOLLIN;
+    c->answered = false;
     c->head = c->sent = c->tail = 0;
     c->send_offset = c->bytes_queued = c->payload_left = 0;
     c->rx_pos = c->rx_fill = 0;
@@ -214,9 +215,19 @@ static bool take_responses(struct xfer_tcp_conn *c) {
         struct cr_xfer_response resp;
         if (c->head == c->sent || cr_xfer_response_parse(c->rx + c->rx_pos, &resp) != CR_OK ||
             resp.request_id != part_at(c, c->head)->request_id) {
-            cr_xfer_tcp_fail(c, CR_ERR_PROTOCOL, "response out of step with the requests");
+            /* Bad bytes before any good response: the connect reached something
+             * that is not a transfer server (a proxy, an HTTP port, a made-up
+             * endpoint that a gateway accepts).  Say so, not "out of step". */
+            cr_xfer_tcp_fail(c, c->answered ? CR_ERR_PROTOCOL : CR_ERR_IO,
+                             c->answered ? "response out of step with the requests"
+                             : memcmp(c->rx + c->rx_pos, "HTTP/", 5) == 0
+                                 ? "connect: an HTTP server answered, not a crescent transfer "
+                                   "server (check the endpoint)"
+                                 : "connect: the peer is not a crescent transfer server (its "
+                                   "first answer is not a transfer response; check the endpoint)");
             return false;
         }
+        c->answered = true;
         c->rx_pos += CR_XFER_RESPONSE_BYTES;
         struct xfer_part *p = part_at(c, c->head);
         if (resp.status != CR_OK) {

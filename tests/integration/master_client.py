@@ -194,8 +194,11 @@ class MasterClient:
     def get_version(self):
         return self.call(self.pb.GET_VERSION, self.pb.GetVersionRequest())
 
-    def ping(self, client_id=None):
-        return self.call(self.pb.PING, self.pb.PingRequest(client_id=self.uuid(client_id)))
+    def ping(self, client_id=None, max_tasks=None):
+        req = self.pb.PingRequest(client_id=self.uuid(client_id))
+        if max_tasks is not None:
+            req.max_tasks = max_tasks
+        return self.call(self.pb.PING, req)
 
     def _mount_req(self, name, size, base, endpoint, protocol, client_id):
         return self.pb.MountSegmentRequest(buffer=base, size=size, segment_name=name,

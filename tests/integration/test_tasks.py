@@ -130,6 +130,39 @@ def test_copy_reserves_then_commits_with_event(cluster):
     assert late.status_code == STATUS["INVALID_PARAMS"] and "already ended" in late.error_message
 
 
+def test_ping_hands_tasks_out(cluster):
+    """Seed 004's hand-out: the executor's Ping response carries its PENDING
+    tasks (PingRequest.max_tasks), once; a plain ping carries none."""
+    c = cluster()
+    for i in range(3):
+        c.put_on(f"p{i}", "seg-a")
+    ids = {c.client.create_copy_task(f"p{i}", ["seg-c"]).task_id.SerializeToString()
+           for i in range(3)}
+    plain = c.a.ping()
+    assert plain.status_code == 0 and len(plain.tasks) == 0
+    assert len(c.b.ping(max_tasks=16).tasks) == 0  # B does not hold the sources
+    first = c.a.ping(max_tasks=2)
+    assert first.status_code == 0 and first.client_known and first.client_ttl_ms > 0
+    assert len(first.tasks) == 2
+    rest = c.a.ping(max_tasks=16).tasks
+    assert len(rest) == 1 and len(c.a.ping(max_tasks=16).tasks) == 0  # handed out once
+    got = list(first.tasks) + list(rest)
+    assert {t.task_id.SerializeToString() for t in got} == ids
+    for t in got:
+        assert t.source.segment_name == "seg-a" and [x.segment_name for x in t.targets] == ["seg-c"]
+        assert c.status(t.task_id).status == c.pb.PROCESSING
+        assert c.a.mark_task_to_complete(t.task_id).status_code == 0
+        assert c.wait_status(t.task_id, c.pb.SUCCESS).status == c.pb.SUCCESS
+    bad = c.a.ping(max_tasks=257)
+    assert bad.status_code == STATUS["INVALID_PARAMS"] and "max_tasks" in bad.error_message
+    unknown = MasterClient(c.rpc, client_id=(0xC, 3), timeout=WAIT_S)
+    try:  # a client the master does not know gets no tasks, and is told so
+        r = unknown.ping(max_tasks=16)
+        assert not r.client_known and len(r.tasks) == 0
+    finally:
+        unknown.close()
+
+
 def test_move_waits_for_a_live_lease(cluster):
     c = cluster("--default-kv-lease-ttl", "1500")
     sub = c.subscriber()

@@ -404,6 +404,54 @@ static void test_dead_and_silent_peers(void **state) {
     close(probe);
 }
 
+/* A port that answers, but not as a transfer server (an HTTP gateway accepts
+ * connects to made-up hosts): the first answer names the peer and says
+ * "connect", never "out of step". */
+struct impostor {
+    int listener;
+    const char *answer;
+};
+
+static void *impostor_thread(void *arg) {
+    struct impostor *imp = arg;
+    int fd = accept(imp->listener, NULL, NULL);
+    assert_true(fd >= 0);
+    uint8_t req[64];
+    assert_true(recv(fd, req, sizeof(req), 0) > 0);
+    size_t n = strlen(imp->answer);
+    assert_int_equal(send(fd, imp->answer, n, MSG_NOSIGNAL), (ssize_t)n);
+    close(fd);
+    return NULL;
+}
+
+static void test_not_a_transfer_server(void **state) {
+    struct fixture *f = *state;
+    const char *answers[] = {"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n",
+                             "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n"};
+    const char *expect[] = {"connect: an HTTP server answered", "connect: the peer is not"};
+    for (int i = 0; i < 2; i++) {
+        struct impostor imp = {.listener = socket(AF_INET, SOCK_STREAM, 0), .answer = answers[i]};
+        struct sockaddr_in addr = {.sin_family = AF_INET,
+                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(bind(imp.listener, (struct sockaddr *)&addr, sizeof(addr)), 0);
+        assert_int_equal(listen(imp.listener, 4), 0);
+        socklen_t len = sizeof(addr);
+        getsockname(imp.listener, (struct sockaddr *)&addr, &len);
+        char endpoint[64];
+        snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", ntohs(addr.sin_port));
+        pthread_t thread;
+        assert_int_equal(pthread_create(&thread, NULL, impostor_thread, &imp), 0);
+        uint8_t buf[16];
+        assert_int_equal(cr_xfer_read(f->cli, endpoint, "seg0", 0, buf, 16), CR_ERR_IO);
+        const char *error = cr_xfer_client_last_error(f->cli);
+        assert_non_null(strstr(error, endpoint));
+        assert_non_null(strstr(error, expect[i]));
+        assert_null(strstr(error, "out of step"));
+        pthread_join(thread, NULL);
+        close(imp.listener);
+    }
+}
+
 static void test_connection_limit(void **state) {
     struct fixture *f = *state;
     server_stop(f);
@@ -447,6 +495,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_unknown_and_unregistered_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_ops_rejected_at_submit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_and_silent_peers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_a_transfer_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_limit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
