@@ -568,6 +568,7 @@ static json_t *source_json(const struct indexer_state *st, const struct indexer_
     char key[3 * CR_INDEXER_NAME_MAX];
     snprintf(key, sizeof(key), "%s|%s|%u", r->instance_id, r->tenant_id, r->dp_rank);
     json_object_set_new(o, "key", json_string(key));
+    json_object_set_new(o, "bind", json_boolean(r->bind));
     json_object_set_new(o, "last_seq",
                         s->have_seq ? json_integer((json_int_t)s->last_seq) : json_null());
     json_object_set_new(o, "replaying", json_boolean(s->replaying));

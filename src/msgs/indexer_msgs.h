@@ -42,6 +42,10 @@ struct cr_indexer_registration {
     char lora_name[CR_INDEXER_NAME_MAX];
     uint32_t block_size;
     char salt[CR_INDEXER_NAME_MAX]; /* "additionalsalt" */
+    /* crescent binds the SUB at endpoint and the publisher connects its PUB
+     * (vLLM does when its endpoint names a host, not "*"); replay_endpoint
+     * is still connected to (vLLM's replay ROUTER always binds). */
+    bool bind;
 };
 
 struct cr_msg_indexer_register {

@@ -445,7 +445,9 @@ def test_static_config_file_and_env(daemon, pubs, tmp_path):
 
 @pytest.mark.parametrize("text", ["{bad", '{"kvevent_instance": {"x": {"endpoint": "tcp://a:1"}}}',
                                   '{"kvevent_instance": {"x": {"endpoint": "nope://", '
-                                  '"modelname": "m", "block_size": 16}}}'])
+                                  '"modelname": "m", "block_size": 16}}}',
+                                  '{"kvevent_instance": {"x": {"endpoint": "tcp://*:5557", '
+                                  '"modelname": "m", "block_size": 16, "bind": true}}}'])
 def test_bad_static_config_exits_2(tmp_path, text):
     conf = tmp_path / "c.json"
     conf.write_text(text)
