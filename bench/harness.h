@@ -74,6 +74,18 @@ static inline void bench_report(const char *name, uint64_t ops, uint64_t elapsed
     fflush(stdout);
 }
 
+static int bench_double_compare(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of n values (sorts them in place): of interleaved rounds. */
+static inline double bench_median(double *v, int n) {
+    assert(n > 0);
+    qsort(v, (size_t)n, sizeof(double), bench_double_compare);
+    return v[n / 2];
+}
+
 /* CPU time (user + system) the whole process has used, in ns: divided by
  * the ops of a case, it is the cost of one op on every thread together, a
  * steadier figure than ops/s on a shared machine. */

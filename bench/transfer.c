@@ -217,16 +217,6 @@ static double memcpy_ceiling_gb_per_s(const uint8_t *span) {
     return (double)bytes / (double)elapsed;
 }
 
-static int compare_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), compare_double);
-    return v[n / 2];
-}
-
 static void run_targets(const char *endpoint, uint64_t base, const uint8_t *span) {
     double tcp_ceiling[ROUNDS], tcp_get[ROUNDS], mem_ceiling[ROUNDS], shm_get[ROUNDS],
         shm_small_p50[ROUNDS];
@@ -240,13 +230,13 @@ static void run_targets(const char *endpoint, uint64_t base, const uint8_t *span
                "shm 1 MiB get %.2f GB/s, shm 4 KiB get p50 %.2f us\n",
                r + 1, tcp_ceiling[r], tcp_get[r], mem_ceiling[r], shm_get[r], shm_small_p50[r]);
     }
-    double tc = median(tcp_ceiling, ROUNDS), tg = median(tcp_get, ROUNDS);
-    double mc = median(mem_ceiling, ROUNDS), sg = median(shm_get, ROUNDS);
+    double tc = bench_median(tcp_ceiling, ROUNDS), tg = bench_median(tcp_get, ROUNDS);
+    double mc = bench_median(mem_ceiling, ROUNDS), sg = bench_median(shm_get, ROUNDS);
     printf("medians of %d rounds: tcp 1 MiB get %.2f GB/s = %.0f%% of bare loopback %.2f GB/s "
            "(target >= 70%%); shm 1 MiB get %.2f GB/s = %.0f%% of memcpy %.2f GB/s "
            "(target >= 50%%); shm 4 KiB get p50 %.2f us (target <= 5 us)\n",
            ROUNDS, tg, 100 * tg / tc, tc, sg, 100 * sg / mc, mc,
-           median(shm_small_p50, ROUNDS));
+           bench_median(shm_small_p50, ROUNDS));
 }
 
 int main(int argc, char **argv) {

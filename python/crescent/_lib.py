@@ -67,6 +67,16 @@ class PutItem(ctypes.Structure):
                 ("config", ctypes.POINTER(ReplicateConfig)), ("block", c_void_p)]
 
 
+class PutData(ctypes.Structure):
+    _fields_ = [("key", c_char_p), ("data", c_void_p), ("len", c_size_t),
+                ("config", ctypes.POINTER(ReplicateConfig)), ("status", c_int)]
+
+
+class GetBuffer(ctypes.Structure):
+    _fields_ = [("key", c_char_p), ("buf", c_void_p), ("cap", c_size_t), ("len", c_size_t),
+                ("status", c_int)]
+
+
 def _candidates():
     env = os.environ.get("CRESCENT_LIB")
     if env:
@@ -118,6 +128,14 @@ def _declare(lib):
                                            P(StatusList)]),
         "cr_client_remove_by_regex": (c_int, [c_void_p, c_char_p, c_char_p, c_bool, P(c_i64)]),
         "cr_client_remove_all": (c_int, [c_void_p, c_char_p, c_bool, P(c_i64)]),
+        "cr_client_put": (c_int, [c_void_p, c_char_p, c_char_p, c_void_p, c_size_t,
+                                  P(ReplicateConfig)]),
+        "cr_client_get": (c_int, [c_void_p, c_char_p, c_char_p, P(c_void_p), P(c_size_t)]),
+        "cr_client_get_into": (c_int, [c_void_p, c_char_p, c_char_p, c_void_p, c_size_t,
+                                       P(c_size_t)]),
+        "cr_client_register_buffer": (c_int, [c_void_p, c_void_p, c_size_t]),
+        "cr_client_batch_put": (c_int, [c_void_p, c_char_p, P(PutData), c_size_t]),
+        "cr_client_batch_get_into": (c_int, [c_void_p, c_char_p, P(GetBuffer), c_size_t]),
         "cr_client_replica_list_free": (None, [P(ReplicaList)]),
         "cr_client_replica_lists_free": (None, [P(ReplicaLists)]),
         "cr_client_status_list_free": (None, [P(StatusList)]),
@@ -132,3 +150,9 @@ def _declare(lib):
 
 
 lib = _declare(_load())
+
+# cr_client_get hands back malloc'd bytes for the caller to free(): the C
+# library's free, which libcrescent shares with this process.
+libc = ctypes.CDLL(None)
+libc.free.restype = None
+libc.free.argtypes = [c_void_p]

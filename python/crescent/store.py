@@ -2,11 +2,16 @@
 return values of Mooncake's DistributedObjectStore (setup, is_exist, remove,
 remove_by_regex, remove_all, batch forms, close), over libcrescent.
 
+Values move through libcrescent's data plane (put, get, get_into,
+batch_put_from, batch_get_into, register_buffer), as Mooncake's calls do.
+
 Differences from the reference, on purpose: a failed call raises CrescentError
-carrying the server's status and reason instead of returning a negative code,
-and the store is also usable as a context manager.  This client speaks the
-metadata calls; moving bytes (put/get of values) needs crescent's data plane
-and is not in it yet.
+carrying the server's status and reason instead of returning a negative code
+(get raises instead of returning b""; the batch forms still report per item),
+get_into also takes a writable Python buffer (bytearray, memoryview, ctypes
+array) in place of an address and size, and the store is also usable as a
+context manager.  This process does not contribute memory: setup refuses a
+nonzero global_segment_size (crescentd's local segment or crescent-store do).
 """
 import ctypes
 import uuid
@@ -65,6 +70,48 @@ def _replicas(rl):
     return out
 
 
+def _config(config):
+    """None, or a cr_replicate_config from an object or dict with the
+    reference's ReplicateConfig fields."""
+    if config is None:
+        return None
+    get = config.get if isinstance(config, dict) else lambda k, d: getattr(config, k, d)
+    segment = get("preferred_segment", None)
+    return ctypes.pointer(_lib.ReplicateConfig(
+        replica_num=get("replica_num", 1), with_soft_pin=bool(get("with_soft_pin", False)),
+        preferred_segment=_b(segment) if segment else None))
+
+
+def _address(buffer, size=None, readonly_ok=False, keep=None):
+    """(address, capacity) of an integer address with its size, or of a
+    bytes-like object (writable unless readonly_ok; a read-only one other
+    than bytes is copied into an array kept alive in `keep`)."""
+    if isinstance(buffer, int):
+        if size is None or size < 0:
+            raise ValueError("an integer buffer address needs its size in bytes")
+        return buffer, size
+    if isinstance(buffer, bytes) and readonly_ok:  # CPython's bytes: its own memory, no copy
+        if keep is not None:
+            keep.append(buffer)
+        cap = len(buffer) if size is None else size
+        if cap > len(buffer):
+            raise ValueError(f"size {cap} is larger than the buffer ({len(buffer)} bytes)")
+        return ctypes.cast(ctypes.c_char_p(buffer), ctypes.c_void_p).value, cap
+    view = memoryview(buffer).cast("B")
+    if view.readonly:
+        if not readonly_ok:
+            raise TypeError("the buffer must be writable (bytearray, memoryview, ctypes array)")
+        array = (ctypes.c_char * len(view)).from_buffer_copy(view)
+    else:
+        array = (ctypes.c_char * len(view)).from_buffer(view)
+    if keep is not None:
+        keep.append(array)
+    cap = len(view) if size is None else size
+    if cap > len(view):
+        raise ValueError(f"size {cap} is larger than the buffer ({len(view)} bytes)")
+    return ctypes.addressof(array), cap
+
+
 class Store:
     """One connection to crescentd's store master.  Not thread-safe (one Store
     per thread, as libcrescent's client); several Stores may run concurrently."""
@@ -86,10 +133,13 @@ class Store:
         local_hostname, metadata_server, local_buffer_size, protocol and
         device_name configure Mooncake's transfer engine, which crescent does
         not have: they are accepted for the reference's signature and unused.
-        global_segment_size must be 0: contributing memory needs the data plane."""
+        global_segment_size must be 0: this client reads and writes values but
+        does not host a segment (crescentd's --local-segment-size or a
+        crescent-store process contributes memory)."""
         if global_segment_size:
-            raise ValueError("global_segment_size: contributing a segment needs crescent's data "
-                             "plane, which this client does not have yet; pass 0")
+            raise ValueError("global_segment_size: the Python client does not host a segment; "
+                             "pass 0 and give memory with crescentd --local-segment-size or "
+                             "crescent-store --segment-size")
         if self._client is not None:
             raise CrescentError(-600, "setup called twice on one Store", "setup")
         options = _lib.Options(timeout_ms=timeout_ms)
@@ -198,6 +248,86 @@ class Store:
         """Abandons a put started by this Store.  Returns 0."""
         self._check(lib.cr_client_put_revoke(self._need(), self._tenant, _b(key)), "put_revoke")
         return 0
+
+    # ---- values (the data plane) ---------------------------------------------
+
+    def put(self, key, value, config=None):
+        """Stores the bytes of `value` (bytes-like, 1 byte or more) under `key`.
+        config: None (1 replica) or an object/dict with replica_num,
+        with_soft_pin, preferred_segment.  Returns 0."""
+        keep = []
+        addr, size = _address(value, readonly_ok=True, keep=keep)
+        rc = lib.cr_client_put(self._need(), self._tenant, _b(key), addr, size, _config(config))
+        self._check(rc, "put")
+        return 0
+
+    def get(self, key):
+        """The object's bytes."""
+        data = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        rc = lib.cr_client_get(self._need(), self._tenant, _b(key), ctypes.byref(data),
+                               ctypes.byref(size))
+        self._check(rc, "get")
+        try:
+            return ctypes.string_at(data, size.value)
+        finally:
+            _lib.libc.free(data)
+
+    def get_into(self, key, buffer, size=None):
+        """Reads the object straight into `buffer` (a writable bytes-like
+        object, or the reference's integer address with `size`), no copy in
+        between; returns the object's size.  A buffer too small raises
+        CrescentError (INVALID_PARAMS) naming the size needed."""
+        addr, cap = _address(buffer, size)
+        got = ctypes.c_size_t()
+        rc = lib.cr_client_get_into(self._need(), self._tenant, _b(key), addr, cap,
+                                    ctypes.byref(got))
+        self._check(rc, "get_into")
+        return got.value
+
+    def register_buffer(self, buffer, size=None):
+        """Declares a buffer (as get_into takes it) that put/get_into will use,
+        so a transport that needs registered memory moves it without a bounce
+        copy; tcp and shm need none.  The buffer must outlive the Store's use
+        of it.  Returns 0."""
+        addr, cap = _address(buffer, size)
+        self._check(lib.cr_client_register_buffer(self._need(), addr, cap), "register_buffer")
+        return 0
+
+    def batch_put_from(self, keys, buffer_ptrs, sizes, config=None):
+        """Stores sizes[i] bytes at address buffer_ptrs[i] (or a bytes-like
+        object there) under keys[i], all in one batch.  Per key 0 or the
+        negative status, as the reference; raises only when the call fails whole."""
+        keys, n = list(keys), len(keys)
+        if not (len(buffer_ptrs) == n and len(sizes) == n):
+            raise ValueError(f"batch_put_from: {n} keys, {len(buffer_ptrs)} buffers, "
+                             f"{len(sizes)} sizes")
+        cfg = _config(config)
+        items = (_lib.PutData * n)()
+        keep = []
+        for i, (key, buf, size) in enumerate(zip(keys, buffer_ptrs, sizes)):
+            addr, cap = _address(buf, size, readonly_ok=True, keep=keep)
+            items[i] = _lib.PutData(key=_b(key), data=addr, len=size, config=cfg)
+        self._check(lib.cr_client_batch_put(self._need(), self._tenant, items, n),
+                    "batch_put_from")
+        return [items[i].status for i in range(n)]
+
+    def batch_get_into(self, keys, buffer_ptrs, sizes):
+        """Reads keys[i] into buffer_ptrs[i] (an address, or a writable
+        bytes-like object) of sizes[i] bytes, all in one batch.  Per key the
+        bytes read or the negative status, as the reference; raises only when
+        the call fails whole."""
+        keys, n = list(keys), len(keys)
+        if not (len(buffer_ptrs) == n and len(sizes) == n):
+            raise ValueError(f"batch_get_into: {n} keys, {len(buffer_ptrs)} buffers, "
+                             f"{len(sizes)} sizes")
+        items = (_lib.GetBuffer * n)()
+        for i, (key, buf, size) in enumerate(zip(keys, buffer_ptrs, sizes)):
+            addr, cap = _address(buf, size)
+            items[i] = _lib.GetBuffer(key=_b(key), buf=addr, cap=cap)
+        self._check(lib.cr_client_batch_get_into(self._need(), self._tenant, items, n),
+                    "batch_get_into")
+        return [items[i].len if items[i].status == OK else items[i].status for i in range(n)]
 
     # ---- removal ------------------------------------------------------------
 

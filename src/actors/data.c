@@ -249,7 +249,8 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
                 (unsigned long long)config->local_segment_size, cr_strerror(rc));
         return rc == CR_ERR_INVALID_PARAMS ? rc : CR_ERR_IO;
     }
-    struct cr_xfer_server_config xc = {.tcp_address = config->data_address};
+    struct cr_xfer_server_config xc = {.tcp_address = config->data_address,
+                                       .shm_disabled = config->data_no_shm};
     rc = cr_xfer_server_create(&xc, &st->xfer);
     if (rc == CR_OK) rc = cr_xfer_server_register_segment(st->xfer, DATA_SEGMENT_NAME, &st->segment);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = -1};

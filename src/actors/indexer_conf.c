@@ -55,6 +55,48 @@ static bool get_uint(json_t *obj, const char *name, bool required, uint32_t max,
     return true;
 }
 
+static bool get_bool(json_t *obj, const char *name, bool *out, char *error, size_t error_size) {
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL || json_is_null(v)) return true;
+    if (!json_is_boolean(v)) {
+        snprintf(error, error_size, "field '%s' must be true or false", name);
+        return false;
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
+/* A bind endpoint: ipc://PATH, or tcp://HOST:PORT with a port from 1 to
+ * 65535 (crescent must know where the publisher connects) and a host that is
+ * not a wildcard (listening on every interface is not done by default: name
+ * the interface, 127.0.0.1 for a local engine). */
+static bool check_bind_endpoint(const char *endpoint, char *error, size_t error_size) {
+    if (strncmp(endpoint, "ipc://", 6) == 0 && endpoint[6] != '\0') return true;
+    const char *colon = strrchr(endpoint, ':');
+    char *end = NULL;
+    long port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+    if (strncmp(endpoint, "tcp://", 6) != 0 || colon == endpoint + 5 || colon == endpoint + 6 ||
+        end == colon + 1 || *end != '\0' || port < 1 || port > 65535) {
+        snprintf(error, error_size,
+                 "with \"bind\": true the endpoint must be tcp://HOST:PORT (port 1 to 65535) or "
+                 "ipc://PATH, not '%.200s'",
+                 endpoint);
+        return false;
+    }
+    size_t host_len = (size_t)(colon - (endpoint + 6));
+    static const char *const wildcards[] = {"*", "0.0.0.0", "[::]", "[*]"};
+    for (size_t i = 0; i < sizeof(wildcards) / sizeof(wildcards[0]); i++) {
+        if (strlen(wildcards[i]) == host_len && strncmp(endpoint + 6, wildcards[i], host_len) == 0) {
+            snprintf(error, error_size,
+                     "with \"bind\": true the endpoint '%.200s' would listen on every interface; "
+                     "name one (127.0.0.1 for an engine on this host)",
+                     endpoint);
+            return false;
+        }
+    }
+    return true;
+}
+
 int cr_indexer_registration_check(struct cr_indexer_registration *reg, char *error,
                                   size_t error_size) {
     if (reg->instance_id[0] == '\0') {
@@ -69,6 +111,8 @@ int cr_indexer_registration_check(struct cr_indexer_registration *reg, char *err
         snprintf(error, error_size, "endpoint must not be empty");
         return CR_ERR_INVALID_PARAMS;
     }
+    if (reg->bind && !check_bind_endpoint(reg->endpoint, error, error_size))
+        return CR_ERR_INVALID_PARAMS;
     if (reg->block_size == 0) {
         snprintf(error, error_size, "block_size must be greater than 0");
         return CR_ERR_INVALID_PARAMS;
@@ -87,6 +131,7 @@ int cr_indexer_registration_check(struct cr_indexer_registration *reg, char *err
 static const char *const registration_fields[] = {
     "instance_id", "endpoint",       "replay_endpoint", "type",       "modelname",
     "lora_name",   "tenant_id",      "additionalsalt",  "block_size", "dp_rank",
+    "bind",
 };
 
 /* Engine types (the publisher's dialect is read from its messages; the type
@@ -104,7 +149,7 @@ static bool check_fields(json_t *obj, char *error, size_t error_size) {
             snprintf(error, error_size,
                      "unknown field '%.64s' (a registration takes instance_id, endpoint, "
                      "replay_endpoint, type, modelname, lora_name, tenant_id, additionalsalt, "
-                     "block_size, dp_rank)",
+                     "block_size, dp_rank, bind)",
                      key);
             return false;
         }
@@ -152,6 +197,7 @@ int cr_indexer_registration_from_json(json_t *obj, const char *default_instance,
         get_uint(obj, "block_size", true, CR_KV_MAX_BLOCK_SIZE, &reg->block_size, error,
                  error_size) &&
         get_uint(obj, "dp_rank", false, CR_PREFIX_DP_RANKS - 1, &reg->dp_rank, error, error_size) &&
+        get_bool(obj, "bind", &reg->bind, error, error_size) &&
         check_type(reg->type, error, error_size);
     if (!ok) return CR_ERR_INVALID_PARAMS;
     if (reg->instance_id[0] == '\0' && default_instance != NULL)

@@ -49,11 +49,11 @@ int indexer_persist_load(struct indexer_state *st, const char *dir, char *error,
 }
 
 static json_t *registration_json(const struct cr_indexer_registration *r) {
-    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:s}", "instance_id",
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:b}", "instance_id",
                      r->instance_id, "tenant_id", r->tenant_id, "dp_rank", (json_int_t)r->dp_rank,
                      "endpoint", r->endpoint, "replay_endpoint", r->replay_endpoint, "type",
                      r->type, "modelname", r->model, "lora_name", r->lora_name, "block_size",
-                     (json_int_t)r->block_size, "additionalsalt", r->salt);
+                     (json_int_t)r->block_size, "additionalsalt", r->salt, "bind", r->bind);
 }
 
 /* Writes text to path through path.tmp; returns 0 or an errno. */

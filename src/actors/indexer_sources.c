@@ -66,11 +66,13 @@ static void *open_socket(struct indexer_state *st, int type, const char *endpoin
  * /services and because a SUB whose peer broke the protocol (a message
  * over ZMQ_MAXMSGSIZE above all) is dropped by ZMQ and never reconnected:
  * on a disconnect the SUB is opened again (monitor_event).  The monitor is
- * attached before the connect, so its first handshake is seen.  Returns
+ * attached before the connect, so its first handshake is seen.  With bind
+ * the SUB listens at endpoint and the publisher connects (an address in use
+ * is refused).  Returns
  * the SUB (and *monitor, NULL when it could not be set up: health then
  * stays "never connected"), or NULL with one line in error. */
-static void *sub_open(struct indexer_state *st, const char *endpoint, void **monitor,
-                      char *error, size_t size) {
+static void *sub_open(struct indexer_state *st, const char *endpoint, bool bind,
+                      void **monitor, char *error, size_t size) {
     *monitor = NULL;
     void *sub = zmq_socket(st->zmq, ZMQ_SUB);
     if (sub == NULL) {
@@ -91,9 +93,16 @@ static void *sub_open(struct indexer_state *st, const char *endpoint, void **mon
             *monitor = NULL;
         }
     }
-    if (zmq_connect(sub, endpoint) != 0) {
-        snprintf(error, size, "cannot connect to '%.200s': %s", endpoint,
-                 zmq_strerror(zmq_errno()));
+    if ((bind ? zmq_bind(sub, endpoint) : zmq_connect(sub, endpoint)) != 0) {
+        int err = zmq_errno();
+        if (bind && err == EADDRINUSE)
+            snprintf(error, size,
+                     "cannot bind '%.200s': the address is in use (by another process or "
+                     "registration); give the publisher another port",
+                     endpoint);
+        else
+            snprintf(error, size, "cannot %s '%.200s': %s", bind ? "bind" : "connect to",
+                     endpoint, zmq_strerror(err));
         zmq_close(sub);
         if (*monitor != NULL) zmq_close(*monitor);
         *monitor = NULL;
@@ -116,15 +125,21 @@ static void source_bind_target(struct indexer_source *s, uint16_t instance) {
     };
 }
 
-/* Opens the publisher's SUB and checks the replay endpoint with a DEALER
- * that is closed again: each replay round opens its own.  Returns the SUB,
- * or NULL with one line in error. */
+/* Opens the publisher's SUB (or, with `bound`, takes that bound SUB over:
+ * ZMQ closes sockets in the background, so a new SUB could not bind the
+ * address the old one still holds) and checks the replay endpoint with a
+ * DEALER that is closed again: each replay round opens its own.  Returns
+ * the SUB, or NULL with one line in error (`bound` then keeps its SUB). */
 static void *source_open(struct indexer_state *st, const struct cr_indexer_registration *reg,
-                         void **monitor, char *error, size_t error_size) {
-    void *sub = sub_open(st, reg->endpoint, monitor, error, error_size);
+                         struct indexer_source *bound, void **monitor, char *error,
+                         size_t error_size) {
+    void *sub = bound != NULL ? bound->sub : NULL;
+    if (bound != NULL) *monitor = bound->monitor;
+    else sub = sub_open(st, reg->endpoint, reg->bind, monitor, error, error_size);
     if (sub == NULL || reg->replay_endpoint[0] == '\0') return sub;
     void *probe = open_socket(st, ZMQ_DEALER, reg->replay_endpoint, error, error_size);
     if (probe == NULL) {
+        if (bound != NULL) return NULL;
         zmq_close(sub);
         if (*monitor != NULL) zmq_close(*monitor);
         return NULL;
@@ -146,10 +161,18 @@ int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registr
                        char *error, size_t error_size) {
     assert(st != NULL && reg != NULL && error != NULL && error_size > 0);
     /* Sockets first: a registration refused for its endpoints leaves
-     * everything as it was, an earlier registration of the key included. */
+     * everything as it was, an earlier registration of the key included.
+     * The same key binding the same address again keeps its bound SUB. */
+    struct indexer_source *old = source_find(st, reg->instance_id, reg->tenant_id, reg->dp_rank);
+    struct indexer_source *bound =
+        old != NULL && reg->bind && old->reg.bind && strcmp(old->reg.endpoint, reg->endpoint) == 0
+            ? old
+            : NULL;
+    bool connected = bound != NULL && bound->connected;
     void *monitor;
-    void *sub = source_open(st, reg, &monitor, error, error_size);
+    void *sub = source_open(st, reg, bound, &monitor, error, error_size);
     if (sub == NULL) return CR_ERR_INVALID_PARAMS;
+    if (bound != NULL) bound->sub = bound->monitor = NULL; /* taken over */
     /* Registering the same key again replaces it (an engine that restarted
      * may come back on another endpoint); its blocks go with the old one. */
     if (source_find(st, reg->instance_id, reg->tenant_id, reg->dp_rank) != NULL)
@@ -176,14 +199,15 @@ int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registr
     s->reg = *reg;
     s->sub = sub;
     s->monitor = monitor;
+    s->connected = s->ever_connected = connected;
     s->link_since_ns = st->now_ns;
     cr_prefix_map_init(&s->keys, NULL);
     source_bind_target(s, instance);
     s->used = true;
     st->source_count++;
     st->poll_dirty = true;
-    CR_INFO("indexer", "registered %s|%s|%u (%s) on %s%s", reg->instance_id, reg->tenant_id,
-            reg->dp_rank, reg->type, reg->endpoint,
+    CR_INFO("indexer", "registered %s|%s|%u (%s) %s %s%s", reg->instance_id, reg->tenant_id,
+            reg->dp_rank, reg->type, reg->bind ? "bound at" : "on", reg->endpoint,
             reg->replay_endpoint[0] != '\0' ? " with replay from seq 0" : "");
     /* First subscribe (crescentd's start included): everything the
      * publisher still holds, from its oldest batch, before the live stream
@@ -637,6 +661,11 @@ static void monitor_event(struct indexer_state *st, struct indexer_source *s) {
              * the next live batch, which may be long coming. */
             if (s->reg.replay_endpoint[0] != '\0' && !s->replaying && (s->have_seq || s->synced))
                 replay_start(st, s, NULL, 0, 0, false);
+        } else if (event == ZMQ_EVENT_DISCONNECTED && s->connected && s->reg.bind) {
+            /* A bound SUB keeps listening: the publisher connects again. */
+            s->connected = false;
+            s->link_since_ns = st->now_ns;
+            s->disconnects++;
         } else if (event == ZMQ_EVENT_DISCONNECTED && s->connected) {
             /* (A connect that fails before any handshake reports this too:
              * ZMQ retries those itself.) */
@@ -647,7 +676,7 @@ static void monitor_event(struct indexer_state *st, struct indexer_source *s) {
              * the protocol.  What was published meanwhile is a gap. */
             char error[CR_INDEXER_ERROR_MAX + 64];
             void *monitor;
-            void *sub = sub_open(st, s->reg.endpoint, &monitor, error, sizeof(error));
+            void *sub = sub_open(st, s->reg.endpoint, false, &monitor, error, sizeof(error));
             if (sub == NULL) {
                 CR_WARN("indexer", "%s|%s|%u: disconnected and %s", s->reg.instance_id,
                         s->reg.tenant_id, s->reg.dp_rank, error);

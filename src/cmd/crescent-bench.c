@@ -51,6 +51,11 @@ static void usage(FILE *out) {
         "                        exist  ExistKey of a key of the key space\n"
         "                        remove Remove(force) of keys put before the run (needs --count; no warm-up)\n"
         "                        mix    by --mix ratio; its removes take keys its puts created\n"
+        "                      put-bytes | get-bytes: values through the data plane\n"
+        "                        put-bytes  Put of --object-bytes of value under a fresh key\n"
+        "                        get-bytes  get_into of a key of the key space (preloaded with values)\n"
+        "                        (one call at a time per connection; ops/s, GB/s, percentiles;\n"
+        "                        --keys defaults to 16 here; --object-bytes up to 1 GiB)\n"
         "  --mix G:P:E:R       weights of get:put:exist:remove for mix (default 8:1:1:0)\n"
         "  --keys N            key space preloaded for get/exist/mix (default 10000)\n"
         "  --distribution D    uniform | zipfian (default uniform)\n"
@@ -131,6 +136,8 @@ static bool parse_mix(const char *text, unsigned mix[OP_KINDS]) {
 
 static bool set_workload(struct bench_options *opt, const char *name) {
     opt->workload = name;
+    opt->values = strcmp(name, "put-bytes") == 0 || strcmp(name, "get-bytes") == 0;
+    if (opt->values) name = name[0] == 'p' ? "put" : "get";
     for (int op = 0; op < OP_KINDS; op++) {
         if (strcmp(name, bench_op_names[op]) != 0) continue;
         memset(opt->mix, 0, sizeof(opt->mix));
@@ -222,7 +229,7 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         .fake_segment_bytes = FAKE_SEGMENT_BYTES_DEFAULT, .http_address = "127.0.0.1:13333",
         .prompt_tokens = 1024, .shared_prefix = 0.5, .instances = 4, .block_size = 16};
     set_workload(opt, "get");
-    bool mix_given = false, workload_mix = false, prompts_given = false;
+    bool mix_given = false, workload_mix = false, prompts_given = false, keys_given = false;
     int c;
     while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
         if (c == 'h' || c == OPT_HELP) return usage(stdout), -1;
@@ -236,6 +243,7 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         if (c == OPT_WORKLOAD) workload_mix = strcmp(optarg, "mix") == 0;
         if (c == OPT_COUNT) opt->duration_s = 0.0;
         prompts_given |= c == OPT_PROMPTS;
+        keys_given |= c == OPT_KEYS;
     }
     if (optind < argc) {
         fprintf(stderr, "crescent-bench: unexpected argument '%s' (see --help)\n", argv[optind]);
@@ -255,6 +263,17 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
     if (opt->indexer && opt->prompt_tokens < opt->block_size) {
         fprintf(stderr, "crescent-bench: --prompt-tokens %u is below --block-size %u: no block "
                 "to cache\n", opt->prompt_tokens, opt->block_size);
+        return BENCH_EXIT_USAGE;
+    }
+    if (opt->values && (opt->batch > 1 || opt->depth > 1 || opt->mount_fake)) {
+        fprintf(stderr, "crescent-bench: put-bytes/get-bytes run one call at a time on real "
+                "segments: drop --batch, --depth and --mount-fake\n");
+        return BENCH_EXIT_USAGE;
+    }
+    if (opt->values && !keys_given) opt->keys = 16;
+    if (opt->values && opt->object_bytes > (UINT64_C(1) << 30)) {
+        fprintf(stderr, "crescent-bench: --object-bytes %" PRIu64 " is above 1 GiB for "
+                "put-bytes/get-bytes\n", opt->object_bytes);
         return BENCH_EXIT_USAGE;
     }
     if (strcmp(opt->workload, "remove") == 0) {
@@ -321,6 +340,24 @@ static int preload(struct run *r, unsigned worker, uint64_t count, bool fresh) {
             return BENCH_EXIT_UNREACHABLE;
         }
         if (fresh) r->workers[worker].put_next = first + n;
+    }
+    return BENCH_EXIT_OK;
+}
+
+/* get-bytes: the key space holds real values (one Put each, from `value`). */
+static int preload_values(struct run *r, const void *value) {
+    char key[BENCH_KEY_BYTES];
+    for (uint64_t i = 0; i < r->opt.keys; i++) {
+        bench_key_space(&r->opt, i, key);
+        int rc = cr_client_put(r->control, r->opt.tenant, key, value, r->opt.object_bytes, NULL);
+        if (rc != CR_OK) {
+            fprintf(stderr, "crescent-bench: preloading %" PRIu64 " values of %" PRIu64
+                    " bytes failed at key %" PRIu64 ": %s (%s); is a segment with room for "
+                    "them mounted (crescentd --local-segment-size)? (or fewer --keys)\n",
+                    r->opt.keys, r->opt.object_bytes, i, cr_status_name(rc),
+                    cr_client_last_error(r->control));
+            return BENCH_EXIT_UNREACHABLE;
+        }
     }
     return BENCH_EXIT_OK;
 }
@@ -400,7 +437,16 @@ static int set_up(struct run *r) {
         }
         r->mounted = true;
     }
-    if (opt->mix[OP_GET] > 0 || opt->mix[OP_EXIST] > 0) {
+    for (unsigned i = 0; opt->values && i < opt->connections; i++) {
+        r->workers[i].value = malloc(opt->object_bytes);
+        if (r->workers[i].value == NULL)
+            return fprintf(stderr, "crescent-bench: out of memory for --object-bytes\n"), 1;
+        memset(r->workers[i].value, 'a' + (int)(i % 26), opt->object_bytes);
+    }
+    if (opt->values && opt->mix[OP_GET] > 0) {
+        rc = preload_values(r, r->workers[0].value);
+        if (rc != BENCH_EXIT_OK) return rc;
+    } else if (opt->mix[OP_GET] > 0 || opt->mix[OP_EXIST] > 0) {
         rc = preload(r, 0, opt->keys, false);
         if (rc != BENCH_EXIT_OK) return rc;
     }
@@ -576,6 +622,7 @@ static bool allocate(struct run *r, struct bench_totals *t) {
 static void release(struct run *r, struct bench_totals *t) {
     for (unsigned i = 0; r->workers != NULL && i < r->opt.connections; i++) {
         cr_client_close(r->workers[i].client);
+        free(r->workers[i].value);
         free(r->workers[i].seconds);
         for (int op = 0; op < OP_KINDS; op++) free(r->workers[i].hist[op]);
     }

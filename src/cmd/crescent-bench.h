@@ -49,6 +49,7 @@ struct bench_options {
     enum bench_distribution distribution;
     double zipf_theta;
     uint64_t object_bytes;
+    bool values;                 /* put-bytes, get-bytes: move object_bytes of value per op */
     double duration_s;           /* 0 when --count is given */
     uint64_t count;              /* operations in the measured phase; 0: use duration */
     double warmup_s;
@@ -140,6 +141,7 @@ struct bench_worker {
     struct bench_second *seconds;    /* BENCH_SECONDS_MAX */
     struct cr_latency_hist *hist[OP_KINDS];
     char failure[256];               /* why the worker stopped early; "" if it did not */
+    void *value;                     /* put-bytes, get-bytes: object_bytes, this worker's */
 };
 
 /* Results merged from every worker. */

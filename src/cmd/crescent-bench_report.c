@@ -61,6 +61,10 @@ void bench_print_summary(FILE *out, const struct bench_options *opt,
     fprintf(out, "  %" PRIu64 " operations (%" PRIu64 " keys) in %.2f s: %.0f ops/s, %" PRIu64
             " errors\n\n", t->ops_all, t->keys_done, t->elapsed_s,
             t->elapsed_s > 0 ? (double)t->ops_all / t->elapsed_s : 0.0, t->errors);
+    if (opt->values && t->elapsed_s > 0) /* bytes of the operations that succeeded */
+        fprintf(out, "  %.3f GB/s of %" PRIu64 "-byte values\n\n",
+                (double)(t->ops_all - t->errors) * (double)opt->object_bytes / t->elapsed_s / 1e9,
+                opt->object_bytes);
     if (opt->rate > 0)
         fprintf(out, "  sent %.1f ops/s of the %.1f asked for\n\n", t->sent_rate, opt->rate);
     fprintf(out, "latency in microseconds\n%-8s %10s %11s %9s %9s", "op", "ops", "ops/s", "min",
@@ -186,6 +190,12 @@ json_t *bench_json_document(const struct bench_options *opt, const struct bench_
     json_object_set_new(doc, "errors", json_integer((json_int_t)t->errors));
     json_object_set_new(doc, "errors_by_status", errors);
     json_object_set_new(doc, "elapsed_s", json_real(t->elapsed_s));
+    if (opt->values) { /* bytes of the operations that succeeded */
+        double moved = (double)(t->ops_all - t->errors) * (double)opt->object_bytes;
+        json_object_set_new(doc, "value_bytes", json_integer((json_int_t)opt->object_bytes));
+        json_object_set_new(doc, "throughput_bytes_s",
+                            json_real(t->elapsed_s > 0 ? moved / t->elapsed_s : 0.0));
+    }
     json_object_set_new(doc, "throughput_ops_s",
                         json_real(t->elapsed_s > 0 ? (double)t->ops_all / t->elapsed_s : 0.0));
     json_object_set_new(doc, "sent_rate_ops_s", json_real(t->sent_rate));

@@ -387,7 +387,32 @@ static int batch_once(struct bench_worker *w, enum bench_op *op) {
     return rc;
 }
 
-static void run_batches(struct bench_worker *w) {
+/* One value call: cr_client_put of a fresh key or cr_client_get_into of a key
+ * of the key space (clean-up removes fresh keys [0, put_next)). */
+static int value_once(struct bench_worker *w, enum bench_op *op) {
+    char key[BENCH_KEY_BYTES];
+    *op = w->opt->mix[OP_PUT] > 0 ? OP_PUT : OP_GET;
+    if (*op == OP_PUT) {
+        bench_key_fresh(w->opt, w->index, w->put_next++, key);
+        return cr_client_put(w->client, w->opt->tenant, key, w->value, w->opt->object_bytes,
+                             NULL);
+    }
+    size_t len = 0;
+    bench_key_space(w->opt, bench_pick_key(w), key);
+    int rc = cr_client_get_into(w->client, w->opt->tenant, key, w->value, w->opt->object_bytes,
+                                &len);
+    return rc == CR_OK && len != w->opt->object_bytes ? CR_ERR_INVALID_PARAMS : rc;
+}
+
+static int batch_picked(struct bench_worker *w, enum bench_op *op) {
+    *op = pick_op(w);
+    return batch_once(w, op);
+}
+
+/* One call at a time on this connection (closed loop, or open at --rate):
+ * `once` issues it and says which kind it was; each counts `keys` keys. */
+static void run_serial(struct bench_worker *w, int (*once)(struct bench_worker *, enum bench_op *),
+                       unsigned keys) {
     double interval_ns = w->opt->rate > 0.0 ? 1e9 * w->opt->connections / w->opt->rate : 0.0;
     uint64_t issued_measured = 0;
     for (;;) {
@@ -400,9 +425,9 @@ static void run_batches(struct bench_worker *w) {
         if (due > now) bench_sleep_until(due);
         w->sent_scheduled++;
         if (measured) bench_note_sent(w, due, bench_now_ns(), issued_measured++);
-        enum bench_op op = pick_op(w);
-        int rc = batch_once(w, &op);
-        bench_record(w, op, measured, due, w->opt->batch, rc);
+        enum bench_op op;
+        int rc = once(w, &op);
+        bench_record(w, op, measured, due, keys, rc);
     }
 }
 
@@ -412,8 +437,10 @@ void *bench_worker_main(void *arg) {
     bench_sleep_until(w->start_ns); /* every worker begins together, warm-up first */
     if (w->indexer != NULL)
         bench_indexer_run(w);
+    else if (w->opt->values)
+        run_serial(w, value_once, 1);
     else if (w->opt->batch > 1)
-        run_batches(w);
+        run_serial(w, batch_picked, w->opt->batch);
     else
         run_pipelined(w);
     return NULL;

@@ -87,6 +87,8 @@ static const struct setting settings[] = {
      "memory crescentd hosts as a store segment (taken as written); 0 turns it off"},
     {"data-address", SETTING_STRING, FIELD(data_address), 0, 0, "HOST:PORT",
      "where the local segment's transfers are served (port 0: a free one)"},
+    {"data-no-shm", SETTING_BOOL, FIELD(data_no_shm), 0, 0, "BOOL",
+     "serve the local segment over tcp only, never by shared memory to same-host clients"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},

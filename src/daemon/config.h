@@ -49,6 +49,7 @@ struct cr_daemon_config {
     /* Local segment: crescentd hosts store memory itself (src/actors/data.c). */
     uint64_t local_segment_size;                  /* bytes; 0: off */
     char data_address[CR_CONFIG_ADDRESS_MAX];     /* host:port of its transfer server */
+    bool data_no_shm;                             /* serve the local segment over tcp only */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */

@@ -241,3 +241,17 @@ class Chain:
         h = (self.base << 32) + i + 1  # opaque engine ids, unique per chain
         parent = None if i == 0 else h - 1
         return batch([vllm_stored([h], parent, toks, self.bs)])
+
+
+class ConnectingPublisher(Publisher):
+    """A publisher whose PUB connects to its consumer's bound SUB (vLLM's
+    when its endpoint names a host rather than "*"); the replay ROUTER still
+    binds, as vLLM's always does."""
+
+    def __init__(self, consumer_endpoint, **kw):
+        super().__init__(**kw)
+        self.pub.close()
+        self.pub = self.ctx.socket(zmq.PUB)
+        self.pub.setsockopt(zmq.LINGER, 0)
+        self.pub.connect(consumer_endpoint)
+        self.endpoint = consumer_endpoint

@@ -200,3 +200,36 @@ def test_unreachable(tmp_path):
     store = (None, f"tcp://127.0.0.1:{free_port()}")
     rc, doc, text = bench(store, tmp_path, "--timeout-ms", "300", "--duration", "0.1")
     assert rc == 3 and "does not answer" in text
+
+
+@pytest.mark.parametrize("workload", ["put-bytes", "get-bytes"])
+def test_value_workloads_move_bytes_and_clean_up(daemon, tmp_path, workload):
+    """Values through the data plane on crescentd's own local segment: counts
+    add up, no errors, bytes/s from the successful operations, and the run
+    leaves a user's value in place and none of its own."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    store = (daemon("--rpc-address", rpc, "--local-segment-size", "64M"), rpc)
+    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "put", "user-key", "-"],
+                       input=b"user value", capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    rc, doc, text = bench(store, tmp_path, "--workload", workload, "--object-bytes", "65536",
+                          "--connections", "2", "--keys", "8", "--count", "200",
+                          "--warmup", "0")
+    assert rc == 0, text
+    check_document(doc)
+    kind = workload.split("-")[0]
+    assert doc["operations"] == doc["operations_by_kind"][kind] == 200
+    assert doc["errors"] == 0 and doc["value_bytes"] == 65536
+    assert doc["throughput_bytes_s"] == pytest.approx(doc["throughput_ops_s"] * 65536)
+    assert doc["throughput_bytes_s"] > 0
+    assert "GB/s of 65536-byte values" in text
+    stats = store_stats(store)
+    assert stats["objects"] == "1"
+    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "get", "user-key", "-"],
+                       capture_output=True, timeout=60)
+    assert p.stdout == b"user value"
+
+
+def test_value_workloads_refuse_fake_segments(store, tmp_path):
+    rc, _, text = bench(store, tmp_path, "--workload", "put-bytes", "--mount-fake")
+    assert rc == 2 and "drop --batch, --depth and --mount-fake" in text

@@ -154,6 +154,19 @@ def test_local_segment_and_two_store_servers(daemon, tmp_path):
             s.stop(signal.SIGKILL)
 
 
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_local_segment_alone(daemon, transport):
+    """crescentd's local segment as the only store, read by this host's clients
+    by shm (the default) or, with --data-no-shm, by tcp."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    extra = ["--data-no-shm", "true"] if transport == "tcp" else []
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "128M", *extra)
+    wait_for(lambda: stats(d)["segments"] == 1, "the local segment mounted")
+    data_check(rpc, "roundtrip", 12, 43, 8 << 20, 1, transport=transport)
+    assert ctl(rpc, "put", "alone", "-", stdin=b"xyz" * 5000).returncode == 0
+    assert ctl(rpc, "get", "alone").stdout == b"xyz" * 5000
+
+
 def test_server_killed_reads_fall_back_then_fail(cluster, tmp_path):
     d, rpc, stores, transport = cluster
     payload = os.urandom(1 << 20)

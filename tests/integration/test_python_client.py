@@ -245,7 +245,8 @@ LAYOUT_PROGRAM = r"""
 int main(void) {
     S(cr_client_options); S(cr_buf_handle); S(cr_replica); S(cr_replica_list);
     S(cr_replica_lists); S(cr_status_list); S(cr_version); S(cr_replicate_config);
-    S(cr_put_item);
+    S(cr_put_item); S(cr_put_data); S(cr_get_buffer);
+    O(cr_put_data, status); O(cr_get_buffer, len); O(cr_get_buffer, status);
     O(cr_replica_list, replicas); O(cr_buf_handle, transport_endpoint);
     O(cr_put_item, config); O(cr_version, ready);
     return 0;
@@ -271,6 +272,11 @@ def layout_mismatches(tmp_path):
           "cr_version": ctypes.sizeof(_lib.Version),
           "cr_replicate_config": ctypes.sizeof(_lib.ReplicateConfig),
           "cr_put_item": ctypes.sizeof(_lib.PutItem),
+          "cr_put_data": ctypes.sizeof(_lib.PutData),
+          "cr_get_buffer": ctypes.sizeof(_lib.GetBuffer),
+          "cr_put_data.status": _lib.PutData.status.offset,
+          "cr_get_buffer.len": _lib.GetBuffer.len.offset,
+          "cr_get_buffer.status": _lib.GetBuffer.status.offset,
           "cr_replica_list.replicas": _lib.ReplicaList.replicas.offset,
           "cr_buf_handle.transport_endpoint": _lib.BufHandle.transport_endpoint.offset,
           "cr_put_item.config": _lib.PutItem.config.offset,
@@ -290,3 +296,86 @@ def layouts_match(tmp_path_factory):
 
 def test_struct_layouts_match_the_header(tmp_path):
     assert layout_mismatches(tmp_path) == {}
+
+
+# ---- values: the data plane, checked against crescentctl put/get -----------
+
+@pytest.fixture
+def data_store(daemon):
+    """crescentd hosting its own local segment: Put/Get move real bytes."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "64M")
+    return d, rpc
+
+
+def ctl_bytes(store, *args, stdin=None):
+    d, rpc = store
+    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "10000", *args],
+                       input=stdin, capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr.decode()
+    return p.stdout
+
+
+def open_data_store(store):
+    s = Store()
+    assert s.setup("localhost", "", 0, 0, "tcp", "", store[1]) == 0
+    return s
+
+
+def test_put_get_match_crescentctl(data_store):
+    value = os.urandom(300_000) + b"\x00tail"
+    with open_data_store(data_store) as s:
+        assert s.put("py-key", value) == 0
+        assert ctl_bytes(data_store, "get", "py-key", "-") == value
+        ctl_bytes(data_store, "put", "ctl-key", "-", stdin=b"from\x00crescentctl")
+        assert s.get("ctl-key") == b"from\x00crescentctl"
+        assert s.get("py-key") == value
+        assert s.put("mv-key", memoryview(bytearray(b"abc" * 1000))) == 0
+        assert ctl_bytes(data_store, "get", "mv-key", "-") == b"abc" * 1000
+        with pytest.raises(CrescentError) as e:
+            s.get("missing")
+        assert e.value.name == "OBJECT_NOT_FOUND" and "object not found" in e.value.reason
+        with pytest.raises(CrescentError) as e:
+            s.put("empty", b"")
+        assert e.value.name == "INVALID_PARAMS"
+
+
+def test_get_into_writes_the_callers_buffer(data_store):
+    value = os.urandom(65536)
+    ctl_bytes(data_store, "put", "k", "-", stdin=value)
+    with open_data_store(data_store) as s:
+        buf = bytearray(100_000)
+        assert s.register_buffer(buf) == 0
+        assert s.get_into("k", buf) == len(value)
+        assert bytes(buf[:len(value)]) == value
+        view = memoryview(bytearray(len(value) + 1))[1:]  # an offset view: no copy either
+        assert s.get_into("k", view) == len(value) and bytes(view) == value
+        raw = ctypes.create_string_buffer(len(value))
+        assert s.get_into("k", ctypes.addressof(raw), len(value)) == len(value)  # reference form
+        assert raw.raw == value
+        with pytest.raises(CrescentError) as e:
+            s.get_into("k", bytearray(10))
+        assert e.value.name == "INVALID_PARAMS"
+        with pytest.raises(TypeError):
+            s.get_into("k", bytes(len(value)))
+
+
+def test_batch_put_from_and_batch_get_into(data_store):
+    values = [os.urandom(n) for n in (1, 4096, 1 << 20)]
+    srcs = [ctypes.create_string_buffer(v, len(v)) for v in values]
+    keys = ["b0", "b1", "b2"]
+    with open_data_store(data_store) as s:
+        statuses = s.batch_put_from(keys, [ctypes.addressof(b) for b in srcs],
+                                    [len(v) for v in values])
+        assert statuses == [0, 0, 0]
+        for key, v in zip(keys, values):
+            assert ctl_bytes(data_store, "get", key, "-") == v
+        ctl_bytes(data_store, "put", "c0", "-", stdin=b"ctl-bytes")
+        dsts = [bytearray(len(v)) for v in values] + [bytearray(16), bytearray(16)]
+        got = s.batch_get_into(keys + ["c0", "nope"], dsts, [len(d) for d in dsts])
+        assert got[:4] == [1, 4096, 1 << 20, 9] and got[4] == -704
+        assert [bytes(d) for d in dsts[:3]] == values and bytes(dsts[3][:9]) == b"ctl-bytes"
+        assert s.batch_put_from(["b0", "b3"], [b"again", b"new"], [5, 3])[1] == 0
+        assert ctl_bytes(data_store, "get", "b3", "-") == b"new"
+        with pytest.raises(ValueError):
+            s.batch_get_into(["x"], [], [])

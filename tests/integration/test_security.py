@@ -308,3 +308,65 @@ def test_no_token_everything_open_as_before(daemon):
         assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
     status, seg = http(d.port, "GET", "/api/v1/segments/seg")
     assert status == 200 and seg["owner"] == "00000000000000070000000000000007"
+
+
+# ---- crescent-store as a client of a secured crescentd ---------------------
+
+def test_store_server_takes_client_keys(daemon, tmp_path):
+    """crescent-store opens its master connection as libcrescent does: with
+    the CRESCENT_CURVE_* keys it mounts at a Curve-only crescentd and its
+    SIGTERM unmounts (its own segment: no admin token needed); without them
+    its handshake is refused and it exits non-zero, never mounted."""
+    server_pub, _, server = keygen(tmp_path, "server")
+    store_pub, store_sec, _ = keygen(tmp_path, "store")
+    clients = tmp_path / "clients"
+    clients.mkdir()
+    (clients / "store.pub").write_text(store_pub + "\n")
+    rpc, pub, replay = endpoints()
+    d = daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
+               "--curve-secret-key-file", str(server) + ".key", "--curve-clients", str(clients))
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("CRESCENT_CURVE_")}
+    keys = dict(plain, CRESCENT_CURVE_SERVER_KEY=server_pub,
+                CRESCENT_CURVE_PUBLIC_KEY=store_pub, CRESCENT_CURVE_SECRET_KEY=store_sec)
+
+    def segments():
+        with urllib.request.urlopen(f"http://127.0.0.1:{d.port}/api/v1/stats", timeout=5) as r:
+            return json.loads(r.read())["segments"]
+
+    def wait_segments(n):
+        for _ in range(WAIT_S * 20):
+            if segments() == n:
+                return
+            subprocess.run(["sleep", "0.05"])
+        raise AssertionError(f"timed out waiting for {n} segments")
+
+    def store(name, env):
+        return subprocess.Popen([binary("crescent-store"), "--master", rpc, "--segment-name",
+                                 name, "--segment-size", "16M", "--no-pin"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    p = store("with-keys", keys)
+    try:
+        wait_segments(1)
+    finally:
+        p.terminate()
+    out = p.communicate(timeout=30)[0].decode()
+    assert p.returncode == 0 and "unmount of" not in out, out
+    wait_segments(0)
+    log = tmp_path / "no-keys.log"
+    with open(log, "wb") as f:
+        p = subprocess.Popen([binary("crescent-store"), "--master", rpc, "--segment-name",
+                              "no-keys", "--segment-size", "16M", "--no-pin",
+                              "--timeout-ms", "300"], env=plain, stdout=f,
+                             stderr=subprocess.STDOUT)
+        try:
+            for _ in range(WAIT_S * 20):
+                if "does not answer" in log.read_text():
+                    break
+                subprocess.run(["sleep", "0.05"])
+            text = log.read_text()
+            assert "does not answer" in text and "mounted" not in text, text
+            assert segments() == 0
+        finally:
+            p.terminate()
+            p.wait(timeout=30)
