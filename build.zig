@@ -145,6 +145,7 @@ fn addFuzzStep(b: *std.Build, sources: Sources, proto: ?Proto) void {
             cc.addArg(b.fmt("-I{s}", .{p.dir}));
             cc.step.dependOn(p.step);
             for (p.c_files) |file| cc.addArg(file);
+            cc.addArg(p.assets_c); // src/http/dashboard.c is linked in and needs it
         }
         for (concat(b, sources.server, sources.client)) |file| cc.addFileArg(.{ .path = file });
         cc.addFileArg(.{ .path = fuzzer });

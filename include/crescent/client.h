@@ -38,6 +38,7 @@ extern "C" {
 #endif
 
 #define CR_CLIENT_ID_BYTES 16u
+#define CR_CLIENT_SECRET_BYTES 16u /* the secret the master issues to a client id */
 #define CR_CLIENT_UUID_TEXT 37u          /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" + NUL */
 #define CR_CLIENT_KEY_MAX 4096u          /* bytes in a key (the server's ceiling) */
 #define CR_CLIENT_NAME_MAX 255u          /* bytes in a tenant, segment name, protocol */
@@ -132,6 +133,15 @@ int cr_client_set_timeout(cr_client *client, int timeout_ms);
  * accepts PutEnd/PutRevoke only from the client that started the put). */
 void cr_client_set_id(cr_client *client, const uint8_t id[CR_CLIENT_ID_BYTES]);
 void cr_client_get_id(const cr_client *client, uint8_t id[CR_CLIENT_ID_BYTES]);
+
+/* The secret the master issued to this client's id at its first Mount or
+ * Ping (a client id alone is public, so the master requires the secret on the
+ * id's later state-changing calls).  The client keeps it and sends it by
+ * itself; these move it to another process using the same id (crescentctl
+ * prints it as CRESCENT_CLIENT_SECRET, 32 hex digits, which cr_client_open
+ * reads).  get returns false while the client holds none; set_id forgets it. */
+bool cr_client_get_secret(const cr_client *client, uint8_t secret[CR_CLIENT_SECRET_BYTES]);
+void cr_client_set_secret(cr_client *client, const uint8_t secret[CR_CLIENT_SECRET_BYTES]);
 
 /* The message for the last failed call on this client; "" after a success. */
 const char *cr_client_last_error(const cr_client *client);

@@ -38,6 +38,10 @@ struct data_state {
     int epoll_fd;
     int wake_fd_added;       /* the runtime's wake fd once added to epoll_fd; -1 before */
     Crescent__Master__UUID id;
+    /* The secret the store issued to this client at its first mount: later
+     * pings and remounts carry it like any client's (proto/master.proto). */
+    uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES];
+    bool has_secret;
     bool mounted;
     uint32_t ping_every_ms;  /* a quarter of the client TTL */
     uint64_t mounts, mount_failures, pings, remounts, send_failures;
@@ -79,6 +83,8 @@ static void mount(struct data_state *st, bool again) {
     req.client_id = &st->id;
     req.transport_endpoint = (char *)cr_xfer_server_endpoint(st->xfer);
     req.protocol = (char *)cr_xfer_server_protocol(st->xfer);
+    req.has_client_secret = st->has_secret;
+    req.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
     send_call(st, again ? CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
                         : CRESCENT__MASTER__METHOD__MOUNT_SEGMENT, &req.base);
 }
@@ -86,8 +92,17 @@ static void mount(struct data_state *st, bool again) {
 static void ping(struct data_state *st) {
     Crescent__Master__PingRequest req = CRESCENT__MASTER__PING_REQUEST__INIT;
     req.client_id = &st->id;
+    req.has_client_secret = st->has_secret;
+    req.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
     send_call(st, CRESCENT__MASTER__METHOD__PING, &req.base);
     st->pings++;
+}
+
+/* A store forgotten and remounted issues a new secret: the last one wins. */
+static void take_secret(struct data_state *st, protobuf_c_boolean has, ProtobufCBinaryData in) {
+    if (!has || in.len != sizeof(st->secret)) return;
+    memcpy(st->secret, in.data, sizeof(st->secret));
+    st->has_secret = true;
 }
 
 /* A reply: a mount's outcome is logged; a ping that finds this client
@@ -101,6 +116,7 @@ static void on_reply(struct data_state *st, const struct cr_master_call *call) {
     int32_t status = resp != NULL ? cr_rpc_status_code(resp) : CR_ERR_PROTOCOL;
     if (call->method == CRESCENT__MASTER__METHOD__PING && resp != NULL) {
         const Crescent__Master__PingResponse *p = (const void *)resp;
+        take_secret(st, p->has_client_secret, p->client_secret);
         if (p->has_client_ttl_ms && p->client_ttl_ms >= 4) st->ping_every_ms = (uint32_t)(p->client_ttl_ms / 4);
         if (p->has_client_known && !p->client_known && st->mounted) {
             CR_WARN("data", "the store forgot the local segment's client: remounting");
@@ -108,6 +124,10 @@ static void on_reply(struct data_state *st, const struct cr_master_call *call) {
             mount(st, true);
         }
     } else if (call->method != CRESCENT__MASTER__METHOD__PING) {
+        if (resp != NULL) {
+            const Crescent__Master__MountSegmentResponse *r = (const void *)resp;
+            take_secret(st, r->has_client_secret, r->client_secret);
+        }
         st->mounted = status == CR_OK;
         st->mounts += status == CR_OK;
         st->mount_failures += status != CR_OK;

@@ -406,10 +406,18 @@ static int do_query(struct indexer_state *st, const struct cr_indexer_query *q,
     size_t count = 0;
     uint32_t context;
     uint16_t filter;
+    enum cr_indexer_match match = CR_INDEXER_MATCH_MISS;
     bool known = cr_prefix_index_context(st->index, &q->key, false, &context) == CR_OK;
-    if (known && q->instance_filter != NULL)
+    if (!known)
+        /* O(instances), paid only by queries that have no answer to give. */
+        match = cr_prefix_index_tenant_known(st->index, q->key.tenant)
+                    ? CR_INDEXER_MATCH_UNKNOWN_CONTEXT
+                    : CR_INDEXER_MATCH_UNKNOWN_TENANT;
+    if (known && q->instance_filter != NULL) {
         known = cr_prefix_index_instance_find(st->index, q->instance_filter, q->key.tenant,
                                               &filter) == CR_OK;
+        if (!known) match = CR_INDEXER_MATCH_UNKNOWN_INSTANCE;
+    }
     st->queries++;
     if (known && q->block_count > 0) {
         int rc = cr_prefix_index_query(st->index, context, q->seq_hashes, q->block_count,
@@ -419,6 +427,7 @@ static int do_query(struct indexer_state *st, const struct cr_indexer_query *q,
     }
     *out = result_build(st->index, matches, count);
     if (*out == NULL) return CR_ERR_NOMEM;
+    (*out)->match = count > 0 ? CR_INDEXER_MATCH_HIT : match;
     if (q->route) route_pick(st, q, *out);
     return CR_OK;
 }

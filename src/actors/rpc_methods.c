@@ -4,6 +4,7 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "actors/rpc_codec.h"
 #include "actors/rpc_fast_pack.h"
@@ -222,6 +223,30 @@ static const struct cr_store_key *call_key(struct cr_master_call *call) {
     return &call->key;
 }
 
+/* A call naming a registered client must carry the secret it was issued:
+ * the client id alone is public (GET /api/v1/segments/NAME). */
+static int check_secret(struct cr_rpc_run *run, const struct cr_uuid *id, protobuf_c_boolean has,
+                        ProtobufCBinaryData secret) {
+    return cr_store_client_check_secret(run->store, id, has ? secret.data : NULL,
+                                        has ? secret.len : 0);
+}
+
+/* Issues a secret to a client the store knows and has none for, into `out`
+ * (which lives in the arena).  getrandom runs once per client, not per call. */
+static void issue_secret(struct cr_rpc_run *run, struct cr_rpc_arena *a, const struct cr_uuid *id,
+                         protobuf_c_boolean *has, ProtobufCBinaryData *out) {
+    if (!cr_store_client_wants_secret(run->store, id)) return;
+    uint8_t *secret = arena_alloc(a, CR_STORE_CLIENT_SECRET_BYTES);
+    if (secret == NULL) return; /* the arena marks the call failed */
+    if (getrandom(secret, CR_STORE_CLIENT_SECRET_BYTES, 0) != CR_STORE_CLIENT_SECRET_BYTES)
+        return; /* no entropy now: the client stays without a secret and gets one later */
+    bool issued = false;
+    cr_store_client_issue_secret(run->store, id, secret, &issued);
+    assert(issued);
+    *has = 1;
+    *out = (ProtobufCBinaryData){.len = CR_STORE_CLIENT_SECRET_BYTES, .data = secret};
+}
+
 static int m_get_version(struct cr_rpc_run *run, struct cr_master_call *call,
                          struct cr_rpc_arena *a) {
     (void)run;
@@ -238,8 +263,12 @@ static int m_ping(struct cr_rpc_run *run, struct cr_master_call *call, struct cr
     store_uuid(req->client_id, &id);
     Crescent__Master__PingResponse resp = CRESCENT__MASTER__PING_RESPONSE__INIT;
     bool known = false;
-    resp.status_code = cr_store_client_ping(run->store, &id, run->now_ms, &known);
-    resp.has_client_known = 1;
+    resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
+    if (resp.status_code == CR_OK)
+        resp.status_code = cr_store_client_ping(run->store, &id, run->now_ms, &known);
+    if (resp.status_code == CR_OK)
+        issue_secret(run, a, &id, &resp.has_client_secret, &resp.client_secret);
+    resp.has_client_known = resp.status_code == CR_OK; /* a refused ping tells nothing */
     resp.client_known = known;
     resp.has_client_ttl_ms = 1;
     resp.client_ttl_ms = run->client_ttl_ms;
@@ -258,9 +287,13 @@ static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct c
         .endpoint = req->transport_endpoint != NULL ? req->transport_endpoint : "",
         .protocol = req->protocol};
     Crescent__Master__MountSegmentResponse resp = CRESCENT__MASTER__MOUNT_SEGMENT_RESPONSE__INIT;
-    resp.status_code = call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
-                           ? cr_store_remount_segment(run->store, &id, &p, run->now_ms)
-                           : cr_store_mount_segment(run->store, &id, &p, run->now_ms);
+    resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
+    if (resp.status_code == CR_OK)
+        resp.status_code = call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
+                               ? cr_store_remount_segment(run->store, &id, &p, run->now_ms)
+                               : cr_store_mount_segment(run->store, &id, &p, run->now_ms);
+    if (resp.status_code == CR_OK)
+        issue_secret(run, a, &id, &resp.has_client_secret, &resp.client_secret);
     finish(call, a, &resp.base);
     return resp.status_code;
 }
@@ -273,7 +306,10 @@ static int m_unmount(struct cr_rpc_run *run, struct cr_master_call *call, struct
         CRESCENT__MASTER__UNMOUNT_SEGMENT_RESPONSE__INIT;
     /* The admin token (checked by the gateway) may unmount anyone's segment. */
     resp.status_code =
-        cr_store_unmount_segment(run->store, call->admin ? NULL : &id, req->segment_name, NULL);
+        call->admin ? CR_OK : check_secret(run, &id, req->has_client_secret, req->client_secret);
+    if (resp.status_code == CR_OK)
+        resp.status_code = cr_store_unmount_segment(run->store, call->admin ? NULL : &id,
+                                                    req->segment_name, NULL);
     finish(call, a, &resp.base);
     return resp.status_code;
 }
@@ -304,7 +340,8 @@ static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutSt
                                     .with_soft_pin = req->config->with_soft_pin,
                                     .preferred_segment = req->config->preferred_segment,
                                     .meta = b != NULL ? &meta : NULL};
-    int rc = cr_store_put_start(run->store, &id, &p, run->now_ms, list);
+    int rc = check_secret(run, &id, req->has_client_secret, req->client_secret);
+    if (rc == CR_OK) rc = cr_store_put_start(run->store, &id, &p, run->now_ms, list);
     if (rc == CR_ERR_NO_AVAILABLE_HANDLE) run->no_space = true;
     return rc;
 }
@@ -350,6 +387,11 @@ static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
     bool end = method == CRESCENT__MASTER__METHOD__PUT_END ||
                method == CRESCENT__MASTER__METHOD__BATCH_PUT_END;
     const uint64_t *checksum = end && req->has_checksum_xxh3 ? &req->checksum_xxh3 : NULL;
+    /* client_secret sits at different offsets in the two layouts. */
+    const Crescent__Master__PutRevokeRequest *rv = (const void *)req;
+    int rc = end ? check_secret(run, &id, req->has_client_secret, req->client_secret)
+                 : check_secret(run, &id, rv->has_client_secret, rv->client_secret);
+    if (rc != CR_OK) return rc;
     return end ? cr_store_put_end_k(run->store, &id, key, checksum, run->now_ms)
                : cr_store_put_revoke_k(run->store, &id, key);
 }

@@ -162,6 +162,18 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
         cr_client_close(c);
         return CR_ERR_NOMEM;
     }
+    /* A secret handed over from the process that registered this id. */
+    const char *secret = getenv("CRESCENT_CLIENT_SECRET");
+    if (secret != NULL && secret[0] != '\0') {
+        if (strlen(secret) != 2 * CR_CLIENT_SECRET_BYTES ||
+            cr_client_uuid_parse(secret, c->secret) != CR_OK) {
+            snprintf(error, error_size,
+                     "CRESCENT_CLIENT_SECRET must be the 32 hex digits crescentctl printed");
+            cr_client_close(c);
+            return CR_ERR_INVALID_PARAMS;
+        }
+        c->has_secret = true;
+    }
     int rc = open_socket(c, endpoint, options, error, error_size);
     if (rc != CR_OK) {
         cr_client_close(c);
@@ -194,7 +206,20 @@ int cr_client_set_timeout(cr_client *c, int timeout_ms) {
 
 void cr_client_set_id(cr_client *c, const uint8_t id[CR_CLIENT_ID_BYTES]) {
     assert(c != NULL && id != NULL);
+    if (memcmp(c->id, id, CR_CLIENT_ID_BYTES) != 0) c->has_secret = false; /* another id's */
     memcpy(c->id, id, CR_CLIENT_ID_BYTES);
+}
+
+bool cr_client_get_secret(const cr_client *c, uint8_t secret[CR_CLIENT_SECRET_BYTES]) {
+    assert(c != NULL && secret != NULL);
+    if (c->has_secret) memcpy(secret, c->secret, CR_CLIENT_SECRET_BYTES);
+    return c->has_secret;
+}
+
+void cr_client_set_secret(cr_client *c, const uint8_t secret[CR_CLIENT_SECRET_BYTES]) {
+    assert(c != NULL && secret != NULL);
+    memcpy(c->secret, secret, CR_CLIENT_SECRET_BYTES);
+    c->has_secret = true;
 }
 
 void cr_client_get_id(const cr_client *c, uint8_t id[CR_CLIENT_ID_BYTES]) {

@@ -110,6 +110,8 @@ static int batch_end_or_revoke(cr_client *c, uint16_t method, const char *tenant
         ends[i].key = revokes[i].key = (char *)keys[i];
         ends[i].tenant_id = revokes[i].tenant_id = (char *)tenant;
         ends[i].client_id = revokes[i].client_id = &id;
+        cr_client_secret_to_pb(c, &ends[i].has_client_secret, &ends[i].client_secret);
+        cr_client_secret_to_pb(c, &revokes[i].has_client_secret, &revokes[i].client_secret);
         ends[i].has_checksum_xxh3 = checksums != NULL;
         ends[i].checksum_xxh3 = checksums != NULL ? checksums[i] : 0;
         reqs[i] = method == CR_METHOD_BATCH_PUT_END ? (void *)&ends[i] : (void *)&revokes[i];

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "crescent/client.h"
 #include "master.pb-c.h"
@@ -37,6 +38,10 @@ struct cr_client {
     void *clock_ctx;
     uint8_t id[CR_CLIENT_ID_BYTES];
     char *admin_token;              /* sent with the calls that need it; NULL: none */
+    /* The secret the master issued to this client id (first Mount or Ping),
+     * sent with its state-changing calls (proto/master.proto). */
+    uint8_t secret[CR_CLIENT_SECRET_BYTES];
+    bool has_secret;
     uint64_t next_seq;
     /* Pipelined requests: a ring in submission order (so sorted by id).  In
      * flight = pending_live + stash_count: each request is in exactly one of
@@ -60,6 +65,23 @@ struct cr_client {
 /* What the allocation-free scanner reads from a response body: field 1
  * (status_code, every response has it) and field 2 as a varint (ExistKey's
  * `exists`) or counted as length-delimited (replica_list entries). */
+/* Puts this client's secret, if it has one, into a request's field. */
+static inline void cr_client_secret_to_pb(cr_client *c, protobuf_c_boolean *has,
+                                          ProtobufCBinaryData *out) {
+    *has = c->has_secret;
+    *out = (ProtobufCBinaryData){.len = c->has_secret ? CR_CLIENT_SECRET_BYTES : 0,
+                                 .data = c->secret};
+}
+
+/* Keeps a secret the master issued in a response (a wrong-sized one is
+ * ignored: the master would refuse it anyway). */
+static inline void cr_client_secret_take(cr_client *c, protobuf_c_boolean has,
+                                         ProtobufCBinaryData in) {
+    if (!has || in.len != CR_CLIENT_SECRET_BYTES) return;
+    memcpy(c->secret, in.data, CR_CLIENT_SECRET_BYTES);
+    c->has_secret = true;
+}
+
 struct cr_client_scan {
     int32_t status_code;
     bool has_status;

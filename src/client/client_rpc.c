@@ -86,6 +86,7 @@ int cr_client_build_put_start(cr_client *c, const char *tenant, const struct cr_
     p->req.tenant_id = (char *)tenant;
     cr_client_uuid_to_pb(c->id, &p->id);
     p->req.client_id = &p->id;
+    cr_client_secret_to_pb(c, &p->req.has_client_secret, &p->req.client_secret);
     if (item->block != NULL) {
         fill_block(item->block, &p->block);
         p->req.block = &p->block;
@@ -117,10 +118,12 @@ int cr_client_heartbeat(cr_client *c, uint64_t *ttl_ms, bool *known) {
     cr_client_uuid_to_pb(c->id, &id);
     Crescent__Master__PingRequest req = CRESCENT__MASTER__PING_REQUEST__INIT;
     req.client_id = &id;
+    cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     ProtobufCMessage *msg;
     int rc = cr_client_call(c, CR_METHOD_PING, &req.base, &msg);
     if (rc != CR_OK) return rc;
     Crescent__Master__PingResponse *resp = (Crescent__Master__PingResponse *)msg;
+    cr_client_secret_take(c, resp->has_client_secret, resp->client_secret);
     if (ttl_ms != NULL) *ttl_ms = resp->has_client_ttl_ms ? resp->client_ttl_ms : 0;
     /* A master that does not say is taken to know us: nothing to redo. */
     if (known != NULL) *known = !resp->has_client_known || resp->client_known;
@@ -151,10 +154,14 @@ static int mount(cr_client *c, uint16_t method, const struct cr_segment_spec *sp
     req.client_id = &id;
     req.transport_endpoint = (char *)spec->transport_endpoint;
     if (spec->protocol != NULL) req.protocol = (char *)spec->protocol;
+    cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     ProtobufCMessage *msg;
     rc = cr_client_call(c, method, &req.base, &msg);
-    if (rc == CR_OK) protobuf_c_message_free_unpacked(msg, NULL);
-    return rc;
+    if (rc != CR_OK) return rc;
+    const Crescent__Master__MountSegmentResponse *resp = (const void *)msg;
+    cr_client_secret_take(c, resp->has_client_secret, resp->client_secret);
+    protobuf_c_message_free_unpacked(msg, NULL);
+    return CR_OK;
 }
 
 int cr_client_mount_segment(cr_client *c, const struct cr_segment_spec *spec) {
@@ -175,6 +182,7 @@ int cr_client_unmount_segment(cr_client *c, const char *name) {
     req.segment_name = (char *)name;
     req.client_id = &id;
     req.admin_token = c->admin_token; /* lets an admin unmount another's segment */
+    cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     ProtobufCMessage *msg;
     rc = cr_client_call(c, CR_METHOD_UNMOUNT_SEGMENT, &req.base, &msg);
     if (rc == CR_OK) protobuf_c_message_free_unpacked(msg, NULL);
@@ -213,6 +221,8 @@ static int end_or_revoke(cr_client *c, uint16_t method, const char *tenant, cons
     end.key = revoke.key = (char *)key;
     end.tenant_id = revoke.tenant_id = (char *)tenant;
     end.client_id = revoke.client_id = &id;
+    cr_client_secret_to_pb(c, &end.has_client_secret, &end.client_secret);
+    cr_client_secret_to_pb(c, &revoke.has_client_secret, &revoke.client_secret);
     end.has_checksum_xxh3 = checksum != NULL;
     end.checksum_xxh3 = checksum != NULL ? *checksum : 0;
     const ProtobufCMessage *req = method == CR_METHOD_PUT_END ? &end.base : &revoke.base;
@@ -341,5 +351,6 @@ int cr_client_submit_ping(cr_client *c, uint64_t *request_id) {
     cr_client_uuid_to_pb(c->id, &id);
     Crescent__Master__PingRequest req = CRESCENT__MASTER__PING_REQUEST__INIT;
     req.client_id = &id;
+    cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     return cr_client_submit(c, CR_METHOD_PING, &req.base, request_id);
 }

@@ -42,7 +42,10 @@ static void usage(FILE *out) {
             "the segment.  After each heartbeat it runs the copy/move tasks whose source is\n"
             "its segment (crescentctl copy/move): reads the object, checks its checksum,\n"
             "writes the targets, reports.  CRESCENT_LOG_LEVEL sets the log level (DEBUG,\n"
-            "INFO, WARN, ERROR).\n");
+            "INFO, WARN, ERROR).  A crescentd with --curve-secret-key-file is reached with\n"
+            "the keys in CRESCENT_CURVE_SERVER_KEY, CRESCENT_CURVE_PUBLIC_KEY and\n"
+            "CRESCENT_CURVE_SECRET_KEY, as libcrescent reads them; it unmounts only its\n"
+            "own segment, which needs no admin token.\n");
 }
 
 static bool parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *out) {

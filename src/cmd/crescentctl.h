@@ -56,4 +56,9 @@ extern const struct ctl_command ctl_store_commands[];
 extern const struct ctl_command ctl_events_commands[];
 extern const struct ctl_command ctl_task_commands[];
 
+/* Client secrets kept across crescentctl processes for the same client id
+ * (crescentctl_secret.c): load after opening a client, save before closing. */
+void ctl_secret_load(const char *endpoint, struct cr_client *c);
+void ctl_secret_save(const char *endpoint, const struct cr_client *c);
+
 #endif

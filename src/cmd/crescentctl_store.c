@@ -91,6 +91,10 @@ static const char store_help[] =
     "                    from for its --client-ttl (10 s by default): keep a segment\n"
     "                    mounted from here alive with `crescentctl mount --keepalive`\n"
     "                    (or `crescentctl ping --client-id ID` more often than the TTL).\n"
+    "                    Once an id has mounted or pinged, crescentd requires the secret it\n"
+    "                    issued then on the id's later calls: crescentctl keeps it for you\n"
+    "                    in $XDG_RUNTIME_DIR/crescent/client-secrets (else ~/.cache/crescent),\n"
+    "                    or give another machine $CRESCENT_CLIENT_SECRET (32 hex digits).\n"
     "  --replicas N      put-start: replicas wanted (default 1; fewer may be granted)\n"
     "  --soft-pin        put-start: keep the object through eviction while possible\n"
     "  --preferred SEG   put-start: try this segment first\n"
@@ -187,9 +191,17 @@ static int open_client(const struct ctl *ctl, const char *command, const struct 
     }
     char error[256];
     int rc = cr_client_open(ctl->rpc_address, &options, out, error, sizeof(error));
+    if (rc == CR_OK) ctl_secret_load(ctl->rpc_address, *out);
     if (rc == CR_OK) return 0;
     ctl_error(command, "%s", error);
     return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
+}
+
+/* Closes the client, keeping a secret crescentd issued to its id for the
+ * next crescentctl acting for the same id (crescentctl_secret.c). */
+static void close_client(const struct ctl *ctl, cr_client *c) {
+    ctl_secret_save(ctl->rpc_address, c);
+    cr_client_close(c);
 }
 
 /* Reports a failed call; the exit status says whose fault it was. */
@@ -338,7 +350,7 @@ static int cmd_mount(const struct ctl *ctl, int argc, char **argv) {
     if (rc == CR_OK && a.keepalive) status = keep_alive(ctl, c, argv[0], spec.name);
     if (rc == CR_ERR_INVALID_PARAMS && a.endpoint == NULL)
         ctl_error(argv[0], "crescentd may want the owner's transfer address: --endpoint H:P");
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 
@@ -354,7 +366,7 @@ static int cmd_unmount(const struct ctl *ctl, int argc, char **argv) {
     else if (rc == CR_OK)
         printf("unmounted %s\n", argv[a.first]);
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 
@@ -395,7 +407,7 @@ static int cmd_put_start(const struct ctl *ctl, int argc, char **argv) {
         cr_client_replica_list_free(&list);
     }
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 
@@ -422,7 +434,7 @@ static int keyed_command(const struct ctl *ctl, int argc, char **argv, int allow
     else if (rc == CR_OK)
         printf("%s %s\n", done, key);
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 
@@ -457,7 +469,7 @@ static int cmd_replicas(const struct ctl *ctl, int argc, char **argv) {
             print_replicas(&list);
     if (rc == CR_OK) cr_client_replica_list_free(&list);
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 
@@ -475,7 +487,7 @@ static int cmd_put(const struct ctl *ctl, int argc, char **argv) {
     struct cr_replicate_config config = {.replica_num = a.replicas, .with_soft_pin = a.soft_pin,
                                          .preferred_segment = a.preferred};
     rc = ctl_data_put(c, ctl->json, argv[0], a.tenant, argv[a.first], argv[a.first + 1], &config);
-    cr_client_close(c);
+    close_client(ctl, c);
     return rc;
 }
 
@@ -492,7 +504,7 @@ static int cmd_get(const struct ctl *ctl, int argc, char **argv) {
     cr_client *c;
     if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
     rc = ctl_data_get(c, argv[0], a.tenant, argv[a.first], left == 2 ? argv[a.first + 1] : NULL);
-    cr_client_close(c);
+    close_client(ctl, c);
     return rc;
 }
 
@@ -521,7 +533,7 @@ static int cmd_exist(const struct ctl *ctl, int argc, char **argv) {
     } else {
         status = failed(c, argv[0], rc);
     }
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 
@@ -541,7 +553,7 @@ static int cmd_rm_regex(const struct ctl *ctl, int argc, char **argv) {
     else if (rc == CR_OK)
         printf("removed %" PRId64 " object%s\n", removed, removed == 1 ? "" : "s");
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, argv[0], rc);
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 
@@ -571,7 +583,7 @@ static int cmd_ping(const struct ctl *ctl, int argc, char **argv) {
                version.ready ? "ready" : "not ready", us, ttl);
     int status = rc == CR_OK ? (version.ready ? CTL_EXIT_OK : CTL_EXIT_SERVER_FAILURE)
                              : failed(c, argv[0], rc);
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 
@@ -722,7 +734,7 @@ static int ls_rpc(const struct ctl *ctl, const char *command, const struct store
         cr_client_replica_lists_free(&lists);
     }
     int status = rc == CR_OK ? CTL_EXIT_OK : failed(c, command, rc);
-    cr_client_close(c);
+    close_client(ctl, c);
     return status;
 }
 

@@ -218,6 +218,15 @@ const char *cr_prefix_index_instance_tenant(const struct cr_prefix_index *index,
     return inst != NULL ? inst->tenant : NULL;
 }
 
+bool cr_prefix_index_tenant_known(const struct cr_prefix_index *index, const char *tenant) {
+    assert(index != NULL);
+    const char *t = tenant_or_default(tenant);
+    for (uint32_t id = 0; id < index->instance_high; id++)
+        if (index->instances[id].name != NULL && strcmp(index->instances[id].tenant, t) == 0)
+            return true;
+    return false;
+}
+
 int cr_prefix_index_instance_remove(struct cr_prefix_index *index, uint16_t id) {
     assert(index != NULL);
     if (instance_get(index, id) == NULL) return CR_ERR_OBJECT_NOT_FOUND;

@@ -138,6 +138,10 @@ int cr_prefix_index_instance_find(const struct cr_prefix_index *index, const cha
 const char *cr_prefix_index_instance_name(const struct cr_prefix_index *index, uint16_t id);
 const char *cr_prefix_index_instance_tenant(const struct cr_prefix_index *index, uint16_t id);
 
+/* Whether any instance is registered under tenant (NULL = "default").
+ * Cost O(instances). */
+bool cr_prefix_index_tenant_known(const struct cr_prefix_index *index, const char *tenant);
+
 /* Removes the instance, its publishers and all their blocks; the id may be
  * reused.  Returns CR_OK or CR_ERR_OBJECT_NOT_FOUND. */
 int cr_prefix_index_instance_remove(struct cr_prefix_index *index, uint16_t id);

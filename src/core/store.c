@@ -352,7 +352,7 @@ static void client_delete(cr_store *store, uint32_t hole) {
         store->clients[hole] = *c;
         hole = i;
     }
-    store->clients[hole].in_use = false;
+    store->clients[hole] = (struct cr_store_client){0}; /* its secret goes with it */
     store->client_count--;
 }
 
@@ -386,6 +386,53 @@ int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t
     if (was_known != NULL) *was_known = known;
     if (!known) return CR_OK;
     return cr_store_client_touch(store, client, now_ms);
+}
+
+int cr_store_client_issue_secret(cr_store *store, const struct cr_uuid *client,
+                                 const uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES],
+                                 bool *issued) {
+    assert(store != NULL && client != NULL && secret != NULL && issued != NULL);
+    bool found;
+    struct cr_store_client *c = &store->clients[client_slot(store, client, &found)];
+    *issued = found && !c->has_secret;
+    if (!*issued) return CR_OK;
+    memcpy(c->secret, secret, CR_STORE_CLIENT_SECRET_BYTES);
+    c->has_secret = true;
+    return CR_OK;
+}
+
+bool cr_store_client_wants_secret(const cr_store *store, const struct cr_uuid *client) {
+    assert(store != NULL && client != NULL);
+    bool found;
+    uint32_t i = client_slot(store, client, &found);
+    return found && !store->clients[i].has_secret;
+}
+
+int cr_store_client_check_secret(cr_store *store, const struct cr_uuid *client,
+                                 const uint8_t *secret, size_t len) {
+    assert(store != NULL && client != NULL);
+    bool found;
+    const struct cr_store_client *c = &store->clients[client_slot(store, client, &found)];
+    if (!found || !c->has_secret) return CR_OK;
+    char hex[2 * sizeof(client->b) + 1];
+    for (size_t i = 0; i < sizeof(client->b); i++)
+        snprintf(hex + 2 * i, 3, "%02x", client->b[i]);
+    if (secret == NULL || len == 0)
+        return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT,
+                             "client id %s is registered with a secret; this call carries none: "
+                             "use the client that registered it (or pass its "
+                             "CRESCENT_CLIENT_SECRET), or wait for its TTL to expire",
+                             hex);
+    /* Constant time: every byte is compared whatever the first difference. */
+    uint8_t diff = len == CR_STORE_CLIENT_SECRET_BYTES ? 0 : 1;
+    for (size_t i = 0; i < CR_STORE_CLIENT_SECRET_BYTES; i++)
+        diff |= (uint8_t)(c->secret[i] ^ (i < len ? secret[i] : 0));
+    if (diff == 0) return CR_OK;
+    return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT,
+                         "client id %s is registered with another secret: use the client that "
+                         "registered it (or its CRESCENT_CLIENT_SECRET), or wait for its TTL "
+                         "to expire",
+                         hex);
 }
 
 static void client_unmount_all(cr_store *store, const struct cr_uuid *client) {

@@ -175,6 +175,29 @@ int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, cons
 int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms,
                          bool *was_known);
 
+/* A client's secret: issued by the master at the client's first Mount or
+ * Ping (the caller draws the bytes from getrandom: the store stays pure) and
+ * required on its later state-changing calls, so a client id read from
+ * GET /api/v1/segments/NAME is not enough to act as that client. */
+#define CR_STORE_CLIENT_SECRET_BYTES 16u
+
+/* Gives a known client without a secret `secret` and copies it to *issued
+ * (true); a client that has one keeps it (*issued false).  An unknown
+ * client gets none.  Returns CR_OK. */
+int cr_store_client_issue_secret(cr_store *store, const struct cr_uuid *client,
+                                 const uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES],
+                                 bool *issued);
+
+/* Whether `client` is known and has no secret yet (one is due). */
+bool cr_store_client_wants_secret(const cr_store *store, const struct cr_uuid *client);
+
+/* Checks `secret` (len bytes, NULL/0: none) against the one `client` was
+ * issued, in constant time.  CR_OK when the client is unknown, has no
+ * secret, or the secret matches; CR_ERR_ILLEGAL_CLIENT with a sentence
+ * saying what to do otherwise. */
+int cr_store_client_check_secret(cr_store *store, const struct cr_uuid *client,
+                                 const uint8_t *secret, size_t len);
+
 /* Unmounts the segments and revokes the unfinished puts of every client whose
  * last sign of life is older than client_live_ttl_ms, then forgets it.
  * Returns the number of clients expired. */

@@ -91,6 +91,8 @@ struct cr_store_segment {
 struct cr_store_client {
     struct cr_uuid id;
     uint64_t last_seen_ms;
+    uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES]; /* issued once; goes with the client */
+    bool has_secret;
     bool in_use;
 };
 

@@ -196,12 +196,14 @@ static void answer(struct conn *c, const struct cr_http_response *resp) {
         type = "text/plain";
         body_len = 0;
     }
-    char head[256];
+    const char *extra = resp->header != NULL && resp->body != NULL ? resp->header : NULL;
+    assert(extra == NULL || strlen(extra) < 64); /* a static line: fits head */
+    char head[320];
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Cache-Control: no-store\r\n%s\r\n",
-                     status, status_text(status), type, body_len,
-                     c->keep_alive ? "" : "Connection: close\r\n");
+                     "Cache-Control: no-store\r\n%s%s%s\r\n",
+                     status, status_text(status), type, body_len, extra ? extra : "",
+                     extra ? "\r\n" : "", c->keep_alive ? "" : "Connection: close\r\n");
     assert(n > 0 && (size_t)n < sizeof(head));
     free(c->out);
     c->out = malloc((size_t)n + body_len);

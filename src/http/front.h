@@ -37,6 +37,7 @@ struct cr_http_response {
     const char *content_type; /* static string */
     char *body;               /* malloc'd; the front frees it */
     size_t body_len;
+    const char *header;       /* static "Name: value" line (no CRLF) or NULL */
 };
 
 typedef void (*cr_http_handler)(void *ctx, const struct cr_http_request *req,

@@ -6,7 +6,8 @@
  *                         Content-Type application/msgpack: the answer is then msgpack)
  *     -> {"<tenant>": {"<instance>": {"longest_matched": t, "GPU": t, "CPU": t,
  *                                     "DISK": t, "DP": {"0": t, ...}}}}
- *        ({} when nothing matches, the tenant or model is unknown)
+ *        ({} when nothing matches, the tenant or model is unknown: the
+ *        X-Crescent-Match header tells which, see match_header)
  *   POST /query_by_hash  same, with seq_hashes (alias block_hash) instead of token_ids
  *   POST /register, POST /unregister, GET /services, GET /global_view
  *   POST /load           {instance_id, tenant_id?, request_active_slots, request_total_slots,
@@ -298,6 +299,20 @@ static int run_query(struct cr_subsystems *peers, const struct cr_indexer_reques
     return rc;
 }
 
+/* The X-Crescent-Match line of a /query or /route answer.  A header, not a
+ * 404 or a field: routers written for the conductor read the body as
+ * tenant -> instance -> result and get {} for a cold or unknown model. */
+static const char *match_header(enum cr_indexer_match m) {
+    switch (m) {
+    case CR_INDEXER_MATCH_HIT: return "X-Crescent-Match: hit";
+    case CR_INDEXER_MATCH_MISS: return "X-Crescent-Match: miss";
+    case CR_INDEXER_MATCH_UNKNOWN_TENANT: return "X-Crescent-Match: unknown-tenant";
+    case CR_INDEXER_MATCH_UNKNOWN_CONTEXT: return "X-Crescent-Match: unknown-model";
+    case CR_INDEXER_MATCH_UNKNOWN_INSTANCE: return "X-Crescent-Match: unknown-instance";
+    }
+    return NULL;
+}
+
 static bool parse_query(const struct cr_http_request *req, struct cr_http_response *resp,
                         bool by_hash, struct cr_indexer_request *out) {
     /* Most bodies are plain {model, token_ids, block_size, ...}: parsed without
@@ -335,6 +350,7 @@ static void query_common(void *ctx, const struct cr_http_request *req,
         resp->content_type = "application/json";
         resp->body = cr_buf_take(&b, &resp->body_len);
     }
+    if (rc == CR_OK) resp->header = match_header(r->match);
     cr_indexer_result_free(r);
     cr_indexer_request_free(&q);
 }
@@ -377,6 +393,7 @@ static void route_route(void *ctx, const struct cr_http_request *req,
     resp->status = 200;
     resp->content_type = "application/json";
     resp->body = cr_buf_take(&b, &resp->body_len);
+    resp->header = match_header(r->match);
     cr_indexer_result_free(r);
     cr_indexer_request_free(&q);
 }

@@ -86,6 +86,17 @@ struct cr_indexer_hit {
     uint64_t dp_mask;
 };
 
+/* What a query's context was (X-Crescent-Match on /query): an empty answer
+ * for a known context is a real miss; for an unknown one it says nothing
+ * about the prompt. */
+enum cr_indexer_match {
+    CR_INDEXER_MATCH_HIT,              /* at least one instance matched */
+    CR_INDEXER_MATCH_MISS,             /* known context and instance, nothing held */
+    CR_INDEXER_MATCH_UNKNOWN_TENANT,   /* no instance is known under the tenant */
+    CR_INDEXER_MATCH_UNKNOWN_CONTEXT,  /* no events for the model/LoRA/block size/salt */
+    CR_INDEXER_MATCH_UNKNOWN_INSTANCE, /* the instance_id filter names no known instance */
+};
+
 /* A query's answer: one heap block (header, hits, DP counts, names), freed with
  * cr_indexer_result_free.  With route, best_instance is "" when no instance
  * of the tenant and model is known. */
@@ -100,6 +111,7 @@ struct cr_indexer_result {
     double best_load;
     uint32_t candidates;
     uint32_t excluded; /* candidates left out as unhealthy (see include_unhealthy) */
+    enum cr_indexer_match match;
 };
 
 struct cr_msg_indexer_query {

@@ -341,6 +341,39 @@ static void seeds_puts(const char *dir, Crescent__Master__UUID *client) {
     write_seed(dir, &bend.base, CRESCENT__MASTER__METHOD__BATCH_PUT_END);
 }
 
+/* The calls that carry a client's secret (field 13): right-sized, and one
+ * byte short (refused by the store as a wrong secret, never read past). */
+static void seeds_secrets(const char *dir, Crescent__Master__UUID *client) {
+    static uint8_t secret[16] = {0x5e, 0xc7, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06,
+                                 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e};
+    for (size_t len = 16; len >= 15; len--) {
+        ProtobufCBinaryData bin = {.len = len, .data = secret};
+        Crescent__Master__PingRequest ping = CRESCENT__MASTER__PING_REQUEST__INIT;
+        ping.client_id = client, ping.has_client_secret = 1, ping.client_secret = bin;
+        write_seed(dir, &ping.base, CRESCENT__MASTER__METHOD__PING);
+        Crescent__Master__MountSegmentRequest mount = CRESCENT__MASTER__MOUNT_SEGMENT_REQUEST__INIT;
+        mount.buffer = 0x10000, mount.size = 1u << 20, mount.segment_name = "seg1";
+        mount.client_id = client, mount.has_client_secret = 1, mount.client_secret = bin;
+        write_seed(dir, &mount.base, CRESCENT__MASTER__METHOD__MOUNT_SEGMENT);
+        Crescent__Master__UnmountSegmentRequest unmount =
+            CRESCENT__MASTER__UNMOUNT_SEGMENT_REQUEST__INIT;
+        unmount.segment_name = "seg1", unmount.client_id = client;
+        unmount.has_client_secret = 1, unmount.client_secret = bin;
+        write_seed(dir, &unmount.base, CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT);
+        Crescent__Master__PutEndRequest end = CRESCENT__MASTER__PUT_END_REQUEST__INIT;
+        end.key = "k1", end.client_id = client, end.has_client_secret = 1, end.client_secret = bin;
+        write_seed(dir, &end.base, CRESCENT__MASTER__METHOD__PUT_END);
+        Crescent__Master__PutRevokeRequest rev = CRESCENT__MASTER__PUT_REVOKE_REQUEST__INIT;
+        rev.key = "k1", rev.client_id = client, rev.has_client_secret = 1, rev.client_secret = bin;
+        write_seed(dir, &rev.base, CRESCENT__MASTER__METHOD__PUT_REVOKE);
+        Crescent__Master__PutRevokeRequest *revs[] = {&rev, &rev};
+        Crescent__Master__BatchPutRevokeRequest brev =
+            CRESCENT__MASTER__BATCH_PUT_REVOKE_REQUEST__INIT;
+        brev.n_requests = 2, brev.requests = revs;
+        write_seed(dir, &brev.base, CRESCENT__MASTER__METHOD__BATCH_PUT_REVOKE);
+    }
+}
+
 static void seeds_keys(const char *dir, Crescent__Master__UUID *client) {
     Crescent__Master__ExistKeyRequest exist = CRESCENT__MASTER__EXIST_KEY_REQUEST__INIT;
     exist.key = "k1", exist.tenant_id = "t";
@@ -392,6 +425,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     write_seed(dir, &unmount.base, CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT);
     seeds_puts(dir, &client);
     seeds_keys(dir, &client);
+    seeds_secrets(dir, &client);
     seeds_unknown(dir);
     return 0;
 }

@@ -111,8 +111,16 @@ def encode_request(method, request_id, body):
     return [struct.pack(">H", method), struct.pack(">Q", request_id), body]
 
 
+# The secrets crescentd issued, by (endpoint, client id): shared by every
+# MasterClient of the test process, as libcrescent keeps its client's.  A
+# stale one (a daemon restarted on the same port) is harmless: crescentd does
+# not check a secret for a client it does not know.
+_SECRETS = {}
+
+
 class MasterClient:
-    def __init__(self, endpoint, client_id=(1, 1), timeout=5.0, ctx=None):
+    def __init__(self, endpoint, client_id=(1, 1), timeout=5.0, ctx=None, keep_secrets=True):
+        self.keep_secrets = keep_secrets  # False: a caller that knows only the client id
         self.pb = load_proto()
         self.endpoint = endpoint
         self.client_id = client_id
@@ -148,9 +156,31 @@ class MasterClient:
         if request_id is None:
             request_id = self._next_id
             self._next_id += 1
+        if not isinstance(request, bytes) and self.keep_secrets:
+            self._attach_secrets(request)
         body = request if isinstance(request, bytes) else request.SerializeToString()
         self.send_frames(encode_request(method, request_id, body))
         return request_id
+
+    def _attach_secrets(self, request):
+        """Fills client_secret (when unset) of the request, or of each entry of a
+        batch, with the secret issued to its client id."""
+        entries = list(request.requests) if hasattr(request, "requests") else [request]
+        for r in entries:
+            if "client_secret" not in r.DESCRIPTOR.fields_by_name or r.HasField("client_secret"):
+                continue
+            if not r.HasField("client_id"):
+                continue
+            secret = _SECRETS.get((self.endpoint, r.client_id.first, r.client_id.second))
+            if secret is not None:
+                r.client_secret = secret
+
+    def _keep_secret(self, request, resp):
+        if not self.keep_secrets or "client_secret" not in resp.DESCRIPTOR.fields_by_name:
+            return
+        if resp.HasField("client_secret"):
+            _SECRETS[(self.endpoint, request.client_id.first, request.client_id.second)] = \
+                resp.client_secret
 
     def recv(self, timeout=None):
         """Next reply as (request id, status, body bytes); raises TimeoutError."""
@@ -188,7 +218,10 @@ class MasterClient:
 
     def call(self, method, request, timeout=None):
         status, body = self.wait(self.send(method, request), timeout)
-        return self.decode(method, status, body)
+        resp = self.decode(method, status, body)
+        if not isinstance(request, bytes):
+            self._keep_secret(request, resp)
+        return resp
 
     # ---- methods --------------------------------------------------------
     def get_version(self):

@@ -647,3 +647,39 @@ def test_load_only_bound_is_a_clear_503(daemon):
     assert body["error"] == "too many instances without a publisher"
     assert "1024" in body["detail"] and "register" in body["detail"]
     assert post_json(d.port, "/load", {"instance_id": "junk-7", "kv_total_blocks": 4})[0] == 200
+
+
+def match_of(port, path, body):
+    """The answer and its X-Crescent-Match header."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                 data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read()), r.headers.get("X-Crescent-Match")
+
+
+def test_unknown_tenant_model_instance_told_apart_from_a_miss(daemon, pubs):
+    d = start(daemon)
+    toks = tokens_of(2 * BS)
+    q = {"model": "m", "block_size": BS, "token_ids": toks}
+    # Nothing registered: every tenant is unknown; the body keeps the
+    # conductor's shape ({}) so routers written for it keep working.
+    assert match_of(d.port, "/query", q) == ({}, "unknown-tenant")
+    pub = pubs()
+    register(d.port, pub, "vllm-a")
+    pub.send(kp.batch([kp.vllm_stored([21], None, toks[:BS], BS)]))
+    applied(d.port, pub, "vllm-a")
+    hit = {"default": {"vllm-a": expect(BS)}}
+    assert match_of(d.port, "/query", q) == (hit, "hit")
+    seq = kp.seq_hashes(toks, BS)
+    assert match_of(d.port, "/query_by_hash",
+                    {"model": "m", "block_size": BS, "seq_hashes": seq}) == (hit, "hit")
+    # Known context, prompt not held: a real miss.
+    assert match_of(d.port, "/query", {**q, "token_ids": tokens_of(BS, base=5)}) == ({}, "miss")
+    assert match_of(d.port, "/query", {**q, "tenant_id": "t2"}) == ({}, "unknown-tenant")
+    for other in ({"model": "m2"}, {"block_size": 32}, {"lora_name": "adapter"},
+                  {"cache_salt": "s"}):
+        assert match_of(d.port, "/query", {**q, **other}) == ({}, "unknown-model"), other
+    assert match_of(d.port, "/query", {**q, "instance_id": "ghost"}) == ({}, "unknown-instance")
+    assert match_of(d.port, "/query", {**q, "instance_id": "vllm-a"}) == (hit, "hit")
+    answer, header = match_of(d.port, "/route", {**q, "model": "m2"})
+    assert answer["matches"] == {} and header == "unknown-model"

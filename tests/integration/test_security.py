@@ -308,3 +308,129 @@ def test_no_token_everything_open_as_before(daemon):
         assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
     status, seg = http(d.port, "GET", "/api/v1/segments/seg")
     assert status == 200 and seg["owner"] == "00000000000000070000000000000007"
+
+
+# ---- client secrets: a client id alone does not act as that client ---------
+
+VICTIM = (0x5151, 0x7777)
+ILLEGAL_CLIENT = -601  # include/crescent/error.h
+
+
+def poll_until(fn, timeout_s=30.0):
+    """fn() until it returns true, within a generous bound (the machine is loaded)."""
+    import time
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if fn():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_forged_client_id_refused_owner_works(daemon):
+    rpc, pub, replay = endpoints()
+    daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay)
+    with MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
+            MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as thief:
+        mounted = owner.mount_segment("victim-seg", 1 << 20)
+        assert mounted.status_code == 0
+        assert len(mounted.client_secret) == 16  # issued at the first mount
+        assert owner.put_start("victim-key", 4096).status_code == 0
+        # The thief knows the client id (GET /api/v1/segments/NAME shows it)
+        # but not the secret: every state-changing call is refused.
+        for call in (lambda: thief.unmount_segment("victim-seg"),
+                     lambda: thief.put_revoke("victim-key"),
+                     lambda: thief.put_end("victim-key"),
+                     lambda: thief.ping(),
+                     lambda: thief.batch_put_revoke(["victim-key"])):
+            resp = call()
+            codes = list(getattr(resp, "status_codes", [])) or [resp.status_code]
+            assert codes == [ILLEGAL_CLIENT], resp
+        resp = thief.ping()
+        assert "carries none" in resp.error_message and "TTL" in resp.error_message
+        wrong = thief.pb.UnmountSegmentRequest(segment_name="victim-seg",
+                                               client_id=thief.uuid(), client_secret=b"x" * 16)
+        resp = thief.call(thief.pb.UNMOUNT_SEGMENT, wrong)
+        assert resp.status_code == ILLEGAL_CLIENT and "another secret" in resp.error_message
+        # The owner's own calls all work, with the secret its client kept.
+        assert owner.ping().client_known
+        assert owner.put_end("victim-key").status_code == 0
+        assert owner.unmount_segment("victim-seg").status_code == 0
+
+
+def test_client_id_free_after_ttl_expiry(daemon):
+    rpc, pub, replay = endpoints()
+    daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
+           "--client-ttl", "1")
+    with MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
+            MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as other:
+        assert owner.mount_segment("ttl-seg", 1 << 20).status_code == 0
+        assert other.ping().status_code == ILLEGAL_CLIENT
+        # Once the owner stops pinging, crescentd forgets it and its secret:
+        # the id answers "not known", then a new mount registers it afresh.
+        assert poll_until(lambda: (lambda r: r.status_code == 0 and not r.client_known)(
+            other.ping()))
+        fresh = other.mount_segment("ttl-seg-2", 1 << 20)
+        assert fresh.status_code == 0 and len(fresh.client_secret) == 16
+
+
+# ---- crescent-store as a client of a secured crescentd ---------------------
+
+def test_store_server_takes_client_keys(daemon, tmp_path):
+    """crescent-store opens its master connection as libcrescent does: with
+    the CRESCENT_CURVE_* keys it mounts at a Curve-only crescentd and its
+    SIGTERM unmounts (its own segment: no admin token needed); without them
+    its handshake is refused and it exits non-zero, never mounted."""
+    server_pub, _, server = keygen(tmp_path, "server")
+    store_pub, store_sec, _ = keygen(tmp_path, "store")
+    clients = tmp_path / "clients"
+    clients.mkdir()
+    (clients / "store.pub").write_text(store_pub + "\n")
+    rpc, pub, replay = endpoints()
+    d = daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
+               "--curve-secret-key-file", str(server) + ".key", "--curve-clients", str(clients))
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("CRESCENT_CURVE_")}
+    keys = dict(plain, CRESCENT_CURVE_SERVER_KEY=server_pub,
+                CRESCENT_CURVE_PUBLIC_KEY=store_pub, CRESCENT_CURVE_SECRET_KEY=store_sec)
+
+    def segments():
+        with urllib.request.urlopen(f"http://127.0.0.1:{d.port}/api/v1/stats", timeout=5) as r:
+            return json.loads(r.read())["segments"]
+
+    def wait_segments(n):
+        for _ in range(WAIT_S * 20):
+            if segments() == n:
+                return
+            subprocess.run(["sleep", "0.05"])
+        raise AssertionError(f"timed out waiting for {n} segments")
+
+    def store(name, env):
+        return subprocess.Popen([binary("crescent-store"), "--master", rpc, "--segment-name",
+                                 name, "--segment-size", "16M", "--no-pin"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    p = store("with-keys", keys)
+    try:
+        wait_segments(1)
+    finally:
+        p.terminate()
+    out = p.communicate(timeout=30)[0].decode()
+    assert p.returncode == 0 and "unmount of" not in out, out
+    wait_segments(0)
+    log = tmp_path / "no-keys.log"
+    with open(log, "wb") as f:
+        p = subprocess.Popen([binary("crescent-store"), "--master", rpc, "--segment-name",
+                              "no-keys", "--segment-size", "16M", "--no-pin",
+                              "--timeout-ms", "300"], env=plain, stdout=f,
+                             stderr=subprocess.STDOUT)
+        try:
+            for _ in range(WAIT_S * 20):
+                if "does not answer" in log.read_text():
+                    break
+                subprocess.run(["sleep", "0.05"])
+            text = log.read_text()
+            assert "does not answer" in text and "mounted" not in text, text
+            assert segments() == 0
+        finally:
+            p.terminate()
+            p.wait(timeout=30)

@@ -170,6 +170,14 @@ static int32_t status_of(ProtobufCMessage *resp) {
 static Crescent__Master__UUID client_a = {
     PROTOBUF_C_MESSAGE_INIT(&crescent__master__uuid__descriptor), 0xA, 1};
 
+/* The secret segments issued to client_a at its first mount (one fixture
+ * at a time): client_a's later calls carry it, as libcrescent's would. */
+static uint8_t secret_a[CR_STORE_CLIENT_SECRET_BYTES];
+static protobuf_c_boolean has_secret_a;
+#define WITH_SECRET_A(r)                                                                           \
+    ((r).has_client_secret = has_secret_a,                                                       \
+     (r).client_secret = (ProtobufCBinaryData){.len = sizeof(secret_a), .data = secret_a})
+
 static void mount(struct fixture *f, const char *name, uint64_t size, uint64_t base) {
     Crescent__Master__MountSegmentRequest r = CRESCENT__MASTER__MOUNT_SEGMENT_REQUEST__INIT;
     r.segment_name = (char *)name;
@@ -177,7 +185,16 @@ static void mount(struct fixture *f, const char *name, uint64_t size, uint64_t b
     r.buffer = base;
     r.client_id = &client_a;
     r.transport_endpoint = "10.0.0.1:7000";
-    assert_int_equal(status_of(call(f, CRESCENT__MASTER__METHOD__MOUNT_SEGMENT, &r.base)), CR_OK);
+    WITH_SECRET_A(r);
+    Crescent__Master__MountSegmentResponse *resp =
+        (void *)call(f, CRESCENT__MASTER__METHOD__MOUNT_SEGMENT, &r.base);
+    assert_int_equal(resp->status_code, CR_OK);
+    if (resp->has_client_secret) { /* the first mount of this fixture's store */
+        assert_int_equal(resp->client_secret.len, sizeof(secret_a));
+        memcpy(secret_a, resp->client_secret.data, sizeof(secret_a));
+        has_secret_a = 1;
+    }
+    protobuf_c_message_free_unpacked(&resp->base, NULL);
 }
 
 static int32_t put(struct fixture *f, const char *key, int64_t size, bool soft_pin) {
@@ -190,12 +207,14 @@ static int32_t put(struct fixture *f, const char *key, int64_t size, bool soft_p
     s.value_length = size;
     s.config = &cfg;
     s.client_id = &client_a;
+    WITH_SECRET_A(s);
     s.block = &block;
     int32_t rc = status_of(call(f, CRESCENT__MASTER__METHOD__PUT_START, &s.base));
     if (rc != CR_OK) return rc;
     Crescent__Master__PutEndRequest e = CRESCENT__MASTER__PUT_END_REQUEST__INIT;
     e.key = (char *)key;
     e.client_id = &client_a;
+    WITH_SECRET_A(e);
     return status_of(call(f, CRESCENT__MASTER__METHOD__PUT_END, &e.base));
 }
 
@@ -313,10 +332,12 @@ static void test_chained_replies_and_events_keep_order_and_tenant(void **state) 
         starts[i].value_length = 4096;
         starts[i].config = &cfg;
         starts[i].client_id = &client_a;
+        WITH_SECRET_A(starts[i]);
         starts[i].tenant_id = (char *)tenant_of[i];
         ends[i] = (Crescent__Master__PutEndRequest)CRESCENT__MASTER__PUT_END_REQUEST__INIT;
         ends[i].key = keys[i];
         ends[i].client_id = &client_a;
+        WITH_SECRET_A(ends[i]);
         ends[i].tenant_id = (char *)tenant_of[i];
     }
     for (uint32_t i = 0; i < 2 * CHAINED_KEYS; i++) {

@@ -437,6 +437,9 @@ static void test_instance_remove(void **state) {
     assert_int_equal(d, f->a);
     assert_string_equal(cr_prefix_index_instance_name(f->ix, d), "d");
     assert_string_equal(cr_prefix_index_instance_tenant(f->ix, d), "t1");
+    assert_true(cr_prefix_index_tenant_known(f->ix, "t1"));
+    assert_false(cr_prefix_index_tenant_known(f->ix, "t2"));
+    assert_false(cr_prefix_index_tenant_known(f->ix, NULL)); /* "default": none here */
     assert_int_equal(cr_prefix_index_publisher(f->ix, d, 0, &pd), CR_OK);
     assert_int_equal(store(f, pd, 5, 1, 0, 2, CR_PREFIX_MEDIUM_CPU), CR_OK);
     size_t n = query(f, &base_key, 1, 4, NULL, 0, &m);

@@ -539,6 +539,51 @@ static void test_client_expiry(void **state) {
     cr_store_destroy(s);
 }
 
+/* A client's secret: issued once to a known client, checked in full,
+ * gone with the client at expiry (then the id is free for anyone). */
+static void test_client_secret(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    static const uint8_t SECRET[CR_STORE_CLIENT_SECRET_BYTES] = {1, 2, 3, 4, 5, 6, 7, 8,
+                                                                 9, 10, 11, 12, 13, 14, 15, 16};
+    static const uint8_t OTHER[CR_STORE_CLIENT_SECRET_BYTES] = {1, 2, 3, 4, 5, 6, 7, 8,
+                                                                9, 10, 11, 12, 13, 14, 15, 17};
+    bool issued = true;
+    /* Unknown: nothing issued, nothing required. */
+    assert_int_equal(cr_store_client_issue_secret(s, &CLIENT_A, SECRET, &issued), CR_OK);
+    assert_false(issued);
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, NULL, 0), CR_OK);
+    mount(s, &CLIENT_A, "a0", 0, 64 * KIB, "10.0.0.1:1");
+    /* Known without a secret yet: anything passes, then one is issued once. */
+    assert_true(cr_store_client_wants_secret(s, &CLIENT_A));
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, NULL, 0), CR_OK);
+    assert_int_equal(cr_store_client_issue_secret(s, &CLIENT_A, SECRET, &issued), CR_OK);
+    assert_true(issued);
+    assert_int_equal(cr_store_client_issue_secret(s, &CLIENT_A, OTHER, &issued), CR_OK);
+    assert_false(issued); /* the first one stays */
+    assert_false(cr_store_client_wants_secret(s, &CLIENT_A));
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, SECRET, sizeof(SECRET)), CR_OK);
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, NULL, 0), CR_ERR_ILLEGAL_CLIENT);
+    assert_non_null(strstr(cr_store_last_error(s), "carries none"));
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, OTHER, sizeof(OTHER)),
+                     CR_ERR_ILLEGAL_CLIENT);
+    assert_non_null(strstr(cr_store_last_error(s), "another secret"));
+    /* A prefix of the right secret is wrong too. */
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, SECRET, 8), CR_ERR_ILLEGAL_CLIENT);
+    /* Another client is not affected. */
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_B, NULL, 0), CR_OK);
+    /* Expiry takes the secret: the id is free, then issued anew. */
+    assert_int_equal(cr_store_expire_clients(s, 100000), 1);
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, NULL, 0), CR_OK);
+    mount(s, &CLIENT_A, "a0", 0, 64 * KIB, "10.0.0.1:1");
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, SECRET, sizeof(SECRET)), CR_OK);
+    assert_int_equal(cr_store_client_issue_secret(s, &CLIENT_A, OTHER, &issued), CR_OK);
+    assert_true(issued);
+    assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, SECRET, sizeof(SECRET)),
+                     CR_ERR_ILLEGAL_CLIENT);
+    cr_store_destroy(s);
+}
+
 static void test_many_clients_expire(void **state) {
     (void)state;
     cr_store *s = make_store(NULL);
@@ -1173,6 +1218,7 @@ int main(void) {
         cmocka_unit_test(test_evict_revalidates),
         cmocka_unit_test(test_zombie_preempt_and_reclaim),
         cmocka_unit_test(test_client_expiry),
+        cmocka_unit_test(test_client_secret),
         cmocka_unit_test(test_many_clients_expire),
         cmocka_unit_test(test_preferred_segment),
         cmocka_unit_test(test_distinct_and_best_effort),
