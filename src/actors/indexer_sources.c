@@ -522,7 +522,15 @@ static void live_message(struct indexer_state *st, struct indexer_source *s, uin
         return;
     }
     s->after_replay = false;
-    if (s->have_seq && seq <= s->last_seq) {
+    if (s->have_seq && seq == s->last_seq && seq != 0) {
+        /* The batch just applied, sent again: a copy.  A restarted engine
+         * numbers from 0 again, so only seq 0 repeated can be a new run. */
+        s->counters.duplicates++;
+        return;
+    }
+    /* After 2^64-1 comes 0 (next_seq wraps with it): a continuation. */
+    bool wrapped = s->have_seq && s->last_seq == UINT64_MAX && seq == 0;
+    if (s->have_seq && seq <= s->last_seq && !wrapped) {
         /* The new run's earlier batches (before seq) are in its replay buffer. */
         restart_seen(st, s, seq);
         s->have_seq = false;

@@ -536,6 +536,29 @@ static void test_restart_going_back_inside_the_window(void **state) {
     assert_int_equal(held(f, last + 1), 0); /* the old run's blocks were cleared */
 }
 
+/* At the top of the seq space: the last batch sent twice is a copy, not a
+ * restart (its blocks stay), and the seq after 2^64-1 is 0, a continuation. */
+static void test_seq_at_the_top_repeats_and_wraps(void **state) {
+    struct fx *f = *state;
+    connect_engine(f);
+    struct indexer_source *s = source(f);
+    s->last_seq = UINT64_MAX - 1; /* as if it had published that long */
+    publish(f, UINT64_MAX, TS_OLD, 41);
+    PUMP_UNTIL(f, s->last_seq == UINT64_MAX);
+    assert_int_equal(held(f, 41), BS);
+    publish(f, UINT64_MAX, TS_OLD, 41); /* the same batch again */
+    PUMP_UNTIL(f, s->counters.duplicates == 1 || s->counters.restarts > 0);
+    assert_int_equal(s->counters.restarts, 0);
+    assert_int_equal(held(f, 41), BS);
+    publish(f, 0, TS_OLD, 42); /* wraps */
+    PUMP_UNTIL(f, s->last_seq == 0 || s->counters.restarts > 0);
+    assert_int_equal(s->counters.restarts, 0);
+    assert_int_equal(s->counters.gaps, 0);
+    assert_false(s->replaying);
+    assert_int_equal(held(f, 41), BS);
+    assert_int_equal(held(f, 42), BS);
+}
+
 /* No live copy came (SUB dropped them), and the restarted engine's first
  * batch seen is numbered inside the window: its ts is newer than every
  * replayed batch, so it cannot be a copy.  A true copy before it, with its
@@ -626,6 +649,7 @@ int main(void) {
                                         teardown),
         cmocka_unit_test_setup_teardown(test_live_copies_after_a_replay_are_duplicates, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_seq_at_the_top_repeats_and_wraps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_going_back_inside_the_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_newer_than_the_replay_inside_the_window, setup,
                                         teardown),
