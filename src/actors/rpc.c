@@ -7,10 +7,11 @@
  * Segments runs it and sends the call back (CR_MSG_MASTER_DONE) with the
  * packed response; the gateway writes the reply with ZMQ_DONTWAIT.  No ask
  * blocks here, so many requests are in flight and replies leave in the order
- * segments finishes them.  The task calls QueryTask, FetchTasks and
- * MarkTaskToComplete go to the tasks actor instead, which answers them the
- * same way; CreateCopyTask and CreateMoveTask go to segments, which reserves
- * their targets and passes them on to tasks (msgs/task_msgs.h).
+ * segments finishes them.  QueryTask goes to the tasks actor instead, which
+ * answers it the same way; FetchTasks and MarkTaskToComplete go to segments
+ * for the executor's secret check, then on to tasks, which answers them;
+ * CreateCopyTask and CreateMoveTask go to segments, which reserves their
+ * targets and passes them on to tasks (msgs/task_msgs.h).
  *
  * Anything wrong with a request (frame count or sizes, unknown method, a body
  * protobuf cannot decode, a value out of range) is answered at once and
@@ -300,7 +301,11 @@ static void forward(struct rpc_state *st, struct cr_master_call *call) {
     call->reply_to = st->self;
     /* cr_send waits up to send_wait_ns on a full ring: that wait is the
      * backpressure a flood of requests deserves. */
-    struct cr_actor *to = cr_task_method_for_tasks(call->method) ? st->tasks : st->segments;
+    /* FetchTasks and MarkTaskToComplete go through segments, which checks the
+     * executor's secret (it holds the client table) and passes them on. */
+    bool to_tasks =
+        cr_task_method_for_tasks(call->method) && !cr_rpc_methods_task_gated(call->method);
+    struct cr_actor *to = to_tasks ? st->tasks : st->segments;
     int rc = to != NULL ? cr_send(to, &msg) : CR_ERR_SHUTDOWN;
     if (rc != CR_OK) {
         st->not_ready++;

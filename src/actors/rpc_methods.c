@@ -276,6 +276,42 @@ static int m_ping(struct cr_rpc_run *run, struct cr_master_call *call, struct cr
     return resp.status_code;
 }
 
+/* FetchTasks and MarkTaskToComplete run on the tasks actor, which does not
+ * hold the client table: segments checks the executor's secret first.  A
+ * call that passes leaves no reply (call->reply NULL) and goes on to tasks
+ * (cr_rpc_methods_task_gated); a refusal is answered from here. */
+static int m_task_gate(struct cr_rpc_run *run, struct cr_master_call *call,
+                       struct cr_rpc_arena *a) {
+    struct cr_uuid id;
+    int32_t *code;
+    ProtobufCMessage *resp;
+    Crescent__Master__FetchTasksResponse fetch = CRESCENT__MASTER__FETCH_TASKS_RESPONSE__INIT;
+    Crescent__Master__MarkTaskToCompleteResponse mark =
+        CRESCENT__MASTER__MARK_TASK_TO_COMPLETE_RESPONSE__INIT;
+    if (call->method == CRESCENT__MASTER__METHOD__FETCH_TASKS) {
+        REQ(FetchTasksRequest);
+        store_uuid(req->client_id, &id);
+        fetch.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
+        code = &fetch.status_code, resp = &fetch.base;
+    } else {
+        REQ(MarkTaskToCompleteRequest);
+        store_uuid(req->client_id, &id);
+        mark.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
+        code = &mark.status_code, resp = &mark.base;
+    }
+    if (*code == CR_OK) {
+        call->status = CR_OK; /* no reply: tasks answers */
+        return CR_OK;
+    }
+    finish(call, a, resp);
+    return *code;
+}
+
+bool cr_rpc_methods_task_gated(uint16_t method) {
+    return method == CRESCENT__MASTER__METHOD__FETCH_TASKS ||
+           method == CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE;
+}
+
 static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
     REQ(MountSegmentRequest);
     struct cr_uuid id;
@@ -738,6 +774,8 @@ static method_fn method_for(uint16_t id) {
     case CRESCENT__MASTER__METHOD__REMOVE_ALL: return m_remove_all;
     case CRESCENT__MASTER__METHOD__BATCH_QUERY_IP: return m_query_ip;
     case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR: return m_replica_clear;
+    case CRESCENT__MASTER__METHOD__FETCH_TASKS:
+    case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE: return m_task_gate;
     default: return NULL;
     }
 }

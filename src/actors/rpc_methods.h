@@ -36,6 +36,11 @@ struct cr_rpc_run {
 bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant,
                           const char **pattern);
 
+/* FetchTasks and MarkTaskToComplete: run here for the executor's secret
+ * check only.  One that passes is left without a reply (call->reply NULL)
+ * for the tasks actor to answer; a refusal has its reply. */
+bool cr_rpc_methods_task_gated(uint16_t method);
+
 /* Runs call->request and sets call->status (CR_OK, or CR_ERR_NOMEM with a
  * text body when the response could not be built), call->reply and
  * call->reply_len.  Returns the response's status_code (the store's verdict;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/rpc_codec.h"
 #include "actors/rpc_methods.h"
 #include "actors/task_store.h"
 #include "actors/subsystems.h"
@@ -274,7 +275,8 @@ static void on_task_op(struct segments_state *st, struct cr_task_op *op) {
 /* A ping that asks for its client's tasks goes on to tasks, which adds them
  * to the packed response and answers; false (tasks stopping or its ring
  * full): the ping is answered here without tasks, and the executor gets them
- * at its next ping. */
+ * at its next ping.  FetchTasks and MarkTaskToComplete whose secret passed
+ * go on the same way (refused with "retry" when tasks cannot take them). */
 static bool ping_to_tasks(struct segments_state *st, struct cr_master_call *call) {
     struct cr_msg fwd = {.type = CR_MSG_MASTER_CALL};
     CR_MSG_BODY(&fwd, struct cr_msg_master_call)->call = call;
@@ -303,6 +305,15 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
         return;
     }
     if (rc == CR_OK && cr_task_ping_wants_tasks(call) && ping_to_tasks(st, call)) return;
+    if (rc == CR_OK && cr_rpc_methods_task_gated(call->method) && call->reply == NULL) {
+        if (ping_to_tasks(st, call)) return;
+        const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
+        assert(m != NULL);
+        if (cr_rpc_pack_status(m->response, CR_ERR_AGAIN,
+                               "the tasks actor is busy or stopping; retry", &call->reply,
+                               &call->reply_len) != CR_OK)
+            cr_rpc_reply_nomem(call);
+    }
     done_append(st, call);
 }
 

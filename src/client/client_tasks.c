@@ -182,6 +182,7 @@ int cr_client_fetch_tasks(cr_client *c, uint32_t max, struct cr_task_assignments
     if (rc != CR_OK) return rc;
     cr_client_uuid_to_pb(c->id, &id);
     req.client_id = &id, req.has_max_tasks = 1, req.max_tasks = max;
+    cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     if ((rc = cr_client_call(c, CR_METHOD_FETCH_TASKS, &req.base, &msg)) != CR_OK) return rc;
     const Crescent__Master__FetchTasksResponse *r = (const void *)msg;
     return copy_assignments(c, msg, r->tasks, r->n_tasks, out);
@@ -222,6 +223,7 @@ int cr_client_mark_task_to_complete(cr_client *c, const uint8_t task_id[CR_CLIEN
     req.status = success ? CRESCENT__MASTER__TASK_STATUS__SUCCESS
                          : CRESCENT__MASTER__TASK_STATUS__FAILED;
     req.message = (char *)message;
+    cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     ProtobufCMessage *msg;
     int rc = cr_client_call(c, CR_METHOD_MARK_TASK_TO_COMPLETE, &req.base, &msg);
     if (rc == CR_OK) protobuf_c_message_free_unpacked(msg, NULL);

@@ -358,6 +358,41 @@ def test_forged_client_id_refused_owner_works(daemon):
         assert owner.unmount_segment("victim-seg").status_code == 0
 
 
+def test_stolen_client_id_cannot_fetch_or_report_tasks(daemon):
+    """FetchTasks and MarkTaskToComplete run on the tasks actor; segments checks
+    the executor's secret first, so the id alone neither takes its tasks nor
+    reports them done."""
+    rpc, pub, replay = endpoints()
+    daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay)
+    with MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
+            MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as thief:
+        for name, base in (("exec-a", 0x1000_0000), ("exec-b", 0x2000_0000)):
+            assert owner.mount_segment(name, 1 << 20, base=base).status_code == 0
+        start, end = owner.put("task-key", 4096, preferred_segment="exec-a")
+        assert start.status_code == 0 and end.status_code == 0
+        created = owner.create_copy_task("task-key", ["exec-b"])
+        assert created.status_code == 0, created
+        tid = created.task_id
+        stolen = thief.fetch_tasks()
+        assert stolen.status_code == ILLEGAL_CLIENT and len(stolen.tasks) == 0
+        assert "carries none" in stolen.error_message
+        assert owner.query_task(tid).status == owner.pb.PENDING  # not handed to the thief
+        got = owner.fetch_tasks().tasks
+        assert len(got) == 1 and got[0].task_id == tid
+        for success in (True, False):
+            forged = thief.mark_task_to_complete(tid, success=success)
+            assert forged.status_code == ILLEGAL_CLIENT, forged
+            assert "carries none" in forged.error_message
+        wrong = thief.pb.MarkTaskToCompleteRequest(client_id=thief.uuid(), task_id=tid,
+                                                   status=thief.pb.SUCCESS,
+                                                   client_secret=b"x" * 16)
+        resp = thief.call(thief.pb.MARK_TASK_TO_COMPLETE, wrong)
+        assert resp.status_code == ILLEGAL_CLIENT and "another secret" in resp.error_message
+        assert owner.query_task(tid).status == owner.pb.PROCESSING
+        assert owner.mark_task_to_complete(tid).status_code == 0
+        assert owner.query_task(tid).status == owner.pb.SUCCESS
+
+
 def test_client_id_free_after_ttl_expiry(daemon):
     rpc, pub, replay = endpoints()
     daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
