@@ -48,15 +48,20 @@ def test_register_refuses_unknown_fields_and_types(daemon):
     assert json.loads(body)["services"][0]["type"] == "SGLang"  # the usual spelling
 
 
-def test_config_file_refuses_the_same(tmp_path):
+def run_with_config(tmp_path, entry, event=None):
+    """Runs crescentd with a conductor config holding entry as vllm-0."""
     conf = tmp_path / "conductor_config.json"
-    conf.write_text(json.dumps({"kvevent_instance": {"vllm-0": {**REG, "blocksize": 16}}}))
-    r = subprocess.run([binary("crescentd"), "--no-pin", "--indexer-config", str(conf),
-                        "--http-address", f"127.0.0.1:{free_port()}", "--metrics-port", "0",
-                        "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
-                        "--event-address", f"tcp://127.0.0.1:{free_port()}",
-                        "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
-                       capture_output=True, text=True, timeout=20)
+    conf.write_text(json.dumps({"kvevent_instance": {"vllm-0": entry}}))
+    return subprocess.run([binary("crescentd"), "--no-pin", "--indexer-config", str(conf),
+                           "--http-address", f"127.0.0.1:{free_port()}", "--metrics-port", "0",
+                           "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--event-address", f"tcp://127.0.0.1:{event or free_port()}",
+                           "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
+                          capture_output=True, text=True, timeout=20)
+
+
+def test_config_file_refuses_the_same(tmp_path):
+    r = run_with_config(tmp_path, {**REG, "blocksize": 16})
     assert r.returncode == 2
     assert "vllm-0" in r.stderr and "unknown field 'blocksize'" in r.stderr, r.stderr
 
@@ -82,14 +87,7 @@ def test_register_refuses_link_local_and_crescentds_own_ports(daemon):
 
 def test_config_file_refuses_crescentds_own_port(tmp_path):
     event = free_port()
-    conf = tmp_path / "conductor_config.json"
-    conf.write_text(json.dumps({"kvevent_instance": {
-        "vllm-0": {**REG, "endpoint": f"tcp://127.0.0.1:{event}"}}}))
-    r = subprocess.run([binary("crescentd"), "--no-pin", "--indexer-config", str(conf),
-                        "--http-address", f"127.0.0.1:{free_port()}", "--metrics-port", "0",
-                        "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
-                        "--event-address", f"tcp://127.0.0.1:{event}",
-                        "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
-                       capture_output=True, text=True, timeout=20)
+    r = run_with_config(tmp_path, {**REG, "endpoint": f"tcp://127.0.0.1:{event}"},
+                        event=event)
     assert r.returncode == 2
     assert "vllm-0" in r.stderr and "--event-address" in r.stderr, r.stderr
