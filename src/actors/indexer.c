@@ -50,6 +50,17 @@ static int config_error(const char *path, const char *error) {
     return CR_ERR_INVALID_PARAMS;
 }
 
+/* Both endpoints of a registration, as cr_indexer_endpoint_check. */
+static int registration_endpoints_check(const struct indexer_state *st,
+                                        const struct cr_indexer_registration *r, char *error,
+                                        size_t error_size) {
+    int rc = cr_indexer_endpoint_check(&st->config, "endpoint", r->endpoint, error, error_size);
+    if (rc == CR_OK)
+        rc = cr_indexer_endpoint_check(&st->config, "replay_endpoint", r->replay_endpoint, error,
+                                       error_size);
+    return rc;
+}
+
 static int load_static(struct indexer_state *st, const char *path) {
     char error[CR_INDEXER_ERROR_MAX + 512];
     if (cr_indexer_conf_load(path, &st->static_regs, &st->static_count, error, sizeof(error)) !=
@@ -58,6 +69,11 @@ static int load_static(struct indexer_state *st, const char *path) {
     /* Endpoint syntax is checked now, so a typo fails here and not at start. */
     for (uint32_t i = 0; i < st->static_count; i++) {
         const struct cr_indexer_registration *r = &st->static_regs[i];
+        char why[CR_INDEXER_ERROR_MAX];
+        if (registration_endpoints_check(st, r, why, sizeof(why)) != CR_OK) {
+            snprintf(error, sizeof(error), "%.64s: %s", r->instance_id, why);
+            return config_error(path, error);
+        }
         const char *endpoints[2] = {r->endpoint, r->replay_endpoint};
         for (int e = 0; e < 2; e++) {
             if (endpoints[e][0] == '\0') continue;
@@ -95,6 +111,7 @@ static int indexer_create(const struct cr_daemon_config *config, void **state_ou
     cr_prefix_index_set_engine_max(st->index, config->indexer_engine_hashes_max);
     st->engine_hashes_max = config->indexer_engine_hashes_max;
     st->max_message_bytes = (int64_t)config->indexer_max_message_mb << 20;
+    st->config = *config;
     const char *path = cr_indexer_conf_path(config->indexer_config);
     int rc = path[0] != '\0' ? load_static(st, path) : CR_OK;
     char error[CR_INDEXER_ERROR_MAX + 1024];
@@ -650,7 +667,8 @@ static int handle_ask(struct indexer_state *st, struct cr_msg *msg) {
     switch (msg->type) {
     case CR_MSG_INDEXER_REGISTER: {
         struct cr_msg_indexer_register *b = CR_MSG_BODY(msg, struct cr_msg_indexer_register);
-        int rc = indexer_source_add(st, b->reg, b->error, CR_INDEXER_ERROR_MAX);
+        int rc = registration_endpoints_check(st, b->reg, b->error, CR_INDEXER_ERROR_MAX);
+        if (rc == CR_OK) rc = indexer_source_add(st, b->reg, b->error, CR_INDEXER_ERROR_MAX);
         if (rc != CR_OK) {
             st->registrations_rejected++;
             return rc;

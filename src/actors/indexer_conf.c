@@ -10,6 +10,7 @@
 
 #include "actors/indexer_internal.h"
 #include "crescent/error.h"
+#include "daemon/config.h"
 
 #define REGS_MAX CR_INDEXER_SOURCES_MAX
 
@@ -97,6 +98,81 @@ static bool check_bind_endpoint(const char *endpoint, char *error, size_t error_
         }
     }
     return true;
+}
+
+/* ---- where a publisher endpoint may point ---- */
+
+/* Splits "tcp://HOST:PORT" or "HOST:PORT" (brackets kept on an IPv6 host);
+ * false when there is no numeric port. */
+static bool split_host_port(const char *address, char *host, size_t host_size, long *port) {
+    if (strncmp(address, "tcp://", 6) == 0) address += 6;
+    const char *colon = strrchr(address, ':');
+    if (colon == NULL || colon[1] == '\0') return false;
+    char *end = NULL;
+    *port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || *port < 1 || *port > 65535) return false;
+    snprintf(host, host_size, "%.*s", (int)(colon - address), address);
+    return true;
+}
+
+static bool host_is_link_local(const char *host) {
+    if (strncmp(host, "169.254.", 8) == 0) return true;
+    /* fe80::/10: the first hextet is fe80 to febf. */
+    const char *h = host[0] == '[' ? host + 1 : host;
+    return strlen(h) >= 5 && strncasecmp(h, "fe", 2) == 0 && strchr("89abAB", h[2]) != NULL &&
+           h[4] == ':';
+}
+
+/* Hosts that reach this machine whatever crescentd's own address names. */
+static bool host_is_this_machine(const char *host) {
+    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 ||
+           strcmp(host, "[::1]") == 0 || strcmp(host, "0.0.0.0") == 0 ||
+           strcmp(host, "[::]") == 0 || strcmp(host, "*") == 0;
+}
+
+int cr_indexer_endpoint_check(const struct cr_daemon_config *config, const char *field,
+                              const char *endpoint, char *error, size_t error_size) {
+    assert(field != NULL && endpoint != NULL && error != NULL);
+    char host[CR_CONFIG_ADDRESS_MAX];
+    long port = 0;
+    if (endpoint[0] == '\0' || !split_host_port(endpoint, host, sizeof(host), &port))
+        return CR_OK; /* ipc:// or a syntax zmq itself refuses */
+    if (host_is_link_local(host)) {
+        snprintf(error, error_size,
+                 "%s '%.200s' is link-local (169.254.0.0/16, fe80::/10: cloud metadata and "
+                 "neighbour services); crescent does not connect there",
+                 field, endpoint);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (config == NULL) return CR_OK;
+    char metrics[CR_CONFIG_ADDRESS_MAX + 8] = "";
+    char http_host[CR_CONFIG_ADDRESS_MAX];
+    long http_port = 0;
+    if (config->metrics_port != 0 &&
+        split_host_port(config->http_address, http_host, sizeof(http_host), &http_port))
+        snprintf(metrics, sizeof(metrics), "%s:%u", http_host, config->metrics_port);
+    const struct {
+        const char *flag, *address;
+    } own[] = {
+        {"--rpc-address", config->rpc_address},       {"--event-address", config->event_address},
+        {"--replay-address", config->replay_address}, {"--http-address", config->http_address},
+        {"--metrics-port", metrics},                  {"--data-address", config->data_address},
+    };
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+        char own_host[CR_CONFIG_ADDRESS_MAX];
+        long own_port = 0;
+        if (!split_host_port(own[i].address, own_host, sizeof(own_host), &own_port) ||
+            own_port != port)
+            continue;
+        if (host_is_this_machine(host) || strcmp(host, own_host) == 0) {
+            snprintf(error, error_size,
+                     "%s '%.200s' is crescentd's own %s (%.200s); a publisher must be an "
+                     "engine's KV-event socket, not crescentd itself",
+                     field, endpoint, own[i].flag, own[i].address);
+            return CR_ERR_INVALID_PARAMS;
+        }
+    }
+    return CR_OK;
 }
 
 int cr_indexer_registration_check(struct cr_indexer_registration *reg, char *error,

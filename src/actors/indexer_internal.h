@@ -169,6 +169,9 @@ struct indexer_state {
     uint32_t *route_hits; /* by instance id: tokens hit by the current /route; lazily 256 KiB */
     uint64_t registrations_rejected;
     uint64_t unknown_messages, last_unknown_log_ns;
+    /* A copy of crescentd's settings at create: its own listening addresses
+     * are no publisher endpoint. */
+    struct cr_daemon_config config;
     /* Static registrations read by create (conductor_config.json). */
     struct cr_indexer_registration *static_regs;
     uint32_t static_count;
@@ -215,6 +218,14 @@ int cr_indexer_conf_load(const char *path, struct cr_indexer_registration **regs
  * CR_ERR_INVALID_PARAMS with one line in error. */
 int cr_indexer_registration_check(struct cr_indexer_registration *reg, char *error,
                                   size_t error_size);
+
+/* Refuses an endpoint (field names it: "endpoint", "replay_endpoint") whose
+ * host is link-local (169.254.0.0/16, fe80::/10) or that is one of
+ * crescentd's own listening addresses in config (same port, on a loopback or
+ * wildcard host or the same host); config NULL checks link-local only.
+ * Returns CR_OK or CR_ERR_INVALID_PARAMS with one line in error. */
+int cr_indexer_endpoint_check(const struct cr_daemon_config *config, const char *field,
+                              const char *endpoint, char *error, size_t error_size);
 
 /* ---- indexer_apply.c (pure: no sockets; unit-tested) ---- */
 

@@ -348,11 +348,16 @@ static void rpc_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_
     struct rpc_state *st = arg;
     zmq_pollitem_t items[2] = {{.socket = st->router, .events = ZMQ_POLLIN},
                                {.fd = wake_fd, .events = ZMQ_POLLIN}};
-    if (zmq_poll(items, 2, timeout_ms) < 0) {
+    /* Until CR_MSG_WIRE names segments, requests wait in the socket (bound
+     * at create, so clients connect from the first moment): read now, they
+     * could only be answered "busy". */
+    bool wired = st->segments != NULL;
+    if (!wired) items[0] = items[1];
+    if (zmq_poll(items, wired ? 2 : 1, timeout_ms) < 0) {
         if (zmq_errno() != EINTR) CR_ERROR("rpc", "zmq_poll failed: %s", zmq_strerror(zmq_errno()));
         return;
     }
-    if (!(items[0].revents & ZMQ_POLLIN)) return;
+    if (!wired || !(items[0].revents & ZMQ_POLLIN)) return;
     struct incoming in;
     uint64_t now_ns = cr_runtime_now_ns(cr_actor_runtime(self)); /* one read per batch */
     for (uint32_t n = 0; n < RPC_READ_BATCH && read_message(st, &in); n++) {

@@ -27,7 +27,9 @@ int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *co
             return rc;
         }
     }
-    for (int i = 0; i < CR_SUBSYSTEM_COUNT; i++) {
+    /* The RPC gateway (first) is wired last: it reads requests only once
+     * wired, and by then every actor it forwards to has its own wiring. */
+    for (int i = CR_SUBSYSTEM_COUNT - 1; i >= 0; i--) {
         struct cr_msg wire = {.type = CR_MSG_WIRE};
         wire.body.ptr[0] = out;
         int rc = cr_send(out->actors[i], &wire);

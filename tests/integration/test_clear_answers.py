@@ -48,14 +48,46 @@ def test_register_refuses_unknown_fields_and_types(daemon):
     assert json.loads(body)["services"][0]["type"] == "SGLang"  # the usual spelling
 
 
-def test_config_file_refuses_the_same(tmp_path):
+def run_with_config(tmp_path, entry, event=None):
+    """Runs crescentd with a conductor config holding entry as vllm-0."""
     conf = tmp_path / "conductor_config.json"
-    conf.write_text(json.dumps({"kvevent_instance": {"vllm-0": {**REG, "blocksize": 16}}}))
-    r = subprocess.run([binary("crescentd"), "--no-pin", "--indexer-config", str(conf),
-                        "--http-address", f"127.0.0.1:{free_port()}", "--metrics-port", "0",
-                        "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
-                        "--event-address", f"tcp://127.0.0.1:{free_port()}",
-                        "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
-                       capture_output=True, text=True, timeout=20)
+    conf.write_text(json.dumps({"kvevent_instance": {"vllm-0": entry}}))
+    return subprocess.run([binary("crescentd"), "--no-pin", "--indexer-config", str(conf),
+                           "--http-address", f"127.0.0.1:{free_port()}", "--metrics-port", "0",
+                           "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--event-address", f"tcp://127.0.0.1:{event or free_port()}",
+                           "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
+                          capture_output=True, text=True, timeout=20)
+
+
+def test_config_file_refuses_the_same(tmp_path):
+    r = run_with_config(tmp_path, {**REG, "blocksize": 16})
     assert r.returncode == 2
     assert "vllm-0" in r.stderr and "unknown field 'blocksize'" in r.stderr, r.stderr
+
+
+def test_register_refuses_link_local_and_crescentds_own_ports(daemon):
+    rpc = free_port()
+    d = daemon("--rpc-address", f"tcp://127.0.0.1:{rpc}")
+    refused = [
+        ({"endpoint": "tcp://169.254.169.254:80"}, "link-local"),
+        ({"replay_endpoint": "tcp://[fe80::1]:5557"}, "link-local"),
+        ({"endpoint": f"tcp://127.0.0.1:{d.port}"}, "--http-address"),
+        ({"endpoint": f"tcp://localhost:{d.port}"}, "--http-address"),
+        ({"replay_endpoint": f"tcp://0.0.0.0:{rpc}"}, "--rpc-address"),
+    ]
+    for fields, why in refused:
+        status, answer = post(d, "/register", {**REG, **fields})
+        assert status == 400, (fields, answer)
+        assert why in answer["detail"] and "crescent" in answer["detail"], answer
+    _, body = http_get(d.port, "/services")
+    assert json.loads(body)["services"] == []
+    assert post(d, "/register", {**REG, "endpoint": "tcp://169.255.0.1:5557"})[0] == 200
+
+
+def test_config_file_refuses_crescentds_own_port(tmp_path):
+    event = free_port()
+    r = run_with_config(tmp_path, {**REG, "endpoint": f"tcp://127.0.0.1:{event}"},
+                        event=event)
+    assert r.returncode == 2
+    assert "vllm-0" in r.stderr and "--event-address" in r.stderr, r.stderr

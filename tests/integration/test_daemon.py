@@ -203,3 +203,45 @@ def test_clean_shutdown_under_valgrind(tmp_path):
     assert proc.returncode == 0, report[-3000:]
     assert "ERROR SUMMARY: 0 errors" in report
     assert "definitely lost: 0 bytes" in report or "no leaks are possible" in report
+
+
+def test_rpc_answers_from_the_first_moment():
+    """Requests that reach the RPC port while crescentd is still starting
+    (here: sent before it runs, so they arrive the moment it binds, while the
+    1 GiB local segment is still being set up) wait for the store master and
+    get real answers, never "busy or stopping" (issue 10)."""
+    import zmq
+    from master_client import MasterClient
+    rpc = free_port()
+    ctx = zmq.Context()
+    ctx.setsockopt(zmq.RECONNECT_IVL, 1)  # retry every 1 ms: in at the first moment
+    client = MasterClient(f"tcp://127.0.0.1:{rpc}", timeout=30, ctx=ctx)
+    ids = []
+    for i in range(40):
+        ids.append((client.pb.GET_VERSION, client.send(client.pb.GET_VERSION,
+                                                      client.pb.GetVersionRequest())))
+        ids.append((client.pb.EXIST_KEY, client.send(
+            client.pb.EXIST_KEY, client.pb.ExistKeyRequest(key=f"k{i}", tenant_id="default"))))
+    proc = subprocess.Popen(
+        [binary("crescentd"), "--no-pin", "--http-address", f"127.0.0.1:{free_port()}",
+         "--metrics-port", "0", "--rpc-address", f"tcp://127.0.0.1:{rpc}",
+         "--event-address", f"tcp://127.0.0.1:{free_port()}",
+         "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+         "--data-address", f"127.0.0.1:{free_port()}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for method, rid in ids:
+            status, body = client.wait(rid, timeout=30)
+            assert status == 0, body.decode("utf-8", "replace")
+            resp = client.decode(method, status, body)
+            assert resp.status_code == 0, resp.error_message
+            if method == client.pb.EXIST_KEY:
+                assert not resp.exists
+        for i in range(20):  # and straight after, one by one
+            assert client.get_version().version
+            assert not client.exist_key(f"after{i}").exists
+    finally:
+        client.close()
+        ctx.term()
+        proc.terminate()
+        proc.communicate(timeout=20)

@@ -8,7 +8,9 @@ tests/tools/data_check drives the C API (random sizes up to 64 MiB, get_into,
 batch forms, concurrent clients).  Faults: a store server killed with SIGKILL
 (its segment still mounted) makes reads fall back to the other replica, then
 fail with the reason; a put whose only replica is on a dead server is revoked
-and never readable.  A master restart is followed by a remount."""
+and never readable, and so is one whose server is killed while the put's
+bytes are being written to it (one replica or two).  A master restart is
+followed by a remount."""
 import json
 import os
 import signal
@@ -261,3 +263,58 @@ def test_store_help_and_bad_flags():
     bad = subprocess.run([binary("crescent-store"), "--segment-size", "0"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "--segment-size" in bad.stderr
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_server_killed_mid_put_is_never_readable(daemon, tmp_path, replicas):
+    """A store server SIGKILLed while a 64 MiB put's bytes are being written to
+    it over tcp: the put fails naming the server and is revoked; no reader ever
+    gets bytes, during the put or after it, through the master's release
+    timeout (with 2 replicas the other one was written whole and is still
+    never readable).  The kill lands mid-write by construction: the server is
+    SIGSTOPped first, so once the master holds the pending put the writer is
+    blocked with far more bytes left than the socket buffers hold."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "0",
+               "--put-start-discard-timeout-sec", "1", "--put-start-release-timeout-sec", "2")
+    stores = [Store(rpc, tmp_path / f"store{i}.log", f"seg{i}", "--no-shm") for i in range(2)]
+    try:
+        wait_for(lambda: stats(d)["segments"] == 2, "both segments mounted")
+        victim = stores[0]
+        victim.proc.send_signal(signal.SIGSTOP)
+        src = tmp_path / "big.bin"
+        src.write_bytes(os.urandom(64 << 20))
+        place = ["--replicas", "2"] if replicas == 2 else ["--preferred", "seg0"]
+        writer = subprocess.Popen([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "60000",
+                                   "put", "mid", str(src), *place],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        pending = []
+
+        def put_started():        # every poll is also a read that must get no bytes
+            p = ctl(rpc, "get", "mid", check=False)
+            assert p.returncode == 1 and p.stdout == b"", p.stderr
+            pending.append(p.stderr)
+            return b"NOT_READY" in p.stderr or b"not ended" in p.stderr
+
+        wait_for(put_started, "the master to hold the pending put")
+        assert writer.poll() is None, "the put ended although its server is stopped"
+        victim.stop(signal.SIGKILL)
+        while writer.poll() is None:                  # readers during the failing put
+            put_started()
+        out, err = writer.communicate(timeout=60)
+        assert writer.returncode == 1 and out == b"", err
+        assert b"put 'mid' revoked: write to 'seg0'" in err, err
+        # Revoked or released as a zombie, never readable: poll past the release timeout.
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            p = ctl(rpc, "get", "mid", str(tmp_path / "never"), check=False)
+            assert p.returncode == 1 and p.stdout == b"", p.stderr
+            assert not (tmp_path / "never").exists()
+            assert ctl(rpc, "replicas", "mid", check=False).returncode == 1
+            assert ctl(rpc, "exist", "mid", check=False).returncode == 1
+        assert stats(d)["objects"] == 0
+    finally:
+        for s in stores:
+            if s.proc.poll() is None:
+                s.proc.send_signal(signal.SIGCONT)
+            s.stop(signal.SIGKILL)
