@@ -247,7 +247,7 @@ struct cr_block_info {
 
 struct cr_put_item {
     const char *key;
-    uint64_t size_bytes;                       /* 1..INT64_MAX */
+    uint64_t size_bytes;                       /* 0..INT64_MAX (0: an empty object) */
     const struct cr_replicate_config *config;  /* NULL: 1 replica, no pin */
     const struct cr_block_info *block;         /* NULL: none */
 };
@@ -341,10 +341,11 @@ int cr_client_batch_replica_clear(cr_client *c, const char *tenant, const char *
  * the rest of cr_client.  Errors: the master's status, or CR_ERR_IO (no
  * replica could be read or written: cr_client_last_error names each server
  * and why), CR_ERR_CHECKSUM, CR_ERR_LEASE_EXPIRED, CR_ERR_INVALID_PARAMS
- * (0-byte value: the store holds objects of 1 byte or more; buffer too small
- * for the object, with *len set to the size needed), CR_ERR_NOMEM. */
+ * (buffer too small for the object, with *len set to the size needed),
+ * CR_ERR_NOMEM.  A 0-byte object is an object like any other: its put and
+ * get are the RPCs alone, with no transfer (data may then be NULL). */
 
-/* Stores `len` (>= 1) bytes at `data` under `key`.  config NULL: 1 replica. */
+/* Stores `len` bytes at `data` under `key`.  config NULL: 1 replica. */
 int cr_client_put(cr_client *c, const char *tenant, const char *key, const void *data,
                   size_t len, const struct cr_replicate_config *config);
 
@@ -372,7 +373,7 @@ int cr_client_register_buffer(cr_client *c, void *addr, size_t len);
 struct cr_put_data {
     const char *key;
     const void *data;
-    size_t len;                                /* >= 1 */
+    size_t len;                                /* 0: an empty object */
     const struct cr_replicate_config *config;  /* NULL: 1 replica */
     int status;                                /* out */
 };

@@ -252,7 +252,7 @@ class Store:
     # ---- values (the data plane) ---------------------------------------------
 
     def put(self, key, value, config=None):
-        """Stores the bytes of `value` (bytes-like, 1 byte or more) under `key`.
+        """Stores the bytes of `value` (bytes-like; b"" stores an empty object) under `key`.
         config: None (1 replica) or an object/dict with replica_num,
         with_soft_pin, preferred_segment.  Returns 0."""
         keep = []

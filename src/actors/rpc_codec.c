@@ -215,8 +215,8 @@ static int check_put_start(const Crescent__Master__PutStartRequest *r, size_t in
     if (rc == CR_OK) rc = check_tenant(r->tenant_id, err);
     if (rc == CR_OK) rc = check_client(r->client_id, err);
     if (rc != CR_OK) return rc;
-    if (r->value_length <= 0)
-        return fail(err, "%s of put %zu must be positive", "value_length", index);
+    if (r->value_length < 0) /* 0 is an empty object */
+        return fail(err, "%s of put %zu must not be negative", "value_length", index);
     uint64_t replicas = r->config->replica_num;
     if (replicas == 0 || replicas > CR_STORE_REPLICAS_MAX)
         return fail(err, "%s of put %zu must be 1 to 8", "replica_num", index);

@@ -93,11 +93,11 @@ int cr_task_exec_run(struct cr_xfer_client *xfer, const struct cr_task_exec_job 
                      size_t why_len) {
     assert(xfer != NULL && job != NULL && (why != NULL || why_len == 0));
     if (why_len > 0) why[0] = '\0';
-    if (job->size == 0 || job->target_count == 0 ||
-        job->target_count > CR_TASK_EXEC_TARGETS_MAX || job->source.endpoint == NULL ||
-        job->source.segment == NULL)
-        return fail(why, why_len, CR_ERR_INVALID_PARAMS, "a task needs a source, 1 to 8 "
-                    "targets and a size%s%s", "", "");
+    if (job->target_count == 0 || job->target_count > CR_TASK_EXEC_TARGETS_MAX ||
+        job->source.endpoint == NULL || job->source.segment == NULL)
+        return fail(why, why_len, CR_ERR_INVALID_PARAMS, "a task needs a source and 1 to 8 "
+                    "targets%s%s", "", "");
+    if (job->size == 0) return CR_OK; /* an empty object: its targets need no bytes */
     const void *bytes = NULL;
     void *owned = NULL;
     int rc = read_source(xfer, job, &bytes, &owned, why, why_len);

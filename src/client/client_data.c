@@ -103,12 +103,12 @@ static void submit_replica(cr_client *c, enum cr_xfer_opcode opcode, const struc
                          "object", bh->segment_name);
             return;
         }
+        if (bh->size_bytes == 0) continue; /* nothing to move (base may be NULL) */
         struct iovec iov = {.iov_base = base + off, .iov_len = bh->size_bytes};
         struct cr_xfer_op op = {.opcode = opcode, .endpoint = bh->transport_endpoint,
                                 .segment = bh->segment_name, .remote_addr = bh->buffer,
                                 .iov = &iov, .iov_count = 1, .done = attempt_done, .arg = a};
         off += bh->size_bytes;
-        if (bh->size_bytes == 0) continue;
         int rc = submit(c, &op);
         if (rc != CR_OK) {
             attempt_fail(a, rc, "%s", cr_xfer_client_last_error(c->xfer));
@@ -406,10 +406,8 @@ static void write_all(cr_client *c, const struct cr_replica_list *lists,
 }
 
 static int check_put_item(cr_client *c, const struct cr_put_data *item) {
-    if (item->len == 0)
-        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "put '%s': the value is empty; the "
-                              "store holds objects of 1 byte or more", item->key);
-    if (item->data == NULL) return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "data is NULL");
+    if (item->data == NULL && item->len > 0)
+        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "put '%s': data is NULL", item->key);
     return CR_OK;
 }
 

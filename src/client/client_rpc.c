@@ -63,8 +63,8 @@ int cr_client_build_put_start(cr_client *c, const char *tenant, const struct cr_
     int rc = cr_client_check_tenant(c, &tenant);
     if (rc == CR_OK) rc = cr_client_require_key(c, item->key);
     if (rc != CR_OK) return rc;
-    if (item->size_bytes == 0 || item->size_bytes > INT64_MAX)
-        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "size %llu is outside 1..2^63-1 bytes",
+    if (item->size_bytes > INT64_MAX) /* 0 is an empty object */
+        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "size %llu is outside 0..2^63-1 bytes",
                               (unsigned long long)item->size_bytes);
     const struct cr_replicate_config *cfg = item->config;
     if (cfg != NULL && cfg->replica_num == 0)

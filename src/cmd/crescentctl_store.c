@@ -379,9 +379,8 @@ static int cmd_put_start(const struct ctl *ctl, int argc, char **argv) {
     struct cr_replicate_config config = {.replica_num = a.replicas, .with_soft_pin = a.soft_pin,
                                          .preferred_segment = a.preferred};
     struct cr_put_item item = {.key = argv[a.first], .config = &config};
-    if (!cr_parse_size(argv[a.first + 1], &item.size_bytes) || item.size_bytes == 0 ||
-        item.size_bytes > INT64_MAX)
-        return usage_error(argv[0], "SIZE wants a positive number (K/M/G/T allowed), not",
+    if (!cr_parse_size(argv[a.first + 1], &item.size_bytes) || item.size_bytes > INT64_MAX)
+        return usage_error(argv[0], "SIZE wants a number of bytes, 0 or more (K/M/G/T allowed), not",
                            argv[a.first + 1]);
     if ((rc = check_name_arg(argv[0], a.tenant, "tenant id")) != 0 ||
         (rc = check_name_arg(argv[0], a.preferred, "preferred segment")) != 0)
@@ -812,7 +811,7 @@ const struct ctl_command ctl_store_commands[] = {
     {"put-start", "KEY SIZE [--replicas N] [--soft-pin] [--preferred S]",
      "allocate replicas for KEY (then write them, then put-end)", cmd_put_start,
      RPC_NOTE "\nArguments:\n  KEY                the object's key (1 to 4096 bytes)\n"
-     "  SIZE               bytes; K, M, G, T suffixes (binary)\n"
+     "  SIZE               bytes (0: an empty object); K, M, G, T suffixes (binary)\n"
      "\nOptions:\n  --replicas N       replicas wanted (default 1; fewer may be granted)\n"
      "  --soft-pin         keep the object through eviction while possible\n"
      "  --preferred SEG    try this segment first\n" TENANT_OPT CLIENT_OPT
@@ -830,7 +829,8 @@ const struct ctl_command ctl_store_commands[] = {
      "store the bytes of FILE (-: stdin) under KEY", cmd_put,
      RPC_NOTE "The bytes go straight to the store servers the master picks (crescent-store,\n"
      "crescentd's local segment), all replicas in parallel; the put ends with the bytes'\n"
-     "XXH3 checksum, or is revoked if any write fails.  Objects hold 1 byte or more.\n"
+     "XXH3 checksum, or is revoked if any write fails.  An empty FILE stores a 0-byte\n"
+     "object (get writes an empty file back).\n"
      "A progress line is shown on stderr for objects of 8 MiB or more when it is a tty.\n"
      "\nArguments:\n  KEY                the object's key\n  FILE               a file, or - for stdin\n"
      "\nOptions:\n  --replicas N       replicas wanted (default 1; fewer may be granted)\n"

@@ -267,7 +267,7 @@ struct cr_store_put_params {
     uint32_t key_len;
     bool key_hashed;               /* key_hash is cr_store_key_make's hash of (tenant, key) */
     uint64_t key_hash;
-    uint64_t value_length;
+    uint64_t value_length;         /* 0 .. max_object_size_bytes */
     uint32_t replica_num;
     bool with_soft_pin;
     const char *preferred_segment; /* NULL or "" → none */
@@ -285,7 +285,9 @@ int cr_store_validate_key(cr_store *store, const char *key, uint32_t key_len);
  * names ever seen. */
 /* Starts a put: allocates up to replica_num replicas on distinct segments,
  * preferred segment first, then random segments (10 tries), then a sweep.
- * Best effort: fewer replicas rather than failure.  An in-flight put older
+ * Best effort: fewer replicas rather than failure.  value_length 0 is an
+ * empty object: each replica takes a 1-byte allocation and its handle says
+ * size 0 (cr_store_alloc_bytes in store_internal.h).  An in-flight put older
  * than put_start_discard_timeout_ms is preempted (its replicas are parked
  * until put_start_release_timeout_ms).  Returns CR_OK and fills *out (status
  * INITIALIZED), or CR_ERR_INVALID_PARAMS (bad key/size/replica_num,

@@ -164,6 +164,16 @@ struct cr_store {
 int cr_store_fail(cr_store *store, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Bytes to allocate for a replica of a value_length-byte object.  A 0-byte
+ * object's replicas each take a 1-byte allocation while the object (and so
+ * every BufHandle) records size 0: every replica then owns an allocator node
+ * and an address inside its segment, so release, eviction, unmount, zombie
+ * reclaim and task reservations need no case for "holds no bytes", and the
+ * allocator's bound on allocations per segment bounds these objects too. */
+static inline uint64_t cr_store_alloc_bytes(uint64_t value_length) {
+    return value_length > 0 ? value_length : 1;
+}
+
 static inline struct cr_store_obj *cr_store_obj_at(const cr_store *store, uint32_t id) {
     return &store->chunks[id >> CR_STORE_CHUNK_SHIFT][id & (CR_STORE_CHUNK_OBJECTS - 1)];
 }

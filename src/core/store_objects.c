@@ -319,8 +319,8 @@ static int put_validate(cr_store *store, const struct cr_store_put_params *p) {
     int rc = cr_store_validate_key(store, p->key, p->key_len);
     if (rc != CR_OK) return rc;
     const cr_store_config *c = &store->cfg;
-    if (p->value_length == 0 || p->value_length > c->max_object_size_bytes)
-        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "value_length must be in [1, %llu]",
+    if (p->value_length > c->max_object_size_bytes) /* 0 is an empty object */
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "value_length must be in [0, %llu]",
                              (unsigned long long)c->max_object_size_bytes);
     if (p->replica_num == 0 || p->replica_num > c->max_replicas_per_object)
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "replica_num must be in [1, %u]",
@@ -392,18 +392,19 @@ static bool plan_try(cr_store *store, struct put_plan *plan, uint32_t segment, u
 static void plan_allocate(cr_store *store, struct put_plan *plan,
                           const struct cr_store_put_params *p) {
     uint32_t want = p->replica_num;
+    uint64_t bytes = cr_store_alloc_bytes(p->value_length);
     if (p->preferred_segment != NULL && p->preferred_segment[0] != '\0') {
         int pref = cr_store_segment_lookup(store, p->preferred_segment);
-        if (pref >= 0) plan_try(store, plan, (uint32_t)pref, p->value_length);
+        if (pref >= 0) plan_try(store, plan, (uint32_t)pref, bytes);
     }
     uint32_t n = store->mounted_count;
     for (uint32_t t = 0; t < ALLOC_RANDOM_TRIES * want && plan->count < want; t++) {
         uint32_t seg = store->mounted[cr_store_rng_next(&store->rng) % n];
-        plan_try(store, plan, seg, p->value_length);
+        plan_try(store, plan, seg, bytes);
     }
     uint32_t start = (uint32_t)(cr_store_rng_next(&store->rng) % n);
     for (uint32_t i = 0; i < n && plan->count < want; i++)
-        plan_try(store, plan, store->mounted[(start + i) % n], p->value_length);
+        plan_try(store, plan, store->mounted[(start + i) % n], bytes);
 }
 
 static void plan_unwind(cr_store *store, struct put_plan *plan) {
@@ -547,7 +548,7 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
         plan_unwind(store, &plan);
         return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE,
                              "no segment has %llu free bytes",
-                             (unsigned long long)p->value_length);
+                             (unsigned long long)cr_store_alloc_bytes(p->value_length));
     }
     uint32_t id = CR_STORE_NONE; /* set by plan_commit on success */
     rc = plan_commit(store, &plan, client, p, now_ms, &id);

@@ -99,7 +99,7 @@ static int allocate_targets(cr_store *store, const struct cr_store_obj *obj,
     for (uint32_t i = 0; i < n; i++) {
         struct cr_store_segment *seg = &store->segments[segments[i]];
         cr_offset_allocation a;
-        if (cr_offset_alloc_alloc(seg->alloc, obj->size, &a) != CR_OK) {
+        if (cr_offset_alloc_alloc(seg->alloc, cr_store_alloc_bytes(obj->size), &a) != CR_OK) {
             for (uint32_t j = 0; j < i; j++) cr_store_replica_release(store, &out[j]);
             return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE,
                                  "target segment %s has no room for %llu bytes", targets[i],

@@ -109,7 +109,7 @@ static void check_field(const ProtobufCMessage *m, const ProtobufCFieldDescripto
             ((const Crescent__Master__BlockInfo *)sub)->n_token_ids > (1u << 20))
             abort();
         if (sub != NULL) check_bounds(sub);
-    } else if (strcmp(name, "value_length") == 0 && *(const int64_t *)p <= 0) {
+    } else if (strcmp(name, "value_length") == 0 && *(const int64_t *)p < 0) {
         abort();
     } else if (strcmp(name, "replica_num") == 0 &&
                (*(const uint64_t *)p == 0 || *(const uint64_t *)p > CR_STORE_REPLICAS_MAX)) {
@@ -329,7 +329,9 @@ static void seeds_puts(const char *dir, Crescent__Master__UUID *client) {
     Crescent__Master__BatchPutStartRequest batch = CRESCENT__MASTER__BATCH_PUT_START_REQUEST__INIT;
     batch.n_requests = 2, batch.requests = puts;
     write_seed(dir, &batch.base, CRESCENT__MASTER__METHOD__BATCH_PUT_START);
-    put.value_length = 0; /* refused */
+    put.value_length = 0; /* an empty object: accepted */
+    write_seed(dir, &put.base, CRESCENT__MASTER__METHOD__PUT_START);
+    put.value_length = -1; /* refused */
     write_seed(dir, &put.base, CRESCENT__MASTER__METHOD__PUT_START);
     Crescent__Master__PutEndRequest end = CRESCENT__MASTER__PUT_END_REQUEST__INIT;
     end.key = "k1", end.client_id = client;

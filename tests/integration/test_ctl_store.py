@@ -150,7 +150,7 @@ def test_ping(store):
 @pytest.mark.parametrize("args", [
     ["put-start", "k"],                            # SIZE missing
     ["put-start", "k", "lots"],                    # SIZE not a number
-    ["put-start", "k", "0"],                       # SIZE zero
+    ["put-start", "k", "-1"],                      # SIZE negative
     ["put-start", "k", "4K", "--replicas", "0"],
     ["put-start", "", "4K"],                       # empty key
     ["put-start", "k" * 5000, "4K"],               # key over 4096 bytes

@@ -4,7 +4,7 @@ one), libcrescent's Put/Get through the transfer layer.
 
 A foreign client (this Python test) writes files, stores them with
 `crescentctl put`, reads them back with `crescentctl get` and compares bytes;
-tests/tools/data_check drives the C API (random sizes up to 64 MiB, get_into,
+tests/tools/data_check drives the C API (random sizes 0 B to 64 MiB, get_into,
 batch forms, concurrent clients).  Faults: a store server killed with SIGKILL
 (its segment still mounted) makes reads fall back to the other replica, then
 fail with the reason; a put whose only replica is on a dead server is revoked
@@ -111,9 +111,18 @@ def test_ctl_put_get_file_and_stdin(cluster, tmp_path):
     assert ctl(rpc, "get", "stdin-key", "-").stdout == b"hello\x00world"
     replicas = ctl(rpc, "replicas", "file-key").stdout.decode()
     assert "2 replicas" in replicas and "seg0" in replicas and "seg1" in replicas
-    # An empty value and a missing key are refused with a reason; nothing is written.
-    empty = ctl(rpc, "put", "empty", "-", stdin=b"", check=False)
-    assert empty.returncode == 1 and b"1 byte or more" in empty.stderr
+    # An empty file and empty stdin store 0-byte objects, read back as empty files.
+    (tmp_path / "empty.bin").write_bytes(b"")
+    stored = ctl(rpc, "put", "empty-file", str(tmp_path / "empty.bin"), "--replicas", "2")
+    assert stored.stdout.decode().strip() == "stored empty-file: 0 bytes"
+    ctl(rpc, "put", "empty-stdin", "-", stdin=b"")
+    for key in ("empty-file", "empty-stdin"):
+        (tmp_path / "empty-out.bin").write_bytes(b"stale")
+        ctl(rpc, "get", key, str(tmp_path / "empty-out.bin"))
+        assert (tmp_path / "empty-out.bin").read_bytes() == b""
+        assert ctl(rpc, "get", key).stdout == b""
+    assert "2 replicas" in ctl(rpc, "replicas", "empty-file").stdout.decode()
+    # A missing key is refused with a reason; nothing is written.
     missing = ctl(rpc, "get", "nokey", str(tmp_path / "never"), check=False)
     assert missing.returncode == 1 and b"not found" in missing.stderr
     assert not (tmp_path / "never").exists()
@@ -122,7 +131,7 @@ def test_ctl_put_get_file_and_stdin(cluster, tmp_path):
 def test_roundtrips_of_random_sizes(cluster):
     _, rpc, _, transport = cluster
     data_check(rpc, "roundtrip", 1, 11, 64 << 20, 2, transport=transport)  # 64 MiB, 2 replicas
-    data_check(rpc, "roundtrip", 40, 12, 1 << 20, 2, transport=transport)  # 1 B .. 1 MiB
+    data_check(rpc, "roundtrip", 40, 12, 1 << 20, 2, transport=transport)  # 0 B .. 1 MiB
 
 
 def test_batch_forms(cluster):

@@ -335,9 +335,14 @@ def test_put_get_match_crescentctl(data_store):
         with pytest.raises(CrescentError) as e:
             s.get("missing")
         assert e.value.name == "OBJECT_NOT_FOUND" and "object not found" in e.value.reason
-        with pytest.raises(CrescentError) as e:
-            s.put("empty", b"")
-        assert e.value.name == "INVALID_PARAMS"
+        # 0-byte objects, both ways, single and batch forms.
+        assert s.put("empty", b"") == 0
+        assert ctl_bytes(data_store, "get", "empty", "-") == b""
+        ctl_bytes(data_store, "put", "ctl-empty", "-", stdin=b"")
+        assert s.get("ctl-empty") == b"" and s.get("empty") == b""
+        assert s.get_into("ctl-empty", bytearray(0)) == 0
+        assert s.batch_put_from(["e1", "e2"], [b"", b"x"], [0, 1]) == [0, 0]
+        assert s.batch_get_into(["e1", "e2"], [bytearray(0), bytearray(1)], [0, 1]) == [0, 1]
 
 
 def test_get_into_writes_the_callers_buffer(data_store):

@@ -100,6 +100,26 @@ def test_two_phase_put(master):
     assert s["objects"] == 2 and s["used_bytes"] == 8192 and s["capacity_bytes"] == 4 * MiB
 
 
+def test_empty_object(master):
+    """value_length 0 over the wire: handles of size 0, each replica holding a
+    1-byte allocation of its own (docs/architecture.md, "0-byte objects")."""
+    d, c = master()
+    c.mount_segment("seg-a", MiB, base=0x7000_0000)
+    c.mount_segment("seg-b", MiB, base=0x9000_0000)
+    start = c.put_start("empty", 0, replica_num=2)
+    assert start.status_code == 0 and len(start.replica_list) == 2
+    assert c.get_replica_list("empty").status_code == STATUS["OBJECT_NOT_READY"]
+    assert c.put_end("empty").status_code == 0
+    got = c.get_replica_list("empty")
+    assert got.status_code == 0
+    handles = [r.handles[0] for r in got.replica_list]
+    assert {h.segment_name for h in handles} == {"seg-a", "seg-b"}
+    assert all(h.size == 0 for h in handles)
+    assert stats(d)["used_bytes"] == 2
+    assert c.remove("empty", force=True).status_code == 0
+    assert stats(d)["used_bytes"] == 0
+
+
 def test_put_end_and_revoke_only_from_the_starting_client(master):
     d, c = master()
     c.mount_segment("seg-a", MiB)
@@ -293,7 +313,6 @@ def test_bad_input_gets_clear_codes_and_changes_nothing(master):
     assert c.unmount_segment("nope").status_code == STATUS["SEGMENT_NOT_FOUND"]
     assert c.put_start("", 10).status_code == inv
     assert c.put_start("k" * 4097, 10).status_code == inv
-    assert c.put_start("k", 0).status_code == inv
     assert c.put_start("k", -5).status_code == inv
     assert c.put_start("k", 10, replica_num=0).status_code == inv
     assert c.put_start("k", 10, replica_num=9).status_code == inv

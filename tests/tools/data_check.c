@@ -4,10 +4,11 @@
  * test_data_path.py.
  *
  * usage: data_check --rpc ENDPOINT MODE [ARGS]
- *   roundtrip N SEED MAX_BYTES [REPLICAS]   N objects of random sizes 1..MAX_BYTES
- *                                           (and exactly MAX_BYTES once): put, get,
- *                                           get_into, compared byte for byte
- *   batch N SEED MAX_BYTES                  one batch_put of N, one batch_get_into
+ *   roundtrip N SEED MAX_BYTES [REPLICAS]   N objects of random sizes 0..MAX_BYTES
+ *                                           (exactly MAX_BYTES first, 0 B second):
+ *                                           put, get, get_into, compared byte for byte
+ *   batch N SEED MAX_BYTES                  one batch_put of N (the first 0 B), one
+ *                                           batch_get_into
  *   concurrent THREADS N SEED MAX_BYTES     THREADS threads, one client each,
  *                                           putting and reading N keys of their own
  *   put KEY BYTES SEED                      one object of BYTES from SEED
@@ -91,8 +92,9 @@ static int one_roundtrip(cr_client *c, const char *key, uint64_t seed, size_t n,
     int bad = compare(key, want, n, got, len);
     memset(got, 0, len);
     size_t into_len = 0;
-    if (!bad && (rc = cr_client_register_buffer(c, got, len)) == CR_OK)
-        rc = cr_client_get_into(c, NULL, key, got, len, &into_len);
+    /* A 0-byte buffer is nothing to register; get_into takes NULL for it. */
+    if (!bad && (len == 0 || (rc = cr_client_register_buffer(c, got, len)) == CR_OK))
+        rc = cr_client_get_into(c, NULL, key, len > 0 ? got : NULL, len, &into_len);
     if (!bad && rc != CR_OK) bad = failed(c, "get_into", key, rc);
     if (!bad) bad = compare(key, want, n, got, into_len);
     if (!bad && n > 1 && cr_client_get_into(c, NULL, key, got, n - 1, &into_len) !=
@@ -105,7 +107,7 @@ static int one_roundtrip(cr_client *c, const char *key, uint64_t seed, size_t n,
     return bad;
 }
 
-static size_t pick_size(uint64_t *s, size_t max) { return 1 + (size_t)(next(s) % max); }
+static size_t pick_size(uint64_t *s, size_t max) { return (size_t)(next(s) % (max + 1)); }
 
 static int roundtrip(int n, uint64_t seed, size_t max, uint64_t replicas) {
     cr_client *c = open_client();
@@ -115,7 +117,7 @@ static int roundtrip(int n, uint64_t seed, size_t max, uint64_t replicas) {
     for (int i = 0; i < n && !bad; i++) {
         char key[96];
         snprintf(key, sizeof(key), "dc-roundtrip-%" PRIu64 "-0-%d", seed, i);
-        size_t size = i == 0 ? max : pick_size(&s, max);
+        size_t size = i == 0 ? max : i == 1 ? 0 : pick_size(&s, max);
         bad = one_roundtrip(c, key, seed + (uint64_t)i, size, replicas);
     }
     cr_client_close(c);
@@ -131,7 +133,7 @@ static int batch(int n, uint64_t seed, size_t max) {
     uint64_t s = seed | 1;
     for (int i = 0; i < n; i++) {
         snprintf(keys[i], sizeof(keys[i]), "dc-batch-%" PRIu64 "-0-%d", seed, i);
-        size_t size = pick_size(&s, max);
+        size_t size = i == 0 ? 0 : pick_size(&s, max);
         puts[i] = (struct cr_put_data){.key = keys[i], .data = make_bytes(seed + (uint64_t)i, size),
                                        .len = size};
         gets[i] = (struct cr_get_buffer){.key = keys[i], .buf = malloc(size), .cap = size};

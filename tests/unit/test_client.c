@@ -444,8 +444,9 @@ static void test_transport_error_and_validation(void **unused) {
     struct cr_replica_list list;
     assert_int_equal(cr_client_get_replica_list(c, NULL, "", &list), CR_ERR_INVALID_PARAMS);
     assert_non_null(strstr(cr_client_last_error(c), "empty"));
-    struct cr_put_item item = {.key = "k", .size_bytes = 0};
+    struct cr_put_item item = {.key = "k", .size_bytes = (uint64_t)INT64_MAX + 1};
     assert_int_equal(cr_client_put_start(c, "t", &item, &list), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_client_last_error(c), "0..2^63-1"));
     struct cr_replicate_config zero = {.replica_num = 0};
     item.size_bytes = 1;
     item.config = &zero;

@@ -520,9 +520,12 @@ static void test_validation_refuses_bad_requests(void **state) {
                      CR_ERR_INVALID_PARAMS);
     assert_non_null(strstr(err, "replica_num"));
     cfg.replica_num = 1;
-    s.value_length = 0;
+    s.value_length = 0; /* an empty object */
+    assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err), CR_OK);
+    s.value_length = -1;
     assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err),
                      CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(err, "value_length"));
     s.value_length = 10;
     s.key = "";
     assert_int_equal(cr_rpc_validate(CRESCENT__MASTER__METHOD__PUT_START, &s.base, err),

@@ -250,8 +250,6 @@ static void test_bad_input(void **state) {
     assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_OK);
     p.key = "x";
     p.key_len = 1;
-    p.value_length = 0;
-    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_INVALID_PARAMS);
     p.value_length = 1ull << 50;
     assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_INVALID_PARAMS);
     p.value_length = OBJ;
@@ -266,6 +264,75 @@ static void test_bad_input(void **state) {
     cr_store_get_stats(s, 0, &st);
     assert_int_equal(st.object_count, 1); /* only the 4096-byte key */
     free(big);
+    cr_store_destroy(s);
+}
+
+/* A 0-byte object: each replica takes a 1-byte allocation of its own (a
+ * distinct address inside its segment) while every handle says size 0; it
+ * is read, removed, revoked, dropped with its segment and copied like any
+ * other, and what it took comes back each time. */
+static void test_empty_object(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 3, 64 * KIB);
+    struct cr_store_replica_list l;
+    struct cr_store_put_params p = {.key = "empty", .key_len = 5, .value_length = 0,
+                                    .replica_num = 2};
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_OK);
+    assert_int_equal(l.count, 2);
+    assert_int_equal(used(s), 2);
+    assert_int_equal(get(s, NULL, "empty", 1), CR_ERR_OBJECT_NOT_READY);
+    const uint64_t sum = 0x2d06800538d394c2ull; /* XXH3-64 of no bytes */
+    struct cr_store_key k;
+    cr_store_key_make(NULL, "empty", 5, &k);
+    assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, &sum, 2), CR_OK);
+    assert_int_equal(cr_store_get_replica_list(s, NULL, "empty", 5, 3, &l), CR_OK);
+    assert_int_equal(l.count, 2);
+    assert_true(l.has_checksum && l.checksum == sum);
+    uint64_t seen[3];
+    for (uint32_t i = 0; i < l.count; i++) {
+        const struct cr_store_replica_desc *d = &l.replicas[i];
+        assert_int_equal(d->size, 0);
+        assert_int_equal(d->status, CR_REPLICA_COMPLETE);
+        uint64_t base = (uint64_t)(d->segment_id + 1) << 32; /* mount_n's layout */
+        assert_true(d->buffer >= base && d->buffer < base + 64 * KIB);
+        seen[i] = d->buffer;
+    }
+    assert_int_not_equal(l.replicas[0].segment_id, l.replicas[1].segment_id);
+    /* A second empty object on the same segment gets an address of its own. */
+    p = (struct cr_store_put_params){.key = "empty2", .key_len = 6, .value_length = 0,
+                                     .replica_num = 1,
+                                     .preferred_segment = l.replicas[0].segment_name};
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 4, &l), CR_OK);
+    assert_int_not_equal(l.replicas[0].buffer, seen[0]);
+    assert_int_equal(used(s), 3);
+    assert_int_equal(cr_store_put_revoke(s, &CLIENT_A, NULL, "empty2", 6), CR_OK);
+    assert_int_equal(used(s), 2);
+    /* A copy task reserves (and commits) a 0-byte target like any other. */
+    const char *spare = NULL;
+    assert_int_equal(cr_store_get_replica_list(s, NULL, "empty", 5, 5, &l), CR_OK);
+    for (int i = 0; i < 3 && spare == NULL; i++) {
+        static const char *names[] = {"seg0", "seg1", "seg2"};
+        if (strcmp(names[i], l.replicas[0].segment_name) != 0 &&
+            strcmp(names[i], l.replicas[1].segment_name) != 0)
+            spare = names[i];
+    }
+    struct cr_store_task_reservation res;
+    assert_int_equal(cr_store_task_reserve(s, &k, NULL, &spare, 1, 6, &res), CR_OK);
+    assert_int_equal(res.targets.count, 1);
+    assert_int_equal(res.targets.replicas[0].size, 0);
+    assert_int_equal(used(s), 3);
+    uint64_t lease = 0;
+    assert_int_equal(cr_store_task_commit(s, &res.ref, false, 7, &lease), CR_OK);
+    assert_int_equal(cr_store_get_replica_list(s, NULL, "empty", 5, 8, &l), CR_OK);
+    assert_int_equal(l.count, 3);
+    /* Its segment unmounted, a replica goes with it; removal frees the rest. */
+    uint64_t freed = 0;
+    assert_int_equal(cr_store_unmount_segment(s, &CLIENT_A, spare, &freed), CR_OK);
+    assert_int_equal(used(s), 2);
+    assert_int_equal(rm(s, NULL, "empty", true, 9), CR_OK);
+    assert_int_equal(used(s), 0);
+    assert_int_equal(get(s, NULL, "empty", 10), CR_ERR_OBJECT_NOT_FOUND);
     cr_store_destroy(s);
 }
 
@@ -1210,6 +1277,7 @@ int main(void) {
         cmocka_unit_test(test_put_end_other_client),
         cmocka_unit_test(test_put_end_checksum),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_empty_object),
         cmocka_unit_test(test_lease_blocks_remove),
         cmocka_unit_test(test_remove_all),
         cmocka_unit_test(test_eviction_watermark),
