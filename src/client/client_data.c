@@ -20,7 +20,18 @@
 #include "rdma/xfer.h"
 
 #define LOCAL_ADDRESSES_MAX 32u
+/* How long this host's address list is trusted.  getifaddrs is a netlink
+ * dump (a dozen syscalls, tens of microseconds on a loaded host); reading
+ * it per Get cost more than the tcp read of a 4 KiB object.  A stale list
+ * only orders replicas less well for this long: every replica is correct. */
+#define LOCAL_HOSTS_TTL_MS 5000
 #define POLL_SLICE_MS 1000
+
+struct cr_client_local_hosts {
+    int64_t read_ms;
+    uint32_t count;
+    char text[LOCAL_ADDRESSES_MAX][INET6_ADDRSTRLEN];
+};
 
 /* One replica being read or written: its ops left and its first failure. */
 struct attempt {
@@ -50,6 +61,8 @@ static void attempt_fail(struct attempt *a, int status, const char *fmt, const c
 void cr_client_data_close(cr_client *c) {
     cr_xfer_client_destroy(c->xfer);
     c->xfer = NULL;
+    free(c->local_hosts);
+    c->local_hosts = NULL;
 }
 
 static int data_open(cr_client *c) {
@@ -142,40 +155,68 @@ static void endpoint_host(const char *endpoint, char *out, size_t cap) {
     out[n] = '\0';
 }
 
+/* This host's interface addresses as text, read at most every
+ * LOCAL_HOSTS_TTL_MS; NULL when they cannot be read (then only loopback
+ * counts as local). */
+static const struct cr_client_local_hosts *local_hosts(cr_client *c) {
+    int64_t now = c->clock_ms(c->clock_ctx);
+    struct cr_client_local_hosts *h = c->local_hosts;
+    if (h != NULL && now - h->read_ms < LOCAL_HOSTS_TTL_MS) return h;
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0) return h; /* keep what was read before, if anything */
+    if (h == NULL && (h = c->local_hosts = calloc(1, sizeof(*h))) == NULL) {
+        freeifaddrs(ifs);
+        return NULL;
+    }
+    h->read_ms = now;
+    h->count = 0;
+    for (struct ifaddrs *i = ifs; i != NULL && h->count < LOCAL_ADDRESSES_MAX; i = i->ifa_next) {
+        if (i->ifa_addr == NULL) continue;
+        sa_family_t family = i->ifa_addr->sa_family;
+        if (family != AF_INET && family != AF_INET6) continue;
+        const void *addr = family == AF_INET
+                               ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                               : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        if (inet_ntop(family, addr, h->text[h->count], INET6_ADDRSTRLEN) != NULL) h->count++;
+    }
+    freeifaddrs(ifs);
+    return h;
+}
+
 /* Whether `endpoint` is served from this host: a loopback address or one of
- * this host's interface addresses (read once per call to rank a list). */
-static bool endpoint_is_local(const char *endpoint, struct ifaddrs *ifs) {
+ * this host's interface addresses. */
+static bool endpoint_is_local(const char *endpoint, const struct cr_client_local_hosts *hosts) {
     char host[INET6_ADDRSTRLEN + 1];
     endpoint_host(endpoint, host, sizeof(host));
     struct in_addr v4;
     if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0) return true;
     if (inet_pton(AF_INET, host, &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127) return true;
-    for (struct ifaddrs *i = ifs; i != NULL; i = i->ifa_next) {
-        if (i->ifa_addr == NULL) continue;
-        char text[INET6_ADDRSTRLEN];
-        const void *addr = i->ifa_addr->sa_family == AF_INET
-                               ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
-                               : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-        if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
-        if (inet_ntop(i->ifa_addr->sa_family, addr, text, sizeof(text)) != NULL &&
-            strcmp(text, host) == 0)
-            return true;
-    }
+    for (uint32_t i = 0; hosts != NULL && i < hosts->count; i++)
+        if (strcmp(hosts->text[i], host) == 0) return true;
     return false;
+}
+
+static bool replica_readable(const struct cr_replica *rep) {
+    return rep->status == CR_REPLICA_COMPLETE && rep->handle_count > 0;
 }
 
 /* order[] = the complete replicas of `list`, same-host ones first (the
  * transfer layer serves those by shm), then the rest in the master's order.
+ * Only a list with a choice is ranked (and looks at this host's addresses).
  * Returns how many. */
-static size_t rank_replicas(const struct cr_replica_list *list, struct ifaddrs *ifs,
-                            size_t *order) {
+static size_t rank_replicas(cr_client *c, const struct cr_replica_list *list, size_t *order) {
     size_t n = 0;
+    for (size_t r = 0; r < list->count; r++)
+        if (replica_readable(&list->replicas[r])) order[n++] = r;
+    if (n < 2) return n;
+    const struct cr_client_local_hosts *hosts = local_hosts(c);
+    n = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t r = 0; r < list->count; r++) {
             const struct cr_replica *rep = &list->replicas[r];
-            if (rep->status != CR_REPLICA_COMPLETE || rep->handle_count == 0) continue;
+            if (!replica_readable(rep)) continue;
             const char *ep = rep->handles[0].transport_endpoint;
-            bool local = ep != NULL && ep[0] != '\0' && endpoint_is_local(ep, ifs);
+            bool local = ep != NULL && ep[0] != '\0' && endpoint_is_local(ep, hosts);
             if (local == (pass == 0)) order[n++] = r;
         }
     }
@@ -249,15 +290,12 @@ static void read_judge(cr_client *c, struct read_item *it) {
 /* Reads every item whose list is usable into its buffer: all first attempts
  * in parallel, then rounds of fallbacks for the failed ones. */
 static void read_all(cr_client *c, struct read_item *items, size_t n) {
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) != 0) ifs = NULL; /* then only loopback counts as local */
     for (size_t i = 0; i < n; i++) {
         struct read_item *it = &items[i];
         if (it->done) continue;
-        it->ranked = rank_replicas(it->list, ifs, it->order);
+        it->ranked = rank_replicas(c, it->list, it->order);
         read_next(c, it);
     }
-    if (ifs != NULL) freeifaddrs(ifs);
     for (bool again = true; again;) {
         drain(c);
         again = false;

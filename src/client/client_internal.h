@@ -60,6 +60,9 @@ struct cr_client {
     char error[CR_CLIENT_ERROR_MAX];
     /* The transfer client for Put/Get (client_data.c): made on first use. */
     struct cr_xfer_client *xfer;
+    /* This host's interface addresses, to rank same-host replicas first
+     * (client_data.c): read when a Get first has a choice, then kept a while. */
+    struct cr_client_local_hosts *local_hosts;
 };
 
 /* What the allocation-free scanner reads from a response body: field 1

@@ -276,15 +276,14 @@ void cr_xfer_part_done(struct cr_xfer_client *cli, uint32_t index, int status,
     done(arg, final, text);
 }
 
-/* The connection with the fewest bytes queued, round robin among equals. */
+/* The connection with the fewest bytes queued, the first among equals: one
+ * op at a time always takes the same (warm) connection, and ops in flight
+ * together still spread, since a busy connection has bytes queued. */
 static struct xfer_tcp_conn *least_loaded(struct cr_xfer_client *cli, struct xfer_peer *peer) {
     uint32_t n = cli->cfg.connections_per_peer;
-    struct xfer_tcp_conn *best = NULL;
-    for (uint32_t k = 0; k < n; k++) {
-        struct xfer_tcp_conn *c = &peer->conns[(peer->next_conn + k) % n];
-        if (best == NULL || c->bytes_queued < best->bytes_queued) best = c;
-    }
-    peer->next_conn = (peer->next_conn + 1) % n;
+    struct xfer_tcp_conn *best = &peer->conns[0];
+    for (uint32_t k = 1; k < n && best->bytes_queued > 0; k++)
+        if (peer->conns[k].bytes_queued < best->bytes_queued) best = &peer->conns[k];
     return best;
 }
 
@@ -364,10 +363,15 @@ int cr_xfer_client_poll(struct cr_xfer_client *cli, int timeout_ms) {
     assert(cli != NULL);
     cli->completed = 0;
     uint64_t start = cr_xfer_now_ns();
-    int wait_ms = 0;
+    /* A blocking poll blocks from its first epoll_wait, which returns at once
+     * when a response is already in: a zero-timeout look first cost one more
+     * syscall per op (a whole 4 KiB Get is a few syscalls). */
+    int wait_ms = timeout_ms == 0 ? 0
+                  : timeout_ms < 0 || timeout_ms > WAIT_SLICE_MS ? WAIT_SLICE_MS : timeout_ms;
     for (;;) {
         cr_xfer_shm_run(cli);
-        if (cli->shm_count == 0 && cli->completed > 0) wait_ms = 0; /* done: just look */
+        /* Done, nothing to wait for, or shm ops queued by callbacks: just look. */
+        if (cli->completed > 0 || cli->in_flight == 0 || cli->shm_count > 0) wait_ms = 0;
         flush_dirty(cli);
         struct epoll_event events[EVENTS_PER_WAIT];
         /* Only tcp needs the kernel: with shm peers alone a poll makes no syscall. */

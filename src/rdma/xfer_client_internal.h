@@ -67,7 +67,6 @@ struct xfer_peer {
     char endpoint[CR_XFER_ENDPOINT_MAX + 1];
     struct sockaddr_storage addr;
     socklen_t addr_len;
-    uint32_t next_conn;
     struct xfer_tcp_conn *conns; /* cli->connections_per_peer of them */
 };
 

@@ -259,8 +259,10 @@ static bool take_responses(struct xfer_tcp_conn *c) {
 }
 
 /* One readv: the rest of the head READ's payload straight into the caller's
- * memory, then the receive buffer.  Returns the bytes read or -1 (errno). */
-static ssize_t read_some(struct xfer_tcp_conn *c) {
+ * memory, then the receive buffer.  Returns the bytes read or -1 (errno);
+ * *drained: fewer bytes came than there was room for, so the socket had no
+ * more (another readv would only say EAGAIN: a syscall per response). */
+static ssize_t read_some(struct xfer_tcp_conn *c, bool *drained) {
     if (c->rx_pos > 0) {
         memmove(c->rx, c->rx + c->rx_pos, c->rx_fill - c->rx_pos);
         c->rx_fill -= c->rx_pos;
@@ -277,7 +279,9 @@ static ssize_t read_some(struct xfer_tcp_conn *c) {
     iov[n++] = (struct iovec){c->rx + c->rx_fill, CR_XFER_CONN_RX_BYTES - c->rx_fill};
     ssize_t got = readv(c->fd, iov, (int)n);
     if (got <= 0) return got == 0 ? (errno = ECONNRESET, -1) : got;
-    uint64_t bytes = (uint64_t)got;
+    uint64_t bytes = (uint64_t)got, room = 0;
+    for (uint32_t i = 0; i < n; i++) room += iov[i].iov_len;
+    *drained = bytes < room;
     if (c->payload_left > 0) {
         uint64_t direct = 0;
         for (uint32_t i = 0; i + 1 < n; i++) direct += iov[i].iov_len;
@@ -293,8 +297,9 @@ static ssize_t read_some(struct xfer_tcp_conn *c) {
 void cr_xfer_tcp_event(struct xfer_tcp_conn *c, uint32_t events) {
     if (events & EPOLLOUT) cr_xfer_tcp_flush(c);
     if (c->fd < 0 || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
-    for (int round = 0; round < 16 && c->fd >= 0; round++) {
-        ssize_t got = read_some(c);
+    bool drained = false;
+    for (int round = 0; round < 16 && c->fd >= 0 && !drained; round++) {
+        ssize_t got = read_some(c, &drained);
         if (got < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return;
             if (errno == EINTR) continue;

@@ -301,8 +301,10 @@ static bool parse_requests(struct xfer_conn *c) {
 }
 
 /* One read: straight into segment memory while a WRITE payload is pending
- * (the receive buffer takes what follows it), else into the receive buffer. */
-static ssize_t conn_read(struct xfer_conn *c) {
+ * (the receive buffer takes what follows it), else into the receive buffer.
+ * *drained: fewer bytes came than there was room for, so the socket had no
+ * more for now (level-triggered epoll reports what comes later). */
+static ssize_t conn_read(struct xfer_conn *c, bool *drained) {
     if (c->rx_pos > 0 && c->write_left == 0) { /* keep a partial header at the front */
         memmove(c->rx, c->rx + c->rx_pos, c->rx_fill - c->rx_pos);
         c->rx_fill -= c->rx_pos;
@@ -319,6 +321,7 @@ static ssize_t conn_read(struct xfer_conn *c) {
     ssize_t got = readv(c->fd, iov, n);
     if (got <= 0) return got;
     uint64_t bytes = (uint64_t)got;
+    *drained = bytes < (uint64_t)iov[0].iov_len + (n > 1 ? (uint64_t)iov[1].iov_len : 0);
     if (c->write_left > 0) {
         uint64_t into_segment = bytes < c->write_left ? bytes : c->write_left;
         c->write_dst += into_segment;
@@ -364,10 +367,13 @@ static void flush_or_close(struct xfer_conn *c) {
     if (!tx_flush(c) || c->closing) conn_close(c);
 }
 
+/* Reads until the socket is drained (a short read: no readv that only says
+ * EAGAIN before the responses go out), serving what came, then flushes. */
 static void conn_readable(struct xfer_conn *c) {
-    for (uint32_t round = 0; round < READS_PER_EVENT; round++) {
+    bool drained = false;
+    for (uint32_t round = 0; round < READS_PER_EVENT && !drained; round++) {
         if (c->closing || c->tx_count == TX_SLOTS) break;
-        ssize_t got = conn_read(c);
+        ssize_t got = conn_read(c, &drained);
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             conn_close(c); /* peer gone */
             return;
