@@ -74,6 +74,10 @@ static const struct setting settings[] = {
      "smallest segment a client may mount"},
     {"max-tenants-per-client", SETTING_U32, FIELD(max_tenants_per_client), 1, 65535, "N",
      "tenants holding objects that one client's puts may have created"},
+    {"max-objects", SETTING_U32, FIELD(max_objects), 1, 1u << 30, "N",
+     "live objects (in-flight puts too); past the eviction watermark the oldest are evicted"},
+    {"max-allocations-per-segment", SETTING_U32, FIELD(max_allocations_per_segment), 1, 1u << 30,
+     "N", "objects one segment may hold; past the eviction watermark objects are evicted"},
     {"regex-max-matches", SETTING_U32, FIELD(regex_max_matches), 1, 1u << 28, "N",
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
@@ -153,6 +157,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->max_segments_per_client = 64;  /* as cr_store_config_default */
     config->min_segment_size_bytes = 4096;  /* as cr_store_config_default */
     config->max_tenants_per_client = 16;    /* as cr_store_config_default */
+    config->max_objects = 1u << 24;                 /* as cr_store_config_default */
+    config->max_allocations_per_segment = 1u << 24; /* as cr_store_config_default */
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->local_segment_size = 1ull << 30;
     snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");

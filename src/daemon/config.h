@@ -41,6 +41,8 @@ struct cr_daemon_config {
     uint32_t max_segments_per_client;
     uint32_t min_segment_size_bytes;
     uint32_t max_tenants_per_client;
+    uint32_t max_objects;                         /* live objects; eviction keeps room */
+    uint32_t max_allocations_per_segment;
     uint32_t regex_max_matches;                   /* keys one regex call may match */
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
