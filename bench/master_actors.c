@@ -261,7 +261,10 @@ static void setup(struct bench *b, int drivers) {
         wire.body.ptr[0] = &b->peers;
         check(cr_send(b->peers.actors[ids[i]], &wire), "wire");
     }
-    /* 16 segments of the bench's client, as bench/master mounts. */
+    /* 16 segments of the bench's client, as bench/master mounts.  The first
+     * mount issues the client's secret; the later ones carry it. */
+    uint8_t secret[64];
+    size_t secret_len = 0;
     for (unsigned i = 0; i < SEGMENTS; i++) {
         char name[32];
         snprintf(name, sizeof(name), "bench-seg-%02u", i);
@@ -271,12 +274,21 @@ static void setup(struct bench *b, int drivers) {
         r.buffer = (uint64_t)(i + 1) << 40;
         r.client_id = &client_id;
         r.transport_endpoint = "127.0.0.1:7000";
+        r.has_client_secret = secret_len > 0;
+        r.client_secret = (ProtobufCBinaryData){secret_len, secret};
         struct cr_master_call c = {.method = CRESCENT__MASTER__METHOD__MOUNT_SEGMENT,
                                    .request = &r.base};
         struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
         CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = &c;
         check(cr_ask(b->peers.actors[CR_SUBSYSTEM_SEGMENTS], &msg, 5000000000ull), "mount");
         check(reply_status(&c), "mount");
+        Crescent__Master__MountSegmentResponse *resp =
+            crescent__master__mount_segment_response__unpack(NULL, c.reply_len, c.reply);
+        if (resp != NULL && resp->has_client_secret && resp->client_secret.len <= sizeof(secret)) {
+            secret_len = resp->client_secret.len;
+            memcpy(secret, resp->client_secret.data, secret_len);
+        }
+        if (resp != NULL) crescent__master__mount_segment_response__free_unpacked(resp, NULL);
         cr_master_call_reply_free(&c);
     }
 }
