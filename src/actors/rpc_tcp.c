@@ -153,19 +153,27 @@ static void mark_dirty(struct rpc_tcp_state *st, struct conn *c) {
     st->dirty = c;
 }
 
+static bool take_frames(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns);
+
 /* Writes every connection that has new replies: one send per connection
- * per loop round, however many replies the round brought it. */
+ * per loop round, however many replies the round brought it.  A connection
+ * that had stopped taking frames at --rpc-tcp-queue-max takes the ones it
+ * already read once its replies make room: they would otherwise wait for
+ * bytes the client may never send. */
 static void flush_dirty(struct rpc_tcp_state *st) {
-    struct conn *c = st->dirty;
-    st->dirty = NULL;
-    while (c != NULL) {
-        struct conn *next = c->next_dirty;
-        c->dirty = false;
-        if (c->fd < 0)
-            free(c); /* closed while listed */
-        else
-            (void)conn_flush(st, c);
-        c = next;
+    while (st->dirty != NULL) {
+        struct conn *c = st->dirty;
+        st->dirty = NULL;
+        while (c != NULL) {
+            struct conn *next = c->next_dirty;
+            c->dirty = false;
+            if (c->fd < 0)
+                free(c); /* closed while listed */
+            else if (conn_flush(st, c) && c->in_len > 0 && c->in_flight < st->queue_max &&
+                     take_frames(st, c, now_ns(st)))
+                update_events(st, c);
+            c = next;
+        }
     }
 }
 

@@ -121,6 +121,27 @@ def test_pipelining_across_many_connections(daemon):
         c.close()
 
 
+def test_requests_past_the_queue_bound_wait_and_are_all_answered(daemon):
+    """With --rpc-tcp-queue-max 4, a burst of 200 pipelined requests written
+    at once is taken 4 at a time (the rest wait, read or not) and every one
+    is answered."""
+    d, _, native = start_native(daemon, "--rpc-tcp-queue-max", "4")
+    c = NativeMasterClient(native, timeout=WAIT_S)
+    pb = c.pb
+    burst = b"".join(struct.pack(">IHQ", 10 + len(body), pb.EXIST_KEY, i) + body
+                     for i, body in ((i, pb.ExistKeyRequest(key=f"q{i}").SerializeToString())
+                                     for i in range(1, 201)))
+    c.send_raw(burst)
+    seen = set()
+    for _ in range(200):
+        rid, status, body = c.recv()
+        assert status == 0 and c.decode(pb.EXIST_KEY, status, body).status_code == 0
+        seen.add(rid)
+    assert seen == set(range(1, 201))
+    assert actor_counters(d, "rpc-tcp")["in_flight"] == 0
+    c.close()
+
+
 def test_connections_past_the_bound_are_closed(daemon):
     d, _, native = start_native(daemon, "--rpc-tcp-connections-max", "2")
     kept = [NativeMasterClient(native, timeout=WAIT_S) for _ in range(2)]
