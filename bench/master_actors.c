@@ -95,6 +95,10 @@ static void sink_handle(struct cr_actor *self, void *state, struct cr_msg *msg) 
 
 static const struct cr_actor_ops sink_ops = {.handle = sink_handle};
 
+/* Issued by the first mount; PutStart and PutEnd carry it too. */
+static uint8_t secret[64];
+static size_t secret_len;
+
 static void slot_init(struct slot *s) {
     memset(s, 0, sizeof(*s));
     s->config = (Crescent__Master__ReplicateConfig)CRESCENT__MASTER__REPLICATE_CONFIG__INIT;
@@ -118,6 +122,9 @@ static void slot_init(struct slot *s) {
 }
 
 static void send_call(struct driver *d, struct slot *s, uint16_t method, ProtobufCMessage *req) {
+    /* The secret is issued at setup's first mount, after the slots were made. */
+    s->put_start.has_client_secret = s->put_end.has_client_secret = secret_len > 0;
+    s->put_start.client_secret = s->put_end.client_secret = (ProtobufCBinaryData){secret_len, secret};
     s->call.method = method;
     s->call.request = req;
     s->call.key = (struct cr_store_key){0};
@@ -263,8 +270,6 @@ static void setup(struct bench *b, int drivers) {
     }
     /* 16 segments of the bench's client, as bench/master mounts.  The first
      * mount issues the client's secret; the later ones carry it. */
-    uint8_t secret[64];
-    size_t secret_len = 0;
     for (unsigned i = 0; i < SEGMENTS; i++) {
         char name[32];
         snprintf(name, sizeof(name), "bench-seg-%02u", i);
