@@ -250,8 +250,15 @@ def test_replay_clients_that_never_read_cost_bounded_memory(daemon):
         grown = (_rss_kb(d.proc.pid, "VmRSS") - base) // 1024
         peak = (_rss_kb(d.proc.pid, "VmHWM") - base) // 1024
         print(f"600 never-reading replay clients: RSS +{grown} MB, peak +{peak} MB")
-        assert _metric(d.port, "crescent_replay_clients_stalled") == 256  # --replay-sessions-max
-        assert _metric(d.port, "crescent_replay_clients_dropped") == 600 - 256
+        # --replay-sessions-max is 256: at least that many sessions ran and stalled,
+        # the rest were refused.  More than 256 may have run when a loaded machine
+        # took over 5 s to open the 600 sockets: the first sessions were dropped as
+        # stalled and freed their places before the last sockets connected.
+        stalled = _metric(d.port, "crescent_replay_clients_stalled")
+        dropped = _metric(d.port, "crescent_replay_clients_dropped")
+        assert stalled + dropped == 600, (stalled, dropped)
+        assert stalled >= 256, stalled
+        assert dropped > 0, "no session was refused: the bound did not hold"
         assert peak < 300, peak
     finally:
         for s in socks:
