@@ -25,10 +25,9 @@
 #include <zmq.h>
 
 #include "harness.h"
+#include "master_common.h"
 #include "crescent/client.h"
 
-#define SEGMENTS 16u
-#define SEGMENT_BYTES (1ull << 32)   /* 4 GiB each: room for every case's objects */
 #define OBJECT_BYTES 4096u
 #define DEPTH_MAX 1024u
 #define POLL_BATCH 256u
@@ -257,56 +256,6 @@ static bool run_case(const struct options *opt, enum workload workload, int thre
     return ok;
 }
 
-/* Keeps the segments' owner alive: crescentd unmounts the segments of a
- * client that misses its TTL, and a benchmark outlives the 10 s default. */
-struct pinger {
-    const struct options *opt;
-    uint8_t id[CR_CLIENT_ID_BYTES];
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    bool stop;
-};
-
-static void *pinger_main(void *arg) {
-    struct pinger *p = arg;
-    struct cr_client_options options = {.timeout_ms = p->opt->timeout_ms, .client_id = p->id};
-    cr_client *c = NULL;
-    if (cr_client_open(p->opt->endpoint, &options, &c, NULL, 0) != CR_OK) return NULL;
-    pthread_mutex_lock(&p->lock);
-    while (!p->stop) {
-        pthread_mutex_unlock(&p->lock);
-        uint64_t ttl_ms = 0;
-        if (cr_client_ping(c, &ttl_ms) != CR_OK)
-            fprintf(stderr, "master: ping failed: %s\n", cr_client_last_error(c));
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1; /* well inside any sane TTL */
-        pthread_mutex_lock(&p->lock);
-        if (!p->stop) pthread_cond_timedwait(&p->wake, &p->lock, &until);
-    }
-    pthread_mutex_unlock(&p->lock);
-    cr_client_close(c);
-    return NULL;
-}
-
-static int mount_segments(cr_client *owner, bool mount) {
-    for (unsigned i = 0; i < SEGMENTS; i++) {
-        char name[64];
-        snprintf(name, sizeof(name), "%s-seg%u", key_prefix, i);
-        struct cr_segment_spec spec = {.name = name, .base = (uint64_t)(i + 1) << 40,
-                                       .size_bytes = SEGMENT_BYTES,
-                                       .transport_endpoint = "127.0.0.1:1"};
-        int rc = mount ? cr_client_mount_segment(owner, &spec)
-                       : cr_client_unmount_segment(owner, name);
-        if (rc != CR_OK) {
-            fprintf(stderr, "master: %s %s: %s\n", mount ? "mount" : "unmount", name,
-                    cr_client_last_error(owner));
-            return rc;
-        }
-    }
-    return CR_OK;
-}
-
 static void usage(FILE *out) {
     fprintf(out,
             "Usage: master --rpc ENDPOINT [--threads 1,8,64] [--ops N] [--depth D]\n"
@@ -408,29 +357,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "master: %s\n", error);
         return 1;
     }
-    if (mount_segments(owner, true) != CR_OK) return 1;
-    struct pinger pinger = {.opt = &opt};
-    cr_client_get_id(owner, pinger.id);
-    pthread_mutex_init(&pinger.lock, NULL);
-    pthread_cond_init(&pinger.wake, NULL);
-    pthread_t pinger_thread;
-    pthread_create(&pinger_thread, NULL, pinger_main, &pinger);
+    if (bench_mount_segments(owner, key_prefix, true) != CR_OK) return 1;
+    struct bench_pinger pinger;
+    bench_pinger_start(&pinger, owner, opt.endpoint, opt.timeout_ms);
 
     printf("# bench/master over %s: %u segments, %u-byte objects, 1 replica, depth %u per "
            "thread, %" PRIu64 " ops per case, %s\n",
-           opt.endpoint, SEGMENTS, OBJECT_BYTES, opt.depth, opt.ops,
+           opt.endpoint, BENCH_SEGMENTS, OBJECT_BYTES, opt.depth, opt.ops,
            opt.shared_context ? "the bench's ZMQ context" : "libcrescent's process context");
     bool ok = true;
     for (int i = 0; i < opt.thread_cases && ok; i++)
         for (int wl = WL_PUT; wl <= WL_REMOVE && ok; wl++)
             if (opt.workloads & (1u << wl)) ok = run_case(&opt, (enum workload)wl, opt.threads[i]);
 
-    pthread_mutex_lock(&pinger.lock);
-    pinger.stop = true;
-    pthread_cond_signal(&pinger.wake);
-    pthread_mutex_unlock(&pinger.lock);
-    pthread_join(pinger_thread, NULL);
-    mount_segments(owner, false);
+    bench_pinger_stop(&pinger);
+    bench_mount_segments(owner, key_prefix, false);
     cr_client_close(owner);
     if (opt.shared_context != NULL) zmq_ctx_term(opt.shared_context);
     return ok ? 0 : 1;

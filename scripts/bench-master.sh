@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # Runs bench/master against a crescentd started here on free loopback ports,
 # then stops it.  Usage:
-#   scripts/bench-master.sh [--bin DIR] [--bench DIR] [-- master options...]
+#   scripts/bench-master.sh [--bin DIR] [--bench DIR] [--sync] [--pin] [-- options...]
 # DIR defaults: zig-out/bin (crescentd) and zig-out/bench (master); build them
-# with `zig build` and `zig build bench`.  Extra options go to master
-# (--threads 1,8,64 --ops 200000 --depth 32).
+# with `zig build` (-Doptimize=ReleaseFast for numbers) and `zig build bench`.
+# Extra options go to the benchmark:
+#   master (pipelined):  --threads 1,8,64 --ops 200000 --depth 32
+#   --sync: master_sync, synchronous calls next to the ZMQ and TCP echo
+#           ceilings, with crescentd's CPU per call (issue 14's driver):
+#           --threads 1,8,64 --seconds 5 --rounds 3 --cases ... --echo zmq,tcp
+# --pin starts crescentd without --no-pin (its actors pinned to CPUs).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir="$root/zig-out/bin"
 bench_dir="$root/zig-out/bench"
+sync=false
+pin=(--no-pin)
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) bin_dir=$2; shift 2 ;;
         --bench) bench_dir=$2; shift 2 ;;
+        --sync) sync=true; shift ;;
+        --pin) pin=(); shift ;;
         --) shift; break ;;
         *) echo "bench-master.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -29,7 +38,7 @@ print(*[s.getsockname()[1] for s in socks])')
 http="127.0.0.1:$http_port"
 rpc="tcp://127.0.0.1:$rpc_port"
 log=$(mktemp /tmp/bench-master-crescentd.XXXXXX.log)
-"$bin_dir/crescentd" --no-pin --log-level WARN --http-address "$http" --rpc-address "$rpc" \
+"$bin_dir/crescentd" "${pin[@]}" --log-level WARN --http-address "$http" --rpc-address "$rpc" \
     --metrics-port 0 \
     --event-address "tcp://127.0.0.1:$event_port" \
     --replay-address "tcp://127.0.0.1:$replay_port" >"$log" 2>&1 &
@@ -56,4 +65,9 @@ for _ in $(seq 1 200); do
 done
 
 echo "# $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-"$bench_dir/master" --rpc "$rpc" "$@"
+echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg); crescentd ${pin[*]:-pinned}"
+if $sync; then
+    "$bench_dir/master_sync" --rpc "crescent-zmq=$rpc" --server-pid "$pid" "$@"
+else
+    "$bench_dir/master" --rpc "$rpc" "$@"
+fi

@@ -10,7 +10,7 @@ packages=(
     gcc libc6-dev pkg-config
     # libraries crescent links
     libck-dev libzmq3-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler
-    libibverbs-dev libcivetweb-dev libxxhash-dev libpcre2-dev libjansson-dev
+    libibverbs-dev libcivetweb-dev libxxhash-dev libpcre2-dev libjansson-dev libhttp-parser-dev
     # C unit tests
     libcmocka-dev
     # foreign-client tests (Debian's own python3 sees these)

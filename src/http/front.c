@@ -1,5 +1,6 @@
 /* The HTTP front (see front.h): one event thread owns every connection
- * (epoll, non-blocking sockets) and reads each request whole; complete
+ * (epoll, non-blocking sockets) and reads each request whole (its head
+ * parsed by Debian's http_parser as it arrives: request_head.c); complete
  * requests go to a pool of worker threads that run the handlers; the event
  * thread writes the answers.  An idle or slow connection costs a buffer and
  * a slot in the table, never a thread: with CivetWeb (thread per
@@ -30,8 +31,8 @@
 #include "core/log.h"
 #include "crescent/error.h"
 #include "daemon/admin_token.h"
+#include "http/request_head.h"
 
-#define HEAD_MAX 16384u         /* request line and headers */
 #define WORKERS_MAX 256u
 #define TICK_MS 250             /* timeouts are checked this often */
 
@@ -55,6 +56,7 @@ struct conn {
     bool gone;       /* the peer hung up while a worker ran its request */
     bool keep_alive; /* after this answer */
     bool token_given; /* the request sent Authorization: Bearer (right or wrong) */
+    bool admin;       /* ... and it was right, or crescentd has no admin token */
     char *in;        /* request bytes: head, body, maybe the next request */
     size_t in_len, in_cap;
     size_t head_len, body_len; /* of the request being read, once its head is */
@@ -64,6 +66,7 @@ struct conn {
     uint64_t read_ns;          /* when the request was read whole (for the latency) */
     char *out;
     size_t out_len, out_off;
+    struct cr_http_head head;   /* http_parser's view of the request being read */
     struct cr_http_request req; /* points into in; valid while RUNNING */
     struct conn *next_job;      /* in the worker queue or the done list */
 };
@@ -328,100 +331,30 @@ static void conn_watch(struct cr_http_front *front, struct conn *c, uint32_t eve
 static void conn_wait_request(struct cr_http_front *front, struct conn *c) {
     c->state = CONN_READING;
     c->head_len = c->body_len = 0;
+    cr_http_head_init(&c->head);
     uint32_t ms = c->in_len > 0 ? front->limits.request_timeout_ms : front->limits.idle_timeout_ms;
     c->deadline_ms = now_ms() + ms;
     conn_watch(front, c, EPOLLIN | EPOLLRDHUP);
 }
 
-static void url_decode_in_place(char *s) {
-    char *o = s;
-    for (char *p = s; *p != '\0'; p++) {
-        unsigned v;
-        if (*p == '%' && sscanf(p + 1, "%2x", &v) == 1 && v != 0 && p[1] != '\0' && p[2] != '\0') {
-            *o++ = (char)v;
-            p += 2;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o = '\0';
-}
-
-/* Case-insensitive header lookup in a NUL-separated head (one line each). */
-static const char *header(const char *lines, const char *end, const char *name) {
-    size_t n = strlen(name);
-    for (const char *p = lines; p < end; p += strlen(p) + 1)
-        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
-            p += n + 1;
-            while (*p == ' ' || *p == '\t') p++;
-            return p;
-        }
-    return NULL;
-}
-
-/* Parses the head in c->in[0, head_len) (its CRLFs turned into NULs) into
- * c->req.  Returns 0, or the status to refuse the request with. */
-static int parse_head(struct cr_http_front *front, struct conn *c, const char **why) {
-    char *head = c->in, *end = c->in + c->head_len;
-    for (char *p = head; p < end; p++)
-        if (*p == '\r' || *p == '\n') *p = '\0';
-    char *method = head, *sp1 = strchr(head, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-    if (sp1 == NULL || sp2 == NULL || strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
-        *why = "the request line is not METHOD TARGET HTTP/1.x";
-        return 400;
-    }
-    *sp1 = *sp2 = '\0';
-    bool http10 = strcmp(sp2 + 1, "HTTP/1.0") == 0;
-    char *target = sp1 + 1, *query = strchr(target, '?');
-    if (query != NULL) *query++ = '\0';
-    if (target[0] != '/') {
-        *why = "the target must be a path";
-        return 400;
-    }
-    url_decode_in_place(target);
-    const char *lines = sp2 + strlen(sp2 + 1) + 2;
-    const char *te = header(lines, end, "Transfer-Encoding");
-    const char *cl = header(lines, end, "Content-Length");
-    const char *conn = header(lines, end, "Connection");
-    if (te != NULL) {
-        *why = "chunked request bodies are not supported: send Content-Length";
-        return 411;
-    }
-    unsigned long long len = 0;
-    if (cl != NULL) {
-        char *stop;
-        errno = 0;
-        len = strtoull(cl, &stop, 10);
-        if (errno != 0 || stop == cl || *stop != '\0' || cl[0] == '-') {
-            *why = "Content-Length is not a number";
-            return 400;
-        }
-    }
-    if (len > front->limits.body_max) {
-        *why = "the body is larger than the HTTP front's bound (16 MiB)";
-        return 413;
-    }
-    c->body_len = (size_t)len;
-    c->keep_alive = conn != NULL ? strcasecmp(conn, "close") != 0 &&
-                                       (!http10 || strcasecmp(conn, "keep-alive") == 0)
-                                 : !http10;
-    /* The admin token, when crescentd has one, as `Authorization: Bearer T`. */
-    const char *auth = header(lines, end, "Authorization");
+/* The request whose head http_parser has read (request_head.c): its body's
+ * length, keep-alive, and whether it carries the admin token.  The strings
+ * are set in conn_parse once the body is in (c->in may move until then). */
+static void request_from_head(struct cr_http_front *front, struct conn *c) {
+    const struct cr_http_head *head = &c->head;
+    c->head_len = head->head_len;
+    c->body_len = head->body_len;
+    c->keep_alive = head->keep_alive;
+    const char *auth = head->authorization_at != 0 ? c->in + head->authorization_at : NULL;
     c->token_given = auth != NULL && strncasecmp(auth, "Bearer ", 7) == 0;
-    bool admin = front->admin.len == 0 ||
-                 (c->token_given && cr_admin_token_allows(&front->admin, auth + 7, strlen(auth + 7)));
-    c->req = (struct cr_http_request){.method = method,
-                                      .path = target,
-                                      .query = query,
-                                      .content_type = header(lines, end, "Content-Type"),
-                                      .admin = admin};
-    const char *expect = header(lines, end, "Expect");
-    if (expect != NULL && strcasecmp(expect, "100-continue") == 0 && c->in_len < c->head_len + len) {
+    c->admin = front->admin.len == 0 ||
+               (c->token_given &&
+                cr_admin_token_allows(&front->admin, auth + 7, strlen(auth + 7)));
+    if (head->expect_continue && c->in_len < c->head_len + c->body_len) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         ssize_t w = send(c->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
         (void)w; /* a client that cannot take 25 bytes sends the body anyway */
     }
-    return 0;
 }
 
 static void conn_queue(struct cr_http_front *front, struct conn *c) {
@@ -444,52 +377,46 @@ static void conn_write(struct cr_http_front *front, struct conn *c);
  * a malformed one answered and the connection closed after. */
 static void conn_parse(struct cr_http_front *front, struct conn *c) {
     if (c->head_len == 0) {
-        char *mark = NULL;
-        for (size_t i = 3; i < c->in_len && mark == NULL; i++)
-            if (memcmp(c->in + i - 3, "\r\n\r\n", 4) == 0) mark = c->in + i + 1;
-        if (mark == NULL) {
-            if (c->in_len > HEAD_MAX) {
-                answer_error(c, 431, "request head too large", "more than 16384 bytes");
-                conn_write(front, c);
-            }
-            return;
-        }
-        c->head_len = (size_t)(mark - c->in);
-        c->deadline_ms = now_ms() + front->limits.request_timeout_ms;
-        const char *why = NULL;
-        int status = parse_head(front, c, &why);
-        if (status != 0) {
-            answer_error(c, status, status == 413 ? "body too large" : "bad request", why);
+        int status = cr_http_head_parse(&c->head, c->in, c->in_len, front->limits.body_max);
+        if (status == CR_HTTP_HEAD_INCOMPLETE) return; /* http_parser bounds the head */
+        if (status != CR_HTTP_HEAD_COMPLETE) {
+            answer_error(c, status,
+                         status == 413   ? "body too large"
+                         : status == 431 ? "request head too large"
+                                         : "bad request",
+                         c->head.why);
             conn_write(front, c);
             return;
         }
+        c->deadline_ms = now_ms() + front->limits.request_timeout_ms;
+        request_from_head(front, c);
     }
     if (c->in_len < c->head_len + c->body_len) return;
     /* The body, NUL-terminated in place (in_cap keeps a byte spare); the
      * byte it covers, the start of a pipelined request, is put back after
      * the answer. */
+    const struct cr_http_head *head = &c->head;
     c->saved = c->in[c->head_len + c->body_len];
     c->in[c->head_len + c->body_len] = '\0';
-    c->req.body = c->in + c->head_len;
-    c->req.body_len = c->body_len;
+    c->req = (struct cr_http_request){
+        .method = head->method,
+        .path = c->in + head->path,
+        .query = head->query != 0 ? c->in + head->query : NULL,
+        .content_type = head->content_type_at != 0 ? c->in + head->content_type_at : NULL,
+        .body = c->in + c->head_len,
+        .body_len = c->body_len,
+        .admin = c->admin};
     c->read_ns = cr_monotonic_ns();
     conn_queue(front, c);
 }
 
 static void conn_read(struct cr_http_front *front, struct conn *c) {
     for (;;) {
-        size_t want = c->head_len > 0 ? c->head_len + c->body_len + 1 : HEAD_MAX + 2;
+        size_t want = c->head_len > 0 ? c->head_len + c->body_len + 1 : CR_HTTP_HEAD_MAX + 2;
         if (want < c->in_len + 4096) want = c->in_len + 4096;
         if (c->in_cap < want) {
-            /* The parsed head's strings point into c->in: kept as offsets
-             * across the move (a body read in several parts grows it after
-             * the head was parsed; they dangled, and a route came out as
-             * "not found" with a garbage path). */
-            const char **field[] = {&c->req.method, &c->req.path, &c->req.query,
-                                    &c->req.content_type};
-            ptrdiff_t off[4];
-            for (int i = 0; i < 4; i++)
-                off[i] = c->head_len > 0 && *field[i] != NULL ? *field[i] - c->in : -1;
+            /* The head is known by offsets (request_head.h): c->in may move
+             * (a body read in several parts grows it after the head). */
             char *bigger = realloc(c->in, want);
             if (bigger == NULL) {
                 conn_close(front, c);
@@ -497,15 +424,13 @@ static void conn_read(struct cr_http_front *front, struct conn *c) {
             }
             c->in = bigger;
             c->in_cap = want;
-            for (int i = 0; i < 4; i++)
-                if (off[i] >= 0) *field[i] = c->in + off[i];
         }
         ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len - 1, 0);
         if (n > 0) {
             c->in_len += (size_t)n;
             c->last_ms = now_ms();
-            /* Bounded: a head is looked at once HEAD_MAX bytes are in. */
-            if (c->head_len == 0 ? c->in_len <= HEAD_MAX + 1
+            /* Bounded: a head is looked at once CR_HTTP_HEAD_MAX bytes are in. */
+            if (c->head_len == 0 ? c->in_len <= CR_HTTP_HEAD_MAX + 1
                                  : c->in_len < c->head_len + c->body_len)
                 continue;
             break;
@@ -612,6 +537,7 @@ static void accept_all(struct cr_http_front *front) {
         int one = 1; /* headers and body leave in one write; still, no Nagle delay */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         c->fd = fd;
+        cr_http_head_init(&c->head);
         c->last_ms = now_ms();
         c->deadline_ms = c->last_ms + front->limits.idle_timeout_ms;
         front->conns[front->conn_count++] = c;

@@ -191,7 +191,7 @@ class Publisher:
                 continue  # malformed (e.g. no empty delimiter): ignored, as a ROUTER peer would
             start = struct.unpack(">Q", rest[1])[0]
             self.replay_seen.set()
-            self.replay_gate.wait(5)
+            self.replay_gate.wait(60)  # held by the test; bounded in case it never lets go
             with self.lock:
                 items = [(s, p) for s, p in self.history if s >= start]
             for s, p in items:

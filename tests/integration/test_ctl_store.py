@@ -241,3 +241,30 @@ def test_pipelined_client_end_to_end(store):
     rc, out, _ = ctl(store, "store-stats")
     stats = dict(line.split() for line in out.splitlines())
     assert stats["objects"] == "0"  # remove(force) took every object the bench put
+
+
+def test_sync_bench_end_to_end(store):
+    """bench/master_sync (issue 14's driver) in a tiny configuration: every
+    case against crescentd and both echo ceilings succeeds, crescentd's CPU
+    per call is read, and the bench removes every object it wrote."""
+    from conftest import BIN_DIR
+    bench = os.path.join(BIN_DIR, "..", "bench", "master_sync")
+    if not os.access(bench, os.X_OK):
+        pytest.skip(f"{bench} is not built (run zig build bench)")
+    d, rpc = store
+    p = subprocess.run([bench, "--rpc", rpc, "--server-pid", str(d.proc.pid),
+                        "--threads", "1,3", "--seconds", "0.2", "--rounds", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "failed" not in p.stdout, p.stdout
+    rows = [[c.strip() for c in line.split("|")[1:-1]]
+            for line in p.stdout.splitlines() if line.startswith("| ")]
+    targets = [r[2] for r in rows]
+    assert targets.count("crescent") == 5 * 2, p.stdout  # 5 cases x 2 concurrencies
+    assert targets.count("zmq-echo") == targets.count("tcp-echo") == 5 * 2, p.stdout
+    for r in rows:
+        if r[2] == "crescent":  # CPU per call, and throughput against both echoes
+            assert float(r[8]) >= 0 and r[9].endswith("x") and r[11].endswith("x"), r
+    rc, out, _ = ctl(store, "store-stats")
+    stats = dict(line.split() for line in out.splitlines())
+    assert stats["objects"] == "0"

@@ -33,6 +33,16 @@ FF8 = b"\xff" * 8
 U32_MAX = 2**32 - 1
 REPLICA_TYPES = {"memory", "disk", "local_disk"}
 WAIT_S = 10
+SLOW_S = 60  # for what a loaded machine may take long over: only a hang reaches it
+
+
+def _until(done, value, what, timeout_s=SLOW_S):
+    """Polls `done` until true; returns value() then."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+    return value()
 
 
 def endpoint():
@@ -437,7 +447,7 @@ def test_restart_resets_seq_to_zero(daemon):
     follower = run_follower(p)
     reader = LineReader(follower.stdout)
     try:
-        deadline = time.monotonic() + WAIT_S
+        deadline = time.monotonic() + SLOW_S
         n = 0
         while not reader.wait_for(lambda e: e.get("key", "").startswith("first-")):
             assert time.monotonic() < deadline, "the follower saw nothing"
@@ -450,14 +460,17 @@ def test_restart_resets_seq_to_zero(daemon):
         # Same endpoints: the follower's sockets reconnect by themselves.
         p2 = Plane(daemon, "--event-batch-max", "1", ports=ports)
         p2.put("second-0")
-        info = p2.events_info()
+        # The put answers before its event reaches the publisher and replay.
+        info = _until(lambda: p2.events_info()["replay"]["newest_seq"] is not None,
+                      p2.events_info, "the new life's first batch never reached replay")
         assert info["seq"] == 1 and info["last_seq"] == 0  # numbering restarted at 0
         d = p2.dealer()
         got = replay(d, 0)
         assert got[0][0] == 0 and got[0][1][0][1] == "second-0"
+        deadline = time.monotonic() + SLOW_S
         n = 1
         while not reader.wait_for(lambda e: e.get("key", "").startswith("second-")):
-            assert time.monotonic() < deadline + WAIT_S, "the follower missed the new life"
+            assert time.monotonic() < deadline, "the follower missed the new life"
             p2.put(f"second-{n}")
             n += 1
         p2.close()

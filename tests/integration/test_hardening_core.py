@@ -57,28 +57,31 @@ def test_catastrophic_regex_neither_freezes_the_master_nor_runs_unbounded(daemon
     keys = ["a" * 18 + f"_{i}" for i in range(10_000)]
     # --client-ttl: the test's client does not ping while it waits.
     d, rpc = start_master(daemon, "--regex-budget-steps", "4000000000", "--client-ttl", "600")
-    with MasterClient(rpc, client_id=(7, 7)) as c, MasterClient(rpc, client_id=(8, 8)) as other:
+    # The same build with nothing to do, probed in turn with the busy one: the
+    # machine's load at that moment (other builds share its two cores).
+    idle, idle_rpc = start_master(daemon)
+    with MasterClient(rpc, client_id=(7, 7)) as c, MasterClient(rpc, client_id=(8, 8)) as other, \
+            MasterClient(idle_rpc, client_id=(8, 8)) as idle_client:
         c.mount_segment("s", 64 << 20)
         _put_keys(c, keys)
-        def probe(health, rpc_calls):
-            health.append(_timed(lambda: http_get(d.port, "/health", timeout=5)))
-            rpc_calls.append(_timed(lambda: other.exist_key(keys[0])))
+        def probe(health, rpc_calls, port, client):
+            health.append(_timed(lambda: http_get(port, "/health", timeout=5)))
+            rpc_calls.append(_timed(lambda: client.exist_key(keys[0])))
 
-        quiet = ([], [])
-        for _ in range(10):
-            probe(*quiet)
         pending = c.send(c.pb.GET_REPLICA_LIST_BY_REGEX,
                          c.pb.GetReplicaListByRegexRequest(key_regex="^(a+)+$"))
-        busy = ([], [])
+        busy, same_time = ([], []), ([], [])
         while len(busy[0]) < 20:  # a few seconds of the scan (tens of seconds in all)
-            probe(*busy)
+            probe(*busy, d.port, other)
+            probe(*same_time, idle.port, idle_client)
         assert c.sock.poll(0) == 0, "the scan ended before the probes: they proved nothing"
-        # 100 ms on a quiet machine; on a loaded one (other builds share the
-        # two cores) the same call without the scan sets the scale.  A frozen
+        # 100 ms on a quiet machine (the bound); on a loaded one the
+        # idle daemon's answers at the same moments set the scale.  A frozen
         # master answers nothing for the whole scan.
-        for before, during in zip(quiet, busy):
-            bound = max(0.1, 3 * statistics.median(before) + 0.05)
-            assert statistics.median(during) < bound and max(during) < 4, (before, during)
+        for during, baseline in zip(busy, same_time):
+            bound = max(0.1, 3 * statistics.median(baseline) + 0.05)
+            assert statistics.median(during) < bound, (baseline, during)
+            assert max(during) < 4 + max(baseline), (baseline, during)
         assert pending
     d.stop()
     # With the default budget the same call is refused, naming the bound and its flag.
@@ -240,8 +243,15 @@ def test_replay_clients_that_never_read_cost_bounded_memory(daemon):
         grown = (_rss_kb(d.proc.pid, "VmRSS") - base) // 1024
         peak = (_rss_kb(d.proc.pid, "VmHWM") - base) // 1024
         print(f"600 never-reading replay clients: RSS +{grown} MB, peak +{peak} MB")
-        assert _metric(d.port, "crescent_replay_clients_stalled") == 256  # --replay-sessions-max
-        assert _metric(d.port, "crescent_replay_clients_dropped") == 600 - 256
+        # --replay-sessions-max is 256: at least that many sessions ran and stalled,
+        # the rest were refused.  More than 256 may have run when a loaded machine
+        # took over 5 s to open the 600 sockets: the first sessions were dropped as
+        # stalled and freed their places before the last sockets connected.
+        stalled = _metric(d.port, "crescent_replay_clients_stalled")
+        dropped = _metric(d.port, "crescent_replay_clients_dropped")
+        assert stalled + dropped == 600, (stalled, dropped)
+        assert stalled >= 256, stalled
+        assert dropped > 0, "no session was refused: the bound did not hold"
         assert peak < 300, peak
     finally:
         for s in socks:

@@ -86,13 +86,17 @@ def test_copy_and_move_move_the_bytes_while_readers_read(daemon, tmp_path):
             src.write_bytes(payload)
             ctl(rpc, "put", key, str(src), "--preferred", "seg0")
             assert segments_of(d, key) == ["seg0"]
-            stop, bad = threading.Event(), []
+            stop, bad, good = threading.Event(), [], []
 
             def reader():
                 while not stop.is_set():
                     p = ctl(rpc, "get", key, "-", check=False)
-                    if p.returncode != 0 or p.stdout != payload:
+                    if p.returncode == 0 and p.stdout == payload:
+                        good.append(1)
+                    elif p.returncode == 0 or b"past the" not in p.stderr:
                         bad.append((p.returncode, len(p.stdout), p.stderr[-200:]))
+                    # else: the read outlasted the lease (a loaded machine) and
+                    # was refused rather than returned: the safe answer.
 
             readers = [threading.Thread(target=reader) for _ in range(2)]
             for t in readers:

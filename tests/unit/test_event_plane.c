@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ struct plane {
     void *zctx;
     void *sub;
     uint64_t next_seq; /* next seq the subscriber expects */
+    struct cr_clock clock; /* the actors' clock; now_ns NULL: the real one */
 };
 
 struct frame_set {
@@ -192,6 +194,7 @@ static void plane_start(struct plane *pl) {
     struct cr_runtime_config rc;
     cr_runtime_config_default(&rc);
     rc.pin_threads = false;
+    if (pl->clock.now_ns != NULL) rc.clock = pl->clock;
     assert_int_equal(cr_runtime_create(&rc, &pl->rt), CR_OK);
     pl->peers.config = &pl->config;
     pl->peers.ask_timeout_ns = 2000000000u;
@@ -328,19 +331,43 @@ static void test_batch_by_count(void **state) {
     plane_stop(&pl);
 }
 
+/* The actors' clock for test_lone_event_flushed_by_time: the real one
+ * (so start-up's probes flush) until the test freezes it, then moved by
+ * the test alone. */
+struct stoppable_clock {
+    _Atomic uint64_t frozen_ns; /* 0: follows CLOCK_MONOTONIC */
+};
+
+static uint64_t stoppable_now(void *ctx) {
+    uint64_t frozen = atomic_load(&((struct stoppable_clock *)ctx)->frozen_ns);
+    return frozen != 0 ? frozen : cr_monotonic_ns();
+}
+
 static void test_lone_event_flushed_by_time(void **state) {
     (void)state;
+    struct stoppable_clock clock = {0};
     struct plane pl;
     plane_config(&pl, "time");
     pl.config.event_batch_max = 50;
     pl.config.event_flush_us = 20000; /* 20 ms */
+    pl.clock = (struct cr_clock){.now_ns = stoppable_now, .ctx = &clock};
     plane_start(&pl);
-    uint64_t start = now_ms();
+    uint64_t start = stoppable_now(&clock);
+    atomic_store(&clock.frozen_ns, start);
     publish(&pl, CR_STORE_EVENT_BLOCK_STORE, "lone");
+    /* Held for more events: taken (this thread's ask follows its send),
+     * not sent, until 20 ms of the actors' time have passed. */
+    struct frame_set f;
+    for (uint64_t passed_us = 0; passed_us < 20000; passed_us += 9999) {
+        atomic_store(&clock.frozen_ns, start + passed_us * 1000u);
+        cr_runtime_clock_changed(pl.rt);
+        assert_int_equal(publisher_info(&pl).events_pending, 1);
+        assert_false(recv_frames(pl.sub, &f, 50));
+    }
+    atomic_store(&clock.frozen_ns, start + 20000000u);
+    cr_runtime_clock_changed(pl.rt); /* then sent alone, with no more events */
     assert_int_equal(receive_events(&pl, 1), 1);
-    uint64_t waited = now_ms() - start;
-    assert_true(waited >= 19); /* held for more events, then sent alone */
-    assert_true(waited < 2000);
+    assert_int_equal(publisher_info(&pl).events_pending, 0);
     plane_stop(&pl);
 }
 

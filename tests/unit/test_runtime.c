@@ -31,6 +31,7 @@
 struct test_state {
     uint64_t next_seq[PRODUCERS_MAX];
     uint64_t received;
+    _Atomic uint64_t received_seen; /* = received, for a thread that must not ask */
     uint64_t order_errors;
     uint64_t fired;
     _Atomic uint64_t discarded;
@@ -59,6 +60,7 @@ static void test_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
         if (body->seq != st->next_seq[body->producer]) st->order_errors++;
         st->next_seq[body->producer] = body->seq + 1;
         st->received++;
+        atomic_store(&st->received_seen, st->received);
         if (st->slow) {
             struct timespec t0, t1;
             clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -353,6 +355,13 @@ static void test_ring_full(void **unused) {
     assert_int_equal(rc, CR_ERR_AGAIN);
     assert_int_equal(accepted, 7);
     atomic_store(&fx->state.release, 1);
+    /* This thread's ring is still full: an ask now would wait send_wait_ns
+     * (5 ms) for room and fail if the actor is not scheduled by then. */
+    uint64_t deadline = now_ns() + 30000000000u;
+    while (atomic_load(&fx->state.received_seen) < 7) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
     assert_int_equal(query(fx).received, 7); /* nothing lost, nothing invented */
     struct cr_actor_stats s = stats(fx->actor);
     assert_true(s.ring_full >= 1);
