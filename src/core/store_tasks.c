@@ -204,13 +204,15 @@ static int release_source(cr_store *store, struct cr_store_obj *obj,
     return CR_OK;
 }
 
-int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
-                         bool release_source_now, uint64_t now_ms, uint64_t *lease_deadline_ms) {
-    assert(store != NULL && ref != NULL && lease_deadline_ms != NULL);
+/* The live object a ref names, and where each reserved target sits in it
+ * (at[i]).  Returns CR_OK, or CR_ERR_OBJECT_NOT_FOUND: the object is gone,
+ * or a target's segment was unmounted (what is left of the reservation is
+ * then rolled back). */
+static int reserved_targets(cr_store *store, const struct cr_store_task_ref *ref,
+                            struct cr_store_obj **obj_out, int *at) {
     struct cr_store_obj *obj = ref_object(store, ref);
     if (obj == NULL)
         return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object was removed during the task");
-    int at[CR_STORE_REPLICAS_MAX];
     for (uint32_t i = 0; i < ref->target_count; i++) {
         at[i] = replica_at(obj, ref->target_segment[i], ref->target_offset[i]);
         if (at[i] < 0 || obj->replicas[at[i]].status != CR_REPLICA_PROCESSING) {
@@ -219,11 +221,21 @@ int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
                                  "a target segment was unmounted during the task");
         }
     }
+    *obj_out = obj;
+    return CR_OK;
+}
+
+int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
+                         bool release_source_now, uint64_t now_ms, uint64_t *lease_deadline_ms) {
+    assert(store != NULL && ref != NULL && lease_deadline_ms != NULL);
+    struct cr_store_obj *obj;
+    int at[CR_STORE_REPLICAS_MAX];
+    int rc = reserved_targets(store, ref, &obj, at);
+    if (rc != CR_OK) return rc;
     for (uint32_t i = 0; i < ref->target_count; i++)
         obj->replicas[at[i]].status = CR_REPLICA_COMPLETE;
     end_reservation(obj);
-    int rc = release_source_now ? release_source(store, obj, ref, now_ms, lease_deadline_ms)
-                                : CR_OK;
+    rc = release_source_now ? release_source(store, obj, ref, now_ms, lease_deadline_ms) : CR_OK;
     cr_store_obj_emit_update(store, obj);
     return rc;
 }
@@ -278,18 +290,10 @@ int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
     assert(store != NULL && ref != NULL && executor != NULL && out != NULL);
     assert(ref->target_count > 0 && ref->target_count <= CR_STORE_REPLICAS_MAX);
     *out = (struct cr_store_task_recheck){.executor_known = cr_store_client_known(store, executor)};
-    struct cr_store_obj *obj = ref_object(store, ref);
-    if (obj == NULL)
-        return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object was removed during the task");
+    struct cr_store_obj *obj;
     int at[CR_STORE_REPLICAS_MAX];
-    for (uint32_t i = 0; i < ref->target_count; i++) {
-        at[i] = replica_at(obj, ref->target_segment[i], ref->target_offset[i]);
-        if (at[i] < 0 || obj->replicas[at[i]].status != CR_REPLICA_PROCESSING) {
-            cr_store_task_rollback(store, ref);
-            return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,
-                                 "a target segment was unmounted during the task");
-        }
-    }
+    int rc = reserved_targets(store, ref, &obj, at);
+    if (rc != CR_OK) return rc;
     int src = replica_at(obj, ref->source_segment, ref->source_offset);
     if (src >= 0 && obj->replicas[src].status == CR_REPLICA_COMPLETE &&
         cr_uuid_equal(&store->segments[ref->source_segment].owner, executor))
@@ -298,9 +302,9 @@ int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
     int next = -1;
     for (uint32_t r = 0; r < obj->replica_count && next < 0; r++)
         if (obj->replicas[r].status == CR_REPLICA_COMPLETE) next = (int)r;
-    int rc = next < 0 ? cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,
-                                      "no segment holds a complete replica left to copy from")
-                      : rereserve_targets(store, obj, ref, at, now_ms);
+    rc = next < 0 ? cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,
+                                  "no segment holds a complete replica left to copy from")
+                  : rereserve_targets(store, obj, ref, at, now_ms);
     if (rc != CR_OK) {
         cr_store_task_rollback(store, ref);
         return rc;
