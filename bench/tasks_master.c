@@ -2,7 +2,7 @@
  * in the same run.
  *
  * Starts crescentd (no local segment) and two crescent-store processes
- * (seg0, seg1: 512 MiB each, --ping-interval-ms 5) from BIN_DIR, then for
+ * (seg0, seg1: 1 GiB each, --ping-interval-ms 5) from BIN_DIR, then for
  * 64 KiB and 4 MiB objects runs ROUNDS interleaved rounds of:
  *   put   - N cr_client_put of fresh keys onto seg0 (libcrescent's data plane)
  *   copy  - N CreateCopyTask seg0 -> seg1 at once, then QueryTask each until
@@ -16,7 +16,7 @@
  * read + XXH3 + write through the transfer layer, report, commit, query.
  *
  *   zig build && zig build bench && ./zig-out/bench/tasks_master [BIN_DIR] [ROUNDS]
- *   (BIN_DIR default zig-out/bin, ROUNDS default 3) */
+ *   (BIN_DIR default zig-out/bin, ROUNDS default 5; N = 2048 of 64 KiB, 64 of 4 MiB) */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -42,8 +42,8 @@ struct size_case {
 };
 
 static const struct size_case CASES[] = {
-    {"64KiB", 64u << 10, 512},
-    {"4MiB", 4u << 20, 32},
+    {"64KiB", 64u << 10, 2048},
+    {"4MiB", 4u << 20, 64},
 };
 
 static pid_t procs[PROCS];
@@ -220,7 +220,7 @@ static void print_load(const char *when) {
 
 int main(int argc, char **argv) {
     const char *bin_dir = argc > 1 ? argv[1] : "zig-out/bin";
-    int rounds = argc > 2 ? atoi(argv[2]) : 3;
+    int rounds = argc > 2 ? atoi(argv[2]) : 5;
     if (rounds < 1 || rounds > ROUNDS_MAX) {
         fprintf(stderr, "usage: tasks_master [BIN_DIR] [ROUNDS 1..%d]\n", ROUNDS_MAX);
         return 2;
@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof(name), "seg%d", i);
         snprintf(log, sizeof(log), "/tmp/tasks_master-store%d.log", i);
         char *store[] = {"crescent-store", "--master", rpc, "--segment-name", name,
-                         "--segment-size", "512M", "--no-pin", "--ping-interval-ms", "5", NULL};
+                         "--segment-size", "1G", "--no-pin", "--ping-interval-ms", "5", NULL};
         procs[1 + i] = spawn(bin_dir, store, log);
     }
     cr_client *c = NULL;
