@@ -385,7 +385,7 @@ static void refuse_other_client(const struct cr_task *t, const struct cr_uuid *c
     char why[CR_RPC_ERROR_MAX], now_id[37];
     cr_task_id_format(&t->executor, now_id);
     if (d->reassigned > 0 && same_client(client, &d->lost_executor))
-        snprintf(why, sizeof(why), "task was reassigned to client %s after %.150s; this late "
+        snprintf(why, sizeof(why), "task was reassigned to client %s after %.120s; this late "
                  "report is refused and changes nothing", now_id, d->lost_why);
     else
         snprintf(why, sizeof(why), "task is assigned to client %s, not to this one", now_id);
@@ -515,7 +515,7 @@ static void on_checked(struct tasks_state *st, struct cr_task *t, const struct c
         return;
     }
     st->failed_lost++;
-    snprintf(why, sizeof(why), "%s%s%.80s; reserved replicas freed", lost,
+    snprintf(why, sizeof(why), "%.140s%s%.80s; reserved replicas freed", lost,
              lost[0] != '\0' ? ", and " : "", op->message);
     finish(st, t, CR_TASK_FAILED, why);
 }

@@ -465,14 +465,15 @@ struct cr_store_task_recheck {
 /* After a segment was unmounted or a client expired: checks a task's
  * reservation (ref) and its source, read by `executor`.  Source replica
  * still COMPLETE on a segment `executor` owns, targets still reserved:
- * CR_OK, nothing changed.  Source gone: another COMPLETE replica becomes the
- * source (its owner the executor, out->res.source_owner) and every target is
+ * CR_OK, nothing changed.  Source gone: a COMPLETE replica on a segment of
+ * another client becomes the source (that client the executor, never
+ * `executor` again, out->res.source_owner) and every target is
  * reserved again on its segment, while the old target space is parked until
  * task_timeout_ms from now (the lost executor may be stopped, not dead, and
  * write there late); *ref becomes the new reservation, out->moved is set.
  * Errors, the reservation rolled back (as cr_store_task_rollback):
  * CR_ERR_OBJECT_NOT_FOUND (object removed, a target segment unmounted, or no
- * complete replica left to copy from), CR_ERR_NO_AVAILABLE_HANDLE (a target
+ * other client's complete replica to copy from), CR_ERR_NO_AVAILABLE_HANDLE (a target
  * segment has no room for the new reservation). */
 int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
                           const struct cr_uuid *executor, uint64_t now_ms,

@@ -270,7 +270,7 @@ static void park_for_task(cr_store *store, const struct cr_store_replica *rep, u
 static int rereserve_targets(cr_store *store, struct cr_store_obj *obj,
                              struct cr_store_task_ref *ref, const int *at, uint64_t now_ms) {
     uint32_t n = ref->target_count;
-    const char *names[CR_STORE_REPLICAS_MAX];
+    const char *names[CR_STORE_REPLICAS_MAX] = {0};
     struct cr_store_replica fresh[CR_STORE_REPLICAS_MAX];
     for (uint32_t i = 0; i < n; i++) names[i] = store->segments[ref->target_segment[i]].name;
     int rc = allocate_targets(store, obj, ref->target_segment, n, names, fresh);
@@ -299,11 +299,15 @@ int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
         cr_uuid_equal(&store->segments[ref->source_segment].owner, executor))
         return CR_OK;
     out->source_lost = true;
+    /* Never back to the same executor: a report names only the task, so its
+     * late report of the old assignment could commit targets not written. */
     int next = -1;
     for (uint32_t r = 0; r < obj->replica_count && next < 0; r++)
-        if (obj->replicas[r].status == CR_REPLICA_COMPLETE) next = (int)r;
+        if (obj->replicas[r].status == CR_REPLICA_COMPLETE &&
+            !cr_uuid_equal(&store->segments[obj->replicas[r].segment].owner, executor))
+            next = (int)r;
     rc = next < 0 ? cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,
-                                  "no segment holds a complete replica left to copy from")
+                                  "no other client holds a complete replica to copy from")
                   : rereserve_targets(store, obj, ref, at, now_ms);
     if (rc != CR_OK) {
         cr_store_task_rollback(store, ref);
