@@ -6,7 +6,8 @@
 # with `zig build` (-Doptimize=ReleaseFast for numbers) and `zig build bench`.
 # Extra options go to the benchmark:
 #   master (pipelined):  --threads 1,8,64 --ops 200000 --depth 32
-#   --sync: master_sync, synchronous calls next to the ZMQ and TCP echo
+#   --sync: master_sync, synchronous calls over both endpoints (ZMQ and
+#           native crescent://) next to the ZMQ and TCP echo
 #           ceilings, with crescentd's CPU per call (issue 14's driver):
 #           --threads 1,8,64 --seconds 5 --rounds 3 --cases ... --echo zmq,tcp
 # --pin starts crescentd without --no-pin (its actors pinned to CPUs).
@@ -28,18 +29,19 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-# Four free loopback ports, held open together while they are chosen so no
+# Five free loopback ports, held open together while they are chosen so no
 # two are the same.
-read -r http_port rpc_port event_port replay_port < <(python3 -c '
+read -r http_port rpc_port event_port replay_port native_port < <(python3 -c '
 import socket
-socks = [socket.socket() for _ in range(4)]
+socks = [socket.socket() for _ in range(5)]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in socks])')
 http="127.0.0.1:$http_port"
 rpc="tcp://127.0.0.1:$rpc_port"
+native="crescent://127.0.0.1:$native_port"  # the native endpoint (--rpc-tcp-address)
 log=$(mktemp /tmp/bench-master-crescentd.XXXXXX.log)
 "$bin_dir/crescentd" "${pin[@]}" --log-level WARN --http-address "$http" --rpc-address "$rpc" \
-    --metrics-port 0 \
+    --metrics-port 0 --rpc-tcp-address "127.0.0.1:$native_port" \
     --event-address "tcp://127.0.0.1:$event_port" \
     --replay-address "tcp://127.0.0.1:$replay_port" >"$log" 2>&1 &
 pid=$!
@@ -67,7 +69,8 @@ done
 echo "# $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg); crescentd ${pin[*]:-pinned}"
 if $sync; then
-    "$bench_dir/master_sync" --rpc "crescent-zmq=$rpc" --server-pid "$pid" "$@"
+    "$bench_dir/master_sync" --rpc "crescent-zmq=$rpc" --rpc "crescent-native=$native" \
+        --server-pid "$pid" "$@"
 else
     "$bench_dir/master" --rpc "$rpc" "$@"
 fi

@@ -2,7 +2,9 @@
  *
  * Owns the ZMQ ROUTER bound to rpc_address.  Its `wait` hook polls the
  * socket and the wake fd; each request (identity, method, request id, body,
- * in one frame or three: msgs/rpc_frame.h) is checked, decoded with protobuf-c and validated here, then handed to the
+ * in one frame or three: msgs/rpc_frame.h) has its envelope read here, then
+ * goes through the intake shared with the native endpoint (rpc_intake.c:
+ * decoded with protobuf-c, validated, admin-gated) and is handed to the
  * segments actor as an owned struct cr_master_call (CR_MSG_MASTER_CALL).
  * Segments runs it and sends the call back (CR_MSG_MASTER_DONE) with the
  * packed response; the gateway writes the reply with ZMQ_DONTWAIT.  No ask
@@ -32,11 +34,9 @@
 
 #include "actors/curve.h"
 #include "actors/rpc_codec.h"
-#include "actors/rpc_methods.h"
-#include "actors/task_store.h"
+#include "actors/rpc_intake.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
-#include "daemon/admin_token.h"
 #include "crescent/error.h"
 #include "daemon/config.h"
 #include "msgs/master_msgs.h"
@@ -48,24 +48,10 @@ struct rpc_state {
     void *zctx;
     void *router;
     struct cr_curve_server *curve; /* NULL: CURVE off */
-    struct cr_admin_token admin;   /* len 0: no admin token, nothing gated */
-    uint64_t admin_refused;        /* calls refused for want of the admin token */
+    struct cr_rpc_intake intake;   /* counters, admin token, peers (shared with rpc_tcp.c) */
     char address[CR_CONFIG_ADDRESS_MAX];
     struct cr_actor *self;
-    struct cr_actor *segments; /* NULL until WIRE */
-    struct cr_actor *tasks;    /* QueryTask, FetchTasks, MarkTaskToComplete; NULL until WIRE */
-    uint64_t requests[CR_RPC_METHOD_SLOTS];
-    uint64_t replies;
-    uint64_t malformed; /* wrong frame count or sizes */
-    uint64_t unknown_method;
-    uint64_t decode_errors; /* protobuf did not decode */
-    uint64_t invalid;       /* decoded but out of range */
-    uint64_t not_ready;     /* arrived before wiring or while segments refused */
-    uint64_t send_dropped;  /* replies that could not be written */
-    uint64_t in_flight;
     uint64_t last_log_ns;
-    /* Per method, from the read of the request's batch to its reply (see on_done). */
-    struct cr_histogram latency[CR_RPC_METHOD_SLOTS];
 };
 
 /* ------------------------------------------------------------------------ */
@@ -104,29 +90,16 @@ static bool send_reply(struct rpc_state *st, const struct cr_master_call *to, in
              zmq_send(st->router, body, body_len, ZMQ_DONTWAIT) >= 0;
     }
     if (!ok) {
-        st->send_dropped++;
+        st->intake.send_dropped++;
         return false;
     }
-    st->replies++;
+    st->intake.replies++;
     return true;
 }
 
 static void send_error(struct rpc_state *st, const struct cr_master_call *to, int32_t status,
                        const char *text) {
     send_reply(st, to, status, text, strlen(text));
-}
-
-/* A request refused with a protobuf response carrying status_code. */
-static void send_status(struct rpc_state *st, const struct cr_master_call *call,
-                        const struct cr_rpc_method *m, int32_t code, const char *why) {
-    uint8_t *body;
-    size_t len;
-    if (cr_rpc_pack_status(m->response, code, why, &body, &len) != CR_OK) {
-        send_error(st, call, CR_ERR_NOMEM, "out of memory encoding the response");
-        return;
-    }
-    send_reply(st, call, CR_OK, body, len);
-    free(body);
 }
 
 /* A chain of finished calls (MASTER_DONE): each reply goes out in order. */
@@ -136,10 +109,7 @@ static void on_done(struct rpc_state *st, struct cr_master_call *call) {
     uint64_t now_ns = call != NULL ? cr_actor_now_ns(st->self) : 0;
     while (call != NULL) {
         struct cr_master_call *next = call->next;
-        st->in_flight--;
-        assert(call->method < CR_RPC_METHOD_SLOTS); /* only known methods are forwarded */
-        cr_histogram_observe(&st->latency[call->method],
-                             now_ns > call->received_ns ? now_ns - call->received_ns : 0);
+        cr_rpc_intake_done(&st->intake, call, now_ns);
         send_reply(st, call, call->status,
                    call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
         cr_master_call_free(call);
@@ -209,113 +179,6 @@ static bool read_envelope(struct incoming *in, struct cr_master_call *call) {
     return ok;
 }
 
-/* Checks the envelope; on failure answers and returns NULL. */
-static const struct cr_rpc_method *check_frames(struct rpc_state *st, struct incoming *in,
-                                                struct cr_master_call *call) {
-    if (!read_envelope(in, call)) {
-        st->malformed++;
-        send_error(st, call, CR_ERR_PROTOCOL,
-                   "malformed request: expected one frame [method u16][request id u64][body] "
-                   "or three frames [method u16] [request id u64] [body]");
-        return NULL;
-    }
-    if (in->body_len > CR_RPC_BODY_MAX) {
-        st->malformed++;
-        send_error(st, call, CR_ERR_PROTOCOL, "request body above 16 MiB");
-        return NULL;
-    }
-    const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
-    if (m == NULL) {
-        st->unknown_method++;
-        char text[96];
-        snprintf(text, sizeof(text), "unknown method %u (see enum Method in master.proto)",
-                 call->method);
-        send_error(st, call, CR_ERR_INVALID_PARAMS, text);
-    }
-    return m;
-}
-
-/* The request's admin_token (field CR_RPC_ADMIN_TOKEN_FIELD), NULL when it
- * has none; found through the descriptor, so every request type that
- * declares the field is read the same way. */
-static const char *request_admin_token(const ProtobufCMessage *request) {
-    const ProtobufCFieldDescriptor *f =
-        protobuf_c_message_descriptor_get_field(request->descriptor, CR_RPC_ADMIN_TOKEN_FIELD);
-    if (f == NULL || f->type != PROTOBUF_C_TYPE_STRING || f->label == PROTOBUF_C_LABEL_REPEATED)
-        return NULL;
-    return *(char *const *)(const void *)((const char *)request + f->offset);
-}
-
-/* With --admin-token-file: marks calls that carry the token (call->admin)
- * and refuses the destructive ones that do not (cr_rpc_needs_admin).
- * Without it every call passes and none is marked. */
-static bool admin_gate(struct rpc_state *st, const struct cr_rpc_method *m,
-                       struct cr_master_call *call) {
-    if (st->admin.len == 0) return true;
-    const char *given = request_admin_token(call->request);
-    call->admin = given != NULL && cr_admin_token_allows(&st->admin, given, strlen(given));
-    if (call->admin || !cr_rpc_needs_admin(call->method, call->request)) return true;
-    st->admin_refused++;
-    char text[CR_RPC_ERROR_MAX];
-    snprintf(text, sizeof(text),
-             "%s %s: this crescentd runs with --admin-token-file, so %s needs the admin token "
-             "in admin_token (libcrescent/crescentctl: CRESCENT_ADMIN_TOKEN or "
-             "--admin-token-file)",
-             m->name, given != NULL ? "refused: wrong admin token" : "refused: no admin token",
-             m->name);
-    send_status(st, call, m, CR_ERR_ILLEGAL_CLIENT, text);
-    return false;
-}
-
-/* Decodes and validates; on failure answers and returns false. */
-static bool decode(struct rpc_state *st, struct incoming *in, const struct cr_rpc_method *m,
-                   struct cr_master_call *call) {
-    call->request = NULL;
-    const char *why = cr_rpc_prescan(m->request, in->body, in->body_len, CR_MASTER_BATCH_MAX);
-    if (why == NULL) {
-        call->request = protobuf_c_message_unpack(m->request, NULL, in->body_len, in->body);
-        why = "a required field is missing or a value is malformed";
-    }
-    if (call->request == NULL) {
-        st->decode_errors++;
-        char text[256];
-        snprintf(text, sizeof(text), "the body is not a valid %s: %s", m->request->name, why);
-        send_error(st, call, CR_ERR_PROTOCOL, text);
-        return false;
-    }
-    char err[CR_RPC_ERROR_MAX];
-    if (cr_rpc_validate(call->method, call->request, err) != CR_OK) {
-        st->invalid++;
-        CR_DEBUG("rpc", "request %llu refused: %s", (unsigned long long)call->request_id, err);
-        send_status(st, call, m, CR_ERR_INVALID_PARAMS, err);
-        return false;
-    }
-    if (!admin_gate(st, m, call)) return false;
-    cr_rpc_call_prepare_key(call); /* here, not on segments' thread */
-    return true;
-}
-
-static void forward(struct rpc_state *st, struct cr_master_call *call) {
-    struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
-    CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = call;
-    call->reply_to = st->self;
-    /* cr_send waits up to send_wait_ns on a full ring: that wait is the
-     * backpressure a flood of requests deserves. */
-    /* FetchTasks and MarkTaskToComplete go through segments, which checks the
-     * executor's secret (it holds the client table) and passes them on. */
-    bool to_tasks =
-        cr_task_method_for_tasks(call->method) && !cr_rpc_methods_task_gated(call->method);
-    struct cr_actor *to = to_tasks ? st->tasks : st->segments;
-    int rc = to != NULL ? cr_send(to, &msg) : CR_ERR_SHUTDOWN;
-    if (rc != CR_OK) {
-        st->not_ready++;
-        send_error(st, call, rc, "the store master is busy or stopping; retry");
-        cr_master_call_free(call);
-        return;
-    }
-    st->in_flight++;
-}
-
 static void set_identity(struct cr_master_call *call, struct incoming *in) {
     size_t len = part_size(in, 0);
     call->identity_len = (uint8_t)(len > CR_MASTER_IDENTITY_MAX ? CR_MASTER_IDENTITY_MAX : len);
@@ -335,13 +198,18 @@ static void handle_request(struct rpc_state *st, struct incoming *in, uint64_t n
     }
     set_identity(call, in);
     call->received_ns = now_ns;
-    const struct cr_rpc_method *m = check_frames(st, in, call);
-    if (m != NULL) st->requests[m->id]++;
-    if (m == NULL || !decode(st, in, m, call)) {
-        cr_master_call_free(call);
-        return;
+    struct cr_rpc_refusal no;
+    if (!read_envelope(in, call)) {
+        st->intake.malformed++;
+        cr_rpc_refusal_text(&no, CR_ERR_PROTOCOL,
+                            "malformed request: expected one frame [method u16][request id "
+                            "u64][body] or three frames [method u16] [request id u64] [body]");
+    } else if (cr_rpc_intake_take(&st->intake, call, in->body, in->body_len, &no)) {
+        return; /* segments (or tasks) owns it now */
     }
-    forward(st, call);
+    send_reply(st, call, no.status, no.body, no.len);
+    cr_rpc_refusal_free(&no);
+    cr_master_call_free(call);
 }
 
 static void rpc_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
@@ -351,7 +219,7 @@ static void rpc_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_
     /* Until CR_MSG_WIRE names segments, requests wait in the socket (bound
      * at create, so clients connect from the first moment): read now, they
      * could only be answered "busy". */
-    bool wired = st->segments != NULL;
+    bool wired = st->intake.segments != NULL;
     if (!wired) items[0] = items[1];
     if (zmq_poll(items, wired ? 2 : 1, timeout_ms) < 0) {
         if (zmq_errno() != EINTR) CR_ERROR("rpc", "zmq_poll failed: %s", zmq_strerror(zmq_errno()));
@@ -372,6 +240,7 @@ static void rpc_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_
 static int rpc_start(struct cr_actor *self, void *arg) {
     struct rpc_state *st = arg;
     st->self = self;
+    st->intake.self = self;
     return CR_OK;
 }
 
@@ -379,9 +248,7 @@ static void rpc_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     struct rpc_state *st = arg;
     switch (msg->type) {
     case CR_MSG_WIRE: {
-        struct cr_subsystems *peers = msg->body.ptr[0];
-        st->segments = peers->actors[CR_SUBSYSTEM_SEGMENTS];
-        st->tasks = peers->actors[CR_SUBSYSTEM_TASKS];
+        cr_rpc_intake_wire(&st->intake, msg->body.ptr[0]);
         return;
     }
     case CR_MSG_MASTER_DONE: on_done(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call); return;
@@ -401,37 +268,10 @@ static void rpc_discard(void *arg, struct cr_msg *msg) {
         cr_master_call_free_chain(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void rpc_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     (void)self;
     const struct rpc_state *st = arg;
-    add_stat(out, "replies_total", st->replies);
-    add_stat(out, "malformed_total", st->malformed);
-    add_stat(out, "unknown_method_total", st->unknown_method);
-    add_stat(out, "decode_errors_total", st->decode_errors);
-    add_stat(out, "invalid_total", st->invalid);
-    add_stat(out, "busy_total", st->not_ready);
-    add_stat(out, "send_dropped_total", st->send_dropped);
-    add_stat(out, "in_flight", st->in_flight);
-    add_stat(out, "admin_refused_total", st->admin_refused);
-    size_t n;
-    const struct cr_rpc_method *m = cr_rpc_methods(&n);
-    for (size_t i = 0; i < n; i++) add_stat(out, m[i].metric, st->requests[m[i].id]);
-    for (size_t i = 0; i < n && out->histogram_count < out->histograms_max; i++) {
-        struct cr_actor_histogram *h = &out->histograms[out->histogram_count++];
-        *h = (struct cr_actor_histogram){
-            .name = "request_duration_seconds",
-            .help = "Store RPC requests from being read to their reply being written.",
-            .label = "method",
-            .label_value = m[i].name,
-            .h = st->latency[m[i].id]};
-    }
+    cr_rpc_intake_stats(&st->intake, out);
 }
 
 static void rpc_destroy(void *arg) {
@@ -467,7 +307,7 @@ static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
         return CR_ERR_IO;
     }
     char why[512];
-    if (!cr_admin_token_read(config->admin_token_file, &st->admin, why, sizeof(why))) {
+    if (!cr_rpc_intake_init(&st->intake, config->admin_token_file, why, sizeof(why))) {
         fprintf(stderr, "crescentd: %s\n", why);
         rpc_destroy(st);
         return CR_ERR_INVALID_PARAMS;

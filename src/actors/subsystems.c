@@ -8,7 +8,8 @@
 #include "crescent/error.h"
 
 static const struct cr_subsystem_def *const defs[CR_SUBSYSTEM_COUNT] = {
-    [CR_SUBSYSTEM_RPC] = &cr_rpc_def,              [CR_SUBSYSTEM_DATA] = &cr_data_def,
+    [CR_SUBSYSTEM_RPC] = &cr_rpc_def,              [CR_SUBSYSTEM_RPC_TCP] = &cr_rpc_tcp_def,
+    [CR_SUBSYSTEM_DATA] = &cr_data_def,
     [CR_SUBSYSTEM_SEGMENTS] = &cr_segments_def,   [CR_SUBSYSTEM_LEASES] = &cr_leases_def,
     [CR_SUBSYSTEM_TASKS] = &cr_tasks_def,         [CR_SUBSYSTEM_INDEXER] = &cr_indexer_def,
     [CR_SUBSYSTEM_PUBLISHER] = &cr_publisher_def, [CR_SUBSYSTEM_REPLAY] = &cr_replay_def,
@@ -27,8 +28,8 @@ int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *co
             return rc;
         }
     }
-    /* The RPC gateway (first) is wired last: it reads requests only once
-     * wired, and by then every actor it forwards to has its own wiring. */
+    /* The RPC endpoints (first) are wired last: they read requests only
+     * once wired, and by then every actor they forward to has its wiring. */
     for (int i = CR_SUBSYSTEM_COUNT - 1; i >= 0; i--) {
         struct cr_msg wire = {.type = CR_MSG_WIRE};
         wire.body.ptr[0] = out;

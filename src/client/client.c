@@ -1,6 +1,8 @@
-/* libcrescent's transport: one ZMQ DEALER per cr_client, the request
- * envelope of src/msgs/rpc_frame.h, blocking calls matched by request id and
- * the pipelined submit/poll path.  Not locked: one cr_client per thread. */
+/* libcrescent's transport: one ZMQ DEALER per cr_client (tcp://, ipc://),
+ * or one native TCP connection (crescent://HOST:PORT, client_tcp.c), the
+ * request envelope of src/msgs/rpc_frame.h, blocking calls matched by
+ * request id and the pipelined submit/poll path.  Not locked: one cr_client
+ * per thread. */
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
@@ -15,11 +17,13 @@
 
 #include "client/client_curve.h"
 #include "client/client_internal.h"
-#include "msgs/rpc_frame.h"
+#include "msgs/rpc_stream.h"
 
 #define TIMEOUT_MS_MAX 3600000
 #define ENDPOINT_MAX 256u
 #define STASH_INITIAL 64u
+/* Scratch layout: [native length u32][method u16][id u64][body]. */
+#define SCRATCH_HEAD (CR_RPC_STREAM_LEN_BYTES + CR_RPC_REQUEST_HEADER_BYTES)
 
 /* One received reply.  `body` stays a zmq_msg_t so it is read in place. */
 struct reply {
@@ -93,6 +97,21 @@ static void process_context_release(void) {
 
 static int open_socket(cr_client *c, const char *endpoint, const struct cr_client_options *options,
                        char *error, size_t error_size) {
+    if (strncmp(endpoint, CR_CLIENT_NATIVE_SCHEME, strlen(CR_CLIENT_NATIVE_SCHEME)) == 0) {
+        struct cr_curve_client_keys keys = {0};
+        if (options != NULL)
+            keys = (struct cr_curve_client_keys){options->curve_server_key,
+                                                 options->curve_public_key,
+                                                 options->curve_secret_key};
+        if (cr_curve_client_wanted(&keys)) {
+            snprintf(error, error_size,
+                     "'%s' is crescentd's native endpoint, which has no encryption, and CURVE "
+                     "keys are set (options or CRESCENT_CURVE_*): use its tcp:// endpoint",
+                     endpoint);
+            return CR_ERR_INVALID_PARAMS;
+        }
+        return cr_client_tcp_open(c, endpoint, error, error_size);
+    }
     void *shared_context = options != NULL ? options->zmq_context : NULL;
     c->uses_process_context = shared_context == NULL;
     c->context = shared_context != NULL ? shared_context : process_context_acquire();
@@ -115,7 +134,9 @@ static int open_socket(cr_client *c, const char *endpoint, const struct cr_clien
     if (rc != CR_OK) return rc;
     if (zmq_connect(c->socket, endpoint) != 0) {
         int code = errno;
-        snprintf(error, error_size, "cannot connect to '%s': %s (want tcp://HOST:PORT)",
+        snprintf(error, error_size,
+                 "cannot connect to '%s': %s (want tcp://HOST:PORT, or crescent://HOST:PORT "
+                 "for the native endpoint)",
                  endpoint, zmq_strerror(code));
         return code == EINVAL || code == EPROTONOSUPPORT ? CR_ERR_INVALID_PARAMS : CR_ERR_IO;
     }
@@ -148,6 +169,7 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
         return CR_ERR_NOMEM;
     }
     c->timeout_ms = timeout_ms;
+    c->tcp_fd = -1;
     c->clock_ms = monotonic_ms;
     c->next_seq = 1;
     if (options != NULL && options->client_id != NULL)
@@ -185,6 +207,7 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
 
 void cr_client_close(cr_client *c) {
     if (c == NULL) return;
+    cr_client_tcp_close(c);
     if (c->socket != NULL) zmq_close(c->socket);
     if (c->context != NULL && c->uses_process_context) process_context_release();
     free(c->admin_token);
@@ -298,23 +321,23 @@ static int send_frame(cr_client *c, const void *data, size_t len, int flags, int
     }
 }
 
-/* Packs `request` into the scratch buffer after room for the envelope's
- * header (kept between calls, so the hot path allocates only when a larger
- * body than ever before is sent). */
+/* Packs `request` into the scratch buffer after room for the native
+ * length prefix and the envelope's header (kept between calls, so the hot
+ * path allocates only when a larger body than ever before is sent). */
 static int pack(cr_client *c, const ProtobufCMessage *request, size_t *len) {
     size_t size = protobuf_c_message_get_packed_size(request);
     if (size > CR_RPC_BODY_MAX)
         return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "the request is %zu bytes, over %u",
                               size, CR_RPC_BODY_MAX);
-    if (CR_RPC_REQUEST_HEADER_BYTES + size > c->scratch_size || c->scratch == NULL) {
-        size_t want = CR_RPC_REQUEST_HEADER_BYTES + size;
+    if (SCRATCH_HEAD + size > c->scratch_size || c->scratch == NULL) {
+        size_t want = SCRATCH_HEAD + size;
         if (want < 256) want = 256;
         uint8_t *grown = realloc(c->scratch, want);
         if (grown == NULL) return cr_client_fail(c, CR_ERR_NOMEM, "out of memory packing");
         c->scratch = grown;
         c->scratch_size = want;
     }
-    *len = protobuf_c_message_pack(request, c->scratch + CR_RPC_REQUEST_HEADER_BYTES);
+    *len = protobuf_c_message_pack(request, c->scratch + SCRATCH_HEAD);
     assert(*len == size);
     return CR_OK;
 }
@@ -329,10 +352,15 @@ static int send_request(cr_client *c, uint16_t method, uint64_t id,
     size_t len = 0;
     int rc = pack(c, request, &len);
     if (rc != CR_OK) return rc;
-    cr_rpc_put_u16(c->scratch, method);
-    cr_rpc_put_u64(c->scratch + CR_RPC_METHOD_BYTES, id);
-    return send_frame(c, c->scratch, CR_RPC_REQUEST_HEADER_BYTES + len, 0,
-                      now_ms(c) + c->timeout_ms);
+    uint8_t *frame = c->scratch + CR_RPC_STREAM_LEN_BYTES;
+    cr_rpc_put_u16(frame, method);
+    cr_rpc_put_u64(frame + CR_RPC_METHOD_BYTES, id);
+    int64_t deadline = now_ms(c) + c->timeout_ms;
+    if (c->tcp_address != NULL) {
+        cr_rpc_stream_put_len(c->scratch, (uint32_t)(CR_RPC_REQUEST_HEADER_BYTES + len));
+        return cr_client_tcp_send(c, c->scratch, SCRATCH_HEAD + len, deadline);
+    }
+    return send_frame(c, frame, CR_RPC_REQUEST_HEADER_BYTES + len, 0, deadline);
 }
 
 int cr_client_submit(cr_client *c, uint16_t method, const ProtobufCMessage *request,
@@ -419,8 +447,28 @@ static int recv_frames(cr_client *c, struct reply *r, int flags) {
     return CR_OK;
 }
 
+/* The native transport's reply: the payload is the one-frame envelope, in
+ * the client's receive buffer until the next receive. */
+static int recv_native(cr_client *c, int64_t timeout_ms, struct reply *r) {
+    zmq_msg_init(&r->body); /* unused; reply_close closes it all the same */
+    const uint8_t *p;
+    size_t size;
+    int rc = cr_client_tcp_recv(c, timeout_ms, &p, &size);
+    if (rc != CR_OK) {
+        zmq_msg_close(&r->body);
+        return rc;
+    }
+    assert(size >= CR_RPC_REPLY_HEADER_BYTES); /* cr_rpc_stream_next's minimum */
+    r->well_formed = cr_client_parse_envelope(p, CR_RPC_ID_BYTES, p + CR_RPC_ID_BYTES,
+                                              CR_RPC_STATUS_BYTES, &r->id, &r->status) == CR_OK;
+    r->data = p + CR_RPC_REPLY_HEADER_BYTES;
+    r->len = size - CR_RPC_REPLY_HEADER_BYTES;
+    return CR_OK;
+}
+
 /* Waits up to `timeout_ms` for one reply: CR_OK, CR_ERR_TIMEOUT or CR_ERR_IO. */
 static int recv_reply(cr_client *c, int64_t timeout_ms, struct reply *r) {
+    if (c->tcp_address != NULL) return recv_native(c, timeout_ms, r);
     int rc = recv_frames(c, r, ZMQ_DONTWAIT); /* fast path: already queued */
     if (rc != CR_ERR_AGAIN) return rc;
     if (timeout_ms <= 0) return CR_ERR_TIMEOUT; /* nothing queued; no poll syscall */

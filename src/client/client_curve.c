@@ -59,3 +59,9 @@ int cr_curve_client_setup(void *sock, const struct cr_curve_client_keys *keys, c
     }
     return CR_OK;
 }
+
+bool cr_curve_client_wanted(const struct cr_curve_client_keys *keys) {
+    return pick(keys->server_key, "CRESCENT_CURVE_SERVER_KEY") != NULL ||
+           pick(keys->public_key, "CRESCENT_CURVE_PUBLIC_KEY") != NULL ||
+           pick(keys->secret_key, "CRESCENT_CURVE_SECRET_KEY") != NULL;
+}

@@ -7,6 +7,7 @@
 #ifndef CRESCENT_CLIENT_CURVE_H
 #define CRESCENT_CLIENT_CURVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct cr_curve_client_keys {
@@ -18,5 +19,9 @@ struct cr_curve_client_keys {
  * sentence in `error` (some but not all set, not Z85, no CURVE in libzmq). */
 int cr_curve_client_setup(void *sock, const struct cr_curve_client_keys *keys, char *error,
                           size_t error_size);
+
+/* Whether any CURVE key is set, in `keys` or the environment: a native
+ * (crescent://) endpoint is then refused, since it cannot encrypt. */
+bool cr_curve_client_wanted(const struct cr_curve_client_keys *keys);
 
 #endif

@@ -29,7 +29,17 @@ struct cr_client_pending {
     bool done;           /* answered out of order; leaves at the head */
 };
 
+/* Endpoints with this scheme use the native TCP transport (client_tcp.c). */
+#define CR_CLIENT_NATIVE_SCHEME "crescent://"
+
 struct cr_client {
+    /* Native transport (crescent://): tcp_address set, tcp_fd -1 until the
+     * first send connects; replies are read into rx (rx_taken bytes of it
+     * are the frame last handed out).  ZMQ (tcp://, ipc://): socket set. */
+    char *tcp_address;
+    int tcp_fd;
+    uint8_t *rx;
+    size_t rx_len, rx_cap, rx_taken;
     void *context;
     bool uses_process_context;      /* false: the caller's own context */
     void *socket;
@@ -188,6 +198,24 @@ size_t cr_client_pending_expire(cr_client *c, int64_t now_ms, struct cr_completi
  * the oldest is watched: after cr_client_set_timeout shortened the timeout,
  * a newer request may expire late (when the older ones have), never early. */
 int64_t cr_client_pending_next_deadline(const cr_client *c);
+
+/* ---- client_tcp.c ---- */
+
+/* Sets up the native transport for `endpoint` (crescent://HOST:PORT); the
+ * connection is made by the first send.  CR_OK, CR_ERR_INVALID_PARAMS or
+ * CR_ERR_NOMEM with `error` set. */
+int cr_client_tcp_open(cr_client *c, const char *endpoint, char *error, size_t error_size);
+void cr_client_tcp_close(cr_client *c);
+
+/* Writes one whole frame (length prefix included), connecting first when
+ * not connected, by `deadline` (client clock).  CR_OK or a recorded error. */
+int cr_client_tcp_send(cr_client *c, const uint8_t *frame, size_t len, int64_t deadline);
+
+/* Waits up to timeout_ms (0: only what is buffered or readable now) for one
+ * reply frame; its payload (the one-frame reply envelope) stays valid until
+ * the next receive.  CR_OK, CR_ERR_TIMEOUT, or a recorded CR_ERR_IO /
+ * CR_ERR_PROTOCOL (connection closed). */
+int cr_client_tcp_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload, size_t *len);
 
 /* ---- client.c ---- */
 

@@ -52,6 +52,14 @@ static const struct setting settings[] = {
     /* Store master */
     {"rpc-address", SETTING_STRING, FIELD(rpc_address), 0, 0, "ENDPOINT",
      "ZMQ endpoint of the store-master RPC (protobuf over ROUTER)"},
+    {"rpc-tcp-address", SETTING_STRING, FIELD(rpc_tcp_address), 0, 0, "HOST:PORT",
+     "native TCP endpoint of the same RPC (crescent://HOST:PORT, no encryption); '' off"},
+    {"rpc-tcp-connections-max", SETTING_U32, FIELD(rpc_tcp_connections_max), 1, 1000000, "N",
+     "open native RPC connections; one more is accepted and closed at once"},
+    {"rpc-tcp-queue-max", SETTING_U32, FIELD(rpc_tcp_queue_max), 1, 65536, "N",
+     "requests in flight per native RPC connection; past it the connection waits"},
+    {"rpc-tcp-with-curve", SETTING_BOOL, FIELD(rpc_tcp_with_curve), 0, 0, "BOOL",
+     "with CURVE on, serve the native RPC anyway (loopback addresses only)"},
     {"default-kv-lease-ttl", SETTING_U32, FIELD(default_kv_lease_ttl), 1, 86400000, "MS",
      "lease granted by ExistKey and GetReplicaList"},
     {"default-kv-soft-pin-ttl", SETTING_U32, FIELD(default_kv_soft_pin_ttl), 1, 86400000, "MS",
@@ -74,6 +82,10 @@ static const struct setting settings[] = {
      "smallest segment a client may mount"},
     {"max-tenants-per-client", SETTING_U32, FIELD(max_tenants_per_client), 1, 65535, "N",
      "tenants holding objects that one client's puts may have created"},
+    {"max-objects", SETTING_U32, FIELD(max_objects), 1, 1u << 30, "N",
+     "live objects (in-flight puts too); past the eviction watermark the oldest are evicted"},
+    {"max-allocations-per-segment", SETTING_U32, FIELD(max_allocations_per_segment), 1, 1u << 30,
+     "N", "objects one segment may hold; past the eviction watermark objects are evicted"},
     {"regex-max-matches", SETTING_U32, FIELD(regex_max_matches), 1, 1u << 28, "N",
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
@@ -144,6 +156,9 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->ask_timeout_ms = 2000;
     config->log_level = CR_LOG_INFO;
     snprintf(config->rpc_address, sizeof(config->rpc_address), "tcp://127.0.0.1:50051");
+    snprintf(config->rpc_tcp_address, sizeof(config->rpc_tcp_address), "127.0.0.1:50052");
+    config->rpc_tcp_connections_max = 4096; /* as the HTTP front's */
+    config->rpc_tcp_queue_max = 1024;       /* about ZMQ's default high-water mark (1000) */
     config->default_kv_lease_ttl = 5000;
     config->default_kv_soft_pin_ttl = 30 * 60 * 1000;
     config->allow_evict_soft_pinned_objects = true;
@@ -155,6 +170,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->max_segments_per_client = 64;  /* as cr_store_config_default */
     config->min_segment_size_bytes = 4096;  /* as cr_store_config_default */
     config->max_tenants_per_client = 16;    /* as cr_store_config_default */
+    config->max_objects = 1u << 24;                 /* as cr_store_config_default */
+    config->max_allocations_per_segment = 1u << 24; /* as cr_store_config_default */
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->local_segment_size = 1ull << 30;
     snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");

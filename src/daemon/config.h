@@ -30,6 +30,10 @@ struct cr_daemon_config {
 
     /* Store master (seed 004 defaults; config keys are the reference's flag names). */
     char rpc_address[CR_CONFIG_ADDRESS_MAX];      /* ZMQ endpoint of the RPC gateway */
+    char rpc_tcp_address[CR_CONFIG_ADDRESS_MAX];  /* native TCP endpoint, host:port; "" off */
+    uint32_t rpc_tcp_connections_max;             /* open native connections */
+    uint32_t rpc_tcp_queue_max;                   /* requests in flight per native connection */
+    bool rpc_tcp_with_curve;                      /* serve it (loopback only) with CURVE on */
     uint32_t default_kv_lease_ttl;                /* ms */
     uint32_t default_kv_soft_pin_ttl;             /* ms */
     bool allow_evict_soft_pinned_objects;
@@ -41,6 +45,8 @@ struct cr_daemon_config {
     uint32_t max_segments_per_client;
     uint32_t min_segment_size_bytes;
     uint32_t max_tenants_per_client;
+    uint32_t max_objects;                         /* live objects; eviction keeps room */
+    uint32_t max_allocations_per_segment;
     uint32_t regex_max_matches;                   /* keys one regex call may match */
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */

@@ -101,8 +101,8 @@ def daemon():
             d.stop()
 
 
-# Every crescentd binds the store-master RPC, event and replay sockets, and
-# tests run in parallel (with other engineers' daemons too): a daemon started
+# Every crescentd binds the store-master RPC (ZMQ and native), event and replay
+# sockets, and tests run in parallel (with other engineers' daemons too): a daemon started
 # by the fixture gets free loopback ports for those unless the test names them.
 # Its local segment (on by default: 1 GiB) is off unless the test names
 # --local-segment-size: the store-master tests count segments, bytes and
@@ -116,6 +116,8 @@ def _daemon_init_with_free_sockets(self, args):
     for flag in ("--rpc-address", "--event-address", "--replay-address"):
         if flag not in args:
             args += [flag, f"tcp://127.0.0.1:{free_port()}"]
+    if "--rpc-tcp-address" not in args and "--rpc_tcp_address" not in args:  # native RPC
+        args += ["--rpc-tcp-address", f"127.0.0.1:{free_port()}"]
     if "--local-segment-size" not in args and "--local_segment_size" not in args:
         args += ["--local-segment-size", "0"]
     if "--metrics-port" not in args and "--metrics_port" not in args:  # Mooncake's, 9003

@@ -45,9 +45,19 @@ RpcError when the transport status is not 0):
     c.close()
 
 Method ids: pb.Method values, e.g. pb.PUT_START.  Status codes: STATUS below.
+
+NativeMasterClient has the same API over crescentd's native TCP endpoint
+(--rpc-tcp-address; src/msgs/rpc_stream.h): each request is one frame
+[length u32 BE][method u16 | request id u64 | body], each reply
+[length u32 BE][request id u64 | status i32 | body].  connect(endpoint)
+picks the class by scheme (crescent:// is native).  send_raw(bytes) writes
+arbitrary bytes (malformed-input tests); send_frames joins the three
+request frames into one native frame.
 """
 import importlib
 import os
+import select
+import socket
 import struct
 import subprocess
 import sys
@@ -365,3 +375,81 @@ class MasterClient:
         status = self.pb.SUCCESS if success else self.pb.FAILED
         return self.call(self.pb.MARK_TASK_TO_COMPLETE, self.pb.MarkTaskToCompleteRequest(
             client_id=self.uuid(client_id), task_id=task_id, status=status, message=message))
+
+
+class NativeMasterClient(MasterClient):
+    """MasterClient over the native TCP endpoint (crescent://HOST:PORT)."""
+
+    def __init__(self, endpoint, client_id=(1, 1), timeout=5.0, keep_secrets=True):
+        assert endpoint.startswith("crescent://"), endpoint
+        self.keep_secrets = keep_secrets
+        self.pb = load_proto()
+        self.endpoint = endpoint
+        self.client_id = client_id
+        self.timeout = timeout
+        host, port = endpoint[len("crescent://"):].rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._rx = b""
+        self._next_id = 1
+        self._pending = {}
+
+    def close(self):
+        self.sock.close()
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send_frames(self, frames):
+        payload = b"".join(frames)
+        self.sock.sendall(struct.pack(">I", len(payload)) + payload)
+
+    def _fill(self, deadline):
+        import time
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+            raise TimeoutError(f"no reply from {self.endpoint}")
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError(f"{self.endpoint} closed the connection")
+        self._rx += data
+
+    def recv_payload(self, timeout=None):
+        """The next reply frame's payload [id u64][status i32][body]."""
+        import time
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while len(self._rx) < 4:
+            self._fill(deadline)
+        (n,) = struct.unpack(">I", self._rx[:4])
+        while len(self._rx) < 4 + n:
+            self._fill(deadline)
+        payload, self._rx = self._rx[4:4 + n], self._rx[4 + n:]
+        return payload
+
+    def recv(self, timeout=None):
+        payload = self.recv_payload(timeout)
+        assert len(payload) >= 12, payload
+        rid, status = struct.unpack(">Qi", payload[:12])
+        return rid, status, payload[12:]
+
+    def recv_frames(self, timeout=None):
+        return [self.recv_payload(timeout)]
+
+    def closed_by_peer(self, timeout=None):
+        """True once crescentd has closed this connection (EOF)."""
+        import time
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        try:
+            while True:
+                self._fill(deadline)
+        except ConnectionError:
+            return True
+        except (TimeoutError, OSError):
+            return False
+
+
+def connect(endpoint, **kw):
+    """A client for `endpoint`: native for crescent://, ZMQ otherwise."""
+    if endpoint.startswith("crescent://"):
+        return NativeMasterClient(endpoint, **kw)
+    return MasterClient(endpoint, **kw)

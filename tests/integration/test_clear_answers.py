@@ -55,6 +55,7 @@ def run_with_config(tmp_path, entry, event=None):
     return subprocess.run([binary("crescentd"), "--no-pin", "--indexer-config", str(conf),
                            "--http-address", f"127.0.0.1:{free_port()}", "--metrics-port", "0",
                            "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--rpc-tcp-address", f"127.0.0.1:{free_port()}",
                            "--event-address", f"tcp://127.0.0.1:{event or free_port()}",
                            "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
                           capture_output=True, text=True, timeout=20)

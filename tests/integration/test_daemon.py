@@ -225,6 +225,7 @@ def test_rpc_answers_from_the_first_moment():
     proc = subprocess.Popen(
         [binary("crescentd"), "--no-pin", "--http-address", f"127.0.0.1:{free_port()}",
          "--metrics-port", "0", "--rpc-address", f"tcp://127.0.0.1:{rpc}",
+         "--rpc-tcp-address", f"127.0.0.1:{free_port()}",
          "--event-address", f"tcp://127.0.0.1:{free_port()}",
          "--replay-address", f"tcp://127.0.0.1:{free_port()}",
          "--data-address", f"127.0.0.1:{free_port()}"],

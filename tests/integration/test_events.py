@@ -490,6 +490,7 @@ def test_bind_failure_names_the_address():
         proc = subprocess.run(
             [binary("crescentd"), "--no-pin", "--http-address", f"127.0.0.1:{free_port()}",
              "--rpc-address", endpoint(), "--event-address", busy,
+             "--rpc-tcp-address", f"127.0.0.1:{free_port()}",
              "--replay-address", endpoint()],
             capture_output=True, text=True, timeout=WAIT_S)
     finally:

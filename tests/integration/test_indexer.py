@@ -457,6 +457,7 @@ def test_bad_static_config_exits_2(tmp_path, text):
     proc = subprocess.run([binary("crescentd"), "--http-address", f"127.0.0.1:{free_port()}",
                            "--no-pin", "--indexer-config", str(conf),
                            "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--rpc-tcp-address", f"127.0.0.1:{free_port()}",
                            "--event-address", f"tcp://127.0.0.1:{free_port()}",
                            "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
                           capture_output=True, timeout=10)

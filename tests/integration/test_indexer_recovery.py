@@ -275,6 +275,7 @@ def test_unreadable_state_file_stops_crescentd_with_a_clear_line(tmp_path):
     proc = subprocess.run([binary("crescentd"), "--state-dir", str(state), "--no-pin",
                            "--http-address", f"127.0.0.1:{free_port()}",
                            "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--rpc-tcp-address", f"127.0.0.1:{free_port()}",
                            "--event-address", f"tcp://127.0.0.1:{free_port()}",
                            "--replay-address", f"tcp://127.0.0.1:{free_port()}"],
                           capture_output=True, text=True, timeout=30)

@@ -20,7 +20,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest import binary, free_port  # noqa: E402
-from master_client import MasterClient  # noqa: E402
+from master_client import MasterClient, connect  # noqa: E402
 
 WAIT_S = 10
 REFUSED_WAIT_MS = 1500  # a refused handshake never answers; this bounds the wait
@@ -174,20 +174,34 @@ def status_of(resp):
     return resp.status_code, resp.error_message
 
 
+def serving(daemon, transport, *extra):
+    """crescentd on free ports; the RPC endpoint of `transport`: its ZMQ
+    one, or its native one (crescent://, --rpc-tcp-address), which must
+    enforce the token and the secrets exactly as the ZMQ one does."""
+    rpc, pub, replay = endpoints()
+    native = f"127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
+               "--rpc-tcp-address", native, *extra)
+    return d, rpc if transport == "zmq" else f"crescent://{native}"
+
+
+@pytest.fixture(params=["zmq", "native"])
+def transport(request):
+    return request.param
+
+
 @pytest.fixture
-def token_daemon(daemon, tmp_path):
+def token_daemon(daemon, tmp_path, transport):
     path = tmp_path / "admin.token"
     path.write_text(TOKEN + "\n")
-    rpc, pub, replay = endpoints()
-    d = daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
-               "--admin-token-file", str(path))
+    d, rpc = serving(daemon, transport, "--admin-token-file", str(path))
     return d, rpc, path
 
 
 def test_admin_token_gates_destructive_rpcs(token_daemon):
     d, rpc, _ = token_daemon
     ILLEGAL = -601
-    with MasterClient(rpc, timeout=WAIT_S) as c:
+    with connect(rpc, timeout=WAIT_S) as c:
         pb = c.pb
         assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
         for key in ("a", "b", "c"):
@@ -264,7 +278,7 @@ def test_admin_token_gates_http_mutations_and_owner_ids(token_daemon):
                                                 "token_ids": [1, 2]})
     assert status == 200
     # Owner ids only for admins.
-    with MasterClient(rpc, client_id=(7, 7), timeout=WAIT_S) as c:
+    with connect(rpc, client_id=(7, 7), timeout=WAIT_S) as c:
         assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
     status, seg = http(d.port, "GET", "/api/v1/segments/seg")
     assert status == 200 and seg["owner"] is None
@@ -302,7 +316,7 @@ def test_admin_token_file_checked_at_start(tmp_path):
 def test_no_token_everything_open_as_before(daemon):
     rpc, pub, replay = endpoints()
     d = daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay)
-    with MasterClient(rpc, client_id=(7, 7), timeout=WAIT_S) as c:
+    with connect(rpc, client_id=(7, 7), timeout=WAIT_S) as c:
         assert c.remove_all(force=True).status_code == 0
         assert c.batch_query_ip([(7, 7)]).status_code == 0
         assert c.mount_segment("seg", 1 << 24, endpoint="10.0.0.1:1").status_code == 0
@@ -327,11 +341,10 @@ def poll_until(fn, timeout_s=30.0):
     return False
 
 
-def test_forged_client_id_refused_owner_works(daemon):
-    rpc, pub, replay = endpoints()
-    daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay)
-    with MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
-            MasterClient(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as thief:
+def test_forged_client_id_refused_owner_works(daemon, transport):
+    _, rpc = serving(daemon, transport)
+    with connect(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
+            connect(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as thief:
         mounted = owner.mount_segment("victim-seg", 1 << 20)
         assert mounted.status_code == 0
         assert len(mounted.client_secret) == 16  # issued at the first mount

@@ -1,0 +1,199 @@
+/* The store master's intake, shared by the ZMQ and the native endpoint (see
+ * rpc_intake.h): lookup, pre-scan, decode, validation, the admin gate, and
+ * the hand-over to the owning actor. */
+#include "actors/rpc_intake.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/rpc_methods.h"
+#include "actors/subsystems.h"
+#include "actors/task_store.h"
+#include "core/log.h"
+#include "crescent/error.h"
+#include "msgs/rpc_frame.h"
+
+bool cr_rpc_intake_init(struct cr_rpc_intake *in, const char *admin_token_file, char *why,
+                        size_t why_size) {
+    assert(in != NULL && admin_token_file != NULL);
+    memset(in, 0, sizeof(*in));
+    return cr_admin_token_read(admin_token_file, &in->admin, why, why_size);
+}
+
+void cr_rpc_intake_wire(struct cr_rpc_intake *in, const struct cr_subsystems *peers) {
+    in->segments = peers->actors[CR_SUBSYSTEM_SEGMENTS];
+    in->tasks = peers->actors[CR_SUBSYSTEM_TASKS];
+}
+
+void cr_rpc_refusal_text(struct cr_rpc_refusal *out, int32_t status, const char *text) {
+    assert(status != CR_OK);
+    snprintf(out->text, sizeof(out->text), "%s", text);
+    out->status = status;
+    out->body = (const uint8_t *)out->text;
+    out->len = strlen(out->text);
+    out->owned = NULL;
+}
+
+void cr_rpc_refusal_free(struct cr_rpc_refusal *out) {
+    free(out->owned);
+    out->owned = NULL;
+}
+
+/* A refusal as the method's response carrying status_code `code`. */
+static void refuse_status(struct cr_rpc_refusal *out, const struct cr_rpc_method *m, int32_t code,
+                          const char *why) {
+    uint8_t *body;
+    size_t len;
+    if (cr_rpc_pack_status(m->response, code, why, &body, &len) != CR_OK) {
+        cr_rpc_refusal_text(out, CR_ERR_NOMEM, "out of memory encoding the response");
+        return;
+    }
+    *out = (struct cr_rpc_refusal){.status = CR_OK, .body = body, .len = len, .owned = body};
+}
+
+/* The request's admin_token (field CR_RPC_ADMIN_TOKEN_FIELD), NULL when it
+ * has none; found through the descriptor, so every request type that
+ * declares the field is read the same way. */
+static const char *request_admin_token(const ProtobufCMessage *request) {
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(request->descriptor, CR_RPC_ADMIN_TOKEN_FIELD);
+    if (f == NULL || f->type != PROTOBUF_C_TYPE_STRING || f->label == PROTOBUF_C_LABEL_REPEATED)
+        return NULL;
+    return *(char *const *)(const void *)((const char *)request + f->offset);
+}
+
+/* With --admin-token-file: marks calls that carry the token (call->admin)
+ * and refuses the destructive ones that do not (cr_rpc_needs_admin).
+ * Without it every call passes and none is marked. */
+static bool admin_gate(struct cr_rpc_intake *in, const struct cr_rpc_method *m,
+                       struct cr_master_call *call, struct cr_rpc_refusal *out) {
+    if (in->admin.len == 0) return true;
+    const char *given = request_admin_token(call->request);
+    call->admin = given != NULL && cr_admin_token_allows(&in->admin, given, strlen(given));
+    if (call->admin || !cr_rpc_needs_admin(call->method, call->request)) return true;
+    in->admin_refused++;
+    char text[CR_RPC_ERROR_MAX];
+    snprintf(text, sizeof(text),
+             "%s %s: this crescentd runs with --admin-token-file, so %s needs the admin token "
+             "in admin_token (libcrescent/crescentctl: CRESCENT_ADMIN_TOKEN or "
+             "--admin-token-file)",
+             m->name, given != NULL ? "refused: wrong admin token" : "refused: no admin token",
+             m->name);
+    refuse_status(out, m, CR_ERR_ILLEGAL_CLIENT, text);
+    return false;
+}
+
+/* Decodes and validates; on failure fills `out` and returns false. */
+static bool decode(struct cr_rpc_intake *in, const struct cr_rpc_method *m,
+                   struct cr_master_call *call, const uint8_t *body, size_t len,
+                   struct cr_rpc_refusal *out) {
+    call->request = NULL;
+    const char *why = cr_rpc_prescan(m->request, body, len, CR_MASTER_BATCH_MAX);
+    if (why == NULL) {
+        call->request = protobuf_c_message_unpack(m->request, NULL, len, body);
+        why = "a required field is missing or a value is malformed";
+    }
+    if (call->request == NULL) {
+        in->decode_errors++;
+        char text[256];
+        snprintf(text, sizeof(text), "the body is not a valid %s: %s", m->request->name, why);
+        cr_rpc_refusal_text(out, CR_ERR_PROTOCOL, text);
+        return false;
+    }
+    char err[CR_RPC_ERROR_MAX];
+    if (cr_rpc_validate(call->method, call->request, err) != CR_OK) {
+        in->invalid++;
+        CR_DEBUG("rpc", "request %llu refused: %s", (unsigned long long)call->request_id, err);
+        refuse_status(out, m, CR_ERR_INVALID_PARAMS, err);
+        return false;
+    }
+    if (!admin_gate(in, m, call, out)) return false;
+    cr_rpc_call_prepare_key(call); /* here, not on segments' thread */
+    return true;
+}
+
+/* Sends the call to its owner; false (refusal filled) when it cannot. */
+static bool forward(struct cr_rpc_intake *in, struct cr_master_call *call,
+                    struct cr_rpc_refusal *out) {
+    struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
+    CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = call;
+    call->reply_to = in->self;
+    /* cr_send waits up to send_wait_ns on a full ring: that wait is the
+     * backpressure a flood of requests deserves.  FetchTasks and
+     * MarkTaskToComplete go through segments, which checks the executor's
+     * secret (it holds the client table) and passes them on. */
+    bool to_tasks =
+        cr_task_method_for_tasks(call->method) && !cr_rpc_methods_task_gated(call->method);
+    struct cr_actor *to = to_tasks ? in->tasks : in->segments;
+    int rc = to != NULL ? cr_send(to, &msg) : CR_ERR_SHUTDOWN;
+    if (rc != CR_OK) {
+        in->not_ready++;
+        cr_rpc_refusal_text(out, rc, "the store master is busy or stopping; retry");
+        return false;
+    }
+    in->in_flight++;
+    return true;
+}
+
+bool cr_rpc_intake_take(struct cr_rpc_intake *in, struct cr_master_call *call,
+                        const uint8_t *body, size_t len, struct cr_rpc_refusal *out) {
+    assert(in != NULL && call != NULL && out != NULL && (body != NULL || len == 0));
+    if (len > CR_RPC_BODY_MAX) {
+        in->malformed++;
+        cr_rpc_refusal_text(out, CR_ERR_PROTOCOL, "request body above 16 MiB");
+        return false;
+    }
+    const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
+    if (m == NULL) {
+        in->unknown_method++;
+        char text[96];
+        snprintf(text, sizeof(text), "unknown method %u (see enum Method in master.proto)",
+                 call->method);
+        cr_rpc_refusal_text(out, CR_ERR_INVALID_PARAMS, text);
+        return false;
+    }
+    in->requests[m->id]++;
+    return decode(in, m, call, body, len, out) && forward(in, call, out);
+}
+
+void cr_rpc_intake_done(struct cr_rpc_intake *in, const struct cr_master_call *call,
+                        uint64_t now_ns) {
+    assert(in->in_flight > 0);
+    assert(call->method < CR_RPC_METHOD_SLOTS); /* only known methods are forwarded */
+    in->in_flight--;
+    cr_histogram_observe(&in->latency[call->method],
+                         now_ns > call->received_ns ? now_ns - call->received_ns : 0);
+}
+
+static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count].value = value;
+    out->extra_count++;
+}
+
+void cr_rpc_intake_stats(const struct cr_rpc_intake *in, struct cr_actor_stats *out) {
+    add_stat(out, "replies_total", in->replies);
+    add_stat(out, "malformed_total", in->malformed);
+    add_stat(out, "unknown_method_total", in->unknown_method);
+    add_stat(out, "decode_errors_total", in->decode_errors);
+    add_stat(out, "invalid_total", in->invalid);
+    add_stat(out, "busy_total", in->not_ready);
+    add_stat(out, "send_dropped_total", in->send_dropped);
+    add_stat(out, "in_flight", in->in_flight);
+    add_stat(out, "admin_refused_total", in->admin_refused);
+    size_t n;
+    const struct cr_rpc_method *m = cr_rpc_methods(&n);
+    for (size_t i = 0; i < n; i++) add_stat(out, m[i].metric, in->requests[m[i].id]);
+    for (size_t i = 0; i < n && out->histogram_count < out->histograms_max; i++) {
+        struct cr_actor_histogram *h = &out->histograms[out->histogram_count++];
+        *h = (struct cr_actor_histogram){
+            .name = "request_duration_seconds",
+            .help = "Store RPC requests from being read to their reply being written.",
+            .label = "method",
+            .label_value = m[i].name,
+            .h = in->latency[m[i].id]};
+    }
+}

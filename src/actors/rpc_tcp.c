@@ -1,0 +1,638 @@
+/* The native TCP endpoint of the store master (--rpc-tcp-address): an
+ * actor whose `wait` hook is an epoll event loop, one thread, as Redis.
+ *
+ * Why beside the ZMQ gateway: a call through ZMQ crosses four threads
+ * (libzmq's I/O thread → rpc → segments → rpc → libzmq's I/O thread); here
+ * the thread that reads the request from the socket decodes and validates
+ * it (the same intake as the ZMQ gateway: rpc_intake.c) and hands it
+ * straight to segments, and writes segments' reply to the socket itself:
+ * two crossings per call, and no libzmq framing on either side.
+ *
+ * Framing: msgs/rpc_stream.h (a length prefix before the one-frame ZMQ
+ * envelope).  Bounds: --rpc-tcp-connections-max open connections (one more
+ * is accepted and closed at once, logged), --rpc-tcp-queue-max requests in
+ * flight per connection (past it the connection is not read until replies
+ * drain: TCP's flow control pushes back on the client), reply bytes queued
+ * for a connection above RPC_TCP_OUT_PAUSE pause its reading too, and above
+ * RPC_TCP_OUT_MAX the connection is closed (a client that does not read its
+ * replies).  A frame longer than 16 MiB plus the header, or shorter than the
+ * header, is answered with a transport error under request id 0 and the
+ * connection is closed; other connections are not affected.
+ *
+ * A call carries its connection as (slot, generation) in call->identity:
+ * a reply for a connection closed meanwhile finds another generation in the
+ * slot and is dropped (counted in send_dropped_total). */
+#include <assert.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "actors/rpc_intake.h"
+#include "actors/subsystems.h"
+#include "core/log.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+#include "msgs/rpc_stream.h"
+
+#define RPC_TCP_EVENTS 64u
+#define RPC_TCP_READ_CHUNK (64u << 10)     /* bytes asked of read() at a time */
+#define RPC_TCP_READ_BUDGET (256u << 10)   /* per connection per loop turn: fairness */
+#define RPC_TCP_OUT_PAUSE (4u << 20)       /* queued reply bytes that pause reading */
+#define RPC_TCP_OUT_MAX (64u << 20)        /* queued reply bytes that close the connection */
+#define RPC_TCP_ACCEPT_BATCH 64u
+#define RPC_TCP_LISTEN_TAG UINT64_MAX
+#define RPC_TCP_WAKE_TAG (UINT64_MAX - 1)
+
+struct conn {
+    int fd;
+    uint32_t slot;
+    uint8_t *in; /* bytes read, not yet a whole frame */
+    size_t in_len, in_cap;
+    uint8_t *out; /* replies not yet written, from out_off */
+    size_t out_off, out_len, out_cap;
+    uint32_t in_flight;   /* calls at segments or tasks */
+    uint32_t events;      /* registered with epoll */
+    bool dirty;           /* on the flush list */
+    struct conn *next_dirty;
+    char peer[64];
+};
+
+struct rpc_tcp_state {
+    int listen_fd;
+    int epoll_fd;
+    bool wake_added, listen_added;
+    struct cr_rpc_intake intake;
+    struct cr_actor *self;
+    struct conn **conns;  /* by slot */
+    uint32_t *generation; /* by slot; bumped at every close */
+    uint32_t *free_slots;
+    uint32_t free_count, conns_max, queue_max, open;
+    struct conn *dirty;
+    char address[CR_CONFIG_ADDRESS_MAX];
+    uint64_t accepted, refused_full, closed_malformed, closed_slow, last_log_ns;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Connections */
+
+static uint64_t now_ns(struct rpc_tcp_state *st) {
+    return cr_runtime_now_ns(cr_actor_runtime(st->self));
+}
+
+static void set_events(struct rpc_tcp_state *st, struct conn *c, uint32_t events) {
+    if (c->events == events) return;
+    struct epoll_event ev = {.events = events, .data.u64 = c->slot};
+    if (epoll_ctl(st->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
+        CR_ERROR("rpc-tcp", "epoll_ctl(MOD) for %s failed: %s", c->peer, strerror(errno));
+    c->events = events;
+}
+
+/* Reading pauses while the connection has queue_max calls in flight or
+ * RPC_TCP_OUT_PAUSE bytes of replies unwritten, writing waits for EPOLLOUT
+ * only while replies are unwritten. */
+static void update_events(struct rpc_tcp_state *st, struct conn *c) {
+    size_t queued = c->out_len - c->out_off;
+    uint32_t events = 0;
+    if (c->in_flight < st->queue_max && queued < RPC_TCP_OUT_PAUSE) events |= EPOLLIN;
+    if (queued > 0) events |= EPOLLOUT;
+    set_events(st, c, events);
+}
+
+static void conn_close(struct rpc_tcp_state *st, struct conn *c, const char *why) {
+    CR_DEBUG("rpc-tcp", "closing %s: %s", c->peer, why);
+    epoll_ctl(st->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    st->conns[c->slot] = NULL;
+    st->generation[c->slot]++; /* replies still coming for it are dropped */
+    st->free_slots[st->free_count++] = c->slot;
+    st->open--;
+    /* A closed connection may still be on the flush list: it is unlinked
+     * there (flush skips closed ones by looking the slot up). */
+    c->fd = -1;
+    free(c->in);
+    free(c->out);
+    c->in = c->out = NULL;
+    if (!c->dirty) free(c);
+}
+
+/* Writes what is queued.  Returns false when the connection was closed. */
+static bool conn_flush(struct rpc_tcp_state *st, struct conn *c) {
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        conn_close(st, c, n < 0 ? strerror(errno) : "send returned 0");
+        return false;
+    }
+    if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
+    if (c->out_len - c->out_off > RPC_TCP_OUT_MAX) {
+        st->closed_slow++;
+        conn_close(st, c, "its unread replies passed 64 MiB");
+        return false;
+    }
+    update_events(st, c);
+    return true;
+}
+
+static void mark_dirty(struct rpc_tcp_state *st, struct conn *c) {
+    if (c->dirty) return;
+    c->dirty = true;
+    c->next_dirty = st->dirty;
+    st->dirty = c;
+}
+
+static bool take_frames(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns);
+
+/* Writes every connection that has new replies: one send per connection
+ * per loop round, however many replies the round brought it.  A connection
+ * that had stopped taking frames at --rpc-tcp-queue-max takes the ones it
+ * already read once its replies make room: they would otherwise wait for
+ * bytes the client may never send. */
+static void flush_dirty(struct rpc_tcp_state *st) {
+    while (st->dirty != NULL) {
+        struct conn *c = st->dirty;
+        st->dirty = NULL;
+        while (c != NULL) {
+            struct conn *next = c->next_dirty;
+            c->dirty = false;
+            if (c->fd < 0)
+                free(c); /* closed while listed */
+            else if (conn_flush(st, c) && c->in_len > 0 && c->in_flight < st->queue_max &&
+                     take_frames(st, c, now_ns(st)))
+                update_events(st, c);
+            c = next;
+        }
+    }
+}
+
+/* Queues one reply frame.  False (nothing queued, counted) when out of
+ * memory. */
+static bool queue_reply(struct rpc_tcp_state *st, struct conn *c, uint64_t request_id,
+                        int32_t status, const uint8_t *body, size_t len) {
+    assert(len <= CR_RPC_BODY_MAX);
+    size_t need = c->out_len + CR_RPC_STREAM_REPLY_PREFIX + len;
+    if (need > c->out_cap) {
+        if (c->out_off > 0) { /* reuse the written front first */
+            memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+            c->out_len -= c->out_off;
+            c->out_off = 0;
+            need = c->out_len + CR_RPC_STREAM_REPLY_PREFIX + len;
+        }
+        size_t cap = c->out_cap > 0 ? c->out_cap : 4096;
+        while (cap < need) cap *= 2;
+        uint8_t *grown = cap > c->out_cap ? realloc(c->out, cap) : c->out;
+        if (grown == NULL) {
+            st->intake.send_dropped++;
+            return false;
+        }
+        c->out = grown;
+        c->out_cap = cap;
+    }
+    cr_rpc_stream_reply_prefix(c->out + c->out_len, request_id, status, len);
+    if (len > 0) memcpy(c->out + c->out_len + CR_RPC_STREAM_REPLY_PREFIX, body, len);
+    c->out_len += CR_RPC_STREAM_REPLY_PREFIX + len;
+    st->intake.replies++;
+    mark_dirty(st, c);
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests */
+
+static void put_u32(uint8_t *p, uint32_t v) { cr_rpc_stream_put_len(p, v); }
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* One whole request frame's payload: the one-frame envelope. */
+static void handle_frame(struct rpc_tcp_state *st, struct conn *c, const uint8_t *payload,
+                         size_t len, uint64_t received_ns) {
+    const uint8_t *data[3] = {payload, NULL, NULL};
+    const size_t size[3] = {len, 0, 0};
+    struct cr_rpc_envelope env;
+    bool ok = cr_rpc_read_envelope(1, data, size, &env);
+    assert(ok); /* the frame's length is at least the header (cr_rpc_stream_next) */
+    (void)ok;
+    struct cr_master_call *call = calloc(1, sizeof(*call));
+    if (call == NULL) {
+        static const char oom[] = "out of memory";
+        queue_reply(st, c, env.request_id, CR_ERR_NOMEM, (const uint8_t *)oom, sizeof(oom) - 1);
+        return;
+    }
+    call->one_frame = true;
+    call->method = env.method;
+    call->request_id = env.request_id;
+    call->received_ns = received_ns;
+    call->identity_len = 8;
+    put_u32(call->identity, c->slot);
+    put_u32(call->identity + 4, st->generation[c->slot]);
+    struct cr_rpc_refusal no;
+    if (cr_rpc_intake_take(&st->intake, call, env.body, env.body_len, &no)) {
+        c->in_flight++;
+        return;
+    }
+    queue_reply(st, c, call->request_id, no.status, no.body, no.len);
+    cr_rpc_refusal_free(&no);
+    cr_master_call_free(call);
+}
+
+/* Takes every whole frame from the read buffer.  Returns false when the
+ * stream is broken (the connection is then answered and closed). */
+static bool take_frames(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns) {
+    size_t pos = 0, n = 0;
+    enum cr_rpc_stream_verdict v = CR_RPC_STREAM_MORE;
+    while (c->in_flight < st->queue_max &&
+           (v = cr_rpc_stream_next(c->in + pos, c->in_len - pos, CR_RPC_REQUEST_HEADER_BYTES,
+                                   CR_RPC_STREAM_REQUEST_MAX, &n)) == CR_RPC_STREAM_FRAME) {
+        handle_frame(st, c, c->in + pos + CR_RPC_STREAM_LEN_BYTES, n, received_ns);
+        pos += CR_RPC_STREAM_LEN_BYTES + n;
+    }
+    if (v == CR_RPC_STREAM_BAD) {
+        st->intake.malformed++;
+        st->closed_malformed++;
+        char text[160];
+        snprintf(text, sizeof(text),
+                 "malformed frame: length %u is outside %u..%u (msgs/rpc_stream.h); closing "
+                 "the connection",
+                 get_u32(c->in + pos), CR_RPC_REQUEST_HEADER_BYTES, CR_RPC_STREAM_REQUEST_MAX);
+        queue_reply(st, c, 0, CR_ERR_PROTOCOL, (const uint8_t *)text, strlen(text));
+        if (conn_flush(st, c)) conn_close(st, c, "malformed frame");
+        return false;
+    }
+    c->in_len -= pos;
+    if (pos > 0 && c->in_len > 0) memmove(c->in, c->in + pos, c->in_len);
+    /* A large frame grew the buffer: give the memory back once it is gone. */
+    if (c->in_cap > 4 * RPC_TCP_READ_CHUNK && c->in_len <= RPC_TCP_READ_CHUNK) {
+        uint8_t *small = realloc(c->in, RPC_TCP_READ_CHUNK);
+        if (small != NULL) c->in = small, c->in_cap = RPC_TCP_READ_CHUNK;
+    }
+    return true;
+}
+
+/* Room for the next read: a chunk, or the rest of the frame being read. */
+static bool reserve_in(struct conn *c) {
+    size_t frame = 0, want = c->in_len + RPC_TCP_READ_CHUNK;
+    if (cr_rpc_stream_next(c->in, c->in_len, CR_RPC_REQUEST_HEADER_BYTES,
+                           CR_RPC_STREAM_REQUEST_MAX, &frame) == CR_RPC_STREAM_MORE &&
+        CR_RPC_STREAM_LEN_BYTES + frame > want)
+        want = CR_RPC_STREAM_LEN_BYTES + frame;
+    if (want <= c->in_cap) return true;
+    uint8_t *grown = realloc(c->in, want);
+    if (grown == NULL) return false;
+    c->in = grown;
+    c->in_cap = want;
+    return true;
+}
+
+static void conn_read(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns) {
+    size_t budget = RPC_TCP_READ_BUDGET;
+    while (budget > 0 && c->in_flight < st->queue_max) {
+        if (!reserve_in(c)) {
+            conn_close(st, c, "out of memory for its read buffer");
+            return;
+        }
+        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n <= 0) {
+            conn_close(st, c, n == 0 ? "the peer closed it" : strerror(errno));
+            return;
+        }
+        c->in_len += (size_t)n;
+        budget = (size_t)n < budget ? budget - (size_t)n : 0;
+        if (!take_frames(st, c, received_ns)) return;
+    }
+    update_events(st, c);
+}
+
+static void conn_open(struct rpc_tcp_state *st, int fd, const struct sockaddr_storage *addr) {
+    char host[48] = "?", port[8] = "?";
+    getnameinfo((const struct sockaddr *)addr, sizeof(*addr), host, sizeof(host), port,
+                sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+    if (st->free_count == 0) {
+        st->refused_full++;
+        if (cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
+            CR_WARN("rpc-tcp", "connection from %s:%s refused: %u connections are open "
+                    "(--rpc-tcp-connections-max)", host, port, st->conns_max);
+        close(fd);
+        return;
+    }
+    struct conn *c = calloc(1, sizeof(*c));
+    int one = 1;
+    /* Replies are one frame each and written whole: Nagle would hold a
+     * reply back waiting for the client's ACK of the previous one. */
+    if (c == NULL || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+        CR_WARN("rpc-tcp", "connection from %s:%s dropped: %s", host, port,
+                c == NULL ? "out of memory" : strerror(errno));
+        free(c);
+        close(fd);
+        return;
+    }
+    c->fd = fd;
+    c->slot = st->free_slots[--st->free_count];
+    snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = c->slot};
+    if (epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        CR_ERROR("rpc-tcp", "epoll_ctl(ADD) for %s failed: %s", c->peer, strerror(errno));
+        st->free_slots[st->free_count++] = c->slot;
+        free(c);
+        close(fd);
+        return;
+    }
+    c->events = EPOLLIN;
+    st->conns[c->slot] = c;
+    st->open++;
+    st->accepted++;
+}
+
+static void accept_some(struct rpc_tcp_state *st) {
+    for (unsigned i = 0; i < RPC_TCP_ACCEPT_BATCH; i++) {
+        struct sockaddr_storage addr;
+        socklen_t len = sizeof(addr);
+        int fd = accept4(st->listen_fd, (struct sockaddr *)&addr, &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            conn_open(st, fd, &addr);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK &&
+            cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
+            CR_WARN("rpc-tcp", "accept on %s failed: %s", st->address, strerror(errno));
+        return;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The event loop (the actor's wait hook) */
+
+static void add_fd(struct rpc_tcp_state *st, int fd, uint64_t tag, bool *added) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
+    if (epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0)
+        *added = true;
+    else
+        CR_ERROR("rpc-tcp", "epoll_ctl(ADD) failed: %s", strerror(errno));
+}
+
+static void rpc_tcp_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+    (void)self;
+    struct rpc_tcp_state *st = arg;
+    if (!st->wake_added) add_fd(st, wake_fd, RPC_TCP_WAKE_TAG, &st->wake_added);
+    /* Until wired, connections wait in the listen backlog: their requests
+     * could only be answered "busy". */
+    if (!st->listen_added && st->listen_fd >= 0 && st->intake.segments != NULL)
+        add_fd(st, st->listen_fd, RPC_TCP_LISTEN_TAG, &st->listen_added);
+    struct epoll_event events[RPC_TCP_EVENTS];
+    int n = epoll_wait(st->epoll_fd, events, RPC_TCP_EVENTS, timeout_ms);
+    if (n < 0) {
+        if (errno != EINTR) CR_ERROR("rpc-tcp", "epoll_wait failed: %s", strerror(errno));
+        return;
+    }
+    uint64_t received_ns = n > 0 ? now_ns(st) : 0; /* one clock read per turn */
+    for (int i = 0; i < n; i++) {
+        uint64_t tag = events[i].data.u64;
+        if (tag == RPC_TCP_WAKE_TAG) continue; /* the runtime drains it */
+        if (tag == RPC_TCP_LISTEN_TAG) {
+            accept_some(st);
+            continue;
+        }
+        assert(tag < st->conns_max);
+        struct conn *c = st->conns[tag];
+        if (c == NULL) continue; /* closed earlier in this turn */
+        if ((events[i].events & EPOLLOUT) && !conn_flush(st, c)) continue;
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(st, c, received_ns);
+    }
+    flush_dirty(st); /* refusals answered at intake */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Actor hooks */
+
+/* A chain of finished calls (MASTER_DONE): queued to their connections,
+ * written at the end of the round (round_end). */
+static void on_done(struct rpc_tcp_state *st, struct cr_master_call *call) {
+    uint64_t now = call != NULL ? cr_actor_now_ns(st->self) : 0;
+    while (call != NULL) {
+        struct cr_master_call *next = call->next;
+        cr_rpc_intake_done(&st->intake, call, now);
+        assert(call->identity_len == 8);
+        uint32_t slot = get_u32(call->identity), gen = get_u32(call->identity + 4);
+        struct conn *c = slot < st->conns_max && st->generation[slot] == gen ? st->conns[slot]
+                                                                              : NULL;
+        if (c != NULL) {
+            assert(c->in_flight > 0);
+            c->in_flight--;
+            queue_reply(st, c, call->request_id, call->status,
+                        call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
+        } else {
+            st->intake.send_dropped++; /* its connection closed meanwhile */
+        }
+        cr_master_call_free(call);
+        call = next;
+    }
+}
+
+static int rpc_tcp_start(struct cr_actor *self, void *arg) {
+    struct rpc_tcp_state *st = arg;
+    st->self = self;
+    st->intake.self = self;
+    return CR_OK;
+}
+
+static void rpc_tcp_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    struct rpc_tcp_state *st = arg;
+    switch (msg->type) {
+    case CR_MSG_WIRE: cr_rpc_intake_wire(&st->intake, msg->body.ptr[0]); return;
+    case CR_MSG_MASTER_DONE:
+        on_done(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+        return;
+    default:
+        if (cr_log_ratelimit(&st->last_log_ns, cr_runtime_now_ns(cr_actor_runtime(self)),
+                             60ull * 1000000000u))
+            CR_WARN("rpc-tcp", "message type %u from sender %u is not handled here", msg->type,
+                    msg->sender);
+        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
+    }
+}
+
+static void rpc_tcp_round_end(struct cr_actor *self, void *arg) {
+    (void)self;
+    flush_dirty(arg);
+}
+
+static void rpc_tcp_discard(void *arg, struct cr_msg *msg) {
+    (void)arg;
+    if (msg->type == CR_MSG_MASTER_DONE)
+        cr_master_call_free_chain(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+}
+
+static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count].value = value;
+    out->extra_count++;
+}
+
+static void rpc_tcp_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
+    (void)self;
+    const struct rpc_tcp_state *st = arg;
+    add_stat(out, "connections_open", st->open);
+    add_stat(out, "connections_accepted_total", st->accepted);
+    add_stat(out, "connections_refused_total", st->refused_full);
+    add_stat(out, "connections_closed_malformed_total", st->closed_malformed);
+    add_stat(out, "connections_closed_slow_total", st->closed_slow);
+    cr_rpc_intake_stats(&st->intake, out);
+}
+
+static void rpc_tcp_destroy(void *arg) {
+    struct rpc_tcp_state *st = arg;
+    if (st == NULL) return;
+    for (struct conn *c = st->dirty; c != NULL;) { /* closed ones still listed */
+        struct conn *next = c->next_dirty;
+        if (c->fd < 0) free(c);
+        c = next;
+    }
+    for (uint32_t i = 0; st->conns != NULL && i < st->conns_max; i++) {
+        struct conn *c = st->conns[i];
+        if (c == NULL) continue;
+        close(c->fd);
+        free(c->in);
+        free(c->out);
+        free(c);
+    }
+    if (st->listen_fd >= 0) close(st->listen_fd);
+    if (st->epoll_fd >= 0) close(st->epoll_fd);
+    free(st->conns);
+    free(st->generation);
+    free(st->free_slots);
+    free(st);
+}
+
+/* Whether a bound address is on loopback (127.0.0.0/8, ::1). */
+static bool is_loopback(const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) ==
+               127;
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)(const void *)sa;
+        return IN6_IS_ADDR_LOOPBACK(&a6->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr) && a6->sin6_addr.s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/* Binds HOST:PORT ([V6]:PORT).  With CURVE on, only a loopback address
+ * and only with --rpc-tcp-with-curve: the native endpoint has no
+ * encryption and no client keys, so next to a CURVE-protected ZMQ endpoint
+ * it would be a way around CURVE for anyone who can reach it. */
+static int listen_on(struct rpc_tcp_state *st, const struct cr_daemon_config *config) {
+    char host[256];
+    const char *address = st->address, *colon = strrchr(address, ':');
+    size_t hl = colon != NULL ? (size_t)(colon - address) : 0;
+    if (hl >= 2 && address[0] == '[' && address[hl - 1] == ']') address++, hl -= 2;
+    if (colon == NULL || hl == 0 || hl >= sizeof(host) || colon[1] == '\0') {
+        fprintf(stderr, "crescentd: --rpc-tcp-address '%s' is not HOST:PORT\n", st->address);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    memcpy(host, address, hl);
+    host[hl] = '\0';
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (gai != 0) {
+        fprintf(stderr, "crescentd: cannot serve the native RPC on %s: %s\n", st->address,
+                gai_strerror(gai));
+        return CR_ERR_IO;
+    }
+    bool curve = config->curve_secret_key_file[0] != '\0';
+    if (curve && !is_loopback(ai->ai_addr)) {
+        fprintf(stderr, "crescentd: --rpc-tcp-address %s is not a loopback address, and the "
+                "native RPC endpoint has no encryption: with CURVE on it serves loopback only "
+                "(or turn it off with --rpc-tcp-address '')\n", st->address);
+        freeaddrinfo(ai);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        fprintf(stderr, "crescentd: cannot bind the native RPC address %s: %s\n", st->address,
+                strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(ai);
+        return CR_ERR_IO;
+    }
+    freeaddrinfo(ai);
+    st->listen_fd = fd;
+    return CR_OK;
+}
+
+static int rpc_tcp_create(const struct cr_daemon_config *config, void **state_out) {
+    struct rpc_tcp_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) return CR_ERR_NOMEM;
+    st->listen_fd = st->epoll_fd = -1;
+    *state_out = st; /* the daemon destroys it whatever the outcome */
+    st->epoll_fd = epoll_create1(EPOLL_CLOEXEC); /* off or on: the wake fd is waited on */
+    if (st->epoll_fd < 0) {
+        fprintf(stderr, "crescentd: epoll_create1: %s\n", strerror(errno));
+        return CR_ERR_IO;
+    }
+    snprintf(st->address, sizeof(st->address), "%s", config->rpc_tcp_address);
+    char why[512];
+    if (!cr_rpc_intake_init(&st->intake, config->admin_token_file, why, sizeof(why))) {
+        fprintf(stderr, "crescentd: %s\n", why);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    bool curve = config->curve_secret_key_file[0] != '\0';
+    if (st->address[0] == '\0' || (curve && !config->rpc_tcp_with_curve)) {
+        if (st->address[0] != '\0')
+            CR_INFO("rpc-tcp", "the native RPC endpoint is off: CURVE is on and it has no "
+                    "encryption (--rpc-tcp-with-curve serves it on loopback anyway)");
+        return CR_OK; /* off: the actor runs and serves nothing */
+    }
+    st->conns_max = config->rpc_tcp_connections_max;
+    st->queue_max = config->rpc_tcp_queue_max;
+    st->conns = calloc(st->conns_max, sizeof(*st->conns));
+    st->generation = calloc(st->conns_max, sizeof(*st->generation));
+    st->free_slots = calloc(st->conns_max, sizeof(*st->free_slots));
+    if (st->conns == NULL || st->generation == NULL || st->free_slots == NULL) {
+        fprintf(stderr, "crescentd: out of memory for %u native RPC connections\n",
+                st->conns_max);
+        return CR_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < st->conns_max; i++) st->free_slots[i] = st->conns_max - 1 - i;
+    st->free_count = st->conns_max;
+    int rc = listen_on(st, config);
+    if (rc == CR_OK)
+        CR_INFO("rpc-tcp", "native RPC on %s (crescent://%s)", st->address, st->address);
+    return rc;
+}
+
+static const struct cr_actor_ops rpc_tcp_ops = {
+    .start = rpc_tcp_start,
+    .handle = rpc_tcp_handle,
+    .round_end = rpc_tcp_round_end,
+    .discard = rpc_tcp_discard,
+    .wait = rpc_tcp_wait,
+    .stats = rpc_tcp_stats,
+};
+
+const struct cr_subsystem_def cr_rpc_tcp_def = {
+    .name = "rpc-tcp",
+    .ops = &rpc_tcp_ops,
+    .create = rpc_tcp_create,
+    .destroy = rpc_tcp_destroy,
+};

@@ -1,0 +1,219 @@
+"""The store master over its native TCP endpoint (--rpc-tcp-address,
+src/msgs/rpc_stream.h): the ZMQ endpoint's key cases run unchanged over it
+(test_store_master's own test functions, with a native client), malformed
+frames close only their own connection, libcrescent (crescentctl) speaks it
+as crescent://HOST:PORT, and CURVE keeps it off unless asked for on
+loopback.  Admin token and client secrets over both endpoints:
+test_security.py (its `transport` parameter)."""
+import json
+import socket
+import struct
+import subprocess
+
+import pytest
+
+import test_store_master as sm
+from conftest import binary, free_port, http_get
+from master_client import STATUS, MasterClient, NativeMasterClient
+
+WAIT_S = 10
+
+
+def start_native(daemon, *extra):
+    """crescentd on free ports; returns (daemon, ZMQ endpoint, native endpoint)."""
+    rpc, native = f"tcp://127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--event-address", f"tcp://127.0.0.1:{free_port()}",
+               "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+               "--rpc-tcp-address", native, *extra)
+    return d, rpc, f"crescent://{native}"
+
+
+@pytest.fixture
+def native_master(daemon):
+    """test_store_master's `master` fixture, with a native client."""
+    clients = []
+
+    def start(*extra, client_id=sm.A):
+        d, _, native = start_native(daemon, *extra)
+        c = NativeMasterClient(native, client_id=client_id)
+        clients.append(c)
+        return d, c
+
+    yield start
+    for c in clients:
+        c.close()
+
+
+KEY_CASES = [
+    sm.test_version_and_ping,
+    sm.test_two_phase_put,
+    sm.test_put_end_and_revoke_only_from_the_starting_client,
+    sm.test_lease_blocks_remove_until_forced,
+    sm.test_pipelined_requests_are_matched_by_id,
+    sm.test_bad_input_gets_clear_codes_and_changes_nothing,
+    sm.test_batch_and_regex_methods,
+    sm.test_batch_refused_whole_when_one_entry_is_out_of_bounds,
+    sm.test_keys_with_a_nul_byte_are_refused_not_aliased,
+    sm.test_refusals_carry_an_error_message,
+]
+
+
+@pytest.mark.parametrize("case", KEY_CASES, ids=lambda f: f.__name__[len("test_"):])
+def test_store_master_cases_over_native(native_master, case):
+    case(native_master)
+
+
+def actor_counters(d, name):
+    actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
+    return {a["name"]: a for a in actors}[name]["counters"]
+
+
+def test_malformed_frames_close_only_their_connection(daemon):
+    d, _, native = start_native(daemon)
+    good = NativeMasterClient(native, timeout=WAIT_S)
+    pb = good.pb
+    assert good.ping().status_code == 0
+    # Within a frame, what the ZMQ endpoint refuses is refused the same way,
+    # and the connection keeps serving.
+    good.send_frames([struct.pack(">HQ", 999, 41)])
+    assert good.recv()[:2] == (41, STATUS["INVALID_PARAMS"])
+    good.send_frames([struct.pack(">HQ", pb.PUT_START, 42), b"\xff\xff\xff"])
+    rid, status, body = good.recv()
+    assert (rid, status) == (42, STATUS["PROTOCOL"]) and b"PutStartRequest" in body
+    # A length below the envelope's header, above 16 MiB + header, or
+    # 0xffffffff: answered under id 0, then the connection is closed.
+    for length in (3, 10 + (16 << 20) + 1, 0xFFFFFFFF):
+        bad = NativeMasterClient(native, timeout=WAIT_S)
+        bad.send_raw(struct.pack(">I", length) + b"\x00" * 16)
+        rid, status, body = bad.recv()
+        assert (rid, status) == (0, STATUS["PROTOCOL"]) and b"malformed frame" in body
+        assert bad.closed_by_peer()
+        bad.close()
+        assert good.ping().status_code == 0  # the others are still served
+    # A frame cut short by a client that goes away changes nothing.
+    cut = NativeMasterClient(native, timeout=WAIT_S)
+    cut.send_raw(struct.pack(">IHQ", 200, pb.PING, 7) + b"\x0a")
+    cut.close()
+    assert good.exist_key("k").status_code == 0
+    counters = actor_counters(d, "rpc-tcp")
+    assert counters["connections_closed_malformed_total"] == 3
+    assert counters["malformed_total"] == 3 and counters["unknown_method_total"] == 1
+    assert counters["decode_errors_total"] == 1
+    good.close()
+
+
+def test_pipelining_across_many_connections(daemon):
+    """Calls pipelined on several connections at once are answered to the
+    right connection under the right id."""
+    d, _, native = start_native(daemon)
+    clients = [NativeMasterClient(native, client_id=(0xC, i), timeout=WAIT_S) for i in range(8)]
+    clients[0].mount_segment("seg", 64 << 20)
+    sent = {}
+    for i, c in enumerate(clients):
+        for j in range(50):
+            sent[(i, c.send(c.pb.PUT_START, c.put_start_request(f"c{i}-{j}", 4096)))] = j
+    for (i, rid), _ in sent.items():
+        c = clients[i]
+        status, body = c.wait(rid)
+        assert c.decode(c.pb.PUT_START, status, body).status_code == 0
+    assert sm.stats(d)["objects"] == 400
+    for c in clients:
+        c.close()
+
+
+def test_requests_past_the_queue_bound_wait_and_are_all_answered(daemon):
+    """With --rpc-tcp-queue-max 4, a burst of 200 pipelined requests written
+    at once is taken 4 at a time (the rest wait, read or not) and every one
+    is answered."""
+    d, _, native = start_native(daemon, "--rpc-tcp-queue-max", "4")
+    c = NativeMasterClient(native, timeout=WAIT_S)
+    pb = c.pb
+    burst = b"".join(struct.pack(">IHQ", 10 + len(body), pb.EXIST_KEY, i) + body
+                     for i, body in ((i, pb.ExistKeyRequest(key=f"q{i}").SerializeToString())
+                                     for i in range(1, 201)))
+    c.send_raw(burst)
+    seen = set()
+    for _ in range(200):
+        rid, status, body = c.recv()
+        assert status == 0 and c.decode(pb.EXIST_KEY, status, body).status_code == 0
+        seen.add(rid)
+    assert seen == set(range(1, 201))
+    assert actor_counters(d, "rpc-tcp")["in_flight"] == 0
+    c.close()
+
+
+def test_connections_past_the_bound_are_closed(daemon):
+    d, _, native = start_native(daemon, "--rpc-tcp-connections-max", "2")
+    kept = [NativeMasterClient(native, timeout=WAIT_S) for _ in range(2)]
+    for c in kept:
+        assert c.get_version().status_code == 0
+    extra = NativeMasterClient(native, timeout=WAIT_S)
+    assert extra.closed_by_peer()
+    extra.close()
+    assert actor_counters(d, "rpc-tcp")["connections_refused_total"] == 1
+    kept[0].close()
+    sm.wait_for(lambda: actor_counters(d, "rpc-tcp")["connections_open"] == 1,
+                what="the closed connection's slot freed")
+    again = NativeMasterClient(native, timeout=WAIT_S)
+    assert again.get_version().status_code == 0
+    again.close()
+    kept[1].close()
+
+
+def test_crescentctl_over_native(daemon, tmp_path):
+    """libcrescent takes crescent://HOST:PORT: crescentctl mounts, puts and
+    reads replicas over it, and sees what a ZMQ client stored."""
+    d, rpc, native = start_native(daemon)
+    env = {"CRESCENT_CLIENT_ID": "00000000-0000-4000-8000-00000000000a"}
+    ctl = [binary("crescentctl"), "--rpc", native, "--timeout-ms", str(WAIT_S * 1000)]
+
+    def run(*args):
+        import os
+        r = subprocess.run(ctl + list(args), capture_output=True, text=True, timeout=WAIT_S * 3,
+                           env=dict(os.environ, **env))
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    run("mount", "seg0", "16M", "--endpoint", "127.0.0.1:1")
+    run("put-start", "kn", "4096")
+    run("put-end", "kn")
+    assert "seg0" in run("replicas", "kn")
+    with MasterClient(rpc, timeout=WAIT_S) as z:
+        assert z.exist_key("kn").exists
+    bad = subprocess.run([binary("crescentctl"), "--rpc", f"crescent://127.0.0.1:{free_port()}",
+                          "--timeout-ms", "2000", "exist", "kn"], capture_output=True, text=True,
+                         timeout=WAIT_S)
+    assert bad.returncode != 0 and "--rpc-tcp-address" in bad.stderr
+
+
+def keygen(tmp_path, name):
+    prefix = tmp_path / name
+    subprocess.run([binary("crescentctl"), "keygen", str(prefix)], check=True,
+                   capture_output=True)
+    return prefix.with_suffix(".pub").read_text().strip(), prefix
+
+
+def test_curve_keeps_the_native_endpoint_off_unless_asked_on_loopback(daemon, tmp_path):
+    server_pub, server = keygen(tmp_path, "server")
+    client_pub, _ = keygen(tmp_path, "client")
+    (tmp_path / "clients.pub").write_text(client_pub + "\n")
+    curve = ["--curve-secret-key-file", str(server) + ".key",
+             "--curve-clients", str(tmp_path / "clients.pub")]
+    # With CURVE on, the native endpoint is off: nothing listens there.
+    _, _, native = start_native(daemon, *curve)
+    port = int(native.rsplit(":", 1)[1])
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=WAIT_S).close()
+    # Asked for, it serves loopback.
+    _, _, native = start_native(daemon, *curve, "--rpc-tcp-with-curve", "true")
+    with NativeMasterClient(native, timeout=WAIT_S) as c:
+        assert c.get_version().status_code == 0
+    # Never anything but loopback.
+    args = [binary("crescentd"), "--no-pin", "--http-address", f"127.0.0.1:{free_port()}",
+            "--metrics-port", "0", "--local-segment-size", "0",
+            "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+            "--event-address", f"tcp://127.0.0.1:{free_port()}",
+            "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+            "--rpc-tcp-address", f"0.0.0.0:{free_port()}", "--rpc-tcp-with-curve", "true", *curve]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=WAIT_S * 3)
+    assert r.returncode == 2 and "loopback" in r.stderr, r.stderr
