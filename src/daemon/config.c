@@ -43,6 +43,11 @@ static const struct setting settings[] = {
      "an HTTP connection with no request this long is closed"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
+    {"spin-us", SETTING_U32, FIELD(spin_us), 0, 10000, "US",
+     "the longest an idle actor spins before it sleeps; 0: never spin"},
+    {"spin-adaptive", SETTING_BOOL, FIELD(spin_adaptive), 0, 0, "BOOL",
+     "spin only while work tends to come within --spin-us and a core is free; "
+     "false: every idle period spins --spin-us"},
     {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
      "messages per (sender, actor) ring; a power of two"},
     {"ask-timeout-ms", SETTING_U32, FIELD(ask_timeout_ms), 1, 600000, "MS",
@@ -152,6 +157,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->http_connections_max = 4096; /* as cr_http_front_limits_default */
     config->http_idle_timeout_ms = 60000;
     config->pin_threads = true;
+    config->spin_us = 20;
+    config->spin_adaptive = true;
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
     config->log_level = CR_LOG_INFO;

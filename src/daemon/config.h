@@ -24,6 +24,8 @@ struct cr_daemon_config {
     uint32_t http_connections_max;
     uint32_t http_idle_timeout_ms;
     bool pin_threads;
+    uint32_t spin_us;        /* --spin-us: an idle actor's longest spin */
+    bool spin_adaptive;      /* --spin-adaptive: spin only when it pays (runtime.h) */
     uint32_t ring_slots;
     uint32_t ask_timeout_ms;
     enum cr_log_level log_level;
