@@ -217,3 +217,24 @@ def test_curve_keeps_the_native_endpoint_off_unless_asked_on_loopback(daemon, tm
             "--rpc-tcp-address", f"0.0.0.0:{free_port()}", "--rpc-tcp-with-curve", "true", *curve]
     r = subprocess.run(args, capture_output=True, text=True, timeout=WAIT_S * 3)
     assert r.returncode == 2 and "loopback" in r.stderr, r.stderr
+
+
+def test_python_client_over_native(daemon):
+    """The Python client (ctypes over libcrescent) takes crescent://HOST:PORT
+    as its master address and works as over ZMQ."""
+    import os
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import Store  # noqa: E402
+    d, rpc, native = start_native(daemon)
+    with MasterClient(rpc, client_id=(0xD, 1), timeout=WAIT_S) as z:
+        assert z.mount_segment("py-seg", 16 << 20).status_code == 0
+        store = Store()
+        store.setup("localhost", "", 0, 0, "tcp", "", native)
+        store.put_start("py-key", 4096)
+        store.put_end("py-key")
+        assert store.is_exist("py-key") == 1
+        assert z.exist_key("py-key").exists
+        store.close()
