@@ -95,7 +95,7 @@ def test_malformed_frames_close_only_their_connection(daemon):
     cut.send_raw(struct.pack(">IHQ", 200, pb.PING, 7) + b"\x0a")
     cut.close()
     assert good.exist_key("k").status_code == 0
-    counters = actor_counters(d, "rpc-tcp")
+    counters = actor_counters(d, "rpc_tcp")
     assert counters["connections_closed_malformed_total"] == 3
     assert counters["malformed_total"] == 3 and counters["unknown_method_total"] == 1
     assert counters["decode_errors_total"] == 1
@@ -138,7 +138,7 @@ def test_requests_past_the_queue_bound_wait_and_are_all_answered(daemon):
         assert status == 0 and c.decode(pb.EXIST_KEY, status, body).status_code == 0
         seen.add(rid)
     assert seen == set(range(1, 201))
-    assert actor_counters(d, "rpc-tcp")["in_flight"] == 0
+    assert actor_counters(d, "rpc_tcp")["in_flight"] == 0
     c.close()
 
 
@@ -150,9 +150,9 @@ def test_connections_past_the_bound_are_closed(daemon):
     extra = NativeMasterClient(native, timeout=WAIT_S)
     assert extra.closed_by_peer()
     extra.close()
-    assert actor_counters(d, "rpc-tcp")["connections_refused_total"] == 1
+    assert actor_counters(d, "rpc_tcp")["connections_refused_total"] == 1
     kept[0].close()
-    sm.wait_for(lambda: actor_counters(d, "rpc-tcp")["connections_open"] == 1,
+    sm.wait_for(lambda: actor_counters(d, "rpc_tcp")["connections_open"] == 1,
                 what="the closed connection's slot freed")
     again = NativeMasterClient(native, timeout=WAIT_S)
     assert again.get_version().status_code == 0
