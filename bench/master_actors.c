@@ -95,6 +95,10 @@ static void sink_handle(struct cr_actor *self, void *state, struct cr_msg *msg) 
 
 static const struct cr_actor_ops sink_ops = {.handle = sink_handle};
 
+/* Issued by the first mount; PutStart and PutEnd carry it too. */
+static uint8_t secret[64];
+static size_t secret_len;
+
 static void slot_init(struct slot *s) {
     memset(s, 0, sizeof(*s));
     s->config = (Crescent__Master__ReplicateConfig)CRESCENT__MASTER__REPLICATE_CONFIG__INIT;
@@ -118,6 +122,9 @@ static void slot_init(struct slot *s) {
 }
 
 static void send_call(struct driver *d, struct slot *s, uint16_t method, ProtobufCMessage *req) {
+    /* The secret is issued at setup's first mount, after the slots were made. */
+    s->put_start.has_client_secret = s->put_end.has_client_secret = secret_len > 0;
+    s->put_start.client_secret = s->put_end.client_secret = (ProtobufCBinaryData){secret_len, secret};
     s->call.method = method;
     s->call.request = req;
     s->call.key = (struct cr_store_key){0};
@@ -261,7 +268,8 @@ static void setup(struct bench *b, int drivers) {
         wire.body.ptr[0] = &b->peers;
         check(cr_send(b->peers.actors[ids[i]], &wire), "wire");
     }
-    /* 16 segments of the bench's client, as bench/master mounts. */
+    /* 16 segments of the bench's client, as bench/master mounts.  The first
+     * mount issues the client's secret; the later ones carry it. */
     for (unsigned i = 0; i < SEGMENTS; i++) {
         char name[32];
         snprintf(name, sizeof(name), "bench-seg-%02u", i);
@@ -271,12 +279,21 @@ static void setup(struct bench *b, int drivers) {
         r.buffer = (uint64_t)(i + 1) << 40;
         r.client_id = &client_id;
         r.transport_endpoint = "127.0.0.1:7000";
+        r.has_client_secret = secret_len > 0;
+        r.client_secret = (ProtobufCBinaryData){secret_len, secret};
         struct cr_master_call c = {.method = CRESCENT__MASTER__METHOD__MOUNT_SEGMENT,
                                    .request = &r.base};
         struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
         CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = &c;
         check(cr_ask(b->peers.actors[CR_SUBSYSTEM_SEGMENTS], &msg, 5000000000ull), "mount");
         check(reply_status(&c), "mount");
+        Crescent__Master__MountSegmentResponse *resp =
+            crescent__master__mount_segment_response__unpack(NULL, c.reply_len, c.reply);
+        if (resp != NULL && resp->has_client_secret && resp->client_secret.len <= sizeof(secret)) {
+            secret_len = resp->client_secret.len;
+            memcpy(secret, resp->client_secret.data, secret_len);
+        }
+        if (resp != NULL) crescent__master__mount_segment_response__free_unpacked(resp, NULL);
         cr_master_call_reply_free(&c);
     }
 }

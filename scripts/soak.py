@@ -41,13 +41,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=60)
     ap.add_argument("--bin", default=os.path.join(HERE, "..", "zig-out", "bin", "crescentd"))
+    ap.add_argument("--crescentd-arg", action="append", default=[], metavar="ARG",
+                    help="one more crescentd argument (repeatable), e.g. --crescentd-arg=--ring-slots=256")
     args = ap.parse_args()
     http, rpc = free_port(), f"tcp://127.0.0.1:{free_port()}"
     proc = subprocess.Popen([args.bin, "--http-address", f"127.0.0.1:{http}", "--no-pin",
                              "--rpc-address", rpc,
                              "--event-address", f"tcp://127.0.0.1:{free_port()}",
                              "--replay-address", f"tcp://127.0.0.1:{free_port()}",
-                             "--metrics-port", "0", "--log-level", "WARN"])
+                             "--metrics-port", "0", "--log-level", "WARN", *args.crescentd_arg])
     try:
         run(args, proc, http, rpc)
     finally:

@@ -2,9 +2,11 @@
  *
  * It decides; the segments actor revalidates and applies.  Every 100 ms (and
  * at once when a PutStart found no space: CR_MSG_EVICT_NEEDED) it polls
- * segments (CR_MSG_EVICT_POLL); segments answers with its usage, the bytes a
- * pass should free (0 below the high watermark) and a random sample of
- * evictable objects (CR_MSG_EVICT_SAMPLE).  Leases picks the victims with
+ * segments (CR_MSG_EVICT_POLL); segments answers with its usage, the bytes
+ * and the objects a pass should free (0 below the high watermark of bytes,
+ * and of counts: objects against max_objects, a segment's allocations
+ * against max_allocations_per_segment) and a random sample of evictable
+ * objects (CR_MSG_EVICT_SAMPLE).  Leases picks the victims with
  * cr_evict_choose (approximate LRU: oldest first; soft-pinned ones only when
  * nothing else frees enough and the setting allows) and sends them back
  * (CR_MSG_EVICT_APPLY).  Segments checks each victim again, because a lease
@@ -28,6 +30,7 @@
 #include "core/log.h"
 #include "core/store.h"
 #include "crescent/error.h"
+#include "daemon/config.h"
 #include "msgs/master_msgs.h"
 
 #define LEASES_TICK_NS 100000000ull /* 100 ms */
@@ -45,10 +48,12 @@ struct leases_state {
     uint16_t poll_seq; /* of the latest poll sent (wraps; one poll is outstanding at a time) */
     uint64_t poll_deadline_ns; /* runtime clock; meaningful while poll_in_flight */
     bool alloc_failed; /* a PutStart failed since the last poll */
+    bool allow_soft_pinned; /* allow_evict_soft_pinned_objects */
     uint32_t ticks;
     uint32_t rounds; /* immediate re-polls since the last tick */
     uint64_t polls;
-    uint64_t passes; /* polls answered with bytes to free */
+    uint64_t passes; /* polls answered with bytes or objects to free */
+    uint64_t count_passes; /* of those, with objects to free (the count watermark) */
     uint64_t victims_chosen;
     uint64_t unmet_passes; /* passes whose sample could not free enough */
     uint64_t alloc_failures;
@@ -122,16 +127,19 @@ static void on_sample(struct leases_state *st, struct cr_msg_evict_sample *s) {
     st->poll_in_flight = false;
     st->last_used_bytes = s->used_bytes;
     st->last_capacity_bytes = s->capacity_bytes;
-    if (s->bytes_to_free == 0 || s->count == 0) {
-        if (s->bytes_to_free > 0) st->unmet_passes++;
+    bool wanted = s->bytes_to_free > 0 || s->objects_to_free > 0;
+    if (!wanted || s->count == 0) {
+        if (wanted) st->unmet_passes++;
         free(s->candidates);
         return;
     }
     st->passes++;
-    size_t n = cr_evict_choose(s->candidates, s->count, s->bytes_to_free, s->allow_soft_pinned);
+    if (s->objects_to_free > 0) st->count_passes++;
+    size_t n = cr_evict_choose(s->candidates, s->count, s->bytes_to_free, s->objects_to_free,
+                               st->allow_soft_pinned);
     uint64_t chosen = 0;
     for (size_t i = 0; i < n; i++) chosen += s->candidates[i].size_bytes;
-    if (chosen < s->bytes_to_free) st->unmet_passes++;
+    if (chosen < s->bytes_to_free || n < s->objects_to_free) st->unmet_passes++;
     if (n == 0) {
         free(s->candidates);
         return;
@@ -197,6 +205,7 @@ static void leases_stats(struct cr_actor *self, void *arg, struct cr_actor_stats
     const struct leases_state *st = arg;
     add_stat(out, "polls_total", st->polls);
     add_stat(out, "eviction_passes_total", st->passes);
+    add_stat(out, "count_eviction_passes_total", st->count_passes);
     add_stat(out, "victims_chosen_total", st->victims_chosen);
     add_stat(out, "unmet_passes_total", st->unmet_passes);
     add_stat(out, "alloc_failures_total", st->alloc_failures);
@@ -208,9 +217,11 @@ static void leases_stats(struct cr_actor *self, void *arg, struct cr_actor_stats
 }
 
 static int leases_create(const struct cr_daemon_config *config, void **state_out) {
-    (void)config;
-    *state_out = calloc(1, sizeof(struct leases_state));
-    return *state_out != NULL ? CR_OK : CR_ERR_NOMEM;
+    struct leases_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) return CR_ERR_NOMEM;
+    st->allow_soft_pinned = config->allow_evict_soft_pinned_objects;
+    *state_out = st;
+    return CR_OK;
 }
 
 static void leases_destroy(void *state) { free(state); }

@@ -34,6 +34,7 @@
 #define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
 #define EVICT_NEEDED_MIN_GAP_MS 10u    /* coalesces no-space notices to leases */
 #define SAMPLE_MAX 4096u               /* candidates per poll, a declared bound */
+static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
 /* Finished calls go back in chains, one MASTER_DONE per chain: sent when it
  * holds `done_cap` calls or the round ends (round_end), whichever is first.
  * The cap is a quarter of the calls the previous round handled (1 to
@@ -392,15 +393,15 @@ static void on_evict_poll(struct segments_state *st, const struct cr_msg_evict_p
     struct cr_msg_evict_sample *s = CR_MSG_BODY(&msg, struct cr_msg_evict_sample);
     s->seq = poll->seq;
     s->bytes_to_free = cr_evict_bytes_to_free(cfg, &usage, poll->alloc_failed != 0);
+    s->objects_to_free = (uint32_t)cr_evict_objects_to_free(cfg, &usage); /* ≤ max_objects */
     s->used_bytes = usage.used_bytes;
     s->capacity_bytes = usage.capacity_bytes;
-    s->allow_soft_pinned = cfg->allow_evict_soft_pinned_objects;
-    if (s->bytes_to_free > 0) {
+    if (s->bytes_to_free > 0 || s->objects_to_free > 0) {
         size_t want = poll->sample_size < SAMPLE_MAX ? poll->sample_size : SAMPLE_MAX;
-        /* One allocation per poll (at most ten a second), owned by leases. */
+        /* One allocation per poll (ten a second, more while a pass goes on), owned by leases. */
         s->candidates = malloc((want > 0 ? want : 1) * sizeof(*s->candidates));
         if (s->candidates != NULL)
-            s->count = (uint32_t)cr_store_sample_eviction_candidates(st->store, st->now_ms,
+            s->count = (uint16_t)cr_store_sample_eviction_candidates(st->store, st->now_ms,
                                                                      &st->rng, want, s->candidates);
     }
     if (cr_send(st->peers->actors[CR_SUBSYSTEM_LEASES], &msg) != CR_OK) {
@@ -526,6 +527,8 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "capacity_bytes", s.capacity_bytes);
     add_stat(out, "used_bytes", s.used_bytes);
     add_stat(out, "objects", s.object_count);
+    add_stat(out, "max_objects", s.max_objects);
+    add_stat(out, "key_index_slots", s.index_slots);
     add_stat(out, "inflight_puts", s.inflight_puts);
     add_stat(out, "replicas", s.replica_count);
     add_stat(out, "leases_active", s.active_leases);
@@ -533,6 +536,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "clients", s.client_count);
     add_stat(out, "evictions_total", s.evictions);
     add_stat(out, "evicted_bytes_total", s.evicted_bytes);
+    add_stat(out, "room_evictions_total", s.room_evictions);
     add_stat(out, "zombies_preempted_total", s.zombies_preempted);
     add_stat(out, "zombie_bytes_reclaimed_total", s.zombie_bytes_reclaimed);
     add_stat(out, "discarded_parked", s.discarded_parked);
@@ -578,6 +582,8 @@ static void store_config_from(const struct cr_daemon_config *c, cr_store_config 
     out->max_segments_per_client = c->max_segments_per_client;
     out->min_segment_size_bytes = c->min_segment_size_bytes;
     out->max_tenants_per_client = c->max_tenants_per_client;
+    out->max_objects = c->max_objects;
+    out->max_allocations_per_segment = c->max_allocations_per_segment;
 }
 
 static int segments_create(const struct cr_daemon_config *config, void **state_out) {

@@ -12,9 +12,13 @@
  * size equals the requested size and offsets have no alignment.  The 64-bit
  * classes cost 496 bins instead of 256, which still fit the 64 x 8 bitmask.
  *
- * Node storage is fixed at create: free ranges are always maximal (merged),
- * so there are at most live + 1 of them and 2 * max_allocations + 1 nodes
- * suffice; unused node indices sit on a stack.  No malloc after create. */
+ * Node storage is bounded at create: free ranges are always maximal
+ * (merged), so there are at most live + 1 of them and 2 * max_allocations
+ * + 1 nodes suffice.  It grows with use, doubling (realloc: glibc moves a
+ * large block by remapping it, not copying), so a segment allowed 16 M
+ * allocations costs a few KiB until it holds many; node indices, not
+ * pointers, link the nodes, so they survive the move.  Indices released by
+ * merges sit on a stack and are reused before new ones are handed out. */
 #include "core/offset_alloc.h"
 
 #include <assert.h>
@@ -40,6 +44,7 @@
  * its floor).  Probing a bounded number of its nodes keeps alloc O(1) while
  * letting the last free range (e.g. the whole empty segment) be used fully. */
 #define OA_FALLBACK_PROBES 8u
+#define OA_NODES_INITIAL 64u
 
 struct oa_node {
     uint64_t offset;
@@ -56,7 +61,9 @@ struct cr_offset_alloc {
     uint64_t free_bytes;
     uint32_t max_allocations;
     uint32_t allocation_count;
-    uint32_t node_count;
+    uint32_t node_count;       /* the bound: 2 * max_allocations + 1 */
+    uint32_t node_cap;         /* nodes and stack entries allocated */
+    uint32_t node_high;        /* indices [0, node_high) handed out at least once */
     uint32_t free_index_count; /* entries on free_index_stack */
     uint64_t group_mask;       /* bit g: some bin of group g is non-empty */
     uint8_t bin_mask[OA_GROUP_COUNT];
@@ -65,7 +72,7 @@ struct cr_offset_alloc {
     uint32_t *free_index_stack;
 };
 
-static int oa_alloc_tables(cr_offset_alloc *alloc);
+static int oa_alloc_tables(cr_offset_alloc *alloc, uint32_t cap);
 static void oa_reset(cr_offset_alloc *alloc);
 static uint32_t oa_find_bin_at_least(const cr_offset_alloc *alloc, uint32_t size_class);
 static uint32_t oa_probe_bin(const cr_offset_alloc *alloc, uint32_t size_class,
@@ -108,25 +115,36 @@ uint64_t cr_offset_alloc_size_class_bytes(uint32_t size_class) {
 
 /* ---- lifecycle ---- */
 
-static int oa_alloc_tables(cr_offset_alloc *alloc) {
-    assert(alloc->node_count > 0);
-    alloc->nodes = malloc((size_t)alloc->node_count * sizeof(struct oa_node));
-    alloc->free_index_stack = malloc((size_t)alloc->node_count * sizeof(uint32_t));
-    if (alloc->nodes == NULL || alloc->free_index_stack == NULL) return CR_ERR_NOMEM;
+/* Grows node storage to `cap` entries (≤ node_count).  On failure the
+ * storage already grown is kept and node_cap is unchanged. */
+static int oa_alloc_tables(cr_offset_alloc *alloc, uint32_t cap) {
+    assert(cap > alloc->node_cap && cap <= alloc->node_count);
+    struct oa_node *nodes = realloc(alloc->nodes, (size_t)cap * sizeof(struct oa_node));
+    if (nodes == NULL) return CR_ERR_NOMEM;
+    alloc->nodes = nodes;
+    uint32_t *stack = realloc(alloc->free_index_stack, (size_t)cap * sizeof(uint32_t));
+    if (stack == NULL) return CR_ERR_NOMEM;
+    alloc->free_index_stack = stack;
+    alloc->node_cap = cap;
     return CR_OK;
 }
 
-/* Pushes indices so that low indices pop first: keeps the touched part of the
- * node array small and dense while the allocator is lightly used. */
+/* Makes sure the next oa_node_take cannot need more storage: called before
+ * an allocation changes anything (a split takes at most one node). */
+static int oa_reserve_node(cr_offset_alloc *alloc) {
+    if (alloc->free_index_count > 0 || alloc->node_high < alloc->node_cap) return CR_OK;
+    uint32_t cap = alloc->node_cap <= alloc->node_count / 2 ? alloc->node_cap * 2
+                                                             : alloc->node_count;
+    return oa_alloc_tables(alloc, cap);
+}
+
 static void oa_reset(cr_offset_alloc *alloc) {
-    assert(alloc->node_count >= 1);
+    assert(alloc->node_count >= 1 && alloc->node_cap >= 1);
     for (uint32_t i = 0; i < OA_GROUP_COUNT * OA_BINS_PER_GROUP; i++) {
         alloc->bin_head[i] = OA_NONE;
     }
     alloc->free_index_count = 0;
-    for (uint32_t i = alloc->node_count; i > 0; i--) {
-        alloc->free_index_stack[alloc->free_index_count++] = i - 1u;
-    }
+    alloc->node_high = 0;
     uint32_t whole = oa_node_take(alloc);
     alloc->nodes[whole] = (struct oa_node){
         .offset = 0, .size = alloc->capacity_bytes, .bin_prev = OA_NONE, .bin_next = OA_NONE,
@@ -146,7 +164,8 @@ int cr_offset_alloc_create(uint64_t size_bytes, uint32_t max_allocations,
     alloc->max_allocations = max_allocations;
     /* ≤ 2^31 + 1, fits uint32 with OA_NONE to spare. */
     alloc->node_count = 2u * max_allocations + 1u;
-    int status = oa_alloc_tables(alloc);
+    int status = oa_alloc_tables(
+        alloc, alloc->node_count < OA_NODES_INITIAL ? alloc->node_count : OA_NODES_INITIAL);
     if (status != CR_OK) {
         cr_offset_alloc_destroy(alloc);
         return status;
@@ -172,6 +191,7 @@ int cr_offset_alloc_alloc(cr_offset_alloc *alloc, uint64_t size_bytes,
     if (size_bytes == 0) return CR_ERR_INVALID_PARAMS;
     if (size_bytes > alloc->free_bytes || alloc->allocation_count == alloc->max_allocations)
         return CR_ERR_NO_AVAILABLE_HANDLE;
+    if (oa_reserve_node(alloc) != CR_OK) return CR_ERR_NOMEM;
     uint32_t wanted = cr_offset_alloc_size_class_ceil(size_bytes);
     uint32_t bin = oa_find_bin_at_least(alloc, wanted);
     uint32_t index;
@@ -192,7 +212,7 @@ int cr_offset_alloc_alloc(cr_offset_alloc *alloc, uint64_t size_bytes,
 }
 
 void cr_offset_alloc_free(cr_offset_alloc *alloc, cr_offset_allocation allocation) {
-    assert(alloc != NULL && allocation.node < alloc->node_count);
+    assert(alloc != NULL && allocation.node < alloc->node_high);
     uint32_t index = allocation.node;
     struct oa_node *node = &alloc->nodes[index];
     assert(node->used && node->offset == allocation.offset && node->size == allocation.size);
@@ -296,15 +316,17 @@ static void oa_bin_remove(cr_offset_alloc *alloc, uint32_t index) {
     }
 }
 
+/* Storage for the node was reserved (oa_reserve_node, or create's first
+ * node): the 2 * max + 1 bound makes running out a bookkeeping bug. */
 static uint32_t oa_node_take(cr_offset_alloc *alloc) {
-    /* The 2 * max + 1 bound makes running out a bookkeeping bug, not an error. */
-    assert(alloc->free_index_count > 0);
-    return alloc->free_index_stack[--alloc->free_index_count];
+    if (alloc->free_index_count > 0) return alloc->free_index_stack[--alloc->free_index_count];
+    assert(alloc->node_high < alloc->node_cap);
+    return alloc->node_high++;
 }
 
 static void oa_node_release(cr_offset_alloc *alloc, uint32_t index) {
-    assert(index < alloc->node_count);
-    assert(alloc->free_index_count < alloc->node_count);
+    assert(index < alloc->node_high);
+    assert(alloc->free_index_count < alloc->node_high);
     alloc->free_index_stack[alloc->free_index_count++] = index;
 }
 

@@ -32,9 +32,10 @@ typedef struct cr_offset_alloc_stats {
 } cr_offset_alloc_stats;
 
 /* Creates an allocator for [0, size_bytes).  `max_allocations` bounds the
- * number of live allocations (its bookkeeping is sized from it up front).
- * Returns CR_OK, CR_ERR_INVALID_PARAMS (size 0, max_allocations 0 or above
- * 2^30) or CR_ERR_NOMEM. */
+ * number of live allocations (its bookkeeping grows with use up to about
+ * 80 bytes per allocation at that bound).  Returns CR_OK,
+ * CR_ERR_INVALID_PARAMS (size 0, max_allocations 0 or above 2^30) or
+ * CR_ERR_NOMEM. */
 int cr_offset_alloc_create(uint64_t size_bytes, uint32_t max_allocations,
                            cr_offset_alloc **out);
 
@@ -43,7 +44,8 @@ void cr_offset_alloc_destroy(cr_offset_alloc *alloc);
 
 /* Allocates `size_bytes` (> 0).  Returns CR_OK and fills *out, or
  * CR_ERR_NO_AVAILABLE_HANDLE when no free range fits or the allocation
- * table is full, or CR_ERR_INVALID_PARAMS for size 0. Changes nothing on error. */
+ * table is full, CR_ERR_NOMEM when its bookkeeping cannot grow, or
+ * CR_ERR_INVALID_PARAMS for size 0. Changes nothing on error. */
 int cr_offset_alloc_alloc(cr_offset_alloc *alloc, uint64_t size_bytes,
                           cr_offset_allocation *out);
 

@@ -14,7 +14,7 @@
 
 #define MS_PER_MINUTE 60000ull
 #define SOFT_PIN_TTL_MAX_MS (24ull * 60ull * MS_PER_MINUTE)
-#define OBJECTS_MAX (1u << 28)
+#define OBJECTS_MAX (1u << 30) /* the key index's 2 slots per object fit 2^31 */
 
 static uint32_t pow2_at_least(uint64_t n);
 static void segment_release(cr_store *store, uint32_t id);
@@ -36,7 +36,10 @@ void cr_store_config_default(cr_store_config *out) {
     out->client_live_ttl_ms = 10000;
     out->task_timeout_ms = 300000;
     out->max_key_len = CR_STORE_KEY_LEN_MAX;
-    out->max_objects = 1u << 20;
+    /* Room, not memory: the slab, the key index and each segment's
+     * allocation table grow with use (about 400 bytes per object, see
+     * bench/RESULTS.md), so an idle store stays small. */
+    out->max_objects = 1u << 24;
     out->max_segments = 1024;
     out->max_clients = 4096;
     out->max_tenants = 64;
@@ -44,7 +47,7 @@ void cr_store_config_default(cr_store_config *out) {
     out->max_segments_per_client = 64;
     out->min_segment_size_bytes = 4096;
     out->max_replicas_per_object = CR_STORE_REPLICAS_MAX;
-    out->max_allocations_per_segment = 1u << 20;
+    out->max_allocations_per_segment = 1u << 24;
     out->max_discarded = 1u << 16;
     out->max_object_size_bytes = 1ull << 40;
     out->regex_match_limit = 1000000;
@@ -79,7 +82,7 @@ int cr_store_config_validate(const cr_store_config *c, char *msg, size_t msg_len
         {c->client_live_ttl_ms == 0, "client_live_ttl must be > 0"},
         {c->max_key_len == 0 || c->max_key_len > CR_STORE_KEY_LEN_MAX,
          "max_key_len must be in [1, 4096]"},
-        {c->max_objects == 0 || c->max_objects > OBJECTS_MAX, "max_objects must be in [1, 2^28]"},
+        {c->max_objects == 0 || c->max_objects > OBJECTS_MAX, "max_objects must be in [1, 2^30]"},
         {c->max_segments == 0 || c->max_segments > UINT16_MAX,
          "max_segments must be in [1, 65535]"},
         {c->max_clients == 0 || c->max_clients > (1u << 24), "max_clients must be in [1, 2^24]"},
@@ -96,7 +99,7 @@ int cr_store_config_validate(const cr_store_config *c, char *msg, size_t msg_len
         {c->regex_match_limit == 0 || c->regex_depth_limit == 0,
          "regex_match_limit and regex_depth_limit must be > 0"},
         {c->regex_max_matches == 0 || c->regex_max_matches > OBJECTS_MAX,
-         "regex_max_matches must be in [1, 2^28]"},
+         "regex_max_matches must be in [1, 2^30]"},
         {c->regex_budget_steps == 0, "regex_budget_steps must be > 0"},
         {c->rng_seed == 0, "rng_seed must be non-zero"},
     };
@@ -147,8 +150,9 @@ static uint32_t pow2_at_least(uint64_t n) {
  * fault in lazily, each first touch was a read fault mapping the zero page,
  * then a copy-on-write fault with a TLB shootdown to the other CPUs on the
  * insert: 8% of the first million puts' throughput and half their p99
- * (bench/RESULTS.md).  It is committed by the time the store fills anyway. */
-static void *map_zeroed(size_t bytes) {
+ * (bench/RESULTS.md).  The index starts small and each doubling maps the
+ * next one this way (cr_store_index_reserve), so memory follows the objects. */
+void *cr_store_map_zeroed(size_t bytes) {
     assert(bytes > 0);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
@@ -159,24 +163,30 @@ static void *map_zeroed(size_t bytes) {
     return p;
 }
 
-static void unmap(void *p, size_t bytes) {
+void cr_store_unmap(void *p, size_t bytes) {
     if (p != NULL) munmap(p, bytes);
 }
 
-/* Every table is sized from the config up front; only object chunks grow. */
+/* The small tables are sized from the config up front; the object slab (in
+ * chunks) and the key index (by doubling, cr_store_index_reserve) grow with
+ * the objects.  The chunk directory is a pointer per 4096 objects of
+ * max_objects, calloc'd: untouched pages of it cost no memory. */
 static int store_alloc_tables(cr_store *s) {
     const cr_store_config *c = &s->cfg;
     uint32_t chunks = (c->max_objects + CR_STORE_CHUNK_OBJECTS - 1) / CR_STORE_CHUNK_OBJECTS;
-    uint32_t table_size = pow2_at_least((uint64_t)c->max_objects * 2);
+    s->table_slots_max = pow2_at_least((uint64_t)c->max_objects * 2);
+    uint32_t table_size = s->table_slots_max < CR_STORE_INDEX_SLOTS_MIN ? s->table_slots_max
+                                                                         : CR_STORE_INDEX_SLOTS_MIN;
     uint32_t client_size = pow2_at_least((uint64_t)c->max_clients * 2);
     s->chunks = calloc(chunks, sizeof(*s->chunks));
-    s->table = map_zeroed((size_t)table_size * sizeof(*s->table));
+    s->table = cr_store_map_zeroed((size_t)table_size * sizeof(*s->table));
     s->segments = calloc(c->max_segments, sizeof(*s->segments));
     s->mounted = calloc(c->max_segments, sizeof(*s->mounted));
     s->clients = calloc(client_size, sizeof(*s->clients));
     s->tenants = calloc(c->max_tenants, sizeof(*s->tenants));
     s->discarded = calloc(c->max_discarded, sizeof(*s->discarded));
     s->table_mask = table_size - 1;
+    s->table_shift = 32u - (uint32_t)__builtin_ctz(table_size);
     s->clients_mask = client_size - 1;
     bool ok = s->chunks && s->table && s->segments && s->mounted && s->clients && s->tenants &&
               s->discarded;
@@ -220,7 +230,7 @@ void cr_store_destroy(cr_store *s) {
     for (uint32_t i = 0; s->chunks != NULL && i < s->chunk_count; i++) free(s->chunks[i]);
     for (uint32_t i = 0; i < s->tenant_high; i++) free(s->tenants[i].name);
     free(s->chunks);
-    unmap(s->table, ((size_t)s->table_mask + 1) * sizeof(*s->table));
+    cr_store_unmap(s->table, ((size_t)s->table_mask + 1) * sizeof(*s->table));
     free(s->segments);
     free(s->mounted);
     free(s->clients);
@@ -688,6 +698,17 @@ void cr_store_usage(const cr_store *store, struct cr_store_usage *out) {
     out->ratio = store->capacity_bytes
                      ? (double)store->used_bytes / (double)store->capacity_bytes
                      : 0.0;
+    out->objects = store->object_count;
+    out->max_objects = store->cfg.max_objects;
+    uint32_t allocations = 0; /* of the busiest segment */
+    for (uint32_t i = 0; i < store->mounted_count; i++) {
+        cr_offset_alloc_stats st;
+        cr_offset_alloc_get_stats(store->segments[store->mounted[i]].alloc, &st);
+        if (st.allocation_count > allocations) allocations = st.allocation_count;
+    }
+    double objects = (double)store->object_count / (double)store->cfg.max_objects;
+    double segment = (double)allocations / (double)store->cfg.max_allocations_per_segment;
+    out->count_ratio = objects > segment ? objects : segment;
 }
 
 static void segment_view(const cr_store *store, uint32_t id, struct cr_store_segment_view *out) {
@@ -734,6 +755,8 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
     out->client_count = store->client_count;
     out->tenant_count = store->tenant_count;
     out->discarded_parked = store->discarded_count;
+    out->index_slots = (uint64_t)store->table_mask + 1;
+    out->max_objects = store->cfg.max_objects;
     out->active_leases = 0;
     for (uint32_t id = 0; id < store->slab_high; id++) {
         const struct cr_store_obj *obj = cr_store_obj_at(store, id);

@@ -47,7 +47,7 @@ typedef struct cr_store_config {
     uint64_t client_live_ttl_ms;               /* 10 s */
     uint64_t task_timeout_ms;                  /* 300 s: a copy/move task's deadline */
     uint32_t max_key_len;                      /* 4096 bytes */
-    uint32_t max_objects;                      /* live objects (incl. in-flight puts) */
+    uint32_t max_objects;                      /* live objects (incl. in-flight puts): 2^24 */
     uint32_t max_segments;                     /* mounted segments, ≤ 65535 */
     uint32_t max_clients;                      /* known clients */
     uint32_t max_tenants;                      /* tenants holding objects at once */
@@ -55,7 +55,7 @@ typedef struct cr_store_config {
     uint32_t max_segments_per_client;          /* mounted by one client: 64 */
     uint64_t min_segment_size_bytes;           /* smallest segment mounted: 4096 (a page) */
     uint32_t max_replicas_per_object;          /* ≤ CR_STORE_REPLICAS_MAX */
-    uint32_t max_allocations_per_segment;      /* offset allocator bookkeeping */
+    uint32_t max_allocations_per_segment;      /* live allocations of one segment: 2^24 */
     uint32_t max_discarded;                    /* parked replicas of preempted puts */
     uint64_t max_object_size_bytes;            /* largest value_length accepted */
     uint32_t regex_match_limit;                /* PCRE2 match limit */
@@ -291,7 +291,10 @@ int cr_store_validate_key(cr_store *store, const char *key, uint32_t key_len);
  * INITIALIZED), or CR_ERR_INVALID_PARAMS (bad key/size/replica_num,
  * replica_num above the mounted segment count), CR_ERR_OBJECT_ALREADY_EXISTS,
  * CR_ERR_NO_AVAILABLE_HANDLE (no replica at all), CR_ERR_NOMEM (object,
- * tenant, client or parking table full).  Changes nothing on error. */
+ * tenant, client or parking table full).  At a full object table it first
+ * evicts one object itself (cr_store_evict_for_room's sample; UPDATE event
+ * published) and refuses only when none of the sample could go.  Changes
+ * nothing else on error. */
 int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
                        const struct cr_store_put_params *params, uint64_t now_ms,
                        struct cr_store_replica_list *out);
@@ -486,10 +489,19 @@ int cr_store_remove_by_scan(cr_store *store, const struct cr_store_regex_scan *s
 
 /* ---- eviction (mechanism; the lease/eviction actor decides) -------------- */
 
+/* Room used, in bytes and in counts.  max_objects and the segments'
+ * allocation tables are limits on counts that fill independently of the
+ * bytes (a million small objects fill the object table of a store whose
+ * segments are nearly empty), so eviction watches both. */
 struct cr_store_usage {
     uint64_t capacity_bytes;
     uint64_t used_bytes;
     double ratio; /* used / capacity; 0 when nothing is mounted */
+    uint64_t objects;     /* live, in-flight puts included */
+    uint64_t max_objects;
+    /* The fuller of objects / max_objects and, over the mounted segments,
+     * allocations / max_allocations_per_segment. */
+    double count_ratio;
 };
 void cr_store_usage(const cr_store *store, struct cr_store_usage *out);
 
@@ -510,15 +522,23 @@ size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_m
 
 /* Pure policy: reorders pool[0..n) (duplicates removed) so that the victims
  * come first and returns their count: oldest non-soft-pinned first until
- * bytes_to_free is reached; soft-pinned ones (oldest first) only when
- * allow_soft_pinned and the others do not suffice. */
+ * both bytes_to_free and objects_to_free are reached; soft-pinned ones
+ * (oldest first) only when allow_soft_pinned and the others do not suffice. */
 size_t cr_evict_choose(struct cr_evict_candidate *pool, size_t n, uint64_t bytes_to_free,
-                       bool allow_soft_pinned);
+                       uint64_t objects_to_free, bool allow_soft_pinned);
 
 /* Bytes one eviction pass should free: 0 below the high watermark (unless
  * alloc_failed), else capacity * max(eviction_ratio, ratio - high + eviction_ratio). */
 uint64_t cr_evict_bytes_to_free(const cr_store_config *cfg, const struct cr_store_usage *usage,
                                 bool alloc_failed);
+
+/* Objects one eviction pass should free (the count watermark, with the
+ * byte watermark's ratios): 0 while count_ratio is below
+ * eviction_high_watermark_ratio, else
+ * objects * max(eviction_ratio, count_ratio - high + eviction_ratio), at
+ * least 1.  A segment whose allocation table nears full is relieved by
+ * evicting that share of all objects (sampling does not aim at a segment). */
+uint64_t cr_evict_objects_to_free(const cr_store_config *cfg, const struct cr_store_usage *usage);
 
 /* Revalidates (same generation, complete, unleased, not hard-pinned) and
  * frees the object, publishing UPDATE with no replicas.  Returns true when it
@@ -531,10 +551,11 @@ bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, ui
 uint64_t cr_store_reclaim_discarded(cr_store *store, uint64_t now_ms);
 
 /* One complete pass for callers that do not split policy and mechanism:
- * reclaims zombies, then samples/chooses/evicts in rounds until bytes_to_free
- * is reached or no progress.  Returns the bytes freed. */
+ * reclaims zombies, then samples/chooses/evicts in rounds until
+ * bytes_to_free and objects_to_free are reached or no progress.  Returns
+ * the bytes freed. */
 uint64_t cr_store_evict_pass(cr_store *store, uint64_t now_ms, uint64_t *rng,
-                             uint64_t bytes_to_free);
+                             uint64_t bytes_to_free, uint64_t objects_to_free);
 
 /* ---- listing and stats ---------------------------------------------------- */
 
@@ -598,11 +619,14 @@ struct cr_store_stats {
     uint64_t client_count;
     uint64_t evictions;
     uint64_t evicted_bytes;
+    uint64_t room_evictions;    /* of those, by a PutStart at a full object table */
     uint64_t zombies_preempted;
     uint64_t zombie_bytes_reclaimed;
     uint64_t discarded_parked;  /* replicas waiting for the release timeout */
     uint64_t clients_expired;
     uint64_t tenant_count;      /* tenants holding objects, and "default" (always there) */
+    uint64_t index_slots;       /* of the key index (it doubles at half full) */
+    uint64_t max_objects;
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 

@@ -15,6 +15,7 @@
 #define PASS_SAMPLE_SIZE 64u
 #define PASS_VICTIMS_PER_ROUND 16u /* the oldest quarter of each sample */
 #define PASS_STALL_ROUNDS 4u
+#define ROOM_SAMPLE_SIZE 16u /* a PutStart's own eviction at a full table */
 
 static uint64_t obj_bytes(const struct cr_store_obj *obj) {
     uint64_t bytes = 0;
@@ -59,9 +60,9 @@ static int by_preference(const void *a, const void *b) {
 }
 
 size_t cr_evict_choose(struct cr_evict_candidate *pool, size_t n, uint64_t bytes_to_free,
-                       bool allow_soft_pinned) {
+                       uint64_t objects_to_free, bool allow_soft_pinned) {
     assert(pool != NULL || n == 0);
-    if (n == 0 || bytes_to_free == 0) return 0;
+    if (n == 0 || (bytes_to_free == 0 && objects_to_free == 0)) return 0;
     qsort(pool, n, sizeof(*pool), by_id);
     size_t unique = 1;
     for (size_t i = 1; i < n; i++) {
@@ -70,7 +71,7 @@ size_t cr_evict_choose(struct cr_evict_candidate *pool, size_t n, uint64_t bytes
     qsort(pool, unique, sizeof(*pool), by_preference);
     uint64_t total = 0;
     size_t k = 0;
-    while (k < unique && total < bytes_to_free) {
+    while (k < unique && (total < bytes_to_free || k < objects_to_free)) {
         if (pool[k].soft_pinned && !allow_soft_pinned) break;
         total += pool[k].size_bytes;
         k++;
@@ -89,6 +90,17 @@ uint64_t cr_evict_bytes_to_free(const cr_store_config *cfg, const struct cr_stor
     if (over > ratio) ratio = over;
     uint64_t bytes = (uint64_t)(ratio * (double)usage->capacity_bytes + 0.5);
     return bytes > 0 ? bytes : 1;
+}
+
+uint64_t cr_evict_objects_to_free(const cr_store_config *cfg, const struct cr_store_usage *usage) {
+    assert(cfg != NULL && usage != NULL);
+    if (usage->objects == 0 || usage->count_ratio < cfg->eviction_high_watermark_ratio) return 0;
+    double ratio = cfg->eviction_ratio;
+    double over = usage->count_ratio - cfg->eviction_high_watermark_ratio + cfg->eviction_ratio;
+    if (over > ratio) ratio = over;
+    uint64_t objects = (uint64_t)(ratio * (double)usage->objects + 0.5);
+    if (objects > usage->objects) objects = usage->objects;
+    return objects > 0 ? objects : 1;
 }
 
 bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, uint64_t now_ms) {
@@ -145,36 +157,69 @@ void cr_store_discarded_drop_segment(cr_store *store, uint32_t segment) {
     }
 }
 
-/* One phase of a pass: rounds of sample → choose → evict until the target
- * is met or sampling stops finding victims. */
-static uint64_t evict_phase(cr_store *store, uint64_t now_ms, uint64_t *rng, uint64_t target,
-                            bool allow_soft_pinned) {
+/* What a pass has freed so far, and what it must. */
+struct pass_progress {
+    uint64_t bytes, objects;
+    uint64_t bytes_target, objects_target;
+};
+
+static bool pass_done(const struct pass_progress *p) {
+    return p->bytes >= p->bytes_target && p->objects >= p->objects_target;
+}
+
+static uint64_t left(uint64_t done, uint64_t target) {
+    return done < target ? target - done : 0;
+}
+
+/* One phase of a pass: rounds of sample → choose → evict until the targets
+ * are met or sampling stops finding victims. */
+static void evict_phase(cr_store *store, uint64_t now_ms, uint64_t *rng,
+                        struct pass_progress *p, bool allow_soft_pinned) {
     struct cr_evict_candidate pool[PASS_SAMPLE_SIZE];
-    uint64_t freed = 0;
     uint32_t stall = 0;
     uint64_t max_rounds = (uint64_t)store->object_count + PASS_SAMPLE_SIZE;
-    for (uint64_t round = 0; round < max_rounds && freed < target; round++) {
+    for (uint64_t round = 0; round < max_rounds && !pass_done(p); round++) {
         size_t n = cr_store_sample_eviction_candidates(store, now_ms, rng, PASS_SAMPLE_SIZE, pool);
-        size_t k = cr_evict_choose(pool, n, target - freed, allow_soft_pinned);
+        size_t k = cr_evict_choose(pool, n, left(p->bytes, p->bytes_target),
+                                   left(p->objects, p->objects_target), allow_soft_pinned);
         if (k > PASS_VICTIMS_PER_ROUND) k = PASS_VICTIMS_PER_ROUND;
-        uint64_t before = freed;
+        uint64_t before = p->objects;
         for (size_t i = 0; i < k; i++) {
-            if (cr_store_evict(store, pool[i].object_id, pool[i].generation, now_ms))
-                freed += pool[i].size_bytes;
+            if (!cr_store_evict(store, pool[i].object_id, pool[i].generation, now_ms)) continue;
+            p->bytes += pool[i].size_bytes;
+            p->objects++;
         }
-        stall = (freed == before) ? stall + 1 : 0;
+        stall = (p->objects == before) ? stall + 1 : 0;
         if (stall == PASS_STALL_ROUNDS) break;
     }
-    return freed;
 }
 
 uint64_t cr_store_evict_pass(cr_store *store, uint64_t now_ms, uint64_t *rng,
-                             uint64_t bytes_to_free) {
+                             uint64_t bytes_to_free, uint64_t objects_to_free) {
     assert(store != NULL && rng != NULL);
-    uint64_t freed = cr_store_reclaim_discarded(store, now_ms);
-    if (freed < bytes_to_free)
-        freed += evict_phase(store, now_ms, rng, bytes_to_free - freed, false);
-    if (freed < bytes_to_free && store->cfg.allow_evict_soft_pinned_objects)
-        freed += evict_phase(store, now_ms, rng, bytes_to_free - freed, true);
-    return freed;
+    struct pass_progress p = {.bytes_target = bytes_to_free, .objects_target = objects_to_free};
+    p.bytes = cr_store_reclaim_discarded(store, now_ms);
+    if (!pass_done(&p)) evict_phase(store, now_ms, rng, &p, false);
+    if (!pass_done(&p) && store->cfg.allow_evict_soft_pinned_objects)
+        evict_phase(store, now_ms, rng, &p, true);
+    return p.bytes;
+}
+
+/* A PutStart at a full object table evicts one object itself: the leases
+ * actor's passes (count watermark) keep the table below it, but a burst of
+ * puts between two passes would otherwise be refused.  The oldest of a
+ * small sample goes, soft-pinned ones only when the setting allows and no
+ * other was drawn; its UPDATE event is published like any eviction's. */
+bool cr_store_evict_for_room(cr_store *store, uint64_t now_ms) {
+    assert(store != NULL);
+    struct cr_evict_candidate pool[ROOM_SAMPLE_SIZE];
+    size_t n = cr_store_sample_eviction_candidates(store, now_ms, &store->rng, ROOM_SAMPLE_SIZE,
+                                                   pool);
+    size_t k = cr_evict_choose(pool, n, 0, 1, store->cfg.allow_evict_soft_pinned_objects);
+    for (size_t i = 0; i < k; i++) {
+        if (!cr_store_evict(store, pool[i].object_id, pool[i].generation, now_ms)) continue;
+        store->counters.room_evictions++;
+        return true;
+    }
+    return false;
 }

@@ -60,11 +60,12 @@ struct cr_store_obj {
     bool with_soft_pin;
     bool hard_pinned;
     bool has_checksum;
-    uint64_t checksum; /* PutEnd's XXH3 of the bytes, when has_checksum */
     /* Copy/move tasks holding a reservation on this object (store_tasks.c):
      * while any does, eviction skips the object and a removal without force
-     * is refused, because an executor may be writing a reserved replica. */
+     * is refused, because an executor may be writing a reserved replica.
+     * (Beside the flags: no padding hole, 8 bytes less per object.) */
     uint8_t tasks;
+    uint64_t checksum; /* PutEnd's XXH3 of the bytes, when has_checksum */
     uint64_t task_reserved_ms; /* the latest reservation's time */
     struct cr_store_replica replicas[CR_STORE_REPLICAS_MAX];
 };
@@ -113,11 +114,19 @@ struct cr_store_discarded {
     struct cr_store_replica replica;
 };
 
-/* Open-addressing slot: the high 32 hash bits as a filter, object id + 1. */
+/* Open-addressing slot: the high 32 hash bits, object id + 1.  A key's home
+ * slot is the top bits of hash_hi (cr_store_home), so the index can double
+ * from the slots alone, without reading an object; hash_hi whole is the
+ * filter that spares a key comparison. */
 struct cr_store_slot {
     uint32_t hash_hi;
     uint32_t id_plus1;
 };
+
+/* The key index starts this small and doubles at half full, up to the size
+ * max_objects needs: an idle store's index is 128 KiB, not the 256 MiB that
+ * 16 M objects take. */
+#define CR_STORE_INDEX_SLOTS_MIN (1u << 14)
 
 struct cr_store {
     cr_store_config cfg;
@@ -131,7 +140,9 @@ struct cr_store {
     uint32_t object_count;
 
     struct cr_store_slot *table;
-    uint32_t table_mask;
+    uint32_t table_mask;  /* slots - 1 */
+    uint32_t table_shift; /* 32 - log2(slots): home = hash_hi >> table_shift */
+    uint32_t table_slots_max; /* the size max_objects needs (load <= 1/2) */
 
     uint32_t inflight_head; /* oldest PutStart first */
     uint32_t inflight_tail;
@@ -168,6 +179,10 @@ static inline struct cr_store_obj *cr_store_obj_at(const cr_store *store, uint32
     return &store->chunks[id >> CR_STORE_CHUNK_SHIFT][id & (CR_STORE_CHUNK_OBJECTS - 1)];
 }
 
+static inline uint32_t cr_store_home(const cr_store *store, uint64_t hash) {
+    return (uint32_t)(hash >> 32) >> store->table_shift;
+}
+
 static inline uint64_t cr_store_rng_next(uint64_t *state) {
     /* xorshift64*: fast, good enough to spread replicas and samples. */
     uint64_t x = *state;
@@ -183,6 +198,10 @@ static inline bool cr_uuid_equal(const struct cr_uuid *a, const struct cr_uuid *
 }
 
 /* store.c */
+/* An anonymous mapping, zeroed, hinted to huge pages and written through
+ * (see store.c for why); NULL when the kernel refuses it. */
+void *cr_store_map_zeroed(size_t bytes);
+void cr_store_unmap(void *p, size_t bytes);
 int cr_store_tenant_lookup(const cr_store *store, const char *tenant); /* -1 unknown */
 uint64_t cr_store_tenant_seed(const char *tenant); /* the seed of its keys' hashes */
 /* Finds or adds a tenant; a new one holds no reference yet, so the caller
@@ -199,6 +218,9 @@ int cr_store_segment_lookup(const cr_store *store, const char *name); /* -1 unkn
 void cr_store_replica_release(cr_store *store, const struct cr_store_replica *replica);
 
 /* store_objects.c */
+/* Makes room in the key index for one more object, doubling it at half
+ * full.  Returns CR_OK or CR_ERR_NOMEM (message set). */
+int cr_store_index_reserve(cr_store *store);
 uint32_t cr_store_obj_find(const cr_store *store, uint16_t tenant, const char *key,
                            uint32_t key_len, uint64_t hash);
 uint64_t cr_store_key_hash(const cr_store *store, uint16_t tenant, const char *key,
@@ -218,5 +240,10 @@ void cr_store_obj_grant_lease(cr_store *store, struct cr_store_obj *obj, uint64_
 void cr_store_obj_drop_segment(cr_store *store, uint32_t segment, uint64_t *freed);
 void cr_store_obj_revoke_client(cr_store *store, const struct cr_uuid *client);
 void cr_store_discarded_drop_segment(cr_store *store, uint32_t segment);
+
+/* store_evict.c */
+/* Evicts one object, the oldest of a small sample, to make room in a full
+ * object table.  Returns false when none of the sample could be evicted. */
+bool cr_store_evict_for_room(cr_store *store, uint64_t now_ms);
 
 #endif

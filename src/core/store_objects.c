@@ -47,7 +47,7 @@ uint32_t cr_store_obj_find(const cr_store *store, uint16_t tenant, const char *k
                            uint32_t key_len, uint64_t hash) {
     assert(store != NULL && key != NULL);
     uint32_t hi = (uint32_t)(hash >> 32);
-    for (uint32_t i = (uint32_t)hash & store->table_mask;; i = (i + 1) & store->table_mask) {
+    for (uint32_t i = cr_store_home(store, hash);; i = (i + 1) & store->table_mask) {
         const struct cr_store_slot *slot = &store->table[i];
         if (slot->id_plus1 == 0) return CR_STORE_NONE;
         if (slot->hash_hi != hi) continue;
@@ -58,21 +58,60 @@ uint32_t cr_store_obj_find(const cr_store *store, uint16_t tenant, const char *k
     }
 }
 
+static void slot_put(struct cr_store_slot *table, uint32_t mask, uint32_t shift,
+                     struct cr_store_slot slot) {
+    uint32_t i = slot.hash_hi >> shift;
+    while (table[i].id_plus1 != 0) i = (i + 1) & mask;
+    table[i] = slot;
+}
+
 static void table_insert(cr_store *store, uint32_t id, uint64_t hash) {
-    uint32_t i = (uint32_t)hash & store->table_mask;
-    while (store->table[i].id_plus1 != 0) i = (i + 1) & store->table_mask;
-    store->table[i] = (struct cr_store_slot){(uint32_t)(hash >> 32), id + 1};
+    assert(((uint64_t)store->object_count + 1) * 2 <= (uint64_t)store->table_mask + 1);
+    slot_put(store->table, store->table_mask, store->table_shift,
+             (struct cr_store_slot){(uint32_t)(hash >> 32), id + 1});
+}
+
+/* Doubles the index at half full.  Homes are the top hash bits, kept in the
+ * slots, so the new index is filled from the old one alone, in home order:
+ * a sequential pass, no object read (at 16 M objects, one random read per
+ * object would stall the puts for seconds).  The new index is written
+ * through and hinted to huge pages like the first one (cr_store_map_zeroed).
+ * Doubling costs a pause in the put that crosses the threshold: about a
+ * slot copy per object (bench/RESULTS.md), amortised over as many puts. */
+int cr_store_index_reserve(cr_store *store) {
+    assert(store != NULL);
+    uint64_t slots = (uint64_t)store->table_mask + 1;
+    if (((uint64_t)store->object_count + 1) * 2 <= slots) return CR_OK;
+    if (slots >= store->table_slots_max) /* the slab refuses first: max_objects */
+        return cr_store_fail(store, CR_ERR_NOMEM, "key index full at %llu slots",
+                             (unsigned long long)slots);
+    struct cr_store_slot *grown = cr_store_map_zeroed(slots * 2 * sizeof(*grown));
+    if (grown == NULL)
+        return cr_store_fail(store, CR_ERR_NOMEM,
+                             "out of memory growing the key index to %llu slots (%llu MiB) "
+                             "for %u objects",
+                             (unsigned long long)(slots * 2),
+                             (unsigned long long)(slots * 2 * sizeof(*grown) >> 20),
+                             store->object_count + 1);
+    uint32_t mask = (uint32_t)(slots * 2 - 1), shift = store->table_shift - 1;
+    for (uint64_t i = 0; i < slots; i++)
+        if (store->table[i].id_plus1 != 0) slot_put(grown, mask, shift, store->table[i]);
+    cr_store_unmap(store->table, slots * sizeof(*grown));
+    store->table = grown;
+    store->table_mask = mask;
+    store->table_shift = shift;
+    return CR_OK;
 }
 
 static void table_delete(cr_store *store, uint32_t id, uint64_t hash) {
     uint32_t mask = store->table_mask;
-    uint32_t hole = (uint32_t)hash & mask;
+    uint32_t hole = cr_store_home(store, hash);
     while (store->table[hole].id_plus1 != id + 1) {
         assert(store->table[hole].id_plus1 != 0);
         hole = (hole + 1) & mask;
     }
     for (uint32_t i = (hole + 1) & mask; store->table[i].id_plus1 != 0; i = (i + 1) & mask) {
-        uint32_t home = (uint32_t)cr_store_obj_at(store, store->table[i].id_plus1 - 1)->hash & mask;
+        uint32_t home = store->table[i].hash_hi >> store->table_shift;
         bool stays = (hole <= i) ? (home > hole && home <= i) : (home > hole || home <= i);
         if (stays) continue;
         store->table[hole] = store->table[i];
@@ -282,7 +321,7 @@ static uint32_t find_plain(const cr_store *store, const char *tenant, const char
 
 void cr_store_prefetch(const cr_store *store, const struct cr_store_key *k, bool deep) {
     assert(store != NULL && k != NULL);
-    const struct cr_store_slot *slot = &store->table[(uint32_t)k->hash & store->table_mask];
+    const struct cr_store_slot *slot = &store->table[cr_store_home(store, k->hash)];
     if (!deep) {
         __builtin_prefetch(slot);
         __builtin_prefetch(k->key); /* written by the gateway's thread: a miss here */
@@ -460,10 +499,34 @@ static int plan_check_existing(cr_store *store, struct put_plan *plan, const str
 
 static int plan_check_room(cr_store *store, const struct cr_uuid *client) {
     if (!slab_has_room(store))
-        return cr_store_fail(store, CR_ERR_NOMEM, "object table full (max_objects)");
+        return cr_store_fail(store, CR_ERR_NOMEM,
+                             "object table full: %u objects and none of those sampled can be "
+                             "evicted (leased, pinned, in flight or held by a task): raise "
+                             "max_objects (--max-objects), or remove objects",
+                             store->object_count);
     if (store->client_count == store->cfg.max_clients && !cr_store_client_known(store, client))
         return cr_store_fail(store, CR_ERR_NOMEM, "client table full (max_clients)");
-    return CR_OK;
+    return cr_store_index_reserve(store);
+}
+
+/* Why no segment took a replica: the bytes, or a segment's allocation
+ * table at max_allocations_per_segment. */
+static int no_room(cr_store *store, uint64_t size) {
+    uint32_t full = 0;
+    for (uint32_t i = 0; i < store->mounted_count; i++) {
+        cr_offset_alloc_stats st;
+        cr_offset_alloc_get_stats(store->segments[store->mounted[i]].alloc, &st);
+        full += st.allocation_count >= store->cfg.max_allocations_per_segment;
+    }
+    if (full == 0)
+        return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE, "no segment has %llu free bytes",
+                             (unsigned long long)size);
+    return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE,
+                         "no segment has %llu free bytes or a free allocation: %u of %u segments "
+                         "hold %u allocations each (max_allocations_per_segment, "
+                         "--max-allocations-per-segment)",
+                         (unsigned long long)size, full, store->mounted_count,
+                         store->cfg.max_allocations_per_segment);
 }
 
 /* Moves a zombie's replicas to the parking table and drops the object. */
@@ -530,6 +593,9 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
     out->lease_ms = 0;
     struct put_plan plan = {0};
     int rc = put_validate(store, p);
+    /* Before the key is looked up: the victim may be the last object of the
+     * put's tenant, which then leaves the tenant table. */
+    if (rc == CR_OK && !slab_has_room(store)) (void)cr_store_evict_for_room(store, now_ms);
     if (rc == CR_OK) rc = plan_check_existing(store, &plan, client, p, now_ms);
     if (rc == CR_OK) rc = plan_check_room(store, client);
     if (rc != CR_OK) return rc;
@@ -545,9 +611,7 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
     plan_allocate(store, &plan, p);
     if (plan.count == 0) {
         plan_unwind(store, &plan);
-        return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE,
-                             "no segment has %llu free bytes",
-                             (unsigned long long)p->value_length);
+        return no_room(store, p->value_length);
     }
     uint32_t id = CR_STORE_NONE; /* set by plan_commit on success */
     rc = plan_commit(store, &plan, client, p, now_ms, &id);

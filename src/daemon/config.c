@@ -43,6 +43,11 @@ static const struct setting settings[] = {
      "an HTTP connection with no request this long is closed"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
+    {"spin-us", SETTING_U32, FIELD(spin_us), 0, 10000, "US",
+     "the longest an idle actor spins before it sleeps; 0: never spin"},
+    {"spin-adaptive", SETTING_BOOL, FIELD(spin_adaptive), 0, 0, "BOOL",
+     "spin only while work tends to come within --spin-us and a core is free; "
+     "false: every idle period spins --spin-us"},
     {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
      "messages per (sender, actor) ring; a power of two"},
     {"ask-timeout-ms", SETTING_U32, FIELD(ask_timeout_ms), 1, 600000, "MS",
@@ -82,6 +87,10 @@ static const struct setting settings[] = {
      "smallest segment a client may mount"},
     {"max-tenants-per-client", SETTING_U32, FIELD(max_tenants_per_client), 1, 65535, "N",
      "tenants holding objects that one client's puts may have created"},
+    {"max-objects", SETTING_U32, FIELD(max_objects), 1, 1u << 30, "N",
+     "live objects (in-flight puts too); past the eviction watermark the oldest are evicted"},
+    {"max-allocations-per-segment", SETTING_U32, FIELD(max_allocations_per_segment), 1, 1u << 30,
+     "N", "objects one segment may hold; past the eviction watermark objects are evicted"},
     {"regex-max-matches", SETTING_U32, FIELD(regex_max_matches), 1, 1u << 28, "N",
      "keys one regex call may match; one more fails it whole"},
     {"regex-budget-steps", SETTING_U32, FIELD(regex_budget_steps), 1, 4000000000u, "N",
@@ -146,6 +155,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->http_connections_max = 4096; /* as cr_http_front_limits_default */
     config->http_idle_timeout_ms = 60000;
     config->pin_threads = true;
+    config->spin_us = 20;
+    config->spin_adaptive = true;
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
     config->log_level = CR_LOG_INFO;
@@ -164,6 +175,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->max_segments_per_client = 64;  /* as cr_store_config_default */
     config->min_segment_size_bytes = 4096;  /* as cr_store_config_default */
     config->max_tenants_per_client = 16;    /* as cr_store_config_default */
+    config->max_objects = 1u << 24;                 /* as cr_store_config_default */
+    config->max_allocations_per_segment = 1u << 24; /* as cr_store_config_default */
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->local_segment_size = 1ull << 30;
     snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");

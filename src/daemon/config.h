@@ -24,6 +24,8 @@ struct cr_daemon_config {
     uint32_t http_connections_max;
     uint32_t http_idle_timeout_ms;
     bool pin_threads;
+    uint32_t spin_us;        /* --spin-us: an idle actor's longest spin */
+    bool spin_adaptive;      /* --spin-adaptive: spin only when it pays (runtime.h) */
     uint32_t ring_slots;
     uint32_t ask_timeout_ms;
     enum cr_log_level log_level;
@@ -45,6 +47,8 @@ struct cr_daemon_config {
     uint32_t max_segments_per_client;
     uint32_t min_segment_size_bytes;
     uint32_t max_tenants_per_client;
+    uint32_t max_objects;                         /* live objects; eviction keeps room */
+    uint32_t max_allocations_per_segment;
     uint32_t regex_max_matches;                   /* keys one regex call may match */
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */

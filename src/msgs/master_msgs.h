@@ -118,12 +118,14 @@ struct cr_msg_evict_poll {
 };
 
 /* Segments' answer: usage and the sampled candidates.  `candidates` is NULL
- * when nothing needs to be freed (bytes_to_free 0). */
+ * when nothing needs to be freed (bytes_to_free and objects_to_free 0).
+ * (Leases reads allow_evict_soft_pinned_objects from the daemon config: the
+ * body is full.) */
 struct cr_msg_evict_sample {
     struct cr_evict_candidate *candidates; /* owned, malloc'd */
-    uint32_t count;
-    uint16_t seq; /* the poll's */
-    uint8_t allow_soft_pinned;
+    uint32_t objects_to_free; /* the count watermark's (≤ max_objects, 2^30) */
+    uint16_t count;           /* ≤ segments' SAMPLE_MAX */
+    uint16_t seq;             /* the poll's */
     uint64_t bytes_to_free;
     uint64_t used_bytes;
     uint64_t capacity_bytes;

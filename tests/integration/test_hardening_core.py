@@ -135,6 +135,7 @@ def test_idle_connections_do_not_take_the_http_front_down(daemon):
     # With a thread per connection, 16 idle connections blocked the front for
     # request_timeout_ms, and 1000 keep-alive ones starved fresh requests.
     d = daemon()
+    quiet = daemon()  # no idle connections: the machine's load at the same moments
     idle = []
     try:
         for i in range(1000):
@@ -143,8 +144,14 @@ def test_idle_connections_do_not_take_the_http_front_down(daemon):
                 s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
                 assert s.recv(4096).startswith(b"HTTP/1.1 200")
             idle.append(s)
-        took = [_timed(lambda: http_get(d.port, "/health", timeout=5)) for _ in range(20)]
-        assert statistics.median(took) < 0.1 and max(took) < 2, took
+        took, baseline = [], []
+        for _ in range(20):
+            took.append(_timed(lambda: http_get(d.port, "/health", timeout=5)))
+            baseline.append(_timed(lambda: http_get(quiet.port, "/health", timeout=5)))
+        # 100 ms on a quiet machine (the bound); on a loaded one the
+        # daemon without idle connections, probed in turn, sets the scale.
+        bound = max(0.1, 3 * statistics.median(baseline) + 0.05)
+        assert statistics.median(took) < bound and max(took) < 2 + max(baseline), (took, baseline)
         # The idle ones are still served when they speak.
         idle[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         assert idle[0].recv(4096).startswith(b"HTTP/1.1 200")

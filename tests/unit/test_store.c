@@ -350,7 +350,7 @@ static void test_eviction_watermark(void **state) {
     uint64_t target = cr_evict_bytes_to_free(cr_store_get_config(s), &u, false);
     assert_true(target >= (uint64_t)(0.05 * (double)u.capacity_bytes));
     uint64_t rng = 42;
-    uint64_t freed = cr_store_evict_pass(s, 6000, &rng, target);
+    uint64_t freed = cr_store_evict_pass(s, 6000, &rng, target, 0);
     assert_true(freed >= target);
     cr_store_usage(s, &u);
     assert_true(u.ratio < 0.95);
@@ -372,7 +372,7 @@ static void test_eviction_watermark(void **state) {
         snprintf(key, sizeof(key), "plain%d", i);
         cr_store_exist_key(s, NULL, key, (uint32_t)strlen(key), 20000);
     }
-    cr_store_evict_pass(s, 20000, &rng, u.capacity_bytes);
+    cr_store_evict_pass(s, 20000, &rng, u.capacity_bytes, 0);
     for (int i = 0; i < 6; i++) {
         snprintf(key, sizeof(key), "plain%d", i);
         assert_int_equal(get(s, NULL, key, 20001), CR_OK);
@@ -394,7 +394,7 @@ static void test_eviction_soft_pin_not_allowed(void **state) {
     fill(s, "soft", 4, true, 0);
     fill(s, "plain", 4, false, 10);
     uint64_t rng = 7;
-    uint64_t freed = cr_store_evict_pass(s, 100, &rng, 64 * KIB);
+    uint64_t freed = cr_store_evict_pass(s, 100, &rng, 64 * KIB, 0);
     assert_int_equal(freed, 4 * OBJ);
     assert_int_equal(get(s, NULL, "soft0", 101), CR_OK);
     assert_int_equal(get(s, NULL, "plain0", 101), CR_ERR_OBJECT_NOT_FOUND);
@@ -408,7 +408,7 @@ static void test_eviction_soft_pin_not_allowed(void **state) {
     assert_int_equal(get(s, NULL, "soft1", later), CR_OK);
     assert_int_equal(cr_store_object_find(s, NULL, "soft1", 5, later + 1, &v), CR_OK);
     assert_true(v.soft_pinned); /* accessed again: pinned again */
-    freed = cr_store_evict_pass(s, later + cfg.default_kv_lease_ttl_ms, &rng, 64 * KIB);
+    freed = cr_store_evict_pass(s, later + cfg.default_kv_lease_ttl_ms, &rng, 64 * KIB, 0);
     /* soft0 (read at 101), soft2 and soft3 lapsed; only soft1 was renewed */
     assert_int_equal(freed, 3 * OBJ);
     assert_int_equal(get(s, NULL, "soft1", later + cfg.default_kv_lease_ttl_ms), CR_OK);
@@ -422,27 +422,27 @@ static void test_evict_choose(void **state) {
         {1, 0, 100, 50, false}, {4, 0, 100, 20, false}, {5, 0, 100, 5, true},
     };
     size_t n = sizeof(pool) / sizeof(pool[0]);
-    size_t k = cr_evict_choose(pool, n, 150, true);
+    size_t k = cr_evict_choose(pool, n, 150, 0, true);
     assert_int_equal(k, 2);
     assert_int_equal(pool[0].object_id, 4); /* oldest non-pinned */
     assert_int_equal(pool[1].object_id, 3);
     struct cr_evict_candidate pool2[] = {
         {1, 0, 100, 50, false}, {2, 0, 100, 10, true}, {5, 0, 100, 5, true},
     };
-    k = cr_evict_choose(pool2, 3, 250, true);
+    k = cr_evict_choose(pool2, 3, 250, 0, true);
     assert_int_equal(k, 3);
     assert_int_equal(pool2[0].object_id, 1);
     assert_int_equal(pool2[1].object_id, 5); /* then soft-pinned, oldest first */
     struct cr_evict_candidate pool3[] = {{2, 0, 100, 10, true}, {1, 0, 100, 50, false}};
-    assert_int_equal(cr_evict_choose(pool3, 2, 250, false), 1);
-    assert_int_equal(cr_evict_choose(pool3, 2, 0, true), 0);
-    assert_int_equal(cr_evict_choose(NULL, 0, 10, true), 0);
+    assert_int_equal(cr_evict_choose(pool3, 2, 250, 0, false), 1);
+    assert_int_equal(cr_evict_choose(pool3, 2, 0, 0, true), 0);
+    assert_int_equal(cr_evict_choose(NULL, 0, 10, 0, true), 0);
     cr_store_config cfg;
     cr_store_config_default(&cfg);
-    struct cr_store_usage u = {1000, 900, 0.9};
+    struct cr_store_usage u = {.capacity_bytes = 1000, .used_bytes = 900, .ratio = 0.9};
     assert_int_equal(cr_evict_bytes_to_free(&cfg, &u, false), 0);
     assert_int_equal(cr_evict_bytes_to_free(&cfg, &u, true), 50);
-    u = (struct cr_store_usage){1000, 1000, 1.0};
+    u = (struct cr_store_usage){.capacity_bytes = 1000, .used_bytes = 1000, .ratio = 1.0};
     assert_int_equal(cr_evict_bytes_to_free(&cfg, &u, false), 100);
 }
 
@@ -1185,24 +1185,6 @@ static void test_listing_and_table_churn(void **state) {
     cr_store_destroy(s);
 }
 
-static void test_object_table_full(void **state) {
-    (void)state;
-    cr_store_config cfg;
-    cr_store_config_default(&cfg);
-    cfg.max_objects = 3;
-    cr_store *s;
-    assert_int_equal(cr_store_create(&cfg, NULL, &s), CR_OK);
-    mount_n(s, &CLIENT_A, 1, 64 * KIB);
-    put(s, NULL, "a", 0);
-    put(s, NULL, "b", 0);
-    put(s, NULL, "c", 0);
-    assert_int_equal(put_start(s, &CLIENT_A, NULL, "d", 1, false, NULL, 0, NULL), CR_ERR_NOMEM);
-    assert_int_equal(used(s), 3 * OBJ);
-    assert_int_equal(rm(s, NULL, "b", false, 0), CR_OK);
-    put(s, NULL, "d", 0);
-    cr_store_destroy(s);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
@@ -1235,7 +1217,6 @@ int main(void) {
         cmocka_unit_test(test_tenant_outlives_its_last_object_while_in_use),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_listing_and_table_churn),
-        cmocka_unit_test(test_object_table_full),
     };
     return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

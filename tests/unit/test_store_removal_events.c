@@ -171,7 +171,7 @@ static void test_eviction_publishes_gone(void **state) {
     expect_gone(f, 0, "old");
     /* The pass used when policy and mechanism are not split publishes too. */
     put(f, "old2", 1);
-    assert_true(cr_store_evict_pass(f->store, 200000, &rng, OBJ) >= OBJ);
+    assert_true(cr_store_evict_pass(f->store, 200000, &rng, OBJ, 0) >= OBJ);
     assert_int_equal(f->sink.count, 1);
     expect_gone(f, 0, "old2");
 }

@@ -172,7 +172,7 @@ static void test_rollback_frees(void **state) {
     assert_int_equal(cr_store_remove_k(f->store, &f->key, false, 1000000),
                      CR_ERR_OBJECT_HAS_LEASE);
     uint64_t rng = 1;
-    assert_int_equal(cr_store_evict_pass(f->store, 1000000, &rng, SIZE), 0);
+    assert_int_equal(cr_store_evict_pass(f->store, 1000000, &rng, SIZE, 0), 0);
     cr_store_task_rollback(f->store, &res.ref);
     cr_store_get_stats(f->store, 0, &after);
     assert_int_equal(after.used_bytes, before.used_bytes);
