@@ -99,6 +99,8 @@ static const struct setting settings[] = {
      "a copy/move task not reported by then is rolled back and FAILED"},
     {"task-retention", SETTING_U32, FIELD(task_retention), 1, 1000000, "N",
      "finished copy/move tasks kept for QueryTask; the oldest goes first"},
+    {"task-max-in-flight", SETTING_U32, FIELD(task_max_in_flight), 1, 262144, "N",
+     "copy/move tasks running at once (each holds its reserved replicas); one more is refused"},
     /* Local segment (crescentd as a store server too) */
     {"local-segment-size", SETTING_SIZE, FIELD(local_segment_size), 0, 0, "SIZE",
      "memory crescentd hosts as a store segment (taken as written); 0 turns it off"},
@@ -183,6 +185,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     config->task_timeout_sec = 300;            /* wire-formats §6 */
     config->task_retention = 10000;
+    config->task_max_in_flight = 4096;
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
     config->event_batch_max = 50;

@@ -53,6 +53,7 @@ struct cr_daemon_config {
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
     uint32_t task_retention;                      /* finished tasks kept for QueryTask */
+    uint32_t task_max_in_flight;                  /* tasks PENDING or PROCESSING at once */
 
     /* Local segment: crescentd hosts store memory itself (src/actors/data.c). */
     uint64_t local_segment_size;                  /* bytes; 0: off */
