@@ -69,6 +69,7 @@ struct rpc_tcp_state {
     int epoll_fd;
     bool wake_added, listen_added;
     bool off_for_curve; /* an address was given, but CURVE is on */
+    bool default_busy;  /* the default address was taken: serving nothing */
     struct cr_rpc_intake intake;
     struct cr_actor *self;
     struct conn **conns;  /* by slot */
@@ -461,6 +462,10 @@ static void rpc_tcp_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
          * address prints only the line naming it. */
         if (st->listen_fd >= 0)
             CR_INFO("rpc_tcp", "native RPC on %s (crescent://%s)", st->address, st->address);
+        else if (st->default_busy)
+            CR_WARN("rpc_tcp", "the native RPC endpoint is off: its default address %s is in "
+                    "use (another crescentd?); set --rpc-tcp-address to serve it elsewhere",
+                    st->address);
         else if (st->off_for_curve)
             CR_INFO("rpc_tcp", "the native RPC endpoint is off: CURVE is on and it has no "
                     "encryption (--rpc-tcp-with-curve serves it on loopback anyway)");
@@ -579,6 +584,16 @@ static int listen_on(struct rpc_tcp_state *st, const struct cr_daemon_config *co
     int one = 1;
     if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        /* The default address is best effort: another crescentd on this
+         * host (each with its own --rpc-address) must not fail to start
+         * because the first took 50052.  Said at WIRE, once started. */
+        if (fd >= 0 && errno == EADDRINUSE &&
+            strcmp(st->address, CR_CONFIG_RPC_TCP_DEFAULT) == 0) {
+            close(fd);
+            freeaddrinfo(ai);
+            st->default_busy = true;
+            return CR_OK;
+        }
         fprintf(stderr, "crescentd: cannot bind the native RPC address %s: %s\n", st->address,
                 strerror(errno));
         if (fd >= 0) close(fd);

@@ -238,3 +238,37 @@ def test_python_client_over_native(daemon):
         assert store.is_exist("py-key") == 1
         assert z.exist_key("py-key").exists
         store.close()
+
+
+def test_default_address_is_best_effort_a_given_one_must_bind(daemon):
+    """A second crescentd on a host whose default native address (50052) is
+    taken still starts, without the native endpoint, and says so; a native
+    address the user chose that is taken fails the start (exit 2)."""
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("127.0.0.1", 50052))
+        holder.listen(1)
+    except OSError:
+        pass  # held by someone else already: in use either way
+    try:
+        d, rpc, _ = start_native(daemon)
+        d.stop()
+        d2 = daemon("--rpc-tcp-address", "127.0.0.1:50052")
+        code, err = d2.stop()
+        assert code == 0 and "default address 127.0.0.1:50052 is in use" in err, err
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        args = [binary("crescentd"), "--no-pin", "--http-address", f"127.0.0.1:{free_port()}",
+                "--metrics-port", "0", "--local-segment-size", "0",
+                "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                "--event-address", f"tcp://127.0.0.1:{free_port()}",
+                "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+                "--rpc-tcp-address", f"127.0.0.1:{busy.getsockname()[1]}"]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=WAIT_S * 3)
+        busy.close()
+        assert r.returncode == 2 and "cannot bind the native RPC address" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    finally:
+        holder.close()
