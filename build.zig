@@ -104,7 +104,10 @@ pub fn build(b: *std.Build) void {
     const test_step = b.step("test", "Build and run the C unit tests");
     var previous: ?*std.Build.Step = null;
     for (sources.tests) |test_file| {
-        const exe = program(b, test_file, target, optimize, proto, server, libcrescent);
+        const exe = if (isLoopbackTest(test_file))
+            loopbackTest(b, test_file, target, optimize, sources.server)
+        else
+            program(b, test_file, target, optimize, proto, server, libcrescent);
         exe.linkSystemLibrary("cmocka");
         const install = b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "tests" } } });
         const run = b.addRunArtifact(exe);
@@ -214,6 +217,40 @@ fn program(
 }
 
 // ---------------------------------------------------------------------------
+// The verbs loopback test: a test double of libibverbs instead of -libverbs
+
+/// tests/unit/test_*_loopback.c runs the transfer layer's verbs code against
+/// tests/unit/loopback_ibverbs.c, a TEST DOUBLE of libibverbs (see that
+/// file), linked INSTEAD of -libverbs: the test binary is built from the
+/// transfer layer's own sources (src/rdma, the log and the status texts) and
+/// never links libibverbs.  Nothing else ever links the double.
+const loopback_double = "tests/unit/loopback_ibverbs.c";
+const loopback_libs = [_][]const u8{ "m", "pthread" };
+
+fn isLoopbackTest(test_file: []const u8) bool {
+    return std.mem.endsWith(u8, test_file, "_loopback.c");
+}
+
+fn isLoopbackSource(file: []const u8) bool {
+    return std.mem.startsWith(u8, file, "src/rdma/") or std.mem.eql(u8, file, "src/core/error.c") or std.mem.eql(u8, file, "src/core/log.c");
+}
+
+fn loopbackTest(b: *std.Build, test_file: []const u8, target: std.zig.CrossTarget, optimize: std.builtin.OptimizeMode, server_files: []const []const u8) *std.Build.Step.Compile {
+    const exe = b.addExecutable(.{ .name = std.fs.path.stem(test_file), .target = target, .optimize = optimize });
+    exe.linkLibC();
+    exe.addIncludePath(.{ .path = "src" });
+    exe.addIncludePath(.{ .path = "include" });
+    var files = std.ArrayList([]const u8).init(b.allocator);
+    files.appendSlice(&.{ test_file, loopback_double }) catch @panic("OOM");
+    for (server_files) |file| {
+        if (isLoopbackSource(file)) files.append(file) catch @panic("OOM");
+    }
+    exe.addCSourceFiles(.{ .files = files.items, .flags = &c_flags });
+    for (loopback_libs) |lib| exe.linkSystemLibrary(lib);
+    return exe;
+}
+
+// ---------------------------------------------------------------------------
 // protobuf-c code generation
 
 const Proto = struct {
@@ -273,17 +310,27 @@ fn addSanitizerSteps(b: *std.Build, sources: Sources, proto: ?Proto) void {
     const all = concat(b, sources.server, sources.client);
     const asan_objects = compileObjects(b, "asan", all, &asan_flags, proto);
     const tsan_objects = compileObjects(b, "tsan", all, &tsan_flags, proto);
+    // The loopback test's objects: the transfer layer's and the double's.
+    var loopback_objects = std.ArrayList(std.Build.LazyPath).init(b.allocator);
+    for (all, 0..) |file, i| {
+        if (isLoopbackSource(file)) loopback_objects.append(asan_objects[i]) catch @panic("OOM");
+    }
+    loopback_objects.appendSlice(compileObjects(b, "asan", &.{loopback_double}, &asan_flags, null)) catch @panic("OOM");
 
     var asan_prev: ?*std.Build.Step = null;
     var tsan_prev: ?*std.Build.Step = null;
     for (sources.tests) |test_file| {
-        asan_prev = sanitizedTest(b, asan_step, asan_prev, "asan", test_file, &asan_flags, asan_objects, proto, &.{});
+        if (isLoopbackTest(test_file)) {
+            asan_prev = sanitizedTest(b, asan_step, asan_prev, "asan", test_file, &asan_flags, loopback_objects.items, null, &.{}, &loopback_libs);
+            continue;
+        }
+        asan_prev = sanitizedTest(b, asan_step, asan_prev, "asan", test_file, &asan_flags, asan_objects, proto, &.{}, &system_libs);
         // TSan covers what has threads: the runtime and the actors.
         if (std.mem.indexOf(u8, test_file, "runtime") != null or std.mem.indexOf(u8, test_file, "actor") != null) {
             // tests/tsan.supp: races TSan reports inside Debian's uninstrumented libzmq.
             const options = b.fmt("halt_on_error=1 second_deadlock_stack=1 suppressions={s}", .{b.pathFromRoot("tests/tsan.supp")});
             const env = [_][2][]const u8{.{ "TSAN_OPTIONS", options }};
-            tsan_prev = sanitizedTest(b, tsan_step, tsan_prev, "tsan", test_file, &tsan_flags, tsan_objects, proto, &env);
+            tsan_prev = sanitizedTest(b, tsan_step, tsan_prev, "tsan", test_file, &tsan_flags, tsan_objects, proto, &env, &system_libs);
         }
     }
 }
@@ -327,6 +374,7 @@ fn sanitizedTest(
     objects: []std.Build.LazyPath,
     proto: ?Proto,
     env: []const [2][]const u8,
+    libs: []const []const u8,
 ) *std.Build.Step {
     const link = b.addSystemCommand(&.{"gcc"});
     link.addArgs(&c_flags);
@@ -338,7 +386,7 @@ fn sanitizedTest(
     link.addArg("-o");
     const exe = link.addOutputFileArg(b.fmt("{s}-{s}", .{ tag, std.fs.path.stem(test_file) }));
     link.addArg("-lcmocka");
-    for (system_libs) |lib| link.addArg(b.fmt("-l{s}", .{lib}));
+    for (libs) |lib| link.addArg(b.fmt("-l{s}", .{lib}));
 
     const run = std.Build.Step.Run.create(b, b.fmt("{s} {s}", .{ tag, std.fs.path.stem(test_file) }));
     run.addFileArg(exe);

@@ -90,6 +90,7 @@ static struct cr_runtime *runtime_new(uint64_t spin_ns) {
     struct cr_runtime_config config;
     cr_runtime_config_default(&config);
     config.spin_ns = spin_ns;
+    config.spin_adaptive = false; /* the channel's cost, with the spin as configured */
     config.pin_threads = pin_threads;
     struct cr_runtime *rt = NULL;
     int rc = cr_runtime_create(&config, &rt);

@@ -9,6 +9,11 @@
  * with its own client id, by sending MASTER_CALLs to the segments actor
  * (no RPC hop), and remounts if a ping finds the store has forgotten it.
  *
+ * It also runs the copy/move tasks whose source is the local segment
+ * (data_tasks.h): asked for with each heartbeat Ping, run on this thread,
+ * reported with MarkTaskToComplete.  While one runs (its targets written,
+ * a few milliseconds for 4 MiB), the local segment's own transfers wait.
+ *
  * Threads: the transfer server is driven only here, from the wait hook
  * (its epoll fd and the runtime's wake fd in one epoll set), on this actor's
  * pinned thread like every other.  With size 0 the actor only answers stats. */
@@ -20,8 +25,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "actors/data_tasks.h"
 #include "actors/rpc_codec.h"
 #include "actors/subsystems.h"
+#include "actors/task_exec.h"
 #include "core/log.h"
 #include "crescent/error.h"
 #include "daemon/config.h"
@@ -29,12 +36,14 @@
 #include "rdma/xfer.h"
 
 #define DATA_SEGMENT_NAME "crescentd-local"
+#define DATA_TASKS_PER_PING 16u /* copy/move tasks taken per heartbeat; a full round pings again */
 
 struct data_state {
     struct cr_actor *self;
     struct cr_subsystems *peers;
     struct cr_xfer_segment segment;
     struct cr_xfer_server *xfer;
+    struct cr_xfer_client *exec; /* writes the targets of the tasks this segment runs */
     int epoll_fd;
     int wake_fd_added;       /* the runtime's wake fd once added to epoll_fd; -1 before */
     Crescent__Master__UUID id;
@@ -45,6 +54,7 @@ struct data_state {
     bool mounted;
     uint32_t ping_every_ms;  /* a quarter of the client TTL */
     uint64_t mounts, mount_failures, pings, remounts, send_failures;
+    uint64_t tasks_run, tasks_failed, task_reports_refused;
 };
 
 /* ---- calls to the segments actor ------------------------------------------ */
@@ -92,10 +102,36 @@ static void mount(struct data_state *st, bool again) {
 static void ping(struct data_state *st) {
     Crescent__Master__PingRequest req = CRESCENT__MASTER__PING_REQUEST__INIT;
     req.client_id = &st->id;
+    req.has_max_tasks = st->mounted && st->exec != NULL;
+    req.max_tasks = DATA_TASKS_PER_PING;
     req.has_client_secret = st->has_secret;
     req.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
     send_call(st, CRESCENT__MASTER__METHOD__PING, &req.base);
     st->pings++;
+}
+
+/* Runs the tasks a ping handed out and reports each; a full round may have
+ * left more behind, so it pings again at once. */
+static void run_tasks(struct data_state *st, const Crescent__Master__PingResponse *p) {
+    for (size_t i = 0; i < p->n_tasks; i++) {
+        const Crescent__Master__TaskAssignment *a = p->tasks[i];
+        char why[CR_TASK_EXEC_ERROR_MAX];
+        int rc = cr_data_task_run(&st->segment, DATA_SEGMENT_NAME, st->exec, a, why, sizeof(why));
+        st->tasks_run++;
+        st->tasks_failed += rc != CR_OK;
+        if (rc != CR_OK) CR_WARN("data", "copy/move task of '%.100s': %s", a->key, why);
+        Crescent__Master__MarkTaskToCompleteRequest r =
+            CRESCENT__MASTER__MARK_TASK_TO_COMPLETE_REQUEST__INIT;
+        r.client_id = &st->id;
+        r.task_id = a->task_id;
+        r.status = rc == CR_OK ? CRESCENT__MASTER__TASK_STATUS__SUCCESS
+                               : CRESCENT__MASTER__TASK_STATUS__FAILED;
+        r.message = rc == CR_OK ? NULL : why;
+        r.has_client_secret = st->has_secret;
+        r.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
+        send_call(st, CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE, &r.base);
+    }
+    if (p->n_tasks == DATA_TASKS_PER_PING) ping(st);
 }
 
 /* A store forgotten and remounted issues a new secret: the last one wins. */
@@ -123,6 +159,13 @@ static void on_reply(struct data_state *st, const struct cr_master_call *call) {
             st->remounts++;
             mount(st, true);
         }
+        if (p->n_tasks > 0 && st->exec != NULL) run_tasks(st, p);
+    } else if (call->method == CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE) {
+        st->task_reports_refused += status != CR_OK;
+        const Crescent__Master__MarkTaskToCompleteResponse *r = (const void *)resp;
+        if (status != CR_OK)
+            CR_WARN("data", "the master refused a task report: %s: %s", cr_strerror(status),
+                    r != NULL && r->error_message != NULL ? r->error_message : "");
     } else if (call->method != CRESCENT__MASTER__METHOD__PING) {
         if (resp != NULL) {
             const Crescent__Master__MountSegmentResponse *r = (const void *)resp;
@@ -220,6 +263,9 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
     add_stat(out, "remounts_total", st->remounts);
     add_stat(out, "pings_total", st->pings);
     add_stat(out, "send_failures_total", st->send_failures);
+    add_stat(out, "tasks_run_total", st->tasks_run);
+    add_stat(out, "tasks_failed_total", st->tasks_failed);
+    add_stat(out, "task_reports_refused_total", st->task_reports_refused);
     if (st->xfer == NULL) return;
     struct cr_xfer_server_stats x;
     cr_xfer_server_get_stats(st->xfer, &x);
@@ -236,6 +282,7 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
 static void data_destroy(void *arg) {
     struct data_state *st = arg;
     if (st == NULL) return;
+    cr_xfer_client_destroy(st->exec);
     cr_xfer_server_destroy(st->xfer);
     cr_xfer_segment_free(&st->segment);
     if (st->epoll_fd >= 0) close(st->epoll_fd);
@@ -273,6 +320,8 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
                                        .shm_disabled = config->data_no_shm};
     rc = cr_xfer_server_create(&xc, &st->xfer);
     if (rc == CR_OK) rc = cr_xfer_server_register_segment(st->xfer, DATA_SEGMENT_NAME, &st->segment);
+    struct cr_xfer_client_config cc = {.shm_disabled = config->data_no_shm};
+    if (rc == CR_OK) rc = cr_xfer_client_create(&cc, &st->exec);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = -1};
     if (rc == CR_OK &&
         epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, cr_xfer_server_fd(st->xfer), &ev) != 0)

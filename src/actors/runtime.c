@@ -1,5 +1,6 @@
 /* Actor threads: spawn, the message loop, idling, timers, stop (see runtime.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ void cr_runtime_config_default(struct cr_runtime_config *config) {
     config->ring_slots = 4096;
     config->batch_max = 64;
     config->spin_ns = 20 * 1000;
+    config->spin_adaptive = true;
     config->send_wait_ns = 100 * 1000 * 1000;
     config->timers_max = 256;
     config->lazy_wake_batch = 256;
@@ -76,6 +78,32 @@ static void runtime_read_cpus(struct cr_runtime *rt) {
     }
 }
 
+/* The default runnable probe: the fourth field of /proc/loadavg ("R/T":
+ * threads runnable now on the whole machine, the reader included).  One
+ * pread on a file kept open. */
+static uint32_t loadavg_runnable(void *ctx) {
+    struct cr_runtime *rt = ctx;
+    char text[128];
+    ssize_t n = pread(rt->loadavg_fd, text, sizeof(text) - 1, 0);
+    if (n <= 0) return 0;
+    text[n] = '\0';
+    return cr_loadavg_runnable(text);
+}
+
+static void runtime_open_probe(struct cr_runtime *rt) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    rt->online_cpus = online > 0 ? (uint32_t)online : 1;
+    rt->loadavg_fd = -1;
+    if (!rt->config.spin_adaptive || rt->config.runnable_probe.runnable != NULL) return;
+    rt->loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (rt->loadavg_fd < 0) {
+        CR_WARN("runtime", "cannot open /proc/loadavg (%s): idle actors will spin without "
+                "checking that a core is free", strerror(errno));
+        return;
+    }
+    rt->config.runnable_probe = (struct cr_runnable_probe){.runnable = loadavg_runnable, .ctx = rt};
+}
+
 static uint32_t runtime_spin_limit(const struct cr_runtime *rt) {
     if (rt->cpu_count > 0) return rt->cpu_count;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -94,6 +122,7 @@ int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime 
     rt->config = *config;
     if (config->pin_threads) runtime_read_cpus(rt);
     rt->spin_limit = runtime_spin_limit(rt);
+    runtime_open_probe(rt);
     *out = rt;
     return CR_OK;
 }
@@ -112,6 +141,8 @@ static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out) {
     out->messages_handled = atomic_load_explicit(&actor->handled, memory_order_relaxed);
     out->ring_depth = cr_mailbox_depth(actor, &out->rings);
     out->parks = atomic_load_explicit(&actor->parks, memory_order_relaxed);
+    out->spins = atomic_load_explicit(&actor->spins, memory_order_relaxed);
+    out->spins_busy = atomic_load_explicit(&actor->spins_busy, memory_order_relaxed);
     out->wakes = atomic_load_explicit(&actor->wakes, memory_order_relaxed);
     out->ring_full = atomic_load_explicit(&actor->ring_full, memory_order_relaxed);
     out->send_failures = atomic_load_explicit(&actor->send_failures, memory_order_relaxed);
@@ -244,8 +275,6 @@ static void actor_signal_started(struct cr_actor *actor, int status) {
     pthread_mutex_unlock(&actor->start_lock);
 }
 
-/* Socket-owning actors (those with a wait hook) do not spin: a poll over
- * their sockets would cost a syscall per spin, so they go straight to it. */
 /* Stop: refuse new sends (STOPPING), then drain what is queued.  The drain
  * is bounded because nobody can add to it any more. */
 static void check_stop(struct cr_actor *actor) {
@@ -255,11 +284,49 @@ static void check_stop(struct cr_actor *actor) {
     atomic_store_explicit(&actor->run_state, CR_ACTOR_STOPPING, memory_order_seq_cst);
 }
 
-static void actor_loop(struct cr_actor *actor) {
+/* Whether a core is free for a spinner: the machine's runnable threads
+ * (the caller included) do not outnumber its CPUs.  The count is read at
+ * most once per CR_RUNNABLE_REFRESH_NS per runtime; unknown counts as free. */
+#define CR_RUNNABLE_REFRESH_NS 1000000u
+
+static bool core_free(struct cr_runtime *rt, uint64_t now) {
+    const struct cr_runnable_probe *probe = &rt->config.runnable_probe;
+    if (probe->runnable == NULL) return true;
+    uint64_t read_at = atomic_load_explicit(&rt->runnable_read_ns, memory_order_relaxed);
+    if ((read_at == 0 || now - read_at >= CR_RUNNABLE_REFRESH_NS) &&
+        atomic_compare_exchange_strong_explicit(&rt->runnable_read_ns, &read_at, now,
+                                                memory_order_relaxed, memory_order_relaxed))
+        atomic_store_explicit(&rt->runnable, probe->runnable(probe->ctx), memory_order_relaxed);
+    uint32_t runnable = atomic_load_explicit(&rt->runnable, memory_order_relaxed);
+    return runnable == 0 || runnable <= rt->online_cpus;
+}
+
+/* An idle period begins: how long to spin before parking (0: park now).
+ * Never while the runtime's own threads hold every CPU; adaptive, only
+ * while the actor's traffic pays for it and a core is free (runtime.h). */
+static uint64_t idle_spin_ns(struct cr_actor *actor, uint64_t now) {
     struct cr_runtime *rt = actor->rt;
-    uint64_t idle_since = 0;
+    if (atomic_load_explicit(&rt->active, memory_order_relaxed) > rt->spin_limit) return 0;
+    uint64_t window = rt->config.spin_adaptive ? cr_spin_policy_begin(&actor->spin)
+                                               : rt->config.spin_ns;
+    if (window == 0) return 0;
+    if (rt->config.spin_adaptive && !core_free(rt, now)) {
+        cr_counter_bump(&actor->spins_busy, 1);
+        return 0;
+    }
+    cr_counter_bump(&actor->spins, 1);
+    return window;
+}
+
+/* Socket-owning actors (those with a wait hook) do not spin: a poll over
+ * their sockets would cost a syscall per spin, so they go straight to it.
+ * Others spin (idle_spin_ns) and park; an idle period lasts from the first
+ * round without work to the next round with some, however many parks it
+ * spans, and its length teaches the actor's spin policy. */
+static void actor_loop(struct cr_actor *actor) {
+    uint64_t idle_since = 0; /* 0: not idle */
+    uint64_t spin_ns = 0;    /* this idle period's spin */
     uint32_t busy_rounds = 0;
-    bool spinning = false; /* this idle period spins before parking */
     for (;;) {
         check_stop(actor);
         /* A stopping actor drains messages but fires no more timers: a timer
@@ -272,10 +339,11 @@ static void actor_loop(struct cr_actor *actor) {
         if (work > 0 && actor->ops->round_end != NULL) actor->ops->round_end(actor, actor->state);
         cr_runtime_flush_wakes();
         if (actor->lazy_pending != 0 &&
-            cr_monotonic_ns() - actor->lazy_since_ns >= rt->config.lazy_wake_ns)
+            cr_monotonic_ns() - actor->lazy_since_ns >= actor->rt->config.lazy_wake_ns)
             cr_runtime_flush_all_wakes();
         if (actor->stop_requested && work == 0) return;
         if (work > 0) {
+            if (idle_since != 0) cr_spin_policy_observe(&actor->spin, cr_monotonic_ns() - idle_since);
             idle_since = 0;
             /* Keep sockets served while messages keep coming. */
             if (actor->ops->wait != NULL && ++busy_rounds % 64 == 0) call_wait(actor, 0);
@@ -285,17 +353,15 @@ static void actor_loop(struct cr_actor *actor) {
             uint64_t now = cr_monotonic_ns();
             if (idle_since == 0) {
                 idle_since = now;
-                spinning = atomic_load_explicit(&rt->active, memory_order_relaxed) <=
-                           rt->spin_limit;
+                spin_ns = idle_spin_ns(actor, now);
             }
-            if (spinning && now - idle_since < rt->config.spin_ns) {
+            if (now - idle_since < spin_ns) {
                 for (int i = 0; i < 32; i++) __builtin_ia32_pause();
                 continue;
             }
         }
         cr_mailbox_retire_idle(actor); /* free the slots of exited senders */
         park(actor);
-        idle_since = 0;
     }
 }
 
@@ -341,6 +407,7 @@ static struct cr_actor *actor_alloc(struct cr_runtime *rt, const char *name,
         return NULL;
     }
     actor->rt = rt;
+    cr_spin_policy_init(&actor->spin, rt->config.spin_ns);
     actor->id = (uint16_t)rt->actor_count;
     actor->uid = atomic_fetch_add(&next_actor_uid, 1);
     actor->cpu = rt->cpu_count > 0 ? rt->cpus[rt->actor_count % rt->cpu_count] : -1;
@@ -420,6 +487,7 @@ void cr_runtime_destroy(struct cr_runtime *rt) {
     if (rt == NULL) return;
     cr_runtime_stop(rt);
     for (uint32_t i = 0; i < rt->actor_count; i++) actor_free(rt->actors[i]);
+    if (rt->loadavg_fd >= 0) close(rt->loadavg_fd);
     free(rt);
 }
 

@@ -11,7 +11,10 @@
  * threads than cores, ck's MPSC makes every producer wait on one that was
  * preempted mid-enqueue.
  *
- * Idle: an actor spins for `spin_ns`, then parks on its eventfd.  A sender
+ * Idle: an actor may spin up to `spin_ns`, then parks on its eventfd; with
+ * spin_adaptive it spins only while its recent idle periods say work comes
+ * soon enough to pay for the spin and the machine has a core free for it
+ * (core/spin_policy.h, docs/architecture.md).  A sender
  * makes a syscall only to wake a parked receiver (Dekker-style: the sender
  * publishes the message then reads `parked`; the receiver publishes `parked`
  * then re-reads its rings; an asymmetric barrier, membarrier on the parking
@@ -56,11 +59,25 @@ struct cr_clock cr_clock_monotonic(void);
  * uptime, which must not follow an injected (manual) actor clock. */
 uint64_t cr_monotonic_ns(void);
 
+/* Threads runnable on the whole machine now, the caller included (the
+ * kernel's run queues: /proc/loadavg's fourth field), or 0 when unknown.
+ * Tests inject their own. */
+struct cr_runnable_probe {
+    uint32_t (*runnable)(void *ctx);
+    void *ctx;
+};
+
 struct cr_runtime_config {
     bool pin_threads;        /* pin actors to CPUs from the affinity mask */
     uint32_t ring_slots;     /* messages per (sender, actor) ring; power of two */
     uint32_t batch_max;      /* messages taken from one ring before moving on */
-    uint64_t spin_ns;        /* how long an idle actor spins before parking */
+    uint64_t spin_ns;        /* the longest an idle actor spins before parking (0: never) */
+    /* true: an idle actor spins only while its recent traffic says work comes
+     * within spin_ns often enough to pay for the spin (core/spin_policy.h)
+     * and the machine has a core free for it; false: every idle period spins
+     * spin_ns (while the runtime's own threads leave a CPU free). */
+    bool spin_adaptive;
+    struct cr_runnable_probe runnable_probe; /* NULL runnable: /proc/loadavg */
     uint64_t send_wait_ns;   /* how long cr_send waits on a full ring */
     uint32_t timers_max;     /* pending timers per actor */
     uint32_t lazy_wake_batch; /* cr_send_lazy: lazy sends to one receiver per wake */
@@ -68,8 +85,8 @@ struct cr_runtime_config {
     struct cr_clock clock;
 };
 
-/* Defaults: pinning on, 4096-slot rings, batches of 64, 20 us spin,
- * 100 ms full-ring wait, 256 timers, lazy wakes every 256 sends or 100 us,
+/* Defaults: pinning on, 4096-slot rings, batches of 64, 20 us adaptive
+ * spin, 100 ms full-ring wait, 256 timers, lazy wakes every 256 sends or 100 us,
  * CLOCK_MONOTONIC. */
 void cr_runtime_config_default(struct cr_runtime_config *config);
 
@@ -135,6 +152,8 @@ struct cr_actor_stats {
     uint64_t ring_depth;       /* messages queued when the snapshot was taken */
     uint64_t rings;            /* sender rings registered */
     uint64_t parks;            /* times the actor went to sleep */
+    uint64_t spins;            /* idle periods it spun in before parking (or finding work) */
+    uint64_t spins_busy;       /* idle periods the policy would have spun in, but no core was free */
     uint64_t wakes;            /* wake-ups sent to it by senders */
     uint64_t ring_full;        /* sends that found its ring full */
     uint64_t send_failures;    /* sends that gave up (CR_ERR_AGAIN) */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "actors/runtime.h"
+#include "core/spin_policy.h"
 #include "core/timer_heap.h"
 
 CK_RING_PROTOTYPE(cr_msg, cr_msg)
@@ -73,6 +74,7 @@ struct cr_actor {
     uint64_t round_now_ns;   /* cr_actor_now_ns's reading this round; 0 = not read yet */
     uint32_t round_clock_epoch; /* rt->clock_epoch when round_now_ns was read */
     struct cr_timer_heap timers;
+    struct cr_spin_policy spin; /* whether idle periods spin (config.spin_adaptive) */
     int start_status;
     pthread_mutex_t start_lock; /* start-up handshake only */
     pthread_cond_t start_cond;
@@ -80,6 +82,8 @@ struct cr_actor {
     /* Counters: the owner writes with relaxed stores; senders add with fetch_add. */
     _Atomic uint64_t handled;
     _Atomic uint64_t parks;
+    _Atomic uint64_t spins;
+    _Atomic uint64_t spins_busy;
     _Atomic uint64_t timers_fired;
     _Atomic uint64_t asks_expired;
     _Alignas(CR_CACHE_LINE) _Atomic uint64_t wakes;
@@ -102,6 +106,12 @@ struct cr_runtime {
      * A heuristic: a momentary miscount only parks a thread early. */
     atomic_uint active;
     uint32_t spin_limit; /* CPUs in the affinity mask */
+    /* The machine's runnable threads (config.runnable_probe), read at most
+     * once per CR_RUNNABLE_REFRESH_NS by whichever actor needs it first. */
+    int loadavg_fd;          /* /proc/loadavg for the default probe, or -1 */
+    uint32_t online_cpus;
+    _Atomic uint64_t runnable_read_ns;
+    _Atomic uint32_t runnable;
     /* Bumped by cr_runtime_clock_changed: cached round times are stale. */
     _Atomic uint32_t clock_epoch;
 };

@@ -84,6 +84,7 @@ struct segments_state {
     uint64_t task_ops;
     uint64_t task_ops_dropped; /* TASK_OP_DONE that could not be sent */
     uint64_t task_pings_unforwarded; /* pings answered without tasks: tasks busy */
+    bool task_recheck_due; /* an unmount or expiry tasks was not told of yet */
     uint64_t last_log_ns;
     struct done_chain done[DONE_TARGETS_MAX]; /* [0, done_open): this round's targets */
     uint32_t done_open;
@@ -273,6 +274,17 @@ static void on_task_op(struct segments_state *st, struct cr_task_op *op) {
     }
 }
 
+/* After an unmount or a client's expiry, tasks checks that the executors of
+ * its tasks still hold their sources (reassigning or failing those that do
+ * not).  A send that fails is retried at the next tick. */
+static void tell_tasks_recheck(struct segments_state *st) {
+    st->task_recheck_due = true;
+    if (st->peers == NULL || st->peers->actors[CR_SUBSYSTEM_TASKS] == NULL) return;
+    struct cr_msg msg = {.type = CR_MSG_TASKS_RECHECK};
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &msg) == CR_OK)
+        st->task_recheck_due = false;
+}
+
 /* A ping that asks for its client's tasks goes on to tasks, which adds them
  * to the packed response and answers; false (tasks stopping or its ring
  * full): the ping is answered here without tasks, and the executor gets them
@@ -298,6 +310,7 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
     st->round_calls++;
     int rc = cr_rpc_methods_run(&run, call);
     if (rc != CR_OK) st->call_errors++;
+    if (call->method == CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT) tell_tasks_recheck(st);
     if (run.no_space) notify_no_space(st);
     if (ask) return; /* the asker owns the call */
     if (call->reply_to == NULL) {
@@ -425,6 +438,7 @@ static void on_tick(struct segments_state *st) {
     uint32_t expired = cr_store_expire_clients(st->store, st->now_ms);
     if (expired > 0)
         CR_INFO("segments", "%u client(s) missed their TTL: segments unmounted", expired);
+    if (expired > 0 || st->task_recheck_due) tell_tasks_recheck(st);
     struct cr_msg tick = {.type = CR_MSG_SEGMENTS_TICK};
     if (cr_actor_timer_after(st->self, SEGMENTS_TICK_NS, &tick, NULL) != CR_OK)
         CR_ERROR("segments", "cannot arm the client-expiry timer: clients will not expire");

@@ -101,11 +101,18 @@ int cr_task_exec_run(struct cr_xfer_client *xfer, const struct cr_task_exec_job 
     const void *bytes = NULL;
     void *owned = NULL;
     int rc = read_source(xfer, job, &bytes, &owned, why, why_len);
-    if (rc == CR_OK && job->has_checksum && XXH3_64bits(bytes, job->size) != job->checksum)
-        rc = fail(why, why_len, CR_ERR_RPC_FAIL, "the bytes read from %s %s do not match the "
-                  "object's checksum: no target written", job->source.endpoint,
-                  job->source.segment);
-    if (rc == CR_OK) rc = write_targets(xfer, job, bytes, why, why_len);
+    if (rc == CR_OK) rc = cr_task_exec_write(xfer, job, bytes, why, why_len);
     free(owned);
     return rc;
+}
+
+int cr_task_exec_write(struct cr_xfer_client *xfer, const struct cr_task_exec_job *job,
+                       const void *bytes, char *why, size_t why_len) {
+    assert(xfer != NULL && job != NULL && bytes != NULL && (why != NULL || why_len == 0));
+    assert(job->target_count > 0 && job->target_count <= CR_TASK_EXEC_TARGETS_MAX);
+    if (job->has_checksum && XXH3_64bits(bytes, job->size) != job->checksum)
+        return fail(why, why_len, CR_ERR_RPC_FAIL, "the bytes read from %s %s do not match the "
+                    "object's checksum: no target written", job->source.endpoint,
+                    job->source.segment);
+    return write_targets(xfer, job, bytes, why, why_len);
 }

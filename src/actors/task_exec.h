@@ -47,6 +47,12 @@ struct cr_task_exec_job {
 int cr_task_exec_run(struct cr_xfer_client *xfer, const struct cr_task_exec_job *job, char *why,
                      size_t why_len);
 
+/* The second half of cr_task_exec_run, for an executor that holds the
+ * source bytes itself (crescentd's local segment): checks their XXH3
+ * against the job's checksum, then writes every target.  Same returns. */
+int cr_task_exec_write(struct cr_xfer_client *xfer, const struct cr_task_exec_job *job,
+                       const void *bytes, char *why, size_t why_len);
+
 /* One round of an executor's loop, for a store server after its heartbeat:
  * fetches up to `max` (1..256) tasks assigned to `master`'s client id
  * (FetchTasks), runs each with cr_task_exec_run over `xfer`, and reports

@@ -56,6 +56,7 @@ static struct cr_task_detail *detail_new(enum cr_task_type type, const struct cr
     snprintf(d->tenant, sizeof(d->tenant), "%s",
              key->tenant != NULL && key->tenant[0] != '\0' ? key->tenant : "default");
     d->ref = res->ref;
+    d->release_source = type == CR_TASK_MOVE;
     d->executor = res->source_owner;
     replica_copy(&res->source, &d->source);
     d->target_count = res->targets.count;
@@ -98,6 +99,21 @@ int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call
     return CR_OK;
 }
 
+/* A check: the verdict, and when the task moved, its new source, executor
+ * and targets for the tasks actor to hand out. */
+static void run_check(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
+    struct cr_store_task_recheck found;
+    op->status = cr_store_task_recheck(store, &op->ref, &op->executor, now_ms, &found);
+    op->source_lost = found.source_lost;
+    op->executor_known = found.executor_known;
+    op->moved = found.moved;
+    if (!found.moved) return;
+    op->executor = found.res.source_owner;
+    replica_copy(&found.res.source, &op->source);
+    for (uint32_t i = 0; i < found.res.targets.count; i++)
+        replica_copy(&found.res.targets.replicas[i], &op->targets[i]);
+}
+
 void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
     assert(store != NULL && op != NULL);
     cr_store_clear_error(store);
@@ -114,6 +130,7 @@ void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *o
     case CR_TASK_OP_RELEASE:
         op->status = cr_store_task_release_source(store, &op->ref, now_ms, &op->lease_deadline_ms);
         break;
+    case CR_TASK_OP_CHECK: run_check(store, now_ms, op); break;
     }
     snprintf(op->message, sizeof(op->message), "%s", cr_store_last_error(store));
 }

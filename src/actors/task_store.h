@@ -32,7 +32,9 @@ int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call
 void cr_task_call_refuse(struct cr_master_call *call, int status, const char *why);
 
 /* Applies op to the store and records the verdict in op->status,
- * op->lease_deadline_ms and op->message. */
+ * op->lease_deadline_ms and op->message; a CHECK also what it found
+ * (source_lost, executor_known) and, when the task moved to another
+ * executor (moved), op->ref, op->executor, op->source and op->targets. */
 void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op);
 
 #endif

@@ -21,6 +21,16 @@
  *     tick past the lease's deadline tasks asks segments to release the
  *     source (TASK_OP release), until the task's own deadline.
  *
+ *  5. An executor lost: after an unmount or a client's expiry segments
+ *     sends TASKS_RECHECK, and every task not committed gets a TASK_OP
+ *     check (when no op of its own is out; else at the next tick).  Segments
+ *     answers "source still held", or moves the task to another COMPLETE
+ *     replica's owner with its targets reserved anew (the old space parked:
+ *     a stopped executor may write late), or rolls it back (no replica
+ *     left, a target gone).  Moved: PENDING again for the new executor with
+ *     a fresh deadline; the lost one's late report is refused.  Rolled
+ *     back: FAILED, naming the lost executor.
+ *
  * Deadlines (--task-timeout-sec, 300 s) are checked every second on the
  * runtime clock (tests drive it): a task not reported in time is rolled back
  * and FAILED, so an executor that died never leaves a reserved replica
@@ -28,8 +38,9 @@
  * at the deadline is FAILED with both replicas kept (the copy is committed,
  * readable, and nothing is lost).  One TASK_OP per task is in flight at a
  * time.  A lost TASK_OP (segments stopping) only happens at shutdown, when
- * the store goes too.  The last --task-retention (10000) finished tasks are
- * kept for QueryTask and /api/v1/tasks, the oldest dropped first. */
+ * the store goes too.  At most --task-max-in-flight (4096) tasks are in
+ * flight.  The last --task-retention (10000) finished tasks are kept for
+ * QueryTask and /api/v1/tasks, the oldest dropped first. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,9 +59,6 @@
 #include "msgs/task_msgs.h"
 
 #define TASKS_TICK_NS 1000000000ull /* deadline and lease checks: once a second */
-/* Tasks in flight at once: each holds a reservation and a ~5 KiB detail;
- * one more is refused with a message naming the bound. */
-#define TASKS_ACTIVE_MAX 4096u
 #define FETCH_DEFAULT 16u
 
 struct tasks_state {
@@ -65,6 +73,11 @@ struct tasks_state {
     uint64_t created, succeeded, failed, timed_out, bytes_moved;
     uint64_t ops_dropped; /* TASK_OP that could not be sent */
     uint64_t pings_with_tasks; /* Ping responses that handed tasks out */
+    uint32_t max_in_flight; /* --task-max-in-flight */
+    uint64_t refused_full;  /* creations refused: max_in_flight tasks in flight */
+    uint64_t rechecks;     /* unmounts/expiries segments told of */
+    uint64_t reassigned;   /* tasks handed to another executor */
+    uint64_t failed_lost;  /* tasks FAILED because their executor or a target was lost */
     uint64_t last_log_ns;
 };
 
@@ -73,6 +86,10 @@ struct tasks_state {
 
 static uint64_t epoch_now(const struct tasks_state *st) {
     return st->epoch_base_ms + (st->now_ms - st->mono_base_ms);
+}
+
+static bool same_client(const struct cr_uuid *a, const struct cr_uuid *b) {
+    return memcmp(a->b, b->b, sizeof(a->b)) == 0;
 }
 
 static uint64_t rng_next(struct tasks_state *st) {
@@ -139,7 +156,7 @@ static bool send_op(struct tasks_state *st, struct cr_task *task, enum cr_task_o
     struct cr_task_op *op = calloc(1, sizeof(*op));
     if (op == NULL) return false;
     *op = (struct cr_task_op){.kind = kind, .task_id = task->id, .ref = d->ref,
-                              .release_source = d->type == CR_TASK_MOVE};
+                              .release_source = d->release_source, .executor = d->executor};
     struct cr_msg msg = {.type = CR_MSG_TASK_OP};
     CR_MSG_BODY(&msg, struct cr_msg_task_op)->op = op;
     if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
@@ -148,6 +165,7 @@ static bool send_op(struct tasks_state *st, struct cr_task *task, enum cr_task_o
         return false;
     }
     d->op_in_flight = true;
+    d->op_kind = kind;
     return true;
 }
 
@@ -156,6 +174,14 @@ static void finish(struct tasks_state *st, struct cr_task *task, enum cr_task_st
                    const char *message) {
     struct cr_task_detail *d = task->detail;
     assert(d != NULL && !d->op_in_flight);
+    char noted[CR_TASK_MESSAGE_MAX];
+    if (status == CR_TASK_SUCCESS && d->reassigned > 0) { /* say who ran it, and why */
+        char lost[37];
+        cr_task_id_format(&d->lost_executor, lost);
+        snprintf(noted, sizeof(noted), "%.60s, by the executor it was reassigned to after "
+                 "client %s was lost", message, lost);
+        message = noted;
+    }
     struct cr_master_call *held = d->held;
     if (status == CR_TASK_SUCCESS) {
         st->succeeded++;
@@ -190,8 +216,10 @@ static void on_create(struct tasks_state *st, struct cr_master_call *call,
         }
         free(detail);
         char why[CR_RPC_ERROR_MAX];
+        st->refused_full++;
         snprintf(why, sizeof(why), "%u copy/move tasks are in flight, the most crescentd runs "
-                 "at once; retry when some finish", TASKS_ACTIVE_MAX);
+                 "at once (--task-max-in-flight); retry when some finish, or raise the flag",
+                 st->max_in_flight);
         cr_task_call_refuse(call, rc, why);
         call->next = NULL;
         struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
@@ -349,6 +377,21 @@ static void on_ping(struct tasks_state *st, struct cr_master_call *call) {
     free(ptrs);
 }
 
+/* A report from a client the task is not assigned to: the executor it was
+ * taken from, or any other. */
+static void refuse_other_client(const struct cr_task *t, const struct cr_uuid *client,
+                                struct cr_master_call *call) {
+    const struct cr_task_detail *d = t->detail;
+    char why[CR_RPC_ERROR_MAX], now_id[37];
+    cr_task_id_format(&t->executor, now_id);
+    if (d->reassigned > 0 && same_client(client, &d->lost_executor))
+        snprintf(why, sizeof(why), "task was reassigned to client %s after %.120s; this late "
+                 "report is refused and changes nothing", now_id, d->lost_why);
+    else
+        snprintf(why, sizeof(why), "task is assigned to client %s, not to this one", now_id);
+    answer_status(call, CR_ERR_ILLEGAL_CLIENT, why);
+}
+
 static void on_report(struct tasks_state *st, struct cr_master_call *call) {
     const Crescent__Master__MarkTaskToCompleteRequest *req = (const void *)call->request;
     struct cr_uuid id, client;
@@ -367,8 +410,13 @@ static void on_report(struct tasks_state *st, struct cr_master_call *call) {
         return;
     }
     struct cr_task_detail *d = t->detail;
-    if (memcmp(&t->executor, &client, sizeof(client)) != 0) {
-        answer_status(call, CR_ERR_ILLEGAL_CLIENT, "task is assigned to another client");
+    if (!same_client(&t->executor, &client)) {
+        refuse_other_client(t, &client, call);
+        return;
+    }
+    if (d->op_in_flight && d->op_kind == CR_TASK_OP_CHECK) {
+        answer_status(call, CR_ERR_AGAIN, "the task is being checked after a segment was "
+                      "unmounted or a client expired; retry");
         return;
     }
     if (t->status != CR_TASK_PROCESSING || d->op_in_flight || d->committed) {
@@ -417,6 +465,61 @@ static void wait_for_lease(struct tasks_state *st, struct cr_task *t, uint64_t l
     if (held != NULL) answer_status(held, CR_OK, NULL);
 }
 
+/* How the executor was lost, for the task's message: its client expired
+ * (which unmounts every segment it had) or its source segment went. */
+static void lost_reason(const struct cr_task_detail *d, bool executor_known, char *out,
+                        size_t len) {
+    char id[37];
+    cr_task_id_format(&d->executor, id);
+    if (executor_known)
+        snprintf(out, len, "executor client %s lost its source segment %.60s (unmounted)", id,
+                 d->source.segment);
+    else
+        snprintf(out, len, "executor client %s was lost (no ping for --client-ttl: its "
+                 "segments were unmounted)", id);
+}
+
+/* The store took the task from a lost executor and reserved its targets
+ * anew: the task waits for the new executor, with a fresh deadline. */
+static void reassign(struct tasks_state *st, struct cr_task *t, const struct cr_task_op *op,
+                     const char *lost) {
+    struct cr_task_detail *d = t->detail;
+    assert(op->moved && op->ref.target_count == d->target_count);
+    d->lost_executor = d->executor;
+    snprintf(d->lost_why, sizeof(d->lost_why), "%s", lost);
+    d->executor = t->executor = op->executor;
+    d->ref = op->ref;
+    d->source = op->source;
+    memcpy(d->targets, op->targets, d->target_count * sizeof(d->targets[0]));
+    d->release_source = false; /* a move's source went with the lost segment */
+    d->reassigned++;
+    st->reassigned++;
+    t->deadline_ms = st->now_ms + st->timeout_ms;
+    char id[37], why[CR_TASK_MESSAGE_MAX];
+    cr_task_id_format(&op->executor, id);
+    snprintf(why, sizeof(why), "reassigned to client %s (holding a complete replica) after "
+             "%.150s", id, lost);
+    cr_task_table_update(st->table, t, CR_TASK_PENDING, why, epoch_now(st));
+    CR_INFO("tasks", "task of '%.64s': %s", d->key, why);
+}
+
+/* A check's verdict: nothing lost, reassigned, or FAILED (the store has
+ * freed the reserved replicas already). */
+static void on_checked(struct tasks_state *st, struct cr_task *t, const struct cr_task_op *op) {
+    struct cr_task_detail *d = t->detail;
+    if (op->status == CR_OK && !op->moved) return;
+    char lost[160] = "", why[CR_TASK_MESSAGE_MAX];
+    if (op->source_lost) lost_reason(d, op->executor_known, lost, sizeof(lost));
+    if (op->status == CR_OK) {
+        reassign(st, t, op, lost);
+        return;
+    }
+    st->failed_lost++;
+    snprintf(why, sizeof(why), "%.140s%s%.80s; reserved replicas freed", lost,
+             lost[0] != '\0' ? ", and " : "", op->message);
+    finish(st, t, CR_TASK_FAILED, why);
+}
+
 static void on_op_done(struct tasks_state *st, struct cr_task_op *op) {
     struct cr_task *t = cr_task_table_find(st->table, &op->task_id);
     if (t == NULL || t->detail == NULL) { /* a creation refused above: nothing waits */
@@ -426,7 +529,9 @@ static void on_op_done(struct tasks_state *st, struct cr_task_op *op) {
     struct cr_task_detail *d = t->detail;
     d->op_in_flight = false;
     char why[CR_TASK_MESSAGE_MAX];
-    if (op->kind == CR_TASK_OP_ROLLBACK) {
+    if (op->kind == CR_TASK_OP_CHECK) {
+        on_checked(st, t, op);
+    } else if (op->kind == CR_TASK_OP_ROLLBACK) {
         snprintf(why, sizeof(why), "%s", t->message); /* the reason set when it was sent */
         finish(st, t, CR_TASK_FAILED, why);
     } else if (op->status == CR_OK) {
@@ -460,7 +565,29 @@ static void expire(struct tasks_state *st, struct cr_task *t) {
     if (!send_op(st, t, CR_TASK_OP_ROLLBACK)) finish(st, t, CR_TASK_FAILED, why);
 }
 
+/* Sends a CHECK for every task marked for one that has no op out; a task
+ * whose op is out, or whose send failed, keeps its mark for the next pass
+ * (the next op's end or tick).  Committed tasks need no executor. */
+static void recheck_pass(struct tasks_state *st) {
+    for (uint32_t i = cr_task_table_active_count(st->table); i-- > 0;) {
+        struct cr_task_detail *d = cr_task_table_active_at(st->table, i)->detail;
+        if (!d->recheck || d->op_in_flight) continue;
+        if (d->committed || send_op(st, cr_task_table_active_at(st->table, i), CR_TASK_OP_CHECK))
+            d->recheck = false;
+    }
+}
+
+/* Segments unmounted something or expired a client: every task in flight
+ * checks that its executor still holds its source. */
+static void on_recheck(struct tasks_state *st) {
+    st->rechecks++;
+    for (uint32_t i = cr_task_table_active_count(st->table); i-- > 0;)
+        ((struct cr_task_detail *)cr_task_table_active_at(st->table, i)->detail)->recheck = true;
+    recheck_pass(st);
+}
+
 static void on_tick(struct tasks_state *st) {
+    recheck_pass(st);
     for (uint32_t i = cr_task_table_active_count(st->table); i-- > 0;) {
         struct cr_task *t = cr_task_table_active_at(st->table, i);
         struct cr_task_detail *d = t->detail;
@@ -509,6 +636,7 @@ static void tasks_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
         return;
     case CR_MSG_TASK_OP_DONE: on_op_done(st, CR_MSG_BODY(msg, struct cr_msg_task_op)->op); return;
     case CR_MSG_TASKS_TICK: on_tick(st); return;
+    case CR_MSG_TASKS_RECHECK: on_recheck(st); return;
     case CR_MSG_TASKS_ADMIN: on_admin(st, msg); return;
     default:
         if (cr_log_ratelimit(&st->last_log_ns, st->now_ms * 1000000u, 60ull * 1000000000u))
@@ -553,7 +681,12 @@ static void tasks_stats(struct cr_actor *self, void *arg, struct cr_actor_stats 
     add_stat(out, "failed_total", st->failed);
     add_stat(out, "pings_with_tasks_total", st->pings_with_tasks);
     add_stat(out, "timed_out_total", st->timed_out);
+    add_stat(out, "reassigned_total", st->reassigned);
+    add_stat(out, "failed_lost_total", st->failed_lost);
+    add_stat(out, "rechecks_total", st->rechecks);
     add_stat(out, "in_flight", cr_task_table_active_count(st->table));
+    add_stat(out, "max_in_flight", st->max_in_flight);
+    add_stat(out, "refused_full_total", st->refused_full);
     add_stat(out, "finished_kept", cr_task_table_finished_count(st->table));
     add_stat(out, "finished_dropped_total", cr_task_table_dropped(st->table));
     add_stat(out, "bytes_moved_total", st->bytes_moved);
@@ -577,7 +710,10 @@ static void tasks_destroy(void *arg) {
 static int tasks_create(const struct cr_daemon_config *config, void **state_out) {
     struct tasks_state *st = calloc(1, sizeof(*st));
     if (st == NULL) return CR_ERR_NOMEM;
-    int rc = cr_task_table_create(TASKS_ACTIVE_MAX, config->task_retention, &st->table);
+    /* Each task in flight holds its reserved replicas and a ~5 KiB detail:
+     * --task-max-in-flight bounds both; one more is refused, naming it. */
+    st->max_in_flight = config->task_max_in_flight;
+    int rc = cr_task_table_create(st->max_in_flight, config->task_retention, &st->table);
     if (rc != CR_OK) {
         free(st);
         return rc;

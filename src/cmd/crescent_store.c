@@ -121,8 +121,8 @@ static int mount(struct store_server *s, bool again) {
 
 /* One heartbeat: remounts when the master has forgotten this server.  A
  * master that does not answer is retried at the next heartbeat; the log says
- * so once per outage. */
-static void heartbeat(struct store_server *s, bool *master_down, uint64_t *ttl_ms) {
+ * so once per outage.  Returns how many copy/move tasks it ran. */
+static int heartbeat(struct store_server *s, bool *master_down, uint64_t *ttl_ms) {
     bool known = true;
     struct cr_task_assignments tasks;
     int rc = cr_client_heartbeat_tasks(s->master, TASKS_PER_ROUND, ttl_ms, &known, &tasks);
@@ -131,7 +131,7 @@ static void heartbeat(struct store_server *s, bool *master_down, uint64_t *ttl_m
             CR_WARN("store", "master %s does not answer (%s); retrying every %u ms",
                     s->opt.master, cr_client_last_error(s->master), s->opt.ping_interval_ms);
         *master_down = true;
-        return;
+        return 0;
     }
     if (*master_down) CR_INFO("store", "master %s answers again", s->opt.master);
     *master_down = false;
@@ -147,17 +147,19 @@ static void heartbeat(struct store_server *s, bool *master_down, uint64_t *ttl_m
                     "server missed pings): remounting '%s'", s->opt.master, s->segment_name);
         (void)mount(s, true);
     }
+    return ran;
 }
 
 /* Pings until SIGTERM/SIGINT.  The interval is the flag's, or a quarter of
- * the TTL the master announces, whichever is shorter. */
+ * the TTL the master announces, whichever is shorter; after a full round of
+ * tasks it pings again at once, since more may be waiting. */
 static int ping_until_signal(struct store_server *s, const sigset_t *signals) {
     bool master_down = false;
     uint64_t ttl_ms = 0;
     for (;;) {
-        heartbeat(s, &master_down, &ttl_ms);
-        uint64_t wait_ms = s->opt.ping_interval_ms;
-        if (ttl_ms > 0 && ttl_ms / 4 < wait_ms) wait_ms = ttl_ms / 4 > 0 ? ttl_ms / 4 : 1;
+        bool full = heartbeat(s, &master_down, &ttl_ms) == (int)TASKS_PER_ROUND;
+        uint64_t wait_ms = full ? 0 : s->opt.ping_interval_ms;
+        if (!full && ttl_ms > 0 && ttl_ms / 4 < wait_ms) wait_ms = ttl_ms / 4 > 0 ? ttl_ms / 4 : 1;
         struct timespec ts = {.tv_sec = (time_t)(wait_ms / 1000),
                               .tv_nsec = (long)(wait_ms % 1000) * 1000000L};
         int sig = sigtimedwait(signals, NULL, &ts);

@@ -22,8 +22,10 @@ struct task_args {
 #define TASK_NOTE                                                                             \
     "crescentd hands a task to the client that mounted its source segment, which copies\n"     \
     "the bytes and reports; a task not reported within crescentd's --task-timeout-sec\n"        \
-    "(300 s) is rolled back and FAILED.  Finished tasks are kept for `task` up to\n"            \
-    "crescentd's --task-retention (10000).\n"
+    "(300 s) is rolled back and FAILED.  If that client is lost (it misses its pings for\n"     \
+    "--client-ttl, or the segment is unmounted) the task goes to another client holding a\n"   \
+    "complete replica, or FAILS at once naming it.  Finished tasks are kept for `task` up\n"   \
+    "to crescentd's --task-retention (10000).\n"
 #define WAIT_OPT                                                                              \
     "  --wait             watch the task until it ends, printing each change of status or\n"  \
     "                     message on stderr; exit 0 on SUCCESS, 1 on FAILED\n"

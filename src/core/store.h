@@ -457,6 +457,31 @@ int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
  * is freed.  Never fails (a vanished object is fine). */
 void cr_store_task_rollback(cr_store *store, const struct cr_store_task_ref *ref);
 
+/* What a re-check of a task found (cr_store_task_recheck). */
+struct cr_store_task_recheck {
+    bool moved;          /* a new source and new target reservations (res) */
+    bool source_lost;    /* the source replica or its owner's segment is gone */
+    bool executor_known; /* the old executor is still a client of the store */
+    struct cr_store_task_reservation res; /* when moved; ref == the new *ref */
+};
+
+/* After a segment was unmounted or a client expired: checks a task's
+ * reservation (ref) and its source, read by `executor`.  Source replica
+ * still COMPLETE on a segment `executor` owns, targets still reserved:
+ * CR_OK, nothing changed.  Source gone: a COMPLETE replica on a segment of
+ * another client becomes the source (that client the executor, never
+ * `executor` again, out->res.source_owner) and every target is
+ * reserved again on its segment, while the old target space is parked until
+ * task_timeout_ms from now (the lost executor may be stopped, not dead, and
+ * write there late); *ref becomes the new reservation, out->moved is set.
+ * Errors, the reservation rolled back (as cr_store_task_rollback):
+ * CR_ERR_OBJECT_NOT_FOUND (object removed, a target segment unmounted, or no
+ * other client's complete replica to copy from), CR_ERR_NO_AVAILABLE_HANDLE (a target
+ * segment has no room for the new reservation). */
+int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
+                          const struct cr_uuid *executor, uint64_t now_ms,
+                          struct cr_store_task_recheck *out);
+
 /* A committed move's source, released once unleased: CR_OK (dropped, UPDATE
  * event; also when it is already gone), CR_ERR_OBJECT_HAS_LEASE with
  * *lease_deadline_ms, CR_ERR_OBJECT_NOT_FOUND (the object is gone). */

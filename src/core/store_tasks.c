@@ -114,6 +114,22 @@ static int allocate_targets(cr_store *store, const struct cr_store_obj *obj,
     return CR_OK;
 }
 
+/* Fills a reservation's descriptors: replica `src` as the source, replicas
+ * at[0..n) as the targets, in that order. */
+static void describe(cr_store *store, const struct cr_store_obj *obj, int src, const int *at,
+                     uint32_t n, struct cr_store_task_reservation *out) {
+    const struct cr_store_replica *s = &obj->replicas[src];
+    out->source_owner = store->segments[s->segment].owner;
+    struct cr_store_replica_list all;
+    cr_store_obj_fill_list(store, obj, false, &all);
+    assert(all.count == obj->replica_count);
+    out->has_checksum = all.has_checksum;
+    out->checksum = all.checksum;
+    out->source = all.replicas[src];
+    out->targets.count = n;
+    for (uint32_t i = 0; i < n; i++) out->targets.replicas[i] = all.replicas[at[i]];
+}
+
 int cr_store_task_reserve(cr_store *store, const struct cr_store_key *key, const char *source,
                           const char *const *targets, uint32_t n, uint64_t now_ms,
                           struct cr_store_task_reservation *out) {
@@ -149,16 +165,9 @@ int cr_store_task_reserve(cr_store *store, const struct cr_store_key *key, const
     store->replica_count += n;
     obj->tasks++;
     obj->task_reserved_ms = now_ms;
-    out->source_owner = store->segments[s->segment].owner;
-    struct cr_store_replica_list all;
-    cr_store_obj_fill_list(store, obj, false, &all);
-    out->has_checksum = all.has_checksum;
-    out->checksum = all.checksum;
-    out->targets.count = 0;
-    for (uint32_t r = 0; r < all.count; r++) {
-        if ((int)r == src) out->source = all.replicas[r];
-        if (r >= obj->replica_count - n) out->targets.replicas[out->targets.count++] = all.replicas[r];
-    }
+    int at[CR_STORE_REPLICAS_MAX];
+    for (uint32_t i = 0; i < n; i++) at[i] = (int)(obj->replica_count - n + i);
+    describe(store, obj, src, at, n, out);
     return CR_OK;
 }
 
@@ -195,13 +204,15 @@ static int release_source(cr_store *store, struct cr_store_obj *obj,
     return CR_OK;
 }
 
-int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
-                         bool release_source_now, uint64_t now_ms, uint64_t *lease_deadline_ms) {
-    assert(store != NULL && ref != NULL && lease_deadline_ms != NULL);
+/* The live object a ref names, and where each reserved target sits in it
+ * (at[i]).  Returns CR_OK, or CR_ERR_OBJECT_NOT_FOUND: the object is gone,
+ * or a target's segment was unmounted (what is left of the reservation is
+ * then rolled back). */
+static int reserved_targets(cr_store *store, const struct cr_store_task_ref *ref,
+                            struct cr_store_obj **obj_out, int *at) {
     struct cr_store_obj *obj = ref_object(store, ref);
     if (obj == NULL)
         return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object was removed during the task");
-    int at[CR_STORE_REPLICAS_MAX];
     for (uint32_t i = 0; i < ref->target_count; i++) {
         at[i] = replica_at(obj, ref->target_segment[i], ref->target_offset[i]);
         if (at[i] < 0 || obj->replicas[at[i]].status != CR_REPLICA_PROCESSING) {
@@ -210,11 +221,21 @@ int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
                                  "a target segment was unmounted during the task");
         }
     }
+    *obj_out = obj;
+    return CR_OK;
+}
+
+int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
+                         bool release_source_now, uint64_t now_ms, uint64_t *lease_deadline_ms) {
+    assert(store != NULL && ref != NULL && lease_deadline_ms != NULL);
+    struct cr_store_obj *obj;
+    int at[CR_STORE_REPLICAS_MAX];
+    int rc = reserved_targets(store, ref, &obj, at);
+    if (rc != CR_OK) return rc;
     for (uint32_t i = 0; i < ref->target_count; i++)
         obj->replicas[at[i]].status = CR_REPLICA_COMPLETE;
     end_reservation(obj);
-    int rc = release_source_now ? release_source(store, obj, ref, now_ms, lease_deadline_ms)
-                                : CR_OK;
+    rc = release_source_now ? release_source(store, obj, ref, now_ms, lease_deadline_ms) : CR_OK;
     cr_store_obj_emit_update(store, obj);
     return rc;
 }
@@ -229,4 +250,73 @@ int cr_store_task_release_source(cr_store *store, const struct cr_store_task_ref
     int rc = release_source(store, obj, ref, now_ms, lease_deadline_ms);
     if (rc == CR_OK && obj->replica_count != before) cr_store_obj_emit_update(store, obj);
     return rc;
+}
+
+/* Parks a reserved replica's space until task_timeout_ms from now (the
+ * parking table counts put_start_release_timeout_ms from the entry's time),
+ * or frees it when the table is full, as a forced removal does. */
+static void park_for_task(cr_store *store, const struct cr_store_replica *rep, uint64_t now_ms) {
+    uint64_t release = store->cfg.put_start_release_timeout_ms;
+    uint64_t task = store->cfg.task_timeout_ms;
+    if (store->discarded_count < store->cfg.max_discarded)
+        store->discarded[store->discarded_count++] =
+            (struct cr_store_discarded){now_ms + (task > release ? task - release : 0), *rep};
+    else
+        cr_store_replica_release(store, rep);
+}
+
+/* Reserves every target again on its own segment: the new space replaces
+ * the old in the object, the old is parked.  Changes nothing on error. */
+static int rereserve_targets(cr_store *store, struct cr_store_obj *obj,
+                             struct cr_store_task_ref *ref, const int *at, uint64_t now_ms) {
+    uint32_t n = ref->target_count;
+    const char *names[CR_STORE_REPLICAS_MAX] = {0};
+    struct cr_store_replica fresh[CR_STORE_REPLICAS_MAX];
+    for (uint32_t i = 0; i < n; i++) names[i] = store->segments[ref->target_segment[i]].name;
+    int rc = allocate_targets(store, obj, ref->target_segment, n, names, fresh);
+    if (rc != CR_OK) return rc;
+    for (uint32_t i = 0; i < n; i++) {
+        park_for_task(store, &obj->replicas[at[i]], now_ms);
+        obj->replicas[at[i]] = fresh[i];
+        ref->target_offset[i] = fresh[i].offset;
+    }
+    obj->task_reserved_ms = now_ms;
+    return CR_OK;
+}
+
+int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
+                          const struct cr_uuid *executor, uint64_t now_ms,
+                          struct cr_store_task_recheck *out) {
+    assert(store != NULL && ref != NULL && executor != NULL && out != NULL);
+    assert(ref->target_count > 0 && ref->target_count <= CR_STORE_REPLICAS_MAX);
+    *out = (struct cr_store_task_recheck){.executor_known = cr_store_client_known(store, executor)};
+    struct cr_store_obj *obj;
+    int at[CR_STORE_REPLICAS_MAX];
+    int rc = reserved_targets(store, ref, &obj, at);
+    if (rc != CR_OK) return rc;
+    int src = replica_at(obj, ref->source_segment, ref->source_offset);
+    if (src >= 0 && obj->replicas[src].status == CR_REPLICA_COMPLETE &&
+        cr_uuid_equal(&store->segments[ref->source_segment].owner, executor))
+        return CR_OK;
+    out->source_lost = true;
+    /* Never back to the same executor: a report names only the task, so its
+     * late report of the old assignment could commit targets not written. */
+    int next = -1;
+    for (uint32_t r = 0; r < obj->replica_count && next < 0; r++)
+        if (obj->replicas[r].status == CR_REPLICA_COMPLETE &&
+            !cr_uuid_equal(&store->segments[obj->replicas[r].segment].owner, executor))
+            next = (int)r;
+    rc = next < 0 ? cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,
+                                  "no other client holds a complete replica to copy from")
+                  : rereserve_targets(store, obj, ref, at, now_ms);
+    if (rc != CR_OK) {
+        cr_store_task_rollback(store, ref);
+        return rc;
+    }
+    ref->source_segment = obj->replicas[next].segment;
+    ref->source_offset = obj->replicas[next].offset;
+    out->moved = true;
+    out->res.ref = *ref;
+    describe(store, obj, next, at, ref->target_count, &out->res);
+    return CR_OK;
 }

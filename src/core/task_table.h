@@ -68,7 +68,8 @@ int cr_task_table_add(struct cr_task_table *table, const struct cr_uuid *id,
 /* The task with that id (in flight or kept finished), or NULL. */
 struct cr_task *cr_task_table_find(const struct cr_task_table *table, const struct cr_uuid *id);
 
-/* A task in flight changes status (PENDING → PROCESSING) or message;
+/* A task in flight changes status (PENDING → PROCESSING, or back to PENDING
+ * when it is handed to another executor) or message;
  * `message` NULL keeps the old one.  The pointer stays valid. */
 void cr_task_table_update(struct cr_task_table *table, struct cr_task *task,
                           enum cr_task_status status, const char *message,

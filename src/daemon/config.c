@@ -43,6 +43,11 @@ static const struct setting settings[] = {
      "an HTTP connection with no request this long is closed"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
+    {"spin-us", SETTING_U32, FIELD(spin_us), 0, 10000, "US",
+     "the longest an idle actor spins before it sleeps; 0: never spin"},
+    {"spin-adaptive", SETTING_BOOL, FIELD(spin_adaptive), 0, 0, "BOOL",
+     "spin only while work tends to come within --spin-us and a core is free; "
+     "false: every idle period spins --spin-us"},
     {"ring-slots", SETTING_U32, FIELD(ring_slots), 2, 1u << 20, "N",
      "messages per (sender, actor) ring; a power of two"},
     {"ask-timeout-ms", SETTING_U32, FIELD(ask_timeout_ms), 1, 600000, "MS",
@@ -94,6 +99,8 @@ static const struct setting settings[] = {
      "a copy/move task not reported by then is rolled back and FAILED"},
     {"task-retention", SETTING_U32, FIELD(task_retention), 1, 1000000, "N",
      "finished copy/move tasks kept for QueryTask; the oldest goes first"},
+    {"task-max-in-flight", SETTING_U32, FIELD(task_max_in_flight), 1, 262144, "N",
+     "copy/move tasks running at once (each holds its reserved replicas); one more is refused"},
     /* Local segment (crescentd as a store server too) */
     {"local-segment-size", SETTING_SIZE, FIELD(local_segment_size), 0, 0, "SIZE",
      "memory crescentd hosts as a store segment (taken as written); 0 turns it off"},
@@ -150,6 +157,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->http_connections_max = 4096; /* as cr_http_front_limits_default */
     config->http_idle_timeout_ms = 60000;
     config->pin_threads = true;
+    config->spin_us = 20;
+    config->spin_adaptive = true;
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
     config->log_level = CR_LOG_INFO;
@@ -176,6 +185,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     config->task_timeout_sec = 300;            /* wire-formats §6 */
     config->task_retention = 10000;
+    config->task_max_in_flight = 4096;
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
     config->event_batch_max = 50;

@@ -24,6 +24,8 @@ struct cr_daemon_config {
     uint32_t http_connections_max;
     uint32_t http_idle_timeout_ms;
     bool pin_threads;
+    uint32_t spin_us;        /* --spin-us: an idle actor's longest spin */
+    bool spin_adaptive;      /* --spin-adaptive: spin only when it pays (runtime.h) */
     uint32_t ring_slots;
     uint32_t ask_timeout_ms;
     enum cr_log_level log_level;
@@ -51,6 +53,7 @@ struct cr_daemon_config {
     uint32_t regex_budget_steps;                  /* PCRE2 steps one regex call may take */
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
     uint32_t task_retention;                      /* finished tasks kept for QueryTask */
+    uint32_t task_max_in_flight;                  /* tasks PENDING or PROCESSING at once */
 
     /* Local segment: crescentd hosts store memory itself (src/actors/data.c). */
     uint64_t local_segment_size;                  /* bytes; 0: off */

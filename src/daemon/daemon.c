@@ -36,6 +36,8 @@ static int start_runtime(struct daemon *d) {
     struct cr_runtime_config rc;
     cr_runtime_config_default(&rc);
     rc.pin_threads = d->config.pin_threads;
+    rc.spin_ns = (uint64_t)d->config.spin_us * 1000u;
+    rc.spin_adaptive = d->config.spin_adaptive;
     rc.ring_slots = d->config.ring_slots;
     int status = cr_runtime_create(&rc, &d->rt);
     if (status != CR_OK) {

@@ -8,6 +8,8 @@
  *   rpc ──MASTER_CALL(QueryTask|FetchTasks|MarkTaskToComplete)──▶ tasks
  *   tasks ──TASK_OP(commit | rollback | release source)──▶ segments
  *       ──TASK_OP_DONE(same op, with the store's verdict)──▶ tasks
+ *   segments ──TASKS_RECHECK──▶ tasks, after a segment was unmounted or a
+ *       client expired: tasks sends TASK_OP(check) for each task in flight
  *   HTTP worker ──TASKS_ADMIN (ask)──▶ tasks
  *
  * Ownership moves with the message: TASK_CREATE's call and detail go to
@@ -29,6 +31,7 @@ enum cr_task_msg_type {
     CR_MSG_TASK_OP_DONE = CR_MSG_STORE_FIRST + 42, /* segments → tasks: cr_msg_task_op */
     CR_MSG_TASKS_TICK = CR_MSG_STORE_FIRST + 43,   /* tasks' deadline timer */
     CR_MSG_TASKS_ADMIN = CR_MSG_STORE_FIRST + 44,  /* HTTP → tasks (ask): cr_msg_tasks_admin */
+    CR_MSG_TASKS_RECHECK = CR_MSG_STORE_FIRST + 45, /* segments → tasks: no body */
 };
 
 /* One replica as an executor needs it: where to read or write. */
@@ -37,6 +40,13 @@ struct cr_task_replica {
     char endpoint[CR_STORE_ENDPOINT_LEN_MAX];
     uint64_t buffer; /* segment base + offset in its owner's memory */
     uint64_t size;
+};
+
+enum cr_task_op_kind {
+    CR_TASK_OP_COMMIT = 1,   /* targets COMPLETE; a move also releases its source if unleased */
+    CR_TASK_OP_ROLLBACK = 2, /* targets freed */
+    CR_TASK_OP_RELEASE = 3,  /* a committed move's source, if unleased by now */
+    CR_TASK_OP_CHECK = 4,    /* the source still held by the executor? else reassign or fail */
 };
 
 /* Everything about a task in flight: made by segments at reservation,
@@ -56,6 +66,12 @@ struct cr_task_detail {
     bool committed;              /* a move whose source waits for its lease */
     uint64_t lease_deadline_ms;  /* until when, on the runtime clock */
     struct cr_master_call *held; /* MarkTaskToComplete answered when the op returns */
+    enum cr_task_op_kind op_kind; /* the op in flight */
+    bool recheck;                /* a check is due (an unmount or expiry since) */
+    bool release_source;         /* a move whose source is still to be released */
+    uint32_t reassigned;         /* times handed to another executor */
+    struct cr_uuid lost_executor; /* the last executor lost, when reassigned */
+    char lost_why[160];          /* how it was lost */
     uint32_t key_len;
     char key[]; /* key_len bytes and a NUL */
 };
@@ -63,12 +79,6 @@ struct cr_task_detail {
 struct cr_msg_task_create {
     struct cr_master_call *call;
     struct cr_task_detail *detail;
-};
-
-enum cr_task_op_kind {
-    CR_TASK_OP_COMMIT = 1,   /* targets COMPLETE; a move also releases its source if unleased */
-    CR_TASK_OP_ROLLBACK = 2, /* targets freed */
-    CR_TASK_OP_RELEASE = 3,  /* a committed move's source, if unleased by now */
 };
 
 struct cr_task_op {
@@ -80,6 +90,11 @@ struct cr_task_op {
     int32_t status;
     uint64_t lease_deadline_ms;
     char message[CR_STORE_ERROR_LEN];
+    /* CHECK: the executor (in), and what the store found (out) */
+    struct cr_uuid executor;
+    bool source_lost, executor_known, moved;
+    struct cr_task_replica source;  /* when moved: the new source and targets */
+    struct cr_task_replica targets[CR_STORE_REPLICAS_MAX];
 };
 
 struct cr_msg_task_op {

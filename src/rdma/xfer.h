@@ -16,6 +16,11 @@
  *         (cr_xfer_server_register_segment) are mapped by the client, which
  *         copies itself (or reads in place: cr_xfer_client_map); no syscall
  *         and no server work per op.
+ *   verbs when both hosts have an RDMA device (libibverbs): the client's
+ *         RC QPs do one-sided RDMA READ/WRITE into the segment, for ops whose
+ *         local memory was registered with cr_xfer_client_register; QPs and
+ *         segment keys are exchanged over a tcp control connection (HELLO,
+ *         KEY in xfer_frame.h).  Everything else goes by tcp.
  *
  * No hidden threads.  Both sides are driven by their owner: each exposes an
  * epoll fd that becomes readable when there is work, and a non-blocking step
@@ -72,6 +77,7 @@ struct cr_xfer_server_config {
      * (crescentd's --data-address). */
     const char *tcp_address;
     bool shm_disabled;             /* do not listen for same-host clients */
+    bool verbs_disabled;           /* do not open an RDMA device even if there is one */
     uint32_t max_connections;      /* 0: 1024; more are accepted and closed at once */
     uint64_t max_request_bytes;    /* 0: 1 GiB; a longer request is malformed */
 };
@@ -91,6 +97,10 @@ struct cr_xfer_server_stats {
     uint64_t shm_clients;          /* same-host connections accepted */
     uint64_t shm_maps;             /* segments handed to them (memfd passed) */
     uint64_t shm_refused_peer;     /* same-host connections of another user, closed */
+    uint64_t verbs_hellos;         /* verbs QP sets connected for clients */
+    uint64_t verbs_hellos_refused; /* hellos answered "no verbs here" or failed */
+    uint64_t verbs_keys;           /* segment keys handed out */
+    uint64_t verbs_keys_missing;   /* keys asked for unknown (or unregistered) segments */
 };
 
 /* Creates a server listening on cfg->tcp_address (cfg may be NULL: all
@@ -100,7 +110,9 @@ int cr_xfer_server_create(const struct cr_xfer_server_config *cfg,
                           struct cr_xfer_server **out);
 
 /* Registers plain memory [base, base + size) under `name` (1..255 bytes).
- * Served by tcp only.  The memory must stay valid until unregistered.
+ * Served by tcp (and verbs: with a device the range is registered with it
+ * once, ibv_reg_mr, which pins its pages; when that fails the segment is
+ * served by tcp only, logged).  The memory must stay valid until unregistered.
  * Returns CR_OK, CR_ERR_INVALID_PARAMS (bad name, size 0, or range wraps),
  * CR_ERR_SEGMENT_ALREADY_EXISTS or CR_ERR_NOMEM (table full: 64 segments). */
 int cr_xfer_server_register(struct cr_xfer_server *srv, const char *name, void *base,
@@ -120,7 +132,8 @@ int cr_xfer_server_unregister(struct cr_xfer_server *srv, const char *name);
  * MountSegmentRequest.transport_endpoint.  Valid while the server lives. */
 const char *cr_xfer_server_endpoint(const struct cr_xfer_server *srv);
 
-/* "tcp" (or "rdma" once a verbs device serves): MountSegment.protocol. */
+/* "rdma" when the server opened an RDMA device at create (clients with a
+ * device then use verbs), else "tcp": MountSegment.protocol. */
 const char *cr_xfer_server_protocol(const struct cr_xfer_server *srv);
 
 /* An epoll fd that is readable when cr_xfer_server_run has work. */
@@ -165,7 +178,8 @@ struct cr_xfer_op {
 
 struct cr_xfer_client_config {
     bool shm_disabled;              /* never use shm, even for a same-host server */
-    uint32_t connections_per_peer;  /* tcp connections per server; 0: 4 */
+    bool verbs_disabled;            /* never use verbs, even with an RDMA device */
+    uint32_t connections_per_peer;  /* tcp connections (and verbs QPs) per server; 0: 4 */
     uint32_t max_ops;               /* ops in flight; 0: 1024 */
     uint64_t stripe_min_bytes;      /* ops at least this long are split over the
                                        peer's connections; 0: 4 MiB */
@@ -179,10 +193,19 @@ int cr_xfer_client_create(const struct cr_xfer_client_config *cfg,
                           struct cr_xfer_client **out);
 
 /* Declares [addr, addr + len) as a buffer used for transfers.  tcp and shm
- * need nothing (any memory works); the call validates and is kept so that a
- * transport needing registration (verbs) can use it.  Returns CR_OK or
- * CR_ERR_INVALID_PARAMS. */
+ * need nothing (any memory works).  With an RDMA device the buffer is
+ * registered with it (ibv_reg_mr: its pages are pinned), and ops whose local
+ * memory lies in registered buffers go by verbs to peers that offer it.  The
+ * memory must stay mapped until cr_xfer_client_unregister or destroy.
+ * Returns CR_OK, CR_ERR_INVALID_PARAMS, CR_ERR_NOMEM (64 buffers registered
+ * already) or CR_ERR_IO (ibv_reg_mr failed; cr_xfer_client_last_error says
+ * why, e.g. the locked-memory limit). */
 int cr_xfer_client_register(struct cr_xfer_client *cli, void *addr, size_t len);
+
+/* Undoes cr_xfer_client_register of the buffer that starts at addr: no op
+ * using it may be in flight.  Returns CR_OK or CR_ERR_INVALID_PARAMS (not
+ * registered). */
+int cr_xfer_client_unregister(struct cr_xfer_client *cli, void *addr);
 
 /* Queues an op; its bytes move during cr_xfer_client_poll.  Returns CR_OK, or
  * without queueing: CR_ERR_INVALID_PARAMS (bad op: names, iov, remote range
@@ -195,7 +218,10 @@ int cr_xfer_submit(struct cr_xfer_client *cli, const struct cr_xfer_op *op);
  * Runs callbacks.  Returns the number of ops completed (>= 0). */
 int cr_xfer_client_poll(struct cr_xfer_client *cli, int timeout_ms);
 
-/* An epoll fd readable when cr_xfer_client_poll has responses to handle. */
+/* An epoll fd readable when cr_xfer_client_poll has tcp responses to
+ * handle.  verbs completions are busy-polled (no completion channel) and do
+ * not make it readable: while ops are in flight, call cr_xfer_client_poll
+ * with a bounded timeout rather than only waiting on this fd. */
 int cr_xfer_client_fd(const struct cr_xfer_client *cli);
 
 /* Ops submitted and not yet completed. */
@@ -211,7 +237,9 @@ int cr_xfer_write(struct cr_xfer_client *cli, const char *endpoint, const char *
 /* The message of the latest failure (submit or completion); "" if none. */
 const char *cr_xfer_client_last_error(const struct cr_xfer_client *cli);
 
-/* "tcp" or "shm": the transport serving `endpoint`, NULL if not connected yet. */
+/* "tcp", "shm" or "verbs": the transport serving `endpoint` (verbs peers
+ * still move ops whose memory is not registered by tcp), NULL if not
+ * connected yet. */
 const char *cr_xfer_client_transport(const struct cr_xfer_client *cli, const char *endpoint);
 
 /* Same-host only: points *out at [remote_addr, remote_addr + len) of the

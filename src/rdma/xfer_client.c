@@ -6,7 +6,9 @@
  * the transport is chosen and logged once, with the reason.  Over tcp, an op
  * goes to the peer's least loaded connection, or, at stripe_min_bytes and
  * more, is cut into one stripe per connection so several streams move it in
- * parallel; it completes when every stripe has.
+ * parallel; it completes when every stripe has.  A peer reached by verbs
+ * takes the ops whose memory is registered (xfer_client_verbs.c); shm peers
+ * take every op of a segment they could map.
  *
  * Nothing here allocates after create: op slots, peer connections (made on
  * first use, then reused) and the dirty list are sized from the config. */
@@ -68,7 +70,7 @@ int cr_xfer_client_create(const struct cr_xfer_client_config *cfg,
     }
     for (uint32_t i = 0; i < cli->cfg.max_ops; i++) cli->ops[i].next_free = i + 1;
     /* Once per client: the verbs transport needs a device on both sides. */
-    cli->verbs_devices = cr_xfer_verbs_probe(cli->verbs_error, sizeof(cli->verbs_error));
+    cr_xfer_verbs_client_open(cli);
     cli->free_op = 0;
     *out = cli;
     return CR_OK;
@@ -85,12 +87,14 @@ void cr_xfer_client_destroy(struct cr_xfer_client *cli) {
     for (uint32_t i = 0; i < CR_XFER_PEERS_MAX; i++) {
         struct xfer_peer *peer = &cli->peers[i];
         if (!peer->used) continue;
+        cr_xfer_verbs_peer_close(cli, peer);
         for (uint32_t k = 0; k < cli->cfg.connections_per_peer; k++)
             cr_xfer_tcp_fail(&peer->conns[k], CR_ERR_SHUTDOWN, "client shutting down");
         free(peer->conns);
         cr_xfer_shm_disconnect(peer);
     }
     assert(cli->in_flight == 0);
+    cr_xfer_verbs_client_close(cli); /* after every QP set on the device */
     close(cli->epoll_fd);
     free(cli->shm_ready);
     free(cli->dirty);
@@ -115,10 +119,17 @@ const char *cr_xfer_client_last_error(const struct cr_xfer_client *cli) {
 
 int cr_xfer_client_register(struct cr_xfer_client *cli, void *addr, size_t len) {
     assert(cli != NULL);
-    (void)cli; /* only the assert reads it: release builds define NDEBUG */
-    if (addr == NULL || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr)
+    if (addr == NULL || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr) {
+        snprintf(cli->last_error, sizeof(cli->last_error), "buffer %p+%zu: empty or wraps", addr,
+                 len);
         return CR_ERR_INVALID_PARAMS;
-    return CR_OK;
+    }
+    return cr_xfer_verbs_buffer_register(cli, addr, len);
+}
+
+int cr_xfer_client_unregister(struct cr_xfer_client *cli, void *addr) {
+    assert(cli != NULL);
+    return cr_xfer_verbs_buffer_unregister(cli, addr);
 }
 
 /* ---- peers -------------------------------------------------------------- */
@@ -133,11 +144,9 @@ static struct xfer_peer *find_peer(struct cr_xfer_client *cli, const char *endpo
 const char *cr_xfer_client_transport(const struct cr_xfer_client *cli, const char *endpoint) {
     struct xfer_peer *peer = find_peer((struct cr_xfer_client *)cli, endpoint);
     if (peer == NULL) return NULL;
-    return peer->shm_fd >= 0 ? "shm" : "tcp";
+    if (peer->shm_fd >= 0) return "shm";
+    return peer->verbs != NULL && !peer->verbs->failed ? "verbs" : "tcp";
 }
-
-static uint32_t take_op_slot(struct cr_xfer_client *cli, const struct cr_xfer_op *op,
-                             uint64_t length, struct xfer_peer *peer);
 
 static struct xfer_peer *add_peer(struct cr_xfer_client *cli, const char *endpoint) {
     struct xfer_peer *peer = NULL;
@@ -168,16 +177,19 @@ static struct xfer_peer *add_peer(struct cr_xfer_client *cli, const char *endpoi
     snprintf(peer->endpoint, sizeof(peer->endpoint), "%s", endpoint);
     peer->shm_fd = -1;
     peer->used = true;
-    char shm_error[128] = "";
+    char shm_error[128] = "", verbs_error[192] = "";
     struct cr_xfer_transport_facts facts = {
         .shm_disabled = cli->cfg.shm_disabled, .local_devices = cli->verbs_devices,
-        .verbs_error = cli->verbs_error,
-        /* No server answers a verbs hello yet: the device side (xfer_verbs.c)
-         * is not wired into serving, see src/rdma/README.md. */
-        .peer_offers_verbs = false};
+        .verbs_error = cli->verbs_error};
     if (!cli->cfg.shm_disabled)
         facts.shm_reachable = cr_xfer_shm_connect(cli, peer, shm_error, sizeof(shm_error));
     facts.shm_error = shm_error;
+    /* Not same-host and a device here: ask the peer for verbs (HELLO). */
+    if (!facts.shm_reachable && cli->verbs_dev != NULL) {
+        facts.peer_offers_verbs =
+            cr_xfer_verbs_peer_connect(cli, peer, verbs_error, sizeof(verbs_error));
+        facts.peer_verbs_error = verbs_error;
+    }
     char why[320];
     enum cr_xfer_transport transport = cr_xfer_choose_transport(&facts, why, sizeof(why));
     CR_INFO("xfer", "peer %s: transport %s (%s)", endpoint, cr_xfer_transport_name(transport), why);
@@ -192,7 +204,7 @@ struct xfer_peer *cr_xfer_client_peer(struct cr_xfer_client *cli, const char *en
 /* Queues a same-host op: its copy runs at the next poll. */
 static void submit_shm(struct cr_xfer_client *cli, struct xfer_peer *peer,
                        const struct cr_xfer_op *op, uint64_t length, struct xfer_shm_map *map) {
-    uint32_t index = take_op_slot(cli, op, length, peer);
+    uint32_t index = cr_xfer_op_take(cli, op, length, peer);
     struct xfer_op_slot *slot = &cli->ops[index];
     slot->parts_left = 1;
     slot->map = map;
@@ -227,13 +239,14 @@ static int validate_op(struct cr_xfer_client *cli, const struct cr_xfer_op *op,
     return CR_OK;
 }
 
-static uint32_t take_op_slot(struct cr_xfer_client *cli, const struct cr_xfer_op *op,
-                             uint64_t length, struct xfer_peer *peer) {
+uint32_t cr_xfer_op_take(struct cr_xfer_client *cli, const struct cr_xfer_op *op, uint64_t length,
+                         struct xfer_peer *peer) {
     uint32_t index = cli->free_op;
     struct xfer_op_slot *slot = &cli->ops[index];
     assert(!slot->used);
     cli->free_op = slot->next_free;
     slot->used = true;
+    slot->verbs = false;
     slot->opcode = (uint8_t)op->opcode;
     slot->segment_len = (uint8_t)strlen(op->segment);
     memcpy(slot->segment, op->segment, slot->segment_len + 1u);
@@ -300,7 +313,7 @@ static int submit_tcp(struct cr_xfer_client *cli, struct xfer_peer *peer,
         if (c->fd < 0 && cr_xfer_tcp_connect(c) != CR_OK) return CR_ERR_IO;
         if (!cr_xfer_tcp_has_room(c, 1)) return CR_ERR_AGAIN;
     }
-    uint32_t index = take_op_slot(cli, op, length, peer);
+    uint32_t index = cr_xfer_op_take(cli, op, length, peer);
     cli->ops[index].parts_left = stripes;
     uint64_t stripe = (length / stripes + STRIPE_ALIGN_BYTES - 1) / STRIPE_ALIGN_BYTES *
                       STRIPE_ALIGN_BYTES;
@@ -336,6 +349,10 @@ int cr_xfer_submit(struct cr_xfer_client *cli, const struct cr_xfer_op *op) {
             return CR_OK;
         }
     }
+    if (peer->verbs_offered && length > 0) {
+        rc = cr_xfer_verbs_submit(cli, peer, op, length);
+        if (rc != CR_XFER_VERBS_USE_TCP) return rc;
+    }
     return submit_tcp(cli, peer, op, length);
 }
 
@@ -367,10 +384,13 @@ int cr_xfer_client_poll(struct cr_xfer_client *cli, int timeout_ms) {
     int wait_ms = 0;
     for (;;) {
         cr_xfer_shm_run(cli);
+        cr_xfer_verbs_run(cli);
         if (cli->shm_count == 0 && cli->completed > 0) wait_ms = 0; /* done: just look */
         flush_dirty(cli);
         struct epoll_event events[EVENTS_PER_WAIT];
-        /* Only tcp needs the kernel: with shm peers alone a poll makes no syscall. */
+        /* Only tcp needs the kernel: with shm peers alone a poll makes no
+         * syscall.  verbs completions are busy-polled: no sleeping then. */
+        if (cli->verbs_outstanding > 0) wait_ms = 0;
         int n = cli->tcp_open == 0 ? 0
                                    : epoll_wait(cli->epoll_fd, events, EVENTS_PER_WAIT, wait_ms);
         for (int i = 0; i < n; i++) cr_xfer_tcp_event(events[i].data.ptr, events[i].events);

@@ -1,5 +1,6 @@
 /* The transfer client's state, shared by its files: xfer_client.c (ops,
- * peers, the public calls) and xfer_client_tcp.c (the tcp connections). */
+ * peers, the public calls), xfer_client_tcp.c (the tcp connections),
+ * xfer_client_shm.c (same-host mappings) and xfer_client_verbs.c (RDMA). */
 #ifndef CRESCENT_RDMA_XFER_CLIENT_INTERNAL_H
 #define CRESCENT_RDMA_XFER_CLIENT_INTERNAL_H
 
@@ -9,6 +10,7 @@
 
 #include "rdma/xfer.h"
 #include "rdma/xfer_frame.h"
+#include "rdma/xfer_verbs.h"
 
 #define CR_XFER_PEERS_MAX 64u
 #define CR_XFER_CONNECTIONS_MAX 16u
@@ -58,6 +60,35 @@ struct xfer_shm_map {
 };
 
 #define CR_XFER_SHM_MAPS_MAX 64u
+#define CR_XFER_BUFFERS_MAX 64u     /* buffers registered with the RDMA device */
+#define CR_XFER_VERBS_KEYS_MAX 64u  /* segment keys cached per verbs peer */
+
+/* A buffer registered with cr_xfer_client_register (verbs only). */
+struct xfer_buffer {
+    uint8_t *addr;
+    uint64_t len;
+    struct ibv_mr *mr; /* NULL: slot free */
+    uint32_t lkey;
+};
+
+/* A segment's key as the peer answered KEY. */
+struct xfer_verbs_key {
+    bool used;
+    bool tcp_only;        /* the segment is not registered with the peer's device */
+    uint8_t name_len;
+    char name[CR_XFER_SEGMENT_NAME_MAX + 1];
+    struct cr_xfer_verbs_key key;
+};
+
+/* A peer reached by verbs: the control connection (HELLO, KEY) and the QP set. */
+struct xfer_verbs_peer {
+    int fd;               /* blocking, with the connect timeout as deadline */
+    uint32_t next_request_id;
+    uint32_t next_evict;
+    bool failed;          /* a work request failed: no new ops; closed once drained */
+    struct cr_xfer_verbs *qps;
+    struct xfer_verbs_key keys[CR_XFER_VERBS_KEYS_MAX];
+};
 
 struct xfer_peer {
     bool used;
@@ -69,12 +100,15 @@ struct xfer_peer {
     socklen_t addr_len;
     uint32_t next_conn;
     struct xfer_tcp_conn *conns; /* cli->connections_per_peer of them */
+    struct xfer_verbs_peer *verbs; /* NULL: not (or no longer) reached by verbs */
+    bool verbs_offered;  /* answered a hello once: after a failure, hello again */
 };
 
 struct xfer_op_slot {
     bool used;
     uint8_t opcode;
     uint8_t segment_len;
+    bool verbs;           /* posted on the peer's QPs */
     uint32_t next_free;
     uint32_t parts_left;
     uint32_t iov_count;
@@ -103,8 +137,11 @@ struct cr_xfer_client {
     uint32_t *shm_ready;              /* ring of shm ops to run at the next poll */
     uint32_t shm_head, shm_count;
     struct xfer_peer peers[CR_XFER_PEERS_MAX];
-    uint32_t verbs_devices;           /* RDMA devices found at create */
-    char verbs_error[128];            /* why none */
+    uint32_t verbs_devices;           /* RDMA devices found (and one opened) at create */
+    char verbs_error[160];            /* why none */
+    struct cr_xfer_verbs_device *verbs_dev; /* NULL: no verbs from this client */
+    uint32_t verbs_outstanding;       /* work requests posted, not yet reaped */
+    struct xfer_buffer buffers[CR_XFER_BUFFERS_MAX];
     char last_error[CR_XFER_MESSAGE_MAX];
 };
 
@@ -115,6 +152,10 @@ struct xfer_peer *cr_xfer_client_peer(struct cr_xfer_client *cli, const char *en
 /* Records a part's outcome on its op; runs the callback when it was the last. */
 void cr_xfer_part_done(struct cr_xfer_client *cli, uint32_t op, int status, const char *message);
 
+/* Takes the free op slot cli->free_op (there must be one) for op; returns its index. */
+uint32_t cr_xfer_op_take(struct cr_xfer_client *cli, const struct cr_xfer_op *op, uint64_t length,
+                         struct xfer_peer *peer);
+
 /* shm (xfer_client_shm.c). */
 bool cr_xfer_shm_connect(struct cr_xfer_client *cli, struct xfer_peer *peer, char *why,
                          size_t why_size);
@@ -122,6 +163,23 @@ struct xfer_shm_map *cr_xfer_shm_find_map(struct cr_xfer_client *cli, struct xfe
                                           const char *segment);
 void cr_xfer_shm_run(struct cr_xfer_client *cli);
 void cr_xfer_shm_disconnect(struct xfer_peer *peer);
+
+/* verbs (xfer_client_verbs.c). */
+void cr_xfer_verbs_client_open(struct cr_xfer_client *cli);
+void cr_xfer_verbs_client_close(struct cr_xfer_client *cli);
+int cr_xfer_verbs_buffer_register(struct cr_xfer_client *cli, void *addr, size_t len);
+int cr_xfer_verbs_buffer_unregister(struct cr_xfer_client *cli, void *addr);
+/* HELLO on a new control connection, QPs connected: true, or false with why. */
+bool cr_xfer_verbs_peer_connect(struct cr_xfer_client *cli, struct xfer_peer *peer, char *why,
+                                size_t why_size);
+/* Posts op on the peer's QPs: CR_OK, CR_ERR_AGAIN (send queues full), or
+ * CR_XFER_VERBS_USE_TCP (memory not registered, no key, out of the key's
+ * range, too long, the QPs failed: tcp moves it). */
+#define CR_XFER_VERBS_USE_TCP 1
+int cr_xfer_verbs_submit(struct cr_xfer_client *cli, struct xfer_peer *peer,
+                         const struct cr_xfer_op *op, uint64_t length);
+void cr_xfer_verbs_run(struct cr_xfer_client *cli);
+void cr_xfer_verbs_peer_close(struct cr_xfer_client *cli, struct xfer_peer *peer);
 
 /* tcp connections (xfer_client_tcp.c). */
 int cr_xfer_tcp_connect(struct xfer_tcp_conn *c);

@@ -19,7 +19,6 @@
  * the peer; the next op to this peer connects again. */
 #include <assert.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -47,23 +46,6 @@ static void set_events(struct xfer_tcp_conn *c, uint32_t events) {
     if (epoll_ctl(c->cli->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->events = events;
 }
 
-static int wait_connected(int fd, uint32_t timeout_ms) {
-    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-    int n;
-    do {
-        n = poll(&pfd, 1, (int)timeout_ms);
-    } while (n < 0 && errno == EINTR);
-    if (n == 0) {
-        errno = ETIMEDOUT;
-        return -1;
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
-    errno = err;
-    return err == 0 ? 0 : -1;
-}
-
 int cr_xfer_tcp_connect(struct xfer_tcp_conn *c) {
     assert(c->fd < 0);
     struct cr_xfer_client *cli = c->cli;
@@ -71,7 +53,7 @@ int cr_xfer_tcp_connect(struct xfer_tcp_conn *c) {
     int fd = socket(peer->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 ||
         (connect(fd, (struct sockaddr *)&peer->addr, peer->addr_len) != 0 &&
-         (errno != EINPROGRESS || wait_connected(fd, cli->cfg.connect_timeout_ms) != 0)) ||
+         (errno != EINPROGRESS || cr_xfer_wait_connected(fd, cli->cfg.connect_timeout_ms) != 0)) ||
         !cr_xfer_socket_tune(fd)) {
         snprintf(cli->last_error, sizeof(cli->last_error), "%s: tcp connect failed: %s",
                  peer->endpoint, strerror(errno));

@@ -6,6 +6,10 @@
 #include <string.h>
 
 #include "crescent/error.h"
+#include "rdma/xfer_verbs.h"
+
+_Static_assert(CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES <= CR_XFER_REQUEST_MAX_BYTES,
+               "a HELLO request fits the encode buffer");
 
 static uint64_t load_u64(const uint8_t *p) {
     uint64_t v = 0;
@@ -40,6 +44,22 @@ bool cr_xfer_range_inside(uint64_t base, uint64_t size, uint64_t addr, uint64_t 
     return offset <= size && length <= size - offset;
 }
 
+/* HELLO: no name, no address, exactly a hello, which must decode. */
+static int parse_hello(const uint8_t *buf, size_t len, struct cr_xfer_request *out,
+                       size_t *consumed) {
+    if (buf[1] != 0 || load_u64(buf + 8) != 0 || load_u64(buf + 16) != CR_XFER_VERBS_HELLO_BYTES)
+        return CR_ERR_PROTOCOL;
+    if (len < CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES) return CR_ERR_AGAIN;
+    const uint8_t *hello = buf + CR_XFER_REQUEST_HEADER_BYTES;
+    struct cr_xfer_verbs_hello decoded;
+    if (cr_xfer_verbs_hello_decode(hello, CR_XFER_VERBS_HELLO_BYTES, &decoded) != CR_OK)
+        return CR_ERR_PROTOCOL;
+    *out = (struct cr_xfer_request){.op = CR_XFER_FRAME_HELLO, .request_id = load_u32(buf + 4),
+                                    .length = CR_XFER_VERBS_HELLO_BYTES, .hello = hello};
+    *consumed = CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES;
+    return CR_OK;
+}
+
 int cr_xfer_request_parse(const uint8_t *buf, size_t len, uint64_t max_length,
                           struct cr_xfer_request *out, size_t *consumed) {
     assert(buf != NULL || len == 0);
@@ -47,34 +67,39 @@ int cr_xfer_request_parse(const uint8_t *buf, size_t len, uint64_t max_length,
     if (len < CR_XFER_REQUEST_HEADER_BYTES) return CR_ERR_AGAIN;
     uint8_t op = buf[0];
     uint8_t name_len = buf[1];
-    if (op != CR_XFER_FRAME_READ && op != CR_XFER_FRAME_WRITE) return CR_ERR_PROTOCOL;
-    if (name_len == 0 || buf[2] != 0 || buf[3] != 0) return CR_ERR_PROTOCOL;
+    if (op < CR_XFER_FRAME_READ || op > CR_XFER_FRAME_KEY) return CR_ERR_PROTOCOL;
+    if (buf[2] != 0 || buf[3] != 0) return CR_ERR_PROTOCOL;
+    if (op == CR_XFER_FRAME_HELLO) return parse_hello(buf, len, out, consumed);
+    if (name_len == 0) return CR_ERR_PROTOCOL;
     uint64_t addr = load_u64(buf + 8);
     uint64_t length = load_u64(buf + 16);
     if (length > max_length || addr + length < addr) return CR_ERR_PROTOCOL;
+    if (op == CR_XFER_FRAME_KEY && (addr != 0 || length != 0)) return CR_ERR_PROTOCOL;
     if (len < CR_XFER_REQUEST_HEADER_BYTES + name_len) return CR_ERR_AGAIN;
     const char *name = (const char *)buf + CR_XFER_REQUEST_HEADER_BYTES;
     if (!cr_xfer_name_valid(name, name_len)) return CR_ERR_PROTOCOL;
-    out->op = op;
-    out->name_len = name_len;
-    out->request_id = load_u32(buf + 4);
-    out->addr = addr;
-    out->length = length;
-    out->name = name;
+    *out = (struct cr_xfer_request){.op = op, .name_len = name_len,
+                                    .request_id = load_u32(buf + 4), .addr = addr,
+                                    .length = length, .name = name};
     *consumed = CR_XFER_REQUEST_HEADER_BYTES + name_len;
     return CR_OK;
 }
 
 size_t cr_xfer_request_encode(const struct cr_xfer_request *req, uint8_t *out) {
-    assert(req->op == CR_XFER_FRAME_READ || req->op == CR_XFER_FRAME_WRITE);
-    assert(req->name_len > 0);
+    assert(req->op >= CR_XFER_FRAME_READ && req->op <= CR_XFER_FRAME_KEY);
+    bool hello = req->op == CR_XFER_FRAME_HELLO;
+    assert(hello ? req->name_len == 0 && req->hello != NULL : req->name_len > 0);
     out[0] = req->op;
     out[1] = req->name_len;
     out[2] = 0;
     out[3] = 0;
     store_u32(out + 4, req->request_id);
-    store_u64(out + 8, req->addr);
-    store_u64(out + 16, req->length);
+    store_u64(out + 8, hello ? 0 : req->addr);
+    store_u64(out + 16, hello ? CR_XFER_VERBS_HELLO_BYTES : req->length);
+    if (hello) {
+        memcpy(out + CR_XFER_REQUEST_HEADER_BYTES, req->hello, CR_XFER_VERBS_HELLO_BYTES);
+        return CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES;
+    }
     memcpy(out + CR_XFER_REQUEST_HEADER_BYTES, req->name, req->name_len);
     return CR_XFER_REQUEST_HEADER_BYTES + req->name_len;
 }

@@ -2,8 +2,9 @@
  * tests/fuzz/fuzz_xfer_frame.c).
  *
  * Request, client -> server, little-endian, 24 bytes then the segment name:
- *   u8  op          1 READ, 2 WRITE
+ *   u8  op          1 READ, 2 WRITE, 3 HELLO, 4 KEY (verbs setup, below)
  *   u8  name_len    1..255, the segment name's bytes follow the header
+ *                   (0 for HELLO, which names no segment)
  *   u16 zero        must be 0 (room for flags; nonzero is refused)
  *   u32 request_id  echoed in the response
  *   u64 addr        remote address: segment base + offset
@@ -12,6 +13,20 @@
  *   u32 request_id
  *   i32 status      CR_OK or a crescent status; not OK closes the connection
  *   u64 length      payload bytes that follow (a READ's data; 0 otherwise)
+ *
+ * verbs setup (xfer_verbs.h), on a connection of its own:
+ *   HELLO  name_len 0, addr 0, length CR_XFER_VERBS_HELLO_BYTES, the client's
+ *          hello follows the header (validated by the parser).  Answered with
+ *          the server's hello (length CR_XFER_VERBS_HELLO_BYTES): its QPs are
+ *          now connected to the client's; or with length 0 when the server
+ *          has no device (the client uses tcp).  A second HELLO on the
+ *          connection, or one the server cannot set QPs up for, is refused
+ *          (a status, then the connection closes, its QPs with it).
+ *   KEY    names a segment, addr 0, length 0.  Answered with the segment's
+ *          key (length CR_XFER_VERBS_KEY_BYTES); length 0 when the segment
+ *          is not registered with the device (the client uses tcp for it);
+ *          status CR_ERR_SEGMENT_NOT_FOUND when there is no such segment --
+ *          an answer: this one does not close the connection.
  *
  * A connection serves its requests in order, so responses come back in the
  * order the requests were sent; the client checks each request_id. */
@@ -24,9 +39,14 @@
 
 #define CR_XFER_REQUEST_HEADER_BYTES 24u
 #define CR_XFER_RESPONSE_BYTES 16u
-#define CR_XFER_REQUEST_MAX_BYTES (CR_XFER_REQUEST_HEADER_BYTES + 255u)
+#define CR_XFER_REQUEST_MAX_BYTES (CR_XFER_REQUEST_HEADER_BYTES + 255u) /* >= a HELLO */
 
-enum { CR_XFER_FRAME_READ = 1, CR_XFER_FRAME_WRITE = 2 };
+enum {
+    CR_XFER_FRAME_READ = 1,
+    CR_XFER_FRAME_WRITE = 2,
+    CR_XFER_FRAME_HELLO = 3,
+    CR_XFER_FRAME_KEY = 4,
+};
 
 struct cr_xfer_request {
     uint8_t op;
@@ -35,6 +55,7 @@ struct cr_xfer_request {
     uint64_t addr;
     uint64_t length;
     const char *name; /* points into the parsed buffer; not NUL-terminated */
+    const uint8_t *hello; /* HELLO: the CR_XFER_VERBS_HELLO_BYTES after the header */
 };
 
 struct cr_xfer_response {
@@ -44,15 +65,18 @@ struct cr_xfer_response {
 };
 
 /* Decodes one request header from buf[0, len).  Returns CR_OK and sets *out
- * and *consumed (header + name bytes), CR_ERR_AGAIN if buf holds less than a
- * whole header and name (nothing set), or CR_ERR_PROTOCOL (unknown op, empty
- * name, a name byte that is NUL, '/' or not printable ASCII, nonzero reserved
- * field, length above max_length, or addr + length wrapping). */
+ * and *consumed (header + name bytes, or header + hello), CR_ERR_AGAIN if buf
+ * holds less than a whole header and name (or hello) (nothing set), or
+ * CR_ERR_PROTOCOL (unknown op, empty name, a name byte that is NUL, '/' or not
+ * printable ASCII, nonzero reserved field, length above max_length, or
+ * addr + length wrapping; a HELLO with a name, an address, another length or
+ * a hello that does not decode; a KEY with an address or a length). */
 int cr_xfer_request_parse(const uint8_t *buf, size_t len, uint64_t max_length,
                           struct cr_xfer_request *out, size_t *consumed);
 
 /* Encodes a request into out (room for CR_XFER_REQUEST_MAX_BYTES); returns
- * the bytes written.  name_len must be 1..255. */
+ * the bytes written.  name_len must be 1..255 (0 for HELLO, whose req->hello
+ * bytes are written after the header). */
 size_t cr_xfer_request_encode(const struct cr_xfer_request *req, uint8_t *out);
 
 /* Decodes a response (CR_XFER_RESPONSE_BYTES).  Returns CR_OK, or

@@ -33,6 +33,10 @@ void cr_xfer_iov_copy_in(const struct iovec *iov, uint32_t count, uint64_t offse
 
 uint64_t cr_xfer_now_ns(void);
 
+/* Waits up to timeout_ms for a non-blocking connect on fd to finish.
+ * Returns 0, or -1 with errno set (ETIMEDOUT, or the connect's error). */
+int cr_xfer_wait_connected(int fd, uint32_t timeout_ms);
+
 /* Sets O_NONBLOCK and TCP_NODELAY; returns false on failure (errno set). */
 bool cr_xfer_socket_tune(int fd);
 

@@ -21,7 +21,11 @@
  * [segment memory, receive buffer], so the next header arrives in the same
  * call.  Responses queued while a read batch is handled go out in one writev.
  * When the ring is full the server stops reading that connection (TCP then
- * pushes back on the client) until responses drain. */
+ * pushes back on the client) until responses drain.
+ *
+ * HELLO and KEY (verbs setup, xfer_server_verbs.c) come on a client's control
+ * connection and are answered with a small payload from the connection (the
+ * server's hello) or from the response slot (a key). */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +42,7 @@
 #include "rdma/xfer_internal.h"
 #include "rdma/xfer_server_internal.h"
 #include "rdma/xfer_shm.h"
+#include "rdma/xfer_verbs.h"
 
 #define RX_BYTES 16384u        /* receive buffer: many pipelined small requests */
 #define TX_SLOTS 64u           /* queued responses per connection */
@@ -47,8 +52,9 @@
 
 struct tx_slot {
     uint8_t header[CR_XFER_RESPONSE_BYTES];
-    const uint8_t *payload; /* segment memory of a READ, NULL otherwise */
+    const uint8_t *payload; /* segment memory of a READ, a verbs answer, or NULL */
     uint64_t payload_len;
+    uint8_t key[CR_XFER_VERBS_KEY_BYTES]; /* a KEY's answer */
 };
 
 struct xfer_conn {
@@ -65,6 +71,8 @@ struct xfer_conn {
     uint32_t tx_head, tx_count;
     uint64_t tx_sent;        /* bytes of the head slot already sent */
     bool closing;            /* refused: flush, then close */
+    struct cr_xfer_verbs *verbs; /* the QP set of a client's HELLO, or NULL */
+    uint8_t hello[CR_XFER_VERBS_HELLO_BYTES]; /* our answer to it */
     struct tx_slot tx[TX_SLOTS];
     uint8_t rx[RX_BYTES];
 };
@@ -101,6 +109,7 @@ static int add_segment(struct cr_xfer_server *srv, const char *name, void *base,
         seg->size = size;
         seg->fd = dup_fd;
         seg->used = true;
+        cr_xfer_server_verbs_register(srv, seg);
         cr_xfer_shm_bump(srv, i);
         return CR_OK;
     }
@@ -127,6 +136,7 @@ int cr_xfer_server_unregister(struct cr_xfer_server *srv, const char *name) {
         (struct cr_xfer_server_segment *)cr_xfer_server_find(srv, name, len);
     if (seg == NULL) return CR_ERR_SEGMENT_NOT_FOUND;
     if (seg->fd >= 0) close(seg->fd);
+    cr_xfer_server_verbs_unregister(seg); /* its rkey fails from now on */
     memset(seg, 0, sizeof(*seg));
     seg->fd = -1;
     cr_xfer_shm_bump(srv, (uint32_t)(seg - srv->segments));
@@ -139,6 +149,7 @@ static void conn_close(struct xfer_conn *c) {
     struct cr_xfer_server *srv = c->srv;
     epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
+    cr_xfer_server_verbs_hangup(srv, c->verbs);
     if (c->prev != NULL) c->prev->next = c->next;
     if (c->next != NULL) c->next->prev = c->prev;
     if (srv->conns == c) srv->conns = c->next;
@@ -233,10 +244,33 @@ static void refuse(struct xfer_conn *c, const struct cr_xfer_request *req, int s
     c->closing = true;
 }
 
+/* HELLO and KEY: answered at once.  A refused HELLO (a second one, no room
+ * for QPs, a QP that would not connect) closes the connection like any
+ * refusal; a KEY for an unknown segment is an answer, not a refusal. */
+static bool serve_setup(struct xfer_conn *c, const struct cr_xfer_request *req) {
+    struct cr_xfer_server *srv = c->srv;
+    uint8_t key[CR_XFER_VERBS_KEY_BYTES];
+    uint64_t len = 0;
+    if (req->op == CR_XFER_FRAME_KEY) {
+        int status = cr_xfer_server_verbs_key(srv, req->name, req->name_len, key, &len);
+        struct tx_slot *slot = tx_push(c, req->request_id, status, NULL, len);
+        memcpy(slot->key, key, len);
+        slot->payload = len > 0 ? slot->key : NULL;
+        return true;
+    }
+    int status = cr_xfer_server_verbs_hello(srv, c->peer, req->hello, &c->verbs, c->hello, &len);
+    if (status == CR_ERR_PROTOCOL) srv->stats.refused_malformed++;
+    tx_push(c, req->request_id, status, status == CR_OK && len > 0 ? c->hello : NULL, len);
+    if (status == CR_OK) return true;
+    c->closing = true;
+    return false;
+}
+
 /* Validates and starts one request.  Returns false when the connection must
  * stop reading (refused). */
 static bool serve_request(struct xfer_conn *c, const struct cr_xfer_request *req) {
     struct cr_xfer_server *srv = c->srv;
+    if (req->op == CR_XFER_FRAME_HELLO || req->op == CR_XFER_FRAME_KEY) return serve_setup(c, req);
     const struct cr_xfer_server_segment *seg = cr_xfer_server_find(srv, req->name, req->name_len);
     if (seg == NULL) {
         refuse(c, req, CR_ERR_SEGMENT_NOT_FOUND);
@@ -460,8 +494,12 @@ void cr_xfer_server_destroy(struct cr_xfer_server *srv) {
     if (srv == NULL) return;
     while (srv->conns != NULL) conn_close(srv->conns);
     cr_xfer_shm_close_all(srv);
-    for (uint32_t i = 0; i < CR_XFER_SERVER_SEGMENTS_MAX; i++)
-        if (srv->segments[i].used && srv->segments[i].fd >= 0) close(srv->segments[i].fd);
+    for (uint32_t i = 0; i < CR_XFER_SERVER_SEGMENTS_MAX; i++) {
+        if (!srv->segments[i].used) continue;
+        if (srv->segments[i].fd >= 0) close(srv->segments[i].fd);
+        cr_xfer_server_verbs_unregister(&srv->segments[i]);
+    }
+    cr_xfer_server_verbs_close(srv); /* after every QP set and region on it */
     if (srv->listen_fd >= 0) close(srv->listen_fd);
     if (srv->epoll_fd >= 0) close(srv->epoll_fd);
     free(srv);

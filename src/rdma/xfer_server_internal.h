@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "rdma/xfer.h"
+#include "rdma/xfer_verbs.h"
 
 #define CR_XFER_SERVER_SEGMENTS_MAX 64u
 
@@ -17,6 +18,8 @@ struct cr_xfer_server_segment {
     uint8_t *base;
     uint64_t size;
     int fd; /* our dup of the memfd, or -1: plain memory, tcp only */
+    struct ibv_mr *mr; /* registered with the verbs device, or NULL: no verbs */
+    uint32_t rkey;
 };
 
 struct xfer_conn;
@@ -36,6 +39,9 @@ struct cr_xfer_server {
     uint32_t max_connections;
     uint64_t max_request_bytes;
     uint64_t last_refusal_log_ns;
+    struct cr_xfer_verbs_device *verbs; /* NULL: no RDMA device (verbs_why says why) */
+    char verbs_why[160];
+    uint32_t verbs_qps_open;            /* QPs of all clients' QP sets */
     char endpoint[CR_XFER_ENDPOINT_MAX + 1];
     struct cr_xfer_server_stats stats;
     struct cr_xfer_server_segment segments[CR_XFER_SERVER_SEGMENTS_MAX];
@@ -43,5 +49,23 @@ struct cr_xfer_server {
 
 const struct cr_xfer_server_segment *cr_xfer_server_find(const struct cr_xfer_server *srv,
                                                          const char *name, size_t len);
+
+/* verbs (xfer_server_verbs.c). */
+void cr_xfer_server_verbs_open(struct cr_xfer_server *srv, bool disabled);
+void cr_xfer_server_verbs_close(struct cr_xfer_server *srv);
+void cr_xfer_server_verbs_register(struct cr_xfer_server *srv, struct cr_xfer_server_segment *seg);
+void cr_xfer_server_verbs_unregister(struct cr_xfer_server_segment *seg);
+/* A client's HELLO: opens and connects a QP set for the connection (*qps)
+ * and writes the answer (*answer_len: the server's hello, or 0 when it has
+ * no device).  Returns CR_OK or the status to refuse with (logged). */
+int cr_xfer_server_verbs_hello(struct cr_xfer_server *srv, const char *peer, const uint8_t *hello,
+                               struct cr_xfer_verbs **qps, uint8_t *answer, uint64_t *answer_len);
+/* A KEY: writes the segment's key (*answer_len: its size, or 0 when the
+ * segment is not registered with the device: use tcp).  Returns CR_OK or
+ * CR_ERR_SEGMENT_NOT_FOUND (an answer: the connection stays open). */
+int cr_xfer_server_verbs_key(struct cr_xfer_server *srv, const char *name, size_t len,
+                             uint8_t *answer, uint64_t *answer_len);
+/* Closes a connection's QP set.  NULL is a no-op. */
+void cr_xfer_server_verbs_hangup(struct cr_xfer_server *srv, struct cr_xfer_verbs *qps);
 
 #endif

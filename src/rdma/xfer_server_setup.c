@@ -14,6 +14,7 @@
 #include "rdma/xfer_internal.h"
 #include "rdma/xfer_server_internal.h"
 #include "rdma/xfer_shm.h"
+#include "rdma/xfer_verbs.h"
 
 #define DEFAULT_ADDRESS "127.0.0.1:0"
 #define DEFAULT_MAX_CONNECTIONS 1024u
@@ -76,8 +77,10 @@ int cr_xfer_server_create(const struct cr_xfer_server_config *cfg,
         cr_xfer_server_destroy(srv);
         return rc;
     }
-    CR_INFO("xfer", "serving transfers on %s (tcp%s)", srv->endpoint,
-            cfg->shm_disabled ? "" : "; shm for same-host clients");
+    cr_xfer_server_verbs_open(srv, cfg->verbs_disabled);
+    CR_INFO("xfer", "serving transfers on %s (tcp%s; verbs: %s)", srv->endpoint,
+            cfg->shm_disabled ? "" : "; shm for same-host clients",
+            srv->verbs != NULL ? cr_xfer_verbs_device_name(srv->verbs) : srv->verbs_why);
     *out = srv;
     return CR_OK;
 }
@@ -89,8 +92,7 @@ const char *cr_xfer_server_endpoint(const struct cr_xfer_server *srv) {
 
 const char *cr_xfer_server_protocol(const struct cr_xfer_server *srv) {
     assert(srv != NULL);
-    (void)srv; /* only the assert reads it: release builds define NDEBUG */
-    return "tcp";
+    return srv->verbs != NULL ? "rdma" : "tcp";
 }
 
 int cr_xfer_server_fd(const struct cr_xfer_server *srv) {

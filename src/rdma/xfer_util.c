@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,23 @@ void cr_xfer_iov_copy_in(const struct iovec *iov, uint32_t count, uint64_t offse
         from += slice[i].iov_len;
     }
     assert((uint64_t)(from - (const char *)src) == length);
+}
+
+int cr_xfer_wait_connected(int fd, uint32_t timeout_ms) {
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int n;
+    do {
+        n = poll(&pfd, 1, (int)timeout_ms);
+    } while (n < 0 && errno == EINTR);
+    if (n == 0) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
+    errno = err;
+    return err == 0 ? 0 : -1;
 }
 
 uint64_t cr_xfer_now_ns(void) {

@@ -1,15 +1,19 @@
 /* The verbs transport's device side: libibverbs RC QPs and one-sided RDMA
  * READ/WRITE (pure parts in xfer_verbs_plan.c, design in xfer_verbs.h).
  *
- * A context is one device: a protection domain, one completion queue shared
- * by its QPs, qp_count RC QPs, and the memory regions registered on it (each
- * segment or buffer once).  Connecting follows the usual RC state machine:
- * RESET -> INIT (port, access flags) -> RTR (peer's QPN, PSN, LID/GID, MTU)
- * -> RTS (our PSN, timeouts).  Each stripe of an op is one signalled work
- * request; a bounded number (SEND_DEPTH) are outstanding per QP.
+ * A device is a context and one protection domain, opened once per server or
+ * client; memory regions are registered on that PD once (a segment at
+ * register, a client buffer at cr_xfer_client_register).  A QP set belongs
+ * to one peer connection: a CQ shared by its QPs and qp_count RC QPs on the
+ * device's PD, so the peer's rkeys and our lkeys work on every QP.
+ * Connecting follows the RC state machine: RESET -> INIT (port, access flags)
+ * -> RTR (peer's QPN, PSN, LID/GID, MTU) -> RTS (our PSN, timeouts).  Each
+ * stripe of an op is one signalled work request; at most send_depth are
+ * outstanding per QP.
  *
- * Not exercised on hardware in this repository's CI: the machines have no
- * RDMA device (ibv_get_device_list fails with ENOSYS) and no SoftRoCE. */
+ * Not run on hardware in this repository's CI: the machines have no RDMA
+ * device (ibv_get_device_list fails with ENOSYS) and no SoftRoCE.  The test
+ * double tests/unit/loopback_ibverbs.c runs this file in one process. */
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -22,27 +26,34 @@
 #include "crescent/error.h"
 #include "rdma/xfer_verbs.h"
 
-#define SEND_DEPTH 128u   /* outstanding work requests per QP */
-#define CQ_DEPTH (SEND_DEPTH * CR_XFER_VERBS_QPS_MAX)
-#define MRS_MAX 64u
-#define MAX_RD_ATOMIC 16u /* RDMA READs in flight per QP, each way */
+#define MAX_RD_ATOMIC 16u /* RDMA READs in flight per QP, each way (clamped to the device) */
+#define MAX_SGE CR_XFER_VERBS_QPS_MAX /* = CR_XFER_OP_IOV_MAX: an op's whole gather list */
 #define MESSAGE_MAX_BYTES (UINT64_C(1) << 31) /* an RC message's limit */
+#define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
 
-struct cr_xfer_verbs {
+struct cr_xfer_verbs_device {
     struct ibv_context *ctx;
     struct ibv_pd *pd;
-    struct ibv_cq *cq;
     uint8_t port;
     uint8_t gid_index;
+    uint8_t rd_atomic;   /* min(MAX_RD_ATOMIC, the device's limits) */
+    uint32_t max_sge;    /* send SGEs per work request, min(MAX_SGE, device) */
     enum ibv_mtu mtu;
     uint16_t lid;
     union ibv_gid gid;
+    char name[96];
+};
+
+struct cr_xfer_verbs {
+    struct cr_xfer_verbs_device *dev;
+    struct ibv_cq *cq;
     uint32_t qp_count;
+    uint32_t send_depth;
     uint32_t next_qp;
+    uint32_t outstanding_total;
     struct ibv_qp *qps[CR_XFER_VERBS_QPS_MAX];
     uint32_t psn[CR_XFER_VERBS_QPS_MAX];
     uint32_t outstanding[CR_XFER_VERBS_QPS_MAX];
-    struct ibv_mr *mrs[MRS_MAX];
 };
 
 static int fail(char *why, size_t size, const char *call, int err) {
@@ -64,43 +75,113 @@ uint32_t cr_xfer_verbs_probe(char *why, size_t why_size) {
     return count > 0 ? (uint32_t)count : 0;
 }
 
-static int open_device(struct cr_xfer_verbs *v, uint32_t index, char *why, size_t size) {
-    int count = 0;
-    struct ibv_device **list = ibv_get_device_list(&count);
-    if (list == NULL) return fail(why, size, "ibv_get_device_list", errno);
-    if (index >= (uint32_t)count) {
-        ibv_free_device_list(list);
-        snprintf(why, size, "RDMA device %u does not exist (%d found)", index, count);
+/* Port, GID and the device limits the QPs are sized by. */
+static int query_device(struct cr_xfer_verbs_device *dev, char *why, size_t size) {
+    struct ibv_device_attr attr;
+    if (ibv_query_device(dev->ctx, &attr) != 0) return fail(why, size, "ibv_query_device", errno);
+    if (dev->port > attr.phys_port_cnt) {
+        snprintf(why, size, "%s has %u port(s), port %u asked", dev->name, attr.phys_port_cnt,
+                 dev->port);
         return CR_ERR_INVALID_PARAMS;
     }
-    v->ctx = ibv_open_device(list[index]);
-    ibv_free_device_list(list);
-    if (v->ctx == NULL) return fail(why, size, "ibv_open_device", errno);
+    int rd = attr.max_qp_rd_atom < attr.max_qp_init_rd_atom ? attr.max_qp_rd_atom
+                                                            : attr.max_qp_init_rd_atom;
+    dev->rd_atomic = (uint8_t)(rd < 1 ? 1 : rd > (int)MAX_RD_ATOMIC ? (int)MAX_RD_ATOMIC : rd);
+    dev->max_sge = attr.max_sge < 1 ? 1 : attr.max_sge > (int)MAX_SGE ? MAX_SGE : (uint32_t)attr.max_sge;
     struct ibv_port_attr port;
-    if (ibv_query_port(v->ctx, v->port, &port) != 0) return fail(why, size, "ibv_query_port", errno);
-    v->lid = port.lid;
-    v->mtu = port.active_mtu;
-    v->gid_index = 0;
-    if (ibv_query_gid(v->ctx, v->port, v->gid_index, &v->gid) != 0)
+    if (ibv_query_port(dev->ctx, dev->port, &port) != 0)
+        return fail(why, size, "ibv_query_port", errno);
+    dev->lid = port.lid;
+    dev->mtu = port.active_mtu;
+    dev->gid_index = 0;
+    if (ibv_query_gid(dev->ctx, dev->port, dev->gid_index, &dev->gid) != 0)
         return fail(why, size, "ibv_query_gid", errno);
-    v->pd = ibv_alloc_pd(v->ctx);
-    if (v->pd == NULL) return fail(why, size, "ibv_alloc_pd", errno);
-    v->cq = ibv_create_cq(v->ctx, (int)CQ_DEPTH, NULL, NULL, 0);
-    if (v->cq == NULL) return fail(why, size, "ibv_create_cq", errno);
     return CR_OK;
 }
 
+int cr_xfer_verbs_device_open(uint32_t device_index, uint8_t port,
+                              struct cr_xfer_verbs_device **out, char *why, size_t why_size) {
+    assert(out != NULL);
+    *out = NULL;
+    if (port == 0) {
+        snprintf(why, why_size, "RDMA port numbers start at 1");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    int count = 0;
+    struct ibv_device **list = ibv_get_device_list(&count);
+    if (list == NULL) return fail(why, why_size, "ibv_get_device_list", errno);
+    if (device_index >= (uint32_t)count) {
+        ibv_free_device_list(list);
+        snprintf(why, why_size, "RDMA device %u does not exist (%d found)", device_index, count);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    struct cr_xfer_verbs_device *dev = calloc(1, sizeof(*dev));
+    if (dev == NULL) {
+        ibv_free_device_list(list);
+        return CR_ERR_NOMEM;
+    }
+    dev->port = port;
+    snprintf(dev->name, sizeof(dev->name), "%s port %u", ibv_get_device_name(list[device_index]),
+             port);
+    dev->ctx = ibv_open_device(list[device_index]);
+    ibv_free_device_list(list);
+    int rc = dev->ctx == NULL ? fail(why, why_size, "ibv_open_device", errno)
+                              : query_device(dev, why, why_size);
+    if (rc == CR_OK && (dev->pd = ibv_alloc_pd(dev->ctx)) == NULL)
+        rc = fail(why, why_size, "ibv_alloc_pd", errno);
+    if (rc != CR_OK) {
+        cr_xfer_verbs_device_close(dev);
+        return rc;
+    }
+    *out = dev;
+    return CR_OK;
+}
+
+const char *cr_xfer_verbs_device_name(const struct cr_xfer_verbs_device *dev) {
+    assert(dev != NULL);
+    return dev->name;
+}
+
+void cr_xfer_verbs_device_close(struct cr_xfer_verbs_device *dev) {
+    if (dev == NULL) return;
+    if (dev->pd != NULL) ibv_dealloc_pd(dev->pd);
+    if (dev->ctx != NULL) ibv_close_device(dev->ctx);
+    free(dev);
+}
+
+int cr_xfer_verbs_register(struct cr_xfer_verbs_device *dev, void *addr, uint64_t len,
+                           struct ibv_mr **out, uint32_t *lkey, uint32_t *rkey, char *why,
+                           size_t why_size) {
+    assert(dev != NULL && addr != NULL && len > 0 && out != NULL);
+    *out = ibv_reg_mr(dev->pd, addr, len, ACCESS);
+    if (*out == NULL) {
+        int err = errno ? errno : EIO;
+        snprintf(why, why_size, "ibv_reg_mr of %llu bytes on %s failed: %s%s",
+                 (unsigned long long)len, dev->name, strerror(err),
+                 err == ENOMEM || err == EPERM ? " (registration pins the memory: raise the "
+                                                 "locked-memory limit, ulimit -l)"
+                                               : "");
+        return CR_ERR_IO;
+    }
+    *lkey = (*out)->lkey;
+    *rkey = (*out)->rkey;
+    return CR_OK;
+}
+
+void cr_xfer_verbs_deregister(struct ibv_mr *mr) {
+    if (mr != NULL) ibv_dereg_mr(mr);
+}
+
 static int create_qp(struct cr_xfer_verbs *v, uint32_t i, char *why, size_t size) {
+    struct cr_xfer_verbs_device *dev = v->dev;
     struct ibv_qp_init_attr init = {
         .send_cq = v->cq, .recv_cq = v->cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 0,
-        .cap = {.max_send_wr = SEND_DEPTH, .max_recv_wr = 1, .max_send_sge = 1,
+        .cap = {.max_send_wr = v->send_depth, .max_recv_wr = 1, .max_send_sge = dev->max_sge,
                 .max_recv_sge = 1}};
-    v->qps[i] = ibv_create_qp(v->pd, &init);
+    v->qps[i] = ibv_create_qp(dev->pd, &init);
     if (v->qps[i] == NULL) return fail(why, size, "ibv_create_qp", errno);
-    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = v->port,
-                               .qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
-                                                  IBV_ACCESS_REMOTE_READ |
-                                                  IBV_ACCESS_REMOTE_WRITE};
+    struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = dev->port,
+                               .qp_access_flags = ACCESS};
     if (ibv_modify_qp(v->qps[i], &attr,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0)
         return fail(why, size, "ibv_modify_qp(INIT)", errno);
@@ -110,19 +191,23 @@ static int create_qp(struct cr_xfer_verbs *v, uint32_t i, char *why, size_t size
     return CR_OK;
 }
 
-int cr_xfer_verbs_open(uint32_t device_index, uint32_t qp_count, uint8_t port,
+int cr_xfer_verbs_open(struct cr_xfer_verbs_device *dev, uint32_t qp_count, uint32_t send_depth,
                        struct cr_xfer_verbs **out, char *why, size_t why_size) {
-    assert(out != NULL);
+    assert(dev != NULL && out != NULL);
     *out = NULL;
-    if (qp_count == 0 || qp_count > CR_XFER_VERBS_QPS_MAX || port == 0) {
-        snprintf(why, why_size, "qp_count must be 1..%u and port >= 1", CR_XFER_VERBS_QPS_MAX);
+    if (qp_count == 0 || qp_count > CR_XFER_VERBS_QPS_MAX || send_depth == 0) {
+        snprintf(why, why_size, "qp_count must be 1..%u and send_depth >= 1",
+                 CR_XFER_VERBS_QPS_MAX);
         return CR_ERR_INVALID_PARAMS;
     }
     struct cr_xfer_verbs *v = calloc(1, sizeof(*v));
     if (v == NULL) return CR_ERR_NOMEM;
-    v->port = port;
+    v->dev = dev;
     v->qp_count = qp_count;
-    int rc = open_device(v, device_index, why, why_size);
+    v->send_depth = send_depth;
+    int rc = CR_OK;
+    v->cq = ibv_create_cq(dev->ctx, (int)(send_depth * qp_count), NULL, NULL, 0);
+    if (v->cq == NULL) rc = fail(why, why_size, "ibv_create_cq", errno);
     for (uint32_t i = 0; rc == CR_OK && i < qp_count; i++) rc = create_qp(v, i, why, why_size);
     if (rc != CR_OK) {
         cr_xfer_verbs_close(v);
@@ -135,11 +220,11 @@ int cr_xfer_verbs_open(uint32_t device_index, uint32_t qp_count, uint8_t port,
 void cr_xfer_verbs_local_hello(const struct cr_xfer_verbs *v, struct cr_xfer_verbs_hello *out) {
     memset(out, 0, sizeof(*out));
     out->qp_count = (uint8_t)v->qp_count;
-    out->port = v->port;
-    out->mtu = (uint8_t)v->mtu;
-    out->gid_index = v->gid_index;
-    out->lid = v->lid;
-    memcpy(out->gid, v->gid.raw, 16);
+    out->port = v->dev->port;
+    out->mtu = (uint8_t)v->dev->mtu;
+    out->gid_index = v->dev->gid_index;
+    out->lid = v->dev->lid;
+    memcpy(out->gid, v->dev->gid.raw, 16);
     for (uint32_t i = 0; i < v->qp_count; i++) {
         out->qpn[i] = v->qps[i]->qp_num;
         out->psn[i] = v->psn[i];
@@ -148,16 +233,17 @@ void cr_xfer_verbs_local_hello(const struct cr_xfer_verbs *v, struct cr_xfer_ver
 
 static int to_rtr_rts(struct cr_xfer_verbs *v, uint32_t i, const struct cr_xfer_verbs_hello *peer,
                       char *why, size_t size) {
+    const struct cr_xfer_verbs_device *dev = v->dev;
     struct ibv_qp_attr attr = {
         .qp_state = IBV_QPS_RTR,
-        .path_mtu = (enum ibv_mtu)(peer->mtu < (uint8_t)v->mtu ? peer->mtu : (uint8_t)v->mtu),
+        .path_mtu = (enum ibv_mtu)(peer->mtu < (uint8_t)dev->mtu ? peer->mtu : (uint8_t)dev->mtu),
         .dest_qp_num = peer->qpn[i], .rq_psn = peer->psn[i],
-        .max_dest_rd_atomic = MAX_RD_ATOMIC, .min_rnr_timer = 12,
-        .ah_attr = {.dlid = peer->lid, .sl = 0, .src_path_bits = 0, .port_num = v->port}};
+        .max_dest_rd_atomic = dev->rd_atomic, .min_rnr_timer = 12,
+        .ah_attr = {.dlid = peer->lid, .sl = 0, .src_path_bits = 0, .port_num = dev->port}};
     if (peer->lid == 0) { /* RoCE: route by GID */
         attr.ah_attr.is_global = 1;
         memcpy(attr.ah_attr.grh.dgid.raw, peer->gid, 16);
-        attr.ah_attr.grh.sgid_index = v->gid_index;
+        attr.ah_attr.grh.sgid_index = dev->gid_index;
         attr.ah_attr.grh.hop_limit = 64;
     }
     if (ibv_modify_qp(v->qps[i], &attr,
@@ -166,7 +252,7 @@ static int to_rtr_rts(struct cr_xfer_verbs *v, uint32_t i, const struct cr_xfer_
         return fail(why, size, "ibv_modify_qp(RTR)", errno);
     struct ibv_qp_attr rts = {.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7,
                               .rnr_retry = 7, .sq_psn = v->psn[i],
-                              .max_rd_atomic = MAX_RD_ATOMIC};
+                              .max_rd_atomic = dev->rd_atomic};
     if (ibv_modify_qp(v->qps[i], &rts,
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
@@ -188,68 +274,96 @@ int cr_xfer_verbs_connect(struct cr_xfer_verbs *v, const struct cr_xfer_verbs_he
     return CR_OK;
 }
 
-int cr_xfer_verbs_register(struct cr_xfer_verbs *v, void *addr, uint64_t len, uint32_t *lkey,
-                           uint32_t *rkey, char *why, size_t why_size) {
-    assert(v != NULL && addr != NULL && len > 0);
-    for (uint32_t i = 0; i < MRS_MAX; i++) {
-        if (v->mrs[i] != NULL) continue;
-        v->mrs[i] = ibv_reg_mr(v->pd, addr, len,
-                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-                                   IBV_ACCESS_REMOTE_WRITE);
-        if (v->mrs[i] == NULL) return fail(why, why_size, "ibv_reg_mr", errno);
-        *lkey = v->mrs[i]->lkey;
-        *rkey = v->mrs[i]->rkey;
-        return CR_OK;
+/* The gather list of bytes [offset, offset + length) of the op's local
+ * ranges.  Returns the entries used, or max + 1 when more are needed. */
+static uint32_t slice(const struct cr_xfer_verbs_local *local, uint32_t count, uint64_t offset,
+                      uint64_t length, struct ibv_sge *out, uint32_t max) {
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < count && length > 0; i++) {
+        if (offset >= local[i].length) {
+            offset -= local[i].length;
+            continue;
+        }
+        if (used == max) return max + 1;
+        uint64_t take = local[i].length - offset < length ? local[i].length - offset : length;
+        out[used++] = (struct ibv_sge){.addr = (uintptr_t)local[i].addr + offset,
+                                       .length = (uint32_t)take, .lkey = local[i].lkey};
+        length -= take;
+        offset = 0;
     }
-    snprintf(why, why_size, "%u memory regions registered already", MRS_MAX);
-    return CR_ERR_NOMEM;
+    assert(length == 0);
+    return used;
 }
 
-int cr_xfer_verbs_post(struct cr_xfer_verbs *v, bool write, void *local, uint32_t lkey,
-                       uint64_t remote_addr, uint32_t rkey, uint64_t length, uint64_t wr_id) {
+int cr_xfer_verbs_post(struct cr_xfer_verbs *v, bool write, const struct cr_xfer_verbs_local *local,
+                       uint32_t count, uint64_t remote_addr, uint32_t rkey, uint64_t length,
+                       uint64_t wr_id, uint32_t *posted) {
+    assert(v != NULL && local != NULL && count >= 1 && count <= MAX_SGE && length > 0);
+    *posted = 0;
     struct cr_xfer_stripe stripes[CR_XFER_VERBS_QPS_MAX];
+    struct ibv_sge sges[CR_XFER_VERBS_QPS_MAX][MAX_SGE];
+    uint32_t sge_count[CR_XFER_VERBS_QPS_MAX];
     uint32_t next = v->next_qp;
     uint32_t n = cr_xfer_verbs_plan(length, v->qp_count, 1, &next, stripes, CR_XFER_VERBS_QPS_MAX);
+    /* Check every stripe before posting any: an op is posted whole or not at all. */
     for (uint32_t k = 0; k < n; k++) {
         if (stripes[k].length > MESSAGE_MAX_BYTES) return CR_ERR_INVALID_PARAMS;
-        if (v->outstanding[stripes[k].qp] >= SEND_DEPTH) return CR_ERR_AGAIN;
+        if (v->outstanding[stripes[k].qp] >= v->send_depth) return CR_ERR_AGAIN;
+        sge_count[k] = slice(local, count, stripes[k].offset, stripes[k].length, sges[k],
+                             v->dev->max_sge);
+        if (sge_count[k] > v->dev->max_sge) return CR_ERR_INVALID_PARAMS;
     }
     v->next_qp = next;
     for (uint32_t k = 0; k < n; k++) {
-        struct ibv_sge sge = {.addr = (uintptr_t)local + stripes[k].offset,
-                              .length = (uint32_t)stripes[k].length, .lkey = lkey};
         struct ibv_send_wr wr = {
-            .wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+            .wr_id = wr_id, .sg_list = sges[k], .num_sge = (int)sge_count[k],
             .opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
             .send_flags = IBV_SEND_SIGNALED,
             .wr.rdma = {.remote_addr = remote_addr + stripes[k].offset, .rkey = rkey}};
         struct ibv_send_wr *bad = NULL;
+        /* Stripes before k are on the wire and will complete: *posted
+         * tells the caller to reap them. */
         if (ibv_post_send(v->qps[stripes[k].qp], &wr, &bad) != 0) return CR_ERR_IO;
         v->outstanding[stripes[k].qp]++;
+        v->outstanding_total++;
+        (*posted)++;
     }
-    return (int)n;
+    return CR_OK;
 }
 
-int cr_xfer_verbs_poll(struct cr_xfer_verbs *v, uint64_t *wr_ids, int *statuses, int max) {
+int cr_xfer_verbs_poll(struct cr_xfer_verbs *v, struct cr_xfer_verbs_completion *out, int max) {
+    assert(v != NULL && out != NULL);
     struct ibv_wc wc[32];
     int n = ibv_poll_cq(v->cq, max < 32 ? max : 32, wc);
     for (int i = 0; i < n; i++) {
-        wr_ids[i] = wc[i].wr_id;
-        statuses[i] = wc[i].status == IBV_WC_SUCCESS ? CR_OK : CR_ERR_IO;
-        for (uint32_t q = 0; q < v->qp_count; q++)
-            if (v->qps[q]->qp_num == wc[i].qp_num && v->outstanding[q] > 0) v->outstanding[q]--;
+        bool ok = wc[i].status == IBV_WC_SUCCESS;
+        out[i] = (struct cr_xfer_verbs_completion){
+            .wr_id = wc[i].wr_id, .status = ok ? CR_OK : CR_ERR_IO,
+            .reason = ok ? NULL : ibv_wc_status_str(wc[i].status)};
+        for (uint32_t q = 0; q < v->qp_count; q++) {
+            if (v->qps[q]->qp_num != wc[i].qp_num) continue;
+            assert(v->outstanding[q] > 0 && v->outstanding_total > 0);
+            v->outstanding[q]--;
+            v->outstanding_total--;
+        }
     }
     return n < 0 ? 0 : n;
+}
+
+uint32_t cr_xfer_verbs_qp_count(const struct cr_xfer_verbs *v) {
+    assert(v != NULL);
+    return v->qp_count;
+}
+
+uint32_t cr_xfer_verbs_outstanding(const struct cr_xfer_verbs *v) {
+    assert(v != NULL);
+    return v->outstanding_total;
 }
 
 void cr_xfer_verbs_close(struct cr_xfer_verbs *v) {
     if (v == NULL) return;
     for (uint32_t i = 0; i < CR_XFER_VERBS_QPS_MAX; i++)
         if (v->qps[i] != NULL) ibv_destroy_qp(v->qps[i]);
-    for (uint32_t i = 0; i < MRS_MAX; i++)
-        if (v->mrs[i] != NULL) ibv_dereg_mr(v->mrs[i]);
     if (v->cq != NULL) ibv_destroy_cq(v->cq);
-    if (v->pd != NULL) ibv_dealloc_pd(v->pd);
-    if (v->ctx != NULL) ibv_close_device(v->ctx);
     free(v);
 }

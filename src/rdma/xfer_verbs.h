@@ -8,12 +8,14 @@
  *     is cut into one stripe per QP, the QPs spread over the devices;
  *   - the transport choice per peer, with the reason logged once.
  * Device parts (xfer_verbs.c), which need an RDMA device: probing, opening a
- * device with several RC QPs, connecting them to a peer's QPs, registering
- * memory once, posting one-sided RDMA READ/WRITE stripes and polling their
- * completions.  These compile and link everywhere; without a device they are
- * only exercised by a test that reports itself skipped.
+ * device (context + PD) once per server or client, registering memory once on
+ * it, QP sets (a CQ and several RC QPs) connected to one peer each, posting
+ * one-sided RDMA READ/WRITE stripes and polling their completions.  These
+ * compile and link everywhere.  Without a device they run only against the
+ * test double tests/unit/loopback_ibverbs.c (test_xfer_verbs_loopback), and
+ * the real-device test reports itself skipped.
  *
- * A verbs context is used by one thread. */
+ * A device and its QP sets are used by one thread at a time. */
 #ifndef CRESCENT_RDMA_XFER_VERBS_H
 #define CRESCENT_RDMA_XFER_VERBS_H
 
@@ -81,6 +83,7 @@ struct cr_xfer_transport_facts {
     uint32_t local_devices; /* RDMA devices here (cr_xfer_verbs_probe) */
     const char *verbs_error;/* why none, when 0 */
     bool peer_offers_verbs; /* the server answered the verbs hello */
+    const char *peer_verbs_error; /* why not, when it did not (NULL: not asked) */
 };
 
 /* shm when reachable (and not disabled), else verbs when both sides have a
@@ -96,12 +99,45 @@ const char *cr_xfer_transport_name(enum cr_xfer_transport transport);
  * ibv_get_device_list fails with ENOSYS) and, when 0, why. */
 uint32_t cr_xfer_verbs_probe(char *why, size_t why_size);
 
+/* One opened device: its context and one protection domain.  A server or a
+ * client opens one at create; every segment or buffer is registered on it
+ * once, and every QP set of its peers is created on its PD. */
+struct cr_xfer_verbs_device;
+/* A registered memory region (an ibv_mr). */
+struct ibv_mr;
+/* A QP set: one completion queue and qp_count RC QPs on a device's PD,
+ * connected to one peer's QP set. */
 struct cr_xfer_verbs;
 
-/* Opens device `device_index` with qp_count RC QPs (<= 16) on `port` and one
- * completion queue.  Returns CR_OK, CR_ERR_INVALID_PARAMS, or CR_ERR_IO with
- * why set (the verbs call that failed and its errno). */
-int cr_xfer_verbs_open(uint32_t device_index, uint32_t qp_count, uint8_t port,
+/* Opens device `device_index` on `port` (>= 1) and allocates its PD.
+ * Returns CR_OK, CR_ERR_INVALID_PARAMS (no such device or port), or CR_ERR_IO
+ * with why set (the verbs call that failed and its errno). */
+int cr_xfer_verbs_device_open(uint32_t device_index, uint8_t port,
+                              struct cr_xfer_verbs_device **out, char *why, size_t why_size);
+
+/* "mlx5_0 port 1": for log lines. */
+const char *cr_xfer_verbs_device_name(const struct cr_xfer_verbs_device *dev);
+
+/* Closes the device.  Every QP set and memory region on it must be closed
+ * first.  NULL is a no-op. */
+void cr_xfer_verbs_device_close(struct cr_xfer_verbs_device *dev);
+
+/* Registers [addr, addr + len) on the device's PD (LOCAL_WRITE | REMOTE_READ
+ * | REMOTE_WRITE; this pins the pages) and returns the region and its keys.
+ * Returns CR_OK or CR_ERR_IO (ibv_reg_mr failed; why names errno and, for
+ * ENOMEM, the locked-memory limit). */
+int cr_xfer_verbs_register(struct cr_xfer_verbs_device *dev, void *addr, uint64_t len,
+                           struct ibv_mr **out, uint32_t *lkey, uint32_t *rkey, char *why,
+                           size_t why_size);
+
+/* Deregisters: the keys stop working at once (a peer's op using the rkey
+ * then fails with a remote access error).  NULL is a no-op. */
+void cr_xfer_verbs_deregister(struct ibv_mr *mr);
+
+/* Opens a QP set on dev: qp_count RC QPs (1..16) in INIT, each with up to
+ * send_depth outstanding work requests, and one CQ for all of them.  Returns
+ * CR_OK, CR_ERR_INVALID_PARAMS, CR_ERR_NOMEM or CR_ERR_IO (why). */
+int cr_xfer_verbs_open(struct cr_xfer_verbs_device *dev, uint32_t qp_count, uint32_t send_depth,
                        struct cr_xfer_verbs **out, char *why, size_t why_size);
 
 /* This side's hello (QPNs, random PSNs, LID/GID, MTU) to send to the peer. */
@@ -112,23 +148,43 @@ void cr_xfer_verbs_local_hello(const struct cr_xfer_verbs *v, struct cr_xfer_ver
 int cr_xfer_verbs_connect(struct cr_xfer_verbs *v, const struct cr_xfer_verbs_hello *peer,
                           char *why, size_t why_size);
 
-/* Registers [addr, addr + len) once (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE)
- * and returns its keys.  Returns CR_OK, CR_ERR_NOMEM (table of 64 full) or
- * CR_ERR_IO (ibv_reg_mr failed; why). */
-int cr_xfer_verbs_register(struct cr_xfer_verbs *v, void *addr, uint64_t len, uint32_t *lkey,
-                           uint32_t *rkey, char *why, size_t why_size);
+/* A local range of an op and the lkey of the region that holds it. */
+struct cr_xfer_verbs_local {
+    void *addr;
+    uint64_t length;
+    uint32_t lkey;
+};
 
-/* Posts an RDMA READ (remote -> local) or WRITE, striped by
- * cr_xfer_verbs_plan; every stripe is signalled with wr_id.  Returns the
- * stripes posted (> 0) or CR_ERR_AGAIN (send queue full), CR_ERR_INVALID_PARAMS
- * (a stripe above 2 GiB, the RC message limit) or CR_ERR_IO. */
-int cr_xfer_verbs_post(struct cr_xfer_verbs *v, bool write, void *local, uint32_t lkey,
-                       uint64_t remote_addr, uint32_t rkey, uint64_t length, uint64_t wr_id);
+/* Posts an RDMA READ (remote -> local) or WRITE of `length` bytes (> 0):
+ * local[0..count) (a gather list, count <= 16) against [remote_addr,
+ * remote_addr + length) under rkey, striped by cr_xfer_verbs_plan, every
+ * stripe one signalled work request with wr_id; *posted is the stripe count.
+ * Returns CR_OK; or, with nothing posted: CR_ERR_AGAIN (a send queue is full:
+ * poll first), CR_ERR_INVALID_PARAMS (a stripe above the 2 GiB RC message
+ * limit or more scatter-gather entries than the device takes: use tcp); or
+ * CR_ERR_IO (ibv_post_send refused), with *posted stripes already on the wire
+ * whose completions must still be reaped. */
+int cr_xfer_verbs_post(struct cr_xfer_verbs *v, bool write, const struct cr_xfer_verbs_local *local,
+                       uint32_t count, uint64_t remote_addr, uint32_t rkey, uint64_t length,
+                       uint64_t wr_id, uint32_t *posted);
 
-/* Polls up to max completions into wr_ids[] / statuses[] (CR_OK or CR_ERR_IO).
- * Returns the count. */
-int cr_xfer_verbs_poll(struct cr_xfer_verbs *v, uint64_t *wr_ids, int *statuses, int max);
+struct cr_xfer_verbs_completion {
+    uint64_t wr_id;
+    int status;         /* CR_OK or CR_ERR_IO */
+    const char *reason; /* the work completion status in words, when not OK */
+};
 
+/* Polls up to max completions.  Returns the count (>= 0). */
+int cr_xfer_verbs_poll(struct cr_xfer_verbs *v, struct cr_xfer_verbs_completion *out, int max);
+
+/* The set's QP count. */
+uint32_t cr_xfer_verbs_qp_count(const struct cr_xfer_verbs *v);
+
+/* Work requests posted and not yet reaped by cr_xfer_verbs_poll. */
+uint32_t cr_xfer_verbs_outstanding(const struct cr_xfer_verbs *v);
+
+/* Destroys the QPs (the hardware stops touching memory for them) and the CQ.
+ * NULL is a no-op. */
 void cr_xfer_verbs_close(struct cr_xfer_verbs *v);
 
 #endif

@@ -132,6 +132,7 @@ enum cr_xfer_transport cr_xfer_choose_transport(const struct cr_xfer_transport_f
     }
     snprintf(why, why_size, "shm: %s; verbs: %s", shm,
              f->local_devices == 0 ? (f->verbs_error ? f->verbs_error : "no RDMA device")
-                                   : "the peer offers no verbs");
+                                   : f->peer_verbs_error ? f->peer_verbs_error
+                                                         : "the peer offers no verbs");
     return CR_XFER_TRANSPORT_TCP;
 }

@@ -4,7 +4,9 @@
  * (the first 8 bytes pick the length limit) and parses request after request
  * the way the server does, skipping each WRITE's payload.  Every accepted
  * request must re-encode to exactly the bytes it was parsed from and satisfy
- * the limits; a refusal must leave the output untouched.  The same bytes are
+ * the limits (a HELLO carries a hello that decodes, a KEY no address or
+ * length); a refusal must leave the output untouched.  The verbs hello and key
+ * decoders get the same bytes and must re-encode what they accept.  The same bytes are
  * fed to the response parser and to cr_xfer_range_inside, whose answer is
  * checked against 128-bit arithmetic.  Build and run: tests/fuzz/README.md. */
 #include <stddef.h>
@@ -14,6 +16,7 @@
 
 #include "crescent/error.h"
 #include "rdma/xfer_frame.h"
+#include "rdma/xfer_verbs.h"
 
 static uint64_t load64(const uint8_t *p) {
     uint64_t v;
@@ -23,12 +26,37 @@ static uint64_t load64(const uint8_t *p) {
 
 static void check_request(const uint8_t *at, size_t len, uint64_t max_length,
                           const struct cr_xfer_request *req, size_t used) {
-    if (used != CR_XFER_REQUEST_HEADER_BYTES + req->name_len || used > len) abort();
-    if (req->op != CR_XFER_FRAME_READ && req->op != CR_XFER_FRAME_WRITE) abort();
-    if (req->length > max_length || req->addr + req->length < req->addr) abort();
-    if (!cr_xfer_name_valid(req->name, req->name_len)) abort();
+    if (used > len || req->op < CR_XFER_FRAME_READ || req->op > CR_XFER_FRAME_KEY) abort();
+    if (req->op == CR_XFER_FRAME_HELLO) {
+        struct cr_xfer_verbs_hello hello;
+        if (used != CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES ||
+            req->name_len != 0 || req->hello != at + CR_XFER_REQUEST_HEADER_BYTES ||
+            cr_xfer_verbs_hello_decode(req->hello, CR_XFER_VERBS_HELLO_BYTES, &hello) != CR_OK)
+            abort();
+    } else {
+        if (used != CR_XFER_REQUEST_HEADER_BYTES + req->name_len) abort();
+        if (req->length > max_length || req->addr + req->length < req->addr) abort();
+        if (!cr_xfer_name_valid(req->name, req->name_len)) abort();
+        if (req->op == CR_XFER_FRAME_KEY && (req->addr != 0 || req->length != 0)) abort();
+    }
     uint8_t again[CR_XFER_REQUEST_MAX_BYTES];
     if (cr_xfer_request_encode(req, again) != used || memcmp(again, at, used) != 0) abort();
+}
+
+/* The verbs setup decoders: whatever they accept re-encodes to the same bytes. */
+static void check_verbs_setup(const uint8_t *data, size_t size) {
+    struct cr_xfer_verbs_hello hello;
+    if (cr_xfer_verbs_hello_decode(data, size, &hello) == CR_OK) {
+        uint8_t again[CR_XFER_VERBS_HELLO_BYTES];
+        cr_xfer_verbs_hello_encode(&hello, again);
+        if (memcmp(again, data, sizeof(again)) != 0) abort();
+    }
+    struct cr_xfer_verbs_key key;
+    if (cr_xfer_verbs_key_decode(data, size, &key) == CR_OK) {
+        uint8_t again[CR_XFER_VERBS_KEY_BYTES];
+        cr_xfer_verbs_key_encode(&key, again);
+        if (memcmp(again, data, sizeof(again)) != 0 || key.size == 0) abort();
+    }
 }
 
 static void check_range(const uint8_t *data, size_t size) {
@@ -43,6 +71,7 @@ static void check_range(const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_range(data, size);
+    check_verbs_setup(data, size);
     if (size >= CR_XFER_RESPONSE_BYTES) {
         struct cr_xfer_response resp;
         if (cr_xfer_response_parse(data, &resp) == CR_OK && resp.status > 0) abort();

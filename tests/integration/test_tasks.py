@@ -10,6 +10,7 @@ a move's source released only once no lease protects it, deadlines,
 retention, refusals, events, HTTP and metrics."""
 import json
 import subprocess
+import urllib.request
 import uuid
 
 import pytest
@@ -314,3 +315,64 @@ def test_crescentctl_copy_move_and_task_wait(cluster):
     assert bad.returncode == 1 and "equals the source" in bad.stderr
     assert subprocess.run(ctl + ["task", "xyz"], capture_output=True,
                           timeout=30).returncode == 2
+
+
+def query_store(c, tokens):
+    """crescentd's /query for `tokens`: what its own indexer says the store
+    (instance `crescent-store`, docs/http-api.md) holds, per medium."""
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{c.daemon.port}/query", method="POST",
+        data=json.dumps({"model": "m", "block_size": 4, "token_ids": tokens}).encode())
+    with urllib.request.urlopen(req, timeout=WAIT_S) as r:
+        return json.loads(r.read()).get("default", {}).get("crescent-store", {})
+
+
+def test_indexer_follows_copies_and_moves(cluster):
+    """crescentd's prefix indexer ingests the store's own events: an object
+    copied and then moved stays matched under instance crescent-store, medium
+    CPU (its replicas are memory), through each task's BlockUpdateEvent; the
+    move's event lists the target alone; a removal drops it from /query."""
+    c = cluster()
+    sub = c.subscriber()
+    c.ready(sub)
+    tokens = [7, 8, 9, 10]
+    block = {"model_name": "m", "block_size": 4, "block_hash": "h-task", "token_ids": tokens}
+    start, end = c.a.put("blk", SIZE, preferred_segment="seg-a", block=block)
+    assert start.status_code == 0 and end.status_code == 0
+    wait_for(lambda: query_store(c, tokens).get("CPU") == 4, timeout=WAIT_S,
+             what="the put indexed")
+    tid = c.client.create_copy_task("blk", ["seg-c"]).task_id
+    assert c.a.fetch_tasks().tasks[0].task_id == tid
+    assert c.a.mark_task_to_complete(tid).status_code == 0
+    copied = c.update_events(sub, "blk")[-1]
+    assert sorted(loc for _, loc in copied[2]) == [EP["seg-a"], EP["seg-c"]]
+    answer = query_store(c, tokens)
+    assert answer["longest_matched"] == 4 and answer["CPU"] == 4 and answer.get("DISK", 0) == 0
+    tid = c.client.create_move_task("blk", "seg-a", "seg-b").task_id
+    assert c.a.fetch_tasks().tasks[0].task_id == tid
+    assert c.a.mark_task_to_complete(tid).status_code == 0
+    c.wait_status(tid, c.pb.SUCCESS)
+    moved = c.update_events(sub, "blk")[-1]
+    assert sorted(loc for _, loc in moved[2]) == [EP["seg-b"], EP["seg-c"]]
+    answer = query_store(c, tokens)
+    assert answer["longest_matched"] == 4 and answer["CPU"] == 4
+    assert c.client.remove("blk").status_code == 0
+    wait_for(lambda: query_store(c, tokens) == {}, timeout=WAIT_S, what="the removal indexed")
+
+
+def test_in_flight_bound_is_a_flag(cluster):
+    """--task-max-in-flight (here in gflags' spelling): one task more is
+    refused naming the flag, counted in /metrics; the refused task's
+    reservation is handed back (nothing stays used)."""
+    c = cluster("--task_max_in_flight", "1")
+    c.put_on("one", "seg-a")
+    c.put_on("two", "seg-a")
+    used = c.used_bytes()
+    assert c.client.create_copy_task("one", ["seg-c"]).status_code == 0
+    refused = c.client.create_copy_task("two", ["seg-c"])
+    assert refused.status_code == STATUS["NOMEM"]
+    assert "--task-max-in-flight" in refused.error_message
+    wait_for(lambda: c.used_bytes() == used + SIZE, timeout=WAIT_S, what="two's reservation freed")
+    text = http_get(c.daemon.port, "/metrics")[1].decode()
+    assert "\ncrescent_tasks_refused_full_total 1\n" in text
+    assert "\ncrescent_tasks_max_in_flight 1\n" in text

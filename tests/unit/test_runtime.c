@@ -769,6 +769,7 @@ static void lazy_config(struct cr_runtime_config *config) {
     cr_runtime_config_default(config);
     config->pin_threads = false;
     config->spin_ns = 60ull * 1000000000u; /* the sender never parks by itself */
+    config->spin_adaptive = false;          /* not even on a busy machine */
     config->lazy_wake_ns = 60ull * 1000000000u;
     config->lazy_wake_batch = 1000000;
 }
@@ -866,6 +867,7 @@ static void test_round_end_after_each_busy_round(void **unused) {
     cr_runtime_config_default(&config);
     config.pin_threads = false;
     config.spin_ns = 60ull * 1000000000u; /* idle rounds keep coming while the test runs */
+    config.spin_adaptive = false;
     struct cr_runtime *rt;
     assert_int_equal(cr_runtime_create(&config, &rt), CR_OK);
     struct gatherer_state st = {0};

@@ -1,8 +1,10 @@
 /* Unit tests for the verbs transport's pure parts (src/rdma/xfer_verbs_plan.c):
- * the setup messages, the striping plan and the transport choice; and a device
- * test of the libibverbs side (two contexts on one device, RC QPs connected to
- * each other, RDMA WRITE then READ, 16 MiB striped) that reports itself
- * skipped where there is no RDMA device, never passed. */
+ * the setup messages and their HELLO/KEY frames, the striping plan and the
+ * transport choice; and a device test of the libibverbs side (two QP sets on
+ * one device, RC QPs connected to each other, RDMA WRITE then READ, 16 MiB
+ * striped) that reports itself skipped where there is no RDMA device, never
+ * passed.  The wiring into server and client runs against a test double in
+ * test_xfer_verbs_loopback.c; that is not a device test. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <cmocka.h>
 
 #include "crescent/error.h"
+#include "rdma/xfer_frame.h"
 #include "rdma/xfer_verbs.h"
 
 static struct cr_xfer_verbs_hello sample_hello(void) {
@@ -93,6 +96,56 @@ static void test_key_codec(void **state) {
     assert_int_equal(cr_xfer_verbs_key_decode(buf, sizeof(buf), &back), CR_ERR_PROTOCOL);
 }
 
+/* The HELLO and KEY requests of the tcp frame carry the setup. */
+static void test_frame_hello_and_key(void **state) {
+    (void)state;
+    struct cr_xfer_verbs_hello h = sample_hello();
+    uint8_t hello[CR_XFER_VERBS_HELLO_BYTES];
+    cr_xfer_verbs_hello_encode(&h, hello);
+    struct cr_xfer_request in = {.op = CR_XFER_FRAME_HELLO, .request_id = 5, .hello = hello};
+    uint8_t buf[CR_XFER_REQUEST_MAX_BYTES];
+    size_t len = cr_xfer_request_encode(&in, buf);
+    assert_int_equal(len, CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES);
+    struct cr_xfer_request out;
+    size_t used = 0;
+    for (size_t cut = 0; cut < len; cut++)
+        assert_int_equal(cr_xfer_request_parse(buf, cut, 1u << 30, &out, &used), CR_ERR_AGAIN);
+    assert_int_equal(cr_xfer_request_parse(buf, len, 1u << 30, &out, &used), CR_OK);
+    assert_int_equal(used, len);
+    assert_int_equal(out.op, CR_XFER_FRAME_HELLO);
+    assert_int_equal(out.request_id, 5);
+    assert_memory_equal(out.hello, hello, sizeof(hello));
+    struct { size_t at; uint8_t value; } bad_hello[] = {
+        {1, 4},   /* a name */
+        {8, 1},   /* an address */
+        {16, 1},  /* another length */
+        {CR_XFER_REQUEST_HEADER_BYTES, 0},     /* the hello's magic */
+        {CR_XFER_REQUEST_HEADER_BYTES + 4, 0}, /* no QPs */
+        {CR_XFER_REQUEST_HEADER_BYTES + 5, 0}, /* port 0 */
+    };
+    for (size_t i = 0; i < sizeof(bad_hello) / sizeof(bad_hello[0]); i++) {
+        uint8_t bad[CR_XFER_REQUEST_MAX_BYTES];
+        memcpy(bad, buf, len);
+        bad[bad_hello[i].at] = bad_hello[i].value;
+        assert_int_equal(cr_xfer_request_parse(bad, len, 1u << 30, &out, &used), CR_ERR_PROTOCOL);
+    }
+    struct cr_xfer_request key = {.op = CR_XFER_FRAME_KEY, .name_len = 4, .request_id = 6,
+                                  .name = "seg0"};
+    len = cr_xfer_request_encode(&key, buf);
+    assert_int_equal(cr_xfer_request_parse(buf, len, 1u << 30, &out, &used), CR_OK);
+    assert_int_equal(out.op, CR_XFER_FRAME_KEY);
+    assert_memory_equal(out.name, "seg0", 4);
+    struct { size_t at; uint8_t value; } bad_key[] = {{1, 0}, {8, 1}, {16, 1}};
+    for (size_t i = 0; i < sizeof(bad_key) / sizeof(bad_key[0]); i++) {
+        uint8_t bad[CR_XFER_REQUEST_MAX_BYTES];
+        memcpy(bad, buf, len);
+        bad[bad_key[i].at] = bad_key[i].value;
+        assert_int_equal(cr_xfer_request_parse(bad, len, 1u << 30, &out, &used), CR_ERR_PROTOCOL);
+    }
+    buf[0] = 5; /* no op 5 */
+    assert_int_equal(cr_xfer_request_parse(buf, len, 1u << 30, &out, &used), CR_ERR_PROTOCOL);
+}
+
 /* Stripes cover [0, length) exactly, in order, on distinct QPs. */
 static void check_plan(uint64_t length, uint32_t qps, uint32_t devices) {
     struct cr_xfer_stripe s[CR_XFER_VERBS_QPS_MAX];
@@ -160,6 +213,9 @@ static void test_choose_transport(void **state) {
     f.peer_offers_verbs = false;
     assert_int_equal(cr_xfer_choose_transport(&f, why, sizeof(why)), CR_XFER_TRANSPORT_TCP);
     assert_non_null(strstr(why, "peer offers no verbs"));
+    f.peer_verbs_error = "the peer has no RDMA device (its protocol is tcp)";
+    assert_int_equal(cr_xfer_choose_transport(&f, why, sizeof(why)), CR_XFER_TRANSPORT_TCP);
+    assert_non_null(strstr(why, "verbs: the peer has no RDMA device"));
     f = (struct cr_xfer_transport_facts){.shm_error = "no shm socket", .local_devices = 0,
                                          .verbs_error = "no RDMA device (ENOSYS)",
                                          .peer_offers_verbs = true};
@@ -172,13 +228,12 @@ static void test_choose_transport(void **state) {
 /* On a machine with a device: two contexts on device 0, QPs connected to
  * each other, RDMA WRITE A -> B and READ B -> A, 16 MiB striped over 4 QPs. */
 static void wait_completions(struct cr_xfer_verbs *v, int expected) {
-    uint64_t ids[32];
-    int statuses[32];
+    struct cr_xfer_verbs_completion done[32];
     int got = 0;
     for (long spins = 0; got < expected; spins++) {
         assert_true(spins < 2000000000L);
-        int n = cr_xfer_verbs_poll(v, ids, statuses, 32);
-        for (int i = 0; i < n; i++) assert_int_equal(statuses[i], CR_OK);
+        int n = cr_xfer_verbs_poll(v, done, 32);
+        for (int i = 0; i < n; i++) assert_int_equal(done[i].status, CR_OK);
         got += n;
     }
 }
@@ -190,9 +245,11 @@ static void test_device_round_trip(void **state) {
         printf("SKIPPED: %s\n", why); /* "no RDMA device (...)" */
         skip();
     }
+    struct cr_xfer_verbs_device *dev;
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, &dev, why, sizeof(why)), CR_OK);
     struct cr_xfer_verbs *a, *b;
-    assert_int_equal(cr_xfer_verbs_open(0, 4, 1, &a, why, sizeof(why)), CR_OK);
-    assert_int_equal(cr_xfer_verbs_open(0, 4, 1, &b, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(dev, 4, 128, &a, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(dev, 4, 128, &b, why, sizeof(why)), CR_OK);
     struct cr_xfer_verbs_hello ha, hb;
     cr_xfer_verbs_local_hello(a, &ha);
     cr_xfer_verbs_local_hello(b, &hb);
@@ -202,19 +259,32 @@ static void test_device_round_trip(void **state) {
     uint8_t *src = malloc(len), *remote = calloc(1, len), *back = calloc(1, len);
     for (size_t i = 0; i < len; i++) src[i] = (uint8_t)(i * 31 + 7);
     uint32_t lk_src, rk_src, lk_remote, rk_remote, lk_back, rk_back;
-    assert_int_equal(cr_xfer_verbs_register(a, src, len, &lk_src, &rk_src, why, 160), CR_OK);
-    assert_int_equal(cr_xfer_verbs_register(a, back, len, &lk_back, &rk_back, why, 160), CR_OK);
-    assert_int_equal(cr_xfer_verbs_register(b, remote, len, &lk_remote, &rk_remote, why, 160),
+    struct ibv_mr *mr_src, *mr_back, *mr_remote;
+    assert_int_equal(cr_xfer_verbs_register(dev, src, len, &mr_src, &lk_src, &rk_src, why, 160),
                      CR_OK);
-    int n = cr_xfer_verbs_post(a, true, src, lk_src, (uintptr_t)remote, rk_remote, len, 1);
+    assert_int_equal(
+        cr_xfer_verbs_register(dev, back, len, &mr_back, &lk_back, &rk_back, why, 160), CR_OK);
+    assert_int_equal(cr_xfer_verbs_register(dev, remote, len, &mr_remote, &lk_remote, &rk_remote,
+                                            why, 160),
+                     CR_OK);
+    uint32_t n = 0;
+    struct cr_xfer_verbs_local local = {.addr = src, .length = len, .lkey = lk_src};
+    assert_int_equal(cr_xfer_verbs_post(a, true, &local, 1, (uintptr_t)remote, rk_remote, len, 1, &n),
+                     CR_OK);
     assert_int_equal(n, 4);
-    wait_completions(a, n);
+    wait_completions(a, (int)n);
     assert_memory_equal(src, remote, len);
-    n = cr_xfer_verbs_post(a, false, back, lk_back, (uintptr_t)remote, rk_remote, len, 2);
-    wait_completions(a, n);
+    local = (struct cr_xfer_verbs_local){.addr = back, .length = len, .lkey = lk_back};
+    assert_int_equal(cr_xfer_verbs_post(a, false, &local, 1, (uintptr_t)remote, rk_remote, len, 2, &n),
+                     CR_OK);
+    wait_completions(a, (int)n);
     assert_memory_equal(src, back, len);
     cr_xfer_verbs_close(a);
     cr_xfer_verbs_close(b);
+    cr_xfer_verbs_deregister(mr_src);
+    cr_xfer_verbs_deregister(mr_back);
+    cr_xfer_verbs_deregister(mr_remote);
+    cr_xfer_verbs_device_close(dev);
     free(src);
     free(remote);
     free(back);
@@ -225,6 +295,7 @@ int main(void) {
         cmocka_unit_test(test_hello_round_trip),
         cmocka_unit_test(test_hello_refuses_malformed),
         cmocka_unit_test(test_key_codec),
+        cmocka_unit_test(test_frame_hello_and_key),
         cmocka_unit_test(test_plan_stripes_large_objects),
         cmocka_unit_test(test_plan_small_objects_round_robin),
         cmocka_unit_test(test_choose_transport),

@@ -1,0 +1,51 @@
+/* crescentd's local segment as a copy/move executor (see data_tasks.h). */
+#include "actors/data_tasks.h"
+
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "actors/task_exec.h"
+#include "crescent/error.h"
+#include "rdma/xfer.h"
+
+/* Whether [buffer, buffer + size) lies inside the segment, without overflow. */
+static bool inside(const struct cr_xfer_segment *segment, uint64_t buffer, uint64_t size) {
+    uint64_t base = (uint64_t)(uintptr_t)segment->base;
+    return buffer >= base && size > 0 && size <= segment->size &&
+           buffer - base <= segment->size - size;
+}
+
+int cr_data_task_run(const struct cr_xfer_segment *segment, const char *segment_name,
+                     struct cr_xfer_client *xfer, const Crescent__Master__TaskAssignment *a,
+                     char *why, size_t why_len) {
+    assert(segment != NULL && segment_name != NULL && xfer != NULL && a != NULL);
+    assert(why != NULL && why_len > 0);
+    const Crescent__Master__BufHandle *src = a->source;
+    if (src == NULL || strcmp(src->segment_name, segment_name) != 0 ||
+        !inside(segment, src->buffer, src->size)) {
+        snprintf(why, why_len, "the task's source is not in crescentd's local segment %s",
+                 segment_name);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (a->n_targets == 0 || a->n_targets > CR_TASK_EXEC_TARGETS_MAX) {
+        snprintf(why, why_len, "a task needs 1 to %u targets, this one has %zu",
+                 CR_TASK_EXEC_TARGETS_MAX, a->n_targets);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    struct cr_task_exec_job job = {.size = src->size,
+                                   .source = {src->transport_endpoint, src->segment_name,
+                                              src->buffer},
+                                   .target_count = (uint32_t)a->n_targets,
+                                   .has_checksum = a->has_checksum_xxh3,
+                                   .checksum = a->checksum_xxh3};
+    for (size_t i = 0; i < a->n_targets; i++) {
+        const Crescent__Master__BufHandle *t = a->targets[i];
+        job.targets[i] = (struct cr_task_exec_replica){t->transport_endpoint, t->segment_name,
+                                                       t->buffer};
+    }
+    const uint8_t *bytes = (const uint8_t *)segment->base +
+                           (src->buffer - (uint64_t)(uintptr_t)segment->base);
+    return cr_task_exec_write(xfer, &job, bytes, why, why_len);
+}

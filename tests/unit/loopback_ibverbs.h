@@ -1,0 +1,23 @@
+/* A TEST DOUBLE of libibverbs, for unit tests only (never linked into a
+ * product): see loopback_ibverbs.c.  The knobs and counters a test uses. */
+#ifndef CRESCENT_TESTS_LOOPBACK_IBVERBS_H
+#define CRESCENT_TESTS_LOOPBACK_IBVERBS_H
+
+#include <stdint.h>
+
+/* How many devices ibv_get_device_list reports from now on: 0 makes it fail
+ * with ENOSYS, as on a machine without RDMA (the default is 1). */
+void loopback_ibverbs_set_devices(int count);
+
+struct loopback_ibverbs_counts {
+    uint32_t contexts, pds, mrs, cqs, qps; /* alive now */
+    uint64_t reads, writes;                /* work requests that moved bytes */
+    uint64_t bytes;
+    uint64_t errors;                       /* completions with an error status */
+    uint64_t flushed;                      /* of them, flushed after an error */
+    uint32_t max_sge_seen;                 /* the longest gather list posted */
+};
+
+struct loopback_ibverbs_counts loopback_ibverbs_counts(void);
+
+#endif
