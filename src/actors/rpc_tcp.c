@@ -68,6 +68,8 @@ struct rpc_tcp_state {
     int listen_fd;
     int epoll_fd;
     bool wake_added, listen_added;
+    bool off_for_curve; /* an address was given, but CURVE is on */
+    bool default_busy;  /* the default address was taken: serving nothing */
     struct cr_rpc_intake intake;
     struct cr_actor *self;
     struct conn **conns;  /* by slot */
@@ -90,7 +92,7 @@ static void set_events(struct rpc_tcp_state *st, struct conn *c, uint32_t events
     if (c->events == events) return;
     struct epoll_event ev = {.events = events, .data.u64 = c->slot};
     if (epoll_ctl(st->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
-        CR_ERROR("rpc-tcp", "epoll_ctl(MOD) for %s failed: %s", c->peer, strerror(errno));
+        CR_ERROR("rpc_tcp", "epoll_ctl(MOD) for %s failed: %s", c->peer, strerror(errno));
     c->events = events;
 }
 
@@ -106,15 +108,15 @@ static void update_events(struct rpc_tcp_state *st, struct conn *c) {
 }
 
 static void conn_close(struct rpc_tcp_state *st, struct conn *c, const char *why) {
-    CR_DEBUG("rpc-tcp", "closing %s: %s", c->peer, why);
+    CR_DEBUG("rpc_tcp", "closing %s: %s", c->peer, why);
     epoll_ctl(st->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     st->conns[c->slot] = NULL;
     st->generation[c->slot]++; /* replies still coming for it are dropped */
     st->free_slots[st->free_count++] = c->slot;
     st->open--;
-    /* A closed connection may still be on the flush list: it is unlinked
-     * there (flush skips closed ones by looking the slot up). */
+    /* A connection still on the flush list stays allocated, marked closed
+     * (fd -1), until flush_dirty (or destroy) reaches it and frees it. */
     c->fd = -1;
     free(c->in);
     free(c->out);
@@ -324,7 +326,7 @@ static void conn_open(struct rpc_tcp_state *st, int fd, const struct sockaddr_st
     if (st->free_count == 0) {
         st->refused_full++;
         if (cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
-            CR_WARN("rpc-tcp", "connection from %s:%s refused: %u connections are open "
+            CR_WARN("rpc_tcp", "connection from %s:%s refused: %u connections are open "
                     "(--rpc-tcp-connections-max)", host, port, st->conns_max);
         close(fd);
         return;
@@ -334,7 +336,7 @@ static void conn_open(struct rpc_tcp_state *st, int fd, const struct sockaddr_st
     /* Replies are one frame each and written whole: Nagle would hold a
      * reply back waiting for the client's ACK of the previous one. */
     if (c == NULL || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
-        CR_WARN("rpc-tcp", "connection from %s:%s dropped: %s", host, port,
+        CR_WARN("rpc_tcp", "connection from %s:%s dropped: %s", host, port,
                 c == NULL ? "out of memory" : strerror(errno));
         free(c);
         close(fd);
@@ -345,7 +347,7 @@ static void conn_open(struct rpc_tcp_state *st, int fd, const struct sockaddr_st
     snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = c->slot};
     if (epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        CR_ERROR("rpc-tcp", "epoll_ctl(ADD) for %s failed: %s", c->peer, strerror(errno));
+        CR_ERROR("rpc_tcp", "epoll_ctl(ADD) for %s failed: %s", c->peer, strerror(errno));
         st->free_slots[st->free_count++] = c->slot;
         free(c);
         close(fd);
@@ -370,7 +372,7 @@ static void accept_some(struct rpc_tcp_state *st) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK &&
             cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
-            CR_WARN("rpc-tcp", "accept on %s failed: %s", st->address, strerror(errno));
+            CR_WARN("rpc_tcp", "accept on %s failed: %s", st->address, strerror(errno));
         return;
     }
 }
@@ -383,7 +385,7 @@ static void add_fd(struct rpc_tcp_state *st, int fd, uint64_t tag, bool *added) 
     if (epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0)
         *added = true;
     else
-        CR_ERROR("rpc-tcp", "epoll_ctl(ADD) failed: %s", strerror(errno));
+        CR_ERROR("rpc_tcp", "epoll_ctl(ADD) failed: %s", strerror(errno));
 }
 
 static void rpc_tcp_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
@@ -397,7 +399,7 @@ static void rpc_tcp_wait(struct cr_actor *self, void *arg, int wake_fd, int time
     struct epoll_event events[RPC_TCP_EVENTS];
     int n = epoll_wait(st->epoll_fd, events, RPC_TCP_EVENTS, timeout_ms);
     if (n < 0) {
-        if (errno != EINTR) CR_ERROR("rpc-tcp", "epoll_wait failed: %s", strerror(errno));
+        if (errno != EINTR) CR_ERROR("rpc_tcp", "epoll_wait failed: %s", strerror(errno));
         return;
     }
     uint64_t received_ns = n > 0 ? now_ns(st) : 0; /* one clock read per turn */
@@ -454,14 +456,27 @@ static int rpc_tcp_start(struct cr_actor *self, void *arg) {
 static void rpc_tcp_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     struct rpc_tcp_state *st = arg;
     switch (msg->type) {
-    case CR_MSG_WIRE: cr_rpc_intake_wire(&st->intake, msg->body.ptr[0]); return;
+    case CR_MSG_WIRE:
+        cr_rpc_intake_wire(&st->intake, msg->body.ptr[0]);
+        /* Said once every address is bound: a start that fails on a later
+         * address prints only the line naming it. */
+        if (st->listen_fd >= 0)
+            CR_INFO("rpc_tcp", "native RPC on %s (crescent://%s)", st->address, st->address);
+        else if (st->default_busy)
+            CR_WARN("rpc_tcp", "the native RPC endpoint is off: its default address %s is in "
+                    "use (another crescentd?); set --rpc-tcp-address to serve it elsewhere",
+                    st->address);
+        else if (st->off_for_curve)
+            CR_INFO("rpc_tcp", "the native RPC endpoint is off: CURVE is on and it has no "
+                    "encryption (--rpc-tcp-with-curve serves it on loopback anyway)");
+        return;
     case CR_MSG_MASTER_DONE:
         on_done(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
         return;
     default:
         if (cr_log_ratelimit(&st->last_log_ns, cr_runtime_now_ns(cr_actor_runtime(self)),
                              60ull * 1000000000u))
-            CR_WARN("rpc-tcp", "message type %u from sender %u is not handled here", msg->type,
+            CR_WARN("rpc_tcp", "message type %u from sender %u is not handled here", msg->type,
                     msg->sender);
         if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
     }
@@ -569,6 +584,16 @@ static int listen_on(struct rpc_tcp_state *st, const struct cr_daemon_config *co
     int one = 1;
     if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        /* The default address is best effort: another crescentd on this
+         * host (each with its own --rpc-address) must not fail to start
+         * because the first took 50052.  Said at WIRE, once started. */
+        if (fd >= 0 && errno == EADDRINUSE &&
+            strcmp(st->address, CR_CONFIG_RPC_TCP_DEFAULT) == 0) {
+            close(fd);
+            freeaddrinfo(ai);
+            st->default_busy = true;
+            return CR_OK;
+        }
         fprintf(stderr, "crescentd: cannot bind the native RPC address %s: %s\n", st->address,
                 strerror(errno));
         if (fd >= 0) close(fd);
@@ -598,9 +623,7 @@ static int rpc_tcp_create(const struct cr_daemon_config *config, void **state_ou
     }
     bool curve = config->curve_secret_key_file[0] != '\0';
     if (st->address[0] == '\0' || (curve && !config->rpc_tcp_with_curve)) {
-        if (st->address[0] != '\0')
-            CR_INFO("rpc-tcp", "the native RPC endpoint is off: CURVE is on and it has no "
-                    "encryption (--rpc-tcp-with-curve serves it on loopback anyway)");
+        st->off_for_curve = st->address[0] != '\0';
         return CR_OK; /* off: the actor runs and serves nothing */
     }
     st->conns_max = config->rpc_tcp_connections_max;
@@ -615,10 +638,7 @@ static int rpc_tcp_create(const struct cr_daemon_config *config, void **state_ou
     }
     for (uint32_t i = 0; i < st->conns_max; i++) st->free_slots[i] = st->conns_max - 1 - i;
     st->free_count = st->conns_max;
-    int rc = listen_on(st, config);
-    if (rc == CR_OK)
-        CR_INFO("rpc-tcp", "native RPC on %s (crescent://%s)", st->address, st->address);
-    return rc;
+    return listen_on(st, config);
 }
 
 static const struct cr_actor_ops rpc_tcp_ops = {
@@ -631,7 +651,7 @@ static const struct cr_actor_ops rpc_tcp_ops = {
 };
 
 const struct cr_subsystem_def cr_rpc_tcp_def = {
-    .name = "rpc-tcp",
+    .name = "rpc_tcp",
     .ops = &rpc_tcp_ops,
     .create = rpc_tcp_create,
     .destroy = rpc_tcp_destroy,

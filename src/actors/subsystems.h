@@ -3,7 +3,7 @@
  *
  * Spawn (and stop) order puts producers before consumers, so that stopping in
  * spawn order lets each actor's last messages reach a consumer still running:
- * rpc → rpc-tcp → segments → leases → tasks → indexer → publisher → replay → data.
+ * rpc → rpc_tcp → segments → leases → tasks → indexer → publisher → replay → data.
  *
  * Wiring: once all are running, the daemon sends each a CR_MSG_WIRE
  * message whose body.ptr[0] is the `struct cr_subsystems` peer table.  An

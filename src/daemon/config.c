@@ -58,7 +58,8 @@ static const struct setting settings[] = {
     {"rpc-address", SETTING_STRING, FIELD(rpc_address), 0, 0, "ENDPOINT",
      "ZMQ endpoint of the store-master RPC (protobuf over ROUTER)"},
     {"rpc-tcp-address", SETTING_STRING, FIELD(rpc_tcp_address), 0, 0, "HOST:PORT",
-     "native TCP endpoint of the same RPC (crescent://HOST:PORT, no encryption); '' off"},
+     "native TCP endpoint of the same RPC (crescent://HOST:PORT, no encryption); '' off; "
+     "the default is skipped with a warning when taken"},
     {"rpc-tcp-connections-max", SETTING_U32, FIELD(rpc_tcp_connections_max), 1, 1000000, "N",
      "open native RPC connections; one more is accepted and closed at once"},
     {"rpc-tcp-queue-max", SETTING_U32, FIELD(rpc_tcp_queue_max), 1, 65536, "N",
@@ -163,7 +164,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->ask_timeout_ms = 2000;
     config->log_level = CR_LOG_INFO;
     snprintf(config->rpc_address, sizeof(config->rpc_address), "tcp://127.0.0.1:50051");
-    snprintf(config->rpc_tcp_address, sizeof(config->rpc_tcp_address), "127.0.0.1:50052");
+    snprintf(config->rpc_tcp_address, sizeof(config->rpc_tcp_address), "%s",
+             CR_CONFIG_RPC_TCP_DEFAULT);
     config->rpc_tcp_connections_max = 4096; /* as the HTTP front's */
     config->rpc_tcp_queue_max = 1024;       /* about ZMQ's default high-water mark (1000) */
     config->default_kv_lease_ttl = 5000;

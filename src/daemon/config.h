@@ -15,6 +15,9 @@
 
 #define CR_CONFIG_ADDRESS_MAX 256u
 #define CR_CONFIG_ERROR_MAX 512u
+/* The native RPC endpoint's default: best effort (taken: crescentd starts
+ * without it and says so), where an address given by the user must bind. */
+#define CR_CONFIG_RPC_TCP_DEFAULT "127.0.0.1:50052"
 
 struct cr_daemon_config {
     char config_path[CR_CONFIG_ADDRESS_MAX]; /* empty: none */

@@ -7,7 +7,8 @@ import time
 
 from conftest import binary, free_port, http_get
 
-SUBSYSTEMS = ["rpc", "segments", "leases", "tasks", "indexer", "publisher", "replay", "data"]
+SUBSYSTEMS = ["rpc", "rpc_tcp", "segments", "leases", "tasks", "indexer", "publisher", "replay",
+              "data"]
 
 
 def test_health_answers_with_every_actor(daemon):

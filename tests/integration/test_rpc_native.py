@@ -95,7 +95,7 @@ def test_malformed_frames_close_only_their_connection(daemon):
     cut.send_raw(struct.pack(">IHQ", 200, pb.PING, 7) + b"\x0a")
     cut.close()
     assert good.exist_key("k").status_code == 0
-    counters = actor_counters(d, "rpc-tcp")
+    counters = actor_counters(d, "rpc_tcp")
     assert counters["connections_closed_malformed_total"] == 3
     assert counters["malformed_total"] == 3 and counters["unknown_method_total"] == 1
     assert counters["decode_errors_total"] == 1
@@ -138,7 +138,7 @@ def test_requests_past_the_queue_bound_wait_and_are_all_answered(daemon):
         assert status == 0 and c.decode(pb.EXIST_KEY, status, body).status_code == 0
         seen.add(rid)
     assert seen == set(range(1, 201))
-    assert actor_counters(d, "rpc-tcp")["in_flight"] == 0
+    assert actor_counters(d, "rpc_tcp")["in_flight"] == 0
     c.close()
 
 
@@ -150,9 +150,9 @@ def test_connections_past_the_bound_are_closed(daemon):
     extra = NativeMasterClient(native, timeout=WAIT_S)
     assert extra.closed_by_peer()
     extra.close()
-    assert actor_counters(d, "rpc-tcp")["connections_refused_total"] == 1
+    assert actor_counters(d, "rpc_tcp")["connections_refused_total"] == 1
     kept[0].close()
-    sm.wait_for(lambda: actor_counters(d, "rpc-tcp")["connections_open"] == 1,
+    sm.wait_for(lambda: actor_counters(d, "rpc_tcp")["connections_open"] == 1,
                 what="the closed connection's slot freed")
     again = NativeMasterClient(native, timeout=WAIT_S)
     assert again.get_version().status_code == 0
@@ -217,3 +217,58 @@ def test_curve_keeps_the_native_endpoint_off_unless_asked_on_loopback(daemon, tm
             "--rpc-tcp-address", f"0.0.0.0:{free_port()}", "--rpc-tcp-with-curve", "true", *curve]
     r = subprocess.run(args, capture_output=True, text=True, timeout=WAIT_S * 3)
     assert r.returncode == 2 and "loopback" in r.stderr, r.stderr
+
+
+def test_python_client_over_native(daemon):
+    """The Python client (ctypes over libcrescent) takes crescent://HOST:PORT
+    as its master address and works as over ZMQ."""
+    import os
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import Store  # noqa: E402
+    d, rpc, native = start_native(daemon)
+    with MasterClient(rpc, client_id=(0xD, 1), timeout=WAIT_S) as z:
+        assert z.mount_segment("py-seg", 16 << 20).status_code == 0
+        store = Store()
+        store.setup("localhost", "", 0, 0, "tcp", "", native)
+        store.put_start("py-key", 4096)
+        store.put_end("py-key")
+        assert store.is_exist("py-key") == 1
+        assert z.exist_key("py-key").exists
+        store.close()
+
+
+def test_default_address_is_best_effort_a_given_one_must_bind(daemon):
+    """A second crescentd on a host whose default native address (50052) is
+    taken still starts, without the native endpoint, and says so; a native
+    address the user chose that is taken fails the start (exit 2)."""
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("127.0.0.1", 50052))
+        holder.listen(1)
+    except OSError:
+        pass  # held by someone else already: in use either way
+    try:
+        d, rpc, _ = start_native(daemon)
+        d.stop()
+        d2 = daemon("--rpc-tcp-address", "127.0.0.1:50052")
+        code, err = d2.stop()
+        assert code == 0 and "default address 127.0.0.1:50052 is in use" in err, err
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        args = [binary("crescentd"), "--no-pin", "--http-address", f"127.0.0.1:{free_port()}",
+                "--metrics-port", "0", "--local-segment-size", "0",
+                "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                "--event-address", f"tcp://127.0.0.1:{free_port()}",
+                "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+                "--rpc-tcp-address", f"127.0.0.1:{busy.getsockname()[1]}"]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=WAIT_S * 3)
+        busy.close()
+        assert r.returncode == 2 and "cannot bind the native RPC address" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    finally:
+        holder.close()

@@ -214,7 +214,7 @@ def test_killed_executor_task_goes_to_another_replica_holder(daemon, tmp_path):
     other complete replica, which copies it; the target was never readable
     before, the surviving source stays readable, a seed-000 subscriber sees
     the replica lists change, and the old reservation is freed."""
-    d, rpc, stores = start(daemon, tmp_path, "--client-ttl", "2", "--task-timeout-sec", "8",
+    d, rpc, stores = start(daemon, tmp_path, "--client-ttl", "4", "--task-timeout-sec", "10",
                            "--put-start-release-timeout-sec", "2",
                            "--put-start-discard-timeout-sec", "1", stores=3)
     sub = Subscriber(d, rpc, tmp_path, "seg1")
@@ -262,7 +262,7 @@ def test_killed_executor_without_another_replica_fails_and_frees(daemon, tmp_pat
     """No other store holds the object: the task FAILS as soon as crescentd
     expires the killed executor, naming it, and the reserved target is freed
     at once (not at the task's deadline); the other store keeps serving."""
-    d, rpc, stores = start(daemon, tmp_path, "--client-ttl", "2")
+    d, rpc, stores = start(daemon, tmp_path, "--client-ttl", "4")
     sub = Subscriber(d, rpc, tmp_path, "seg1")
     try:
         src = tmp_path / "k.in"

@@ -35,9 +35,18 @@
 
 #include "xfer_fixture.h"
 
+/* The client never uses shm (same host here), and waits long for the
+ * blocking hello and key answers: the machine running this may be loaded. */
+static const struct cr_xfer_client_config client_config = {.shm_disabled = true,
+                                                           .connect_timeout_ms = 60000};
+
 static int setup(void **state) {
     loopback_ibverbs_set_devices(1);
-    return setup_with(state, false); /* the client never uses shm: same host here */
+    setup_with(state, false);
+    struct fixture *f = *state;
+    cr_xfer_client_destroy(f->cli);
+    assert_int_equal(cr_xfer_client_create(&client_config, &f->cli), CR_OK);
+    return 0;
 }
 
 /* Every test ends with nothing left on the device: contexts, PDs, regions,
@@ -478,8 +487,7 @@ static void test_server_without_device_tcp_fallback(void **state) {
     uint64_t bytes = loopback_ibverbs_counts().bytes;
     assert_string_equal(cr_xfer_server_protocol(f->srv), "tcp");
     cr_xfer_client_destroy(f->cli); /* a client made on a host with a device */
-    struct cr_xfer_client_config cfg = {.shm_disabled = true};
-    assert_int_equal(cr_xfer_client_create(&cfg, &f->cli), CR_OK);
+    assert_int_equal(cr_xfer_client_create(&client_config, &f->cli), CR_OK);
     struct buffer b = registered(f, 65536);
     fill_random(b.bytes, b.len, 9);
     assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
@@ -499,8 +507,7 @@ static void test_client_without_device_uses_tcp(void **state) {
     struct fixture *f = *state;
     cr_xfer_client_destroy(f->cli);
     loopback_ibverbs_set_devices(0);
-    struct cr_xfer_client_config cfg = {.shm_disabled = true};
-    assert_int_equal(cr_xfer_client_create(&cfg, &f->cli), CR_OK);
+    assert_int_equal(cr_xfer_client_create(&client_config, &f->cli), CR_OK);
     loopback_ibverbs_set_devices(1);
     uint8_t buf[4096];
     assert_int_equal(cr_xfer_client_register(f->cli, buf, sizeof(buf)), CR_OK);
