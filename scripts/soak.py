@@ -46,7 +46,7 @@ def main():
     args = ap.parse_args()
     http, rpc = free_port(), f"tcp://127.0.0.1:{free_port()}"
     proc = subprocess.Popen([args.bin, "--http-address", f"127.0.0.1:{http}", "--no-pin",
-                             "--rpc-address", rpc,
+                             "--rpc-address", rpc, "--rpc-tcp-address", f"127.0.0.1:{free_port()}",
                              "--event-address", f"tcp://127.0.0.1:{free_port()}",
                              "--replay-address", f"tcp://127.0.0.1:{free_port()}",
                              "--metrics-port", "0", "--log-level", "WARN", *args.crescentd_arg])

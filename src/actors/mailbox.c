@@ -112,6 +112,12 @@ static struct cr_ring *ring_create(struct cr_actor *to) {
         free(ring);
         return NULL;
     }
+    /* Touched whole here, once: otherwise its pages become resident one by
+     * one as the ring first wraps, which for a quiet sender (an HTTP worker's
+     * ring to the indexer) takes hours, and showed in the 1-hour soak as a
+     * slow RSS climb (bench/RESULTS.md).  A ring is made on a sender's first
+     * message to an actor, not per message. */
+    memset(ring->buffer, 0, (size_t)slots * sizeof(struct cr_msg));
     ck_ring_init(&ring->ring, slots);
     atomic_init(&ring->refs, 2);
     ring->receiver_uid = to->uid;
