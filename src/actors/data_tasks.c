@@ -10,11 +10,12 @@
 #include "crescent/error.h"
 #include "rdma/xfer.h"
 
-/* Whether [buffer, buffer + size) lies inside the segment, without overflow. */
+/* Whether [buffer, buffer + size) lies inside the segment, without overflow.
+ * An empty object (size 0) still names an address of the segment. */
 static bool inside(const struct cr_xfer_segment *segment, uint64_t buffer, uint64_t size) {
     uint64_t base = (uint64_t)(uintptr_t)segment->base;
-    return buffer >= base && size > 0 && size <= segment->size &&
-           buffer - base <= segment->size - size;
+    return buffer >= base && size <= segment->size && buffer - base <= segment->size - size &&
+           (size > 0 || buffer - base < segment->size);
 }
 
 int cr_data_task_run(const struct cr_xfer_segment *segment, const char *segment_name,
@@ -34,6 +35,7 @@ int cr_data_task_run(const struct cr_xfer_segment *segment, const char *segment_
                  CR_TASK_EXEC_TARGETS_MAX, a->n_targets);
         return CR_ERR_INVALID_PARAMS;
     }
+    if (src->size == 0) return CR_OK; /* an empty object: its targets need no bytes */
     struct cr_task_exec_job job = {.size = src->size,
                                    .source = {src->transport_endpoint, src->segment_name,
                                               src->buffer},

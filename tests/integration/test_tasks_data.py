@@ -313,7 +313,7 @@ def test_local_segment_runs_its_tasks_and_receives_the_stores(daemon, tmp_path):
     d, rpc, stores = start(daemon, tmp_path, stores=1, local=True)
     local = "crescentd-local"
     try:
-        for size in (64 << 10, 4 << 20):
+        for size in (0, 64 << 10, 4 << 20):
             payload = os.urandom(size)
             src = tmp_path / f"{size}.in"
             src.write_bytes(payload)
