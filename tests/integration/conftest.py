@@ -126,3 +126,16 @@ def _daemon_init_with_free_sockets(self, args):
 
 
 Daemon.__init__ = _daemon_init_with_free_sockets
+
+
+def wait_for(condition, what, timeout=60, interval=0.05):
+    """Bounded polling: returns condition()'s first true value, fails naming
+    `what` after `timeout` seconds.  Generous by default: only a hang should
+    reach it on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(interval)

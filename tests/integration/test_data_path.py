@@ -19,19 +19,9 @@ import time
 
 import pytest
 
-from conftest import binary, free_port, http_get
+from conftest import binary, free_port, http_get, wait_for
 
 SEGMENT = 256 << 20
-
-
-def wait_for(condition, what, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stats(d):

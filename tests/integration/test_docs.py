@@ -7,11 +7,10 @@ import os
 import re
 import signal
 import subprocess
-import time
 
 import pytest
 
-from conftest import BIN_DIR, free_port, http_get
+from conftest import BIN_DIR, free_port, http_get, wait_for
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 DOC_PORT = "127.0.0.1:13333"
@@ -185,13 +184,6 @@ def segment_names(d):
     status, body = http_get(d.port, "/api/v1/segments")
     assert status == 200
     return {s["name"] for s in json.loads(body)["segments"]}
-
-
-def wait_for(condition, what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {timeout} s"
-        time.sleep(0.1)
 
 
 def test_readme_walkthrough_outlives_the_client_ttl(daemon):

@@ -13,7 +13,7 @@ import msgpack
 import pytest
 
 import kv_publishers as kp
-from conftest import binary, free_port
+from conftest import binary, free_port, wait_for
 
 BS = 16
 
@@ -40,16 +40,6 @@ def get_json(port, path):
 
 
 SLOW_S = 60.0  # waits for what a loaded machine may take long over: only a hang reaches it
-
-
-def wait_for(cond, what, timeout=SLOW_S):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def service(port, instance, tenant="default", dp=0):

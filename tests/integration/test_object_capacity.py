@@ -13,10 +13,9 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import binary, http_get  # noqa: E402
+from conftest import binary, http_get, wait_for  # noqa: E402
 from master_client import STATUS  # noqa: E402
 from test_events import Plane, recv_batch  # noqa: E402
 
@@ -29,15 +28,6 @@ def metric(port, name):
     found = re.search(rb"^" + name.encode() + rb" (\d+)$", body, re.M)
     assert found, name
     return int(found.group(1))
-
-
-def wait_for(cond, what):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_puts_keep_succeeding_under_churn(daemon):

@@ -6,12 +6,11 @@ import ctypes
 import os
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
-from conftest import BIN_DIR, binary, free_port
+from conftest import BIN_DIR, binary, free_port, wait_for
 import kv_publishers as kp
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
@@ -170,15 +169,6 @@ def test_refusals_and_unreachable(store):
         s.is_exist("k")  # a failed setup leaves the Store usable only after setup
     with pytest.raises(ValueError):
         Store().setup(global_segment_size=1 << 20)
-
-
-def wait_for(predicate, what, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_indexer_register_query_route(store):

@@ -13,11 +13,11 @@ Run: CRESCENT_BIN_DIR=... /usr/bin/python3 -m pytest -q tests/integration/test_s
 import json
 import os
 import sys
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_events import Plane, recv_events  # noqa: E402
+from conftest import wait_for  # noqa: E402
 
 BS = 4
 WAIT_S = 10
@@ -65,15 +65,6 @@ def get_json(port, path):
 def matched(port, tokens):
     answer = post_json(port, "/query", {"model": "m", "block_size": BS, "token_ids": tokens})
     return answer.get("default", {}).get("crescent-store", {}).get("longest_matched", 0)
-
-
-def wait_for(cond, what):
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def block(tokens, block_hash, parent=""):

@@ -14,21 +14,11 @@ import time
 
 import zmq
 
-from conftest import binary, free_port, http_get
+from conftest import binary, free_port, http_get, wait_for
 from test_events import recv_batch
 
 SEGMENT = 64 << 20
 SIZES = [4096, 64 << 10, 4 << 20]
-
-
-def wait_for(condition, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Store:
