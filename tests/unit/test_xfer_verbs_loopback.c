@@ -517,6 +517,39 @@ static void test_client_without_device_uses_tcp(void **state) {
     assert_int_equal(s.verbs_hellos + s.verbs_hellos_refused, 0);
 }
 
+/* verbs_disabled (crescentd --data-no-verbs, crescent-store --no-verbs) on
+ * a host that has a device: a disabled server opens none and publishes tcp;
+ * a disabled client never says hello; both move every byte by tcp. */
+static void test_verbs_disabled_by_config(void **state) {
+    struct fixture *f = *state;
+    struct cr_xfer_client_config off = client_config;
+    off.verbs_disabled = true;
+    cr_xfer_client_destroy(f->cli);
+    assert_int_equal(cr_xfer_client_create(&off, &f->cli), CR_OK);
+    struct buffer b = registered(f, 65536);
+    fill_random(b.bytes, b.len, 21);
+    uint64_t bytes = loopback_ibverbs_counts().bytes;
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
+                     CR_OK);
+    assert_memory_equal(b.bytes, f->seg.base, b.len);
+    assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "tcp");
+    assert_int_equal(loopback_ibverbs_counts().bytes, bytes);
+    struct cr_xfer_server_stats s = server_stats(f);
+    assert_int_equal(s.verbs_hellos + s.verbs_hellos_refused, 0);
+    assert_int_equal(s.requests_written, 1);
+    release(f, &b);
+
+    /* A disabled server: no context opened, protocol tcp, a verbs client's
+     * hello answered "no verbs here". */
+    struct cr_xfer_server_config scfg = {.verbs_disabled = true};
+    struct cr_xfer_server *srv;
+    uint32_t contexts = loopback_ibverbs_counts().contexts;
+    assert_int_equal(cr_xfer_server_create(&scfg, &srv), CR_OK);
+    assert_string_equal(cr_xfer_server_protocol(srv), "tcp");
+    assert_int_equal(loopback_ibverbs_counts().contexts, contexts);
+    cr_xfer_server_destroy(srv);
+}
+
 /* ---- malformed setup frames -------------------------------------------- */
 
 static int raw_connect(struct fixture *f) {
@@ -639,6 +672,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_destroy_with_ops_in_flight, setup, teardown_checked),
         cmocka_unit_test(test_server_without_device_tcp_fallback),
         cmocka_unit_test_setup_teardown(test_client_without_device_uses_tcp, setup, teardown_checked),
+        cmocka_unit_test_setup_teardown(test_verbs_disabled_by_config, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_malformed_setup_frames_refused, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_client_register_errors, setup, teardown_checked),
     };
