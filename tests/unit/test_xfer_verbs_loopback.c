@@ -550,6 +550,18 @@ static void test_verbs_disabled_by_config(void **state) {
     cr_xfer_server_destroy(srv);
 }
 
+/* Over verbs: the region stays while the op runs (its pages pinned), goes
+ * with the unregister. */
+static void test_unregister_waits_for_ops(void **state) {
+    struct fixture *f = *state;
+    round_trip(f, 0, 64, 1); /* the peer connected first: its QPs are not counted below */
+    uint32_t mrs = loopback_ibverbs_counts().mrs;
+    uint64_t reads = loopback_ibverbs_counts().reads;
+    check_unregister_waits_for_ops(f);
+    assert_int_equal(loopback_ibverbs_counts().reads, reads + 1); /* the op went by verbs */
+    assert_int_equal(loopback_ibverbs_counts().mrs, mrs);
+}
+
 /* ---- malformed setup frames -------------------------------------------- */
 
 static int raw_connect(struct fixture *f) {
@@ -673,6 +685,7 @@ int main(void) {
         cmocka_unit_test(test_server_without_device_tcp_fallback),
         cmocka_unit_test_setup_teardown(test_client_without_device_uses_tcp, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_verbs_disabled_by_config, setup, teardown_checked),
+        cmocka_unit_test_setup_teardown(test_unregister_waits_for_ops, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_malformed_setup_frames_refused, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_client_register_errors, setup, teardown_checked),
     };
