@@ -475,6 +475,21 @@ static void test_destroy_with_ops_in_flight(void **state) {
     free(b.bytes); /* the client's regions went with it */
 }
 
+/* Writes 64 KiB from a registered buffer, which must go by tcp (one WRITE
+ * served); returns the server's stats. */
+static struct cr_xfer_server_stats write_registered_by_tcp(struct fixture *f, uint64_t seed) {
+    struct buffer b = registered(f, 65536);
+    fill_random(b.bytes, b.len, seed);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
+                     CR_OK);
+    assert_memory_equal(b.bytes, f->seg.base, b.len);
+    assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "tcp");
+    struct cr_xfer_server_stats s = server_stats(f);
+    assert_int_equal(s.requests_written, 1);
+    release(f, &b);
+    return s;
+}
+
 /* A server without a device answers the hello with "no verbs here": the
  * client logs why and moves everything by tcp. */
 static void test_server_without_device_tcp_fallback(void **state) {
@@ -488,17 +503,9 @@ static void test_server_without_device_tcp_fallback(void **state) {
     assert_string_equal(cr_xfer_server_protocol(f->srv), "tcp");
     cr_xfer_client_destroy(f->cli); /* a client made on a host with a device */
     assert_int_equal(cr_xfer_client_create(&client_config, &f->cli), CR_OK);
-    struct buffer b = registered(f, 65536);
-    fill_random(b.bytes, b.len, 9);
-    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
-                     CR_OK);
-    assert_memory_equal(b.bytes, f->seg.base, b.len);
-    assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "tcp");
+    struct cr_xfer_server_stats s = write_registered_by_tcp(f, 9);
     assert_int_equal(loopback_ibverbs_counts().bytes, bytes);
-    struct cr_xfer_server_stats s = server_stats(f);
     assert_int_equal(s.verbs_hellos_refused, 1);
-    assert_int_equal(s.requests_written, 1);
-    release(f, &b);
     teardown_checked(&st);
 }
 
@@ -526,18 +533,10 @@ static void test_verbs_disabled_by_config(void **state) {
     off.verbs_disabled = true;
     cr_xfer_client_destroy(f->cli);
     assert_int_equal(cr_xfer_client_create(&off, &f->cli), CR_OK);
-    struct buffer b = registered(f, 65536);
-    fill_random(b.bytes, b.len, 21);
     uint64_t bytes = loopback_ibverbs_counts().bytes;
-    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
-                     CR_OK);
-    assert_memory_equal(b.bytes, f->seg.base, b.len);
-    assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "tcp");
+    struct cr_xfer_server_stats s = write_registered_by_tcp(f, 21);
     assert_int_equal(loopback_ibverbs_counts().bytes, bytes);
-    struct cr_xfer_server_stats s = server_stats(f);
     assert_int_equal(s.verbs_hellos + s.verbs_hellos_refused, 0);
-    assert_int_equal(s.requests_written, 1);
-    release(f, &b);
 
     /* A disabled server: no context opened, protocol tcp, a verbs client's
      * hello answered "no verbs here". */
