@@ -173,7 +173,8 @@ def test_help_documents_every_flag():
     out = run_crescentd("--help")
     assert out.returncode == 0
     for flag in ("--config", "--http-address", "--http-threads", "--pin-threads",
-                 "--ring-slots", "--ask-timeout-ms", "--log-level", "--no-pin", "--version"):
+                 "--ring-slots", "--ask-timeout-ms", "--log-level", "--no-pin", "--version",
+                 "--data-no-shm", "--data-no-verbs"):
         assert flag in out.stdout
 
 
