@@ -109,6 +109,8 @@ static const struct setting settings[] = {
      "where the local segment's transfers are served (port 0: a free one)"},
     {"data-no-shm", SETTING_BOOL, FIELD(data_no_shm), 0, 0, "BOOL",
      "serve the local segment over tcp only, never by shared memory to same-host clients"},
+    {"data-no-verbs", SETTING_BOOL, FIELD(data_no_verbs), 0, 0, "BOOL",
+     "never open an RDMA device for the local segment and its task transfers: tcp (and shm)"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
