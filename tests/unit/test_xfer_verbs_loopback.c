@@ -285,16 +285,13 @@ static void test_device_layer_refusals(void **state) {
 static const char *gid_pair_write(int ga, int gb) {
     char why[200];
     struct cr_xfer_verbs_device *da, *db;
-    struct cr_xfer_verbs *a, *b;
     assert_int_equal(cr_xfer_verbs_device_open(0, 1, ga, &da, why, sizeof(why)), CR_OK);
     assert_int_equal(cr_xfer_verbs_device_open(0, 1, gb, &db, why, sizeof(why)), CR_OK);
-    assert_int_equal(cr_xfer_verbs_open(da, 1, 8, &a, why, sizeof(why)), CR_OK);
-    assert_int_equal(cr_xfer_verbs_open(db, 1, 8, &b, why, sizeof(why)), CR_OK);
-    struct cr_xfer_verbs_hello ha, hb;
-    cr_xfer_verbs_local_hello(a, &ha);
-    cr_xfer_verbs_local_hello(b, &hb);
-    assert_int_equal(cr_xfer_verbs_connect(a, &hb, why, sizeof(why)), CR_OK);
-    assert_int_equal(cr_xfer_verbs_connect(b, &ha, why, sizeof(why)), CR_OK);
+    struct pair p = {0};
+    assert_int_equal(cr_xfer_verbs_open(da, 1, 8, &p.a, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(db, 1, 8, &p.b, why, sizeof(why)), CR_OK);
+    pair_connect(&p);
+    struct cr_xfer_verbs *a = p.a, *b = p.b;
     static uint8_t local[4096], remote[4096];
     struct ibv_mr *ml, *mr;
     uint32_t lkey, rkey, unused;
