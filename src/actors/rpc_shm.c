@@ -167,7 +167,11 @@ static bool take_frames(struct cr_rpc_shm_server *srv, struct client *c, uint32_
                                    CR_RPC_STREAM_REQUEST_MAX, &n)) == CR_RPC_STREAM_FRAME) {
         srv->stats.frames++;
         (*work)++;
-        if (srv->on_frame(srv->ctx, id, c->in + pos + CR_RPC_STREAM_LEN_BYTES, n)) c->in_flight++;
+        /* Counted first: a call its owner runs inline is answered (done)
+         * before on_frame returns. */
+        c->in_flight++;
+        if (!srv->on_frame(srv->ctx, id, c->in + pos + CR_RPC_STREAM_LEN_BYTES, n))
+            c->in_flight--;
         pos += CR_RPC_STREAM_LEN_BYTES + n;
     }
     if (v == CR_RPC_STREAM_BAD) {

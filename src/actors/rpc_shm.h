@@ -45,8 +45,9 @@ struct cr_rpc_shm_server;
 /* One request frame of a client: `payload` is the one-frame envelope
  * ([method u16][id u64][body], at least CR_RPC_REQUEST_HEADER_BYTES long),
  * valid during the call; `client` names the client for the reply.  Return
- * true when the call went in flight (reply later with done = true), false
- * when it was answered inside the callback (done = false). */
+ * true when the call went in flight (reply with done = true, later or
+ * inside the callback), false when it was answered inside the callback
+ * with done = false. */
 typedef bool (*cr_rpc_shm_frame_fn)(void *ctx, uint64_t client, const uint8_t *payload,
                                     size_t len);
 

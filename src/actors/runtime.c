@@ -339,8 +339,8 @@ static void actor_loop(struct cr_actor *actor) {
         bool pollable = false; /* poll said it has rings to poll */
         if (!actor->stop_requested) {
             work += fire_timers(actor);
-            if (actor->ops->poll != NULL) {
-                int32_t polled = actor->ops->poll(actor, actor->state);
+            if (actor->ops->spin_poll != NULL) {
+                int32_t polled = actor->ops->spin_poll(actor, actor->state);
                 pollable = polled >= 0;
                 if (polled > 0) work += (uint32_t)polled;
             }

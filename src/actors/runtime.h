@@ -120,7 +120,7 @@ struct cr_actor_ops {
      * learns from the gaps between its work like any actor's), then
      * parks in wait.  The wait hook must then make the rings' producers
      * wake it before it blocks (their own Dekker handshake). */
-    int32_t (*poll)(struct cr_actor *self, void *state);
+    int32_t (*spin_poll)(struct cr_actor *self, void *state);
     /* Optional: add subsystem counters to a stats reply. */
     void (*stats)(struct cr_actor *self, void *state, struct cr_actor_stats *out);
     /* Optional, for handlers whose lookups miss the cache: start loads early.

@@ -154,7 +154,7 @@ static void short_wait(struct cr_actor *self, void *state, int wake_fd, int time
 
 static const struct cr_actor_ops wait_ops = {.handle = ignore, .wait = short_wait};
 static const struct cr_actor_ops poll_ops = {.handle = ignore, .wait = short_wait,
-                                             .poll = poll_hook};
+                                             .spin_poll = poll_hook};
 
 static struct cr_actor_stats poll_actor_stats(const struct cr_actor_ops *ops, int32_t answer,
                                               uint32_t runnable, uint32_t *polls) {
