@@ -336,10 +336,16 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
         return rc == CR_ERR_INVALID_PARAMS ? rc : CR_ERR_IO;
     }
     struct cr_xfer_server_config xc = {.tcp_address = config->data_address,
-                                       .shm_disabled = config->data_no_shm};
+                                       .shm_disabled = config->data_no_shm,
+                                       .verbs_disabled = config->data_no_verbs};
+    if (config->data_no_verbs)
+        CR_INFO("data", "verbs off (--data-no-verbs true): the local segment and its copy/move "
+                "tasks move bytes by tcp%s, protocol tcp at the master",
+                config->data_no_shm ? "" : " (and shm on this host)");
     rc = cr_xfer_server_create(&xc, &st->xfer);
     if (rc == CR_OK) rc = cr_xfer_server_register_segment(st->xfer, DATA_SEGMENT_NAME, &st->segment);
-    struct cr_xfer_client_config cc = {.shm_disabled = config->data_no_shm};
+    struct cr_xfer_client_config cc = {.shm_disabled = config->data_no_shm,
+                                       .verbs_disabled = config->data_no_verbs};
     if (rc == CR_OK) rc = cr_xfer_client_create(&cc, &st->exec);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = -1};
     if (rc == CR_OK &&

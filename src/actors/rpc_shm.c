@@ -29,6 +29,8 @@
 #define TAG_LISTEN 1ull
 #define TAG_SOCK 2ull
 #define TAG_WAKE 3ull
+#define TAG_REFUSE 4ull
+#define REFUSING_MAX 8u /* refusals waiting for their client's hello */
 #define TAG(kind, slot) ((kind) << 32 | (uint64_t)(slot))
 
 struct client {
@@ -63,6 +65,15 @@ struct cr_rpc_shm_server {
     struct client *dirty;
     struct cr_rpc_shm_stats stats;
     uint64_t last_log_ns;
+    /* A refused client is answered after its hello arrived: a Unix socket
+     * closed before the peer's hello makes the peer's send fail (EPIPE),
+     * and one closed with the hello unread resets the peer; either way it
+     * would not read why it was refused. */
+    struct {
+        int fd; /* -1: free */
+        int32_t status;
+        char text[160];
+    } refusing[REFUSING_MAX];
 };
 
 static uint64_t client_id(const struct cr_rpc_shm_server *srv, const struct client *c) {
@@ -349,9 +360,36 @@ static bool peer_allowed(struct cr_rpc_shm_server *srv, int fd, int *pid) {
         CR_WARN("rpc_shm", "shm client pid %d uid %d refused: only uid %u (crescentd's user) or "
                 "root may use %s", *pid, known ? (int)cred.uid : -1, (unsigned)geteuid(),
                 srv->path);
-    refuse(fd, CR_ERR_ILLEGAL_CLIENT, "only crescentd's own user or root may use its shm "
-           "endpoint");
     return false;
+}
+
+/* Refuses a client once its hello is there (at once if it is, else when
+ * its socket becomes readable; with REFUSING_MAX refusals waiting, at once).
+ * Takes fd. */
+static void refuse_client(struct cr_rpc_shm_server *srv, int fd, int32_t status,
+                          const char *text) {
+    struct cr_rpc_shm_hello hello;
+    uint32_t i = 0;
+    while (i < REFUSING_MAX && srv->refusing[i].fd >= 0) i++;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_REFUSE, i)};
+    if (recv(fd, &hello, sizeof(hello), MSG_PEEK | MSG_DONTWAIT) > 0 || i == REFUSING_MAX ||
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        refuse(fd, status, text);
+        close(fd);
+        return;
+    }
+    srv->refusing[i].fd = fd;
+    srv->refusing[i].status = status;
+    snprintf(srv->refusing[i].text, sizeof(srv->refusing[i].text), "%s", text);
+}
+
+static void refusal_ready(struct cr_rpc_shm_server *srv, uint32_t i) {
+    assert(i < REFUSING_MAX && srv->refusing[i].fd >= 0);
+    int fd = srv->refusing[i].fd;
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+    refuse(fd, srv->refusing[i].status, srv->refusing[i].text);
+    close(fd);
+    srv->refusing[i].fd = -1;
 }
 
 static void accept_some(struct cr_rpc_shm_server *srv, uint32_t *work) {
@@ -363,7 +401,8 @@ static void accept_some(struct cr_rpc_shm_server *srv, uint32_t *work) {
         }
         int pid;
         if (!peer_allowed(srv, fd, &pid)) {
-            close(fd);
+            refuse_client(srv, fd, CR_ERR_ILLEGAL_CLIENT, "only crescentd's own user or root "
+                          "may use its shm endpoint");
             continue;
         }
         if (srv->free_count == 0) {
@@ -374,8 +413,7 @@ static void accept_some(struct cr_rpc_shm_server *srv, uint32_t *work) {
                      srv->clients_max);
             if (cr_log_ratelimit(&srv->last_log_ns, cr_monotonic_ns(), 10ull * 1000000000u))
                 CR_WARN("rpc_shm", "shm client pid %d refused: %s", pid, text);
-            refuse(fd, CR_ERR_AGAIN, text);
-            close(fd);
+            refuse_client(srv, fd, CR_ERR_AGAIN, text);
             continue;
         }
         struct client *c = calloc(1, sizeof(*c));
@@ -444,6 +482,7 @@ int cr_rpc_shm_server_open(const struct cr_rpc_shm_options *o, struct cr_rpc_shm
         return srv == NULL ? CR_ERR_NOMEM : CR_ERR_INVALID_PARAMS;
     }
     srv->listen_fd = -1;
+    for (uint32_t i = 0; i < REFUSING_MAX; i++) srv->refusing[i].fd = -1;
     snprintf(srv->path, sizeof(srv->path), "%s", o->path);
     srv->ring_bytes = rb;
     srv->queue_max = o->queue_max;
@@ -493,6 +532,8 @@ void cr_rpc_shm_server_close(struct cr_rpc_shm_server *srv) {
     srv->dirty = NULL;
     for (uint32_t i = 0; srv->clients != NULL && i < srv->clients_max; i++)
         if (srv->clients[i] != NULL) client_close(srv, srv->clients[i], "crescentd stops");
+    for (uint32_t i = 0; i < REFUSING_MAX; i++)
+        if (srv->refusing[i].fd >= 0) close(srv->refusing[i].fd);
     if (srv->listen_fd >= 0) {
         close(srv->listen_fd);
         if (srv->file) unlink(srv->path);
@@ -520,6 +561,10 @@ uint32_t cr_rpc_shm_server_serve(struct cr_rpc_shm_server *srv) {
         uint32_t slot = (uint32_t)events[i].data.u64;
         if (kind == TAG_LISTEN) {
             accept_some(srv, &work);
+            continue;
+        }
+        if (kind == TAG_REFUSE) {
+            refusal_ready(srv, slot);
             continue;
         }
         assert(slot < srv->clients_max);

@@ -130,12 +130,22 @@ int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime 
 /* ------------------------------------------------------------------------ */
 /* Dispatch */
 
-static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out) {
+static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out, uint32_t view) {
     struct cr_actor_histogram *histograms = out->histograms;
     uint32_t histograms_max = out->histograms_max;
     memset(out, 0, sizeof(*out));
     out->histograms = histograms;
     out->histograms_max = histograms_max;
+    out->view = view;
+    if (view > 0) { /* a view: its name and the hook's counters only */
+        const char *name = cr_actor_stats_view(actor, view);
+        snprintf(out->name, sizeof(out->name), "%s", name != NULL ? name : "?");
+        out->cpu = actor->cpu;
+        if (name != NULL && actor->ops->stats != NULL) actor->ops->stats(actor, actor->state, out);
+        assert(out->extra_count <= CR_ACTOR_STATS_EXTRA_MAX);
+        assert(out->histogram_count <= out->histograms_max);
+        return;
+    }
     memcpy(out->name, actor->name, sizeof(out->name));
     out->cpu = actor->cpu;
     out->messages_handled = atomic_load_explicit(&actor->handled, memory_order_relaxed);
@@ -170,7 +180,8 @@ static void dispatch(struct cr_actor *actor, struct cr_msg *msg) {
     switch (msg->type) {
     case CR_MSG_STATS:
         assert(msg->flags & CR_MSG_ASK);
-        fill_stats(actor, CR_MSG_BODY(msg, struct cr_msg_stats)->out);
+        fill_stats(actor, CR_MSG_BODY(msg, struct cr_msg_stats)->out,
+                   CR_MSG_BODY(msg, struct cr_msg_stats)->view);
         cr_reply(msg, CR_OK);
         break;
     default:
@@ -320,14 +331,15 @@ static uint64_t idle_spin_ns(struct cr_actor *actor, uint64_t now) {
 
 /* Socket-owning actors (those with a wait hook) do not spin: a poll over
  * their sockets would cost a syscall per spin, so they go straight to it;
- * unless their poll hook has shared-memory rings to look at, which costs
- * no syscall.  Others spin (idle_spin_ns) and park; an idle period lasts
+ * unless their spin_poll hook has shared-memory rings to look at, which
+ * costs no syscall (their poll hook is then left out of the spin steps).  Others spin (idle_spin_ns) and park; an idle period lasts
  * from the first round without work to the next round with some, however
  * many parks it spans, and its length teaches the actor's spin policy. */
 static void actor_loop(struct cr_actor *actor) {
     uint64_t idle_since = 0; /* 0: not idle */
     uint64_t spin_ns = 0;    /* this idle period's spin */
     uint32_t busy_rounds = 0;
+    bool spin_step = false; /* this round is a step of an idle spin on rings */
     for (;;) {
         check_stop(actor);
         /* A stopping actor drains messages but fires no more timers: a timer
@@ -336,15 +348,19 @@ static void actor_loop(struct cr_actor *actor) {
         actor->round_now_ns = 0; /* a new round: cr_actor_now_ns reads the clock again */
         uint32_t work = cr_mailbox_drain(actor, dispatch);
         actor->round_now_ns = 0; /* timers see the time they fire at */
-        bool pollable = false; /* poll said it has rings to poll */
+        bool pollable = false; /* spin_poll said it has rings to poll */
         if (!actor->stop_requested) {
             work += fire_timers(actor);
+            /* A spin step does not call poll, which may cost a syscall (an
+             * epoll_wait) per step; spin_poll costs none. */
+            if (actor->ops->poll != NULL && !spin_step) work += actor->ops->poll(actor, actor->state);
             if (actor->ops->spin_poll != NULL) {
                 int32_t polled = actor->ops->spin_poll(actor, actor->state);
                 pollable = polled >= 0;
                 if (polled > 0) work += (uint32_t)polled;
             }
         }
+        spin_step = false;
         if (work > 0 && actor->ops->round_end != NULL) actor->ops->round_end(actor, actor->state);
         cr_runtime_flush_wakes();
         if (actor->lazy_pending != 0 &&
@@ -355,7 +371,8 @@ static void actor_loop(struct cr_actor *actor) {
             if (idle_since != 0) cr_spin_policy_observe(&actor->spin, cr_monotonic_ns() - idle_since);
             idle_since = 0;
             /* Keep sockets served while messages keep coming. */
-            if (actor->ops->wait != NULL && ++busy_rounds % 64 == 0) call_wait(actor, 0);
+            if (actor->ops->wait != NULL && actor->ops->poll == NULL && ++busy_rounds % 64 == 0)
+                call_wait(actor, 0);
             continue;
         }
         if (actor->ops->wait == NULL || pollable) {
@@ -369,6 +386,7 @@ static void actor_loop(struct cr_actor *actor) {
                  * short (a pause is ~40-140 cycles) while rings are polled. */
                 int pauses = pollable ? 4 : 32;
                 for (int i = 0; i < pauses; i++) __builtin_ia32_pause();
+                spin_step = pollable && actor->ops->wait != NULL;
                 continue;
             }
         }
@@ -653,6 +671,12 @@ void cr_runtime_clock_changed(struct cr_runtime *rt) {
 }
 
 const char *cr_actor_name(const struct cr_actor *actor) { return actor->name; }
+const char *cr_actor_stats_view(const struct cr_actor *actor, uint32_t view) {
+    const char *const *views = actor->ops->stats_views;
+    for (uint32_t i = 1; views != NULL && views[i - 1] != NULL; i++)
+        if (i == view) return views[i - 1];
+    return NULL;
+}
 uint16_t cr_actor_id(const struct cr_actor *actor) { return actor->id; }
 struct cr_runtime *cr_actor_runtime(const struct cr_actor *actor) { return actor->rt; }
 uint32_t cr_runtime_actor_count(const struct cr_runtime *rt) { return rt->actor_count; }

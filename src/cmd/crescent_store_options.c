@@ -30,6 +30,8 @@ static void usage(FILE *out) {
             "                           loopback, a free port); bind another address to\n"
             "                           serve other machines\n"
             "  --no-shm                 do not serve same-host clients over shared memory\n"
+            "  --no-verbs               never open an RDMA device (libibverbs): transfers\n"
+            "                           go by tcp (and shm), protocol tcp at the master\n"
             "  --cpu N                  pin the transfer thread to CPU N (default: one of\n"
             "                           the CPUs this process may use, chosen by pid)\n"
             "  --no-pin                 leave the transfer thread unpinned\n"
@@ -66,7 +68,7 @@ static bool copy(char *dst, size_t cap, const char *src) {
     return true;
 }
 
-enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_CPU, OPT_NO_PIN,
+enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_NO_VERBS, OPT_CPU, OPT_NO_PIN,
        OPT_PING, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
 
 static const struct option options[] = {
@@ -75,6 +77,7 @@ static const struct option options[] = {
     {"segment-size", required_argument, NULL, OPT_SIZE},
     {"data-address", required_argument, NULL, OPT_DATA},
     {"no-shm", no_argument, NULL, OPT_NO_SHM},
+    {"no-verbs", no_argument, NULL, OPT_NO_VERBS},
     {"cpu", required_argument, NULL, OPT_CPU},
     {"no-pin", no_argument, NULL, OPT_NO_PIN},
     {"ping-interval-ms", required_argument, NULL, OPT_PING},
@@ -104,6 +107,7 @@ static int apply(int opt, const char *arg, struct cr_store_options *o) {
         return copy(o->data_address, sizeof(o->data_address), arg) ? 0
                                                                    : bad("data-address", arg, "want HOST:PORT");
     case OPT_NO_SHM: o->no_shm = true; return 0;
+    case OPT_NO_VERBS: o->no_verbs = true; return 0;
     case OPT_CPU:
         if (!parse_u32(arg, 0, 4095, &cpu)) return bad("cpu", arg, "want a CPU number");
         o->cpu = (int)cpu;

@@ -67,7 +67,7 @@ static const struct setting settings[] = {
     {"rpc-tcp-with-curve", SETTING_BOOL, FIELD(rpc_tcp_with_curve), 0, 0, "BOOL",
      "with CURVE on, serve the native RPC anyway (loopback addresses only)"},
     {"rpc-shm-path", SETTING_STRING, FIELD(rpc_shm_path), 0, 0, "NAME",
-     "same-host shared-memory RPC (shm://NAME): @NAME abstract or a socket path; default "
+     "same-host shared-memory RPC (shm://NAME): @NAME abstract or a socket path; auto: "
      "@crescent-rpc/PORT (PORT of --rpc-address), skipped with a warning when taken; off: none"},
     {"rpc-shm-clients-max", SETTING_U32, FIELD(rpc_shm_clients_max), 1, 65536, "N",
      "shm RPC clients at once; one more is refused with an error naming this flag"},
@@ -116,6 +116,8 @@ static const struct setting settings[] = {
      "where the local segment's transfers are served (port 0: a free one)"},
     {"data-no-shm", SETTING_BOOL, FIELD(data_no_shm), 0, 0, "BOOL",
      "serve the local segment over tcp only, never by shared memory to same-host clients"},
+    {"data-no-verbs", SETTING_BOOL, FIELD(data_no_verbs), 0, 0, "BOOL",
+     "never open an RDMA device for the local segment and its task transfers: tcp (and shm)"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -175,6 +177,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
              CR_CONFIG_RPC_TCP_DEFAULT);
     config->rpc_tcp_connections_max = 4096; /* as the HTTP front's */
     config->rpc_tcp_queue_max = 1024;       /* about ZMQ's default high-water mark (1000) */
+    snprintf(config->rpc_shm_path, sizeof(config->rpc_shm_path), "auto");
     config->rpc_shm_clients_max = 64;       /* same-host processes: a handful of engines */
     config->rpc_shm_ring_bytes = 1u << 18;  /* 256 KiB each way, touched lazily */
     config->default_kv_lease_ttl = 5000;

@@ -197,14 +197,17 @@ int cr_xfer_client_create(const struct cr_xfer_client_config *cfg,
  * registered with it (ibv_reg_mr: its pages are pinned), and ops whose local
  * memory lies in registered buffers go by verbs to peers that offer it.  The
  * memory must stay mapped until cr_xfer_client_unregister or destroy.
+ * Buffers are recorded on every transport, so the limit and unregister's
+ * checks hold with or without a device.
  * Returns CR_OK, CR_ERR_INVALID_PARAMS, CR_ERR_NOMEM (64 buffers registered
  * already) or CR_ERR_IO (ibv_reg_mr failed; cr_xfer_client_last_error says
  * why, e.g. the locked-memory limit). */
 int cr_xfer_client_register(struct cr_xfer_client *cli, void *addr, size_t len);
 
-/* Undoes cr_xfer_client_register of the buffer that starts at addr: no op
- * using it may be in flight.  Returns CR_OK or CR_ERR_INVALID_PARAMS (not
- * registered). */
+/* Undoes cr_xfer_client_register of the buffer that starts at addr, on
+ * every transport (with a device: ibv_dereg_mr, the pages are unpinned).
+ * Returns CR_OK, CR_ERR_INVALID_PARAMS (not registered) or CR_ERR_AGAIN
+ * (ops in flight use it: nothing changed; poll until they complete). */
 int cr_xfer_client_unregister(struct cr_xfer_client *cli, void *addr);
 
 /* Queues an op; its bytes move during cr_xfer_client_poll.  Returns CR_OK, or

@@ -24,7 +24,7 @@
 
 void cr_xfer_server_verbs_open(struct cr_xfer_server *srv, bool disabled) {
     if (disabled) {
-        snprintf(srv->verbs_why, sizeof(srv->verbs_why), "verbs disabled by config");
+        snprintf(srv->verbs_why, sizeof(srv->verbs_why), "disabled by config");
         return;
     }
     char why[sizeof(srv->verbs_why)];

@@ -475,6 +475,21 @@ static void test_destroy_with_ops_in_flight(void **state) {
     free(b.bytes); /* the client's regions went with it */
 }
 
+/* Writes 64 KiB from a registered buffer, which must go by tcp (one WRITE
+ * served); returns the server's stats. */
+static struct cr_xfer_server_stats write_registered_by_tcp(struct fixture *f, uint64_t seed) {
+    struct buffer b = registered(f, 65536);
+    fill_random(b.bytes, b.len, seed);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
+                     CR_OK);
+    assert_memory_equal(b.bytes, f->seg.base, b.len);
+    assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "tcp");
+    struct cr_xfer_server_stats s = server_stats(f);
+    assert_int_equal(s.requests_written, 1);
+    release(f, &b);
+    return s;
+}
+
 /* A server without a device answers the hello with "no verbs here": the
  * client logs why and moves everything by tcp. */
 static void test_server_without_device_tcp_fallback(void **state) {
@@ -488,17 +503,9 @@ static void test_server_without_device_tcp_fallback(void **state) {
     assert_string_equal(cr_xfer_server_protocol(f->srv), "tcp");
     cr_xfer_client_destroy(f->cli); /* a client made on a host with a device */
     assert_int_equal(cr_xfer_client_create(&client_config, &f->cli), CR_OK);
-    struct buffer b = registered(f, 65536);
-    fill_random(b.bytes, b.len, 9);
-    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
-                     CR_OK);
-    assert_memory_equal(b.bytes, f->seg.base, b.len);
-    assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "tcp");
+    struct cr_xfer_server_stats s = write_registered_by_tcp(f, 9);
     assert_int_equal(loopback_ibverbs_counts().bytes, bytes);
-    struct cr_xfer_server_stats s = server_stats(f);
     assert_int_equal(s.verbs_hellos_refused, 1);
-    assert_int_equal(s.requests_written, 1);
-    release(f, &b);
     teardown_checked(&st);
 }
 
@@ -515,6 +522,43 @@ static void test_client_without_device_uses_tcp(void **state) {
     assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "tcp");
     struct cr_xfer_server_stats s = server_stats(f);
     assert_int_equal(s.verbs_hellos + s.verbs_hellos_refused, 0);
+}
+
+/* verbs_disabled (crescentd --data-no-verbs, crescent-store --no-verbs) on
+ * a host that has a device: a disabled server opens none and publishes tcp;
+ * a disabled client never says hello; both move every byte by tcp. */
+static void test_verbs_disabled_by_config(void **state) {
+    struct fixture *f = *state;
+    struct cr_xfer_client_config off = client_config;
+    off.verbs_disabled = true;
+    cr_xfer_client_destroy(f->cli);
+    assert_int_equal(cr_xfer_client_create(&off, &f->cli), CR_OK);
+    uint64_t bytes = loopback_ibverbs_counts().bytes;
+    struct cr_xfer_server_stats s = write_registered_by_tcp(f, 21);
+    assert_int_equal(loopback_ibverbs_counts().bytes, bytes);
+    assert_int_equal(s.verbs_hellos + s.verbs_hellos_refused, 0);
+
+    /* A disabled server: no context opened, protocol tcp, a verbs client's
+     * hello answered "no verbs here". */
+    struct cr_xfer_server_config scfg = {.verbs_disabled = true};
+    struct cr_xfer_server *srv;
+    uint32_t contexts = loopback_ibverbs_counts().contexts;
+    assert_int_equal(cr_xfer_server_create(&scfg, &srv), CR_OK);
+    assert_string_equal(cr_xfer_server_protocol(srv), "tcp");
+    assert_int_equal(loopback_ibverbs_counts().contexts, contexts);
+    cr_xfer_server_destroy(srv);
+}
+
+/* Over verbs: the region stays while the op runs (its pages pinned), goes
+ * with the unregister. */
+static void test_unregister_waits_for_ops(void **state) {
+    struct fixture *f = *state;
+    round_trip(f, 0, 64, 1); /* the peer connected first: its QPs are not counted below */
+    uint32_t mrs = loopback_ibverbs_counts().mrs;
+    uint64_t reads = loopback_ibverbs_counts().reads;
+    check_unregister_waits_for_ops(f);
+    assert_int_equal(loopback_ibverbs_counts().reads, reads + 1); /* the op went by verbs */
+    assert_int_equal(loopback_ibverbs_counts().mrs, mrs);
 }
 
 /* ---- malformed setup frames -------------------------------------------- */
@@ -639,6 +683,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_destroy_with_ops_in_flight, setup, teardown_checked),
         cmocka_unit_test(test_server_without_device_tcp_fallback),
         cmocka_unit_test_setup_teardown(test_client_without_device_uses_tcp, setup, teardown_checked),
+        cmocka_unit_test_setup_teardown(test_verbs_disabled_by_config, setup, teardown_checked),
+        cmocka_unit_test_setup_teardown(test_unregister_waits_for_ops, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_malformed_setup_frames_refused, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_client_register_errors, setup, teardown_checked),
     };
