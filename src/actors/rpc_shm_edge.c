@@ -29,7 +29,7 @@
 struct rpc_shm_edge {
     struct cr_edge edge; /* first: the edge is the state */
     struct cr_rpc_shm_server *srv; /* NULL: off */
-    char path[CR_RPC_SHM_PATH_MAX + 1];
+    char path[CR_CONFIG_ADDRESS_MAX + 32]; /* a name too long for sun_path is refused at open */
     bool default_busy;
     bool watched;
 };
