@@ -361,9 +361,17 @@ int cr_client_get_into(cr_client *c, const char *tenant, const char *key, void *
 
 /* Declares [addr, addr + len) as a buffer that Put and get_into will use,
  * so that a transport that needs registered memory (verbs) can move it
- * without a bounce copy; tcp and shm need none.  CR_OK or
- * CR_ERR_INVALID_PARAMS. */
+ * without a bounce copy; tcp and shm need none.  The memory must stay mapped
+ * until cr_client_unregister_buffer (or cr_client_close).  CR_OK,
+ * CR_ERR_INVALID_PARAMS, CR_ERR_NOMEM (64 buffers registered already) or
+ * CR_ERR_IO (the RDMA device refused it: cr_client_last_error says why). */
 int cr_client_register_buffer(cr_client *c, void *addr, size_t len);
+
+/* Undoes cr_client_register_buffer of the buffer that starts at addr on
+ * every transport (with an RDMA device its pages are unpinned); it may then
+ * be freed.  CR_OK, CR_ERR_INVALID_PARAMS (not a registered buffer) or
+ * CR_ERR_AGAIN (transfers using it are in flight; nothing changed). */
+int cr_client_unregister_buffer(cr_client *c, void *addr);
 
 /* Batch forms: one BatchPutStart, all writes of all objects in parallel,
  * one BatchPutEnd (for the objects written whole) and one BatchPutRevoke

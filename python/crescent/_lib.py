@@ -134,6 +134,7 @@ def _declare(lib):
         "cr_client_get_into": (c_int, [c_void_p, c_char_p, c_char_p, c_void_p, c_size_t,
                                        P(c_size_t)]),
         "cr_client_register_buffer": (c_int, [c_void_p, c_void_p, c_size_t]),
+        "cr_client_unregister_buffer": (c_int, [c_void_p, c_void_p]),
         "cr_client_batch_put": (c_int, [c_void_p, c_char_p, P(PutData), c_size_t]),
         "cr_client_batch_get_into": (c_int, [c_void_p, c_char_p, P(GetBuffer), c_size_t]),
         "cr_client_replica_list_free": (None, [P(ReplicaList)]),

@@ -3,7 +3,8 @@ return values of Mooncake's DistributedObjectStore (setup, is_exist, remove,
 remove_by_regex, remove_all, batch forms, close), over libcrescent.
 
 Values move through libcrescent's data plane (put, get, get_into,
-batch_put_from, batch_get_into, register_buffer), as Mooncake's calls do.
+batch_put_from, batch_get_into, register_buffer, unregister_buffer), as
+Mooncake's calls do.
 
 Differences from the reference, on purpose: a failed call raises CrescentError
 carrying the server's status and reason instead of returning a negative code
@@ -292,6 +293,14 @@ class Store:
         of it.  Returns 0."""
         addr, cap = _address(buffer, size)
         self._check(lib.cr_client_register_buffer(self._need(), addr, cap), "register_buffer")
+        return 0
+
+    def unregister_buffer(self, buffer):
+        """Undoes register_buffer for the buffer at that address (the same
+        object or address); it may then be freed.  Raises CrescentError
+        (INVALID_PARAMS) for a buffer that is not registered.  Returns 0."""
+        addr = buffer if isinstance(buffer, int) else _address(buffer)[0]
+        self._check(lib.cr_client_unregister_buffer(self._need(), addr), "unregister_buffer")
         return 0
 
     def batch_put_from(self, keys, buffer_ptrs, sizes, config=None):

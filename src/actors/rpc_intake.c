@@ -1,4 +1,4 @@
-/* The store master's intake, shared by the ZMQ and the native endpoint (see
+/* The store master's intake, shared by every endpoint (see
  * rpc_intake.h): lookup, pre-scan, decode, validation, the admin gate, and
  * the hand-over to the owning actor. */
 #include "actors/rpc_intake.h"
@@ -114,19 +114,20 @@ static bool decode(struct cr_rpc_intake *in, const struct cr_rpc_method *m,
     return true;
 }
 
-/* Sends the call to its owner; false (refusal filled) when it cannot. */
-static bool forward(struct cr_rpc_intake *in, struct cr_master_call *call,
-                    struct cr_rpc_refusal *out) {
+bool cr_rpc_intake_for_tasks(const struct cr_master_call *call) {
+    /* FetchTasks and MarkTaskToComplete go through segments, which checks
+     * the executor's secret (it holds the client table) and passes them on. */
+    return cr_task_method_for_tasks(call->method) && !cr_rpc_methods_task_gated(call->method);
+}
+
+bool cr_rpc_intake_forward(struct cr_rpc_intake *in, struct cr_master_call *call,
+                           struct cr_rpc_refusal *out) {
     struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
     CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = call;
     call->reply_to = in->self;
     /* cr_send waits up to send_wait_ns on a full ring: that wait is the
-     * backpressure a flood of requests deserves.  FetchTasks and
-     * MarkTaskToComplete go through segments, which checks the executor's
-     * secret (it holds the client table) and passes them on. */
-    bool to_tasks =
-        cr_task_method_for_tasks(call->method) && !cr_rpc_methods_task_gated(call->method);
-    struct cr_actor *to = to_tasks ? in->tasks : in->segments;
+     * backpressure a flood of requests deserves. */
+    struct cr_actor *to = cr_rpc_intake_for_tasks(call) ? in->tasks : in->segments;
     int rc = to != NULL ? cr_send(to, &msg) : CR_ERR_SHUTDOWN;
     if (rc != CR_OK) {
         in->not_ready++;
@@ -137,8 +138,8 @@ static bool forward(struct cr_rpc_intake *in, struct cr_master_call *call,
     return true;
 }
 
-bool cr_rpc_intake_take(struct cr_rpc_intake *in, struct cr_master_call *call,
-                        const uint8_t *body, size_t len, struct cr_rpc_refusal *out) {
+bool cr_rpc_intake_check(struct cr_rpc_intake *in, struct cr_master_call *call,
+                         const uint8_t *body, size_t len, struct cr_rpc_refusal *out) {
     assert(in != NULL && call != NULL && out != NULL && (body != NULL || len == 0));
     if (len > CR_RPC_BODY_MAX) {
         in->malformed++;
@@ -155,7 +156,12 @@ bool cr_rpc_intake_take(struct cr_rpc_intake *in, struct cr_master_call *call,
         return false;
     }
     in->requests[m->id]++;
-    return decode(in, m, call, body, len, out) && forward(in, call, out);
+    return decode(in, m, call, body, len, out);
+}
+
+bool cr_rpc_intake_take(struct cr_rpc_intake *in, struct cr_master_call *call,
+                        const uint8_t *body, size_t len, struct cr_rpc_refusal *out) {
+    return cr_rpc_intake_check(in, call, body, len, out) && cr_rpc_intake_forward(in, call, out);
 }
 
 void cr_rpc_intake_done(struct cr_rpc_intake *in, const struct cr_master_call *call,

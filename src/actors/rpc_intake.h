@@ -1,13 +1,13 @@
-/* The store master's intake, shared by its two endpoints: the ZMQ gateway
+/* The store master's intake, shared by its endpoints: the ZMQ gateway
  * (rpc.c, --rpc-address) and the native TCP endpoint (rpc_tcp.c,
- * --rpc-tcp-address).  Both read the same envelope (msgs/rpc_frame.h) and
+ * --rpc-tcp-address, an edge served on segments' thread: edge.h).  Both read the same envelope (msgs/rpc_frame.h) and
  * hand the request here: the method is looked up, the body pre-scanned,
  * decoded, validated and checked against the admin token, and the call is
  * sent to the actor that owns it (segments, or tasks for QueryTask).  So the
  * two endpoints refuse exactly the same requests with exactly the same
  * answers, and admin token and client secrets are enforced identically.
  *
- * Single-threaded: one intake per endpoint actor, used on its thread only. */
+ * Single-threaded: one intake per endpoint, used on its thread only. */
 #ifndef CRESCENT_ACTORS_RPC_INTAKE_H
 #define CRESCENT_ACTORS_RPC_INTAKE_H
 
@@ -69,6 +69,18 @@ void cr_rpc_intake_wire(struct cr_rpc_intake *in, const struct cr_subsystems *pe
  * caller's to free.  Counts every outcome. */
 bool cr_rpc_intake_take(struct cr_rpc_intake *in, struct cr_master_call *call,
                         const uint8_t *body, size_t len, struct cr_rpc_refusal *out);
+
+/* cr_rpc_intake_take in two halves, for an endpoint served on segments'
+ * own thread (actors/edge.h), which runs segments' calls inline and
+ * forwards only the others.  check: lookup, decode, validation, admin gate,
+ * key (false: `out` filled, counted).  forward: the send to the owner
+ * (false: `out` filled; true: in_flight counts it). */
+bool cr_rpc_intake_check(struct cr_rpc_intake *in, struct cr_master_call *call,
+                         const uint8_t *body, size_t len, struct cr_rpc_refusal *out);
+bool cr_rpc_intake_forward(struct cr_rpc_intake *in, struct cr_master_call *call,
+                           struct cr_rpc_refusal *out);
+/* Whether the call's owner is the tasks actor rather than segments. */
+bool cr_rpc_intake_for_tasks(const struct cr_master_call *call);
 
 /* A transport error answer: sets `out` to status + text. */
 void cr_rpc_refusal_text(struct cr_rpc_refusal *out, int32_t status, const char *text);

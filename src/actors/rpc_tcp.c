@@ -1,19 +1,20 @@
-/* The native TCP endpoint of the store master (--rpc-tcp-address): an
- * actor whose `wait` hook is an epoll event loop, one thread, as Redis.
+/* The native TCP endpoint of the store master (--rpc-tcp-address): an edge
+ * of the segments actor (edge.h), served on segments' own thread.
  *
  * Why beside the ZMQ gateway: a call through ZMQ crosses four threads
  * (libzmq's I/O thread → rpc → segments → rpc → libzmq's I/O thread); here
- * the thread that reads the request from the socket decodes and validates
- * it (the same intake as the ZMQ gateway: rpc_intake.c) and hands it
- * straight to segments, and writes segments' reply to the socket itself:
- * two crossings per call, and no libzmq framing on either side.
+ * the thread that owns the store reads the request from the socket, runs
+ * the intake (the same as the ZMQ gateway's: rpc_intake.c), runs the call
+ * and queues the reply, written at the end of the round: no thread crossing
+ * at all for segments' calls, and no libzmq framing on either side.
  *
  * Framing: msgs/rpc_stream.h (a length prefix before the one-frame ZMQ
  * envelope).  Bounds: --rpc-tcp-connections-max open connections (one more
  * is accepted and closed at once, logged), --rpc-tcp-queue-max requests in
  * flight per connection (past it the connection is not read until replies
- * drain: TCP's flow control pushes back on the client), reply bytes queued
- * for a connection above RPC_TCP_OUT_PAUSE pause its reading too, and above
+ * drain: TCP's flow control pushes back on the client; only calls another
+ * actor answers stay in flight across rounds), reply bytes queued for a
+ * connection above RPC_TCP_OUT_PAUSE pause its reading too, and above
  * RPC_TCP_OUT_MAX the connection is closed (a client that does not read its
  * replies).  A frame longer than 16 MiB plus the header, or shorter than the
  * header, is answered with a transport error under request id 0 and the
@@ -34,7 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "actors/rpc_intake.h"
+#include "actors/edge.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"
@@ -47,8 +48,7 @@
 #define RPC_TCP_OUT_PAUSE (4u << 20)       /* queued reply bytes that pause reading */
 #define RPC_TCP_OUT_MAX (64u << 20)        /* queued reply bytes that close the connection */
 #define RPC_TCP_ACCEPT_BATCH 64u
-#define RPC_TCP_LISTEN_TAG UINT64_MAX
-#define RPC_TCP_WAKE_TAG (UINT64_MAX - 1)
+#define RPC_TCP_LISTEN_TAG CR_EDGE_TAG_MAX
 
 struct conn {
     int fd;
@@ -65,13 +65,12 @@ struct conn {
 };
 
 struct rpc_tcp_state {
+    struct cr_edge edge; /* first: the edge is the state */
     int listen_fd;
-    int epoll_fd;
-    bool wake_added, listen_added;
+    bool listen_added;
     bool off_for_curve; /* an address was given, but CURVE is on */
     bool default_busy;  /* the default address was taken: serving nothing */
-    struct cr_rpc_intake intake;
-    struct cr_actor *self;
+    uint32_t taken;     /* frames handled, for the loop's work count */
     struct conn **conns;  /* by slot */
     uint32_t *generation; /* by slot; bumped at every close */
     uint32_t *free_slots;
@@ -84,15 +83,12 @@ struct rpc_tcp_state {
 /* ------------------------------------------------------------------------ */
 /* Connections */
 
-static uint64_t now_ns(struct rpc_tcp_state *st) {
-    return cr_runtime_now_ns(cr_actor_runtime(st->self));
-}
+static uint64_t now_ns(struct rpc_tcp_state *st) { return cr_edge_now_ns(&st->edge); }
 
 static void set_events(struct rpc_tcp_state *st, struct conn *c, uint32_t events) {
     if (c->events == events) return;
-    struct epoll_event ev = {.events = events, .data.u64 = c->slot};
-    if (epoll_ctl(st->epoll_fd, EPOLL_CTL_MOD, c->fd, &ev) != 0)
-        CR_ERROR("rpc_tcp", "epoll_ctl(MOD) for %s failed: %s", c->peer, strerror(errno));
+    if (!cr_edge_rewatch(&st->edge, c->fd, events, c->slot))
+        CR_ERROR("rpc_tcp", "the events of %s were not changed", c->peer);
     c->events = events;
 }
 
@@ -109,7 +105,7 @@ static void update_events(struct rpc_tcp_state *st, struct conn *c) {
 
 static void conn_close(struct rpc_tcp_state *st, struct conn *c, const char *why) {
     CR_DEBUG("rpc_tcp", "closing %s: %s", c->peer, why);
-    epoll_ctl(st->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+    cr_edge_unwatch(&st->edge, c->fd);
     close(c->fd);
     st->conns[c->slot] = NULL;
     st->generation[c->slot]++; /* replies still coming for it are dropped */
@@ -196,7 +192,7 @@ static bool queue_reply(struct rpc_tcp_state *st, struct conn *c, uint64_t reque
         while (cap < need) cap *= 2;
         uint8_t *grown = cap > c->out_cap ? realloc(c->out, cap) : c->out;
         if (grown == NULL) {
-            st->intake.send_dropped++;
+            st->edge.intake.send_dropped++;
             return false;
         }
         c->out = grown;
@@ -205,7 +201,7 @@ static bool queue_reply(struct rpc_tcp_state *st, struct conn *c, uint64_t reque
     cr_rpc_stream_reply_prefix(c->out + c->out_len, request_id, status, len);
     if (len > 0) memcpy(c->out + c->out_len + CR_RPC_STREAM_REPLY_PREFIX, body, len);
     c->out_len += CR_RPC_STREAM_REPLY_PREFIX + len;
-    st->intake.replies++;
+    st->edge.intake.replies++;
     mark_dirty(st, c);
     return true;
 }
@@ -221,6 +217,7 @@ static uint32_t get_u32(const uint8_t *p) {
 /* One whole request frame's payload: the one-frame envelope. */
 static void handle_frame(struct rpc_tcp_state *st, struct conn *c, const uint8_t *payload,
                          size_t len, uint64_t received_ns) {
+    st->taken++;
     const uint8_t *data[3] = {payload, NULL, NULL};
     const size_t size[3] = {len, 0, 0};
     struct cr_rpc_envelope env;
@@ -241,10 +238,9 @@ static void handle_frame(struct rpc_tcp_state *st, struct conn *c, const uint8_t
     put_u32(call->identity, c->slot);
     put_u32(call->identity + 4, st->generation[c->slot]);
     struct cr_rpc_refusal no;
-    if (cr_rpc_intake_take(&st->intake, call, env.body, env.body_len, &no)) {
-        c->in_flight++;
-        return;
-    }
+    c->in_flight++; /* first: a call segments runs inline is done (rpc_tcp_done) at once */
+    if (cr_edge_submit(&st->edge, call, env.body, env.body_len, &no)) return;
+    c->in_flight--;
     queue_reply(st, c, call->request_id, no.status, no.body, no.len);
     cr_rpc_refusal_free(&no);
     cr_master_call_free(call);
@@ -262,7 +258,7 @@ static bool take_frames(struct rpc_tcp_state *st, struct conn *c, uint64_t recei
         pos += CR_RPC_STREAM_LEN_BYTES + n;
     }
     if (v == CR_RPC_STREAM_BAD) {
-        st->intake.malformed++;
+        st->edge.intake.malformed++;
         st->closed_malformed++;
         char text[160];
         snprintf(text, sizeof(text),
@@ -312,9 +308,13 @@ static void conn_read(struct rpc_tcp_state *st, struct conn *c, uint64_t receive
             conn_close(st, c, n == 0 ? "the peer closed it" : strerror(errno));
             return;
         }
+        bool drained = (size_t)n < c->in_cap - c->in_len;
         c->in_len += (size_t)n;
         budget = (size_t)n < budget ? budget - (size_t)n : 0;
         if (!take_frames(st, c, received_ns)) return;
+        /* A short read took all there was: epoll (level-triggered) says
+         * when more comes, without a recv that finds nothing. */
+        if (drained) break;
     }
     update_events(st, c);
 }
@@ -345,9 +345,8 @@ static void conn_open(struct rpc_tcp_state *st, int fd, const struct sockaddr_st
     c->fd = fd;
     c->slot = st->free_slots[--st->free_count];
     snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = c->slot};
-    if (epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        CR_ERROR("rpc_tcp", "epoll_ctl(ADD) for %s failed: %s", c->peer, strerror(errno));
+    if (!cr_edge_watch(&st->edge, fd, EPOLLIN, c->slot)) {
+        CR_ERROR("rpc_tcp", "connection from %s dropped", c->peer);
         st->free_slots[st->free_count++] = c->slot;
         free(c);
         close(fd);
@@ -378,119 +377,61 @@ static void accept_some(struct rpc_tcp_state *st) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* The event loop (the actor's wait hook) */
+/* Edge hooks (edge.h), on the segments thread */
 
-static void add_fd(struct rpc_tcp_state *st, int fd, uint64_t tag, bool *added) {
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
-    if (epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, fd, &ev) == 0)
-        *added = true;
-    else
-        CR_ERROR("rpc_tcp", "epoll_ctl(ADD) failed: %s", strerror(errno));
-}
-
-static void rpc_tcp_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
-    (void)self;
-    struct rpc_tcp_state *st = arg;
-    if (!st->wake_added) add_fd(st, wake_fd, RPC_TCP_WAKE_TAG, &st->wake_added);
-    /* Until wired, connections wait in the listen backlog: their requests
-     * could only be answered "busy". */
-    if (!st->listen_added && st->listen_fd >= 0 && st->intake.segments != NULL)
-        add_fd(st, st->listen_fd, RPC_TCP_LISTEN_TAG, &st->listen_added);
-    struct epoll_event events[RPC_TCP_EVENTS];
-    int n = epoll_wait(st->epoll_fd, events, RPC_TCP_EVENTS, timeout_ms);
-    if (n < 0) {
-        if (errno != EINTR) CR_ERROR("rpc_tcp", "epoll_wait failed: %s", strerror(errno));
-        return;
+static uint32_t rpc_tcp_ready(struct cr_edge *edge, uint64_t tag, uint32_t events) {
+    struct rpc_tcp_state *st = (struct rpc_tcp_state *)edge;
+    if (tag == RPC_TCP_LISTEN_TAG) {
+        accept_some(st);
+        return 0;
     }
-    uint64_t received_ns = n > 0 ? now_ns(st) : 0; /* one clock read per turn */
-    for (int i = 0; i < n; i++) {
-        uint64_t tag = events[i].data.u64;
-        if (tag == RPC_TCP_WAKE_TAG) continue; /* the runtime drains it */
-        if (tag == RPC_TCP_LISTEN_TAG) {
-            accept_some(st);
-            continue;
-        }
-        assert(tag < st->conns_max);
-        struct conn *c = st->conns[tag];
-        if (c == NULL) continue; /* closed earlier in this turn */
-        if ((events[i].events & EPOLLOUT) && !conn_flush(st, c)) continue;
-        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(st, c, received_ns);
+    assert(tag < st->conns_max);
+    struct conn *c = st->conns[tag];
+    if (c == NULL) return 0; /* closed earlier in this round */
+    if ((events & EPOLLOUT) && !conn_flush(st, c)) return 0;
+    uint32_t before = st->taken;
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(st, c, now_ns(st));
+    return st->taken - before;
+}
+
+/* A finished call: its reply is queued to its connection, written at the
+ * end of the round (rpc_tcp_flush). */
+static void rpc_tcp_done(struct cr_edge *edge, struct cr_master_call *call) {
+    struct rpc_tcp_state *st = (struct rpc_tcp_state *)edge;
+    assert(call->identity_len == 8);
+    uint32_t slot = get_u32(call->identity), gen = get_u32(call->identity + 4);
+    struct conn *c = slot < st->conns_max && st->generation[slot] == gen ? st->conns[slot] : NULL;
+    if (c != NULL) {
+        assert(c->in_flight > 0);
+        c->in_flight--;
+        queue_reply(st, c, call->request_id, call->status,
+                    call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
+    } else {
+        st->edge.intake.send_dropped++; /* its connection closed meanwhile */
     }
-    flush_dirty(st); /* refusals answered at intake */
+    cr_master_call_free(call);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Actor hooks */
+static void rpc_tcp_flush(struct cr_edge *edge) { flush_dirty((struct rpc_tcp_state *)edge); }
 
-/* A chain of finished calls (MASTER_DONE): queued to their connections,
- * written at the end of the round (round_end). */
-static void on_done(struct rpc_tcp_state *st, struct cr_master_call *call) {
-    uint64_t now = call != NULL ? cr_actor_now_ns(st->self) : 0;
-    while (call != NULL) {
-        struct cr_master_call *next = call->next;
-        cr_rpc_intake_done(&st->intake, call, now);
-        assert(call->identity_len == 8);
-        uint32_t slot = get_u32(call->identity), gen = get_u32(call->identity + 4);
-        struct conn *c = slot < st->conns_max && st->generation[slot] == gen ? st->conns[slot]
-                                                                              : NULL;
-        if (c != NULL) {
-            assert(c->in_flight > 0);
-            c->in_flight--;
-            queue_reply(st, c, call->request_id, call->status,
-                        call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
-        } else {
-            st->intake.send_dropped++; /* its connection closed meanwhile */
-        }
-        cr_master_call_free(call);
-        call = next;
-    }
-}
-
-static int rpc_tcp_start(struct cr_actor *self, void *arg) {
-    struct rpc_tcp_state *st = arg;
-    st->self = self;
-    st->intake.self = self;
-    return CR_OK;
-}
-
-static void rpc_tcp_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
-    struct rpc_tcp_state *st = arg;
-    switch (msg->type) {
-    case CR_MSG_WIRE:
-        cr_rpc_intake_wire(&st->intake, msg->body.ptr[0]);
-        /* Said once every address is bound: a start that fails on a later
-         * address prints only the line naming it. */
-        if (st->listen_fd >= 0)
-            CR_INFO("rpc_tcp", "native RPC on %s (crescent://%s)", st->address, st->address);
-        else if (st->default_busy)
-            CR_WARN("rpc_tcp", "the native RPC endpoint is off: its default address %s is in "
-                    "use (another crescentd?); set --rpc-tcp-address to serve it elsewhere",
-                    st->address);
-        else if (st->off_for_curve)
-            CR_INFO("rpc_tcp", "the native RPC endpoint is off: CURVE is on and it has no "
-                    "encryption (--rpc-tcp-with-curve serves it on loopback anyway)");
-        return;
-    case CR_MSG_MASTER_DONE:
-        on_done(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
-        return;
-    default:
-        if (cr_log_ratelimit(&st->last_log_ns, cr_runtime_now_ns(cr_actor_runtime(self)),
-                             60ull * 1000000000u))
-            CR_WARN("rpc_tcp", "message type %u from sender %u is not handled here", msg->type,
-                    msg->sender);
-        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
-    }
-}
-
-static void rpc_tcp_round_end(struct cr_actor *self, void *arg) {
-    (void)self;
-    flush_dirty(arg);
-}
-
-static void rpc_tcp_discard(void *arg, struct cr_msg *msg) {
-    (void)arg;
-    if (msg->type == CR_MSG_MASTER_DONE)
-        cr_master_call_free_chain(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+static void rpc_tcp_wire(struct cr_edge *edge, const struct cr_subsystems *peers) {
+    (void)peers;
+    struct rpc_tcp_state *st = (struct rpc_tcp_state *)edge;
+    /* Until now, connections waited in the listen backlog: their requests
+     * could only have been answered "busy". */
+    if (st->listen_fd >= 0 && !st->listen_added)
+        st->listen_added = cr_edge_watch(edge, st->listen_fd, EPOLLIN, RPC_TCP_LISTEN_TAG);
+    /* Said once every address is bound: a start that fails on a later
+     * address prints only the line naming it. */
+    if (st->listen_added)
+        CR_INFO("rpc_tcp", "native RPC on %s (crescent://%s)", st->address, st->address);
+    else if (st->default_busy)
+        CR_WARN("rpc_tcp", "the native RPC endpoint is off: its default address %s is in "
+                "use (another crescentd?); set --rpc-tcp-address to serve it elsewhere",
+                st->address);
+    else if (st->off_for_curve)
+        CR_INFO("rpc_tcp", "the native RPC endpoint is off: CURVE is on and it has no "
+                "encryption (--rpc-tcp-with-curve serves it on loopback anyway)");
 }
 
 static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
@@ -500,19 +441,17 @@ static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t valu
     out->extra_count++;
 }
 
-static void rpc_tcp_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
-    (void)self;
-    const struct rpc_tcp_state *st = arg;
+static void rpc_tcp_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
+    const struct rpc_tcp_state *st = (const struct rpc_tcp_state *)edge;
     add_stat(out, "connections_open", st->open);
     add_stat(out, "connections_accepted_total", st->accepted);
     add_stat(out, "connections_refused_total", st->refused_full);
     add_stat(out, "connections_closed_malformed_total", st->closed_malformed);
     add_stat(out, "connections_closed_slow_total", st->closed_slow);
-    cr_rpc_intake_stats(&st->intake, out);
 }
 
-static void rpc_tcp_destroy(void *arg) {
-    struct rpc_tcp_state *st = arg;
+static void rpc_tcp_destroy(struct cr_edge *edge) {
+    struct rpc_tcp_state *st = (struct rpc_tcp_state *)edge;
     if (st == NULL) return;
     for (struct conn *c = st->dirty; c != NULL;) { /* closed ones still listed */
         struct conn *next = c->next_dirty;
@@ -528,7 +467,6 @@ static void rpc_tcp_destroy(void *arg) {
         free(c);
     }
     if (st->listen_fd >= 0) close(st->listen_fd);
-    if (st->epoll_fd >= 0) close(st->epoll_fd);
     free(st->conns);
     free(st->generation);
     free(st->free_slots);
@@ -605,54 +543,50 @@ static int listen_on(struct rpc_tcp_state *st, const struct cr_daemon_config *co
     return CR_OK;
 }
 
-static int rpc_tcp_create(const struct cr_daemon_config *config, void **state_out) {
-    struct rpc_tcp_state *st = calloc(1, sizeof(*st));
-    if (st == NULL) return CR_ERR_NOMEM;
-    st->listen_fd = st->epoll_fd = -1;
-    *state_out = st; /* the daemon destroys it whatever the outcome */
-    st->epoll_fd = epoll_create1(EPOLL_CLOEXEC); /* off or on: the wake fd is waited on */
-    if (st->epoll_fd < 0) {
-        fprintf(stderr, "crescentd: epoll_create1: %s\n", strerror(errno));
-        return CR_ERR_IO;
-    }
-    snprintf(st->address, sizeof(st->address), "%s", config->rpc_tcp_address);
-    char why[512];
-    if (!cr_rpc_intake_init(&st->intake, config->admin_token_file, why, sizeof(why))) {
-        fprintf(stderr, "crescentd: %s\n", why);
-        return CR_ERR_INVALID_PARAMS;
-    }
-    bool curve = config->curve_secret_key_file[0] != '\0';
-    if (st->address[0] == '\0' || (curve && !config->rpc_tcp_with_curve)) {
-        st->off_for_curve = st->address[0] != '\0';
-        return CR_OK; /* off: the actor runs and serves nothing */
-    }
-    st->conns_max = config->rpc_tcp_connections_max;
-    st->queue_max = config->rpc_tcp_queue_max;
-    st->conns = calloc(st->conns_max, sizeof(*st->conns));
-    st->generation = calloc(st->conns_max, sizeof(*st->generation));
-    st->free_slots = calloc(st->conns_max, sizeof(*st->free_slots));
-    if (st->conns == NULL || st->generation == NULL || st->free_slots == NULL) {
-        fprintf(stderr, "crescentd: out of memory for %u native RPC connections\n",
-                st->conns_max);
-        return CR_ERR_NOMEM;
-    }
-    for (uint32_t i = 0; i < st->conns_max; i++) st->free_slots[i] = st->conns_max - 1 - i;
-    st->free_count = st->conns_max;
-    return listen_on(st, config);
-}
-
-static const struct cr_actor_ops rpc_tcp_ops = {
-    .start = rpc_tcp_start,
-    .handle = rpc_tcp_handle,
-    .round_end = rpc_tcp_round_end,
-    .discard = rpc_tcp_discard,
-    .wait = rpc_tcp_wait,
+static const struct cr_edge_ops rpc_tcp_ops = {
+    .wire = rpc_tcp_wire,
+    .ready = rpc_tcp_ready,
+    .done = rpc_tcp_done,
+    .flush = rpc_tcp_flush,
     .stats = rpc_tcp_stats,
-};
-
-const struct cr_subsystem_def cr_rpc_tcp_def = {
-    .name = "rpc_tcp",
-    .ops = &rpc_tcp_ops,
-    .create = rpc_tcp_create,
     .destroy = rpc_tcp_destroy,
 };
+
+int cr_rpc_tcp_edge_create(const struct cr_daemon_config *config, struct cr_edge **out) {
+    struct rpc_tcp_state *st = calloc(1, sizeof(*st));
+    if (st == NULL) return CR_ERR_NOMEM;
+    st->listen_fd = -1;
+    st->edge.ops = &rpc_tcp_ops;
+    st->edge.name = "rpc_tcp";
+    int rc = CR_OK;
+    snprintf(st->address, sizeof(st->address), "%s", config->rpc_tcp_address);
+    char why[512];
+    bool curve = config->curve_secret_key_file[0] != '\0';
+    if (!cr_rpc_intake_init(&st->edge.intake, config->admin_token_file, why, sizeof(why))) {
+        fprintf(stderr, "crescentd: %s\n", why);
+        rc = CR_ERR_INVALID_PARAMS;
+    } else if (st->address[0] == '\0' || (curve && !config->rpc_tcp_with_curve)) {
+        st->off_for_curve = st->address[0] != '\0'; /* off: serves nothing */
+    } else {
+        st->conns_max = config->rpc_tcp_connections_max;
+        st->queue_max = config->rpc_tcp_queue_max;
+        st->conns = calloc(st->conns_max, sizeof(*st->conns));
+        st->generation = calloc(st->conns_max, sizeof(*st->generation));
+        st->free_slots = calloc(st->conns_max, sizeof(*st->free_slots));
+        if (st->conns == NULL || st->generation == NULL || st->free_slots == NULL) {
+            fprintf(stderr, "crescentd: out of memory for %u native RPC connections\n",
+                    st->conns_max);
+            rc = CR_ERR_NOMEM;
+        } else {
+            for (uint32_t i = 0; i < st->conns_max; i++) st->free_slots[i] = st->conns_max - 1 - i;
+            st->free_count = st->conns_max;
+            rc = listen_on(st, config);
+        }
+    }
+    if (rc != CR_OK) {
+        rpc_tcp_destroy(&st->edge);
+        return rc;
+    }
+    *out = &st->edge;
+    return CR_OK;
+}

@@ -130,12 +130,22 @@ int cr_runtime_create(const struct cr_runtime_config *config, struct cr_runtime 
 /* ------------------------------------------------------------------------ */
 /* Dispatch */
 
-static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out) {
+static void fill_stats(struct cr_actor *actor, struct cr_actor_stats *out, uint32_t view) {
     struct cr_actor_histogram *histograms = out->histograms;
     uint32_t histograms_max = out->histograms_max;
     memset(out, 0, sizeof(*out));
     out->histograms = histograms;
     out->histograms_max = histograms_max;
+    out->view = view;
+    if (view > 0) { /* a view: its name and the hook's counters only */
+        const char *name = cr_actor_stats_view(actor, view);
+        snprintf(out->name, sizeof(out->name), "%s", name != NULL ? name : "?");
+        out->cpu = actor->cpu;
+        if (name != NULL && actor->ops->stats != NULL) actor->ops->stats(actor, actor->state, out);
+        assert(out->extra_count <= CR_ACTOR_STATS_EXTRA_MAX);
+        assert(out->histogram_count <= out->histograms_max);
+        return;
+    }
     memcpy(out->name, actor->name, sizeof(out->name));
     out->cpu = actor->cpu;
     out->messages_handled = atomic_load_explicit(&actor->handled, memory_order_relaxed);
@@ -170,7 +180,8 @@ static void dispatch(struct cr_actor *actor, struct cr_msg *msg) {
     switch (msg->type) {
     case CR_MSG_STATS:
         assert(msg->flags & CR_MSG_ASK);
-        fill_stats(actor, CR_MSG_BODY(msg, struct cr_msg_stats)->out);
+        fill_stats(actor, CR_MSG_BODY(msg, struct cr_msg_stats)->out,
+                   CR_MSG_BODY(msg, struct cr_msg_stats)->view);
         cr_reply(msg, CR_OK);
         break;
     default:
@@ -336,6 +347,8 @@ static void actor_loop(struct cr_actor *actor) {
         uint32_t work = cr_mailbox_drain(actor, dispatch);
         actor->round_now_ns = 0; /* timers see the time they fire at */
         if (!actor->stop_requested) work += fire_timers(actor);
+        if (actor->ops->poll != NULL && !actor->stop_requested)
+            work += actor->ops->poll(actor, actor->state);
         if (work > 0 && actor->ops->round_end != NULL) actor->ops->round_end(actor, actor->state);
         cr_runtime_flush_wakes();
         if (actor->lazy_pending != 0 &&
@@ -346,7 +359,8 @@ static void actor_loop(struct cr_actor *actor) {
             if (idle_since != 0) cr_spin_policy_observe(&actor->spin, cr_monotonic_ns() - idle_since);
             idle_since = 0;
             /* Keep sockets served while messages keep coming. */
-            if (actor->ops->wait != NULL && ++busy_rounds % 64 == 0) call_wait(actor, 0);
+            if (actor->ops->wait != NULL && actor->ops->poll == NULL && ++busy_rounds % 64 == 0)
+                call_wait(actor, 0);
             continue;
         }
         if (actor->ops->wait == NULL) {
@@ -641,6 +655,12 @@ void cr_runtime_clock_changed(struct cr_runtime *rt) {
 }
 
 const char *cr_actor_name(const struct cr_actor *actor) { return actor->name; }
+const char *cr_actor_stats_view(const struct cr_actor *actor, uint32_t view) {
+    const char *const *views = actor->ops->stats_views;
+    for (uint32_t i = 1; views != NULL && views[i - 1] != NULL; i++)
+        if (i == view) return views[i - 1];
+    return NULL;
+}
 uint16_t cr_actor_id(const struct cr_actor *actor) { return actor->id; }
 struct cr_runtime *cr_actor_runtime(const struct cr_actor *actor) { return actor->rt; }
 uint32_t cr_runtime_actor_count(const struct cr_runtime *rt) { return rt->actor_count; }

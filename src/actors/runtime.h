@@ -127,6 +127,25 @@ struct cr_actor_ops {
      * under load a round is a batch, and an idle actor's last round ends
      * with it.  Not called after the stop hook. */
     void (*round_end)(struct cr_actor *self, void *state);
+    /* Optional, with `wait`, for an actor whose sockets carry most of its
+     * work (the segments actor serving the RPC edges, actors/edge.h): handle
+     * whatever input is ready without blocking and return how much work that
+     * was (0: none).  The runtime then calls poll once per loop round, after
+     * the mailbox and the timers and before round_end (which also runs for a
+     * round whose only work came from poll), instead of wait(0) every 64 busy
+     * rounds; its sends wake their receivers at the end of the round, as a
+     * handler's do.  `wait` becomes the blocking half only: it may keep what
+     * it found for the next poll.  Not called once the actor is stopping, so
+     * a client that keeps sending cannot hold a stop off. */
+    uint32_t (*poll)(struct cr_actor *self, void *state);
+    /* Optional: names of further stats views of this actor, NULL-terminated
+     * (static).  A stats ask with view k > 0 (cr_msg_stats.view) is answered
+     * with the k-th name and only the stats hook's counters (no runtime
+     * counters): for state that used to be an actor of its own and is now
+     * served on this actor's thread (the native RPC endpoint on segments), so
+     * its metric families, crescent_<view>_*, keep their names.  The hook
+     * sees which in out->view. */
+    const char *const *stats_views;
 };
 
 /* Messages taken from a ring at once for an actor with a prefetch hook. */
@@ -147,6 +166,7 @@ struct cr_actor_histogram {
 #define CR_ACTOR_STATS_EXTRA_MAX 32u
 struct cr_actor_stats {
     char name[CR_ACTOR_NAME_MAX];
+    uint32_t view;             /* which: 0 the actor, k its k-th stats view (cr_msg_stats) */
     int cpu;                   /* pinned CPU, -1 when not pinned */
     uint64_t messages_handled;
     uint64_t ring_depth;       /* messages queued when the snapshot was taken */
@@ -175,6 +195,7 @@ struct cr_actor_stats {
 /* Body of CR_MSG_STATS (an ask). */
 struct cr_msg_stats {
     struct cr_actor_stats *out;
+    uint32_t view; /* 0: the actor; k: its k-th stats view (stats_views) */
 };
 
 /* Creates a runtime (no threads yet). Returns CR_OK, CR_ERR_INVALID_PARAMS
@@ -255,6 +276,8 @@ void cr_runtime_clock_changed(struct cr_runtime *rt);
 
 /* Accessors. */
 const char *cr_actor_name(const struct cr_actor *actor);
+/* The name of the actor's stats view `view` (1-based), NULL past the last. */
+const char *cr_actor_stats_view(const struct cr_actor *actor, uint32_t view);
 uint16_t cr_actor_id(const struct cr_actor *actor);
 struct cr_runtime *cr_actor_runtime(const struct cr_actor *actor);
 uint32_t cr_runtime_actor_count(const struct cr_runtime *rt);

@@ -14,9 +14,14 @@
  *
  * Time is the runtime's clock (cr_runtime_now_ns), so tests can inject it. */
 #include <assert.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
+#include "actors/edge.h"
 #include "actors/rpc_codec.h"
 #include "actors/rpc_methods.h"
 #include "actors/task_store.h"
@@ -55,6 +60,24 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
  * round, so the calls and asks queued meanwhile are served in between
  * (about a millisecond each on the 2-core VM). */
 #define REGEX_SLICE_STEPS 50000u
+
+/* The RPC edges served on this thread (edge.h): one epoll set for their
+ * fds and the wake fd.  wait blocks in it and keeps what it found; poll
+ * serves that, or asks the set again without blocking. */
+#define EDGE_EVENTS 64u
+#define EDGE_WAKE_TAG UINT64_MAX
+static const char *const segments_views[] = {"rpc_tcp", NULL};
+
+struct cr_edge_host {
+    struct segments_state *st;
+    int epoll_fd;
+    bool wake_added;
+    struct cr_edge *edges[CR_EDGES_MAX];
+    uint32_t count;
+    uint32_t watched; /* edge fds in the set */
+    struct epoll_event found[EDGE_EVENTS]; /* by wait, for the next poll */
+    int found_count;
+};
 
 struct done_chain {
     struct cr_actor *to;
@@ -101,6 +124,7 @@ struct segments_state {
     struct cr_store_regex_scan *regex_scan;
     bool regex_step_armed;
     uint64_t regex_slices;
+    struct cr_edge_host host;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -234,18 +258,31 @@ static void done_append(struct segments_state *st, struct cr_master_call *call) 
     if (++chain->count >= st->done_cap) done_send(st, chain);
 }
 
-/* CreateCopyTask/CreateMoveTask: the targets are reserved here, then the
- * call goes on to tasks, which answers it; a refusal is answered from here. */
-static void on_task_create(struct segments_state *st, struct cr_msg *msg,
-                           struct cr_master_call *call) {
-    struct cr_task_detail *detail = NULL;
-    int rc = (msg->flags & CR_MSG_ASK) ? CR_ERR_INVALID_PARAMS
-                                       : cr_task_store_create(st->store, st->now_ms, call, &detail);
-    if (msg->flags & CR_MSG_ASK) {
-        cr_task_call_refuse(call, rc, "tasks are created over RPC only");
-        cr_reply(msg, call->status);
+/* A finished call goes back: to its edge's connection at once (edge.h),
+ * or in its gateway's MASTER_DONE chain. */
+static void finish(struct segments_state *st, struct cr_master_call *call) {
+    if (call->edge == 0) {
+        done_append(st, call);
         return;
     }
+    assert(call->edge <= st->host.count);
+    struct cr_edge *edge = st->host.edges[call->edge - 1];
+    cr_rpc_intake_done(&edge->intake, call, cr_actor_now_ns(st->self));
+    edge->ops->done(edge, call);
+}
+
+/* CreateCopyTask/CreateMoveTask: the targets are reserved here, then the
+ * call goes on to tasks, which answers it; a refusal is answered from here.
+ * `ask`: the message when the call came as an ask (refused), else NULL. */
+static void on_task_create(struct segments_state *st, struct cr_msg *ask,
+                           struct cr_master_call *call) {
+    struct cr_task_detail *detail = NULL;
+    if (ask != NULL) {
+        cr_task_call_refuse(call, CR_ERR_INVALID_PARAMS, "tasks are created over RPC only");
+        cr_reply(ask, call->status);
+        return;
+    }
+    int rc = cr_task_store_create(st->store, st->now_ms, call, &detail);
     if (rc == CR_OK) {
         struct cr_msg fwd = {.type = CR_MSG_TASK_CREATE};
         struct cr_msg_task_create *body = CR_MSG_BODY(&fwd, struct cr_msg_task_create);
@@ -261,7 +298,7 @@ static void on_task_create(struct segments_state *st, struct cr_msg *msg,
         cr_master_call_free(call);
         return;
     }
-    done_append(st, call);
+    finish(st, call);
 }
 
 static void on_task_op(struct segments_state *st, struct cr_task_op *op) {
@@ -328,7 +365,7 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
                                &call->reply_len) != CR_OK)
             cr_rpc_reply_nomem(call);
     }
-    done_append(st, call);
+    finish(st, call);
 }
 
 /* Asks for the next regex slice in the next loop round (a timer due now:
@@ -370,13 +407,15 @@ static void regex_step(struct segments_state *st) {
     if (st->regex_head != NULL && !regex_arm(st)) regex_step(st);
 }
 
-static void on_call(struct segments_state *st, struct cr_msg *msg) {
-    struct cr_master_call *call = CR_MSG_BODY(msg, struct cr_msg_master_call)->call;
-    bool ask = (msg->flags & CR_MSG_ASK) != 0;
+/* Runs a call that came as a message (`ask`: the message when an ask, else
+ * NULL) or from an edge (inline, ask NULL). */
+static void serve_call(struct segments_state *st, struct cr_master_call *call,
+                       struct cr_msg *ask_msg) {
+    bool ask = ask_msg != NULL;
     const char *tenant, *pattern;
     if (cr_task_method_creates(call->method)) {
         st->calls++;
-        on_task_create(st, msg, call);
+        on_task_create(st, ask_msg, call);
         return;
     }
     /* An ask must be answered by its handler: its regex scans whole. */
@@ -391,7 +430,149 @@ static void on_call(struct segments_state *st, struct cr_msg *msg) {
         return;
     }
     run_call(st, call, ask, NULL);
-    if (ask) cr_reply(msg, call->status);
+    if (ask) cr_reply(ask_msg, call->status);
+}
+
+static void on_call(struct segments_state *st, struct cr_msg *msg) {
+    serve_call(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call,
+               (msg->flags & CR_MSG_ASK) ? msg : NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The edges (edge.h) */
+
+static uint64_t edge_tag(const struct cr_edge *edge, uint64_t tag) {
+    assert(tag <= CR_EDGE_TAG_MAX);
+    return (uint64_t)edge->index << 56 | tag;
+}
+
+bool cr_edge_watch(struct cr_edge *edge, int fd, uint32_t events, uint64_t tag) {
+    struct epoll_event ev = {.events = events, .data.u64 = edge_tag(edge, tag)};
+    if (epoll_ctl(edge->host->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        CR_ERROR("segments", "%s: epoll_ctl(ADD) failed: %s", edge->name, strerror(errno));
+        return false;
+    }
+    edge->host->watched++;
+    return true;
+}
+
+bool cr_edge_rewatch(struct cr_edge *edge, int fd, uint32_t events, uint64_t tag) {
+    struct epoll_event ev = {.events = events, .data.u64 = edge_tag(edge, tag)};
+    if (epoll_ctl(edge->host->epoll_fd, EPOLL_CTL_MOD, fd, &ev) == 0) return true;
+    CR_ERROR("segments", "%s: epoll_ctl(MOD) failed: %s", edge->name, strerror(errno));
+    return false;
+}
+
+void cr_edge_unwatch(struct cr_edge *edge, int fd) {
+    if (epoll_ctl(edge->host->epoll_fd, EPOLL_CTL_DEL, fd, NULL) == 0) edge->host->watched--;
+}
+
+uint64_t cr_edge_now_ns(const struct cr_edge *edge) {
+    return cr_actor_now_ns(edge->host->st->self);
+}
+
+bool cr_edge_submit(struct cr_edge *edge, struct cr_master_call *call, const uint8_t *body,
+                    size_t len, struct cr_rpc_refusal *out) {
+    struct segments_state *st = edge->host->st;
+    assert(call->edge == 0 && edge->host->edges[edge->index] == edge);
+    if (!cr_rpc_intake_check(&edge->intake, call, body, len, out)) return false;
+    call->edge = (uint8_t)(edge->index + 1);
+    /* Another actor's call goes by message and comes back as MASTER_DONE. */
+    if (cr_rpc_intake_for_tasks(call)) return cr_rpc_intake_forward(&edge->intake, call, out);
+    call->reply_to = st->self; /* where tasks answers a call segments passes on */
+    edge->intake.in_flight++;
+    st->now_ms = cr_actor_now_ns(st->self) / 1000000u;
+    serve_call(st, call, NULL);
+    return true;
+}
+
+int cr_segments_edge_add(void *segments_state, struct cr_edge *edge) {
+    struct segments_state *st = segments_state;
+    struct cr_edge_host *h = &st->host;
+    if (h->count == CR_EDGES_MAX) {
+        edge->ops->destroy(edge);
+        return CR_ERR_NOMEM;
+    }
+    edge->host = h;
+    edge->index = (uint8_t)h->count;
+    h->edges[h->count++] = edge;
+    return CR_OK;
+}
+
+/* MASTER_DONE: calls of the edges that went on to tasks come back. */
+static void on_edge_calls_done(struct segments_state *st, struct cr_master_call *call) {
+    while (call != NULL) {
+        struct cr_master_call *next = call->next;
+        call->next = NULL;
+        assert(call->edge != 0); /* only an edge's calls name segments as reply_to */
+        finish(st, call);
+        call = next;
+    }
+}
+
+/* Blocks until an edge fd or the wake fd is ready (or the timeout); what it
+ * found is served by the next poll, in the loop round that follows. */
+static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+    (void)self;
+    struct cr_edge_host *h = &((struct segments_state *)arg)->host;
+    if (!h->wake_added) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EDGE_WAKE_TAG};
+        h->wake_added = epoll_ctl(h->epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev) == 0;
+        if (!h->wake_added) {
+            CR_ERROR("segments", "epoll_ctl(ADD) of the wake fd failed: %s", strerror(errno));
+            struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
+            (void)poll(&pfd, 1, timeout_ms); /* the mailbox is still served */
+            return;
+        }
+    }
+    int n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, timeout_ms);
+    if (n < 0 && errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));
+    h->found_count = n > 0 ? n : 0;
+}
+
+/* Serves what wait found, or what is ready now: each ready edge fd goes to
+ * its edge.  Returns the fds served (the round's work). */
+static uint32_t segments_poll(struct cr_actor *self, void *arg) {
+    (void)self;
+    struct cr_edge_host *h = &((struct segments_state *)arg)->host;
+    int n = h->found_count;
+    h->found_count = 0;
+    if (n == 0 && h->watched > 0) {
+        n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, 0);
+        if (n < 0) {
+            if (errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));
+            return 0;
+        }
+    }
+    uint32_t work = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t tag = h->found[i].data.u64;
+        if (tag == EDGE_WAKE_TAG) continue; /* the runtime drains it */
+        uint32_t index = (uint32_t)(tag >> 56);
+        assert(index < h->count);
+        struct cr_edge *edge = h->edges[index];
+        work += 1 + edge->ops->ready(edge, tag & CR_EDGE_TAG_MAX, h->found[i].events);
+    }
+    return work;
+}
+
+static void edges_wire(struct segments_state *st) {
+    for (uint32_t i = 0; i < st->host.count; i++) {
+        struct cr_edge *edge = st->host.edges[i];
+        cr_rpc_intake_wire(&edge->intake, st->peers);
+        edge->intake.self = st->self;
+        edge->ops->wire(edge, st->peers);
+    }
+}
+
+/* A stats view (segments_views): the edge of that name, if it exists. */
+static void edge_stats(struct segments_state *st, struct cr_actor_stats *out) {
+    for (uint32_t i = 0; i < st->host.count; i++) {
+        const struct cr_edge *edge = st->host.edges[i];
+        if (strcmp(edge->name, out->name) != 0) continue;
+        if (edge->ops->stats != NULL) edge->ops->stats(edge, out);
+        cr_rpc_intake_stats(&edge->intake, out);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -466,8 +647,12 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
     case CR_MSG_WIRE:
         st->peers = msg->body.ptr[0];
         on_tick(st);
+        edges_wire(st);
         return;
     case CR_MSG_MASTER_CALL: on_call(st, msg); return;
+    case CR_MSG_MASTER_DONE:
+        on_edge_calls_done(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+        return;
     case CR_MSG_EVICT_POLL:
         if (st->peers != NULL) on_evict_poll(st, CR_MSG_BODY(msg, struct cr_msg_evict_poll));
         return;
@@ -504,6 +689,7 @@ static void segments_round_end(struct cr_actor *self, void *arg) {
     struct segments_state *st = arg;
     done_send_all(st);
     events_send(st);
+    for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->flush(st->host.edges[i]);
     uint32_t cap = st->round_calls / DONE_CHAINS_PER_ROUND;
     st->done_cap = cap < 1 ? 1 : cap > DONE_CHAIN_MAX ? DONE_CHAIN_MAX : cap;
     st->round_calls = 0;
@@ -521,6 +707,8 @@ static void segments_discard(void *arg, struct cr_msg *msg) {
     (void)arg;
     if (msg->type == CR_MSG_MASTER_CALL && !(msg->flags & CR_MSG_ASK))
         cr_master_call_free(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+    else if (msg->type == CR_MSG_MASTER_DONE) /* an edge's calls back from tasks */
+        cr_master_call_free_chain(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
     else if (msg->type == CR_MSG_EVICT_APPLY)
         free(CR_MSG_BODY(msg, struct cr_msg_evict_apply)->victims);
     else if (msg->type == CR_MSG_TASK_OP)
@@ -536,6 +724,10 @@ static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t valu
 
 static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     struct segments_state *st = arg;
+    if (out->view > 0) {
+        edge_stats(st, out);
+        return;
+    }
     struct cr_store_stats s;
     cr_store_get_stats(st->store, cr_runtime_now_ns(cr_actor_runtime(self)) / 1000000u, &s);
     add_stat(out, "capacity_bytes", s.capacity_bytes);
@@ -577,6 +769,8 @@ static void segments_destroy(void *arg) {
     cr_master_call_free_chain(st->regex_head);
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
+    for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->destroy(st->host.edges[i]);
+    if (st->host.epoll_fd >= 0) close(st->host.epoll_fd);
     free(st);
 }
 
@@ -621,6 +815,13 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
         free(st);
         return rc;
     }
+    st->host.st = st;
+    st->host.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (st->host.epoll_fd < 0) {
+        CR_ERROR("segments", "epoll_create1 failed: %s", strerror(errno));
+        segments_destroy(st);
+        return CR_ERR_IO;
+    }
     st->client_ttl_ms = cfg.client_live_ttl_ms;
     st->done_cap = 1;
     st->rng = cfg.rng_seed | 1u;
@@ -635,6 +836,9 @@ static const struct cr_actor_ops segments_ops = {
     .stats = segments_stats,
     .prefetch = segments_prefetch,
     .round_end = segments_round_end,
+    .wait = segments_wait,
+    .poll = segments_poll,
+    .stats_views = segments_views,
 };
 
 const struct cr_subsystem_def cr_segments_def = {

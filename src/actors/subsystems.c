@@ -4,11 +4,13 @@
 
 #include <stdlib.h>
 
+#include "actors/edge.h"
+
 #include "core/log.h"
 #include "crescent/error.h"
 
 static const struct cr_subsystem_def *const defs[CR_SUBSYSTEM_COUNT] = {
-    [CR_SUBSYSTEM_RPC] = &cr_rpc_def,              [CR_SUBSYSTEM_RPC_TCP] = &cr_rpc_tcp_def,
+    [CR_SUBSYSTEM_RPC] = &cr_rpc_def,
     [CR_SUBSYSTEM_DATA] = &cr_data_def,
     [CR_SUBSYSTEM_SEGMENTS] = &cr_segments_def,   [CR_SUBSYSTEM_LEASES] = &cr_leases_def,
     [CR_SUBSYSTEM_TASKS] = &cr_tasks_def,         [CR_SUBSYSTEM_INDEXER] = &cr_indexer_def,
@@ -22,6 +24,12 @@ int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *co
         /* A failing create hook has already said why, in one line. */
         int rc = defs[i]->create(config, &out->states[i]);
         if (rc != CR_OK) return rc;
+        if (i == CR_SUBSYSTEM_SEGMENTS) { /* its edges: the native RPC endpoint */
+            struct cr_edge *edge = NULL;
+            rc = cr_rpc_tcp_edge_create(config, &edge);
+            if (rc == CR_OK) rc = cr_segments_edge_add(out->states[i], edge);
+            if (rc != CR_OK) return rc;
+        }
         rc = cr_runtime_spawn(rt, defs[i]->name, defs[i]->ops, out->states[i], &out->actors[i]);
         if (rc != CR_OK) {
             CR_ERROR("daemon", "cannot start actor %s: %s", defs[i]->name, cr_strerror(rc));

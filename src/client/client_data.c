@@ -84,6 +84,18 @@ int cr_client_register_buffer(cr_client *c, void *addr, size_t len) {
     return CR_OK;
 }
 
+int cr_client_unregister_buffer(cr_client *c, void *addr) {
+    assert(c != NULL);
+    if (c->xfer == NULL)
+        return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "cannot unregister the buffer at %p: "
+                              "no buffer was registered on this client", addr);
+    int rc = cr_xfer_client_unregister(c->xfer, addr);
+    if (rc != CR_OK)
+        return cr_client_fail(c, rc, "cannot unregister the buffer at %p: %s", addr,
+                              cr_xfer_client_last_error(c->xfer));
+    return CR_OK;
+}
+
 /* Polls until every submitted op has completed.  The transfer layer fails
  * ops that make no progress for its op timeout, so this ends. */
 static void drain(cr_client *c) {

@@ -14,6 +14,8 @@ struct cr_store_options {
     uint64_t segment_size;   /* bytes */
     char data_address[64];   /* "host:port" the transfer server binds */
     bool no_shm;
+    bool no_verbs;
+    int rdma_gid_index;      /* -1: picked by type */
     int cpu;                 /* CR_STORE_CPU_AUTO, CR_STORE_CPU_NONE or a CPU number */
     uint32_t ping_interval_ms;
     uint32_t timeout_ms;     /* per RPC to the master */

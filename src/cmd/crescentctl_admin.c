@@ -141,6 +141,11 @@ static int cmd_stats(const struct ctl *ctl, int argc, char **argv) {
             printf("%-10s  (did not answer)\n", name ? name : "?");
             continue;
         }
+        const char *served_by = json_string_value(json_object_get(a, "served_by"));
+        if (served_by != NULL) { /* a stats view: its thread is that actor's */
+            printf("%-10s  (served by %s)\n", name ? name : "?", served_by);
+            continue;
+        }
         printf("%-10s %4lld %12lld %6lld %8lld %8lld %9lld %7lld\n", name ? name : "?",
                field(a, "cpu"), field(a, "messages_handled"), field(a, "ring_depth"),
                field(a, "parks"), field(a, "wakes"), field(a, "ring_full"), field(a, "asks_expired"));

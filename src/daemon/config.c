@@ -109,6 +109,11 @@ static const struct setting settings[] = {
      "where the local segment's transfers are served (port 0: a free one)"},
     {"data-no-shm", SETTING_BOOL, FIELD(data_no_shm), 0, 0, "BOOL",
      "serve the local segment over tcp only, never by shared memory to same-host clients"},
+    {"data-no-verbs", SETTING_BOOL, FIELD(data_no_verbs), 0, 0, "BOOL",
+     "never open an RDMA device for the local segment and its task transfers: tcp (and shm)"},
+    {"data-rdma-gid-index", SETTING_STRING, FIELD(data_rdma_gid_index), 0, 0, "N|auto",
+     "RDMA GID table index to route by; auto: the first RoCE v2 entry with an IPv4-mapped "
+     "address (then v2, then the first; InfiniBand: 0)"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -184,6 +189,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->local_segment_size = 1ull << 30;
     snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");
+    snprintf(config->data_rdma_gid_index, sizeof(config->data_rdma_gid_index), "auto");
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     config->task_timeout_sec = 300;            /* wire-formats §6 */
     config->task_retention = 10000;
@@ -406,6 +412,13 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
         snprintf(error, CR_CONFIG_ERROR_MAX,
                  "curve-secret-key-file and curve-clients go together: set both to turn "
                  "CurveZMQ on, or neither");
+        return false;
+    }
+    uint32_t gid;
+    if (strcmp(config->data_rdma_gid_index, "auto") != 0 &&
+        (!parse_u32(config->data_rdma_gid_index, &gid) || gid > 255)) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "data-rdma-gid-index: '%s' is not auto or 0..255",
+                 config->data_rdma_gid_index);
         return false;
     }
     const char *colon = strrchr(config->http_address, ':');

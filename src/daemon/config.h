@@ -62,6 +62,8 @@ struct cr_daemon_config {
     uint64_t local_segment_size;                  /* bytes; 0: off */
     char data_address[CR_CONFIG_ADDRESS_MAX];     /* host:port of its transfer server */
     bool data_no_shm;                             /* serve the local segment over tcp only */
+    bool data_no_verbs;                           /* never open an RDMA device for it */
+    char data_rdma_gid_index[CR_CONFIG_ADDRESS_MAX]; /* "auto" or a GID table index */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */

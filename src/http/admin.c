@@ -18,22 +18,39 @@ static uint64_t uptime_s(const struct cr_http_admin *admin) {
 /* Histograms one actor may report in /metrics (the RPC gateway: one per method). */
 #define HISTOGRAMS_PER_ACTOR 64u
 
-/* Asks every actor for its stats (and, with `room`, HISTOGRAMS_PER_ACTOR
- * histograms each); returns how many answered. */
+/* Asks one actor (view 0) or one of its stats views for its stats. */
+static bool ask_stats(const struct cr_http_admin *admin, struct cr_actor *actor, uint32_t view,
+                      struct cr_metrics_actor *out, struct cr_actor_histogram *room) {
+    const char *name = view == 0 ? cr_actor_name(actor) : cr_actor_stats_view(actor, view);
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    snprintf(out->served_by, sizeof(out->served_by), "%s", cr_actor_name(actor));
+    out->view = view > 0;
+    out->stats.histograms = room;
+    out->stats.histograms_max = room != NULL ? HISTOGRAMS_PER_ACTOR : 0;
+    struct cr_msg msg = {.type = CR_MSG_STATS};
+    CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &out->stats;
+    CR_MSG_BODY(&msg, struct cr_msg_stats)->view = view;
+    out->up = cr_ask(actor, &msg, admin->ask_timeout_ns) == CR_OK;
+    return out->up;
+}
+
+/* Asks every actor, then each of its stats views, for its stats (and, with
+ * `room`, HISTOGRAMS_PER_ACTOR histograms each, room for
+ * CR_METRICS_ENTRIES_MAX); returns how many actors (not views) answered. */
 static uint32_t collect(const struct cr_http_admin *admin, struct cr_metrics_actor *out,
                         uint32_t *count, struct cr_actor_histogram *room) {
-    uint32_t up = 0;
-    *count = cr_runtime_actor_count(admin->rt);
-    for (uint32_t i = 0; i < *count; i++) {
+    uint32_t up = 0, n = 0;
+    for (uint32_t i = 0; i < cr_runtime_actor_count(admin->rt); i++) {
         struct cr_actor *actor = cr_runtime_actor(admin->rt, i);
-        snprintf(out[i].name, sizeof(out[i].name), "%s", cr_actor_name(actor));
-        out[i].stats.histograms = room != NULL ? room + (size_t)i * HISTOGRAMS_PER_ACTOR : NULL;
-        out[i].stats.histograms_max = room != NULL ? HISTOGRAMS_PER_ACTOR : 0;
-        struct cr_msg msg = {.type = CR_MSG_STATS};
-        CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &out[i].stats;
-        out[i].up = cr_ask(actor, &msg, admin->ask_timeout_ns) == CR_OK;
-        up += out[i].up;
+        for (uint32_t view = 0; n < CR_METRICS_ENTRIES_MAX &&
+                                (view == 0 || cr_actor_stats_view(actor, view) != NULL);
+             view++, n++) {
+            bool answered = ask_stats(admin, actor, view, &out[n],
+                                      room != NULL ? room + (size_t)n * HISTOGRAMS_PER_ACTOR : NULL);
+            up += answered && view == 0;
+        }
     }
+    *count = n;
     return up;
 }
 
@@ -56,24 +73,26 @@ static json_t *publishers(const struct cr_http_admin *admin) {
 static void health(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
     (void)req;
     const struct cr_http_admin *admin = ctx;
-    struct cr_metrics_actor actors[CR_ACTORS_MAX];
+    struct cr_metrics_actor actors[CR_METRICS_ENTRIES_MAX];
     uint32_t count;
     uint32_t up = collect(admin, actors, &count, NULL);
+    uint32_t total = cr_runtime_actor_count(admin->rt); /* views are not counted */
     json_t *down = json_array();
     for (uint32_t i = 0; i < count; i++)
-        if (!actors[i].up) json_array_append_new(down, json_string(actors[i].name));
-    json_t *obj = json_pack("{s:s, s:s, s:I, s:i, s:o}", "status", up == count ? "ok" : "degraded",
+        if (!actors[i].up && !actors[i].view)
+            json_array_append_new(down, json_string(actors[i].name));
+    json_t *obj = json_pack("{s:s, s:s, s:I, s:i, s:o}", "status", up == total ? "ok" : "degraded",
                             "version", CRESCENT_VERSION, "uptime_seconds",
-                            (json_int_t)uptime_s(admin), "actors", (int)count, "unresponsive", down);
-    cr_http_respond_json(resp, up == count ? 200 : 503, obj ? json_dumps(obj, JSON_COMPACT) : NULL);
+                            (json_int_t)uptime_s(admin), "actors", (int)total, "unresponsive", down);
+    cr_http_respond_json(resp, up == total ? 200 : 503, obj ? json_dumps(obj, JSON_COMPACT) : NULL);
     json_decref(obj);
 }
 
 static void metrics(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
     (void)req;
     const struct cr_http_admin *admin = ctx;
-    struct cr_metrics_actor actors[CR_ACTORS_MAX];
-    struct cr_actor_histogram *room = calloc((size_t)CR_ACTORS_MAX * HISTOGRAMS_PER_ACTOR,
+    struct cr_metrics_actor actors[CR_METRICS_ENTRIES_MAX];
+    struct cr_actor_histogram *room = calloc((size_t)CR_METRICS_ENTRIES_MAX * HISTOGRAMS_PER_ACTOR,
                                              sizeof(*room));
     struct cr_http_route_latency *routes = calloc(CR_HTTP_ROUTES_MAX, sizeof(*routes));
     if (room == NULL || routes == NULL) {
@@ -104,6 +123,9 @@ static json_t *actor_json(const struct cr_metrics_actor *a) {
     json_t *extra = json_object();
     for (uint32_t i = 0; i < s->extra_count; i++)
         json_object_set_new(extra, s->extra[i].name, json_integer((json_int_t)s->extra[i].value));
+    if (a->view) /* served on another actor's thread: its runtime counters are that actor's */
+        return json_pack("{s:s, s:b, s:s, s:o}", "name", a->name, "up", 1, "served_by",
+                         a->served_by, "counters", extra);
     return json_pack("{s:s, s:b, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "name",
                      a->name, "up", 1, "cpu", s->cpu, "messages_handled",
                      (json_int_t)s->messages_handled, "ring_depth", (json_int_t)s->ring_depth,
@@ -118,7 +140,7 @@ static void actors_route(void *ctx, const struct cr_http_request *req,
                          struct cr_http_response *resp) {
     (void)req;
     const struct cr_http_admin *admin = ctx;
-    struct cr_metrics_actor actors[CR_ACTORS_MAX];
+    struct cr_metrics_actor actors[CR_METRICS_ENTRIES_MAX];
     uint32_t count;
     collect(admin, actors, &count, NULL);
     json_t *list = json_array();
@@ -158,7 +180,7 @@ static void metrics_summary(void *ctx, const struct cr_http_request *req,
                             struct cr_http_response *resp) {
     (void)req;
     const struct cr_http_admin *admin = ctx;
-    struct cr_metrics_actor actors[CR_ACTORS_MAX];
+    struct cr_metrics_actor actors[CR_METRICS_ENTRIES_MAX];
     uint32_t count;
     collect(admin, actors, &count, NULL);
     static const struct {

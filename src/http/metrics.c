@@ -44,7 +44,7 @@ static void render_family(struct cr_buf *out, const struct family *f,
                           const struct cr_metrics_actor *actors, uint32_t count) {
     cr_buf_appendf(out, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, f->type);
     for (uint32_t i = 0; i < count; i++) {
-        if (!actors[i].up) continue;
+        if (!actors[i].up || actors[i].view) continue;
         uint64_t value;
         memcpy(&value, (const char *)&actors[i].stats + f->offset, sizeof(value));
         cr_buf_appendf(out, "%s{actor=\"%s\"} %llu\n", f->name, actors[i].name,
@@ -133,7 +133,9 @@ void cr_metrics_render(struct cr_buf *out, const struct cr_metrics_actor *actors
     cr_buf_appendf(out, "# HELP crescent_actor_up Whether the actor answered the stats request.\n"
                         "# TYPE crescent_actor_up gauge\n");
     for (uint32_t i = 0; i < count; i++)
-        cr_buf_appendf(out, "crescent_actor_up{actor=\"%s\"} %d\n", actors[i].name, actors[i].up);
+        if (!actors[i].view)
+            cr_buf_appendf(out, "crescent_actor_up{actor=\"%s\"} %d\n", actors[i].name,
+                           actors[i].up);
     for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++)
         render_family(out, &families[f], actors, count);
     for (uint32_t i = 0; i < count; i++)

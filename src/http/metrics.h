@@ -16,8 +16,16 @@
 struct cr_metrics_actor {
     bool up;
     char name[CR_ACTOR_NAME_MAX];
+    /* A stats view of another actor (runtime.h: stats_views), e.g. rpc_tcp
+     * served by segments: only its own counters and histograms, no runtime
+     * families (those are the serving actor's). */
+    bool view;
+    char served_by[CR_ACTOR_NAME_MAX];
     struct cr_actor_stats stats;
 };
+
+/* Actors and their stats views at most. */
+#define CR_METRICS_ENTRIES_MAX (CR_ACTORS_MAX + 8u)
 
 /* Appends every metric family, each with HELP and TYPE: the runtime's per
  * actor (label `actor`), each subsystem's own counters (`_total`: counter,

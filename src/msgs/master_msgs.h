@@ -81,6 +81,9 @@ struct cr_master_call {
     uint64_t received_ns; /* when the gateway read it (runtime clock) */
     bool one_frame;       /* the request came in one frame: so does the reply */
     bool admin;           /* it carried crescentd's admin token (never set without one) */
+    /* 0: its reply goes to reply_to as MASTER_DONE; k: it came from edge k-1
+     * of the segments actor (actors/edge.h), which writes the reply. */
+    uint8_t edge;
     /* The request's key with its hash, for single-key methods: made by the
      * gateway after validation (cr_rpc_call_prepare_key), so segments
      * neither measures nor hashes it; key.key NULL when not made. */

@@ -124,12 +124,63 @@ int cr_xfer_client_register(struct cr_xfer_client *cli, void *addr, size_t len) 
                  len);
         return CR_ERR_INVALID_PARAMS;
     }
-    return cr_xfer_verbs_buffer_register(cli, addr, len);
+    struct xfer_buffer *b = NULL;
+    for (uint32_t i = 0; i < CR_XFER_BUFFERS_MAX && b == NULL; i++)
+        if (!cli->buffers[i].used) b = &cli->buffers[i];
+    if (b == NULL) {
+        snprintf(cli->last_error, sizeof(cli->last_error),
+                 "%u buffers registered already (unregister one first)", CR_XFER_BUFFERS_MAX);
+        return CR_ERR_NOMEM;
+    }
+    *b = (struct xfer_buffer){.addr = addr, .len = len};
+    int rc = cr_xfer_verbs_buffer_register(cli, b);
+    if (rc != CR_OK) {
+        memset(b, 0, sizeof(*b));
+        return rc;
+    }
+    b->used = true;
+    return CR_OK;
+}
+
+/* Ops in flight with local memory in [addr, addr + len). */
+static uint32_t ops_using(const struct cr_xfer_client *cli, const uint8_t *addr, uint64_t len) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < cli->cfg.max_ops; i++) {
+        const struct xfer_op_slot *slot = &cli->ops[i];
+        if (!slot->used) continue;
+        for (uint32_t k = 0; k < slot->iov_count; k++) {
+            const uint8_t *base = slot->iov[k].iov_base;
+            size_t n_bytes = slot->iov[k].iov_len;
+            if (n_bytes > 0 && base < addr + len && addr < base + n_bytes) {
+                n++;
+                break;
+            }
+        }
+    }
+    return n;
 }
 
 int cr_xfer_client_unregister(struct cr_xfer_client *cli, void *addr) {
     assert(cli != NULL);
-    return cr_xfer_verbs_buffer_unregister(cli, addr);
+    struct xfer_buffer *b = NULL;
+    for (uint32_t i = 0; i < CR_XFER_BUFFERS_MAX && b == NULL; i++)
+        if (cli->buffers[i].used && cli->buffers[i].addr == addr) b = &cli->buffers[i];
+    if (b == NULL) {
+        snprintf(cli->last_error, sizeof(cli->last_error),
+                 "buffer %p is not registered (unregister takes the address it was registered "
+                 "with)", addr);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    uint32_t busy = ops_using(cli, b->addr, b->len);
+    if (busy > 0) {
+        snprintf(cli->last_error, sizeof(cli->last_error),
+                 "buffer %p+%llu: %u transfer(s) in flight use it; poll until they complete, "
+                 "then unregister", addr, (unsigned long long)b->len, busy);
+        return CR_ERR_AGAIN;
+    }
+    cr_xfer_verbs_buffer_release(b);
+    memset(b, 0, sizeof(*b));
+    return CR_OK;
 }
 
 /* ---- peers -------------------------------------------------------------- */

@@ -60,14 +60,17 @@ struct xfer_shm_map {
 };
 
 #define CR_XFER_SHM_MAPS_MAX 64u
-#define CR_XFER_BUFFERS_MAX 64u     /* buffers registered with the RDMA device */
+#define CR_XFER_BUFFERS_MAX 64u     /* buffers registered (cr_xfer_client_register) */
 #define CR_XFER_VERBS_KEYS_MAX 64u  /* segment keys cached per verbs peer */
 
-/* A buffer registered with cr_xfer_client_register (verbs only). */
+/* A buffer registered with cr_xfer_client_register: recorded on every
+ * transport (so unregister can refuse while ops use it), and registered
+ * with the RDMA device when there is one. */
 struct xfer_buffer {
+    bool used;
     uint8_t *addr;
     uint64_t len;
-    struct ibv_mr *mr; /* NULL: slot free */
+    struct ibv_mr *mr; /* NULL: no device */
     uint32_t lkey;
 };
 
@@ -166,8 +169,9 @@ void cr_xfer_shm_disconnect(struct xfer_peer *peer);
 /* verbs (xfer_client_verbs.c). */
 void cr_xfer_verbs_client_open(struct cr_xfer_client *cli);
 void cr_xfer_verbs_client_close(struct cr_xfer_client *cli);
-int cr_xfer_verbs_buffer_register(struct cr_xfer_client *cli, void *addr, size_t len);
-int cr_xfer_verbs_buffer_unregister(struct cr_xfer_client *cli, void *addr);
+/* Registers b->addr, b->len with the device (nothing without one). */
+int cr_xfer_verbs_buffer_register(struct cr_xfer_client *cli, struct xfer_buffer *b);
+void cr_xfer_verbs_buffer_release(struct xfer_buffer *b);
 /* HELLO on a new control connection, QPs connected: true, or false with why. */
 bool cr_xfer_verbs_peer_connect(struct cr_xfer_client *cli, struct xfer_peer *peer, char *why,
                                 size_t why_size);

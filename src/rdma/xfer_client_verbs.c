@@ -53,7 +53,8 @@ void cr_xfer_verbs_client_open(struct cr_xfer_client *cli) {
     cli->verbs_devices = cr_xfer_verbs_probe(cli->verbs_error, sizeof(cli->verbs_error));
     if (cli->verbs_devices == 0) return;
     char why[sizeof(cli->verbs_error)];
-    if (cr_xfer_verbs_device_open(0, 1, &cli->verbs_dev, why, sizeof(why)) != CR_OK) {
+    int gid = cli->cfg.rdma_gid_index_set ? cli->cfg.rdma_gid_index : -1;
+    if (cr_xfer_verbs_device_open(0, 1, gid, &cli->verbs_dev, why, sizeof(why)) != CR_OK) {
         CR_WARN("xfer", "an RDMA device is present but cannot be opened (%s): transfers use tcp",
                 why);
         cli->verbs_devices = 0;
@@ -62,45 +63,24 @@ void cr_xfer_verbs_client_open(struct cr_xfer_client *cli) {
 }
 
 void cr_xfer_verbs_client_close(struct cr_xfer_client *cli) {
-    for (uint32_t i = 0; i < CR_XFER_BUFFERS_MAX; i++) cr_xfer_verbs_deregister(cli->buffers[i].mr);
+    for (uint32_t i = 0; i < CR_XFER_BUFFERS_MAX; i++) cr_xfer_verbs_buffer_release(&cli->buffers[i]);
     memset(cli->buffers, 0, sizeof(cli->buffers));
     cr_xfer_verbs_device_close(cli->verbs_dev);
     cli->verbs_dev = NULL;
 }
 
-int cr_xfer_verbs_buffer_register(struct cr_xfer_client *cli, void *addr, size_t len) {
+int cr_xfer_verbs_buffer_register(struct cr_xfer_client *cli, struct xfer_buffer *b) {
     if (cli->verbs_dev == NULL) return CR_OK; /* tcp and shm need no registration */
-    struct xfer_buffer *slot = NULL;
-    for (uint32_t i = 0; i < CR_XFER_BUFFERS_MAX && slot == NULL; i++)
-        if (cli->buffers[i].mr == NULL) slot = &cli->buffers[i];
-    if (slot == NULL) {
-        snprintf(cli->last_error, sizeof(cli->last_error),
-                 "%u buffers registered already (unregister one first)", CR_XFER_BUFFERS_MAX);
-        return CR_ERR_NOMEM;
-    }
     uint32_t rkey = 0;
-    int rc = cr_xfer_verbs_register(cli->verbs_dev, addr, len, &slot->mr, &slot->lkey, &rkey,
+    int rc = cr_xfer_verbs_register(cli->verbs_dev, b->addr, b->len, &b->mr, &b->lkey, &rkey,
                                     cli->last_error, sizeof(cli->last_error));
-    if (rc != CR_OK) {
-        slot->mr = NULL;
-        return rc;
-    }
-    slot->addr = addr;
-    slot->len = len;
-    return CR_OK;
+    if (rc != CR_OK) b->mr = NULL;
+    return rc;
 }
 
-int cr_xfer_verbs_buffer_unregister(struct cr_xfer_client *cli, void *addr) {
-    if (cli->verbs_dev == NULL) return CR_OK;
-    for (uint32_t i = 0; i < CR_XFER_BUFFERS_MAX; i++) {
-        struct xfer_buffer *b = &cli->buffers[i];
-        if (b->mr == NULL || b->addr != addr) continue;
-        cr_xfer_verbs_deregister(b->mr);
-        memset(b, 0, sizeof(*b));
-        return CR_OK;
-    }
-    snprintf(cli->last_error, sizeof(cli->last_error), "%p is not a registered buffer", addr);
-    return CR_ERR_INVALID_PARAMS;
+void cr_xfer_verbs_buffer_release(struct xfer_buffer *b) {
+    cr_xfer_verbs_deregister(b->mr);
+    b->mr = NULL;
 }
 
 /* The lkey of the registered buffer holding [addr, addr + len), or false. */

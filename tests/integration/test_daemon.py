@@ -7,8 +7,10 @@ import time
 
 from conftest import binary, free_port, http_get
 
-SUBSYSTEMS = ["rpc", "rpc_tcp", "segments", "leases", "tasks", "indexer", "publisher", "replay",
-              "data"]
+SUBSYSTEMS = ["rpc", "segments", "leases", "tasks", "indexer", "publisher", "replay", "data"]
+# Served on another actor's thread, listed (and its metric families kept) as a
+# stats view: the native RPC endpoint runs on segments (actors/edge.h).
+VIEWS = {"rpc_tcp": "segments"}
 
 
 def test_health_answers_with_every_actor(daemon):
@@ -49,6 +51,14 @@ def test_metrics_cover_every_actor(daemon):
         for family in ("ring_depth", "parks_total", "wakes_total", "ring_full_total"):
             assert f'crescent_actor_{family}{{actor="{actor}"}}' in samples
     assert "# TYPE crescent_actor_ring_full_total counter" in body.decode()
+    # A view keeps its families (crescent_<view>_*) and has no runtime ones.
+    for view in VIEWS:
+        assert f"crescent_{view}_connections_open" in samples
+        assert f'crescent_{view}_request_duration_seconds_count{{method="ping"}}' in samples
+        assert f'crescent_actor_up{{actor="{view}"}}' not in samples
+    actors = {a["name"]: a for a in json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]}
+    for view, served_by in VIEWS.items():
+        assert actors[view]["served_by"] == served_by and "connections_open" in actors[view]["counters"]
 
 
 def test_unknown_route_is_json_404(daemon):
@@ -84,6 +94,8 @@ def test_crescentctl_health_and_stats(daemon):
     assert out.returncode == 0, out.stderr
     for actor in SUBSYSTEMS:
         assert re.search(rf"^{actor}\s", out.stdout, re.M)
+    for view, served_by in VIEWS.items():
+        assert re.search(rf"^{view}\s+\(served by {served_by}\)", out.stdout, re.M)
 
 
 def test_crescentctl_unreachable_exits_3():
@@ -95,6 +107,12 @@ def test_crescentctl_unreachable_exits_3():
 
 def run_crescentd(*args):
     return subprocess.run([binary("crescentd"), *args], capture_output=True, text=True, timeout=10)
+
+
+def test_bad_rdma_gid_index_exits_2():
+    out = run_crescentd("--data-rdma-gid-index", "256")
+    assert out.returncode == 2
+    assert "data-rdma-gid-index: '256' is not auto or 0..255" in out.stderr
 
 
 def test_bad_flag_exits_2_with_one_line():
@@ -161,7 +179,8 @@ def test_help_documents_every_flag():
     out = run_crescentd("--help")
     assert out.returncode == 0
     for flag in ("--config", "--http-address", "--http-threads", "--pin-threads",
-                 "--ring-slots", "--ask-timeout-ms", "--log-level", "--no-pin", "--version"):
+                 "--ring-slots", "--ask-timeout-ms", "--log-level", "--no-pin", "--version",
+                 "--data-no-shm", "--data-no-verbs", "--data-rdma-gid-index"):
         assert flag in out.stdout
 
 

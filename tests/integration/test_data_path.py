@@ -175,6 +175,31 @@ def test_local_segment_alone(daemon, transport):
     assert ctl(rpc, "get", "alone").stdout == b"xyz" * 5000
 
 
+def test_verbs_turned_off_selects_tcp_and_says_why(daemon, tmp_path):
+    """--data-no-verbs true (crescentd) and --no-verbs (crescent-store): no
+    RDMA device is opened, the segments are mounted with protocol tcp, and
+    both logs say that the flag turned verbs off (this host has no device
+    either: without the flag the logs name the missing device instead)."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "32M", "--data-no-verbs", "true")
+    s = Store(rpc, tmp_path / "store.log", "seg0", "--no-verbs", "--no-shm")
+    try:
+        wait_for(lambda: stats(d)["segments"] == 2, "both segments mounted")
+        ctl(rpc, "put", "off", "-", "--replicas", "2", stdin=b"v" * 70000)
+        assert ctl(rpc, "get", "off").stdout == b"v" * 70000
+        assert s.stop(signal.SIGTERM) == 0
+        store_log = s.text()
+        assert "verbs off (--no-verbs)" in store_log, store_log
+        assert "verbs: disabled by config" in store_log
+        assert "served on tcp://" in store_log
+    finally:
+        s.stop(signal.SIGKILL)
+    _, err = d.stop()
+    assert "verbs off (--data-no-verbs true)" in err, err
+    assert "verbs: disabled by config" in err
+    assert "served on tcp://" in err
+
+
 def test_server_killed_reads_fall_back_then_fail(cluster, tmp_path):
     d, rpc, stores, transport = cluster
     payload = os.urandom(1 << 20)
@@ -264,8 +289,11 @@ def test_store_help_and_bad_flags():
     p = subprocess.run([binary("crescent-store"), "--help"], capture_output=True, text=True)
     assert p.returncode == 0
     for flag in ("--master", "--segment-name", "--segment-size", "--data-address", "--cpu",
-                 "--no-shm", "--ping-interval-ms"):
+                 "--no-shm", "--no-verbs", "--rdma-gid-index", "--ping-interval-ms"):
         assert flag in p.stdout
+    gid = subprocess.run([binary("crescent-store"), "--rdma-gid-index", "x"], capture_output=True,
+                         text=True)
+    assert gid.returncode == 2 and "--rdma-gid-index 'x': want auto or 0..255" in gid.stderr
     bad = subprocess.run([binary("crescent-store"), "--segment-size", "0"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "--segment-size" in bad.stderr

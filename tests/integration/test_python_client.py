@@ -343,6 +343,11 @@ def test_get_into_writes_the_callers_buffer(data_store):
         assert s.register_buffer(buf) == 0
         assert s.get_into("k", buf) == len(value)
         assert bytes(buf[:len(value)]) == value
+        assert s.unregister_buffer(buf) == 0
+        with pytest.raises(CrescentError) as e:     # once only
+            s.unregister_buffer(buf)
+        assert e.value.name == "INVALID_PARAMS" and "is not registered" in str(e.value)
+        assert s.get_into("k", buf) == len(value)   # plain memory still works (tcp, shm)
         view = memoryview(bytearray(len(value) + 1))[1:]  # an offset view: no copy either
         assert s.get_into("k", view) == len(value) and bytes(view) == value
         raw = ctypes.create_string_buffer(len(value))

@@ -272,3 +272,128 @@ def test_default_address_is_best_effort_a_given_one_must_bind(daemon):
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     finally:
         holder.close()
+
+
+# ---- the endpoint on segments' thread (src/actors/edge.h) -------------------
+
+def test_task_calls_over_native(daemon):
+    """Calls another actor answers go there by message and come back to
+    segments, which writes them to the connection: a copy task created
+    (segments reserves, tasks answers), handed out by a ping and by
+    FetchTasks (segments checks the secret, tasks answers), queried
+    (tasks alone) and completed, all over crescent://."""
+    d, _, native = start_native(daemon)
+    a = NativeMasterClient(native, client_id=(0xA, 1), timeout=WAIT_S)
+    b = NativeMasterClient(native, client_id=(0xB, 2), timeout=WAIT_S)
+    pb = a.pb
+    assert a.mount_segment("seg-a", 1 << 20, base=0x1000_0000,
+                           endpoint="10.0.0.1:7001").status_code == 0
+    assert b.mount_segment("seg-c", 1 << 20, base=0x3000_0000,
+                           endpoint="10.0.0.2:7003").status_code == 0
+    tasks = []
+    for key in ("t0", "t1"):
+        start, end = a.put(key, 4096, preferred_segment="seg-a")
+        assert start.status_code == 0 and end.status_code == 0
+        created = b.create_copy_task(key, ["seg-c"])
+        assert created.status_code == 0, created
+        assert b.query_task(created.task_id).status == pb.PENDING
+        tasks.append(created.task_id.SerializeToString())
+    handed = list(a.ping(max_tasks=1).tasks) + list(a.fetch_tasks().tasks)
+    assert sorted(t.task_id.SerializeToString() for t in handed) == sorted(tasks)
+    for t in handed:
+        assert a.mark_task_to_complete(t.task_id).status_code == 0
+        sm.wait_for(lambda: b.query_task(t.task_id).status == pb.SUCCESS, timeout=WAIT_S,
+                    what="the task's success")
+    replicas = b.get_replica_list("t0").replica_list
+    assert sorted(r.handles[0].segment_name for r in replicas) == ["seg-a", "seg-c"]
+    counters = actor_counters(d, "rpc_tcp")
+    assert counters["in_flight"] == 0 and counters["send_dropped_total"] == 0
+    a.close()
+    b.close()
+
+
+def test_client_gone_with_calls_in_flight(daemon):
+    """A client that closes its connection while calls of its are still out
+    (a regex scan running in slices, task queries at tasks) takes nothing
+    down: the late replies are dropped and counted, in_flight gets back to
+    0, and another client is served throughout."""
+    d, _, native = start_native(daemon, "--client-ttl", "600")
+    c = NativeMasterClient(native, client_id=(7, 7), timeout=WAIT_S)
+    pb = c.pb
+    assert c.mount_segment("s", 64 << 20).status_code == 0
+    # Each key costs ^(a+)+$ some 10^5-10^6 steps: the scan takes hundreds
+    # of slices (one per loop round) before the step budget refuses it.
+    keys = ["a" * 18 + f"_{i}" for i in range(300)]
+    for method, make in ((pb.PUT_START, lambda k: c.put_start_request(k, 4096)),
+                         (pb.PUT_END, lambda k: pb.PutEndRequest(key=k, tenant_id="default",
+                                                                 client_id=c.uuid()))):
+        for rid in [c.send(method, make(k)) for k in keys]:
+            status, body = c.wait(rid)
+            assert c.decode(method, status, body).status_code == 0
+    gone = NativeMasterClient(native, client_id=(8, 8), timeout=WAIT_S)
+    gone.send(pb.GET_REPLICA_LIST_BY_REGEX, pb.GetReplicaListByRegexRequest(key_regex="^(a+)+$"))
+    for _ in range(16):
+        gone.send(pb.QUERY_TASK, pb.QueryTaskRequest(task_id=c.uuid((1, 2))))
+    gone.send(pb.EXIST_KEY, pb.ExistKeyRequest(key=keys[0]))
+    gone.close()
+
+    def settled():
+        assert c.exist_key(keys[0]).exists  # served while the scan runs
+        counters = actor_counters(d, "rpc_tcp")
+        return counters["in_flight"] == 0 and counters["send_dropped_total"] >= 1
+
+    sm.wait_for(settled, timeout=60, what="the gone client's calls finished and dropped")
+    counters = actor_counters(d, "rpc_tcp")
+    assert counters["connections_open"] == 1
+    assert sm.stats(d)["objects"] == len(keys)
+    c.close()
+    code, err = d.stop()
+    assert code == 0, err
+
+
+def test_other_actors_reach_segments_while_a_native_client_hammers(daemon):
+    """The native endpoint runs on segments' thread, whose mailbox must
+    still be served while a client keeps it busy: ZMQ calls (through the
+    rpc actor), HTTP asks and the leases actor's eviction polls all reach
+    segments while 64 pipelined calls at a time keep coming."""
+    import threading
+    d, rpc, native = start_native(daemon)
+    probe = NativeMasterClient(native, timeout=WAIT_S)
+    pb = probe.pb
+    probe.close()
+    body = pb.ExistKeyRequest(key="h").SerializeToString()
+    burst = b"".join(struct.pack(">IHQ", 10 + len(body), pb.EXIST_KEY, i) + body
+                     for i in range(1, 65))
+    stop, answered, failures = threading.Event(), [0], []
+
+    def hammer():
+        try:
+            with NativeMasterClient(native, client_id=(9, 9), timeout=WAIT_S) as h:
+                while not stop.is_set():
+                    h.send_raw(burst)
+                    for _ in range(64):
+                        assert h.recv()[1] == 0
+                    answered[0] += 64
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            failures.append(e)
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    try:
+        sm.wait_for(lambda: answered[0] >= 640 or failures, timeout=WAIT_S, what="the hammer")
+        polls = actor_counters(d, "segments")["evict_polls_total"]
+        start = answered[0]
+        with MasterClient(rpc, client_id=(5, 5), timeout=WAIT_S) as z:
+            assert z.mount_segment("z", 16 << 20).status_code == 0
+            for i in range(10):
+                s, e = z.put(f"z{i}", 4096)
+                assert s.status_code == 0 and e.status_code == 0
+                assert z.exist_key(f"z{i}").exists
+                assert sm.stats(d)["objects"] == i + 1  # HTTP: an ask to segments
+        sm.wait_for(lambda: actor_counters(d, "segments")["evict_polls_total"] > polls + 2,
+                    timeout=WAIT_S, what="the leases actor's polls answered")
+        assert answered[0] > start and not failures  # the hammer ran throughout
+    finally:
+        stop.set()
+        thread.join(WAIT_S * 2)
+    assert not failures, failures

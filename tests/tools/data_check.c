@@ -95,6 +95,8 @@ static int one_roundtrip(cr_client *c, const char *key, uint64_t seed, size_t n,
     /* A 0-byte buffer is nothing to register; get_into takes NULL for it. */
     if (!bad && (len == 0 || (rc = cr_client_register_buffer(c, got, len)) == CR_OK))
         rc = cr_client_get_into(c, NULL, key, len > 0 ? got : NULL, len, &into_len);
+    if (len > 0 && cr_client_unregister_buffer(c, got) != CR_OK && !bad)
+        bad = failed(c, "unregister_buffer", key, CR_ERR_INVALID_PARAMS);
     if (!bad && rc != CR_OK) bad = failed(c, "get_into", key, rc);
     if (!bad) bad = compare(key, want, n, got, into_len);
     if (!bad && n > 1 && cr_client_get_into(c, NULL, key, got, n - 1, &into_len) !=

@@ -478,6 +478,12 @@ static void test_connection_limit(void **state) {
     server_start(f);
 }
 
+/* Buffers are recorded without a device too: unregister refuses while an
+ * op uses the buffer, and refuses one that is not registered. */
+static void test_unregister_waits_for_ops(void **state) {
+    check_unregister_waits_for_ops(*state);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frame_round_trip_and_truncation),
@@ -497,6 +503,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_dead_and_silent_peers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_transfer_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unregister_waits_for_ops, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,4 +131,32 @@ static void count_done(void *arg, int status, const char *message) {
     if (status != CR_OK) c->failed++;
 }
 
+/* cr_xfer_client_unregister on any transport: refused (CR_ERR_AGAIN, the
+ * buffer still registered) while an op reads into the buffer, accepted once
+ * it completed, refused (not registered) the second time.  A registration
+ * is recorded with or without a device, so the 64-buffer limit holds too. */
+static inline void check_unregister_waits_for_ops(struct fixture *f) {
+    uint8_t *buf = malloc(MIB);
+    assert_non_null(buf);
+    assert_int_equal(cr_xfer_client_register(f->cli, buf, MIB), CR_OK);
+    struct counter done = {0};
+    struct iovec iov = {buf + 4096, 8192}; /* inside the buffer, not at its start */
+    struct cr_xfer_op op = {.opcode = CR_XFER_READ, .endpoint = f->endpoint, .segment = "seg0",
+                            .remote_addr = seg_addr(f, 0), .iov = &iov, .iov_count = 1,
+                            .done = count_done, .arg = &done};
+    assert_int_equal(cr_xfer_submit(f->cli, &op), CR_OK);
+    assert_int_equal(cr_xfer_client_unregister(f->cli, buf), CR_ERR_AGAIN);
+    assert_non_null(strstr(cr_xfer_client_last_error(f->cli), "1 transfer(s) in flight use it"));
+    while (done.done == 0) cr_xfer_client_poll(f->cli, 100);
+    assert_int_equal(done.failed, 0);
+    assert_memory_equal(buf + 4096, f->seg.base, 8192);
+    assert_int_equal(cr_xfer_client_unregister(f->cli, buf), CR_OK);
+    assert_int_equal(cr_xfer_client_unregister(f->cli, buf), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_xfer_client_last_error(f->cli), "is not registered"));
+    for (int i = 0; i < 64; i++) assert_int_equal(cr_xfer_client_register(f->cli, buf + i, 1), CR_OK);
+    assert_int_equal(cr_xfer_client_register(f->cli, buf, 64), CR_ERR_NOMEM);
+    for (int i = 0; i < 64; i++) assert_int_equal(cr_xfer_client_unregister(f->cli, buf + i), CR_OK);
+    free(buf);
+}
+
 #endif
