@@ -272,7 +272,7 @@ static const struct xfer_verbs_key *segment_key(struct xfer_peer *peer, const ch
     uint8_t answer[CR_XFER_VERBS_KEY_BYTES];
     int32_t status = CR_OK;
     uint64_t got = 0;
-    char why[160];
+    char why[224];
     struct cr_xfer_verbs_key key = {0};
     int rc = exchange(v, &req, &status, answer, sizeof(answer), &got, why, sizeof(why));
     if (rc == CR_OK && status == CR_OK && got > 0 &&

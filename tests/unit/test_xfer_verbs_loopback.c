@@ -40,8 +40,10 @@
 static const struct cr_xfer_client_config client_config = {.shm_disabled = true,
                                                            .connect_timeout_ms = 60000};
 
-static int setup(void **state) {
-    loopback_ibverbs_set_devices(1);
+/* The fixture with `devices` devices on each side (loopback0..; every
+ * context in this process sees them all) and this file's client. */
+static int setup_devices(void **state, int devices) {
+    loopback_ibverbs_set_devices(devices);
     setup_with(state, false);
     struct fixture *f = *state;
     cr_xfer_client_destroy(f->cli);
@@ -49,16 +51,9 @@ static int setup(void **state) {
     return 0;
 }
 
-/* Two devices on each side (loopback0, loopback1; every context in this
- * process sees both). */
-static int setup_two_devices(void **state) {
-    loopback_ibverbs_set_devices(2);
-    setup_with(state, false);
-    struct fixture *f = *state;
-    cr_xfer_client_destroy(f->cli);
-    assert_int_equal(cr_xfer_client_create(&client_config, &f->cli), CR_OK);
-    return 0;
-}
+static int setup(void **state) { return setup_devices(state, 1); }
+
+static int setup_two_devices(void **state) { return setup_devices(state, 2); }
 
 /* Every test ends with nothing left on the device: contexts, PDs, regions,
  * CQs and QPs all released by the destroys. */
