@@ -24,9 +24,11 @@ int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *co
         /* A failing create hook has already said why, in one line. */
         int rc = defs[i]->create(config, &out->states[i]);
         if (rc != CR_OK) return rc;
-        if (i == CR_SUBSYSTEM_SEGMENTS) { /* its edges: the native RPC endpoint */
+        if (i == CR_SUBSYSTEM_SEGMENTS) { /* its edges: the native and shm RPC endpoints */
             struct cr_edge *edge = NULL;
             rc = cr_rpc_tcp_edge_create(config, &edge);
+            if (rc == CR_OK) rc = cr_segments_edge_add(out->states[i], edge);
+            if (rc == CR_OK) rc = cr_rpc_shm_edge_create(config, &edge);
             if (rc == CR_OK) rc = cr_segments_edge_add(out->states[i], edge);
             if (rc != CR_OK) return rc;
         }

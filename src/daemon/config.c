@@ -66,6 +66,13 @@ static const struct setting settings[] = {
      "requests in flight per native RPC connection; past it the connection waits"},
     {"rpc-tcp-with-curve", SETTING_BOOL, FIELD(rpc_tcp_with_curve), 0, 0, "BOOL",
      "with CURVE on, serve the native RPC anyway (loopback addresses only)"},
+    {"rpc-shm-path", SETTING_STRING, FIELD(rpc_shm_path), 0, 0, "NAME",
+     "same-host shared-memory RPC (shm://NAME): @NAME abstract or a socket path; auto: "
+     "@crescent-rpc/PORT (PORT of --rpc-address), skipped with a warning when taken; off: none"},
+    {"rpc-shm-clients-max", SETTING_U32, FIELD(rpc_shm_clients_max), 1, 65536, "N",
+     "shm RPC clients at once; one more is refused with an error naming this flag"},
+    {"rpc-shm-ring-bytes", SETTING_U32, FIELD(rpc_shm_ring_bytes), 4096, 1u << 26, "BYTES",
+     "each shm client's request and reply ring (a power of two; larger frames cross in pieces)"},
     {"default-kv-lease-ttl", SETTING_U32, FIELD(default_kv_lease_ttl), 1, 86400000, "MS",
      "lease granted by ExistKey and GetReplicaList"},
     {"default-kv-soft-pin-ttl", SETTING_U32, FIELD(default_kv_soft_pin_ttl), 1, 86400000, "MS",
@@ -111,6 +118,9 @@ static const struct setting settings[] = {
      "serve the local segment over tcp only, never by shared memory to same-host clients"},
     {"data-no-verbs", SETTING_BOOL, FIELD(data_no_verbs), 0, 0, "BOOL",
      "never open an RDMA device for the local segment and its task transfers: tcp (and shm)"},
+    {"data-rdma-devices", SETTING_STRING, FIELD(data_rdma_devices), 0, 0, "NAME,..",
+     "RDMA devices to use (at most 4, e.g. mlx5_0,mlx5_1); empty: every one whose port is "
+     "active. Large objects are striped over all of them"},
     {"data-rdma-gid-index", SETTING_STRING, FIELD(data_rdma_gid_index), 0, 0, "N|auto",
      "RDMA GID table index to route by; auto: the first RoCE v2 entry with an IPv4-mapped "
      "address (then v2, then the first; InfiniBand: 0)"},
@@ -173,6 +183,9 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
              CR_CONFIG_RPC_TCP_DEFAULT);
     config->rpc_tcp_connections_max = 4096; /* as the HTTP front's */
     config->rpc_tcp_queue_max = 1024;       /* about ZMQ's default high-water mark (1000) */
+    snprintf(config->rpc_shm_path, sizeof(config->rpc_shm_path), "auto");
+    config->rpc_shm_clients_max = 64;       /* same-host processes: a handful of engines */
+    config->rpc_shm_ring_bytes = 1u << 18;  /* 256 KiB each way, touched lazily */
     config->default_kv_lease_ttl = 5000;
     config->default_kv_soft_pin_ttl = 30 * 60 * 1000;
     config->allow_evict_soft_pinned_objects = true;
@@ -401,6 +414,11 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
                  "put-start-discard-timeout-sec (%u) must be less than "
                  "put-start-release-timeout-sec (%u)",
                  config->put_start_discard_timeout_sec, config->put_start_release_timeout_sec);
+        return false;
+    }
+    if ((config->rpc_shm_ring_bytes & (config->rpc_shm_ring_bytes - 1)) != 0) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "rpc-shm-ring-bytes: %u is not a power of two",
+                 config->rpc_shm_ring_bytes);
         return false;
     }
     if ((config->ring_slots & (config->ring_slots - 1)) != 0) {
