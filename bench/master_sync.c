@@ -4,7 +4,8 @@
  * N client threads, each with its own connection and one call in flight;
  * phases of fixed seconds; N = 1, 8, 64 by default.  Targets:
  *   crescent  crescentd through libcrescent (each --rpc ENDPOINT is a target:
- *             any endpoint cr_client_open accepts)
+ *             any endpoint cr_client_open accepts: tcp:// ZMQ, crescent://
+ *             native TCP, shm:// same-host shared memory)
  *   zmq-echo  a bare ZMQ ROUTER echo server (bench/echo.h), started here
  *   tcp-echo  a bare one-thread epoll TCP echo server, started here
  * Cases, each one "op" (latency is per op):

@@ -6,8 +6,8 @@
 # with `zig build` (-Doptimize=ReleaseFast for numbers) and `zig build bench`.
 # Extra options go to the benchmark:
 #   master (pipelined):  --threads 1,8,64 --ops 200000 --depth 32
-#   --sync: master_sync, synchronous calls over both endpoints (ZMQ and
-#           native crescent://) next to the ZMQ and TCP echo
+#   --sync: master_sync, synchronous calls over the three endpoints (ZMQ,
+#           native crescent://, same-host shm://) next to the ZMQ and TCP echo
 #           ceilings, with crescentd's CPU per call (issue 14's driver):
 #           --threads 1,8,64 --seconds 5 --rounds 3 --cases ... --echo zmq,tcp
 # --pin starts crescentd without --no-pin (its actors pinned to CPUs).
@@ -39,6 +39,7 @@ print(*[s.getsockname()[1] for s in socks])')
 http="127.0.0.1:$http_port"
 rpc="tcp://127.0.0.1:$rpc_port"
 native="crescent://127.0.0.1:$native_port"  # the native endpoint (--rpc-tcp-address)
+shm="shm://@crescent-rpc/$rpc_port"        # the shm endpoint's default name (--rpc-shm-path)
 log=$(mktemp /tmp/bench-master-crescentd.XXXXXX.log)
 "$bin_dir/crescentd" "${pin[@]}" --log-level WARN --http-address "$http" --rpc-address "$rpc" \
     --metrics-port 0 --rpc-tcp-address "127.0.0.1:$native_port" \
@@ -70,7 +71,7 @@ echo "# $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed
 echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg); crescentd ${pin[*]:-pinned}"
 if $sync; then
     "$bench_dir/master_sync" --rpc "crescent-zmq=$rpc" --rpc "crescent-native=$native" \
-        --server-pid "$pid" "$@"
+        --rpc "crescent-shm=$shm" --server-pid "$pid" "$@"
 else
     "$bench_dir/master" --rpc "$rpc" "$@"
 fi

@@ -117,7 +117,9 @@ struct cr_client_options {
 /* ---- connection ------------------------------------------------------- */
 
 /* Creates a client connected (in the background, as ZMQ does) to `endpoint`
- * ("tcp://host:port").  `options` may be NULL.  Returns CR_OK and *out, or
+ * ("tcp://host:port"; "crescent://host:port", crescentd's native endpoint;
+ * "shm://NAME", its same-host shared-memory endpoint, docs/rpc-shm.md: the
+ * rings are set up by the first call).  `options` may be NULL.  Returns CR_OK and *out, or
  * CR_ERR_INVALID_PARAMS (bad endpoint or timeout), CR_ERR_IO, CR_ERR_NOMEM;
  * on failure *out is NULL and `error` (if not NULL) holds the reason. */
 int cr_client_open(const char *endpoint, const struct cr_client_options *options,

@@ -17,6 +17,7 @@
  * Threads: the transfer server is driven only here, from the wait hook
  * (its epoll fd and the runtime's wake fd in one epoll set), on this actor's
  * pinned thread like every other.  With size 0 the actor only answers stats. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #include "daemon/config.h"
 #include "msgs/master_msgs.h"
 #include "rdma/xfer.h"
+#include "rdma/xfer_verbs.h"
 
 #define DATA_SEGMENT_NAME "crescentd-local"
 #define DATA_TASKS_PER_PING 16u /* copy/move tasks taken per heartbeat; a full round pings again */
@@ -335,9 +337,15 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
                 (unsigned long long)config->local_segment_size, cr_strerror(rc));
         return rc == CR_ERR_INVALID_PARAMS ? rc : CR_ERR_IO;
     }
+    int gid = -1; /* validated with the config: "auto" or 0..255 */
+    bool gid_ok = cr_xfer_verbs_parse_gid_index(config->data_rdma_gid_index, &gid);
+    assert(gid_ok);
+    (void)gid_ok;
     struct cr_xfer_server_config xc = {.tcp_address = config->data_address,
                                        .shm_disabled = config->data_no_shm,
-                                       .verbs_disabled = config->data_no_verbs};
+                                       .verbs_disabled = config->data_no_verbs,
+                                       .rdma_gid_index_set = gid >= 0,
+                                       .rdma_gid_index = (uint8_t)(gid < 0 ? 0 : gid)};
     if (config->data_no_verbs)
         CR_INFO("data", "verbs off (--data-no-verbs true): the local segment and its copy/move "
                 "tasks move bytes by tcp%s, protocol tcp at the master",
@@ -345,7 +353,9 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
     rc = cr_xfer_server_create(&xc, &st->xfer);
     if (rc == CR_OK) rc = cr_xfer_server_register_segment(st->xfer, DATA_SEGMENT_NAME, &st->segment);
     struct cr_xfer_client_config cc = {.shm_disabled = config->data_no_shm,
-                                       .verbs_disabled = config->data_no_verbs};
+                                       .verbs_disabled = config->data_no_verbs,
+                                       .rdma_gid_index_set = xc.rdma_gid_index_set,
+                                       .rdma_gid_index = xc.rdma_gid_index};
     if (rc == CR_OK) rc = cr_xfer_client_create(&cc, &st->exec);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = -1};
     if (rc == CR_OK &&

@@ -3,7 +3,7 @@
  *
  * The thread that owns the store owns the connections, as in Redis: an edge
  * (the ZMQ endpoint, rpc.c; the native TCP endpoint, rpc_tcp.c; the
- * same-host shared-memory one) registers its file descriptors in segments' epoll set, and segments'
+ * same-host shared-memory one, rpc_shm_edge.c) registers its file descriptors in segments' epoll set, and segments'
  * loop (its wait and poll hooks, runtime.h) calls the edge's `ready` when
  * one of them has something.  The edge reads its requests and hands each
  * to cr_edge_submit, which runs the same intake as every endpoint
@@ -66,6 +66,16 @@ struct cr_edge_ops {
     /* Frees the edge after the segments thread has exited (sockets, buffers,
      * calls it still holds). */
     void (*destroy)(struct cr_edge *edge);
+    /* Optional, for input that needs no syscall to see (the shm edge's
+     * rings, rpc_shm_edge.c): take what is there, return the requests taken,
+     * or -1 when there is nothing to poll (no client).  segments calls it
+     * every loop round and spins on it while it pays (runtime.h spin_poll). */
+    int32_t (*poll)(struct cr_edge *edge);
+    /* Optional, with poll: segments is about to block in epoll; make the
+     * producers wake one of the edge's fds.  False when input came meanwhile
+     * (segments then does not block).  disarm follows the wait. */
+    bool (*arm)(struct cr_edge *edge);
+    void (*disarm)(struct cr_edge *edge);
 };
 
 /* The common head of every edge (an edge embeds it first). */
@@ -121,5 +131,11 @@ int cr_rpc_tcp_edge_create(const struct cr_daemon_config *config, struct cr_edge
  * when configured); a bad or busy address fails (CR_ERR_IO, said on
  * stderr). */
 int cr_rpc_edge_create(const struct cr_daemon_config *config, struct cr_edge **out);
+
+/* The same-host shared-memory endpoint (rpc_shm_edge.c, --rpc-shm-path).
+ * Binds now (a name the user chose that is taken fails: CR_ERR_IO, said on
+ * stderr; the default name taken leaves it off, said at wire); *out is set
+ * whenever the return is CR_OK. */
+int cr_rpc_shm_edge_create(const struct cr_daemon_config *config, struct cr_edge **out);
 
 #endif

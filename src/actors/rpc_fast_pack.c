@@ -2,6 +2,7 @@
 #include "actors/rpc_fast_pack.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ReplicaInfo.ReplicaStatus has the store's values (rpc_methods.c relies on it too). */
@@ -28,6 +29,8 @@ enum {
     WIRE_FIXED64 = 1,
     TAG_RESP_CHECKSUM = 3 << 3 | WIRE_FIXED64,    /* GetReplicaListResponse.checksum_xxh3 */
     TAG_RESP_LEASE = 4 << 3 | WIRE_VARINT,        /* GetReplicaListResponse.lease_ttl_ms */
+    TAG_RESP_ERROR_MESSAGE = 15 << 3 | WIRE_LEN,  /* every response's error_message */
+    TAG_BATCH_STATUS_CODES = 2 << 3 | WIRE_VARINT, /* Batch...Response.status_codes */
 };
 
 static size_t varint_len(uint64_t v) {
@@ -85,11 +88,11 @@ size_t cr_rpc_pack_ok_response(int exists, uint8_t out[4]) {
     return 4;
 }
 
-size_t cr_rpc_pack_replica_response(const struct cr_store_replica_list *list, uint8_t *out,
-                                    size_t cap) {
-    assert(list != NULL && out != NULL);
+/* The body of a successful replica-list response: its length, with each
+ * replica's sizes left in `sizes` for replica_body_write. */
+static size_t replica_body_measure(const struct cr_store_replica_list *list,
+                                   struct replica_sizes sizes[CR_STORE_REPLICAS_MAX]) {
     assert(list->count <= CR_STORE_REPLICAS_MAX);
-    struct replica_sizes sizes[CR_STORE_REPLICAS_MAX];
     size_t total = 2; /* status_code 0: its tag and a one-byte varint */
     for (uint32_t i = 0; i < list->count; i++) {
         assert(list->replicas[i].segment_name != NULL);
@@ -98,9 +101,12 @@ size_t cr_rpc_pack_replica_response(const struct cr_store_replica_list *list, ui
     }
     if (list->has_checksum) total += 1 + 8;
     if (list->lease_ms > 0) total += 1 + varint_len(list->lease_ms);
-    if (total > cap) return 0;
+    return total;
+}
 
-    uint8_t *p = out;
+static uint8_t *replica_body_write(const struct cr_store_replica_list *list,
+                                   const struct replica_sizes sizes[CR_STORE_REPLICAS_MAX],
+                                   uint8_t *p) {
     *p++ = TAG_RESP_STATUS_CODE;
     *p++ = 0;
     for (uint32_t i = 0; i < list->count; i++) {
@@ -129,6 +135,92 @@ size_t cr_rpc_pack_replica_response(const struct cr_store_replica_list *list, ui
         *p++ = TAG_RESP_LEASE;
         p = put_varint(p, list->lease_ms);
     }
-    assert((size_t)(p - out) == total);
+    return p;
+}
+
+size_t cr_rpc_pack_replica_response(const struct cr_store_replica_list *list, uint8_t *out,
+                                    size_t cap) {
+    assert(list != NULL && out != NULL);
+    struct replica_sizes sizes[CR_STORE_REPLICAS_MAX];
+    size_t total = replica_body_measure(list, sizes);
+    if (total > cap) return 0;
+    uint8_t *end = replica_body_write(list, sizes, out);
+    assert((size_t)(end - out) == total);
+    (void)end;
     return total;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Batch responses */
+
+/* Makes room for `more` bytes; false (and the writer failed) when it cannot. */
+static bool batch_reserve(struct cr_rpc_batch_writer *w, size_t more) {
+    if (w->failed) return false;
+    if (w->cap - w->len >= more) return true;
+    size_t cap = w->cap * 2;
+    while (cap - w->len < more) cap *= 2;
+    bool heap = w->buf != w->inline_buf;
+    uint8_t *b = heap ? realloc(w->buf, cap) : malloc(cap);
+    if (b == NULL) { /* w->buf stays valid: the caller frees it */
+        w->failed = true;
+        return false;
+    }
+    if (!heap) memcpy(b, w->buf, w->len);
+    w->buf = b;
+    w->cap = cap;
+    return true;
+}
+
+void cr_rpc_batch_begin(struct cr_rpc_batch_writer *w, uint8_t *inline_buf, size_t inline_cap,
+                        size_t expect) {
+    assert(w != NULL && inline_buf != NULL && inline_cap >= 2);
+    *w = (struct cr_rpc_batch_writer){.buf = inline_buf, .inline_buf = inline_buf,
+                                      .cap = inline_cap};
+    if (!batch_reserve(w, expect > 2 ? expect : 2)) return;
+    w->buf[w->len++] = TAG_RESP_STATUS_CODE; /* BatchXResponse.status_code 0 */
+    w->buf[w->len++] = 0;
+}
+
+void cr_rpc_batch_add_replicas(struct cr_rpc_batch_writer *w,
+                               const struct cr_store_replica_list *list) {
+    assert(w != NULL && list != NULL);
+    struct replica_sizes sizes[CR_STORE_REPLICAS_MAX];
+    size_t body = replica_body_measure(list, sizes);
+    if (!batch_reserve(w, 1 + 10 + body)) return;
+    uint8_t *p = w->buf + w->len;
+    *p++ = TAG_RESP_REPLICA_LIST; /* BatchXResponse.responses: field 2, as replica_list */
+    p = put_varint(p, body);
+    uint8_t *start = p;
+    p = replica_body_write(list, sizes, p);
+    assert((size_t)(p - start) == body);
+    (void)start;
+    w->len = (size_t)(p - w->buf);
+    assert(w->len <= w->cap);
+}
+
+void cr_rpc_batch_add_refusal(struct cr_rpc_batch_writer *w, int32_t status, const char *why) {
+    assert(w != NULL && status != 0);
+    uint64_t code = (uint64_t)(int64_t)status; /* int32: negative is 10 bytes */
+    size_t why_len = why != NULL ? strlen(why) : 0;
+    size_t body = 1 + varint_len(code);
+    if (why_len > 0) body += 1 + varint_len(why_len) + why_len;
+    if (!batch_reserve(w, 1 + 10 + body)) return;
+    uint8_t *p = w->buf + w->len;
+    *p++ = TAG_RESP_REPLICA_LIST; /* the entry: field 2 */
+    p = put_varint(p, body);
+    *p++ = TAG_RESP_STATUS_CODE;
+    p = put_varint(p, code);
+    if (why_len > 0) p = put_str(p, TAG_RESP_ERROR_MESSAGE, why, why_len);
+    w->len = (size_t)(p - w->buf);
+    assert(w->len <= w->cap);
+}
+
+void cr_rpc_batch_add_code(struct cr_rpc_batch_writer *w, int32_t code) {
+    assert(w != NULL);
+    if (!batch_reserve(w, CR_RPC_BATCH_CODE_MAX)) return;
+    uint8_t *p = w->buf + w->len;
+    *p++ = TAG_BATCH_STATUS_CODES;
+    p = put_varint(p, (uint64_t)(int64_t)code);
+    w->len = (size_t)(p - w->buf);
+    assert(w->len <= w->cap);
 }

@@ -2,6 +2,7 @@
 #include "actors/rpc_methods.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -382,23 +383,6 @@ static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutSt
     return rc;
 }
 
-/* One PutStart into `resp` (whose replica list lives in the arena). */
-static void put_start_one(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
-                          struct cr_rpc_arena *a, Crescent__Master__PutStartResponse *resp) {
-    struct cr_store_replica_list list;
-    struct cr_store_key key;
-    cr_store_key_make(req->tenant_id, req->key, (uint32_t)strlen(req->key), &key);
-    resp->status_code = put_start_store(run, req, &key, &list);
-    if (resp->status_code != CR_OK) {
-        /* Each refused entry says why (the object-table cap, no space, ...):
-         * copied, since the store's message is overwritten by the next. */
-        const char *why = cr_store_last_error(run->store);
-        if (why[0] != '\0') resp->error_message = arena_strndup(a, why, strlen(why));
-        return;
-    }
-    resp->replica_list = replicas_pb(a, &list, &resp->n_replica_list);
-}
-
 static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
                        struct cr_rpc_arena *a) {
     struct cr_store_replica_list list;
@@ -447,45 +431,6 @@ static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct
     return resp.status_code;
 }
 
-static int m_batch_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
-                             struct cr_rpc_arena *a) {
-    REQ(BatchPutStartRequest);
-    Crescent__Master__BatchPutStartResponse resp = CRESCENT__MASTER__BATCH_PUT_START_RESPONSE__INIT;
-    resp.responses = arena_alloc(a, req->n_requests * sizeof(*resp.responses) + 1);
-    int first_error = CR_OK;
-    for (size_t i = 0; resp.responses != NULL && i < req->n_requests; i++) {
-        Crescent__Master__PutStartResponse *r = arena_alloc(a, sizeof(*r));
-        if (r == NULL) break;
-        crescent__master__put_start_response__init(r);
-        put_start_one(run, req->requests[i], a, r);
-        if (first_error == CR_OK) first_error = r->status_code;
-        resp.responses[resp.n_responses++] = r;
-    }
-    finish(call, a, &resp.base);
-    return first_error;
-}
-
-/* BatchPutEnd and BatchPutRevoke: requests and responses share layouts. */
-static int m_batch_put_end(struct cr_rpc_run *run, struct cr_master_call *call,
-                           struct cr_rpc_arena *a) {
-    REQ(BatchPutEndRequest);
-    Crescent__Master__BatchPutEndResponse resp = CRESCENT__MASTER__BATCH_PUT_END_RESPONSE__INIT;
-    if (call->method == CRESCENT__MASTER__METHOD__BATCH_PUT_REVOKE)
-        resp.base.descriptor = &crescent__master__batch_put_revoke_response__descriptor;
-    resp.status_codes = arena_alloc(a, req->n_requests * sizeof(int32_t) + 1);
-    int first_error = CR_OK;
-    for (size_t i = 0; resp.status_codes != NULL && i < req->n_requests; i++) {
-        const Crescent__Master__PutEndRequest *one = req->requests[i];
-        struct cr_store_key key;
-        cr_store_key_make(one->tenant_id, one->key, (uint32_t)strlen(one->key), &key);
-        int rc = end_or_revoke(run, call->method, one, &key);
-        if (first_error == CR_OK) first_error = rc;
-        resp.status_codes[resp.n_status_codes++] = rc;
-    }
-    finish(call, a, &resp.base);
-    return first_error;
-}
-
 /* ExistKey: a missing key is an answer (exists = false, status 0); other
  * failures (a put not ended yet) are the status. */
 static int m_exist(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
@@ -500,41 +445,6 @@ static int m_exist(struct cr_rpc_run *run, struct cr_master_call *call, struct c
     }
     finish(call, a, &resp.base);
     return resp.status_code;
-}
-
-/* BatchExistKey and BatchRemove: one status code per key. */
-static int m_batch_codes(struct cr_rpc_run *run, struct cr_master_call *call,
-                         struct cr_rpc_arena *a) {
-    bool remove = call->method == CRESCENT__MASTER__METHOD__BATCH_REMOVE;
-    const Crescent__Master__BatchRemoveRequest *rm = (const void *)call->request;
-    const Crescent__Master__BatchExistKeyRequest *ex = (const void *)call->request;
-    size_t n = remove ? rm->n_keys : ex->n_keys;
-    char **keys = remove ? rm->keys : ex->keys;
-    const char *tenant = remove ? rm->tenant_id : ex->tenant_id;
-    Crescent__Master__BatchExistKeyResponse resp = CRESCENT__MASTER__BATCH_EXIST_KEY_RESPONSE__INIT;
-    if (remove) resp.base.descriptor = &crescent__master__batch_remove_response__descriptor;
-    resp.status_codes = arena_alloc(a, n * sizeof(int32_t) + 1);
-    for (size_t i = 0; resp.status_codes != NULL && i < n; i++) {
-        uint32_t len = (uint32_t)strlen(keys[i]);
-        resp.status_codes[resp.n_status_codes++] =
-            remove ? cr_store_remove(run->store, tenant, keys[i], len, rm->force, run->now_ms)
-                   : cr_store_exist_key(run->store, tenant, keys[i], len, run->now_ms);
-    }
-    finish(call, a, &resp.base);
-    return CR_OK;
-}
-
-static void get_one(struct cr_rpc_run *run, const char *tenant, const char *key,
-                    struct cr_rpc_arena *a, Crescent__Master__GetReplicaListResponse *resp) {
-    struct cr_store_replica_list list;
-    resp->status_code = cr_store_get_replica_list(run->store, tenant, key, (uint32_t)strlen(key),
-                                                  run->now_ms, &list);
-    if (resp->status_code != CR_OK) return;
-    resp->replica_list = replicas_pb(a, &list, &resp->n_replica_list);
-    resp->has_checksum_xxh3 = list.has_checksum;
-    resp->checksum_xxh3 = list.checksum;
-    resp->has_lease_ttl_ms = list.lease_ms > 0;
-    resp->lease_ttl_ms = list.lease_ms;
 }
 
 static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
@@ -554,20 +464,179 @@ static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_
     return resp.status_code;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Batches.  Their keys are made a group at a time (one tenant hash) and
+ * looked up with the loads kept a few keys ahead (cr_store_prefetch_batch:
+ * one miss after another, they were half of a BatchExistKey's server CPU),
+ * and their responses are written entry by entry (cr_rpc_batch_writer)
+ * instead of built as protobuf-c structs in the arena and packed through
+ * descriptors.  Every entry runs even when the
+ * reply cannot be built: the gateway validated the batch whole, and it is
+ * applied whole. */
+
+#define BATCH_GROUP 32u
+
+/* Reply bytes a replica-list entry usually takes (one replica): a guess
+ * that saves growing the buffer, not a bound. */
+#define BATCH_LIST_ENTRY_BYTES 64u
+
+struct batch {
+    struct cr_rpc_run *run;
+    struct cr_master_call *call;
+    struct cr_rpc_batch_writer w;
+    int first_error; /* the first entry's refusal: the method's status for stats */
+};
+
+/* Makes the keys of entries [at, at + n). */
+typedef void (*batch_keys_fn)(const struct batch *b, size_t at, size_t n,
+                              struct cr_store_key *out);
+/* Runs entry i on the store and writes its answer. */
+typedef void (*batch_entry_fn)(struct batch *b, size_t i, const struct cr_store_key *key);
+
+/* Runs every entry of a batch of `count`, group by group, then ends the call
+ * with the writer's bytes (or "out of memory" when they could not be held). */
+static int batch_run(struct batch *b, size_t count, size_t expect, batch_keys_fn keys_fn,
+                     batch_entry_fn entry_fn) {
+    struct cr_master_call *call = b->call;
+    cr_rpc_batch_begin(&b->w, call->reply_inline, sizeof(call->reply_inline), expect);
+    struct cr_store_key keys[BATCH_GROUP];
+    for (size_t at = 0; at < count; at += BATCH_GROUP) {
+        size_t n = count - at < BATCH_GROUP ? count - at : BATCH_GROUP;
+        keys_fn(b, at, n, keys);
+        for (size_t i = 0; i < n; i++) {
+            cr_store_prefetch_batch(b->run->store, keys, n, i);
+            entry_fn(b, at + i, &keys[i]);
+        }
+    }
+    if (b->w.failed) {
+        if (b->w.buf != b->w.inline_buf) free(b->w.buf);
+        cr_rpc_reply_nomem(call);
+    } else {
+        call->reply = b->w.buf;
+        call->reply_len = b->w.len;
+        call->status = CR_OK;
+    }
+    return b->first_error;
+}
+
+static void note_status(struct batch *b, int rc) {
+    if (b->first_error == CR_OK) b->first_error = rc;
+}
+
+/* BatchPutStart, BatchPutEnd and BatchPutRevoke: each entry is a request
+ * with its own key and tenant. */
+static void put_keys(const struct batch *b, size_t at, size_t n, struct cr_store_key *out) {
+    for (size_t i = 0; i < n; i++) {
+        const char *tenant, *key;
+        if (b->call->method == CRESCENT__MASTER__METHOD__BATCH_PUT_START) {
+            const Crescent__Master__BatchPutStartRequest *req = (const void *)b->call->request;
+            tenant = req->requests[at + i]->tenant_id, key = req->requests[at + i]->key;
+        } else { /* BatchPutRevokeRequest's entries share these fields' layout */
+            const Crescent__Master__BatchPutEndRequest *req = (const void *)b->call->request;
+            tenant = req->requests[at + i]->tenant_id, key = req->requests[at + i]->key;
+        }
+        cr_store_key_make(tenant, key, (uint32_t)strlen(key), &out[i]);
+    }
+}
+
+static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
+    const Crescent__Master__BatchPutStartRequest *req = (const void *)b->call->request;
+    struct cr_store_replica_list list;
+    int rc = put_start_store(b->run, req->requests[i], key, &list);
+    note_status(b, rc);
+    if (rc == CR_OK)
+        cr_rpc_batch_add_replicas(&b->w, &list);
+    else /* each refused entry says why: the object-table cap, no space, ... */
+        cr_rpc_batch_add_refusal(&b->w, rc, cr_store_last_error(b->run->store));
+}
+
+static void put_end_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
+    const Crescent__Master__BatchPutEndRequest *req = (const void *)b->call->request;
+    int rc = end_or_revoke(b->run, b->call->method, req->requests[i], key);
+    note_status(b, rc);
+    cr_rpc_batch_add_code(&b->w, rc);
+}
+
+static int m_batch_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
+                             struct cr_rpc_arena *a) {
+    (void)a;
+    REQ(BatchPutStartRequest);
+    struct batch b = {.run = run, .call = call};
+    return batch_run(&b, req->n_requests, 2 + req->n_requests * BATCH_LIST_ENTRY_BYTES, put_keys,
+                     put_start_entry);
+}
+
+/* BatchPutEnd and BatchPutRevoke: requests and responses share layouts. */
+static int m_batch_put_end(struct cr_rpc_run *run, struct cr_master_call *call,
+                           struct cr_rpc_arena *a) {
+    (void)a;
+    REQ(BatchPutEndRequest);
+    struct batch b = {.run = run, .call = call};
+    return batch_run(&b, req->n_requests, 2 + req->n_requests * CR_RPC_BATCH_CODE_MAX, put_keys,
+                     put_end_entry);
+}
+
+/* BatchExistKey, BatchRemove and BatchGetReplicaList: keys of one tenant.
+ * BatchRemoveRequest and BatchGetReplicaListRequest begin as
+ * BatchExistKeyRequest does (keys = 1, tenant_id = 2). */
+#define SAME_FIELD(a, b, f)                                                                        \
+    (offsetof(Crescent__Master__##a, f) == offsetof(Crescent__Master__##b, f))
+_Static_assert(SAME_FIELD(BatchExistKeyRequest, BatchRemoveRequest, n_keys) &&
+                   SAME_FIELD(BatchExistKeyRequest, BatchRemoveRequest, keys) &&
+                   SAME_FIELD(BatchExistKeyRequest, BatchRemoveRequest, tenant_id) &&
+                   SAME_FIELD(BatchExistKeyRequest, BatchGetReplicaListRequest, n_keys) &&
+                   SAME_FIELD(BatchExistKeyRequest, BatchGetReplicaListRequest, keys) &&
+                   SAME_FIELD(BatchExistKeyRequest, BatchGetReplicaListRequest, tenant_id) &&
+                   SAME_FIELD(PutEndRequest, PutRevokeRequest, key) &&
+                   SAME_FIELD(PutEndRequest, PutRevokeRequest, tenant_id) &&
+                   SAME_FIELD(BatchPutEndRequest, BatchPutRevokeRequest, requests),
+               "batch request layouts");
+static void tenant_keys(const struct batch *b, size_t at, size_t n, struct cr_store_key *out) {
+    const Crescent__Master__BatchExistKeyRequest *req = (const void *)b->call->request;
+    cr_store_keys_make(req->tenant_id, (const char *const *)req->keys + at, n, out);
+}
+
+static void exist_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
+    (void)i;
+    cr_rpc_batch_add_code(&b->w, cr_store_exist_key_k(b->run->store, key, b->run->now_ms));
+}
+
+static void remove_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
+    (void)i;
+    const Crescent__Master__BatchRemoveRequest *req = (const void *)b->call->request;
+    cr_rpc_batch_add_code(&b->w,
+                          cr_store_remove_k(b->run->store, key, req->force, b->run->now_ms));
+}
+
+/* A refused entry carries its status only. */
+static void get_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
+    (void)i;
+    struct cr_store_replica_list list;
+    int rc = cr_store_get_replica_list_k(b->run->store, key, b->run->now_ms, &list);
+    if (rc == CR_OK)
+        cr_rpc_batch_add_replicas(&b->w, &list);
+    else
+        cr_rpc_batch_add_refusal(&b->w, rc, NULL);
+}
+
+/* BatchExistKey and BatchRemove: one status code per key. */
+static int m_batch_codes(struct cr_rpc_run *run, struct cr_master_call *call,
+                         struct cr_rpc_arena *a) {
+    (void)a;
+    bool remove = call->method == CRESCENT__MASTER__METHOD__BATCH_REMOVE;
+    const Crescent__Master__BatchExistKeyRequest *req = (const void *)call->request;
+    struct batch b = {.run = run, .call = call};
+    batch_run(&b, req->n_keys, 2 + req->n_keys * CR_RPC_BATCH_CODE_MAX, tenant_keys,
+              remove ? remove_entry : exist_entry);
+    return CR_OK;
+}
+
 static int m_batch_get(struct cr_rpc_run *run, struct cr_master_call *call,
                        struct cr_rpc_arena *a) {
+    (void)a;
     REQ(BatchGetReplicaListRequest);
-    Crescent__Master__BatchGetReplicaListResponse resp =
-        CRESCENT__MASTER__BATCH_GET_REPLICA_LIST_RESPONSE__INIT;
-    resp.responses = arena_alloc(a, req->n_keys * sizeof(*resp.responses) + 1);
-    for (size_t i = 0; resp.responses != NULL && i < req->n_keys; i++) {
-        Crescent__Master__GetReplicaListResponse *r = arena_alloc(a, sizeof(*r));
-        if (r == NULL) break;
-        crescent__master__get_replica_list_response__init(r);
-        get_one(run, req->tenant_id, req->keys[i], a, r);
-        resp.responses[resp.n_responses++] = r;
-    }
-    finish(call, a, &resp.base);
+    struct batch b = {.run = run, .call = call};
+    batch_run(&b, req->n_keys, 2 + req->n_keys * BATCH_LIST_ENTRY_BYTES, tenant_keys, get_entry);
     return CR_OK;
 }
 

@@ -330,14 +330,16 @@ static uint64_t idle_spin_ns(struct cr_actor *actor, uint64_t now) {
 }
 
 /* Socket-owning actors (those with a wait hook) do not spin: a poll over
- * their sockets would cost a syscall per spin, so they go straight to it.
- * Others spin (idle_spin_ns) and park; an idle period lasts from the first
- * round without work to the next round with some, however many parks it
- * spans, and its length teaches the actor's spin policy. */
+ * their sockets would cost a syscall per spin, so they go straight to it;
+ * unless their spin_poll hook has shared-memory rings to look at, which
+ * costs no syscall (their poll hook is then left out of the spin steps).  Others spin (idle_spin_ns) and park; an idle period lasts
+ * from the first round without work to the next round with some, however
+ * many parks it spans, and its length teaches the actor's spin policy. */
 static void actor_loop(struct cr_actor *actor) {
     uint64_t idle_since = 0; /* 0: not idle */
     uint64_t spin_ns = 0;    /* this idle period's spin */
     uint32_t busy_rounds = 0;
+    bool spin_step = false; /* this round is a step of an idle spin on rings */
     for (;;) {
         check_stop(actor);
         /* A stopping actor drains messages but fires no more timers: a timer
@@ -346,9 +348,19 @@ static void actor_loop(struct cr_actor *actor) {
         actor->round_now_ns = 0; /* a new round: cr_actor_now_ns reads the clock again */
         uint32_t work = cr_mailbox_drain(actor, dispatch);
         actor->round_now_ns = 0; /* timers see the time they fire at */
-        if (!actor->stop_requested) work += fire_timers(actor);
-        if (actor->ops->poll != NULL && !actor->stop_requested)
-            work += actor->ops->poll(actor, actor->state);
+        bool pollable = false; /* spin_poll said it has rings to poll */
+        if (!actor->stop_requested) {
+            work += fire_timers(actor);
+            /* A spin step does not call poll, which may cost a syscall (an
+             * epoll_wait) per step; spin_poll costs none. */
+            if (actor->ops->poll != NULL && !spin_step) work += actor->ops->poll(actor, actor->state);
+            if (actor->ops->spin_poll != NULL) {
+                int32_t polled = actor->ops->spin_poll(actor, actor->state);
+                pollable = polled >= 0;
+                if (polled > 0) work += (uint32_t)polled;
+            }
+        }
+        spin_step = false;
         if (work > 0 && actor->ops->round_end != NULL) actor->ops->round_end(actor, actor->state);
         cr_runtime_flush_wakes();
         if (actor->lazy_pending != 0 &&
@@ -363,14 +375,18 @@ static void actor_loop(struct cr_actor *actor) {
                 call_wait(actor, 0);
             continue;
         }
-        if (actor->ops->wait == NULL) {
+        if (actor->ops->wait == NULL || pollable) {
             uint64_t now = cr_monotonic_ns();
             if (idle_since == 0) {
                 idle_since = now;
                 spin_ns = idle_spin_ns(actor, now);
             }
             if (now - idle_since < spin_ns) {
-                for (int i = 0; i < 32; i++) __builtin_ia32_pause();
+                /* A ring's request is seen one spin step late: keep the step
+                 * short (a pause is ~40-140 cycles) while rings are polled. */
+                int pauses = pollable ? 4 : 32;
+                for (int i = 0; i < pauses; i++) __builtin_ia32_pause();
+                spin_step = pollable && actor->ops->wait != NULL;
                 continue;
             }
         }

@@ -110,6 +110,17 @@ struct cr_actor_ops {
      * any socket input before returning.  Without it the runtime polls the
      * wake fd alone. */
     void (*wait)(struct cr_actor *self, void *state, int wake_fd, int timeout_ms);
+    /* Optional, for input that arrives without a syscall (shared-memory
+     * rings): take what is there now, without blocking and without a
+     * syscall, and return the work done (0: none), or -1 when there is
+     * nothing to poll at all (no ring open).  The runtime calls it every
+     * loop round, after the mailbox, the timers and `poll`; and an actor with a
+     * wait hook, which otherwise goes straight to wait when idle, spins
+     * under the spin policy calling it while it returns >= 0 (the policy
+     * learns from the gaps between its work like any actor's), then
+     * parks in wait.  The wait hook must then make the rings' producers
+     * wake it before it blocks (their own Dekker handshake). */
+    int32_t (*spin_poll)(struct cr_actor *self, void *state);
     /* Optional: add subsystem counters to a stats reply. */
     void (*stats)(struct cr_actor *self, void *state, struct cr_actor_stats *out);
     /* Optional, for handlers whose lookups miss the cache: start loads early.

@@ -66,7 +66,7 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
  * serves that, or asks the set again without blocking. */
 #define EDGE_EVENTS 64u
 #define EDGE_WAKE_TAG UINT64_MAX
-static const char *const segments_views[] = {"rpc", "rpc_tcp", NULL};
+static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", NULL};
 
 struct cr_edge_host {
     struct segments_state *st;
@@ -535,10 +535,32 @@ static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int tim
             return;
         }
     }
-    /* An edge to serve again next round: look, do not sleep. */
-    int n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, h->again_count > 0 ? 0 : timeout_ms);
+    /* An edge to serve again next round (cr_edge_again): look, do not sleep. */
+    if (h->again_count > 0) timeout_ms = 0;
+    /* Edges with rings (edge.h arm) must be told to wake us before we block. */
+    uint32_t armed = 0;
+    while (timeout_ms != 0 && armed < h->count &&
+           (h->edges[armed]->ops->arm == NULL || h->edges[armed]->ops->arm(h->edges[armed])))
+        armed++;
+    if (armed < h->count && timeout_ms != 0) timeout_ms = 0; /* input came: do not block */
+    int n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, timeout_ms);
     if (n < 0 && errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));
     h->found_count = n > 0 ? n : 0;
+    for (uint32_t i = 0; i < armed; i++)
+        if (h->edges[i]->ops->disarm != NULL) h->edges[i]->ops->disarm(h->edges[i]);
+}
+
+/* The runtime's spin_poll: the edges' rings, no syscall; -1 when no edge
+ * has any (then segments does not spin, as any socket actor). */
+static int32_t segments_spin_poll(struct cr_actor *self, void *arg) {
+    (void)self;
+    struct cr_edge_host *h = &((struct segments_state *)arg)->host;
+    int32_t work = -1;
+    for (uint32_t i = 0; i < h->count; i++) {
+        int32_t n = h->edges[i]->ops->poll != NULL ? h->edges[i]->ops->poll(h->edges[i]) : -1;
+        if (n >= 0) work = (work > 0 ? work : 0) + n;
+    }
+    return work;
 }
 
 /* Serves what wait found, or what is ready now: each ready edge fd goes to
@@ -854,6 +876,7 @@ static const struct cr_actor_ops segments_ops = {
     .round_end = segments_round_end,
     .wait = segments_wait,
     .poll = segments_poll,
+    .spin_poll = segments_spin_poll,
     .stats_views = segments_views,
 };
 

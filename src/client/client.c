@@ -1,5 +1,6 @@
 /* libcrescent's transport: one ZMQ DEALER per cr_client (tcp://, ipc://),
- * or one native TCP connection (crescent://HOST:PORT, client_tcp.c), the
+ * one native TCP connection (crescent://HOST:PORT, client_tcp.c), or one
+ * pair of same-host shared-memory rings (shm://NAME, client_shm.c), the
  * request envelope of src/msgs/rpc_frame.h, blocking calls matched by
  * request id and the pipelined submit/poll path.  Not locked: one cr_client
  * per thread. */
@@ -17,6 +18,7 @@
 
 #include "client/client_curve.h"
 #include "client/client_internal.h"
+#include "msgs/rpc_shm.h"
 #include "msgs/rpc_stream.h"
 
 #define TIMEOUT_MS_MAX 3600000
@@ -112,6 +114,10 @@ static int open_socket(cr_client *c, const char *endpoint, const struct cr_clien
         }
         return cr_client_tcp_open(c, endpoint, error, error_size);
     }
+    /* Same host only, and crescentd lets only its own user (or root) map
+     * the rings: nothing crosses a network, so CURVE keys do not matter. */
+    if (strncmp(endpoint, CR_RPC_SHM_SCHEME, strlen(CR_RPC_SHM_SCHEME)) == 0)
+        return cr_client_shm_open(c, endpoint, error, error_size);
     void *shared_context = options != NULL ? options->zmq_context : NULL;
     c->uses_process_context = shared_context == NULL;
     c->context = shared_context != NULL ? shared_context : process_context_acquire();
@@ -135,8 +141,8 @@ static int open_socket(cr_client *c, const char *endpoint, const struct cr_clien
     if (zmq_connect(c->socket, endpoint) != 0) {
         int code = errno;
         snprintf(error, error_size,
-                 "cannot connect to '%s': %s (want tcp://HOST:PORT, or crescent://HOST:PORT "
-                 "for the native endpoint)",
+                 "cannot connect to '%s': %s (want tcp://HOST:PORT, crescent://HOST:PORT "
+                 "for the native endpoint, or shm://@NAME on the same host)",
                  endpoint, zmq_strerror(code));
         return code == EINVAL || code == EPROTONOSUPPORT ? CR_ERR_INVALID_PARAMS : CR_ERR_IO;
     }
@@ -208,6 +214,7 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
 void cr_client_close(cr_client *c) {
     if (c == NULL) return;
     cr_client_tcp_close(c);
+    cr_client_shm_close(c);
     if (c->socket != NULL) zmq_close(c->socket);
     if (c->context != NULL && c->uses_process_context) process_context_release();
     free(c->admin_token);
@@ -356,9 +363,10 @@ static int send_request(cr_client *c, uint16_t method, uint64_t id,
     cr_rpc_put_u16(frame, method);
     cr_rpc_put_u64(frame + CR_RPC_METHOD_BYTES, id);
     int64_t deadline = now_ms(c) + c->timeout_ms;
-    if (c->tcp_address != NULL) {
+    if (c->tcp_address != NULL || c->shm != NULL) {
         cr_rpc_stream_put_len(c->scratch, (uint32_t)(CR_RPC_REQUEST_HEADER_BYTES + len));
-        return cr_client_tcp_send(c, c->scratch, SCRATCH_HEAD + len, deadline);
+        return c->shm != NULL ? cr_client_shm_send(c, c->scratch, SCRATCH_HEAD + len, deadline)
+                              : cr_client_tcp_send(c, c->scratch, SCRATCH_HEAD + len, deadline);
     }
     return send_frame(c, frame, CR_RPC_REQUEST_HEADER_BYTES + len, 0, deadline);
 }
@@ -447,13 +455,15 @@ static int recv_frames(cr_client *c, struct reply *r, int flags) {
     return CR_OK;
 }
 
-/* The native transport's reply: the payload is the one-frame envelope, in
- * the client's receive buffer until the next receive. */
+/* The stream transports' reply (crescent://, shm://): the payload is the
+ * one-frame envelope, in the client's receive buffer until the next
+ * receive. */
 static int recv_native(cr_client *c, int64_t timeout_ms, struct reply *r) {
     zmq_msg_init(&r->body); /* unused; reply_close closes it all the same */
     const uint8_t *p;
     size_t size;
-    int rc = cr_client_tcp_recv(c, timeout_ms, &p, &size);
+    int rc = c->shm != NULL ? cr_client_shm_recv(c, timeout_ms, &p, &size)
+                            : cr_client_tcp_recv(c, timeout_ms, &p, &size);
     if (rc != CR_OK) {
         zmq_msg_close(&r->body);
         return rc;
@@ -468,7 +478,7 @@ static int recv_native(cr_client *c, int64_t timeout_ms, struct reply *r) {
 
 /* Waits up to `timeout_ms` for one reply: CR_OK, CR_ERR_TIMEOUT or CR_ERR_IO. */
 static int recv_reply(cr_client *c, int64_t timeout_ms, struct reply *r) {
-    if (c->tcp_address != NULL) return recv_native(c, timeout_ms, r);
+    if (c->tcp_address != NULL || c->shm != NULL) return recv_native(c, timeout_ms, r);
     int rc = recv_frames(c, r, ZMQ_DONTWAIT); /* fast path: already queued */
     if (rc != CR_ERR_AGAIN) return rc;
     if (timeout_ms <= 0) return CR_ERR_TIMEOUT; /* nothing queued; no poll syscall */

@@ -32,6 +32,8 @@ struct cr_client_pending {
 /* Endpoints with this scheme use the native TCP transport (client_tcp.c). */
 #define CR_CLIENT_NATIVE_SCHEME "crescent://"
 
+struct cr_client_shm; /* client_shm.c */
+
 struct cr_client {
     /* Native transport (crescent://): tcp_address set, tcp_fd -1 until the
      * first send connects; replies are read into rx (rx_taken bytes of it
@@ -40,6 +42,9 @@ struct cr_client {
     int tcp_fd;
     uint8_t *rx;
     size_t rx_len, rx_cap, rx_taken;
+    /* Same-host shared memory (shm://NAME, client_shm.c): replies are read
+     * into rx as with crescent://. */
+    struct cr_client_shm *shm;
     void *context;
     bool uses_process_context;      /* false: the caller's own context */
     void *socket;
@@ -219,6 +224,24 @@ int cr_client_tcp_send(cr_client *c, const uint8_t *frame, size_t len, int64_t d
  * the next receive.  CR_OK, CR_ERR_TIMEOUT, or a recorded CR_ERR_IO /
  * CR_ERR_PROTOCOL (connection closed). */
 int cr_client_tcp_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload, size_t *len);
+
+/* The receive buffer both stream transports read replies into: room for
+ * a frame of frame_total bytes (or a chunk), and the release of the frame
+ * handed out by the previous receive. */
+int cr_client_rx_reserve(cr_client *c, size_t frame_total);
+void cr_client_rx_release(cr_client *c);
+
+/* ---- client_shm.c ---- */
+
+/* Sets up the shm transport for `endpoint` (shm://NAME: "@abstract" or a
+ * socket path); the rings are set up by the first send.  CR_OK,
+ * CR_ERR_INVALID_PARAMS or CR_ERR_NOMEM with `error` set. */
+int cr_client_shm_open(cr_client *c, const char *endpoint, char *error, size_t error_size);
+void cr_client_shm_close(cr_client *c);
+
+/* As cr_client_tcp_send / cr_client_tcp_recv, over the rings. */
+int cr_client_shm_send(cr_client *c, const uint8_t *frame, size_t len, int64_t deadline);
+int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload, size_t *len);
 
 /* ---- client.c ---- */
 

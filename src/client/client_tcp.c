@@ -134,7 +134,7 @@ int cr_client_tcp_send(cr_client *c, const uint8_t *frame, size_t len, int64_t d
 }
 
 /* Makes room to read into: the rest of the frame being read, or a chunk. */
-static int reserve_rx(cr_client *c, size_t frame_total) {
+int cr_client_rx_reserve(cr_client *c, size_t frame_total) {
     size_t want = c->rx_len + RX_CHUNK;
     if (frame_total > want) want = frame_total;
     if (want <= c->rx_cap) return CR_OK;
@@ -146,7 +146,7 @@ static int reserve_rx(cr_client *c, size_t frame_total) {
 }
 
 /* Drops the frame handed out by the previous receive. */
-static void release_taken(cr_client *c) {
+void cr_client_rx_release(cr_client *c) {
     if (c->rx_taken == 0) return;
     c->rx_len -= c->rx_taken;
     if (c->rx_len > 0) memmove(c->rx, c->rx + c->rx_taken, c->rx_len);
@@ -155,7 +155,7 @@ static void release_taken(cr_client *c) {
 
 int cr_client_tcp_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload,
                        size_t *len) {
-    release_taken(c);
+    cr_client_rx_release(c);
     int64_t deadline = c->clock_ms(c->clock_ctx) + (timeout_ms > 0 ? timeout_ms : 0);
     for (;;) {
         size_t n = 0;
@@ -175,7 +175,7 @@ int cr_client_tcp_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload
                                   n, CR_RPC_REPLY_HEADER_BYTES, CR_RPC_STREAM_REPLY_MAX);
         }
         if (c->tcp_fd < 0) return CR_ERR_TIMEOUT; /* nothing can come: the request times out */
-        int rc = reserve_rx(c, CR_RPC_STREAM_LEN_BYTES + n);
+        int rc = cr_client_rx_reserve(c, CR_RPC_STREAM_LEN_BYTES + n);
         if (rc != CR_OK) return rc;
         ssize_t got = recv(c->tcp_fd, c->rx + c->rx_len, c->rx_cap - c->rx_len, MSG_DONTWAIT);
         if (got > 0) {

@@ -185,7 +185,10 @@ static int start(struct store_server *s) {
     }
     struct cr_xfer_server_config xc = {.tcp_address = s->opt.data_address,
                                        .shm_disabled = s->opt.no_shm,
-                                       .verbs_disabled = s->opt.no_verbs};
+                                       .verbs_disabled = s->opt.no_verbs,
+                                       .rdma_gid_index_set = s->opt.rdma_gid_index >= 0,
+                                       .rdma_gid_index = (uint8_t)(s->opt.rdma_gid_index < 0
+                                                                       ? 0 : s->opt.rdma_gid_index)};
     if (s->opt.no_verbs)
         CR_INFO("store", "verbs off (--no-verbs): the segment and its copy/move tasks move bytes "
                 "by tcp%s, protocol tcp at the master", s->opt.no_shm ? "" : " (and shm on this host)");
@@ -212,7 +215,9 @@ static int start(struct store_server *s) {
         return 2;
     }
     struct cr_xfer_client_config xcc = {.shm_disabled = s->opt.no_shm,
-                                        .verbs_disabled = s->opt.no_verbs};
+                                        .verbs_disabled = s->opt.no_verbs,
+                                        .rdma_gid_index_set = xc.rdma_gid_index_set,
+                                        .rdma_gid_index = xc.rdma_gid_index};
     if (cr_xfer_client_create(&xcc, &s->exec) != CR_OK) {
         fprintf(stderr, "crescent-store: cannot create the transfer client for tasks\n");
         return 1;

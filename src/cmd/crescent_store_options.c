@@ -9,6 +9,7 @@
 #include "cmd/crescent_store.h"
 #include "core/size_text.h"
 #include "crescent/version.h"
+#include "rdma/xfer_verbs.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -20,7 +21,8 @@ static void usage(FILE *out) {
             "unmounting the segment first.\n"
             "\n"
             "  --master ENDPOINT        crescentd's RPC address (default tcp://127.0.0.1:50051;\n"
-            "                           crescent://HOST:PORT: its native endpoint)\n"
+            "                           crescent://HOST:PORT: its native endpoint;\n"
+            "                           shm://NAME: its same-host shared memory)\n"
             "  --segment-name NAME      name of the segment at the master (default: the\n"
             "                           data endpoint, host:port)\n"
             "  --segment-size SIZE      bytes to host: 1073741824, 64M, 1G (default 1G);\n"
@@ -32,6 +34,9 @@ static void usage(FILE *out) {
             "  --no-shm                 do not serve same-host clients over shared memory\n"
             "  --no-verbs               never open an RDMA device (libibverbs): transfers\n"
             "                           go by tcp (and shm), protocol tcp at the master\n"
+            "  --rdma-gid-index N|auto  GID table index the RDMA QPs route by (default\n"
+            "                           auto: the first RoCE v2 entry with an IPv4-mapped\n"
+            "                           address, then RoCE v2, then the first; InfiniBand: 0)\n"
             "  --cpu N                  pin the transfer thread to CPU N (default: one of\n"
             "                           the CPUs this process may use, chosen by pid)\n"
             "  --no-pin                 leave the transfer thread unpinned\n"
@@ -68,7 +73,7 @@ static bool copy(char *dst, size_t cap, const char *src) {
     return true;
 }
 
-enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_NO_VERBS, OPT_CPU, OPT_NO_PIN,
+enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_NO_VERBS, OPT_GID, OPT_CPU, OPT_NO_PIN,
        OPT_PING, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
 
 static const struct option options[] = {
@@ -78,6 +83,7 @@ static const struct option options[] = {
     {"data-address", required_argument, NULL, OPT_DATA},
     {"no-shm", no_argument, NULL, OPT_NO_SHM},
     {"no-verbs", no_argument, NULL, OPT_NO_VERBS},
+    {"rdma-gid-index", required_argument, NULL, OPT_GID},
     {"cpu", required_argument, NULL, OPT_CPU},
     {"no-pin", no_argument, NULL, OPT_NO_PIN},
     {"ping-interval-ms", required_argument, NULL, OPT_PING},
@@ -108,6 +114,9 @@ static int apply(int opt, const char *arg, struct cr_store_options *o) {
                                                                    : bad("data-address", arg, "want HOST:PORT");
     case OPT_NO_SHM: o->no_shm = true; return 0;
     case OPT_NO_VERBS: o->no_verbs = true; return 0;
+    case OPT_GID:
+        return cr_xfer_verbs_parse_gid_index(arg, &o->rdma_gid_index)
+                   ? 0 : bad("rdma-gid-index", arg, "want auto or 0..255");
     case OPT_CPU:
         if (!parse_u32(arg, 0, 4095, &cpu)) return bad("cpu", arg, "want a CPU number");
         o->cpu = (int)cpu;
@@ -124,6 +133,7 @@ static int apply(int opt, const char *arg, struct cr_store_options *o) {
 
 int cr_store_options_parse(int argc, char **argv, struct cr_store_options *o) {
     *o = (struct cr_store_options){.segment_size = 1ull << 30, .cpu = CR_STORE_CPU_AUTO,
+                                   .rdma_gid_index = -1,
                                    .ping_interval_ms = 1000, .timeout_ms = 2000};
     snprintf(o->master, sizeof(o->master), "tcp://127.0.0.1:50051");
     snprintf(o->data_address, sizeof(o->data_address), "127.0.0.1:0");

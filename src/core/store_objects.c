@@ -295,12 +295,27 @@ void cr_store_obj_remove(cr_store *store, uint32_t id) {
     cr_store_obj_free(store, id);
 }
 
+static struct cr_store_key key_seeded(const char *tenant, uint64_t seed, const char *key,
+                                      uint32_t key_len) {
+    return (struct cr_store_key){tenant, key, key_len, XXH3_64bits_withSeed(key, key_len, seed)};
+}
+
 void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
                        struct cr_store_key *out) {
     assert(key != NULL && out != NULL);
-    *out = (struct cr_store_key){tenant, key, key_len,
-                                 XXH3_64bits_withSeed(key, key_len,
-                                                      cr_store_tenant_seed(tenant))};
+    *out = key_seeded(tenant, cr_store_tenant_seed(tenant), key, key_len);
+}
+
+void cr_store_keys_make(const char *tenant, const char *const *keys, size_t n,
+                        struct cr_store_key *out) {
+    assert(keys != NULL && out != NULL);
+    uint64_t seed = cr_store_tenant_seed(tenant);
+    for (size_t i = 0; i < n; i++) {
+        assert(keys[i] != NULL);
+        size_t len = strlen(keys[i]);
+        assert(len <= UINT32_MAX); /* callers pass validated keys */
+        out[i] = key_seeded(tenant, seed, keys[i], (uint32_t)len);
+    }
 }
 
 /* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */
@@ -329,9 +344,30 @@ void cr_store_prefetch(const cr_store *store, const struct cr_store_key *k, bool
     }
     /* The home slot only: a probe that goes on is rare at the table's load. */
     if (slot->id_plus1 == 0 || slot->hash_hi != (uint32_t)(k->hash >> 32)) return;
-    const struct cr_store_obj *obj = cr_store_obj_at(store, slot->id_plus1 - 1);
-    __builtin_prefetch(obj);
-    __builtin_prefetch((const char *)obj + 64); /* lease and access times */
+    /* Every line up to the first replica: the key and state, the lease and
+     * access times, the flags, and what a replica list reads first.  An
+     * object (336 bytes) does not start on a line, so its first 128 bytes
+     * span three lines as often as two. */
+    const char *from = (const char *)cr_store_obj_at(store, slot->id_plus1 - 1);
+    const char *to = (const char *)&((const struct cr_store_obj *)(const void *)from)->replicas[1];
+    for (const char *p = from; p < to; p += 64) __builtin_prefetch(p);
+    __builtin_prefetch(to - 1);
+}
+
+/* Keys between a slot's prefetch and its object's, and between the
+ * object's and its lookup: a few keys' work covers a miss. */
+#define PREFETCH_AHEAD 4u
+
+void cr_store_prefetch_batch(const cr_store *store, const struct cr_store_key *keys, size_t n,
+                             size_t i) {
+    assert(store != NULL && keys != NULL && i < n);
+    if (i == 0) { /* the pipeline's start: what the steps before 0 would have done */
+        for (size_t j = 0; j < n && j < 2 * PREFETCH_AHEAD; j++)
+            cr_store_prefetch(store, &keys[j], false);
+        for (size_t j = 0; j < n && j < PREFETCH_AHEAD; j++) cr_store_prefetch(store, &keys[j], true);
+    }
+    if (i + 2 * PREFETCH_AHEAD < n) cr_store_prefetch(store, &keys[i + 2 * PREFETCH_AHEAD], false);
+    if (i + PREFETCH_AHEAD < n) cr_store_prefetch(store, &keys[i + PREFETCH_AHEAD], true);
 }
 
 static int not_found(cr_store *store) {

@@ -66,6 +66,13 @@ static const struct setting settings[] = {
      "requests in flight per native RPC connection; past it the connection waits"},
     {"rpc-tcp-with-curve", SETTING_BOOL, FIELD(rpc_tcp_with_curve), 0, 0, "BOOL",
      "with CURVE on, serve the native RPC anyway (loopback addresses only)"},
+    {"rpc-shm-path", SETTING_STRING, FIELD(rpc_shm_path), 0, 0, "NAME",
+     "same-host shared-memory RPC (shm://NAME): @NAME abstract or a socket path; auto: "
+     "@crescent-rpc/PORT (PORT of --rpc-address), skipped with a warning when taken; off: none"},
+    {"rpc-shm-clients-max", SETTING_U32, FIELD(rpc_shm_clients_max), 1, 65536, "N",
+     "shm RPC clients at once; one more is refused with an error naming this flag"},
+    {"rpc-shm-ring-bytes", SETTING_U32, FIELD(rpc_shm_ring_bytes), 4096, 1u << 26, "BYTES",
+     "each shm client's request and reply ring (a power of two; larger frames cross in pieces)"},
     {"default-kv-lease-ttl", SETTING_U32, FIELD(default_kv_lease_ttl), 1, 86400000, "MS",
      "lease granted by ExistKey and GetReplicaList"},
     {"default-kv-soft-pin-ttl", SETTING_U32, FIELD(default_kv_soft_pin_ttl), 1, 86400000, "MS",
@@ -111,6 +118,9 @@ static const struct setting settings[] = {
      "serve the local segment over tcp only, never by shared memory to same-host clients"},
     {"data-no-verbs", SETTING_BOOL, FIELD(data_no_verbs), 0, 0, "BOOL",
      "never open an RDMA device for the local segment and its task transfers: tcp (and shm)"},
+    {"data-rdma-gid-index", SETTING_STRING, FIELD(data_rdma_gid_index), 0, 0, "N|auto",
+     "RDMA GID table index to route by; auto: the first RoCE v2 entry with an IPv4-mapped "
+     "address (then v2, then the first; InfiniBand: 0)"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -170,6 +180,9 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
              CR_CONFIG_RPC_TCP_DEFAULT);
     config->rpc_tcp_connections_max = 4096; /* as the HTTP front's */
     config->rpc_tcp_queue_max = 1024;       /* about ZMQ's default high-water mark (1000) */
+    snprintf(config->rpc_shm_path, sizeof(config->rpc_shm_path), "auto");
+    config->rpc_shm_clients_max = 64;       /* same-host processes: a handful of engines */
+    config->rpc_shm_ring_bytes = 1u << 18;  /* 256 KiB each way, touched lazily */
     config->default_kv_lease_ttl = 5000;
     config->default_kv_soft_pin_ttl = 30 * 60 * 1000;
     config->allow_evict_soft_pinned_objects = true;
@@ -186,6 +199,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->local_segment_size = 1ull << 30;
     snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");
+    snprintf(config->data_rdma_gid_index, sizeof(config->data_rdma_gid_index), "auto");
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */
     config->task_timeout_sec = 300;            /* wire-formats §6 */
     config->task_retention = 10000;
@@ -399,6 +413,11 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
                  config->put_start_discard_timeout_sec, config->put_start_release_timeout_sec);
         return false;
     }
+    if ((config->rpc_shm_ring_bytes & (config->rpc_shm_ring_bytes - 1)) != 0) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "rpc-shm-ring-bytes: %u is not a power of two",
+                 config->rpc_shm_ring_bytes);
+        return false;
+    }
     if ((config->ring_slots & (config->ring_slots - 1)) != 0) {
         snprintf(error, CR_CONFIG_ERROR_MAX, "ring-slots: %u is not a power of two",
                  config->ring_slots);
@@ -408,6 +427,13 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
         snprintf(error, CR_CONFIG_ERROR_MAX,
                  "curve-secret-key-file and curve-clients go together: set both to turn "
                  "CurveZMQ on, or neither");
+        return false;
+    }
+    uint32_t gid;
+    if (strcmp(config->data_rdma_gid_index, "auto") != 0 &&
+        (!parse_u32(config->data_rdma_gid_index, &gid) || gid > 255)) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "data-rdma-gid-index: '%s' is not auto or 0..255",
+                 config->data_rdma_gid_index);
         return false;
     }
     const char *colon = strrchr(config->http_address, ':');

@@ -39,6 +39,9 @@ struct cr_daemon_config {
     uint32_t rpc_tcp_connections_max;             /* open native connections */
     uint32_t rpc_tcp_queue_max;                   /* requests in flight per native connection */
     bool rpc_tcp_with_curve;                      /* serve it (loopback only) with CURVE on */
+    char rpc_shm_path[CR_CONFIG_ADDRESS_MAX];     /* same-host shm set-up socket; "auto", "off" */
+    uint32_t rpc_shm_clients_max;                 /* shm clients at once */
+    uint32_t rpc_shm_ring_bytes;                  /* bytes of each of a client's two rings */
     uint32_t default_kv_lease_ttl;                /* ms */
     uint32_t default_kv_soft_pin_ttl;             /* ms */
     bool allow_evict_soft_pinned_objects;
@@ -63,6 +66,7 @@ struct cr_daemon_config {
     char data_address[CR_CONFIG_ADDRESS_MAX];     /* host:port of its transfer server */
     bool data_no_shm;                             /* serve the local segment over tcp only */
     bool data_no_verbs;                           /* never open an RDMA device for it */
+    char data_rdma_gid_index[CR_CONFIG_ADDRESS_MAX]; /* "auto" or a GID table index */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */

@@ -53,7 +53,8 @@ void cr_xfer_verbs_client_open(struct cr_xfer_client *cli) {
     cli->verbs_devices = cr_xfer_verbs_probe(cli->verbs_error, sizeof(cli->verbs_error));
     if (cli->verbs_devices == 0) return;
     char why[sizeof(cli->verbs_error)];
-    if (cr_xfer_verbs_device_open(0, 1, &cli->verbs_dev, why, sizeof(why)) != CR_OK) {
+    int gid = cli->cfg.rdma_gid_index_set ? cli->cfg.rdma_gid_index : -1;
+    if (cr_xfer_verbs_device_open(0, 1, gid, &cli->verbs_dev, why, sizeof(why)) != CR_OK) {
         CR_WARN("xfer", "an RDMA device is present but cannot be opened (%s): transfers use tcp",
                 why);
         cli->verbs_devices = 0;

@@ -51,7 +51,7 @@ const struct cr_xfer_server_segment *cr_xfer_server_find(const struct cr_xfer_se
                                                          const char *name, size_t len);
 
 /* verbs (xfer_server_verbs.c). */
-void cr_xfer_server_verbs_open(struct cr_xfer_server *srv, bool disabled);
+void cr_xfer_server_verbs_open(struct cr_xfer_server *srv, const struct cr_xfer_server_config *cfg);
 void cr_xfer_server_verbs_close(struct cr_xfer_server *srv);
 void cr_xfer_server_verbs_register(struct cr_xfer_server *srv, struct cr_xfer_server_segment *seg);
 void cr_xfer_server_verbs_unregister(struct cr_xfer_server_segment *seg);

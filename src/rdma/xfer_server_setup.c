@@ -77,7 +77,7 @@ int cr_xfer_server_create(const struct cr_xfer_server_config *cfg,
         cr_xfer_server_destroy(srv);
         return rc;
     }
-    cr_xfer_server_verbs_open(srv, cfg->verbs_disabled);
+    cr_xfer_server_verbs_open(srv, cfg);
     CR_INFO("xfer", "serving transfers on %s (tcp%s; verbs: %s)", srv->endpoint,
             cfg->shm_disabled ? "" : "; shm for same-host clients",
             srv->verbs != NULL ? cr_xfer_verbs_device_name(srv->verbs) : srv->verbs_why);

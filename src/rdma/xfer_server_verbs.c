@@ -22,8 +22,8 @@
 #define SEND_DEPTH 1u    /* the server's QPs only answer: nothing is posted on them */
 #define QPS_MAX 4096u    /* QPs over all clients: what hellos may take of the HCA */
 
-void cr_xfer_server_verbs_open(struct cr_xfer_server *srv, bool disabled) {
-    if (disabled) {
+void cr_xfer_server_verbs_open(struct cr_xfer_server *srv, const struct cr_xfer_server_config *cfg) {
+    if (cfg->verbs_disabled) {
         snprintf(srv->verbs_why, sizeof(srv->verbs_why), "disabled by config");
         return;
     }
@@ -32,7 +32,8 @@ void cr_xfer_server_verbs_open(struct cr_xfer_server *srv, bool disabled) {
         memcpy(srv->verbs_why, why, sizeof(why));
         return;
     }
-    if (cr_xfer_verbs_device_open(0, 1, &srv->verbs, why, sizeof(why)) != CR_OK) {
+    int gid = cfg->rdma_gid_index_set ? cfg->rdma_gid_index : -1;
+    if (cr_xfer_verbs_device_open(0, 1, gid, &srv->verbs, why, sizeof(why)) != CR_OK) {
         CR_WARN("xfer", "%s: an RDMA device is present but cannot be opened (%s); serving tcp only",
                 srv->endpoint, why);
         snprintf(srv->verbs_why, sizeof(srv->verbs_why), "RDMA device unusable: %.120s", why);

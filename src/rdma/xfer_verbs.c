@@ -23,6 +23,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "core/log.h"
 #include "crescent/error.h"
 #include "rdma/xfer_verbs.h"
 
@@ -30,12 +31,13 @@
 #define MAX_SGE CR_XFER_VERBS_QPS_MAX /* = CR_XFER_OP_IOV_MAX: an op's whole gather list */
 #define MESSAGE_MAX_BYTES (UINT64_C(1) << 31) /* an RC message's limit */
 #define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+#define GID_SCAN_MAX 256u /* GID table entries read when picking one */
 
 struct cr_xfer_verbs_device {
     struct ibv_context *ctx;
     struct ibv_pd *pd;
     uint8_t port;
-    uint8_t gid_index;
+    int gid_index;       /* asked for (-1: pick), then the one chosen */
     uint8_t rd_atomic;   /* min(MAX_RD_ATOMIC, the device's limits) */
     uint32_t max_sge;    /* send SGEs per work request, min(MAX_SGE, device) */
     enum ibv_mtu mtu;
@@ -75,6 +77,46 @@ uint32_t cr_xfer_verbs_probe(char *why, size_t why_size) {
     return count > 0 ? (uint32_t)count : 0;
 }
 
+/* The GID the QPs route by: gid_index as asked (it must be a live entry),
+ * or picked by type from the live entries (cr_xfer_verbs_pick_gid).
+ * ibv_query_gid_ex answers ENODATA for an empty entry. */
+static int choose_gid(struct cr_xfer_verbs_device *dev, uint32_t table_len, bool ethernet,
+                      char *why, size_t size) {
+    struct cr_xfer_verbs_gid table[GID_SCAN_MAX]; /* 6 KiB */
+    struct cr_xfer_verbs_gid *chosen = &table[0];
+    const char *rule = "asked for";
+    struct ibv_gid_entry e;
+    if (dev->gid_index >= 0) {
+        if ((uint32_t)dev->gid_index >= table_len ||
+            ibv_query_gid_ex(dev->ctx, dev->port, (uint32_t)dev->gid_index, &e, 0) != 0) {
+            snprintf(why, size, "GID index %d of %s is not a live entry (its table has %u; "
+                     "choose another, or let it pick: auto)", dev->gid_index, dev->name, table_len);
+            return CR_ERR_INVALID_PARAMS;
+        }
+        *chosen = (struct cr_xfer_verbs_gid){.index = e.gid_index, .type = e.gid_type};
+        memcpy(chosen->raw, e.gid.raw, 16);
+    } else {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < table_len && i < GID_SCAN_MAX; i++) {
+            if (ibv_query_gid_ex(dev->ctx, dev->port, i, &e, 0) != 0) continue;
+            table[n] = (struct cr_xfer_verbs_gid){.index = i, .type = e.gid_type};
+            memcpy(table[n++].raw, e.gid.raw, 16);
+        }
+        int k = cr_xfer_verbs_pick_gid(table, n, ethernet, &rule);
+        if (k < 0) {
+            snprintf(why, size, "%s has no live GID (%u table entries read)", dev->name, table_len);
+            return CR_ERR_IO;
+        }
+        chosen = &table[k];
+    }
+    dev->gid_index = (int)chosen->index;
+    memcpy(dev->gid.raw, chosen->raw, 16);
+    char text[80];
+    cr_xfer_verbs_gid_describe(chosen, text, sizeof(text));
+    CR_INFO("xfer", "%s: GID index %u (%s; %s)", dev->name, chosen->index, text, rule);
+    return CR_OK;
+}
+
 /* Port, GID and the device limits the QPs are sized by. */
 static int query_device(struct cr_xfer_verbs_device *dev, char *why, size_t size) {
     struct ibv_device_attr attr;
@@ -93,13 +135,11 @@ static int query_device(struct cr_xfer_verbs_device *dev, char *why, size_t size
         return fail(why, size, "ibv_query_port", errno);
     dev->lid = port.lid;
     dev->mtu = port.active_mtu;
-    dev->gid_index = 0;
-    if (ibv_query_gid(dev->ctx, dev->port, dev->gid_index, &dev->gid) != 0)
-        return fail(why, size, "ibv_query_gid", errno);
-    return CR_OK;
+    return choose_gid(dev, port.gid_tbl_len < 0 ? 0 : (uint32_t)port.gid_tbl_len,
+                      port.link_layer == IBV_LINK_LAYER_ETHERNET, why, size);
 }
 
-int cr_xfer_verbs_device_open(uint32_t device_index, uint8_t port,
+int cr_xfer_verbs_device_open(uint32_t device_index, uint8_t port, int gid_index,
                               struct cr_xfer_verbs_device **out, char *why, size_t why_size) {
     assert(out != NULL);
     *out = NULL;
@@ -121,6 +161,7 @@ int cr_xfer_verbs_device_open(uint32_t device_index, uint8_t port,
         return CR_ERR_NOMEM;
     }
     dev->port = port;
+    dev->gid_index = gid_index;
     snprintf(dev->name, sizeof(dev->name), "%s port %u", ibv_get_device_name(list[device_index]),
              port);
     dev->ctx = ibv_open_device(list[device_index]);
@@ -135,6 +176,11 @@ int cr_xfer_verbs_device_open(uint32_t device_index, uint8_t port,
     }
     *out = dev;
     return CR_OK;
+}
+
+uint32_t cr_xfer_verbs_device_gid_index(const struct cr_xfer_verbs_device *dev) {
+    assert(dev != NULL && dev->gid_index >= 0);
+    return (uint32_t)dev->gid_index;
 }
 
 const char *cr_xfer_verbs_device_name(const struct cr_xfer_verbs_device *dev) {
@@ -222,7 +268,7 @@ void cr_xfer_verbs_local_hello(const struct cr_xfer_verbs *v, struct cr_xfer_ver
     out->qp_count = (uint8_t)v->qp_count;
     out->port = v->dev->port;
     out->mtu = (uint8_t)v->dev->mtu;
-    out->gid_index = v->dev->gid_index;
+    out->gid_index = (uint8_t)v->dev->gid_index;
     out->lid = v->dev->lid;
     memcpy(out->gid, v->dev->gid.raw, 16);
     for (uint32_t i = 0; i < v->qp_count; i++) {
@@ -243,7 +289,7 @@ static int to_rtr_rts(struct cr_xfer_verbs *v, uint32_t i, const struct cr_xfer_
     if (peer->lid == 0) { /* RoCE: route by GID */
         attr.ah_attr.is_global = 1;
         memcpy(attr.ah_attr.grh.dgid.raw, peer->gid, 16);
-        attr.ah_attr.grh.sgid_index = dev->gid_index;
+        attr.ah_attr.grh.sgid_index = (uint8_t)dev->gid_index;
         attr.ah_attr.grh.hop_limit = 64;
     }
     if (ibv_modify_qp(v->qps[i], &attr,

@@ -93,6 +93,30 @@ enum cr_xfer_transport cr_xfer_choose_transport(const struct cr_xfer_transport_f
 
 const char *cr_xfer_transport_name(enum cr_xfer_transport transport);
 
+/* One entry of a port's GID table, as the GID picker sees it. */
+enum { CR_XFER_GID_IB = 0, CR_XFER_GID_ROCE_V1 = 1, CR_XFER_GID_ROCE_V2 = 2 }; /* = ibv_gid_type */
+struct cr_xfer_verbs_gid {
+    uint32_t index;
+    uint32_t type; /* CR_XFER_GID_* */
+    uint8_t raw[16];
+};
+
+/* The GID to route by, as an index into table (the port's live entries), or
+ * -1 when it is empty.  On InfiniBand (ethernet false) the first entry (the
+ * port GID).  On Ethernet (RoCE) the first RoCE v2 entry with an
+ * IPv4-mapped address (::ffff:a.b.c.d: routable, what RoCE v2 fabrics are
+ * configured for), else the first RoCE v2 entry that is not link-local,
+ * else the first RoCE v2, else the first entry.  *why says which rule won. */
+int cr_xfer_verbs_pick_gid(const struct cr_xfer_verbs_gid *table, uint32_t count, bool ethernet,
+                           const char **why);
+
+/* "RoCE v2 ::ffff:10.0.0.1", for log lines. */
+void cr_xfer_verbs_gid_describe(const struct cr_xfer_verbs_gid *gid, char *out, size_t size);
+
+/* "auto" (-1) or a GID index 0..255 (crescentd --data-rdma-gid-index,
+ * crescent-store --rdma-gid-index).  False when it is neither. */
+bool cr_xfer_verbs_parse_gid_index(const char *text, int *out);
+
 /* ---- device parts (xfer_verbs.c) -------------------------------------- */
 
 /* Counts RDMA devices.  Returns the count (0 when none: here
@@ -109,11 +133,18 @@ struct ibv_mr;
  * connected to one peer's QP set. */
 struct cr_xfer_verbs;
 
-/* Opens device `device_index` on `port` (>= 1) and allocates its PD.
- * Returns CR_OK, CR_ERR_INVALID_PARAMS (no such device or port), or CR_ERR_IO
- * with why set (the verbs call that failed and its errno). */
-int cr_xfer_verbs_device_open(uint32_t device_index, uint8_t port,
+/* Opens device `device_index` on `port` (>= 1) and allocates its PD.  The
+ * GID routed by is table index gid_index, or with -1 the one
+ * cr_xfer_verbs_pick_gid picks from the port's live entries (read with
+ * ibv_query_gid_ex); the choice is logged.  Returns CR_OK,
+ * CR_ERR_INVALID_PARAMS (no such device or port, gid_index not a live
+ * entry), or CR_ERR_IO with why set (the verbs call that failed and its
+ * errno). */
+int cr_xfer_verbs_device_open(uint32_t device_index, uint8_t port, int gid_index,
                               struct cr_xfer_verbs_device **out, char *why, size_t why_size);
+
+/* The GID index the device routes by. */
+uint32_t cr_xfer_verbs_device_gid_index(const struct cr_xfer_verbs_device *dev);
 
 /* "mlx5_0 port 1": for log lines. */
 const char *cr_xfer_verbs_device_name(const struct cr_xfer_verbs_device *dev);

@@ -1,7 +1,9 @@
 /* The pure parts of the verbs transport (xfer_verbs.h): the setup messages,
  * the striping plan and the transport choice.  No libibverbs calls here. */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "crescent/error.h"
@@ -104,6 +106,55 @@ uint32_t cr_xfer_verbs_plan(uint64_t length, uint32_t qp_count, uint32_t device_
         offset += len;
     }
     return n;
+}
+
+static bool ipv4_mapped(const uint8_t *raw) {
+    static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    return memcmp(raw, prefix, 12) == 0;
+}
+
+static bool link_local(const uint8_t *raw) { return raw[0] == 0xfe && (raw[1] & 0xc0) == 0x80; }
+
+int cr_xfer_verbs_pick_gid(const struct cr_xfer_verbs_gid *table, uint32_t count, bool ethernet,
+                           const char **why) {
+    assert(table != NULL || count == 0);
+    static const char *const rules[] = {"the first RoCE v2 entry with an IPv4-mapped address",
+                                        "the first RoCE v2 entry that is not link-local",
+                                        "the first RoCE v2 entry", "the first entry"};
+    *why = rules[3];
+    if (count == 0) return -1;
+    if (!ethernet) return 0;
+    for (uint32_t rule = 0; rule < 3; rule++) {
+        for (uint32_t i = 0; i < count; i++) {
+            const struct cr_xfer_verbs_gid *g = &table[i];
+            if (g->type != CR_XFER_GID_ROCE_V2) continue;
+            if ((rule == 0 && !ipv4_mapped(g->raw)) || (rule == 1 && link_local(g->raw))) continue;
+            *why = rules[rule];
+            return (int)i;
+        }
+    }
+    return 0;
+}
+
+void cr_xfer_verbs_gid_describe(const struct cr_xfer_verbs_gid *gid, char *out, size_t size) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET6, gid->raw, text, sizeof(text));
+    snprintf(out, size, "%s %s",
+             gid->type == CR_XFER_GID_ROCE_V2 ? "RoCE v2"
+             : gid->type == CR_XFER_GID_ROCE_V1 ? "RoCE v1" : "IB",
+             text);
+}
+
+bool cr_xfer_verbs_parse_gid_index(const char *text, int *out) {
+    if (strcmp(text, "auto") == 0) {
+        *out = -1;
+        return true;
+    }
+    char *end;
+    unsigned long v = strtoul(text, &end, 10);
+    if (text[0] < '0' || text[0] > '9' || *end != '\0' || v > 255) return false;
+    *out = (int)v;
+    return true;
 }
 
 const char *cr_xfer_transport_name(enum cr_xfer_transport transport) {

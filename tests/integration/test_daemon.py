@@ -110,6 +110,12 @@ def run_crescentd(*args):
     return subprocess.run([binary("crescentd"), *args], capture_output=True, text=True, timeout=10)
 
 
+def test_bad_rdma_gid_index_exits_2():
+    out = run_crescentd("--data-rdma-gid-index", "256")
+    assert out.returncode == 2
+    assert "data-rdma-gid-index: '256' is not auto or 0..255" in out.stderr
+
+
 def test_bad_flag_exits_2_with_one_line():
     out = run_crescentd("--no-such-flag")
     assert out.returncode == 2
@@ -175,7 +181,7 @@ def test_help_documents_every_flag():
     assert out.returncode == 0
     for flag in ("--config", "--http-address", "--http-threads", "--pin-threads",
                  "--ring-slots", "--ask-timeout-ms", "--log-level", "--no-pin", "--version",
-                 "--data-no-shm", "--data-no-verbs"):
+                 "--data-no-shm", "--data-no-verbs", "--data-rdma-gid-index"):
         assert flag in out.stdout
 
 

@@ -176,16 +176,19 @@ def status_of(resp):
 
 def serving(daemon, transport, *extra):
     """crescentd on free ports; the RPC endpoint of `transport`: its ZMQ
-    one, or its native one (crescent://, --rpc-tcp-address), which must
-    enforce the token and the secrets exactly as the ZMQ one does."""
+    one, its native one (crescent://, --rpc-tcp-address) or its shm one
+    (shm://, --rpc-shm-path), which must enforce the token and the secrets
+    exactly as the ZMQ one does."""
     rpc, pub, replay = endpoints()
     native = f"127.0.0.1:{free_port()}"
     d = daemon("--rpc-address", rpc, "--event-address", pub, "--replay-address", replay,
                "--rpc-tcp-address", native, *extra)
+    if transport == "shm":  # the default name, from --rpc-address's port
+        return d, f"shm://@crescent-rpc/{rpc.rsplit(':', 1)[1]}"
     return d, rpc if transport == "zmq" else f"crescent://{native}"
 
 
-@pytest.fixture(params=["zmq", "native"])
+@pytest.fixture(params=["zmq", "native", "shm"])
 def transport(request):
     return request.param
 

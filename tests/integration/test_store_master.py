@@ -368,6 +368,41 @@ def test_batch_and_regex_methods(master):
     assert c.unmount_segment("seg-b").status_code == 0
 
 
+def test_batches_past_one_prefetch_group_answer_like_single_calls(master):
+    # Batches run their keys in groups of 32 with the lookups prefetched a
+    # few keys ahead, and write their replies entry by entry: across group
+    # boundaries, with present, missing, unended and removed keys mixed,
+    # every entry answers as the single call for that key does.
+    d, c = master()
+    c.mount_segment("seg-a", MiB, endpoint="10.1.2.3:9000")
+    c.mount_segment("seg-b", MiB, base=0x9000_0000)
+    keys = [f"g{i:03}" for i in range(100)]
+    started = c.batch_put_start([(k, 1000) for k in keys[:90]] + [("g000", 1000)], replica_num=2)
+    assert [r.status_code for r in started.responses[:90]] == [0] * 90
+    assert started.responses[90].status_code != 0 and started.responses[90].error_message
+    ended = c.batch_put_end(keys[:70] + ["zz-missing"])
+    assert list(ended.status_codes) == [0] * 70 + [STATUS["OBJECT_NOT_FOUND"]]
+    mixed = [k for i, k in enumerate(keys) if i % 3 != 1] + keys[60:75]
+    ex = c.batch_exist_key(mixed)
+    assert len(ex.status_codes) == len(mixed)
+    for k, code in zip(mixed, ex.status_codes):
+        single = c.exist_key(k)
+        assert code == (0 if single.exists else single.status_code or STATUS["OBJECT_NOT_FOUND"]), k
+    g = c.batch_get_replica_list(mixed)
+    assert g.status_code == 0 and len(g.responses) == len(mixed)
+    for k, entry in zip(mixed, g.responses):
+        single = c.get_replica_list(k)
+        assert entry.status_code == single.status_code, k
+        assert list(entry.replica_list) == list(single.replica_list), k
+        assert entry.HasField("lease_ttl_ms") == single.HasField("lease_ttl_ms"), k
+    time.sleep(0.01)  # not a wait for a condition: nothing below depends on the leases
+    rm = c.batch_remove(keys[:40] + ["zz-missing"], force=True)
+    assert list(rm.status_codes) == [0] * 40 + [STATUS["OBJECT_NOT_FOUND"]]
+    assert list(c.batch_exist_key(keys[38:42]).status_codes) == [
+        STATUS["OBJECT_NOT_FOUND"]] * 2 + [0] * 2
+    assert stats(d)["objects"] == 50
+
+
 def test_regex_calls_past_regex_max_matches_fail_whole(master):
     out = subprocess.run([binary("crescentd"), "--help"], capture_output=True, text=True)
     assert "--regex-max-matches" in out.stdout

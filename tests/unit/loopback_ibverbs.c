@@ -4,9 +4,13 @@
  *
  * It defines the libibverbs entry points src/rdma/xfer_verbs.c calls, and the
  * two context ops that the inline ibv_post_send and ibv_poll_cq call through,
- * for one device ("loopback0", one RoCE-style port: LID 0, routed by GID)
- * whose QPs all live in this process.  An RDMA READ or WRITE is a memcpy
- * between the requester's gather list and the responder's memory region,
+ * for up to 4 devices ("loopback0".."loopback3", 1 by default; each one
+ * RoCE-style port: LID 0, routed by GID) whose QPs all live in this process
+ * (the devices are on one fabric: any port reaches any other).  Each port
+ * has a GID table laid out as a ConnectX's is for one IPv4 address:
+ * 0 fe80:: link-local RoCE v1, 1 the same RoCE v2, 2 ::ffff:10.0.D.1 RoCE
+ * v1, 3 the same RoCE v2 (a test may set another, loopback_ibverbs_set_gids).
+ * An RDMA READ or WRITE is a memcpy between the requester's gather list and the responder's memory region,
  * executed when the requester polls its CQ (as a real HCA completes work
  * asynchronously: nothing moves at post time).
  *
@@ -103,12 +107,18 @@ struct lb_pd {
     struct lb_pd *next;
 };
 
+/* A device: its one port's state and GID table. */
+struct lb_device {
+    struct ibv_device dev;
+    enum ibv_port_state state;
+    bool failed; /* loopback_ibverbs_fail_device: its link is gone */
+    uint32_t gid_count;
+    struct ibv_gid_entry gids[LOOPBACK_IBVERBS_GIDS_MAX];
+};
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int device_count = 1;
-static struct ibv_device device = {.node_type = IBV_NODE_CA, .transport_type = IBV_TRANSPORT_IB,
-                                   .name = "loopback0", .dev_name = "uverbs-loopback0"};
-static const union ibv_gid port_gid = {.raw = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0xff,
-                                               0xfe, 0, 0, 0x01}};
+static struct lb_device devices[LOOPBACK_IBVERBS_DEVICES_MAX];
 static struct lb_mr *mrs;
 static struct lb_qp *qps;
 static struct lb_cq *cqs;
@@ -118,10 +128,63 @@ static uint32_t next_key = 1, next_qpn = 0x100;
 static uint64_t next_seq;
 static struct loopback_ibverbs_counts counts;
 
+/* The ConnectX-style table of device `index` (see the top of this file). */
+static void default_gids(struct lb_device *d, uint32_t index) {
+    d->gid_count = 4;
+    for (uint32_t i = 0; i < 4; i++) {
+        struct ibv_gid_entry *e = &d->gids[i];
+        memset(e, 0, sizeof(*e));
+        e->gid_index = i;
+        e->port_num = 1;
+        e->gid_type = i % 2 == 0 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
+        uint8_t *g = e->gid.raw;
+        if (i < 2) { /* fe80::2:ff:fe00:D+1 */
+            g[0] = 0xfe, g[1] = 0x80, g[8] = 0x02, g[11] = 0xff, g[12] = 0xfe;
+            g[15] = (uint8_t)(index + 1);
+        } else { /* ::ffff:10.0.D.1 */
+            g[10] = g[11] = 0xff, g[12] = 10, g[14] = (uint8_t)index, g[15] = 1;
+        }
+    }
+}
+
+static void reset_devices(int count) {
+    device_count = count > LOOPBACK_IBVERBS_DEVICES_MAX ? LOOPBACK_IBVERBS_DEVICES_MAX : count;
+    for (uint32_t i = 0; i < LOOPBACK_IBVERBS_DEVICES_MAX; i++) {
+        struct lb_device *d = &devices[i];
+        d->dev = (struct ibv_device){.node_type = IBV_NODE_CA,
+                                     .transport_type = IBV_TRANSPORT_IB};
+        snprintf(d->dev.name, sizeof(d->dev.name), "loopback%u", i);
+        snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs-loopback%u", i);
+        d->state = IBV_PORT_ACTIVE;
+        d->failed = false;
+        default_gids(d, i);
+    }
+}
+
 void loopback_ibverbs_set_devices(int count) {
     pthread_mutex_lock(&lock);
-    device_count = count;
+    reset_devices(count);
     pthread_mutex_unlock(&lock);
+}
+
+void loopback_ibverbs_set_gids(int device, const struct ibv_gid_entry *gids, uint32_t count) {
+    pthread_mutex_lock(&lock);
+    if (device >= 0 && device < LOOPBACK_IBVERBS_DEVICES_MAX && count <= LOOPBACK_IBVERBS_GIDS_MAX) {
+        memcpy(devices[device].gids, gids, count * sizeof(*gids));
+        devices[device].gid_count = count;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void loopback_ibverbs_set_port_state(int device, enum ibv_port_state state) {
+    pthread_mutex_lock(&lock);
+    if (device >= 0 && device < LOOPBACK_IBVERBS_DEVICES_MAX) devices[device].state = state;
+    pthread_mutex_unlock(&lock);
+}
+
+/* The device of a context (contexts point at devices[i].dev, its first field). */
+static struct lb_device *device_of(const struct ibv_context *ctx) {
+    return (struct lb_device *)(void *)ctx->device;
 }
 
 struct loopback_ibverbs_counts loopback_ibverbs_counts(void) {
@@ -153,10 +216,11 @@ static void *fail_null(int err) {
 struct ibv_device **ibv_get_device_list(int *num_devices) {
     pthread_mutex_lock(&lock);
     if (device_count <= 0) return fail_null(ENOSYS); /* as on a host without RDMA */
-    struct ibv_device **list = calloc(2, sizeof(*list));
+    if (devices[0].dev.name[0] == '\0') reset_devices(device_count); /* first use */
+    struct ibv_device **list = calloc((size_t)device_count + 1, sizeof(*list));
     if (list == NULL) return fail_null(ENOMEM);
-    list[0] = &device;
-    if (num_devices != NULL) *num_devices = 1;
+    for (int i = 0; i < device_count; i++) list[i] = &devices[i].dev;
+    if (num_devices != NULL) *num_devices = device_count;
     pthread_mutex_unlock(&lock);
     return list;
 }
@@ -170,7 +234,9 @@ static int lb_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 
 struct ibv_context *ibv_open_device(struct ibv_device *dev) {
     pthread_mutex_lock(&lock);
-    if (dev != &device) return fail_null(ENODEV);
+    bool known = false;
+    for (int i = 0; i < device_count; i++) known |= dev == &devices[i].dev;
+    if (!known) return fail_null(ENODEV);
     struct ibv_context *ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL) return fail_null(ENOMEM);
     ctx->device = dev;
@@ -220,13 +286,14 @@ int ibv_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr) {
  * context that is not extended (ours): the caller passes a whole, zeroed
  * struct ibv_port_attr. */
 int(ibv_query_port)(struct ibv_context *ctx, uint8_t port_num, struct _compat_ibv_port_attr *out) {
-    (void)ctx;
     if (port_num != 1) return errno = EINVAL;
     struct ibv_port_attr *attr = (struct ibv_port_attr *)out;
-    attr->state = IBV_PORT_ACTIVE;
+    pthread_mutex_lock(&lock);
+    attr->state = device_of(ctx)->state;
+    attr->gid_tbl_len = (int)device_of(ctx)->gid_count;
+    pthread_mutex_unlock(&lock);
     attr->max_mtu = IBV_MTU_4096;
     attr->active_mtu = PORT_MTU;
-    attr->gid_tbl_len = 1;
     attr->max_msg_sz = (uint32_t)MESSAGE_MAX;
     attr->pkey_tbl_len = 1;
     attr->lid = 0; /* RoCE: routed by GID */
@@ -234,10 +301,31 @@ int(ibv_query_port)(struct ibv_context *ctx, uint8_t port_num, struct _compat_ib
     return 0;
 }
 
+static bool gid_empty(const union ibv_gid *gid) {
+    static const union ibv_gid zero;
+    return memcmp(gid->raw, zero.raw, 16) == 0;
+}
+
 int ibv_query_gid(struct ibv_context *ctx, uint8_t port_num, int index, union ibv_gid *gid) {
-    (void)ctx;
-    if (port_num != 1 || index != 0) return errno = EINVAL, -1;
-    *gid = port_gid;
+    pthread_mutex_lock(&lock);
+    const struct lb_device *d = device_of(ctx);
+    if (port_num != 1 || index < 0 || (uint32_t)index >= d->gid_count) return fail(EINVAL), -1;
+    *gid = d->gids[index].gid; /* an empty entry reads as zeros, as on a real port */
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+/* What the inline ibv_query_gid_ex calls: an empty entry is ENODATA, as in
+ * rdma-core. */
+int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port_num, uint32_t gid_index,
+                      struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size) {
+    pthread_mutex_lock(&lock);
+    const struct lb_device *d = device_of(ctx);
+    if (port_num != 1 || flags != 0 || entry_size < sizeof(*entry) || gid_index >= d->gid_count)
+        return fail(EINVAL);
+    if (gid_empty(&d->gids[gid_index].gid)) return fail(ENODATA);
+    *entry = d->gids[gid_index];
+    pthread_mutex_unlock(&lock);
     return 0;
 }
 
@@ -452,10 +540,13 @@ static int to_rtr(struct lb_qp *q, const struct ibv_qp_attr *a, int mask) {
     if (!has(mask, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                        IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
         return EINVAL;
+    const struct lb_device *d = device_of(q->qp.context);
+    uint8_t sgid = a->ah_attr.grh.sgid_index;
     if (a->path_mtu < IBV_MTU_256 || a->path_mtu > PORT_MTU || a->dest_qp_num > PSN_MASK ||
         a->rq_psn > PSN_MASK || a->max_dest_rd_atomic > MAX_RD_ATOM ||
-        a->ah_attr.port_num != 1 || (a->ah_attr.is_global && a->ah_attr.grh.sgid_index != 0))
-        return EINVAL;
+        a->ah_attr.port_num != 1 ||
+        (a->ah_attr.is_global && (sgid >= d->gid_count || gid_empty(&d->gids[sgid].gid))))
+        return EINVAL; /* the source GID must be a live entry of the port */
     q->ah = a->ah_attr;
     q->path_mtu = a->path_mtu;
     q->dest_qp_num = a->dest_qp_num;
@@ -541,10 +632,24 @@ static int lb_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 
 static uint32_t mtu_bytes(enum ibv_mtu mtu) { return 128u << mtu; }
 
+/* A packet from `from` reaches `to`: routed by GID (the ports have LID 0,
+ * so a path without a GRH reaches nothing), the destination GID is a live
+ * entry of to's port of the same type as the source GID, and to's own path
+ * uses that type too (RoCE v1 and v2 are different encapsulations: a QP set
+ * up for one does not take the other's packets), and neither link has
+ * failed. */
 static bool reaches(const struct lb_qp *from, const struct lb_qp *to) {
-    (void)to; /* one port: every QP is behind it */
-    if (from->ah.is_global) return memcmp(from->ah.grh.dgid.raw, port_gid.raw, 16) == 0;
-    return false; /* the port has LID 0 (RoCE): a path without a GRH reaches nothing */
+    const struct lb_device *src = device_of(from->qp.context), *dst = device_of(to->qp.context);
+    if (!from->ah.is_global || !to->ah.is_global || src->failed || dst->failed) return false;
+    const struct ibv_gid_entry *sgid = &src->gids[from->ah.grh.sgid_index];
+    if (dst->gids[to->ah.grh.sgid_index].gid_type != sgid->gid_type) return false;
+    for (uint32_t i = 0; i < dst->gid_count; i++) {
+        const struct ibv_gid_entry *e = &dst->gids[i];
+        if (!gid_empty(&e->gid) && e->gid_type == sgid->gid_type &&
+            memcmp(e->gid.raw, from->ah.grh.dgid.raw, 16) == 0)
+            return true; /* a port has the same address as v1 and as v2 entries */
+    }
+    return false;
 }
 
 /* Checks the local gather list; returns its length or -1 (protection error). */

@@ -5,9 +5,22 @@
 
 #include <stdint.h>
 
-/* How many devices ibv_get_device_list reports from now on: 0 makes it fail
- * with ENOSYS, as on a machine without RDMA (the default is 1). */
+#include <infiniband/verbs.h>
+
+#define LOOPBACK_IBVERBS_DEVICES_MAX 4
+#define LOOPBACK_IBVERBS_GIDS_MAX 16
+
+/* How many devices ibv_get_device_list reports from now on ("loopback0"..,
+ * at most 4): 0 makes it fail with ENOSYS, as on a machine without RDMA (the
+ * default is 1).  Also resets every device's port state (ACTIVE), link
+ * (not failed) and GID table (the default one). */
 void loopback_ibverbs_set_devices(int count);
+
+/* Replaces device `device`'s GID table (an all-zero GID is an empty entry). */
+void loopback_ibverbs_set_gids(int device, const struct ibv_gid_entry *gids, uint32_t count);
+
+/* The state ibv_query_port reports for the device's port. */
+void loopback_ibverbs_set_port_state(int device, enum ibv_port_state state);
 
 struct loopback_ibverbs_counts {
     uint32_t contexts, pds, mrs, cqs, qps; /* alive now */

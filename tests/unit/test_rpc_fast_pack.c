@@ -2,7 +2,8 @@
  * writes: GetReplicaListResponse and PutStartResponse over random replica
  * lists (names of every varint-length class, sizes and buffers across the
  * uint64 range, endpoints absent, empty and long), and the status-only and
- * ExistKey successes. */
+ * ExistKey successes; and the batch responses written entry by entry
+ * (cr_rpc_batch_writer) over random batches of successes and refusals. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -65,10 +66,12 @@ static void free_list(struct cr_store_replica_list *list) {
 }
 
 /* What rpc_methods.c builds for protobuf-c, packed by protobuf-c. */
-static uint8_t *reference_pack(const struct cr_store_replica_list *list, bool put_start,
-                               size_t *len) {
-    Crescent__Master__ReplicaInfo infos[CR_STORE_REPLICAS_MAX], *info_ptrs[CR_STORE_REPLICAS_MAX];
-    Crescent__Master__BufHandle handles[CR_STORE_REPLICAS_MAX], *handle_ptrs[CR_STORE_REPLICAS_MAX];
+/* The list's ReplicaInfos (one handle each), in the caller's arrays
+ * (CR_STORE_REPLICAS_MAX each). */
+static void infos_pb(const struct cr_store_replica_list *list, Crescent__Master__ReplicaInfo *infos,
+                     Crescent__Master__ReplicaInfo **info_ptrs,
+                     Crescent__Master__BufHandle *handles,
+                     Crescent__Master__BufHandle **handle_ptrs) {
     for (uint32_t i = 0; i < list->count; i++) {
         const struct cr_store_replica_desc *d = &list->replicas[i];
         crescent__master__buf_handle__init(&handles[i]);
@@ -84,6 +87,13 @@ static uint8_t *reference_pack(const struct cr_store_replica_list *list, bool pu
         infos[i].status = (Crescent__Master__ReplicaInfo__ReplicaStatus)d->status;
         info_ptrs[i] = &infos[i];
     }
+}
+
+static uint8_t *reference_pack(const struct cr_store_replica_list *list, bool put_start,
+                               size_t *len) {
+    Crescent__Master__ReplicaInfo infos[CR_STORE_REPLICAS_MAX], *info_ptrs[CR_STORE_REPLICAS_MAX];
+    Crescent__Master__BufHandle handles[CR_STORE_REPLICAS_MAX], *handle_ptrs[CR_STORE_REPLICAS_MAX];
+    infos_pb(list, infos, info_ptrs, handles, handle_ptrs);
     Crescent__Master__GetReplicaListResponse get = CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
     Crescent__Master__PutStartResponse put = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
     get.n_replica_list = put.n_replica_list = list->count;
@@ -201,11 +211,201 @@ static void test_ok_responses(void **unused) {
     }
 }
 
+/* One entry of a random batch: a success with a list, or a refusal. */
+struct entry {
+    bool ok;
+    struct cr_store_replica_list list;
+    int32_t status;
+    char *why;
+};
+
+static int32_t any_code(void) {
+    static const int32_t edges[] = {INT32_MIN, -1, 1, INT32_MAX, -704, -200};
+    return next() % 2 == 0 ? edges[next() % 6] : (int32_t)(uint32_t)next() | 1;
+}
+
+static void random_entry(struct entry *e, bool put_start) {
+    memset(e, 0, sizeof(*e));
+    e->ok = next() % 3 != 0;
+    if (e->ok) {
+        random_list(&e->list);
+        while (e->list.count > 2) { /* keep batches small */
+            struct cr_store_replica_desc *d = &e->list.replicas[--e->list.count];
+            free((char *)d->segment_name);
+            free((char *)d->endpoint);
+        }
+        e->list.has_checksum = !put_start && next() % 2 == 0;
+        e->list.checksum = any_u64();
+        e->list.lease_ms = put_start ? 0 : any_u64();
+        return;
+    }
+    e->status = any_code();
+    if (e->status == 0) e->status = -1;
+    e->why = put_start && next() % 2 == 0 ? any_string(300) : NULL;
+}
+
+static void free_entry(struct entry *e) {
+    if (e->ok) {
+        for (uint32_t i = 0; i < e->list.count; i++) {
+            free((char *)e->list.replicas[i].segment_name);
+            free((char *)e->list.replicas[i].endpoint);
+        }
+    }
+    free(e->why);
+}
+
+/* The entry as rpc_methods.c built it before the writer: a protobuf-c
+ * GetReplicaListResponse or PutStartResponse, its pointers into `infos`
+ * and `handles` (CR_STORE_REPLICAS_MAX each). */
+static ProtobufCMessage *entry_pb(const struct entry *e, bool put_start,
+                                  Crescent__Master__GetReplicaListResponse *get,
+                                  Crescent__Master__PutStartResponse *put,
+                                  Crescent__Master__ReplicaInfo *infos,
+                                  Crescent__Master__ReplicaInfo **info_ptrs,
+                                  Crescent__Master__BufHandle *handles,
+                                  Crescent__Master__BufHandle **handle_ptrs) {
+    crescent__master__get_replica_list_response__init(get);
+    crescent__master__put_start_response__init(put);
+    if (!e->ok) {
+        get->status_code = put->status_code = e->status;
+        put->error_message = e->why;
+        return put_start ? &put->base : &get->base;
+    }
+    infos_pb(&e->list, infos, info_ptrs, handles, handle_ptrs);
+    get->n_replica_list = put->n_replica_list = e->list.count;
+    get->replica_list = put->replica_list = info_ptrs;
+    get->has_checksum_xxh3 = e->list.has_checksum;
+    get->checksum_xxh3 = e->list.checksum;
+    get->has_lease_ttl_ms = e->list.lease_ms > 0;
+    get->lease_ttl_ms = e->list.lease_ms;
+    return put_start ? &put->base : &get->base;
+}
+
+static uint8_t *pack_pb(const ProtobufCMessage *msg, size_t *len) {
+    *len = protobuf_c_message_get_packed_size(msg);
+    uint8_t *out = malloc(*len + 1);
+    assert_non_null(out);
+    assert_int_equal(protobuf_c_message_pack(msg, out), *len);
+    return out;
+}
+
+/* The writer's bytes, then its buffer released. */
+static void expect_writer(struct cr_rpc_batch_writer *w, const uint8_t *want, size_t want_len) {
+    assert_false(w->failed);
+    assert_int_equal(w->len, want_len);
+    assert_memory_equal(w->buf, want, want_len);
+    if (w->buf != w->inline_buf) free(w->buf);
+}
+
+#define BATCH_ENTRIES_MAX 40
+
+static void test_batch_lists_same_bytes(void **unused) {
+    (void)unused;
+    static struct entry entries[BATCH_ENTRIES_MAX];
+    static Crescent__Master__GetReplicaListResponse gets[BATCH_ENTRIES_MAX];
+    static Crescent__Master__PutStartResponse puts[BATCH_ENTRIES_MAX];
+    static Crescent__Master__ReplicaInfo infos[BATCH_ENTRIES_MAX][CR_STORE_REPLICAS_MAX];
+    static Crescent__Master__ReplicaInfo *info_ptrs[BATCH_ENTRIES_MAX][CR_STORE_REPLICAS_MAX];
+    static Crescent__Master__BufHandle handles[BATCH_ENTRIES_MAX][CR_STORE_REPLICAS_MAX];
+    static Crescent__Master__BufHandle *handle_ptrs[BATCH_ENTRIES_MAX][CR_STORE_REPLICAS_MAX];
+    static void *msgs[BATCH_ENTRIES_MAX];
+    for (int round = 0; round < 400; round++) {
+        bool put_start = round % 2 == 1;
+        size_t n = (size_t)(next() % (BATCH_ENTRIES_MAX + 1));
+        uint8_t inline_buf[256];
+        size_t inline_cap = 2 + (size_t)(next() % 255); /* growth from any point */
+        struct cr_rpc_batch_writer w;
+        cr_rpc_batch_begin(&w, inline_buf, inline_cap, (size_t)(next() % 4096));
+        for (size_t i = 0; i < n; i++) {
+            random_entry(&entries[i], put_start);
+            msgs[i] = entry_pb(&entries[i], put_start, &gets[i], &puts[i], infos[i], info_ptrs[i],
+                               handles[i], handle_ptrs[i]);
+            if (entries[i].ok)
+                cr_rpc_batch_add_replicas(&w, &entries[i].list);
+            else
+                cr_rpc_batch_add_refusal(&w, entries[i].status, entries[i].why);
+        }
+        Crescent__Master__BatchGetReplicaListResponse bget =
+            CRESCENT__MASTER__BATCH_GET_REPLICA_LIST_RESPONSE__INIT;
+        Crescent__Master__BatchPutStartResponse bput =
+            CRESCENT__MASTER__BATCH_PUT_START_RESPONSE__INIT;
+        bget.n_responses = bput.n_responses = n;
+        bget.responses = (Crescent__Master__GetReplicaListResponse **)msgs;
+        bput.responses = (Crescent__Master__PutStartResponse **)msgs;
+        size_t want_len;
+        uint8_t *want = pack_pb(put_start ? &bput.base : &bget.base, &want_len);
+        expect_writer(&w, want, want_len);
+        free(want);
+        for (size_t i = 0; i < n; i++) free_entry(&entries[i]);
+    }
+}
+
+static void test_batch_codes_same_bytes(void **unused) {
+    (void)unused;
+    static int32_t codes[4096];
+    for (int round = 0; round < 400; round++) {
+        size_t n = (size_t)(next() % 64);
+        if (round == 0) n = 4096; /* the largest batch */
+        uint8_t inline_buf[256];
+        struct cr_rpc_batch_writer w;
+        cr_rpc_batch_begin(&w, inline_buf, sizeof(inline_buf),
+                           round % 2 == 0 ? 2 + n * CR_RPC_BATCH_CODE_MAX : 0);
+        for (size_t i = 0; i < n; i++) {
+            codes[i] = next() % 3 == 0 ? 0 : any_code();
+            cr_rpc_batch_add_code(&w, codes[i]);
+        }
+        /* BatchExistKey, BatchRemove, BatchPutEnd and BatchPutRevoke: one layout. */
+        Crescent__Master__BatchExistKeyResponse ex = CRESCENT__MASTER__BATCH_EXIST_KEY_RESPONSE__INIT;
+        Crescent__Master__BatchPutEndResponse end = CRESCENT__MASTER__BATCH_PUT_END_RESPONSE__INIT;
+        ex.n_status_codes = end.n_status_codes = n;
+        ex.status_codes = end.status_codes = codes;
+        size_t want_len, end_len;
+        uint8_t *want = pack_pb(&ex.base, &want_len);
+        uint8_t *want_end = pack_pb(&end.base, &end_len);
+        assert_int_equal(end_len, want_len);
+        assert_memory_equal(want_end, want, want_len);
+        expect_writer(&w, want, want_len);
+        free(want);
+        free(want_end);
+    }
+}
+
+/* A peer decodes a written BatchGetReplicaList: the entries come back in order. */
+static void test_batch_decodes_with_protobuf_c(void **unused) {
+    (void)unused;
+    struct cr_store_replica_list list = {.count = 1, .lease_ms = 5000};
+    list.replicas[0] = (struct cr_store_replica_desc){
+        .segment_name = "seg-a", .buffer = 4096, .size = 64, .status = CR_REPLICA_COMPLETE};
+    uint8_t inline_buf[256];
+    struct cr_rpc_batch_writer w;
+    cr_rpc_batch_begin(&w, inline_buf, sizeof(inline_buf), 0);
+    cr_rpc_batch_add_replicas(&w, &list);
+    cr_rpc_batch_add_refusal(&w, -704, NULL);
+    cr_rpc_batch_add_replicas(&w, &list);
+    Crescent__Master__BatchGetReplicaListResponse *r =
+        crescent__master__batch_get_replica_list_response__unpack(NULL, w.len, w.buf);
+    assert_non_null(r);
+    assert_int_equal(r->status_code, 0);
+    assert_int_equal(r->n_responses, 3);
+    assert_int_equal(r->responses[0]->status_code, 0);
+    assert_int_equal(r->responses[0]->n_replica_list, 1);
+    assert_string_equal(r->responses[0]->replica_list[0]->handles[0]->segment_name, "seg-a");
+    assert_int_equal(r->responses[0]->lease_ttl_ms, 5000);
+    assert_int_equal(r->responses[1]->status_code, -704);
+    assert_int_equal(r->responses[1]->n_replica_list, 0);
+    assert_int_equal(r->responses[2]->replica_list[0]->handles[0]->buffer, 4096);
+    crescent__master__batch_get_replica_list_response__free_unpacked(r, NULL);
+    if (w.buf != w.inline_buf) free(w.buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_bytes_as_protobuf_c),
         cmocka_unit_test(test_decodes_with_protobuf_c),
         cmocka_unit_test(test_ok_responses),
+        cmocka_unit_test(test_batch_lists_same_bytes),
+        cmocka_unit_test(test_batch_codes_same_bytes),
+        cmocka_unit_test(test_batch_decodes_with_protobuf_c),
     };
     return cmocka_run_group_tests_name("rpc_fast_pack", tests, NULL, NULL);
 }

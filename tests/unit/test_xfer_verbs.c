@@ -238,6 +238,51 @@ static void wait_completions(struct cr_xfer_verbs *v, int expected) {
     }
 }
 
+/* A GID table entry: type, then 16 address bytes given as its last 6. */
+static struct cr_xfer_verbs_gid gid_entry(uint32_t index, uint32_t type, const char *kind,
+                                          uint8_t last) {
+    struct cr_xfer_verbs_gid g = {.index = index, .type = type};
+    if (strcmp(kind, "link-local") == 0) g.raw[0] = 0xfe, g.raw[1] = 0x80;
+    if (strcmp(kind, "ipv4") == 0) g.raw[10] = g.raw[11] = 0xff, g.raw[12] = 10;
+    if (strcmp(kind, "global") == 0) g.raw[0] = 0x20, g.raw[1] = 0x01;
+    g.raw[15] = last;
+    return g;
+}
+
+/* RoCE v2 with an IPv4-mapped address first, then v2 not link-local, then
+ * any v2, then the first entry; InfiniBand: the first entry. */
+static void test_pick_gid(void **state) {
+    (void)state;
+    const char *why = NULL;
+    enum { V1 = CR_XFER_GID_ROCE_V1, V2 = CR_XFER_GID_ROCE_V2 };
+    struct cr_xfer_verbs_gid connectx[] = {gid_entry(0, V1, "link-local", 1),
+                                           gid_entry(1, V2, "link-local", 1),
+                                           gid_entry(2, V1, "ipv4", 1), gid_entry(3, V2, "ipv4", 1)};
+    assert_int_equal(cr_xfer_verbs_pick_gid(connectx, 4, true, &why), 3);
+    assert_string_equal(why, "the first RoCE v2 entry with an IPv4-mapped address");
+    assert_int_equal(cr_xfer_verbs_pick_gid(connectx, 4, false, &why), 0); /* InfiniBand */
+    struct cr_xfer_verbs_gid v6[] = {gid_entry(0, V2, "link-local", 1), gid_entry(4, V1, "global", 2),
+                                     gid_entry(7, V2, "global", 2)};
+    assert_int_equal(cr_xfer_verbs_pick_gid(v6, 3, true, &why), 2);
+    assert_string_equal(why, "the first RoCE v2 entry that is not link-local");
+    assert_int_equal(cr_xfer_verbs_pick_gid(connectx, 2, true, &why), 1); /* link-local only */
+    assert_string_equal(why, "the first RoCE v2 entry");
+    struct cr_xfer_verbs_gid v1_only[] = {gid_entry(5, V1, "ipv4", 1), gid_entry(6, V1, "ipv4", 2)};
+    assert_int_equal(cr_xfer_verbs_pick_gid(v1_only, 2, true, &why), 0);
+    assert_string_equal(why, "the first entry");
+    assert_int_equal(cr_xfer_verbs_pick_gid(NULL, 0, true, &why), -1);
+    char text[80];
+    cr_xfer_verbs_gid_describe(&connectx[3], text, sizeof(text));
+    assert_string_equal(text, "RoCE v2 ::ffff:10.0.0.1");
+    int index = 7;
+    assert_true(cr_xfer_verbs_parse_gid_index("auto", &index) && index == -1);
+    assert_true(cr_xfer_verbs_parse_gid_index("255", &index) && index == 255);
+    assert_true(cr_xfer_verbs_parse_gid_index("0", &index) && index == 0);
+    const char *bad[] = {"256", "-1", "", "3x", " 3", "+3", "Auto"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(cr_xfer_verbs_parse_gid_index(bad[i], &index));
+}
+
 static void test_device_round_trip(void **state) {
     (void)state;
     char why[160];
@@ -246,7 +291,7 @@ static void test_device_round_trip(void **state) {
         skip();
     }
     struct cr_xfer_verbs_device *dev;
-    assert_int_equal(cr_xfer_verbs_device_open(0, 1, &dev, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, -1, &dev, why, sizeof(why)), CR_OK);
     struct cr_xfer_verbs *a, *b;
     assert_int_equal(cr_xfer_verbs_open(dev, 4, 128, &a, why, sizeof(why)), CR_OK);
     assert_int_equal(cr_xfer_verbs_open(dev, 4, 128, &b, why, sizeof(why)), CR_OK);
@@ -299,6 +344,7 @@ int main(void) {
         cmocka_unit_test(test_plan_stripes_large_objects),
         cmocka_unit_test(test_plan_small_objects_round_robin),
         cmocka_unit_test(test_choose_transport),
+        cmocka_unit_test(test_pick_gid),
         cmocka_unit_test(test_device_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -93,7 +93,7 @@ struct pair {
 
 static void pair_open(struct pair *p, uint32_t qps) {
     char why[160];
-    assert_int_equal(cr_xfer_verbs_device_open(0, 1, &p->dev, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, -1, &p->dev, why, sizeof(why)), CR_OK);
     assert_string_equal(cr_xfer_verbs_device_name(p->dev), "loopback0 port 1");
     assert_int_equal(cr_xfer_verbs_open(p->dev, qps, 8, &p->a, why, sizeof(why)), CR_OK);
     assert_int_equal(cr_xfer_verbs_open(p->dev, qps, 8, &p->b, why, sizeof(why)), CR_OK);
@@ -267,7 +267,7 @@ static void test_device_layer_refusals(void **state) {
     assert_true(gone != MAP_FAILED);
     munmap(gone, 8192);
     struct cr_xfer_verbs_device *dev;
-    assert_int_equal(cr_xfer_verbs_device_open(0, 1, &dev, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, -1, &dev, why, sizeof(why)), CR_OK);
     struct ibv_mr *never;
     assert_int_equal(cr_xfer_verbs_register(dev, gone, 8192, &never, &lkey, &rkey, why, 200),
                      CR_ERR_IO);
@@ -275,6 +275,86 @@ static void test_device_layer_refusals(void **state) {
     cr_xfer_verbs_device_close(dev);
     free(local);
     free(remote);
+    struct loopback_ibverbs_counts c = loopback_ibverbs_counts();
+    assert_int_equal(c.mrs + c.qps + c.cqs + c.pds + c.contexts, 0);
+}
+
+/* Two contexts on loopback0, routing by GID index ga and gb (-1: picked),
+ * a 1-QP set on each connected to the other; returns the reason a 4 KiB
+ * WRITE from a to b completed with (NULL: it succeeded). */
+static const char *gid_pair_write(int ga, int gb) {
+    char why[200];
+    struct cr_xfer_verbs_device *da, *db;
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, ga, &da, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, gb, &db, why, sizeof(why)), CR_OK);
+    struct pair p = {0};
+    assert_int_equal(cr_xfer_verbs_open(da, 1, 8, &p.a, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(db, 1, 8, &p.b, why, sizeof(why)), CR_OK);
+    pair_connect(&p);
+    struct cr_xfer_verbs *a = p.a, *b = p.b;
+    static uint8_t local[4096], remote[4096];
+    struct ibv_mr *ml, *mr;
+    uint32_t lkey, rkey, unused;
+    assert_int_equal(cr_xfer_verbs_register(da, local, 4096, &ml, &lkey, &unused, why, 200), CR_OK);
+    assert_int_equal(cr_xfer_verbs_register(db, remote, 4096, &mr, &unused, &rkey, why, 200), CR_OK);
+    const char *reason = one_op(a, true, local, lkey, remote, rkey, 4096);
+    cr_xfer_verbs_deregister(ml);
+    cr_xfer_verbs_deregister(mr);
+    cr_xfer_verbs_close(a);
+    cr_xfer_verbs_close(b);
+    cr_xfer_verbs_device_close(da);
+    cr_xfer_verbs_device_close(db);
+    return reason;
+}
+
+/* The GID a device routes by: picked by type from the port's table (RoCE v2
+ * IPv4-mapped first; empty entries skipped), or the index asked for, which
+ * must be a live entry; RoCE v1 and v2 ends never meet. */
+static void test_gid_choice(void **state) {
+    (void)state;
+    char why[200];
+    struct cr_xfer_verbs_device *dev;
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, -1, &dev, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_device_gid_index(dev), 3); /* the ConnectX layout's v2 IPv4 */
+    struct cr_xfer_verbs *v;
+    assert_int_equal(cr_xfer_verbs_open(dev, 1, 8, &v, why, sizeof(why)), CR_OK);
+    struct cr_xfer_verbs_hello h;
+    cr_xfer_verbs_local_hello(v, &h);
+    const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+    assert_memory_equal(h.gid, mapped, 16);
+    assert_int_equal(h.gid_index, 3);
+    cr_xfer_verbs_close(v);
+    cr_xfer_verbs_device_close(dev);
+    /* Both ends v2 (one link-local, asked for; one picked): they meet. */
+    assert_null(gid_pair_write(1, -1));
+    assert_null(gid_pair_write(3, 3));
+    /* A v1 end and a v2 end: connected, but no packet arrives. */
+    assert_string_equal(gid_pair_write(2, -1), "transport retry counter exceeded");
+    /* An index past the table, or an empty entry, is refused by name. */
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, 9, &dev, why, sizeof(why)),
+                     CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(why, "GID index 9 of loopback0 port 1 is not a live entry (its table "
+                                "has 4"));
+    /* Another layout: the IPv4 entries moved, an empty entry between. */
+    struct ibv_gid_entry table[6] = {0};
+    const uint8_t v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 7, 9};
+    for (uint32_t i = 0; i < 6; i++) {
+        table[i] = (struct ibv_gid_entry){.gid_index = i, .port_num = 1,
+                                          .gid_type = i % 2 ? IBV_GID_TYPE_ROCE_V2
+                                                            : IBV_GID_TYPE_ROCE_V1};
+        if (i == 2) continue; /* empty */
+        if (i >= 3) memcpy(table[i].gid.raw, v4, 16);
+        else table[i].gid.raw[0] = 0xfe, table[i].gid.raw[1] = 0x80, table[i].gid.raw[15] = 1;
+    }
+    table[3].gid_type = IBV_GID_TYPE_ROCE_V1; /* 3 v1, 4 v1, 5 v2 */
+    table[4].gid_type = IBV_GID_TYPE_ROCE_V1;
+    loopback_ibverbs_set_gids(0, table, 6);
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, -1, &dev, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_device_gid_index(dev), 5);
+    cr_xfer_verbs_device_close(dev);
+    assert_int_equal(cr_xfer_verbs_device_open(0, 1, 2, &dev, why, sizeof(why)),
+                     CR_ERR_INVALID_PARAMS);
+    loopback_ibverbs_set_devices(1); /* the default table again */
     struct loopback_ibverbs_counts c = loopback_ibverbs_counts();
     assert_int_equal(c.mrs + c.qps + c.cqs + c.pds + c.contexts, 0);
 }
@@ -561,6 +641,29 @@ static void test_unregister_waits_for_ops(void **state) {
     assert_int_equal(loopback_ibverbs_counts().mrs, mrs);
 }
 
+/* The config's GID index reaches the device: a client asking for an entry
+ * that does not exist cannot use verbs and says why; tcp moves its bytes. */
+static void test_config_gid_index(void **state) {
+    struct fixture *f = *state;
+    struct cr_xfer_client_config cfg = client_config;
+    cfg.rdma_gid_index_set = true;
+    cfg.rdma_gid_index = 1; /* v2 link-local: meets the server's picked v2 */
+    cr_xfer_client_destroy(f->cli);
+    assert_int_equal(cr_xfer_client_create(&cfg, &f->cli), CR_OK);
+    struct buffer b = registered(f, 8192);
+    fill_random(b.bytes, b.len, 5);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
+                     CR_OK);
+    assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "verbs");
+    release(f, &b);
+    cr_xfer_client_destroy(f->cli);
+    cfg.rdma_gid_index = 9;
+    assert_int_equal(cr_xfer_client_create(&cfg, &f->cli), CR_OK);
+    struct cr_xfer_server_stats before = server_stats(f);
+    struct cr_xfer_server_stats s = write_registered_by_tcp(f, 6);
+    assert_int_equal(s.verbs_hellos, before.verbs_hellos); /* no hello: no device here */
+}
+
 /* ---- malformed setup frames -------------------------------------------- */
 
 static int raw_connect(struct fixture *f) {
@@ -672,6 +775,7 @@ int main(void) {
         cmocka_unit_test(test_runs_on_the_double),
         cmocka_unit_test(test_device_layer_striped_round_trip),
         cmocka_unit_test(test_device_layer_refusals),
+        cmocka_unit_test(test_gid_choice),
         cmocka_unit_test_setup_teardown(test_protocol_is_rdma_with_a_device, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_round_trips_over_verbs, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_many_in_flight_scatter_gather, setup, teardown_checked),
@@ -685,6 +789,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_client_without_device_uses_tcp, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_verbs_disabled_by_config, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_unregister_waits_for_ops, setup, teardown_checked),
+        cmocka_unit_test_setup_teardown(test_config_gid_index, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_malformed_setup_frames_refused, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_client_register_errors, setup, teardown_checked),
     };

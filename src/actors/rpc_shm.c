@@ -1,0 +1,685 @@
+/* The same-host shared-memory endpoint, server side (see rpc_shm.h and
+ * msgs/rpc_shm.h).  Single-threaded: every function runs on its owner's
+ * thread. */
+#include "actors/rpc_shm.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "actors/runtime.h"
+#include "core/log.h"
+#include "crescent/error.h"
+#include "msgs/rpc_stream.h"
+#include "rdma/xfer_shm.h"
+
+#define SHM_EVENTS 64u
+#define SHM_READ_BUDGET (256u << 10) /* bytes taken from one ring per poll: fairness */
+#define SHM_OUT_MAX (64u << 20)      /* unwritten reply bytes that close a client */
+#define SHM_IN_MIN (4u << 10)
+#define SHM_ACCEPT_BATCH 64u
+/* epoll tags: the kind in the high half, the client's slot in the low. */
+#define TAG_LISTEN 1ull
+#define TAG_SOCK 2ull
+#define TAG_WAKE 3ull
+#define TAG_REFUSE 4ull
+#define REFUSING_MAX 8u /* refusals waiting for their client's hello */
+#define TAG(kind, slot) ((kind) << 32 | (uint64_t)(slot))
+
+struct client {
+    int sock;      /* the set-up socket: its EOF ends the client */
+    int to_server; /* eventfd the client writes to wake us */
+    int to_client; /* eventfd we write to wake it */
+    bool ready;    /* the hello was answered with the rings */
+    void *map;
+    struct cr_rpc_shm_ring req, rep;
+    uint8_t *in; /* bytes copied out of the request ring, not yet a whole frame */
+    size_t in_len, in_cap;
+    uint8_t *out; /* reply bytes not yet in the reply ring, from out_off */
+    size_t out_off, out_len, out_cap;
+    uint32_t in_flight;
+    uint32_t slot;
+    bool dirty;
+    struct client *next_dirty;
+    int pid;
+};
+
+struct cr_rpc_shm_server {
+    int listen_fd, epoll_fd;
+    char path[CR_RPC_SHM_PATH_MAX + 1];
+    bool file; /* a path in the file system: unlinked at close */
+    uint32_t ring_bytes, queue_max, clients_max;
+    cr_rpc_shm_frame_fn on_frame;
+    void *ctx;
+    struct client **clients; /* by slot */
+    uint32_t *generation;    /* by slot; bumped at every close */
+    uint32_t *free_slots, free_count;
+    uint32_t *ready, ready_count; /* slots of ready clients: what poll scans */
+    struct client *dirty;
+    struct cr_rpc_shm_stats stats;
+    uint64_t last_log_ns;
+    /* A refused client is answered after its hello arrived: a Unix socket
+     * closed before the peer's hello makes the peer's send fail (EPIPE),
+     * and one closed with the hello unread resets the peer; either way it
+     * would not read why it was refused. */
+    struct {
+        int fd; /* -1: free */
+        int32_t status;
+        char text[160];
+    } refusing[REFUSING_MAX];
+};
+
+static uint64_t client_id(const struct cr_rpc_shm_server *srv, const struct client *c) {
+    return (uint64_t)srv->generation[c->slot] << 32 | c->slot;
+}
+
+static void wake(int fd) {
+    uint64_t one = 1;
+    if (write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        CR_ERROR("rpc_shm", "eventfd write failed: %s", strerror(errno));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Clients */
+
+static void ready_remove(struct cr_rpc_shm_server *srv, uint32_t slot) {
+    for (uint32_t i = 0; i < srv->ready_count; i++) {
+        if (srv->ready[i] != slot) continue;
+        srv->ready[i] = srv->ready[--srv->ready_count];
+        return;
+    }
+}
+
+static void client_close(struct cr_rpc_shm_server *srv, struct client *c, const char *why) {
+    CR_DEBUG("rpc_shm", "closing shm client pid %d: %s", c->pid, why);
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->sock, NULL);
+    close(c->sock);
+    if (c->to_server >= 0) {
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->to_server, NULL);
+        close(c->to_server);
+    }
+    if (c->to_client >= 0) close(c->to_client);
+    if (c->map != NULL) munmap(c->map, cr_rpc_shm_map_bytes(srv->ring_bytes));
+    if (c->ready) ready_remove(srv, c->slot);
+    srv->clients[c->slot] = NULL;
+    srv->generation[c->slot]++; /* replies still coming for it are dropped */
+    srv->free_slots[srv->free_count++] = c->slot;
+    srv->stats.clients_open--;
+    free(c->in);
+    free(c->out);
+    c->in = c->out = NULL;
+    c->sock = -1;
+    if (!c->dirty) free(c); /* else flush frees it when it reaches it */
+}
+
+static bool reply_bytes(struct cr_rpc_shm_server *srv, struct client *c, uint64_t request_id,
+                        int32_t status, const uint8_t *body, size_t len);
+
+/* Moves queued reply bytes into the reply ring.  Returns false when the
+ * client was closed. */
+static bool client_flush(struct cr_rpc_shm_server *srv, struct client *c, uint32_t *moved) {
+    size_t wrote = 0;
+    while (c->out_off < c->out_len) {
+        int64_t room = cr_rpc_shm_ring_room(&c->rep);
+        if (room < 0) {
+            srv->stats.closed_malformed++;
+            client_close(srv, c, "it moved its reply ring's head outside the ring");
+            return false;
+        }
+        size_t n = c->out_len - c->out_off;
+        if ((size_t)room < n) n = (size_t)room;
+        if (n == 0) {
+            if (cr_rpc_shm_ring_arm_room(&c->rep)) break; /* it wakes us when it reads */
+            continue;
+        }
+        cr_rpc_shm_ring_put(&c->rep, c->out + c->out_off, n);
+        c->out_off += n;
+        wrote += n;
+    }
+    if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
+    if (wrote > 0) {
+        if (moved != NULL) (*moved)++;
+        if (cr_rpc_shm_ring_needs_wake(&c->rep)) {
+            wake(c->to_client);
+            srv->stats.wakes_sent++;
+        }
+    }
+    if (c->out_len - c->out_off > SHM_OUT_MAX) {
+        srv->stats.closed_slow++;
+        client_close(srv, c, "its unread replies passed 64 MiB");
+        return false;
+    }
+    return true;
+}
+
+static void mark_dirty(struct cr_rpc_shm_server *srv, struct client *c) {
+    if (c->dirty) return;
+    c->dirty = true;
+    c->next_dirty = srv->dirty;
+    srv->dirty = c;
+}
+
+/* Takes every whole frame from the input buffer while the client has room
+ * in flight.  False when the stream is broken (the client is answered and
+ * closed). */
+static bool take_frames(struct cr_rpc_shm_server *srv, struct client *c, uint32_t *work) {
+    size_t pos = 0, n = 0;
+    enum cr_rpc_stream_verdict v = CR_RPC_STREAM_MORE;
+    uint64_t id = client_id(srv, c);
+    while (c->in_flight < srv->queue_max &&
+           (v = cr_rpc_stream_next(c->in + pos, c->in_len - pos, CR_RPC_REQUEST_HEADER_BYTES,
+                                   CR_RPC_STREAM_REQUEST_MAX, &n)) == CR_RPC_STREAM_FRAME) {
+        srv->stats.frames++;
+        (*work)++;
+        /* Counted first: a call its owner runs inline is answered (done)
+         * before on_frame returns. */
+        c->in_flight++;
+        if (!srv->on_frame(srv->ctx, id, c->in + pos + CR_RPC_STREAM_LEN_BYTES, n))
+            c->in_flight--;
+        pos += CR_RPC_STREAM_LEN_BYTES + n;
+    }
+    if (v == CR_RPC_STREAM_BAD) {
+        srv->stats.closed_malformed++;
+        const uint8_t *p = c->in + pos;
+        char text[160];
+        snprintf(text, sizeof(text),
+                 "malformed frame: length %u is outside %u..%u (msgs/rpc_stream.h); closing "
+                 "the connection",
+                 (unsigned)p[0] << 24 | (unsigned)p[1] << 16 | (unsigned)p[2] << 8 | p[3],
+                 CR_RPC_REQUEST_HEADER_BYTES, CR_RPC_STREAM_REQUEST_MAX);
+        if (reply_bytes(srv, c, 0, CR_ERR_PROTOCOL, (const uint8_t *)text, strlen(text)) &&
+            client_flush(srv, c, NULL))
+            client_close(srv, c, "malformed frame");
+        return false;
+    }
+    c->in_len -= pos;
+    if (pos > 0 && c->in_len > 0) memmove(c->in, c->in + pos, c->in_len);
+    if (c->in_cap > 4 * SHM_READ_BUDGET && c->in_len <= SHM_IN_MIN) { /* a big frame left */
+        uint8_t *small = realloc(c->in, SHM_IN_MIN);
+        if (small != NULL) c->in = small, c->in_cap = SHM_IN_MIN;
+    }
+    return true;
+}
+
+/* Room in the input buffer for n more bytes. */
+static bool reserve_in(struct client *c, size_t n) {
+    if (c->in_len + n <= c->in_cap) return true;
+    size_t cap = c->in_cap > 0 ? c->in_cap : SHM_IN_MIN;
+    while (cap < c->in_len + n) cap *= 2;
+    uint8_t *grown = realloc(c->in, cap);
+    if (grown == NULL) return false;
+    c->in = grown;
+    c->in_cap = cap;
+    return true;
+}
+
+/* Copies what the request ring holds (up to the budget) and takes frames. */
+static void client_read(struct cr_rpc_shm_server *srv, struct client *c, uint32_t *work) {
+    size_t budget = SHM_READ_BUDGET;
+    while (budget > 0 && c->in_flight < srv->queue_max) {
+        int64_t readable = cr_rpc_shm_ring_readable(&c->req);
+        if (readable < 0) {
+            srv->stats.closed_malformed++;
+            client_close(srv, c, "it moved its request ring's tail outside the ring");
+            return;
+        }
+        if (readable == 0) return;
+        size_t n = (size_t)readable < budget ? (size_t)readable : budget;
+        if (!reserve_in(c, n)) {
+            client_close(srv, c, "out of memory for its input buffer");
+            return;
+        }
+        cr_rpc_shm_ring_take(&c->req, c->in + c->in_len, n);
+        c->in_len += n;
+        budget -= n;
+        if (cr_rpc_shm_ring_room_needs_wake(&c->req)) { /* it waits to write the rest */
+            wake(c->to_client);
+            srv->stats.wakes_sent++;
+        }
+        if (!take_frames(srv, c, work)) return;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Set-up */
+
+static void send_welcome(int sock, const struct cr_rpc_shm_welcome *w, const int *fds) {
+    struct iovec iov = {.iov_base = (void *)w, .iov_len = sizeof(*w)};
+    union {
+        char buf[CMSG_SPACE(CR_RPC_SHM_FDS * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fds != NULL) {
+        msg.msg_control = control.buf;
+        msg.msg_controllen = sizeof(control.buf);
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(CR_RPC_SHM_FDS * sizeof(int));
+        memcpy(CMSG_DATA(cmsg), fds, CR_RPC_SHM_FDS * sizeof(int));
+    }
+    if (sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(*w))
+        CR_DEBUG("rpc_shm", "welcome not sent: %s", strerror(errno));
+}
+
+/* Answers the hello with an error.  The hello is read first: a Unix
+ * socket closed with unread bytes resets the peer, which would then never
+ * read the answer. */
+static void refuse(int sock, int32_t status, const char *text) {
+    struct cr_rpc_shm_hello hello;
+    ssize_t n = recv(sock, &hello, sizeof(hello), MSG_DONTWAIT);
+    (void)n; /* a hello not sent yet, or read already: nothing to drain */
+    struct cr_rpc_shm_welcome w = {.magic = CR_RPC_SHM_MAGIC, .status = status};
+    snprintf(w.text, sizeof(w.text), "%s", text);
+    send_welcome(sock, &w, NULL);
+}
+
+/* Makes the client's memfd and eventfds.  False with `why` set. */
+static bool client_rings(struct cr_rpc_shm_server *srv, struct client *c, int *memfd,
+                         char *why, size_t why_size) {
+    size_t bytes = cr_rpc_shm_map_bytes(srv->ring_bytes);
+    *memfd = memfd_create("crescent-rpc-shm", MFD_CLOEXEC);
+    if (*memfd < 0 || ftruncate(*memfd, (off_t)bytes) != 0) {
+        snprintf(why, why_size, "memfd of %zu bytes: %s", bytes, strerror(errno));
+        return false;
+    }
+    c->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *memfd, 0);
+    if (c->map == MAP_FAILED) {
+        c->map = NULL;
+        snprintf(why, why_size, "mmap of %zu bytes: %s", bytes, strerror(errno));
+        return false;
+    }
+    c->to_server = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    c->to_client = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_WAKE, c->slot)};
+    if (c->to_server < 0 || c->to_client < 0 ||
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, c->to_server, &ev) != 0) {
+        snprintf(why, why_size, "eventfd: %s", strerror(errno));
+        return false;
+    }
+    struct cr_rpc_shm_header *h = c->map;
+    h->magic = CR_RPC_SHM_MAGIC;
+    h->version = CR_RPC_SHM_VERSION;
+    h->ring_bytes = srv->ring_bytes;
+    uint8_t *rings = (uint8_t *)c->map + CR_RPC_SHM_HEADER_BYTES;
+    cr_rpc_shm_ring_init(&c->req, &h->requests, rings, srv->ring_bytes);
+    cr_rpc_shm_ring_init(&c->rep, &h->replies, rings + srv->ring_bytes, srv->ring_bytes);
+    return true;
+}
+
+/* The client's hello: answered with its rings, or it is closed. */
+static void client_hello(struct cr_rpc_shm_server *srv, struct client *c) {
+    struct cr_rpc_shm_hello hello;
+    ssize_t n = recv(c->sock, &hello, sizeof(hello), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n != (ssize_t)sizeof(hello) || hello.magic != CR_RPC_SHM_MAGIC ||
+        hello.version != CR_RPC_SHM_VERSION) {
+        if (n > 0) {
+            srv->stats.closed_malformed++;
+            refuse(c->sock, CR_ERR_PROTOCOL, "not a crescent shm hello of this version");
+        }
+        client_close(srv, c, n == 0 ? "it left before its hello" : "bad hello");
+        return;
+    }
+    int memfd = -1;
+    char why[200];
+    if (!client_rings(srv, c, &memfd, why, sizeof(why))) {
+        CR_WARN("rpc_shm", "shm client pid %d dropped: %s", c->pid, why);
+        refuse(c->sock, CR_ERR_NOMEM, why);
+        if (memfd >= 0) close(memfd);
+        client_close(srv, c, why);
+        return;
+    }
+    struct cr_rpc_shm_welcome w = {.magic = CR_RPC_SHM_MAGIC, .status = CR_OK,
+                                   .ring_bytes = srv->ring_bytes};
+    int fds[CR_RPC_SHM_FDS] = {memfd, c->to_server, c->to_client};
+    send_welcome(c->sock, &w, fds);
+    close(memfd); /* both mappings keep it alive */
+    c->ready = true;
+    srv->ready[srv->ready_count++] = c->slot;
+}
+
+/* SO_PEERCRED: only crescentd's own user or root may connect (the
+ * abstract socket has no file permissions; see rdma/xfer_shm.h). */
+static bool peer_allowed(struct cr_rpc_shm_server *srv, int fd, int *pid) {
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred);
+    *pid = known ? (int)cred.pid : -1;
+    if (known && cr_xfer_shm_peer_allowed(geteuid(), cred.uid)) return true;
+    srv->stats.refused_peer++;
+    if (cr_log_ratelimit(&srv->last_log_ns, cr_monotonic_ns(), 10ull * 1000000000u))
+        CR_WARN("rpc_shm", "shm client pid %d uid %d refused: only uid %u (crescentd's user) or "
+                "root may use %s", *pid, known ? (int)cred.uid : -1, (unsigned)geteuid(),
+                srv->path);
+    return false;
+}
+
+/* Refuses a client once its hello is there (at once if it is, else when
+ * its socket becomes readable; with REFUSING_MAX refusals waiting, at once).
+ * Takes fd. */
+static void refuse_client(struct cr_rpc_shm_server *srv, int fd, int32_t status,
+                          const char *text) {
+    struct cr_rpc_shm_hello hello;
+    uint32_t i = 0;
+    while (i < REFUSING_MAX && srv->refusing[i].fd >= 0) i++;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_REFUSE, i)};
+    if (recv(fd, &hello, sizeof(hello), MSG_PEEK | MSG_DONTWAIT) > 0 || i == REFUSING_MAX ||
+        epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        refuse(fd, status, text);
+        close(fd);
+        return;
+    }
+    srv->refusing[i].fd = fd;
+    srv->refusing[i].status = status;
+    snprintf(srv->refusing[i].text, sizeof(srv->refusing[i].text), "%s", text);
+}
+
+static void refusal_ready(struct cr_rpc_shm_server *srv, uint32_t i) {
+    assert(i < REFUSING_MAX && srv->refusing[i].fd >= 0);
+    int fd = srv->refusing[i].fd;
+    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
+    refuse(fd, srv->refusing[i].status, srv->refusing[i].text);
+    close(fd);
+    srv->refusing[i].fd = -1;
+}
+
+static void accept_some(struct cr_rpc_shm_server *srv, uint32_t *work) {
+    for (unsigned i = 0; i < SHM_ACCEPT_BATCH; i++) {
+        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            return;
+        }
+        int pid;
+        if (!peer_allowed(srv, fd, &pid)) {
+            refuse_client(srv, fd, CR_ERR_ILLEGAL_CLIENT, "only crescentd's own user or root "
+                          "may use its shm endpoint");
+            continue;
+        }
+        if (srv->free_count == 0) {
+            srv->stats.refused_full++;
+            char text[160];
+            snprintf(text, sizeof(text), "%u shm clients are connected "
+                     "(--rpc-shm-clients-max): try again later or use crescent://",
+                     srv->clients_max);
+            if (cr_log_ratelimit(&srv->last_log_ns, cr_monotonic_ns(), 10ull * 1000000000u))
+                CR_WARN("rpc_shm", "shm client pid %d refused: %s", pid, text);
+            refuse_client(srv, fd, CR_ERR_AGAIN, text);
+            continue;
+        }
+        struct client *c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        c->sock = fd;
+        c->to_server = c->to_client = -1;
+        c->pid = pid;
+        c->slot = srv->free_slots[--srv->free_count];
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_SOCK, c->slot)};
+        if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            srv->free_slots[srv->free_count++] = c->slot;
+            free(c);
+            close(fd);
+            continue;
+        }
+        srv->clients[c->slot] = c;
+        srv->stats.clients_open++;
+        srv->stats.accepted++;
+        (*work)++;
+        client_hello(srv, c); /* usually already sent */
+    }
+}
+
+/* The set-up socket of a ready client is readable: it closed (EOF), or it
+ * sent something it must not. */
+static void client_sock_event(struct cr_rpc_shm_server *srv, struct client *c) {
+    if (!c->ready) {
+        client_hello(srv, c);
+        return;
+    }
+    uint8_t byte;
+    ssize_t n = recv(c->sock, &byte, sizeof(byte), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n > 0) srv->stats.closed_malformed++;
+    client_close(srv, c, n == 0 ? "it closed its socket" : n > 0 ? "it wrote after its hello"
+                                                          : strerror(errno));
+}
+
+/* ------------------------------------------------------------------------ */
+/* The owner's calls */
+
+int cr_rpc_shm_server_open(const struct cr_rpc_shm_options *o, struct cr_rpc_shm_server **out,
+                           char *why, size_t why_size) {
+    assert(o != NULL && out != NULL && o->on_frame != NULL);
+    *out = NULL;
+    uint32_t rb = o->ring_bytes;
+    if (rb < CR_RPC_SHM_RING_MIN || rb > CR_RPC_SHM_RING_MAX || (rb & (rb - 1)) != 0) {
+        snprintf(why, why_size, "--rpc-shm-ring-bytes %u is not a power of two in %u..%u", rb,
+                 CR_RPC_SHM_RING_MIN, CR_RPC_SHM_RING_MAX);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    struct sockaddr_un addr;
+    socklen_t alen;
+    if (!cr_rpc_shm_sockaddr(o->path, &addr, &alen)) {
+        snprintf(why, why_size, "--rpc-shm-path '%s' is empty or longer than %u bytes", o->path,
+                 CR_RPC_SHM_PATH_MAX);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    struct cr_rpc_shm_server *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL || o->clients_max == 0 || o->queue_max == 0) {
+        free(srv);
+        snprintf(why, why_size, srv == NULL ? "out of memory" : "no shm clients allowed");
+        return srv == NULL ? CR_ERR_NOMEM : CR_ERR_INVALID_PARAMS;
+    }
+    srv->listen_fd = -1;
+    for (uint32_t i = 0; i < REFUSING_MAX; i++) srv->refusing[i].fd = -1;
+    snprintf(srv->path, sizeof(srv->path), "%s", o->path);
+    srv->ring_bytes = rb;
+    srv->queue_max = o->queue_max;
+    srv->clients_max = o->clients_max;
+    srv->on_frame = o->on_frame;
+    srv->ctx = o->ctx;
+    srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    srv->clients = calloc(o->clients_max, sizeof(*srv->clients));
+    srv->generation = calloc(o->clients_max, sizeof(*srv->generation));
+    srv->free_slots = calloc(o->clients_max, sizeof(*srv->free_slots));
+    srv->ready = calloc(o->clients_max, sizeof(*srv->ready));
+    if (srv->epoll_fd < 0 || srv->clients == NULL || srv->generation == NULL ||
+        srv->free_slots == NULL || srv->ready == NULL) {
+        snprintf(why, why_size, "out of memory for %u shm clients", o->clients_max);
+        cr_rpc_shm_server_close(srv);
+        return CR_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < o->clients_max; i++) srv->free_slots[i] = o->clients_max - 1 - i;
+    srv->free_count = o->clients_max;
+    srv->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (srv->listen_fd < 0 || bind(srv->listen_fd, (struct sockaddr *)&addr, alen) != 0 ||
+        listen(srv->listen_fd, 128) != 0) {
+        int code = errno;
+        snprintf(why, why_size, "cannot serve shm RPC on %s: %s", o->path, strerror(code));
+        cr_rpc_shm_server_close(srv);
+        return code == EADDRINUSE ? CR_ERR_AGAIN : CR_ERR_IO;
+    }
+    srv->file = o->path[0] != '@';
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_LISTEN, 0)};
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->listen_fd, &ev) != 0) {
+        snprintf(why, why_size, "epoll_ctl: %s", strerror(errno));
+        cr_rpc_shm_server_close(srv);
+        return CR_ERR_IO;
+    }
+    *out = srv;
+    return CR_OK;
+}
+
+void cr_rpc_shm_server_close(struct cr_rpc_shm_server *srv) {
+    if (srv == NULL) return;
+    for (struct client *c = srv->dirty; c != NULL;) { /* closed ones still listed */
+        struct client *next = c->next_dirty;
+        c->dirty = false;
+        if (c->sock < 0) free(c);
+        c = next;
+    }
+    srv->dirty = NULL;
+    for (uint32_t i = 0; srv->clients != NULL && i < srv->clients_max; i++)
+        if (srv->clients[i] != NULL) client_close(srv, srv->clients[i], "crescentd stops");
+    for (uint32_t i = 0; i < REFUSING_MAX; i++)
+        if (srv->refusing[i].fd >= 0) close(srv->refusing[i].fd);
+    if (srv->listen_fd >= 0) {
+        close(srv->listen_fd);
+        if (srv->file) unlink(srv->path);
+    }
+    if (srv->epoll_fd >= 0) close(srv->epoll_fd);
+    free(srv->clients);
+    free(srv->generation);
+    free(srv->free_slots);
+    free(srv->ready);
+    free(srv);
+}
+
+int cr_rpc_shm_server_fd(const struct cr_rpc_shm_server *srv) { return srv->epoll_fd; }
+
+bool cr_rpc_shm_server_has_clients(const struct cr_rpc_shm_server *srv) {
+    return srv->ready_count > 0;
+}
+
+uint32_t cr_rpc_shm_server_serve(struct cr_rpc_shm_server *srv) {
+    struct epoll_event events[SHM_EVENTS];
+    int n = epoll_wait(srv->epoll_fd, events, SHM_EVENTS, 0);
+    uint32_t work = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t kind = events[i].data.u64 >> 32;
+        uint32_t slot = (uint32_t)events[i].data.u64;
+        if (kind == TAG_LISTEN) {
+            accept_some(srv, &work);
+            continue;
+        }
+        if (kind == TAG_REFUSE) {
+            refusal_ready(srv, slot);
+            continue;
+        }
+        assert(slot < srv->clients_max);
+        struct client *c = srv->clients[slot];
+        if (c == NULL) continue; /* closed earlier in this turn */
+        if (kind == TAG_WAKE) {
+            uint64_t count;
+            if (read(c->to_server, &count, sizeof(count)) < 0 && errno != EAGAIN)
+                CR_ERROR("rpc_shm", "eventfd read failed: %s", strerror(errno));
+        } else {
+            uint64_t before = srv->stats.clients_open;
+            client_sock_event(srv, c);
+            work += before != srv->stats.clients_open;
+        }
+    }
+    if (n < 0 && errno != EINTR) CR_ERROR("rpc_shm", "epoll_wait failed: %s", strerror(errno));
+    return work + cr_rpc_shm_server_poll(srv);
+}
+
+uint32_t cr_rpc_shm_server_poll(struct cr_rpc_shm_server *srv) {
+    uint32_t work = 0;
+    /* Backwards: a client closed here swaps the last entry into its place. */
+    for (uint32_t i = srv->ready_count; i-- > 0;) {
+        struct client *c = srv->clients[srv->ready[i]];
+        assert(c != NULL && c->ready);
+        if (c->out_len > c->out_off && !client_flush(srv, c, &work)) continue;
+        client_read(srv, c, &work);
+    }
+    return work;
+}
+
+static bool reply_bytes(struct cr_rpc_shm_server *srv, struct client *c, uint64_t request_id,
+                        int32_t status, const uint8_t *body, size_t len) {
+    assert(len <= CR_RPC_BODY_MAX);
+    size_t need = c->out_len + CR_RPC_STREAM_REPLY_PREFIX + len;
+    if (need > c->out_cap) {
+        if (c->out_off > 0) { /* reuse the written front first */
+            memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+            c->out_len -= c->out_off;
+            c->out_off = 0;
+            need = c->out_len + CR_RPC_STREAM_REPLY_PREFIX + len;
+        }
+        size_t cap = c->out_cap > 0 ? c->out_cap : 4096;
+        while (cap < need) cap *= 2;
+        uint8_t *grown = cap > c->out_cap ? realloc(c->out, cap) : c->out;
+        if (grown == NULL) {
+            srv->stats.replies_dropped++;
+            return false;
+        }
+        c->out = grown;
+        c->out_cap = cap;
+    }
+    cr_rpc_stream_reply_prefix(c->out + c->out_len, request_id, status, len);
+    if (len > 0) memcpy(c->out + c->out_len + CR_RPC_STREAM_REPLY_PREFIX, body, len);
+    c->out_len += CR_RPC_STREAM_REPLY_PREFIX + len;
+    srv->stats.replies++;
+    mark_dirty(srv, c);
+    return true;
+}
+
+bool cr_rpc_shm_server_reply(struct cr_rpc_shm_server *srv, uint64_t client, uint64_t request_id,
+                             int32_t status, const uint8_t *body, size_t len, bool done) {
+    uint32_t slot = (uint32_t)client, gen = (uint32_t)(client >> 32);
+    struct client *c = slot < srv->clients_max && srv->generation[slot] == gen
+                           ? srv->clients[slot] : NULL;
+    if (c == NULL) {
+        srv->stats.replies_dropped++; /* it left meanwhile */
+        return false;
+    }
+    if (done) {
+        assert(c->in_flight > 0);
+        c->in_flight--;
+    }
+    return reply_bytes(srv, c, request_id, status, body, len);
+}
+
+/* Writes every client that has new replies; a client that had stopped
+ * taking frames at queue_max takes the ones it already copied out. */
+void cr_rpc_shm_server_flush(struct cr_rpc_shm_server *srv) {
+    while (srv->dirty != NULL) {
+        struct client *c = srv->dirty;
+        srv->dirty = NULL;
+        while (c != NULL) {
+            struct client *next = c->next_dirty;
+            c->dirty = false;
+            uint32_t work = 0;
+            if (c->sock < 0)
+                free(c); /* closed while listed */
+            else if (client_flush(srv, c, NULL) && c->in_len > 0 &&
+                     c->in_flight < srv->queue_max)
+                take_frames(srv, c, &work);
+            c = next;
+        }
+    }
+}
+
+bool cr_rpc_shm_server_arm(struct cr_rpc_shm_server *srv) {
+    for (uint32_t i = 0; i < srv->ready_count; i++) {
+        struct client *c = srv->clients[srv->ready[i]];
+        /* A client past queue_max is not read until replies drain: its ring
+         * may hold bytes and must not keep us awake. */
+        if (c->in_flight >= srv->queue_max) continue;
+        if (!cr_rpc_shm_ring_arm(&c->req)) {
+            for (uint32_t j = 0; j < i; j++) cr_rpc_shm_ring_disarm(&srv->clients[srv->ready[j]]->req);
+            return false;
+        }
+    }
+    return true;
+}
+
+void cr_rpc_shm_server_disarm(struct cr_rpc_shm_server *srv) {
+    for (uint32_t i = 0; i < srv->ready_count; i++)
+        cr_rpc_shm_ring_disarm(&srv->clients[srv->ready[i]]->req);
+}
+
+void cr_rpc_shm_server_stats(const struct cr_rpc_shm_server *srv, struct cr_rpc_shm_stats *out) {
+    *out = srv->stats;
+}

@@ -1,0 +1,311 @@
+/* libcrescent's same-host transport: shm://NAME endpoints (NAME "@abstract"
+ * or a socket path: crescentd's --rpc-shm-path), the rings of
+ * msgs/rpc_shm.h.  The set-up is made on the first send, as crescent://
+ * connects then (a client may be opened before crescentd runs), and again
+ * on the next send after crescentd went away; requests in flight on a
+ * broken set-up complete as timeouts.
+ *
+ * A call writes its frame into the request ring (a syscall only to wake a
+ * crescentd that sleeps) and reads its reply from the reply ring: the
+ * caller spins on the ring for up to SHM_SPIN_NS, the time crescentd takes
+ * for a call that is not queued behind others, then sleeps on its eventfd
+ * (poll, with the set-up socket so a crescentd that exits is noticed). */
+#include <assert.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client_internal.h"
+#include "msgs/rpc_shm.h"
+#include "msgs/rpc_stream.h"
+
+#define SHM_SPIN_NS 50000u
+
+struct cr_client_shm {
+    char name[CR_RPC_SHM_PATH_MAX + 1];
+    int sock; /* -1: not set up */
+    int to_server, to_client;
+    void *map;
+    size_t map_bytes;
+    struct cr_rpc_shm_ring req, rep;
+};
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int cr_client_shm_open(cr_client *c, const char *endpoint, char *error, size_t error_size) {
+    assert(strncmp(endpoint, CR_RPC_SHM_SCHEME, strlen(CR_RPC_SHM_SCHEME)) == 0);
+    const char *name = endpoint + strlen(CR_RPC_SHM_SCHEME);
+    struct sockaddr_un addr;
+    socklen_t len;
+    if (!cr_rpc_shm_sockaddr(name, &addr, &len)) {
+        snprintf(error, error_size, "'%s' is not shm://@NAME or shm:///SOCKET/PATH (at most %u "
+                 "bytes after shm://)", endpoint, CR_RPC_SHM_PATH_MAX);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    struct cr_client_shm *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return CR_ERR_NOMEM;
+    }
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    s->sock = s->to_server = s->to_client = -1;
+    c->shm = s;
+    return CR_OK;
+}
+
+static void drop(cr_client *c) {
+    struct cr_client_shm *s = c->shm;
+    int *fds[] = {&s->sock, &s->to_server, &s->to_client};
+    for (size_t i = 0; i < 3; i++) {
+        if (*fds[i] >= 0) close(*fds[i]);
+        *fds[i] = -1;
+    }
+    if (s->map != NULL) munmap(s->map, s->map_bytes);
+    s->map = NULL;
+    c->rx_len = c->rx_taken = 0; /* a half frame of the old rings means nothing */
+}
+
+void cr_client_shm_close(cr_client *c) {
+    if (c->shm == NULL) return;
+    drop(c);
+    free(c->shm);
+    c->shm = NULL;
+}
+
+static void wake(int fd) {
+    uint64_t one = 1;
+    ssize_t n = write(fd, &one, sizeof(one));
+    (void)n; /* EAGAIN: the counter is already non-zero, the wake is pending */
+}
+
+/* Waits until `deadline` (client clock) for the eventfd crescentd wakes us
+ * with, or the socket (crescentd gone).  CR_OK, CR_ERR_TIMEOUT, or a
+ * recorded CR_ERR_IO when crescentd closed the set-up socket. */
+static int sleep_until(cr_client *c, int64_t deadline, const char *what) {
+    struct cr_client_shm *s = c->shm;
+    int64_t left = deadline - c->clock_ms(c->clock_ctx);
+    if (left < 0) left = 0;
+    struct pollfd p[2] = {{.fd = s->to_client, .events = POLLIN},
+                          {.fd = s->sock, .events = POLLIN}};
+    int n = poll(p, 2, (int)left);
+    if (n < 0 && errno != EINTR) return cr_client_fail(c, CR_ERR_IO, "poll: %s", strerror(errno));
+    if (p[0].revents & POLLIN) {
+        uint64_t count;
+        ssize_t r = read(s->to_client, &count, sizeof(count));
+        (void)r;
+    }
+    if (p[1].revents != 0) return CR_ERR_IO; /* the caller looks at the ring once more */
+    if (n == 0 && left == 0)
+        return cr_client_fail(c, CR_ERR_TIMEOUT, "%s shm://%s took over %d ms", what, s->name,
+                              c->timeout_ms);
+    return CR_OK;
+}
+
+/* Receives the welcome and its fds; maps the rings.  CR_OK or recorded. */
+static int take_welcome(cr_client *c) {
+    struct cr_client_shm *s = c->shm;
+    struct cr_rpc_shm_welcome w;
+    struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
+    union {
+        char buf[CMSG_SPACE(CR_RPC_SHM_FDS * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                         .msg_controllen = sizeof(control.buf)};
+    ssize_t n = recvmsg(s->sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    int fds[CR_RPC_SHM_FDS] = {-1, -1, -1};
+    struct cmsghdr *cmsg = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (cmsg != NULL && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
+        cmsg->cmsg_len == CMSG_LEN(sizeof(fds)))
+        memcpy(fds, CMSG_DATA(cmsg), sizeof(fds));
+    int rc = CR_OK;
+    struct stat st;
+    uint32_t rb = w.ring_bytes;
+    if (n != (ssize_t)sizeof(w) || w.magic != CR_RPC_SHM_MAGIC) {
+        rc = cr_client_fail(c, CR_ERR_PROTOCOL, "shm://%s: %s", s->name,
+                            n < 0 ? strerror(errno) : "not a crescentd shm endpoint");
+    } else if (w.status != CR_OK) {
+        w.text[sizeof(w.text) - 1] = '\0';
+        rc = cr_client_fail(c, w.status, "shm://%s refused: %s", s->name, w.text);
+    } else if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 || rb < CR_RPC_SHM_RING_MIN ||
+               rb > CR_RPC_SHM_RING_MAX || (rb & (rb - 1)) != 0 || fstat(fds[0], &st) != 0 ||
+               (size_t)st.st_size < cr_rpc_shm_map_bytes(rb)) {
+        rc = cr_client_fail(c, CR_ERR_PROTOCOL, "shm://%s: malformed welcome", s->name);
+    } else {
+        s->map_bytes = cr_rpc_shm_map_bytes(rb);
+        s->map = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        if (s->map == MAP_FAILED) {
+            s->map = NULL;
+            rc = cr_client_fail(c, CR_ERR_NOMEM, "shm://%s: mmap of %zu bytes: %s", s->name,
+                                s->map_bytes, strerror(errno));
+        }
+    }
+    if (fds[0] >= 0) close(fds[0]);
+    if (rc != CR_OK) {
+        if (fds[1] >= 0) close(fds[1]);
+        if (fds[2] >= 0) close(fds[2]);
+        return rc;
+    }
+    s->to_server = fds[1];
+    s->to_client = fds[2];
+    struct cr_rpc_shm_header *h = s->map;
+    uint8_t *rings = (uint8_t *)s->map + CR_RPC_SHM_HEADER_BYTES;
+    cr_rpc_shm_ring_init(&s->req, &h->requests, rings, rb);
+    cr_rpc_shm_ring_init(&s->rep, &h->replies, rings + rb, rb);
+    return CR_OK;
+}
+
+/* Connects to the set-up socket, says hello and maps the rings. */
+static int set_up(cr_client *c, int64_t deadline) {
+    struct cr_client_shm *s = c->shm;
+    struct sockaddr_un addr;
+    socklen_t len;
+    bool ok = cr_rpc_shm_sockaddr(s->name, &addr, &len);
+    assert(ok);
+    (void)ok;
+    s->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct cr_rpc_shm_hello hello = {.magic = CR_RPC_SHM_MAGIC, .version = CR_RPC_SHM_VERSION};
+    int rc = CR_OK;
+    /* A hello that finds the socket closed (EPIPE) still has crescentd's
+     * refusal to read, sent before it closed. */
+    if (s->sock < 0 || connect(s->sock, (struct sockaddr *)&addr, len) != 0 ||
+        (send(s->sock, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello) &&
+         errno != EPIPE)) {
+        rc = cr_client_fail(c, CR_ERR_IO, "cannot connect to shm://%s: %s (is crescentd running "
+                            "on this host with --rpc-shm-path %s?)", s->name, strerror(errno),
+                            s->name);
+    } else {
+        for (;;) {
+            int64_t left = deadline - c->clock_ms(c->clock_ctx);
+            struct pollfd p = {.fd = s->sock, .events = POLLIN};
+            int n = poll(&p, 1, left > 0 ? (int)left : 0);
+            if (n > 0) {
+                rc = take_welcome(c);
+                break;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            rc = n < 0 ? cr_client_fail(c, CR_ERR_IO, "poll: %s", strerror(errno))
+                       : cr_client_fail(c, CR_ERR_TIMEOUT, "shm://%s did not answer within %d "
+                                        "ms", s->name, c->timeout_ms);
+            break;
+        }
+    }
+    if (rc != CR_OK) drop(c);
+    return rc;
+}
+
+int cr_client_shm_send(cr_client *c, const uint8_t *frame, size_t len, int64_t deadline) {
+    struct cr_client_shm *s = c->shm;
+    assert(s != NULL && len >= CR_RPC_STREAM_LEN_BYTES);
+    int rc = s->sock >= 0 ? CR_OK : set_up(c, deadline);
+    if (rc != CR_OK) return rc;
+    size_t done = 0;
+    while (done < len) {
+        int64_t room = cr_rpc_shm_ring_room(&s->req);
+        if (room < 0) {
+            drop(c);
+            return cr_client_fail(c, CR_ERR_PROTOCOL, "shm://%s: the request ring is corrupt",
+                                  s->name);
+        }
+        size_t n = (size_t)room < len - done ? (size_t)room : len - done;
+        if (n > 0) {
+            cr_rpc_shm_ring_put(&s->req, frame + done, n);
+            done += n;
+            if (cr_rpc_shm_ring_needs_wake(&s->req)) wake(s->to_server);
+            continue;
+        }
+        /* A frame larger than the room: crescentd takes it in pieces. */
+        if (!cr_rpc_shm_ring_arm_room(&s->req)) continue;
+        rc = sleep_until(c, deadline, "sending to");
+        if (rc != CR_OK) {
+            drop(c); /* a half-written frame ends these rings */
+            return rc == CR_ERR_IO ? cr_client_fail(c, CR_ERR_IO, "shm://%s closed", s->name)
+                                   : rc;
+        }
+    }
+    return CR_OK;
+}
+
+/* Copies what the reply ring holds into rx.  Returns the bytes copied, or
+ * -1 (recorded) when the ring is corrupt. */
+static int64_t pull(cr_client *c, size_t frame_total) {
+    struct cr_client_shm *s = c->shm;
+    int64_t readable = cr_rpc_shm_ring_readable(&s->rep);
+    if (readable <= 0) {
+        if (readable < 0)
+            cr_client_fail(c, CR_ERR_PROTOCOL, "shm://%s: the reply ring is corrupt", s->name);
+        return readable;
+    }
+    if (cr_client_rx_reserve(c, frame_total) != CR_OK) return -1;
+    size_t n = (size_t)readable;
+    if (n > c->rx_cap - c->rx_len) n = c->rx_cap - c->rx_len;
+    cr_rpc_shm_ring_take(&s->rep, c->rx + c->rx_len, n);
+    c->rx_len += n;
+    if (cr_rpc_shm_ring_room_needs_wake(&s->rep)) wake(s->to_server);
+    return (int64_t)n;
+}
+
+int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload, size_t *len) {
+    struct cr_client_shm *s = c->shm;
+    cr_client_rx_release(c);
+    int64_t deadline = c->clock_ms(c->clock_ctx) + (timeout_ms > 0 ? timeout_ms : 0);
+    uint64_t spin_until = 0;
+    for (;;) {
+        size_t n = 0;
+        enum cr_rpc_stream_verdict v = cr_rpc_stream_next(
+            c->rx, c->rx_len, CR_RPC_REPLY_HEADER_BYTES, CR_RPC_STREAM_REPLY_MAX, &n);
+        if (v == CR_RPC_STREAM_FRAME) {
+            *payload = c->rx + CR_RPC_STREAM_LEN_BYTES;
+            *len = n;
+            c->rx_taken = CR_RPC_STREAM_LEN_BYTES + n;
+            return CR_OK;
+        }
+        if (v == CR_RPC_STREAM_BAD) {
+            drop(c);
+            return cr_client_fail(c, CR_ERR_PROTOCOL, "shm://%s sent a frame of length %zu, "
+                                  "outside %u..%u", s->name, n, CR_RPC_REPLY_HEADER_BYTES,
+                                  CR_RPC_STREAM_REPLY_MAX);
+        }
+        if (s->sock < 0) return CR_ERR_TIMEOUT; /* nothing can come: the request times out */
+        int64_t got = pull(c, CR_RPC_STREAM_LEN_BYTES + n);
+        if (got < 0) {
+            drop(c);
+            return c->error[0] != '\0' ? CR_ERR_PROTOCOL : CR_ERR_NOMEM;
+        }
+        if (got > 0) {
+            spin_until = 0;
+            continue;
+        }
+        if (timeout_ms <= 0) return CR_ERR_TIMEOUT;
+        /* Spin first: a reply usually comes sooner than a sleep and a wake. */
+        uint64_t now = mono_ns();
+        if (spin_until == 0) spin_until = now + SHM_SPIN_NS;
+        if (now < spin_until) {
+            for (int i = 0; i < 16; i++) __builtin_ia32_pause();
+            continue;
+        }
+        if (!cr_rpc_shm_ring_arm(&s->rep)) continue;
+        int rc = sleep_until(c, deadline, "waiting for a reply from");
+        cr_rpc_shm_ring_disarm(&s->rep);
+        if (rc == CR_ERR_IO && cr_rpc_shm_ring_readable(&s->rep) == 0) {
+            drop(c);
+            return cr_client_fail(c, CR_ERR_IO, "shm://%s closed (crescentd stopped?)",
+                                  s->name);
+        }
+        if (rc != CR_OK && rc != CR_ERR_IO) return rc;
+        spin_until = 1; /* woken: look at the ring, then sleep again without a spin */
+        if (c->clock_ms(c->clock_ctx) >= deadline && cr_rpc_shm_ring_readable(&s->rep) == 0)
+            return CR_ERR_TIMEOUT;
+    }
+}
