@@ -344,6 +344,7 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
     struct cr_xfer_server_config xc = {.tcp_address = config->data_address,
                                        .shm_disabled = config->data_no_shm,
                                        .verbs_disabled = config->data_no_verbs,
+                                       .rdma_devices = config->data_rdma_devices,
                                        .rdma_gid_index_set = gid >= 0,
                                        .rdma_gid_index = (uint8_t)(gid < 0 ? 0 : gid)};
     if (config->data_no_verbs)
@@ -354,6 +355,7 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
     if (rc == CR_OK) rc = cr_xfer_server_register_segment(st->xfer, DATA_SEGMENT_NAME, &st->segment);
     struct cr_xfer_client_config cc = {.shm_disabled = config->data_no_shm,
                                        .verbs_disabled = config->data_no_verbs,
+                                       .rdma_devices = config->data_rdma_devices,
                                        .rdma_gid_index_set = xc.rdma_gid_index_set,
                                        .rdma_gid_index = xc.rdma_gid_index};
     if (rc == CR_OK) rc = cr_xfer_client_create(&cc, &st->exec);

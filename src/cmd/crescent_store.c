@@ -186,6 +186,7 @@ static int start(struct store_server *s) {
     struct cr_xfer_server_config xc = {.tcp_address = s->opt.data_address,
                                        .shm_disabled = s->opt.no_shm,
                                        .verbs_disabled = s->opt.no_verbs,
+                                       .rdma_devices = s->opt.rdma_devices,
                                        .rdma_gid_index_set = s->opt.rdma_gid_index >= 0,
                                        .rdma_gid_index = (uint8_t)(s->opt.rdma_gid_index < 0
                                                                        ? 0 : s->opt.rdma_gid_index)};
@@ -216,6 +217,7 @@ static int start(struct store_server *s) {
     }
     struct cr_xfer_client_config xcc = {.shm_disabled = s->opt.no_shm,
                                         .verbs_disabled = s->opt.no_verbs,
+                                        .rdma_devices = s->opt.rdma_devices,
                                         .rdma_gid_index_set = xc.rdma_gid_index_set,
                                         .rdma_gid_index = xc.rdma_gid_index};
     if (cr_xfer_client_create(&xcc, &s->exec) != CR_OK) {

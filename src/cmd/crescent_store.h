@@ -16,6 +16,7 @@ struct cr_store_options {
     bool no_shm;
     bool no_verbs;
     int rdma_gid_index;      /* -1: picked by type */
+    char rdma_devices[256];  /* "": every active device */
     int cpu;                 /* CR_STORE_CPU_AUTO, CR_STORE_CPU_NONE or a CPU number */
     uint32_t ping_interval_ms;
     uint32_t timeout_ms;     /* per RPC to the master */

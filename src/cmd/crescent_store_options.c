@@ -34,6 +34,9 @@ static void usage(FILE *out) {
             "  --no-shm                 do not serve same-host clients over shared memory\n"
             "  --no-verbs               never open an RDMA device (libibverbs): transfers\n"
             "                           go by tcp (and shm), protocol tcp at the master\n"
+            "  --rdma-devices NAME,..   RDMA devices to use, at most 4 (e.g. mlx5_0,mlx5_1;\n"
+            "                           default: every one whose port is active); objects of\n"
+            "                           4 MiB and more are striped over all of them\n"
             "  --rdma-gid-index N|auto  GID table index the RDMA QPs route by (default\n"
             "                           auto: the first RoCE v2 entry with an IPv4-mapped\n"
             "                           address, then RoCE v2, then the first; InfiniBand: 0)\n"
@@ -73,7 +76,7 @@ static bool copy(char *dst, size_t cap, const char *src) {
     return true;
 }
 
-enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_NO_VERBS, OPT_GID, OPT_CPU, OPT_NO_PIN,
+enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_NO_VERBS, OPT_DEVICES, OPT_GID, OPT_CPU, OPT_NO_PIN,
        OPT_PING, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
 
 static const struct option options[] = {
@@ -83,6 +86,7 @@ static const struct option options[] = {
     {"data-address", required_argument, NULL, OPT_DATA},
     {"no-shm", no_argument, NULL, OPT_NO_SHM},
     {"no-verbs", no_argument, NULL, OPT_NO_VERBS},
+    {"rdma-devices", required_argument, NULL, OPT_DEVICES},
     {"rdma-gid-index", required_argument, NULL, OPT_GID},
     {"cpu", required_argument, NULL, OPT_CPU},
     {"no-pin", no_argument, NULL, OPT_NO_PIN},
@@ -114,6 +118,9 @@ static int apply(int opt, const char *arg, struct cr_store_options *o) {
                                                                    : bad("data-address", arg, "want HOST:PORT");
     case OPT_NO_SHM: o->no_shm = true; return 0;
     case OPT_NO_VERBS: o->no_verbs = true; return 0;
+    case OPT_DEVICES:
+        return copy(o->rdma_devices, sizeof(o->rdma_devices), arg)
+                   ? 0 : bad("rdma-devices", arg, "want NAME[,NAME..], 1 to 255 bytes");
     case OPT_GID:
         return cr_xfer_verbs_parse_gid_index(arg, &o->rdma_gid_index)
                    ? 0 : bad("rdma-gid-index", arg, "want auto or 0..255");

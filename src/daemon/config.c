@@ -118,6 +118,9 @@ static const struct setting settings[] = {
      "serve the local segment over tcp only, never by shared memory to same-host clients"},
     {"data-no-verbs", SETTING_BOOL, FIELD(data_no_verbs), 0, 0, "BOOL",
      "never open an RDMA device for the local segment and its task transfers: tcp (and shm)"},
+    {"data-rdma-devices", SETTING_STRING, FIELD(data_rdma_devices), 0, 0, "NAME,..",
+     "RDMA devices to use (at most 4, e.g. mlx5_0,mlx5_1); empty: every one whose port is "
+     "active. Large objects are striped over all of them"},
     {"data-rdma-gid-index", SETTING_STRING, FIELD(data_rdma_gid_index), 0, 0, "N|auto",
      "RDMA GID table index to route by; auto: the first RoCE v2 entry with an IPv4-mapped "
      "address (then v2, then the first; InfiniBand: 0)"},

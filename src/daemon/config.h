@@ -67,6 +67,7 @@ struct cr_daemon_config {
     bool data_no_shm;                             /* serve the local segment over tcp only */
     bool data_no_verbs;                           /* never open an RDMA device for it */
     char data_rdma_gid_index[CR_CONFIG_ADDRESS_MAX]; /* "auto" or a GID table index */
+    char data_rdma_devices[CR_CONFIG_ADDRESS_MAX];   /* "": every active one; "mlx5_0,mlx5_1" */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */

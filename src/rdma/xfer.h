@@ -78,6 +78,9 @@ struct cr_xfer_server_config {
     const char *tcp_address;
     bool shm_disabled;             /* do not listen for same-host clients */
     bool verbs_disabled;           /* do not open an RDMA device even if there is one */
+    /* RDMA devices to use, comma-separated ("mlx5_0,mlx5_1", at most 4);
+     * NULL or "": every device whose port is active (at most 4). */
+    const char *rdma_devices;
     /* The RDMA GID table index to route by (RoCE).  Unset: picked by type,
      * the first RoCE v2 entry with an IPv4-mapped address first
      * (cr_xfer_verbs_pick_gid in xfer_verbs.h). */
@@ -184,7 +187,8 @@ struct cr_xfer_op {
 struct cr_xfer_client_config {
     bool shm_disabled;              /* never use shm, even for a same-host server */
     bool verbs_disabled;            /* never use verbs, even with an RDMA device */
-    bool rdma_gid_index_set;        /* as in cr_xfer_server_config */
+    const char *rdma_devices;       /* as in cr_xfer_server_config */
+    bool rdma_gid_index_set;
     uint8_t rdma_gid_index;
     uint32_t connections_per_peer;  /* tcp connections (and verbs QPs) per server; 0: 4 */
     uint32_t max_ops;               /* ops in flight; 0: 1024 */

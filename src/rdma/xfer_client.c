@@ -236,7 +236,7 @@ static struct xfer_peer *add_peer(struct cr_xfer_client *cli, const char *endpoi
         facts.shm_reachable = cr_xfer_shm_connect(cli, peer, shm_error, sizeof(shm_error));
     facts.shm_error = shm_error;
     /* Not same-host and a device here: ask the peer for verbs (HELLO). */
-    if (!facts.shm_reachable && cli->verbs_dev != NULL) {
+    if (!facts.shm_reachable && cli->verbs_devices > 0) {
         facts.peer_offers_verbs =
             cr_xfer_verbs_peer_connect(cli, peer, verbs_error, sizeof(verbs_error));
         facts.peer_verbs_error = verbs_error;

@@ -70,8 +70,7 @@ struct xfer_buffer {
     bool used;
     uint8_t *addr;
     uint64_t len;
-    struct ibv_mr *mr; /* NULL: no device */
-    uint32_t lkey;
+    struct cr_xfer_verbs_region region; /* on every device; count 0: no device */
 };
 
 /* A segment's key as the peer answered KEY. */
@@ -88,7 +87,9 @@ struct xfer_verbs_peer {
     int fd;               /* blocking, with the connect timeout as deadline */
     uint32_t next_request_id;
     uint32_t next_evict;
-    bool failed;          /* a work request failed: no new ops; closed once drained */
+    bool failed;          /* no new ops (a key went stale, or every QP failed); closed once drained */
+    bool paths_failed;    /* every QP failed on its path (not a refusal): tcp for a while */
+    uint32_t peer_devices;/* the peer's device count (its hello) */
     struct cr_xfer_verbs *qps;
     struct xfer_verbs_key keys[CR_XFER_VERBS_KEYS_MAX];
 };
@@ -104,6 +105,7 @@ struct xfer_peer {
     struct xfer_tcp_conn *conns; /* cli->connections_per_peer of them */
     struct xfer_verbs_peer *verbs; /* NULL: not (or no longer) reached by verbs */
     bool verbs_offered;  /* answered a hello once: after a failure, hello again */
+    uint64_t verbs_retry_ns; /* every QP failed: tcp until then, then hello again */
 };
 
 struct xfer_op_slot {
@@ -139,9 +141,9 @@ struct cr_xfer_client {
     uint32_t *shm_ready;              /* ring of shm ops to run at the next poll */
     uint32_t shm_head, shm_count;
     struct xfer_peer peers[CR_XFER_PEERS_MAX];
-    uint32_t verbs_devices;           /* RDMA devices found (and one opened) at create */
+    uint32_t verbs_devices;           /* RDMA devices opened at create (0: no verbs) */
     char verbs_error[160];            /* why none */
-    struct cr_xfer_verbs_device *verbs_dev; /* NULL: no verbs from this client */
+    struct cr_xfer_verbs_device *verbs_devs[CR_XFER_VERBS_DEVICES_MAX];
     uint32_t verbs_outstanding;       /* work requests posted, not yet reaped */
     struct xfer_buffer buffers[CR_XFER_BUFFERS_MAX];
     char last_error[CR_XFER_MESSAGE_MAX];

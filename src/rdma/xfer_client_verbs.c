@@ -1,11 +1,12 @@
 /* The transfer client's verbs side (design in README.md, "verbs").
  *
- * At create the client opens the first RDMA device (context + PD) when there
- * is one.  cr_xfer_client_register registers a buffer on that PD once.  At a
+ * At create the client opens its RDMA devices (the ones named in the config,
+ * or every one whose port is active; a context + PD each).
+ * cr_xfer_client_register registers a buffer on every device once.  At a
  * peer's first use, when it is not same-host, the client opens a control
- * connection to the peer's tcp port, creates a QP set (a CQ and
- * connections_per_peer RC QPs), sends HELLO with its QPs and connects them to
- * the QPs of the answer.  A segment's key (rkey, base, size) is asked for
+ * connection to the peer's tcp port, creates a QP set (connections_per_peer
+ * RC QPs spread over its devices, a CQ per device), sends HELLO with its
+ * devices and QPs and connects them to the QPs of the answer.  A segment's key (rkey, base, size) is asked for
  * with KEY on the first op that names it and cached.  Both are blocking
  * request/answer exchanges with the connect timeout as deadline, like the shm
  * map request: they happen once per peer and segment.
@@ -17,10 +18,14 @@
  * channel).  Anything else goes by tcp.
  *
  * A failed work request leaves its QP in error and flushes the rest: the op
- * fails with the work completion's status, the peer takes no new verbs ops,
+ * fails with the work completion's status, naming the device.  A path
+ * failure (nobody answers, a local error) takes only that QP out: later ops
+ * go on the QPs left, on the other devices.  When none is left, or the peer
+ * refused an access (its key went stale), the peer takes no new verbs ops,
  * and once every posted request is reaped the QP set and control connection
  * close; the next op to the peer says hello again (new QPs, keys asked
- * again). */
+ * again) -- after every QP failed on its path, only after VERBS_RETRY_MS of
+ * tcp. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +45,7 @@
 #include "rdma/xfer_verbs.h"
 
 #define SEND_DEPTH 128u /* outstanding work requests per QP */
+#define VERBS_RETRY_MS 30000u /* tcp after every QP failed, before saying hello again */
 #define POLL_BATCH 32
 
 /* ---- the device and registered buffers ---------------------------------- */
@@ -50,46 +56,44 @@ void cr_xfer_verbs_client_open(struct cr_xfer_client *cli) {
         snprintf(cli->verbs_error, sizeof(cli->verbs_error), "disabled by config");
         return;
     }
-    cli->verbs_devices = cr_xfer_verbs_probe(cli->verbs_error, sizeof(cli->verbs_error));
-    if (cli->verbs_devices == 0) return;
     char why[sizeof(cli->verbs_error)];
+    if (cr_xfer_verbs_probe(why, sizeof(why)) == 0) {
+        memcpy(cli->verbs_error, why, sizeof(why));
+        return;
+    }
     int gid = cli->cfg.rdma_gid_index_set ? cli->cfg.rdma_gid_index : -1;
-    if (cr_xfer_verbs_device_open(0, 1, gid, &cli->verbs_dev, why, sizeof(why)) != CR_OK) {
-        CR_WARN("xfer", "an RDMA device is present but cannot be opened (%s): transfers use tcp",
+    cli->verbs_devices = cr_xfer_verbs_devices_open(cli->cfg.rdma_devices, gid, cli->verbs_devs,
+                                                    why, sizeof(why));
+    if (cli->verbs_devices == 0) {
+        CR_WARN("xfer", "RDMA devices are present but none can be used (%s): transfers use tcp",
                 why);
-        cli->verbs_devices = 0;
-        snprintf(cli->verbs_error, sizeof(cli->verbs_error), "RDMA device unusable: %.120s", why);
+        snprintf(cli->verbs_error, sizeof(cli->verbs_error), "%.150s", why);
     }
 }
 
 void cr_xfer_verbs_client_close(struct cr_xfer_client *cli) {
     for (uint32_t i = 0; i < CR_XFER_BUFFERS_MAX; i++) cr_xfer_verbs_buffer_release(&cli->buffers[i]);
     memset(cli->buffers, 0, sizeof(cli->buffers));
-    cr_xfer_verbs_device_close(cli->verbs_dev);
-    cli->verbs_dev = NULL;
+    cr_xfer_verbs_devices_close(cli->verbs_devs, cli->verbs_devices);
+    cli->verbs_devices = 0;
 }
 
 int cr_xfer_verbs_buffer_register(struct cr_xfer_client *cli, struct xfer_buffer *b) {
-    if (cli->verbs_dev == NULL) return CR_OK; /* tcp and shm need no registration */
-    uint32_t rkey = 0;
-    int rc = cr_xfer_verbs_register(cli->verbs_dev, b->addr, b->len, &b->mr, &b->lkey, &rkey,
-                                    cli->last_error, sizeof(cli->last_error));
-    if (rc != CR_OK) b->mr = NULL;
-    return rc;
+    if (cli->verbs_devices == 0) return CR_OK; /* tcp and shm need no registration */
+    return cr_xfer_verbs_region_register(cli->verbs_devs, cli->verbs_devices, b->addr, b->len,
+                                         &b->region, cli->last_error, sizeof(cli->last_error));
 }
 
-void cr_xfer_verbs_buffer_release(struct xfer_buffer *b) {
-    cr_xfer_verbs_deregister(b->mr);
-    b->mr = NULL;
-}
+void cr_xfer_verbs_buffer_release(struct xfer_buffer *b) { cr_xfer_verbs_region_deregister(&b->region); }
 
-/* The lkey of the registered buffer holding [addr, addr + len), or false. */
-static bool find_lkey(const struct cr_xfer_client *cli, const void *addr, uint64_t len,
-                      uint32_t *lkey) {
+/* The lkeys of the registered buffer holding [addr, addr + len), or false. */
+static bool find_lkeys(const struct cr_xfer_client *cli, const void *addr, uint64_t len,
+                       uint32_t *lkey) {
     for (uint32_t i = 0; i < CR_XFER_BUFFERS_MAX; i++) {
         const struct xfer_buffer *b = &cli->buffers[i];
-        if (b->mr != NULL && cr_xfer_range_inside((uintptr_t)b->addr, b->len, (uintptr_t)addr, len)) {
-            *lkey = b->lkey;
+        if (b->region.count > 0 &&
+            cr_xfer_range_inside((uintptr_t)b->addr, b->len, (uintptr_t)addr, len)) {
+            memcpy(lkey, b->region.lkey, sizeof(b->region.lkey));
             return true;
         }
     }
@@ -193,8 +197,8 @@ static void session_free(struct xfer_verbs_peer *v) {
 /* HELLO: our QPs out, the peer's back, ours connected to them. */
 static int say_hello(struct cr_xfer_client *cli, struct xfer_verbs_peer *v, char *why,
                      size_t why_size) {
-    int rc = cr_xfer_verbs_open(cli->verbs_dev, cli->cfg.connections_per_peer, SEND_DEPTH, &v->qps,
-                                why, why_size);
+    int rc = cr_xfer_verbs_open(cli->verbs_devs, cli->verbs_devices, cli->cfg.connections_per_peer,
+                                SEND_DEPTH, &v->qps, why, why_size);
     if (rc != CR_OK) return rc;
     struct cr_xfer_verbs_hello ours, theirs;
     uint8_t hello[CR_XFER_VERBS_HELLO_BYTES], answer[CR_XFER_VERBS_HELLO_BYTES];
@@ -219,13 +223,14 @@ static int say_hello(struct cr_xfer_client *cli, struct xfer_verbs_peer *v, char
         snprintf(why, why_size, "the peer's verbs hello does not decode");
         return CR_ERR_PROTOCOL;
     }
+    v->peer_devices = theirs.device_count;
     return cr_xfer_verbs_connect(v->qps, &theirs, why, why_size);
 }
 
 bool cr_xfer_verbs_peer_connect(struct cr_xfer_client *cli, struct xfer_peer *peer, char *why,
                                 size_t why_size) {
     assert(peer->verbs == NULL);
-    if (cli->verbs_dev == NULL) {
+    if (cli->verbs_devices == 0) {
         snprintf(why, why_size, "%s", cli->verbs_error);
         return false;
     }
@@ -267,13 +272,15 @@ static const struct xfer_verbs_key *segment_key(struct xfer_peer *peer, const ch
     uint8_t answer[CR_XFER_VERBS_KEY_BYTES];
     int32_t status = CR_OK;
     uint64_t got = 0;
-    char why[160];
+    char why[224];
     struct cr_xfer_verbs_key key = {0};
     int rc = exchange(v, &req, &status, answer, sizeof(answer), &got, why, sizeof(why));
     if (rc == CR_OK && status == CR_OK && got > 0 &&
-        cr_xfer_verbs_key_decode(answer, got, &key) != CR_OK) {
+        (cr_xfer_verbs_key_decode(answer, got, &key) != CR_OK ||
+         key.device_count != v->peer_devices)) {
         rc = CR_ERR_PROTOCOL;
-        snprintf(why, sizeof(why), "the peer's key for segment '%.64s' does not decode", segment);
+        snprintf(why, sizeof(why), "the peer's key for segment '%.64s' does not decode or does "
+                 "not give an rkey for each of its %u devices", segment, v->peer_devices);
     }
     if (rc != CR_OK) {
         CR_WARN("xfer", "peer %s: verbs key request failed (%s): tcp until it reconnects",
@@ -302,11 +309,13 @@ int cr_xfer_verbs_submit(struct cr_xfer_client *cli, struct xfer_peer *peer,
         if (op->iov[i].iov_len == 0) continue;
         local[count] = (struct cr_xfer_verbs_local){.addr = op->iov[i].iov_base,
                                                     .length = op->iov[i].iov_len};
-        if (!find_lkey(cli, op->iov[i].iov_base, op->iov[i].iov_len, &local[count].lkey))
+        if (!find_lkeys(cli, op->iov[i].iov_base, op->iov[i].iov_len, local[count].lkey))
             return CR_XFER_VERBS_USE_TCP; /* not registered memory */
         count++;
     }
     if (count == 0) return CR_XFER_VERBS_USE_TCP;
+    if (peer->verbs == NULL && cr_xfer_now_ns() < peer->verbs_retry_ns)
+        return CR_XFER_VERBS_USE_TCP; /* every QP failed not long ago */
     if (peer->verbs == NULL) { /* closed after a failure: hello again */
         char why[192];
         if (!cr_xfer_verbs_peer_connect(cli, peer, why, sizeof(why))) {
@@ -347,14 +356,41 @@ int cr_xfer_verbs_submit(struct cr_xfer_client *cli, struct xfer_peer *peer,
     return CR_OK;
 }
 
-/* The op's failure in words: the peer, the op, the work completion status. */
-static void describe(const struct xfer_op_slot *slot, const char *reason, char *out, size_t size) {
+/* The op's failure in words: the peer, the op, the device, the work
+ * completion status. */
+static void describe(const struct xfer_op_slot *slot, const char *device, const char *reason,
+                     char *out, size_t size) {
     bool access = strcmp(reason, "remote access error") == 0;
-    snprintf(out, size, "%s: RDMA %s of segment '%.48s' range 0x%llx+%llu failed: %s%s",
+    snprintf(out, size, "%s: RDMA %s of segment '%.48s' range 0x%llx+%llu on %s failed: %s%s",
              slot->peer->endpoint, slot->opcode == CR_XFER_WRITE ? "WRITE" : "READ",
              slot->segment, (unsigned long long)slot->remote_addr,
-             (unsigned long long)slot->length, reason,
+             (unsigned long long)slot->length, device, reason,
              access ? " (the segment was unregistered, or the range left it)" : "");
+}
+
+/* A work request failed on QP qp.  A refusal by the peer (a stale key)
+ * ends the session; a path failure takes that QP out, and the session ends
+ * when none is left. */
+static void qp_failed(struct xfer_peer *peer, const struct cr_xfer_verbs_completion *c,
+                      const char *message) {
+    struct xfer_verbs_peer *v = peer->verbs;
+    if (c->remote_access) {
+        if (!v->failed)
+            CR_WARN("xfer", "%s; the peer's QPs close once drained, the next op says hello again",
+                    message);
+        v->failed = true;
+        return;
+    }
+    if (!cr_xfer_verbs_qp_fail(v->qps, c->qp)) return; /* flushed after its first error */
+    uint32_t left = cr_xfer_verbs_live_qps(v->qps);
+    if (left > 0) {
+        CR_WARN("xfer", "%s; the QPs on that path are left out, %u QP(s) left for the peer",
+                message, left);
+        return;
+    }
+    CR_WARN("xfer", "%s; every verbs QP to the peer has failed: transport tcp for %u s, then "
+            "hello again", message, VERBS_RETRY_MS / 1000u);
+    v->failed = v->paths_failed = true;
 }
 
 static void reap(struct cr_xfer_client *cli, struct xfer_peer *peer) {
@@ -370,11 +406,9 @@ static void reap(struct cr_xfer_client *cli, struct xfer_peer *peer) {
             cli->verbs_outstanding--;
             char message[320] = ""; /* cut to CR_XFER_MESSAGE_MAX by part_done */
             if (done[i].status != CR_OK) {
-                describe(slot, done[i].reason, message, sizeof(message));
-                if (!v->failed)
-                    CR_WARN("xfer", "%s; the peer's QPs close once drained, the next op says "
-                            "hello again", message);
-                v->failed = true;
+                describe(slot, cr_xfer_verbs_qp_device(v->qps, done[i].qp), done[i].reason,
+                         message, sizeof(message));
+                qp_failed(peer, &done[i], message);
             }
             cr_xfer_part_done(cli, (uint32_t)done[i].wr_id, done[i].status, message);
         }
@@ -382,12 +416,14 @@ static void reap(struct cr_xfer_client *cli, struct xfer_peer *peer) {
 }
 
 void cr_xfer_verbs_run(struct cr_xfer_client *cli) {
-    if (cli->verbs_dev == NULL) return;
+    if (cli->verbs_devices == 0) return;
     for (uint32_t i = 0; i < CR_XFER_PEERS_MAX; i++) {
         struct xfer_peer *peer = &cli->peers[i];
         if (!peer->used || peer->verbs == NULL) continue;
         if (cr_xfer_verbs_outstanding(peer->verbs->qps) > 0) reap(cli, peer);
         if (peer->verbs->failed && cr_xfer_verbs_outstanding(peer->verbs->qps) == 0) {
+            if (peer->verbs->paths_failed)
+                peer->verbs_retry_ns = cr_xfer_now_ns() + (uint64_t)VERBS_RETRY_MS * 1000000u;
             session_free(peer->verbs);
             peer->verbs = NULL;
         }

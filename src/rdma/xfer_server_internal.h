@@ -18,8 +18,7 @@ struct cr_xfer_server_segment {
     uint8_t *base;
     uint64_t size;
     int fd; /* our dup of the memfd, or -1: plain memory, tcp only */
-    struct ibv_mr *mr; /* registered with the verbs device, or NULL: no verbs */
-    uint32_t rkey;
+    struct cr_xfer_verbs_region region; /* on every verbs device, or count 0: no verbs */
 };
 
 struct xfer_conn;
@@ -39,8 +38,9 @@ struct cr_xfer_server {
     uint32_t max_connections;
     uint64_t max_request_bytes;
     uint64_t last_refusal_log_ns;
-    struct cr_xfer_verbs_device *verbs; /* NULL: no RDMA device (verbs_why says why) */
-    char verbs_why[160];
+    struct cr_xfer_verbs_device *verbs[CR_XFER_VERBS_DEVICES_MAX];
+    uint32_t verbs_count;               /* devices opened; 0: none (verbs_why says why) */
+    char verbs_why[160];                /* the devices' names, or why there are none */
     uint32_t verbs_qps_open;            /* QPs of all clients' QP sets */
     char endpoint[CR_XFER_ENDPOINT_MAX + 1];
     struct cr_xfer_server_stats stats;

@@ -80,7 +80,7 @@ int cr_xfer_server_create(const struct cr_xfer_server_config *cfg,
     cr_xfer_server_verbs_open(srv, cfg);
     CR_INFO("xfer", "serving transfers on %s (tcp%s; verbs: %s)", srv->endpoint,
             cfg->shm_disabled ? "" : "; shm for same-host clients",
-            srv->verbs != NULL ? cr_xfer_verbs_device_name(srv->verbs) : srv->verbs_why);
+            srv->verbs_why); /* the devices in use, or why none */
     *out = srv;
     return CR_OK;
 }
@@ -92,7 +92,7 @@ const char *cr_xfer_server_endpoint(const struct cr_xfer_server *srv) {
 
 const char *cr_xfer_server_protocol(const struct cr_xfer_server *srv) {
     assert(srv != NULL);
-    return srv->verbs != NULL ? "rdma" : "tcp";
+    return srv->verbs_count > 0 ? "rdma" : "tcp";
 }
 
 int cr_xfer_server_fd(const struct cr_xfer_server *srv) {

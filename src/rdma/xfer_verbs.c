@@ -46,13 +46,18 @@ struct cr_xfer_verbs_device {
     char name[96];
 };
 
+/* QP i is on devs[i % dev_count] and completes on that device's CQ. */
 struct cr_xfer_verbs {
-    struct cr_xfer_verbs_device *dev;
-    struct ibv_cq *cq;
+    struct cr_xfer_verbs_device *devs[CR_XFER_VERBS_DEVICES_MAX];
+    struct ibv_cq *cqs[CR_XFER_VERBS_DEVICES_MAX];
+    uint32_t dev_count;
+    uint32_t peer_devices; /* the peer's device count (its QP i on its device i % it) */
     uint32_t qp_count;
     uint32_t send_depth;
-    uint32_t next_qp;
+    uint32_t next_qp;      /* round robin over the live QPs */
     uint32_t outstanding_total;
+    uint32_t live;         /* QPs not failed */
+    bool failed[CR_XFER_VERBS_QPS_MAX];
     struct ibv_qp *qps[CR_XFER_VERBS_QPS_MAX];
     uint32_t psn[CR_XFER_VERBS_QPS_MAX];
     uint32_t outstanding[CR_XFER_VERBS_QPS_MAX];
@@ -133,6 +138,10 @@ static int query_device(struct cr_xfer_verbs_device *dev, char *why, size_t size
     struct ibv_port_attr port;
     if (ibv_query_port(dev->ctx, dev->port, &port) != 0)
         return fail(why, size, "ibv_query_port", errno);
+    if (port.state != IBV_PORT_ACTIVE) {
+        snprintf(why, size, "%s is not active (%s)", dev->name, ibv_port_state_str(port.state));
+        return CR_ERR_INVALID_PARAMS;
+    }
     dev->lid = port.lid;
     dev->mtu = port.active_mtu;
     return choose_gid(dev, port.gid_tbl_len < 0 ? 0 : (uint32_t)port.gid_tbl_len,
@@ -219,9 +228,10 @@ void cr_xfer_verbs_deregister(struct ibv_mr *mr) {
 }
 
 static int create_qp(struct cr_xfer_verbs *v, uint32_t i, char *why, size_t size) {
-    struct cr_xfer_verbs_device *dev = v->dev;
+    struct cr_xfer_verbs_device *dev = v->devs[i % v->dev_count];
+    struct ibv_cq *cq = v->cqs[i % v->dev_count];
     struct ibv_qp_init_attr init = {
-        .send_cq = v->cq, .recv_cq = v->cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 0,
+        .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 0,
         .cap = {.max_send_wr = v->send_depth, .max_recv_wr = 1, .max_send_sge = dev->max_sge,
                 .max_recv_sge = 1}};
     v->qps[i] = ibv_create_qp(dev->pd, &init);
@@ -237,23 +247,29 @@ static int create_qp(struct cr_xfer_verbs *v, uint32_t i, char *why, size_t size
     return CR_OK;
 }
 
-int cr_xfer_verbs_open(struct cr_xfer_verbs_device *dev, uint32_t qp_count, uint32_t send_depth,
-                       struct cr_xfer_verbs **out, char *why, size_t why_size) {
-    assert(dev != NULL && out != NULL);
+int cr_xfer_verbs_open(struct cr_xfer_verbs_device *const *devs, uint32_t dev_count,
+                       uint32_t qp_count, uint32_t send_depth, struct cr_xfer_verbs **out,
+                       char *why, size_t why_size) {
+    assert(devs != NULL && out != NULL);
     *out = NULL;
-    if (qp_count == 0 || qp_count > CR_XFER_VERBS_QPS_MAX || send_depth == 0) {
-        snprintf(why, why_size, "qp_count must be 1..%u and send_depth >= 1",
-                 CR_XFER_VERBS_QPS_MAX);
+    if (qp_count == 0 || qp_count > CR_XFER_VERBS_QPS_MAX || send_depth == 0 || dev_count == 0 ||
+        dev_count > CR_XFER_VERBS_DEVICES_MAX) {
+        snprintf(why, why_size, "qp_count must be 1..%u, devices 1..%u and send_depth >= 1",
+                 CR_XFER_VERBS_QPS_MAX, CR_XFER_VERBS_DEVICES_MAX);
         return CR_ERR_INVALID_PARAMS;
     }
     struct cr_xfer_verbs *v = calloc(1, sizeof(*v));
     if (v == NULL) return CR_ERR_NOMEM;
-    v->dev = dev;
-    v->qp_count = qp_count;
+    v->dev_count = dev_count < qp_count ? dev_count : qp_count; /* each device gets a QP */
+    v->qp_count = v->live = qp_count;
     v->send_depth = send_depth;
     int rc = CR_OK;
-    v->cq = ibv_create_cq(dev->ctx, (int)(send_depth * qp_count), NULL, NULL, 0);
-    if (v->cq == NULL) rc = fail(why, why_size, "ibv_create_cq", errno);
+    for (uint32_t d = 0; rc == CR_OK && d < v->dev_count; d++) {
+        v->devs[d] = devs[d];
+        uint32_t on_it = (qp_count - d + v->dev_count - 1) / v->dev_count; /* QPs d, d + n, .. */
+        v->cqs[d] = ibv_create_cq(devs[d]->ctx, (int)(send_depth * on_it), NULL, NULL, 0);
+        if (v->cqs[d] == NULL) rc = fail(why, why_size, "ibv_create_cq", errno);
+    }
     for (uint32_t i = 0; rc == CR_OK && i < qp_count; i++) rc = create_qp(v, i, why, why_size);
     if (rc != CR_OK) {
         cr_xfer_verbs_close(v);
@@ -266,11 +282,13 @@ int cr_xfer_verbs_open(struct cr_xfer_verbs_device *dev, uint32_t qp_count, uint
 void cr_xfer_verbs_local_hello(const struct cr_xfer_verbs *v, struct cr_xfer_verbs_hello *out) {
     memset(out, 0, sizeof(*out));
     out->qp_count = (uint8_t)v->qp_count;
-    out->port = v->dev->port;
-    out->mtu = (uint8_t)v->dev->mtu;
-    out->gid_index = (uint8_t)v->dev->gid_index;
-    out->lid = v->dev->lid;
-    memcpy(out->gid, v->dev->gid.raw, 16);
+    out->device_count = (uint8_t)v->dev_count;
+    for (uint32_t d = 0; d < v->dev_count; d++) {
+        const struct cr_xfer_verbs_device *dev = v->devs[d];
+        out->devices[d] = (struct cr_xfer_verbs_port){.port = dev->port, .mtu = (uint8_t)dev->mtu,
+                                                      .lid = dev->lid};
+        memcpy(out->devices[d].gid, dev->gid.raw, 16);
+    }
     for (uint32_t i = 0; i < v->qp_count; i++) {
         out->qpn[i] = v->qps[i]->qp_num;
         out->psn[i] = v->psn[i];
@@ -279,16 +297,17 @@ void cr_xfer_verbs_local_hello(const struct cr_xfer_verbs *v, struct cr_xfer_ver
 
 static int to_rtr_rts(struct cr_xfer_verbs *v, uint32_t i, const struct cr_xfer_verbs_hello *peer,
                       char *why, size_t size) {
-    const struct cr_xfer_verbs_device *dev = v->dev;
+    const struct cr_xfer_verbs_device *dev = v->devs[i % v->dev_count];
+    const struct cr_xfer_verbs_port *to = &peer->devices[i % peer->device_count];
     struct ibv_qp_attr attr = {
         .qp_state = IBV_QPS_RTR,
-        .path_mtu = (enum ibv_mtu)(peer->mtu < (uint8_t)dev->mtu ? peer->mtu : (uint8_t)dev->mtu),
+        .path_mtu = (enum ibv_mtu)(to->mtu < (uint8_t)dev->mtu ? to->mtu : (uint8_t)dev->mtu),
         .dest_qp_num = peer->qpn[i], .rq_psn = peer->psn[i],
         .max_dest_rd_atomic = dev->rd_atomic, .min_rnr_timer = 12,
-        .ah_attr = {.dlid = peer->lid, .sl = 0, .src_path_bits = 0, .port_num = dev->port}};
-    if (peer->lid == 0) { /* RoCE: route by GID */
+        .ah_attr = {.dlid = to->lid, .sl = 0, .src_path_bits = 0, .port_num = dev->port}};
+    if (to->lid == 0) { /* RoCE: route by GID */
         attr.ah_attr.is_global = 1;
-        memcpy(attr.ah_attr.grh.dgid.raw, peer->gid, 16);
+        memcpy(attr.ah_attr.grh.dgid.raw, to->gid, 16);
         attr.ah_attr.grh.sgid_index = (uint8_t)dev->gid_index;
         attr.ah_attr.grh.hop_limit = 64;
     }
@@ -308,11 +327,12 @@ static int to_rtr_rts(struct cr_xfer_verbs *v, uint32_t i, const struct cr_xfer_
 
 int cr_xfer_verbs_connect(struct cr_xfer_verbs *v, const struct cr_xfer_verbs_hello *peer,
                           char *why, size_t why_size) {
-    assert(v != NULL && peer != NULL);
+    assert(v != NULL && peer != NULL && peer->device_count >= 1);
     if (peer->qp_count < v->qp_count) {
         snprintf(why, why_size, "peer offers %u QPs, %u needed", peer->qp_count, v->qp_count);
         return CR_ERR_INVALID_PARAMS;
     }
+    v->peer_devices = peer->device_count;
     for (uint32_t i = 0; i < v->qp_count; i++) {
         int rc = to_rtr_rts(v, i, peer, why, why_size);
         if (rc != CR_OK) return rc;
@@ -321,9 +341,10 @@ int cr_xfer_verbs_connect(struct cr_xfer_verbs *v, const struct cr_xfer_verbs_he
 }
 
 /* The gather list of bytes [offset, offset + length) of the op's local
- * ranges.  Returns the entries used, or max + 1 when more are needed. */
-static uint32_t slice(const struct cr_xfer_verbs_local *local, uint32_t count, uint64_t offset,
-                      uint64_t length, struct ibv_sge *out, uint32_t max) {
+ * ranges, with the lkeys of device `dev`.  Returns the entries used, or
+ * max + 1 when more are needed. */
+static uint32_t slice(const struct cr_xfer_verbs_local *local, uint32_t count, uint32_t dev,
+                      uint64_t offset, uint64_t length, struct ibv_sge *out, uint32_t max) {
     uint32_t used = 0;
     for (uint32_t i = 0; i < count && length > 0; i++) {
         if (offset >= local[i].length) {
@@ -333,7 +354,7 @@ static uint32_t slice(const struct cr_xfer_verbs_local *local, uint32_t count, u
         if (used == max) return max + 1;
         uint64_t take = local[i].length - offset < length ? local[i].length - offset : length;
         out[used++] = (struct ibv_sge){.addr = (uintptr_t)local[i].addr + offset,
-                                       .length = (uint32_t)take, .lkey = local[i].lkey};
+                                       .length = (uint32_t)take, .lkey = local[i].lkey[dev]};
         length -= take;
         offset = 0;
     }
@@ -342,35 +363,46 @@ static uint32_t slice(const struct cr_xfer_verbs_local *local, uint32_t count, u
 }
 
 int cr_xfer_verbs_post(struct cr_xfer_verbs *v, bool write, const struct cr_xfer_verbs_local *local,
-                       uint32_t count, uint64_t remote_addr, uint32_t rkey, uint64_t length,
+                       uint32_t count, uint64_t remote_addr, const uint32_t *rkey, uint64_t length,
                        uint64_t wr_id, uint32_t *posted) {
     assert(v != NULL && local != NULL && count >= 1 && count <= MAX_SGE && length > 0);
     *posted = 0;
+    uint32_t peer_devices = v->peer_devices > 0 ? v->peer_devices : 1; /* 0: not connected */
+    if (v->live == 0) return CR_ERR_IO;
+    uint32_t live[CR_XFER_VERBS_QPS_MAX], n_live = 0;
+    for (uint32_t q = 0; q < v->qp_count; q++)
+        if (!v->failed[q]) live[n_live++] = q;
+    assert(n_live == v->live);
     struct cr_xfer_stripe stripes[CR_XFER_VERBS_QPS_MAX];
     struct ibv_sge sges[CR_XFER_VERBS_QPS_MAX][MAX_SGE];
     uint32_t sge_count[CR_XFER_VERBS_QPS_MAX];
-    uint32_t next = v->next_qp;
-    uint32_t n = cr_xfer_verbs_plan(length, v->qp_count, 1, &next, stripes, CR_XFER_VERBS_QPS_MAX);
+    uint32_t next = v->next_qp % n_live;
+    uint32_t devices = v->dev_count < n_live ? v->dev_count : n_live;
+    uint32_t n = cr_xfer_verbs_plan(length, n_live, devices, &next, stripes, CR_XFER_VERBS_QPS_MAX);
     /* Check every stripe before posting any: an op is posted whole or not at all. */
     for (uint32_t k = 0; k < n; k++) {
+        uint32_t q = stripes[k].qp = live[stripes[k].qp];
+        const struct cr_xfer_verbs_device *dev = v->devs[q % v->dev_count];
         if (stripes[k].length > MESSAGE_MAX_BYTES) return CR_ERR_INVALID_PARAMS;
-        if (v->outstanding[stripes[k].qp] >= v->send_depth) return CR_ERR_AGAIN;
-        sge_count[k] = slice(local, count, stripes[k].offset, stripes[k].length, sges[k],
-                             v->dev->max_sge);
-        if (sge_count[k] > v->dev->max_sge) return CR_ERR_INVALID_PARAMS;
+        if (v->outstanding[q] >= v->send_depth) return CR_ERR_AGAIN;
+        sge_count[k] = slice(local, count, q % v->dev_count, stripes[k].offset, stripes[k].length,
+                             sges[k], dev->max_sge);
+        if (sge_count[k] > dev->max_sge) return CR_ERR_INVALID_PARAMS;
     }
     v->next_qp = next;
     for (uint32_t k = 0; k < n; k++) {
+        uint32_t q = stripes[k].qp;
         struct ibv_send_wr wr = {
             .wr_id = wr_id, .sg_list = sges[k], .num_sge = (int)sge_count[k],
             .opcode = write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
             .send_flags = IBV_SEND_SIGNALED,
-            .wr.rdma = {.remote_addr = remote_addr + stripes[k].offset, .rkey = rkey}};
+            .wr.rdma = {.remote_addr = remote_addr + stripes[k].offset,
+                        .rkey = rkey[q % peer_devices]}};
         struct ibv_send_wr *bad = NULL;
         /* Stripes before k are on the wire and will complete: *posted
          * tells the caller to reap them. */
-        if (ibv_post_send(v->qps[stripes[k].qp], &wr, &bad) != 0) return CR_ERR_IO;
-        v->outstanding[stripes[k].qp]++;
+        if (ibv_post_send(v->qps[q], &wr, &bad) != 0) return CR_ERR_IO;
+        v->outstanding[q]++;
         v->outstanding_total++;
         (*posted)++;
     }
@@ -380,25 +412,59 @@ int cr_xfer_verbs_post(struct cr_xfer_verbs *v, bool write, const struct cr_xfer
 int cr_xfer_verbs_poll(struct cr_xfer_verbs *v, struct cr_xfer_verbs_completion *out, int max) {
     assert(v != NULL && out != NULL);
     struct ibv_wc wc[32];
-    int n = ibv_poll_cq(v->cq, max < 32 ? max : 32, wc);
-    for (int i = 0; i < n; i++) {
-        bool ok = wc[i].status == IBV_WC_SUCCESS;
-        out[i] = (struct cr_xfer_verbs_completion){
-            .wr_id = wc[i].wr_id, .status = ok ? CR_OK : CR_ERR_IO,
-            .reason = ok ? NULL : ibv_wc_status_str(wc[i].status)};
-        for (uint32_t q = 0; q < v->qp_count; q++) {
-            if (v->qps[q]->qp_num != wc[i].qp_num) continue;
-            assert(v->outstanding[q] > 0 && v->outstanding_total > 0);
+    int got = 0;
+    for (uint32_t d = 0; d < v->dev_count && got < max; d++) {
+        int want = max - got < 32 ? max - got : 32;
+        int n = ibv_poll_cq(v->cqs[d], want, wc);
+        for (int i = 0; i < n; i++) {
+            bool ok = wc[i].status == IBV_WC_SUCCESS;
+            uint32_t q = 0;
+            while (q < v->qp_count && v->qps[q]->qp_num != wc[i].qp_num) q++;
+            assert(q < v->qp_count && v->outstanding[q] > 0 && v->outstanding_total > 0);
             v->outstanding[q]--;
             v->outstanding_total--;
+            out[got++] = (struct cr_xfer_verbs_completion){
+                .wr_id = wc[i].wr_id, .status = ok ? CR_OK : CR_ERR_IO, .qp = q,
+                .remote_access = wc[i].status == IBV_WC_REM_ACCESS_ERR ||
+                                 wc[i].status == IBV_WC_REM_INV_REQ_ERR,
+                .reason = ok ? NULL : ibv_wc_status_str(wc[i].status)};
         }
     }
-    return n < 0 ? 0 : n;
+    return got;
+}
+
+bool cr_xfer_verbs_qp_fail(struct cr_xfer_verbs *v, uint32_t qp) {
+    assert(v != NULL && qp < v->qp_count);
+    if (v->failed[qp]) return false;
+    uint32_t peers = v->peer_devices > 0 ? v->peer_devices : 1;
+    for (uint32_t q = 0; q < v->qp_count; q++) {
+        bool same_path = q % v->dev_count == qp % v->dev_count && q % peers == qp % peers;
+        if (same_path && !v->failed[q]) {
+            v->failed[q] = true;
+            v->live--;
+        }
+    }
+    return true;
+}
+
+uint32_t cr_xfer_verbs_live_qps(const struct cr_xfer_verbs *v) {
+    assert(v != NULL);
+    return v->live;
+}
+
+const char *cr_xfer_verbs_qp_device(const struct cr_xfer_verbs *v, uint32_t qp) {
+    assert(v != NULL && qp < v->qp_count);
+    return v->devs[qp % v->dev_count]->name;
 }
 
 uint32_t cr_xfer_verbs_qp_count(const struct cr_xfer_verbs *v) {
     assert(v != NULL);
     return v->qp_count;
+}
+
+uint32_t cr_xfer_verbs_device_count(const struct cr_xfer_verbs *v) {
+    assert(v != NULL);
+    return v->dev_count;
 }
 
 uint32_t cr_xfer_verbs_outstanding(const struct cr_xfer_verbs *v) {
@@ -410,6 +476,7 @@ void cr_xfer_verbs_close(struct cr_xfer_verbs *v) {
     if (v == NULL) return;
     for (uint32_t i = 0; i < CR_XFER_VERBS_QPS_MAX; i++)
         if (v->qps[i] != NULL) ibv_destroy_qp(v->qps[i]);
-    if (v->cq != NULL) ibv_destroy_cq(v->cq);
+    for (uint32_t d = 0; d < CR_XFER_VERBS_DEVICES_MAX; d++)
+        if (v->cqs[d] != NULL) ibv_destroy_cq(v->cqs[d]);
     free(v);
 }

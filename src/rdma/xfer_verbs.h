@@ -24,37 +24,53 @@
 #include <stdint.h>
 
 #define CR_XFER_VERBS_QPS_MAX 16u
+#define CR_XFER_VERBS_DEVICES_MAX 4u /* RDMA devices one side uses (each its own PD and CQs) */
 #define CR_XFER_VERBS_STRIPE_MIN_BYTES (UINT64_C(4) << 20)
 #define CR_XFER_VERBS_STRIPE_ALIGN_BYTES 4096u
-#define CR_XFER_VERBS_HELLO_BYTES (4 + 1 + 1 + 1 + 1 + 2 + 2 + 16 + CR_XFER_VERBS_QPS_MAX * 8)
-#define CR_XFER_VERBS_KEY_BYTES (4 + 4 + 8 + 8)
+#define CR_XFER_VERBS_PORT_BYTES 20u
+#define CR_XFER_VERBS_HELLO_BYTES \
+    (8 + CR_XFER_VERBS_DEVICES_MAX * CR_XFER_VERBS_PORT_BYTES + CR_XFER_VERBS_QPS_MAX * 8)
+#define CR_XFER_VERBS_KEY_BYTES (4 + 4 + 8 + 8 + CR_XFER_VERBS_DEVICES_MAX * 4)
 
-/* What one side tells the other to connect its RC QPs. */
-struct cr_xfer_verbs_hello {
-    uint8_t qp_count; /* 1..CR_XFER_VERBS_QPS_MAX */
-    uint8_t port;     /* the HCA port (>= 1) */
-    uint8_t mtu;      /* enum ibv_mtu: 1 (256) .. 5 (4096) */
-    uint8_t gid_index;
-    uint16_t lid;     /* 0 on RoCE (the GID routes) */
+/* How a peer reaches one of our devices. */
+struct cr_xfer_verbs_port {
+    uint8_t port;  /* the HCA port (>= 1) */
+    uint8_t mtu;   /* enum ibv_mtu: 1 (256) .. 5 (4096) */
+    uint16_t lid;  /* 0 on RoCE (the GID routes) */
     uint8_t gid[16];
+};
+
+/* What one side tells the other to connect its RC QPs: its devices, and
+ * its QPs, QP i on device i % device_count.  Wire layout (216 bytes, LE):
+ * magic "XVB2", qp_count, device_count, 2 zero bytes, 4 device entries of
+ * 20 bytes (port, mtu, lid, gid), 16 QPNs, 16 PSNs. */
+struct cr_xfer_verbs_hello {
+    uint8_t qp_count;     /* 1..CR_XFER_VERBS_QPS_MAX */
+    uint8_t device_count; /* 1..CR_XFER_VERBS_DEVICES_MAX, <= qp_count */
+    struct cr_xfer_verbs_port devices[CR_XFER_VERBS_DEVICES_MAX];
     uint32_t qpn[CR_XFER_VERBS_QPS_MAX];
     uint32_t psn[CR_XFER_VERBS_QPS_MAX]; /* 24 bits */
 };
 
-/* A registered segment as a peer addresses it. */
+/* A registered segment as a peer addresses it: one rkey per device of the
+ * server (the segment is registered on each), for the QPs on that device. */
 struct cr_xfer_verbs_key {
-    uint32_t rkey;
+    uint32_t device_count; /* 1..CR_XFER_VERBS_DEVICES_MAX */
+    uint32_t rkey[CR_XFER_VERBS_DEVICES_MAX];
     uint64_t base;
     uint64_t size;
 };
 
 size_t cr_xfer_verbs_hello_encode(const struct cr_xfer_verbs_hello *hello, uint8_t *out);
 /* Returns CR_OK, or CR_ERR_PROTOCOL (short, bad magic, qp_count 0 or above the
- * maximum, port 0, mtu outside 1..5, a QPN or PSN wider than 24 bits). */
+ * maximum, device_count 0, above the maximum or above qp_count, a used
+ * device with port 0 or mtu outside 1..5, reserved bytes set, a QPN or PSN
+ * wider than 24 bits, QPN 0 for a QP in use). */
 int cr_xfer_verbs_hello_decode(const uint8_t *buf, size_t len, struct cr_xfer_verbs_hello *out);
 
 size_t cr_xfer_verbs_key_encode(const struct cr_xfer_verbs_key *key, uint8_t *out);
-/* Returns CR_OK or CR_ERR_PROTOCOL (short, bad magic, size 0, range wraps). */
+/* Returns CR_OK or CR_ERR_PROTOCOL (short, bad magic, device_count 0 or
+ * above the maximum, reserved bytes set, size 0, range wraps). */
 int cr_xfer_verbs_key_decode(const uint8_t *buf, size_t len, struct cr_xfer_verbs_key *out);
 
 /* One stripe of an op: bytes [offset, offset + length) go on QP `qp`. */
@@ -165,51 +181,97 @@ int cr_xfer_verbs_register(struct cr_xfer_verbs_device *dev, void *addr, uint64_
  * then fails with a remote access error).  NULL is a no-op. */
 void cr_xfer_verbs_deregister(struct ibv_mr *mr);
 
-/* Opens a QP set on dev: qp_count RC QPs (1..16) in INIT, each with up to
- * send_depth outstanding work requests, and one CQ for all of them.  Returns
- * CR_OK, CR_ERR_INVALID_PARAMS, CR_ERR_NOMEM or CR_ERR_IO (why). */
-int cr_xfer_verbs_open(struct cr_xfer_verbs_device *dev, uint32_t qp_count, uint32_t send_depth,
-                       struct cr_xfer_verbs **out, char *why, size_t why_size);
+/* Opens the devices to use, at most CR_XFER_VERBS_DEVICES_MAX, port 1 each,
+ * routing by gid_index (-1: picked, see cr_xfer_verbs_device_open):
+ * `names` (comma-separated, e.g. "mlx5_0,mlx5_1") opens exactly those, in
+ * that order, and fails whole when one is missing or unusable; NULL or ""
+ * opens every device whose port is active, skipping (and logging) the
+ * others.  Returns the count opened into out[]; 0 with why set when none. */
+uint32_t cr_xfer_verbs_devices_open(const char *names, int gid_index,
+                                    struct cr_xfer_verbs_device **out, char *why, size_t why_size);
+void cr_xfer_verbs_devices_close(struct cr_xfer_verbs_device **devs, uint32_t count);
+
+/* A memory range registered on each of a side's devices. */
+struct cr_xfer_verbs_region {
+    uint32_t count;
+    struct ibv_mr *mr[CR_XFER_VERBS_DEVICES_MAX];
+    uint32_t lkey[CR_XFER_VERBS_DEVICES_MAX];
+    uint32_t rkey[CR_XFER_VERBS_DEVICES_MAX];
+};
+
+/* Registers [addr, addr + len) on every device, all or none.  Returns CR_OK
+ * or CR_ERR_IO (why names the device). */
+int cr_xfer_verbs_region_register(struct cr_xfer_verbs_device *const *devs, uint32_t count,
+                                  void *addr, uint64_t len, struct cr_xfer_verbs_region *out,
+                                  char *why, size_t why_size);
+/* Deregisters on every device and zeroes the region; a zeroed one is a no-op. */
+void cr_xfer_verbs_region_deregister(struct cr_xfer_verbs_region *region);
+
+/* Opens a QP set over devs[0..dev_count): qp_count RC QPs (1..16) in INIT,
+ * QP i on devs[i % dev_count] (at most qp_count devices are used), each with
+ * up to send_depth outstanding work requests, and one CQ per device.
+ * Returns CR_OK, CR_ERR_INVALID_PARAMS, CR_ERR_NOMEM or CR_ERR_IO (why). */
+int cr_xfer_verbs_open(struct cr_xfer_verbs_device *const *devs, uint32_t dev_count,
+                       uint32_t qp_count, uint32_t send_depth, struct cr_xfer_verbs **out,
+                       char *why, size_t why_size);
 
 /* This side's hello (QPNs, random PSNs, LID/GID, MTU) to send to the peer. */
 void cr_xfer_verbs_local_hello(const struct cr_xfer_verbs *v, struct cr_xfer_verbs_hello *out);
 
-/* Moves QP i to RTR then RTS against the peer's QP i.  The peer must offer at
- * least as many QPs.  Returns CR_OK, CR_ERR_INVALID_PARAMS or CR_ERR_IO (why). */
+/* Moves QP i to RTR then RTS against the peer's QP i, which is on the
+ * peer's device i % its device_count.  The peer must offer at least as many
+ * QPs.  Returns CR_OK, CR_ERR_INVALID_PARAMS or CR_ERR_IO (why). */
 int cr_xfer_verbs_connect(struct cr_xfer_verbs *v, const struct cr_xfer_verbs_hello *peer,
                           char *why, size_t why_size);
 
-/* A local range of an op and the lkey of the region that holds it. */
+/* A local range of an op and the lkeys (one per device of the set) of the
+ * region that holds it. */
 struct cr_xfer_verbs_local {
     void *addr;
     uint64_t length;
-    uint32_t lkey;
+    uint32_t lkey[CR_XFER_VERBS_DEVICES_MAX];
 };
 
 /* Posts an RDMA READ (remote -> local) or WRITE of `length` bytes (> 0):
  * local[0..count) (a gather list, count <= 16) against [remote_addr,
- * remote_addr + length) under rkey, striped by cr_xfer_verbs_plan, every
- * stripe one signalled work request with wr_id; *posted is the stripe count.
+ * remote_addr + length), striped by cr_xfer_verbs_plan over the live QPs
+ * (4 MiB and more: one stripe per QP, so over every device), each stripe
+ * one signalled work request with wr_id under the rkey of the peer's device
+ * that QP reaches (rkey[qp % the peer's device count]); *posted is the
+ * stripe count.
  * Returns CR_OK; or, with nothing posted: CR_ERR_AGAIN (a send queue is full:
  * poll first), CR_ERR_INVALID_PARAMS (a stripe above the 2 GiB RC message
  * limit or more scatter-gather entries than the device takes: use tcp); or
  * CR_ERR_IO (ibv_post_send refused), with *posted stripes already on the wire
  * whose completions must still be reaped. */
 int cr_xfer_verbs_post(struct cr_xfer_verbs *v, bool write, const struct cr_xfer_verbs_local *local,
-                       uint32_t count, uint64_t remote_addr, uint32_t rkey, uint64_t length,
+                       uint32_t count, uint64_t remote_addr, const uint32_t *rkey, uint64_t length,
                        uint64_t wr_id, uint32_t *posted);
 
 struct cr_xfer_verbs_completion {
     uint64_t wr_id;
     int status;         /* CR_OK or CR_ERR_IO */
+    uint32_t qp;        /* the QP (index in the set) it completed on */
+    bool remote_access; /* refused by the peer (a key or range), not a path failure */
     const char *reason; /* the work completion status in words, when not OK */
 };
 
 /* Polls up to max completions.  Returns the count (>= 0). */
 int cr_xfer_verbs_poll(struct cr_xfer_verbs *v, struct cr_xfer_verbs_completion *out, int max);
 
-/* The set's QP count. */
+/* Takes a QP out of the set's plans (it completed with an error on its path:
+ * it is in the error state and flushes the rest), with every QP on the same
+ * path (the same local device and the same peer device: the same two
+ * ports).  Returns true the first time. */
+bool cr_xfer_verbs_qp_fail(struct cr_xfer_verbs *v, uint32_t qp);
+/* QPs not failed: 0 means the set can post nothing more. */
+uint32_t cr_xfer_verbs_live_qps(const struct cr_xfer_verbs *v);
+/* The name of the device QP qp is on ("mlx5_1 port 1"). */
+const char *cr_xfer_verbs_qp_device(const struct cr_xfer_verbs *v, uint32_t qp);
+
+/* The set's QP count and device count. */
 uint32_t cr_xfer_verbs_qp_count(const struct cr_xfer_verbs *v);
+uint32_t cr_xfer_verbs_device_count(const struct cr_xfer_verbs *v);
 
 /* Work requests posted and not yet reaped by cr_xfer_verbs_poll. */
 uint32_t cr_xfer_verbs_outstanding(const struct cr_xfer_verbs *v);

@@ -10,8 +10,10 @@
 #include "rdma/xfer_frame.h"
 #include "rdma/xfer_verbs.h"
 
-#define HELLO_MAGIC 0x31425658u /* "XVB1" */
-#define KEY_MAGIC 0x314b5658u   /* "XVK1" */
+#define HELLO_MAGIC 0x32425658u /* "XVB2": several devices (v1 had one) */
+#define KEY_MAGIC 0x324b5658u   /* "XVK2": an rkey per device */
+#define QPN_AT (8 + CR_XFER_VERBS_DEVICES_MAX * CR_XFER_VERBS_PORT_BYTES)
+#define PSN_AT (QPN_AT + 4 * CR_XFER_VERBS_QPS_MAX)
 #define QPN_MASK 0xffffffu      /* QPNs and PSNs are 24 bits */
 
 static void put32(uint8_t *p, uint32_t v) {
@@ -32,34 +34,46 @@ static uint64_t get64(const uint8_t *p) {
 
 size_t cr_xfer_verbs_hello_encode(const struct cr_xfer_verbs_hello *hello, uint8_t *out) {
     assert(hello->qp_count >= 1 && hello->qp_count <= CR_XFER_VERBS_QPS_MAX);
+    assert(hello->device_count >= 1 && hello->device_count <= CR_XFER_VERBS_DEVICES_MAX);
     memset(out, 0, CR_XFER_VERBS_HELLO_BYTES);
     put32(out, HELLO_MAGIC);
     out[4] = hello->qp_count;
-    out[5] = hello->port;
-    out[6] = hello->mtu;
-    out[7] = hello->gid_index;
-    out[8] = (uint8_t)hello->lid;
-    out[9] = (uint8_t)(hello->lid >> 8);
-    memcpy(out + 12, hello->gid, 16);
+    out[5] = hello->device_count;
+    for (uint32_t d = 0; d < CR_XFER_VERBS_DEVICES_MAX; d++) {
+        const struct cr_xfer_verbs_port *p = &hello->devices[d];
+        uint8_t *at = out + 8 + d * CR_XFER_VERBS_PORT_BYTES;
+        at[0] = p->port;
+        at[1] = p->mtu;
+        at[2] = (uint8_t)p->lid;
+        at[3] = (uint8_t)(p->lid >> 8);
+        memcpy(at + 4, p->gid, 16);
+    }
     for (uint32_t i = 0; i < CR_XFER_VERBS_QPS_MAX; i++) {
-        put32(out + 28 + 4 * i, hello->qpn[i]);
-        put32(out + 28 + 4 * CR_XFER_VERBS_QPS_MAX + 4 * i, hello->psn[i]);
+        put32(out + QPN_AT + 4 * i, hello->qpn[i]);
+        put32(out + PSN_AT + 4 * i, hello->psn[i]);
     }
     return CR_XFER_VERBS_HELLO_BYTES;
 }
 
 int cr_xfer_verbs_hello_decode(const uint8_t *buf, size_t len, struct cr_xfer_verbs_hello *out) {
     if (len < CR_XFER_VERBS_HELLO_BYTES || get32(buf) != HELLO_MAGIC) return CR_ERR_PROTOCOL;
-    struct cr_xfer_verbs_hello h = {.qp_count = buf[4], .port = buf[5], .mtu = buf[6],
-                                    .gid_index = buf[7],
-                                    .lid = (uint16_t)(buf[8] | buf[9] << 8)};
-    if (h.qp_count == 0 || h.qp_count > CR_XFER_VERBS_QPS_MAX || h.port == 0 || h.mtu < 1 ||
-        h.mtu > 5 || buf[10] != 0 || buf[11] != 0)
+    struct cr_xfer_verbs_hello h = {.qp_count = buf[4], .device_count = buf[5]};
+    if (h.qp_count == 0 || h.qp_count > CR_XFER_VERBS_QPS_MAX || h.device_count == 0 ||
+        h.device_count > CR_XFER_VERBS_DEVICES_MAX || h.device_count > h.qp_count ||
+        buf[6] != 0 || buf[7] != 0)
         return CR_ERR_PROTOCOL;
-    memcpy(h.gid, buf + 12, 16);
+    for (uint32_t d = 0; d < CR_XFER_VERBS_DEVICES_MAX; d++) {
+        const uint8_t *at = buf + 8 + d * CR_XFER_VERBS_PORT_BYTES;
+        struct cr_xfer_verbs_port *p = &h.devices[d];
+        *p = (struct cr_xfer_verbs_port){.port = at[0], .mtu = at[1],
+                                         .lid = (uint16_t)(at[2] | at[3] << 8)};
+        memcpy(p->gid, at + 4, 16);
+        if (d < h.device_count && (p->port == 0 || p->mtu < 1 || p->mtu > 5))
+            return CR_ERR_PROTOCOL;
+    }
     for (uint32_t i = 0; i < CR_XFER_VERBS_QPS_MAX; i++) {
-        h.qpn[i] = get32(buf + 28 + 4 * i);
-        h.psn[i] = get32(buf + 28 + 4 * CR_XFER_VERBS_QPS_MAX + 4 * i);
+        h.qpn[i] = get32(buf + QPN_AT + 4 * i);
+        h.psn[i] = get32(buf + PSN_AT + 4 * i);
         if (h.qpn[i] > QPN_MASK || h.psn[i] > QPN_MASK) return CR_ERR_PROTOCOL;
         if (i < h.qp_count && h.qpn[i] == 0) return CR_ERR_PROTOCOL; /* QP 0 is special */
     }
@@ -68,18 +82,24 @@ int cr_xfer_verbs_hello_decode(const uint8_t *buf, size_t len, struct cr_xfer_ve
 }
 
 size_t cr_xfer_verbs_key_encode(const struct cr_xfer_verbs_key *key, uint8_t *out) {
+    assert(key->device_count >= 1 && key->device_count <= CR_XFER_VERBS_DEVICES_MAX);
+    memset(out, 0, CR_XFER_VERBS_KEY_BYTES);
     put32(out, KEY_MAGIC);
-    put32(out + 4, key->rkey);
+    out[4] = (uint8_t)key->device_count;
     put64(out + 8, key->base);
     put64(out + 16, key->size);
+    for (uint32_t d = 0; d < CR_XFER_VERBS_DEVICES_MAX; d++) put32(out + 24 + 4 * d, key->rkey[d]);
     return CR_XFER_VERBS_KEY_BYTES;
 }
 
 int cr_xfer_verbs_key_decode(const uint8_t *buf, size_t len, struct cr_xfer_verbs_key *out) {
     if (len < CR_XFER_VERBS_KEY_BYTES || get32(buf) != KEY_MAGIC) return CR_ERR_PROTOCOL;
-    struct cr_xfer_verbs_key key = {.rkey = get32(buf + 4), .base = get64(buf + 8),
+    struct cr_xfer_verbs_key key = {.device_count = buf[4], .base = get64(buf + 8),
                                     .size = get64(buf + 16)};
-    if (key.size == 0 || key.base + key.size < key.base) return CR_ERR_PROTOCOL;
+    if (key.device_count == 0 || key.device_count > CR_XFER_VERBS_DEVICES_MAX || buf[5] != 0 ||
+        buf[6] != 0 || buf[7] != 0 || key.size == 0 || key.base + key.size < key.base)
+        return CR_ERR_PROTOCOL;
+    for (uint32_t d = 0; d < CR_XFER_VERBS_DEVICES_MAX; d++) key.rkey[d] = get32(buf + 24 + 4 * d);
     *out = key;
     return CR_OK;
 }

@@ -181,7 +181,7 @@ def test_help_documents_every_flag():
     assert out.returncode == 0
     for flag in ("--config", "--http-address", "--http-threads", "--pin-threads",
                  "--ring-slots", "--ask-timeout-ms", "--log-level", "--no-pin", "--version",
-                 "--data-no-shm", "--data-no-verbs", "--data-rdma-gid-index"):
+                 "--data-no-shm", "--data-no-verbs", "--data-rdma-gid-index", "--data-rdma-devices"):
         assert flag in out.stdout
 
 

@@ -289,7 +289,7 @@ def test_store_help_and_bad_flags():
     p = subprocess.run([binary("crescent-store"), "--help"], capture_output=True, text=True)
     assert p.returncode == 0
     for flag in ("--master", "--segment-name", "--segment-size", "--data-address", "--cpu",
-                 "--no-shm", "--no-verbs", "--rdma-gid-index", "--ping-interval-ms"):
+                 "--no-shm", "--no-verbs", "--rdma-devices", "--rdma-gid-index", "--ping-interval-ms"):
         assert flag in p.stdout
     gid = subprocess.run([binary("crescent-store"), "--rdma-gid-index", "x"], capture_output=True,
                          text=True)

@@ -45,6 +45,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,12 @@ void loopback_ibverbs_set_gids(int device, const struct ibv_gid_entry *gids, uin
 void loopback_ibverbs_set_port_state(int device, enum ibv_port_state state) {
     pthread_mutex_lock(&lock);
     if (device >= 0 && device < LOOPBACK_IBVERBS_DEVICES_MAX) devices[device].state = state;
+    pthread_mutex_unlock(&lock);
+}
+
+void loopback_ibverbs_fail_device(int device) {
+    pthread_mutex_lock(&lock);
+    if (device >= 0 && device < LOOPBACK_IBVERBS_DEVICES_MAX) devices[device].failed = true;
     pthread_mutex_unlock(&lock);
 }
 
@@ -327,6 +334,16 @@ int _ibv_query_gid_ex(struct ibv_context *ctx, uint32_t port_num, uint32_t gid_i
     *entry = d->gids[gid_index];
     pthread_mutex_unlock(&lock);
     return 0;
+}
+
+const char *ibv_port_state_str(enum ibv_port_state state) {
+    switch (state) {
+    case IBV_PORT_DOWN: return "PORT_DOWN";
+    case IBV_PORT_INIT: return "PORT_INIT";
+    case IBV_PORT_ARMED: return "PORT_ARMED";
+    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
+    default: return "invalid state";
+    }
 }
 
 const char *ibv_wc_status_str(enum ibv_wc_status status) {
@@ -700,6 +717,9 @@ static enum ibv_wc_status execute(struct lb_qp *q, const struct lb_wr *w) {
     if (write) counts.writes++;
     else counts.reads++;
     counts.bytes += (uint64_t)total;
+    ptrdiff_t d = device_of(q->qp.context) - devices;
+    counts.device_wrs[d]++;
+    counts.device_bytes[d] += (uint64_t)total;
     return IBV_WC_SUCCESS;
 }
 

@@ -19,10 +19,13 @@
 #include "rdma/xfer_frame.h"
 #include "rdma/xfer_verbs.h"
 
+/* Four QPs over two devices (QP i on device i % 2). */
 static struct cr_xfer_verbs_hello sample_hello(void) {
-    struct cr_xfer_verbs_hello h = {.qp_count = 4, .port = 1, .mtu = 5, .gid_index = 3,
-                                    .lid = 0x1234};
-    for (int i = 0; i < 16; i++) h.gid[i] = (uint8_t)(0xf0 + i);
+    struct cr_xfer_verbs_hello h = {.qp_count = 4, .device_count = 2,
+                                    .devices = {{.port = 1, .mtu = 5, .lid = 0x1234},
+                                                {.port = 2, .mtu = 3, .lid = 0}}};
+    for (int i = 0; i < 16; i++) h.devices[0].gid[i] = (uint8_t)(0xf0 + i);
+    for (int i = 0; i < 16; i++) h.devices[1].gid[i] = (uint8_t)(0x10 + i);
     for (uint32_t i = 0; i < 4; i++) {
         h.qpn[i] = 0x100 + i;
         h.psn[i] = 0xabcde0 + i;
@@ -37,10 +40,14 @@ static void test_hello_round_trip(void **state) {
     assert_int_equal(cr_xfer_verbs_hello_encode(&h, buf), CR_XFER_VERBS_HELLO_BYTES);
     assert_int_equal(cr_xfer_verbs_hello_decode(buf, sizeof(buf), &back), CR_OK);
     assert_int_equal(back.qp_count, 4);
-    assert_int_equal(back.lid, 0x1234);
+    assert_int_equal(back.device_count, 2);
+    assert_int_equal(back.devices[0].lid, 0x1234);
+    assert_int_equal(back.devices[1].port, 2);
+    assert_int_equal(back.devices[1].mtu, 3);
     assert_int_equal(back.qpn[3], 0x103);
     assert_int_equal(back.psn[3], 0xabcde3);
-    assert_memory_equal(back.gid, h.gid, 16);
+    assert_memory_equal(back.devices[0].gid, h.devices[0].gid, 16);
+    assert_memory_equal(back.devices[1].gid, h.devices[1].gid, 16);
     uint8_t again[CR_XFER_VERBS_HELLO_BYTES]; /* every field survived */
     cr_xfer_verbs_hello_encode(&back, again);
     assert_memory_equal(buf, again, sizeof(buf));
@@ -52,16 +59,21 @@ static void test_hello_refuses_malformed(void **state) {
     struct cr_xfer_verbs_hello h = sample_hello(), out;
     uint8_t good[CR_XFER_VERBS_HELLO_BYTES];
     cr_xfer_verbs_hello_encode(&h, good);
+    enum { DEV1 = 8 + 20, QPN = 8 + 4 * 20, PSN = QPN + 64 };
     struct { size_t at; uint8_t value; } cases[] = {
         {0, 0},   /* magic */
         {4, 0},   /* no QPs */
         {4, 17},  /* more QPs than the maximum */
-        {5, 0},   /* port 0 */
-        {6, 0},   /* mtu below 256 */
-        {6, 6},   /* mtu above 4096 */
-        {10, 1},  /* reserved */
-        {28 + 3, 1},  /* QPN 0 wider than 24 bits */
-        {28 + 64 + 3, 1}, /* PSN 0 wider than 24 bits */
+        {4, 1},   /* fewer QPs than devices */
+        {5, 0},   /* no devices */
+        {5, 5},   /* more devices than the maximum */
+        {6, 1},   /* reserved */
+        {8, 0},   /* device 0: port 0 */
+        {DEV1, 0},     /* device 1 (in use): port 0 */
+        {DEV1 + 1, 0}, /* device 1: mtu below 256 */
+        {DEV1 + 1, 6}, /* device 1: mtu above 4096 */
+        {QPN + 3, 1},  /* QPN 0 wider than 24 bits */
+        {PSN + 3, 1},  /* PSN 0 wider than 24 bits */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         uint8_t bad[CR_XFER_VERBS_HELLO_BYTES];
@@ -71,22 +83,31 @@ static void test_hello_refuses_malformed(void **state) {
     }
     uint8_t zero_qpn[CR_XFER_VERBS_HELLO_BYTES];
     memcpy(zero_qpn, good, sizeof(zero_qpn));
-    memset(zero_qpn + 28, 0, 4); /* QP 0 of an offered QP */
+    memset(zero_qpn + 8 + 4 * 20, 0, 4); /* QP 0 of an offered QP */
     assert_int_equal(cr_xfer_verbs_hello_decode(zero_qpn, sizeof(zero_qpn), &out),
                      CR_ERR_PROTOCOL);
 }
 
 static void test_key_codec(void **state) {
     (void)state;
-    struct cr_xfer_verbs_key key = {.rkey = 0xdeadbeef, .base = 0x7f0000000000, .size = 1 << 30};
+    struct cr_xfer_verbs_key key = {.device_count = 3, .rkey = {0xdeadbeef, 7, 0x40000009},
+                                    .base = 0x7f0000000000, .size = 1 << 30};
     struct cr_xfer_verbs_key back;
     uint8_t buf[CR_XFER_VERBS_KEY_BYTES];
     assert_int_equal(cr_xfer_verbs_key_encode(&key, buf), CR_XFER_VERBS_KEY_BYTES);
     assert_int_equal(cr_xfer_verbs_key_decode(buf, sizeof(buf), &back), CR_OK);
-    assert_int_equal(back.rkey, key.rkey);
+    assert_int_equal(back.device_count, 3);
+    assert_memory_equal(back.rkey, key.rkey, sizeof(key.rkey));
     assert_int_equal(back.base, key.base);
     assert_int_equal(back.size, key.size);
     assert_int_equal(cr_xfer_verbs_key_decode(buf, sizeof(buf) - 1, &back), CR_ERR_PROTOCOL);
+    const size_t bad_at[][2] = {{4, 0}, {4, 5}, {5, 1}, {7, 1}}; /* no devices, too many, reserved */
+    for (size_t i = 0; i < sizeof(bad_at) / sizeof(bad_at[0]); i++) {
+        uint8_t bad[CR_XFER_VERBS_KEY_BYTES];
+        memcpy(bad, buf, sizeof(bad));
+        bad[bad_at[i][0]] = (uint8_t)bad_at[i][1];
+        assert_int_equal(cr_xfer_verbs_key_decode(bad, sizeof(bad), &back), CR_ERR_PROTOCOL);
+    }
     key.size = 0;
     cr_xfer_verbs_key_encode(&key, buf);
     assert_int_equal(cr_xfer_verbs_key_decode(buf, sizeof(buf), &back), CR_ERR_PROTOCOL);
@@ -121,7 +142,7 @@ static void test_frame_hello_and_key(void **state) {
         {16, 1},  /* another length */
         {CR_XFER_REQUEST_HEADER_BYTES, 0},     /* the hello's magic */
         {CR_XFER_REQUEST_HEADER_BYTES + 4, 0}, /* no QPs */
-        {CR_XFER_REQUEST_HEADER_BYTES + 5, 0}, /* port 0 */
+        {CR_XFER_REQUEST_HEADER_BYTES + 5, 0}, /* no devices */
     };
     for (size_t i = 0; i < sizeof(bad_hello) / sizeof(bad_hello[0]); i++) {
         uint8_t bad[CR_XFER_REQUEST_MAX_BYTES];
@@ -293,8 +314,8 @@ static void test_device_round_trip(void **state) {
     struct cr_xfer_verbs_device *dev;
     assert_int_equal(cr_xfer_verbs_device_open(0, 1, -1, &dev, why, sizeof(why)), CR_OK);
     struct cr_xfer_verbs *a, *b;
-    assert_int_equal(cr_xfer_verbs_open(dev, 4, 128, &a, why, sizeof(why)), CR_OK);
-    assert_int_equal(cr_xfer_verbs_open(dev, 4, 128, &b, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&dev, 1, 4, 128, &a, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&dev, 1, 4, 128, &b, why, sizeof(why)), CR_OK);
     struct cr_xfer_verbs_hello ha, hb;
     cr_xfer_verbs_local_hello(a, &ha);
     cr_xfer_verbs_local_hello(b, &hb);
@@ -313,14 +334,14 @@ static void test_device_round_trip(void **state) {
                                             why, 160),
                      CR_OK);
     uint32_t n = 0;
-    struct cr_xfer_verbs_local local = {.addr = src, .length = len, .lkey = lk_src};
-    assert_int_equal(cr_xfer_verbs_post(a, true, &local, 1, (uintptr_t)remote, rk_remote, len, 1, &n),
+    struct cr_xfer_verbs_local local = {.addr = src, .length = len, .lkey = {lk_src}};
+    assert_int_equal(cr_xfer_verbs_post(a, true, &local, 1, (uintptr_t)remote, &rk_remote, len, 1, &n),
                      CR_OK);
     assert_int_equal(n, 4);
     wait_completions(a, (int)n);
     assert_memory_equal(src, remote, len);
-    local = (struct cr_xfer_verbs_local){.addr = back, .length = len, .lkey = lk_back};
-    assert_int_equal(cr_xfer_verbs_post(a, false, &local, 1, (uintptr_t)remote, rk_remote, len, 2, &n),
+    local = (struct cr_xfer_verbs_local){.addr = back, .length = len, .lkey = {lk_back}};
+    assert_int_equal(cr_xfer_verbs_post(a, false, &local, 1, (uintptr_t)remote, &rk_remote, len, 2, &n),
                      CR_OK);
     wait_completions(a, (int)n);
     assert_memory_equal(src, back, len);

@@ -40,14 +40,20 @@
 static const struct cr_xfer_client_config client_config = {.shm_disabled = true,
                                                            .connect_timeout_ms = 60000};
 
-static int setup(void **state) {
-    loopback_ibverbs_set_devices(1);
+/* The fixture with `devices` devices on each side (loopback0..; every
+ * context in this process sees them all) and this file's client. */
+static int setup_devices(void **state, int devices) {
+    loopback_ibverbs_set_devices(devices);
     setup_with(state, false);
     struct fixture *f = *state;
     cr_xfer_client_destroy(f->cli);
     assert_int_equal(cr_xfer_client_create(&client_config, &f->cli), CR_OK);
     return 0;
 }
+
+static int setup(void **state) { return setup_devices(state, 1); }
+
+static int setup_two_devices(void **state) { return setup_devices(state, 2); }
 
 /* Every test ends with nothing left on the device: contexts, PDs, regions,
  * CQs and QPs all released by the destroys. */
@@ -95,8 +101,8 @@ static void pair_open(struct pair *p, uint32_t qps) {
     char why[160];
     assert_int_equal(cr_xfer_verbs_device_open(0, 1, -1, &p->dev, why, sizeof(why)), CR_OK);
     assert_string_equal(cr_xfer_verbs_device_name(p->dev), "loopback0 port 1");
-    assert_int_equal(cr_xfer_verbs_open(p->dev, qps, 8, &p->a, why, sizeof(why)), CR_OK);
-    assert_int_equal(cr_xfer_verbs_open(p->dev, qps, 8, &p->b, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&p->dev, 1, qps, 8, &p->a, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&p->dev, 1, qps, 8, &p->b, why, sizeof(why)), CR_OK);
 }
 
 static void pair_connect(struct pair *p) {
@@ -104,7 +110,7 @@ static void pair_connect(struct pair *p) {
     struct cr_xfer_verbs_hello ha, hb;
     cr_xfer_verbs_local_hello(p->a, &ha);
     cr_xfer_verbs_local_hello(p->b, &hb);
-    assert_int_equal(ha.lid, 0); /* RoCE-style: routed by GID */
+    assert_int_equal(ha.devices[0].lid, 0); /* RoCE-style: routed by GID */
     assert_int_equal(cr_xfer_verbs_connect(p->a, &hb, why, sizeof(why)), CR_OK);
     assert_int_equal(cr_xfer_verbs_connect(p->b, &ha, why, sizeof(why)), CR_OK);
 }
@@ -150,20 +156,20 @@ static void test_device_layer_striped_round_trip(void **state) {
         cr_xfer_verbs_register(p.dev, remote, len, &m_remote, &lk_remote, &rk_remote, why, 200),
         CR_OK);
     /* WRITE from a three-piece gather list, striped over the 4 QPs. */
-    struct cr_xfer_verbs_local gather[3] = {{src, 1000, lk_src},
-                                            {src + 1000, 8 * MIB, lk_src},
-                                            {src + 1000 + 8 * MIB, len - 1000 - 8 * MIB, lk_src}};
+    struct cr_xfer_verbs_local gather[3] = {{src, 1000, {lk_src}},
+                                            {src + 1000, 8 * MIB, {lk_src}},
+                                            {src + 1000 + 8 * MIB, len - 1000 - 8 * MIB, {lk_src}}};
     uint32_t n = 0;
     struct loopback_ibverbs_counts before = loopback_ibverbs_counts();
     assert_int_equal(
-        cr_xfer_verbs_post(p.a, true, gather, 3, (uintptr_t)remote, rk_remote, len, 1, &n), CR_OK);
+        cr_xfer_verbs_post(p.a, true, gather, 3, (uintptr_t)remote, &rk_remote, len, 1, &n), CR_OK);
     assert_int_equal(n, 4);
     assert_int_equal(cr_xfer_verbs_outstanding(p.a), 4);
     assert_int_equal(reap(p.a, 4, NULL), 0);
     assert_memory_equal(src, remote, len);
-    struct cr_xfer_verbs_local one = {back, len, lk_back};
+    struct cr_xfer_verbs_local one = {back, len, {lk_back}};
     assert_int_equal(
-        cr_xfer_verbs_post(p.a, false, &one, 1, (uintptr_t)remote, rk_remote, len, 2, &n), CR_OK);
+        cr_xfer_verbs_post(p.a, false, &one, 1, (uintptr_t)remote, &rk_remote, len, 2, &n), CR_OK);
     assert_int_equal(reap(p.a, 4, NULL), 0);
     assert_memory_equal(src, back, len);
     struct loopback_ibverbs_counts after = loopback_ibverbs_counts();
@@ -183,9 +189,9 @@ static void test_device_layer_striped_round_trip(void **state) {
  * (NULL when it succeeded). */
 static const char *one_op(struct cr_xfer_verbs *v, bool write, void *local, uint32_t lkey,
                           void *remote, uint32_t rkey, uint64_t len) {
-    struct cr_xfer_verbs_local l = {local, len, lkey};
+    struct cr_xfer_verbs_local l = {local, len, {lkey}};
     uint32_t n = 0;
-    assert_int_equal(cr_xfer_verbs_post(v, write, &l, 1, (uintptr_t)remote, rkey, len, 9, &n),
+    assert_int_equal(cr_xfer_verbs_post(v, write, &l, 1, (uintptr_t)remote, &rkey, len, 9, &n),
                      CR_OK);
     assert_int_equal(n, 1);
     const char *reason = NULL;
@@ -198,8 +204,8 @@ static void pair_reopen(struct pair *p, bool connect) {
     char why[160];
     cr_xfer_verbs_close(p->a);
     cr_xfer_verbs_close(p->b);
-    assert_int_equal(cr_xfer_verbs_open(p->dev, 1, 8, &p->a, why, sizeof(why)), CR_OK);
-    assert_int_equal(cr_xfer_verbs_open(p->dev, 1, 8, &p->b, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&p->dev, 1, 1, 8, &p->a, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&p->dev, 1, 1, 8, &p->b, why, sizeof(why)), CR_OK);
     if (connect) pair_connect(p);
 }
 
@@ -216,9 +222,9 @@ static void test_device_layer_refusals(void **state) {
     assert_int_equal(cr_xfer_verbs_register(p.dev, remote, 4096, &mr, &unused, &rkey, why, 200),
                      CR_OK);
     /* Not connected: the QP is in INIT and ibv_post_send refuses. */
-    struct cr_xfer_verbs_local l = {local, 4096, lkey};
+    struct cr_xfer_verbs_local l = {local, 4096, {lkey}};
     uint32_t n = 7;
-    assert_int_equal(cr_xfer_verbs_post(p.a, true, &l, 1, (uintptr_t)remote, rkey, 4096, 1, &n),
+    assert_int_equal(cr_xfer_verbs_post(p.a, true, &l, 1, (uintptr_t)remote, &rkey, 4096, 1, &n),
                      CR_ERR_IO);
     assert_int_equal(n, 0);
     /* b expects another PSN than a sends: nobody answers in sequence. */
@@ -252,10 +258,10 @@ static void test_device_layer_refusals(void **state) {
      * is refused whole, before anything is posted. */
     pair_reopen(&p, true);
     for (int i = 0; i < 8; i++) {
-        assert_int_equal(cr_xfer_verbs_post(p.a, true, &l, 1, (uintptr_t)remote, rkey, 64, 1, &n),
+        assert_int_equal(cr_xfer_verbs_post(p.a, true, &l, 1, (uintptr_t)remote, &rkey, 64, 1, &n),
                          CR_OK);
     }
-    assert_int_equal(cr_xfer_verbs_post(p.a, true, &l, 1, (uintptr_t)remote, rkey, 64, 1, &n),
+    assert_int_equal(cr_xfer_verbs_post(p.a, true, &l, 1, (uintptr_t)remote, &rkey, 64, 1, &n),
                      CR_ERR_AGAIN);
     assert_int_equal(reap(p.a, 8, NULL), 0);
     cr_xfer_verbs_deregister(ml);
@@ -288,8 +294,8 @@ static const char *gid_pair_write(int ga, int gb) {
     assert_int_equal(cr_xfer_verbs_device_open(0, 1, ga, &da, why, sizeof(why)), CR_OK);
     assert_int_equal(cr_xfer_verbs_device_open(0, 1, gb, &db, why, sizeof(why)), CR_OK);
     struct pair p = {0};
-    assert_int_equal(cr_xfer_verbs_open(da, 1, 8, &p.a, why, sizeof(why)), CR_OK);
-    assert_int_equal(cr_xfer_verbs_open(db, 1, 8, &p.b, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&da, 1, 1, 8, &p.a, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&db, 1, 1, 8, &p.b, why, sizeof(why)), CR_OK);
     pair_connect(&p);
     struct cr_xfer_verbs *a = p.a, *b = p.b;
     static uint8_t local[4096], remote[4096];
@@ -317,12 +323,11 @@ static void test_gid_choice(void **state) {
     assert_int_equal(cr_xfer_verbs_device_open(0, 1, -1, &dev, why, sizeof(why)), CR_OK);
     assert_int_equal(cr_xfer_verbs_device_gid_index(dev), 3); /* the ConnectX layout's v2 IPv4 */
     struct cr_xfer_verbs *v;
-    assert_int_equal(cr_xfer_verbs_open(dev, 1, 8, &v, why, sizeof(why)), CR_OK);
+    assert_int_equal(cr_xfer_verbs_open(&dev, 1, 1, 8, &v, why, sizeof(why)), CR_OK);
     struct cr_xfer_verbs_hello h;
     cr_xfer_verbs_local_hello(v, &h);
     const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
-    assert_memory_equal(h.gid, mapped, 16);
-    assert_int_equal(h.gid_index, 3);
+    assert_memory_equal(h.devices[0].gid, mapped, 16);
     cr_xfer_verbs_close(v);
     cr_xfer_verbs_device_close(dev);
     /* Both ends v2 (one link-local, asked for; one picked): they meet. */
@@ -664,6 +669,128 @@ static void test_config_gid_index(void **state) {
     assert_int_equal(s.verbs_hellos, before.verbs_hellos); /* no hello: no device here */
 }
 
+/* ---- several devices ---------------------------------------------------- */
+
+/* Which devices are opened: every active one by default, exactly the named
+ * ones (in that order) when named, never a port that is down. */
+static void test_devices_opened(void **state) {
+    (void)state;
+    loopback_ibverbs_set_devices(3);
+    struct cr_xfer_verbs_device *devs[CR_XFER_VERBS_DEVICES_MAX];
+    char why[200];
+    assert_int_equal(cr_xfer_verbs_devices_open(NULL, -1, devs, why, sizeof(why)), 3);
+    assert_string_equal(cr_xfer_verbs_device_name(devs[2]), "loopback2 port 1");
+    cr_xfer_verbs_devices_close(devs, 3);
+    assert_int_equal(cr_xfer_verbs_devices_open("loopback2,loopback0", -1, devs, why, sizeof(why)), 2);
+    assert_string_equal(cr_xfer_verbs_device_name(devs[0]), "loopback2 port 1");
+    assert_string_equal(cr_xfer_verbs_device_name(devs[1]), "loopback0 port 1");
+    cr_xfer_verbs_devices_close(devs, 2);
+    assert_int_equal(cr_xfer_verbs_devices_open("loopback0,mlx5_9", -1, devs, why, sizeof(why)), 0);
+    assert_string_equal(why, "RDMA device 'mlx5_9' not found (this host has: loopback0, "
+                             "loopback1, loopback2)");
+    loopback_ibverbs_set_port_state(1, IBV_PORT_DOWN);
+    assert_int_equal(cr_xfer_verbs_devices_open("", -1, devs, why, sizeof(why)), 2); /* 0 and 2 */
+    assert_string_equal(cr_xfer_verbs_device_name(devs[1]), "loopback2 port 1");
+    cr_xfer_verbs_devices_close(devs, 2);
+    assert_int_equal(cr_xfer_verbs_devices_open("loopback1", -1, devs, why, sizeof(why)), 0);
+    assert_non_null(strstr(why, "RDMA device 'loopback1' unusable: loopback1 port 1 is not active "
+                                "(PORT_DOWN)"));
+    loopback_ibverbs_set_devices(1);
+    struct loopback_ibverbs_counts c = loopback_ibverbs_counts();
+    assert_int_equal(c.pds + c.contexts, 0);
+}
+
+/* Objects of 4 MiB and more are striped over the QPs of both devices, small
+ * ones go round robin over all QPs; every byte compared; the segment and
+ * the buffers are registered on each device (an rkey per server device). */
+static void test_two_devices_carry_the_stripes(void **state) {
+    struct fixture *f = *state;
+    struct buffer src = registered(f, 16 * MIB + 1), dst = registered(f, 16 * MIB + 1);
+    assert_int_equal(loopback_ibverbs_counts().mrs, 2 * 3); /* segment + 2 buffers, 2 devices */
+    struct loopback_ibverbs_counts before = loopback_ibverbs_counts();
+    fill_random(src.bytes, src.len, 77);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), src.bytes, src.len),
+                     CR_OK);
+    assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg0", seg_addr(f, 0), dst.bytes, dst.len),
+                     CR_OK);
+    assert_memory_equal(src.bytes, f->seg.base, src.len);
+    assert_memory_equal(src.bytes, dst.bytes, src.len);
+    struct loopback_ibverbs_counts after = loopback_ibverbs_counts();
+    for (int d = 0; d < 2; d++) { /* QPs 0, 2 on loopback0; 1, 3 on loopback1 */
+        assert_int_equal(after.device_wrs[d] - before.device_wrs[d], 2 + 2);
+        assert_true(after.device_bytes[d] - before.device_bytes[d] >= 16 * MIB - 4096);
+    }
+    for (int i = 0; i < 4; i++) /* small ops: one QP each, round robin */
+        assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg0", seg_addr(f, 0), dst.bytes, 4096),
+                         CR_OK);
+    struct loopback_ibverbs_counts small = loopback_ibverbs_counts();
+    for (int d = 0; d < 2; d++) assert_int_equal(small.device_wrs[d] - after.device_wrs[d], 2);
+    assert_int_equal(server_stats(f).requests_read + server_stats(f).requests_written, 0);
+    release(f, &src);
+    release(f, &dst);
+}
+
+/* A client on one device (named) and a server on two: QP i meets the
+ * server's device i % 2, under that device's rkey. */
+static void test_one_device_to_two(void **state) {
+    struct fixture *f = *state;
+    struct cr_xfer_client_config cfg = client_config;
+    cfg.rdma_devices = "loopback1";
+    cr_xfer_client_destroy(f->cli);
+    assert_int_equal(cr_xfer_client_create(&cfg, &f->cli), CR_OK);
+    struct buffer b = registered(f, 8 * MIB);
+    struct loopback_ibverbs_counts before = loopback_ibverbs_counts();
+    fill_random(b.bytes, b.len, 78);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, MIB), b.bytes, b.len),
+                     CR_OK);
+    assert_memory_equal(b.bytes, (uint8_t *)f->seg.base + MIB, b.len);
+    struct loopback_ibverbs_counts after = loopback_ibverbs_counts();
+    assert_int_equal(after.device_wrs[1] - before.device_wrs[1], 4); /* all on the client's one */
+    assert_int_equal(after.device_wrs[0], before.device_wrs[0]);
+    assert_int_equal(after.errors, before.errors);
+    release(f, &b);
+}
+
+/* One device's link fails: the op in flight on its QPs fails with an error
+ * naming that device; later ops go on the other device's QPs alone and
+ * their bytes arrive; when that device fails too, the op fails naming it
+ * and the peer is moved by tcp (no new hello for a while). */
+static void test_device_failure_falls_back(void **state) {
+    struct fixture *f = *state;
+    struct buffer b = registered(f, 16 * MIB);
+    fill_random(b.bytes, b.len, 79);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
+                     CR_OK);
+    loopback_ibverbs_fail_device(1);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
+                     CR_ERR_IO);
+    const char *why = cr_xfer_client_last_error(f->cli);
+    assert_non_null(strstr(why, "RDMA WRITE of segment 'seg0'"));
+    assert_non_null(strstr(why, "on loopback1 port 1 failed: transport retry counter exceeded"));
+    struct loopback_ibverbs_counts before = loopback_ibverbs_counts();
+    fill_random(b.bytes, b.len, 80);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, b.len),
+                     CR_OK);
+    assert_memory_equal(b.bytes, f->seg.base, b.len);
+    struct loopback_ibverbs_counts after = loopback_ibverbs_counts();
+    assert_int_equal(after.device_wrs[0] - before.device_wrs[0], 2); /* QPs 0 and 2 */
+    assert_int_equal(after.device_wrs[1], before.device_wrs[1]);
+    assert_int_equal(after.errors, before.errors);
+    loopback_ibverbs_fail_device(0);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, 4096),
+                     CR_ERR_IO);
+    assert_non_null(strstr(cr_xfer_client_last_error(f->cli),
+                           "on loopback0 port 1 failed: transport retry counter exceeded"));
+    fill_random(b.bytes, b.len, 81); /* no QP left: tcp, no new hello */
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg0", seg_addr(f, 0), b.bytes, 65536),
+                     CR_OK);
+    assert_memory_equal(b.bytes, f->seg.base, 65536);
+    struct cr_xfer_server_stats s = server_stats(f);
+    assert_int_equal(s.requests_written, 1);
+    assert_int_equal(s.verbs_hellos, 1);
+    release(f, &b);
+}
+
 /* ---- malformed setup frames -------------------------------------------- */
 
 static int raw_connect(struct fixture *f) {
@@ -691,7 +818,8 @@ static size_t read_until_closed(int fd, uint8_t *buf, size_t cap) {
 }
 
 static size_t hello_frame(uint8_t *out, uint32_t id) {
-    struct cr_xfer_verbs_hello h = {.qp_count = 2, .port = 1, .mtu = 3};
+    struct cr_xfer_verbs_hello h = {.qp_count = 2, .device_count = 1,
+                                     .devices = {{.port = 1, .mtu = 3}}};
     for (int i = 0; i < 2; i++) {
         h.qpn[i] = 0x77000 + (uint32_t)i;
         h.psn[i] = 5;
@@ -790,6 +918,12 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_verbs_disabled_by_config, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_unregister_waits_for_ops, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_config_gid_index, setup, teardown_checked),
+        cmocka_unit_test(test_devices_opened),
+        cmocka_unit_test_setup_teardown(test_two_devices_carry_the_stripes, setup_two_devices,
+                                        teardown_checked),
+        cmocka_unit_test_setup_teardown(test_one_device_to_two, setup_two_devices, teardown_checked),
+        cmocka_unit_test_setup_teardown(test_device_failure_falls_back, setup_two_devices,
+                                        teardown_checked),
         cmocka_unit_test_setup_teardown(test_malformed_setup_frames_refused, setup, teardown_checked),
         cmocka_unit_test_setup_teardown(test_client_register_errors, setup, teardown_checked),
     };
