@@ -9,10 +9,15 @@
  * crescentd that sleeps) and reads its reply from the reply ring: the
  * caller spins on the ring for up to SHM_SPIN_NS, the time crescentd takes
  * for a call that is not queued behind others, then sleeps on its eventfd
- * (poll, with the set-up socket so a crescentd that exits is noticed). */
+ * (poll, with the set-up socket so a crescentd that exits is noticed).
+ * Spinning only on a free core: at most one CPU fewer than the machine has
+ * spin at once in this process (a core is left for crescentd), the others
+ * sleep at once; eight spinning callers on two cores took the CPU that
+ * crescentd needed to answer them (bench/RESULTS.md). */
 #include <assert.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +32,20 @@
 #include "msgs/rpc_stream.h"
 
 #define SHM_SPIN_NS 50000u
+
+static _Atomic unsigned spinners; /* callers of this process spinning now */
+
+/* Takes a spinner's place if a core is free for one (see the top). */
+static bool spin_begin(void) {
+    static unsigned limit;
+    if (limit == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        limit = cpus > 2 ? (unsigned)cpus - 1 : 1;
+    }
+    if (atomic_fetch_add(&spinners, 1) < limit) return true;
+    atomic_fetch_sub(&spinners, 1);
+    return false;
+}
 
 struct cr_client_shm {
     char name[CR_RPC_SHM_PATH_MAX + 1];
@@ -260,7 +279,7 @@ int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload
     struct cr_client_shm *s = c->shm;
     cr_client_rx_release(c);
     int64_t deadline = c->clock_ms(c->clock_ctx) + (timeout_ms > 0 ? timeout_ms : 0);
-    uint64_t spin_until = 0;
+    bool may_spin = true; /* once per wait: after a wake, sleep again at once */
     for (;;) {
         size_t n = 0;
         enum cr_rpc_stream_verdict v = cr_rpc_stream_next(
@@ -284,16 +303,21 @@ int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload
             return c->error[0] != '\0' ? CR_ERR_PROTOCOL : CR_ERR_NOMEM;
         }
         if (got > 0) {
-            spin_until = 0;
+            may_spin = true;
             continue;
         }
         if (timeout_ms <= 0) return CR_ERR_TIMEOUT;
-        /* Spin first: a reply usually comes sooner than a sleep and a wake. */
-        uint64_t now = mono_ns();
-        if (spin_until == 0) spin_until = now + SHM_SPIN_NS;
-        if (now < spin_until) {
-            for (int i = 0; i < 16; i++) __builtin_ia32_pause();
-            continue;
+        /* Spin first, on a free core: a reply usually comes sooner than a
+         * sleep and a wake. */
+        if (may_spin) {
+            may_spin = false;
+            if (spin_begin()) {
+                uint64_t end = mono_ns() + SHM_SPIN_NS;
+                while (cr_rpc_shm_ring_readable(&s->rep) == 0 && mono_ns() < end)
+                    for (int i = 0; i < 16; i++) __builtin_ia32_pause();
+                atomic_fetch_sub(&spinners, 1);
+                continue;
+            }
         }
         if (!cr_rpc_shm_ring_arm(&s->rep)) continue;
         int rc = sleep_until(c, deadline, "waiting for a reply from");
@@ -304,7 +328,6 @@ int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload
                                   s->name);
         }
         if (rc != CR_OK && rc != CR_ERR_IO) return rc;
-        spin_until = 1; /* woken: look at the ring, then sleep again without a spin */
         if (c->clock_ms(c->clock_ctx) >= deadline && cr_rpc_shm_ring_readable(&s->rep) == 0)
             return CR_ERR_TIMEOUT;
     }
