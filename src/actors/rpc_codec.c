@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -518,9 +519,86 @@ void cr_master_call_reply_free(struct cr_master_call *call) {
     call->reply_len = 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Request arenas (cr_rpc_unpack) */
+
+struct request_chunk {
+    struct request_chunk *next;
+    size_t used, size;
+    _Alignas(max_align_t) uint8_t data[];
+};
+
+/* The first chunk's bytes: enough for the unpacked form of most requests
+ * (structs and copies of their strings; 32 keys of a batch take about
+ * 1 KiB), capped so a 16 MiB body does not reserve 64 MiB up front. */
+#define REQUEST_CHUNK_MIN 1024u
+#define REQUEST_CHUNK_FIRST_MAX (64u * 1024u)
+
+static void *request_alloc(void *data, size_t size) {
+    struct request_chunk **head = data;
+    if (size > SIZE_MAX - 2 * sizeof(max_align_t)) return NULL;
+    size = (size + _Alignof(max_align_t) - 1) & ~(size_t)(_Alignof(max_align_t) - 1);
+    struct request_chunk *c = *head;
+    if (c == NULL || c->size - c->used < size) {
+        size_t want = c == NULL ? REQUEST_CHUNK_MIN : c->size * 2;
+        if (want < size) want = size;
+        if (want > SIZE_MAX - sizeof(*c)) return NULL;
+        struct request_chunk *n = malloc(sizeof(*n) + want);
+        if (n == NULL) return NULL;
+        *n = (struct request_chunk){.next = c, .used = 0, .size = want};
+        *head = c = n;
+    }
+    assert(c->size - c->used >= size);
+    void *p = c->data + c->used;
+    c->used += size;
+    return p;
+}
+
+static void request_free(void *data, void *p) {
+    (void)data, (void)p; /* the arena is freed whole */
+}
+
+void cr_rpc_request_arena_free(void *arena) {
+    struct request_chunk *c = arena;
+    while (c != NULL) {
+        struct request_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+}
+
+ProtobufCMessage *cr_rpc_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *body,
+                                size_t len, void **arena) {
+    assert(desc != NULL && arena != NULL && (body != NULL || len == 0));
+    struct request_chunk *head = NULL;
+    /* A first chunk sized from the body (the unpacked form is mostly its
+     * strings plus a struct per field group), so most requests need one. */
+    size_t first = len < REQUEST_CHUNK_FIRST_MAX / 4 ? 4 * len : REQUEST_CHUNK_FIRST_MAX;
+    if (first > REQUEST_CHUNK_MIN) {
+        head = malloc(sizeof(*head) + first);
+        if (head == NULL) {
+            *arena = NULL;
+            return NULL;
+        }
+        *head = (struct request_chunk){.next = NULL, .used = 0, .size = first};
+    }
+    ProtobufCAllocator allocator = {
+        .alloc = request_alloc, .free = request_free, .allocator_data = &head};
+    ProtobufCMessage *msg = protobuf_c_message_unpack(desc, &allocator, len, body);
+    if (msg == NULL) {
+        cr_rpc_request_arena_free(head);
+        head = NULL;
+    }
+    *arena = head;
+    return msg;
+}
+
 void cr_master_call_free(struct cr_master_call *call) {
     if (call == NULL) return;
-    if (call->request != NULL) protobuf_c_message_free_unpacked(call->request, NULL);
+    if (call->request_arena != NULL)
+        cr_rpc_request_arena_free(call->request_arena);
+    else if (call->request != NULL)
+        protobuf_c_message_free_unpacked(call->request, NULL);
     cr_master_call_reply_free(call);
     free(call);
 }

@@ -92,7 +92,7 @@ static bool decode(struct cr_rpc_intake *in, const struct cr_rpc_method *m,
     call->request = NULL;
     const char *why = cr_rpc_prescan(m->request, body, len, CR_MASTER_BATCH_MAX);
     if (why == NULL) {
-        call->request = protobuf_c_message_unpack(m->request, NULL, len, body);
+        call->request = cr_rpc_unpack(m->request, body, len, &call->request_arena);
         why = "a required field is missing or a value is malformed";
     }
     if (call->request == NULL) {

@@ -75,6 +75,10 @@ struct cr_master_call {
     uint64_t request_id;
     struct cr_actor *reply_to;        /* where MASTER_DONE goes */
     struct ProtobufCMessage *request; /* decoded (protobuf_c unpack), owned */
+    /* The memory `request` was unpacked into (cr_rpc_unpack), freed whole
+     * with the call; NULL when it was unpacked with malloc (freed with
+     * protobuf_c_message_free_unpacked) or is not owned. */
+    void *request_arena;
     int32_t status;                   /* transport status for the reply: CR_OK or error */
     uint8_t *reply;   /* packed response or error text: reply_inline, or malloc'd */
     size_t reply_len;

@@ -89,10 +89,78 @@ static void test_largest_batch_passes(void **unused) {
     protobuf_c_message_pack(&batch.base, body);
     assert_null(cr_rpc_prescan(&crescent__master__batch_put_start_request__descriptor, body, len,
                                CR_MASTER_BATCH_MAX));
+    /* Unpacked into an arena (several chunks at this size), it packs back
+     * to the same bytes. */
+    void *arena = NULL;
+    ProtobufCMessage *got =
+        cr_rpc_unpack(&crescent__master__batch_put_start_request__descriptor, body, len, &arena);
+    assert_non_null(got);
+    assert_non_null(arena);
+    assert_int_equal(protobuf_c_message_get_packed_size(got), len);
+    uint8_t *again = malloc(len);
+    assert_non_null(again);
+    protobuf_c_message_pack(got, again);
+    assert_memory_equal(again, body, len);
+    free(again);
+    cr_rpc_request_arena_free(arena);
     free(body);
     free(keys);
     free(ptrs);
     free(reqs);
+}
+
+/* cr_rpc_unpack decodes what protobuf-c's own unpack decodes, into its
+ * arena: every prefix of a BatchPutStart (most of them malformed) is refused
+ * by both or decoded by both to the same message, and a refusal keeps no
+ * arena. */
+static void test_unpack_into_arena_as_protobuf_c(void **unused) {
+    (void)unused;
+    enum { N = 40 };
+    Crescent__Master__UUID uuid = CRESCENT__MASTER__UUID__INIT;
+    Crescent__Master__ReplicateConfig config = CRESCENT__MASTER__REPLICATE_CONFIG__INIT;
+    Crescent__Master__PutStartRequest reqs[N], *ptrs[N];
+    char keys[N][40];
+    for (int i = 0; i < N; i++) {
+        crescent__master__put_start_request__init(&reqs[i]);
+        snprintf(keys[i], sizeof(keys[i]), "key-%d-%.*s", i, i % 17, "abcdefghijklmnopq");
+        reqs[i].key = keys[i];
+        reqs[i].value_length = 4096 + i;
+        reqs[i].config = &config;
+        reqs[i].client_id = &uuid;
+        if (i % 2 == 0) reqs[i].tenant_id = "t";
+        ptrs[i] = &reqs[i];
+    }
+    Crescent__Master__BatchPutStartRequest batch = CRESCENT__MASTER__BATCH_PUT_START_REQUEST__INIT;
+    batch.n_requests = N;
+    batch.requests = ptrs;
+    const ProtobufCMessageDescriptor *d = &crescent__master__batch_put_start_request__descriptor;
+    size_t len = protobuf_c_message_get_packed_size(&batch.base);
+    uint8_t *body = malloc(len), *a = malloc(len), *b = malloc(len);
+    assert_true(body != NULL && a != NULL && b != NULL);
+    protobuf_c_message_pack(&batch.base, body);
+    size_t decoded = 0;
+    for (size_t cut = 0; cut <= len; cut++) {
+        void *arena = (void *)1;
+        ProtobufCMessage *got = cr_rpc_unpack(d, body, cut, &arena);
+        ProtobufCMessage *want = protobuf_c_message_unpack(d, NULL, cut, body);
+        assert_int_equal(got != NULL, want != NULL);
+        if (got == NULL) {
+            assert_null(arena);
+            continue;
+        }
+        decoded++;
+        size_t n = protobuf_c_message_get_packed_size(want);
+        assert_int_equal(protobuf_c_message_get_packed_size(got), n);
+        protobuf_c_message_pack(got, a);
+        protobuf_c_message_pack(want, b);
+        assert_memory_equal(a, b, n);
+        cr_rpc_request_arena_free(arena);
+        protobuf_c_message_free_unpacked(want, NULL);
+    }
+    assert_true(decoded > N); /* every whole entry, and the empty body */
+    free(body);
+    free(a);
+    free(b);
 }
 
 /* Many small strings in a repeated field at each of several levels: the
@@ -132,6 +200,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_fields_bounded),
         cmocka_unit_test(test_largest_batch_passes),
         cmocka_unit_test(test_allocation_budget),
+        cmocka_unit_test(test_unpack_into_arena_as_protobuf_c),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
