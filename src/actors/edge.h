@@ -2,8 +2,8 @@
  * own thread (docs/architecture.md, "The RPC edge: threads per call").
  *
  * The thread that owns the store owns the connections, as in Redis: an edge
- * (the native TCP endpoint, rpc_tcp.c; the same-host shared-memory one,
- * rpc_shm_edge.c) registers its file descriptors in segments' epoll set, and segments'
+ * (the ZMQ endpoint, rpc.c; the native TCP endpoint, rpc_tcp.c; the
+ * same-host shared-memory one, rpc_shm_edge.c) registers its file descriptors in segments' epoll set, and segments'
  * loop (its wait and poll hooks, runtime.h) calls the edge's `ready` when
  * one of them has something.  The edge reads its requests and hands each
  * to cr_edge_submit, which runs the same intake as every endpoint
@@ -98,6 +98,12 @@ bool cr_edge_rewatch(struct cr_edge *edge, int fd, uint32_t events, uint64_t tag
 /* Removes a watched fd (before closing it). */
 void cr_edge_unwatch(struct cr_edge *edge, int fd);
 
+/* Calls ready(tag, EPOLLIN) again in the next round whether or not epoll
+ * reports the fd: for an fd whose signal may already be spent (ZMQ_FD,
+ * which any zmq call can consume) or input left for later (a read batch's
+ * end).  One per edge at a time; a later call replaces the tag. */
+void cr_edge_again(struct cr_edge *edge, uint64_t tag);
+
 /* Hands over a request whose envelope the edge read (call->method,
  * request_id, received_ns, identity set; body/len the protobuf body): see
  * the top of this file.  True: taken; its reply comes to `done` (inline
@@ -120,6 +126,11 @@ int cr_segments_edge_add(void *segments_state, struct cr_edge *edge);
  * --rpc-tcp-with-curve), it serves nothing and says why at wire. */
 struct cr_daemon_config;
 int cr_rpc_tcp_edge_create(const struct cr_daemon_config *config, struct cr_edge **out);
+
+/* The ZMQ endpoint (rpc.c, --rpc-address): binds the ROUTER now (with CURVE
+ * when configured); a bad or busy address fails (CR_ERR_IO, said on
+ * stderr). */
+int cr_rpc_edge_create(const struct cr_daemon_config *config, struct cr_edge **out);
 
 /* The same-host shared-memory endpoint (rpc_shm_edge.c, --rpc-shm-path).
  * Binds now (a name the user chose that is taken fails: CR_ERR_IO, said on

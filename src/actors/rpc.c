@@ -1,40 +1,45 @@
-/* The RPC gateway actor: the store master's intake.
+/* The store master's ZMQ endpoint (--rpc-address): an edge of the segments
+ * actor (edge.h), served on segments' own thread.
  *
- * Owns the ZMQ ROUTER bound to rpc_address.  Its `wait` hook polls the
- * socket and the wake fd; each request (identity, method, request id, body,
- * in one frame or three: msgs/rpc_frame.h) has its envelope read here, then
- * goes through the intake shared with the native endpoint (rpc_intake.c:
- * decoded with protobuf-c, validated, admin-gated) and is handed to the
- * segments actor as an owned struct cr_master_call (CR_MSG_MASTER_CALL).
- * Segments runs it and sends the call back (CR_MSG_MASTER_DONE) with the
- * packed response; the gateway writes the reply with ZMQ_DONTWAIT.  No ask
- * blocks here, so many requests are in flight and replies leave in the order
- * segments finishes them.  QueryTask goes to the tasks actor instead, which
- * answers it the same way; FetchTasks and MarkTaskToComplete go to segments
- * for the executor's secret check, then on to tasks, which answers them;
- * CreateCopyTask and CreateMoveTask go to segments, which reserves their
- * targets and passes them on to tasks (msgs/task_msgs.h).
+ * Owns the ZMQ ROUTER bound to rpc_address.  Its ZMQ_FD is in segments'
+ * epoll set; each request (identity, method, request id, body, in one frame
+ * or three: msgs/rpc_frame.h) has its envelope read here, then goes through
+ * the intake shared with the native endpoint (rpc_intake.c: decoded with
+ * protobuf-c, validated, admin-gated) and to cr_edge_submit: segments runs
+ * its own calls inline and the reply is written at once with ZMQ_DONTWAIT,
+ * so a call crosses libzmq's I/O thread → segments → libzmq's I/O thread,
+ * as a bare ZMQ echo does.  QueryTask goes to the tasks actor, which
+ * answers it as MASTER_DONE to segments; FetchTasks and MarkTaskToComplete
+ * are checked by segments (the executor's secret) and answered by tasks;
+ * CreateCopyTask and CreateMoveTask are reserved by segments and answered by
+ * tasks (msgs/task_msgs.h).  Replies leave in the order calls finish.
+ *
+ * ZMQ_FD is edge-triggered in effect: it signals that the socket's state
+ * may have changed, and any zmq_recv, zmq_send or ZMQ_EVENTS read can
+ * consume that signal.  So a read drains with ZMQ_DONTWAIT until EAGAIN (or
+ * a batch, then cr_edge_again), and after the round's sends ZMQ_EVENTS is
+ * read again (rpc_flush): a request that arrived meanwhile is served next
+ * round instead of waiting for a signal already consumed.
  *
  * Anything wrong with a request (frame count or sizes, unknown method, a body
  * protobuf cannot decode, a value out of range) is answered at once and
- * counted; nothing reaches segments half-checked.  A reply that cannot be
+ * counted; nothing reaches the store half-checked.  A reply that cannot be
  * written now (peer gone, its queue full) is dropped and counted: one slow
  * client never stalls the others.
  *
- * Ownership of a call: the gateway allocates it; the MASTER_CALL message
- * hands it to segments; MASTER_DONE hands it back; the gateway frees it
- * after writing the reply.  Discard hooks on both sides free calls left in
- * a ring at shutdown. */
+ * Ownership of a call: this edge allocates it; cr_edge_submit takes it; it
+ * comes back through rpc_done, which writes the reply and frees it. */
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <zmq.h>
 
 #include "actors/curve.h"
+#include "actors/edge.h"
 #include "actors/rpc_codec.h"
-#include "actors/rpc_intake.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"
@@ -42,16 +47,17 @@
 #include "msgs/master_msgs.h"
 #include "msgs/rpc_frame.h"
 
-#define RPC_READ_BATCH 256u /* requests read per wait before serving the mailbox again */
+#define RPC_READ_BATCH 256u /* requests read per round before serving the mailbox again */
+#define RPC_FD_TAG 0u
 
 struct rpc_state {
+    struct cr_edge edge; /* first: the edge is the state */
     void *zctx;
     void *router;
+    int fd;        /* ZMQ_FD */
+    bool watched;  /* fd in segments' epoll set (from wire on) */
     struct cr_curve_server *curve; /* NULL: CURVE off */
-    struct cr_rpc_intake intake;   /* counters, admin token, peers (shared with rpc_tcp.c) */
     char address[CR_CONFIG_ADDRESS_MAX];
-    struct cr_actor *self;
-    uint64_t last_log_ns;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -90,31 +96,16 @@ static bool send_reply(struct rpc_state *st, const struct cr_master_call *to, in
              zmq_send(st->router, body, body_len, ZMQ_DONTWAIT) >= 0;
     }
     if (!ok) {
-        st->intake.send_dropped++;
+        st->edge.intake.send_dropped++;
         return false;
     }
-    st->intake.replies++;
+    st->edge.intake.replies++;
     return true;
 }
 
 static void send_error(struct rpc_state *st, const struct cr_master_call *to, int32_t status,
                        const char *text) {
     send_reply(st, to, status, text, strlen(text));
-}
-
-/* A chain of finished calls (MASTER_DONE): each reply goes out in order. */
-static void on_done(struct rpc_state *st, struct cr_master_call *call) {
-    /* One clock read per round (cr_actor_now_ns), as received_ns is one per
-     * batch read: the latency is exact to a round, with no read per call. */
-    uint64_t now_ns = call != NULL ? cr_actor_now_ns(st->self) : 0;
-    while (call != NULL) {
-        struct cr_master_call *next = call->next;
-        cr_rpc_intake_done(&st->intake, call, now_ns);
-        send_reply(st, call, call->status,
-                   call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
-        cr_master_call_free(call);
-        call = next;
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -200,88 +191,89 @@ static void handle_request(struct rpc_state *st, struct incoming *in, uint64_t n
     call->received_ns = now_ns;
     struct cr_rpc_refusal no;
     if (!read_envelope(in, call)) {
-        st->intake.malformed++;
+        st->edge.intake.malformed++;
         cr_rpc_refusal_text(&no, CR_ERR_PROTOCOL,
                             "malformed request: expected one frame [method u16][request id "
                             "u64][body] or three frames [method u16] [request id u64] [body]");
-    } else if (cr_rpc_intake_take(&st->intake, call, in->body, in->body_len, &no)) {
-        return; /* segments (or tasks) owns it now */
+    } else if (cr_edge_submit(&st->edge, call, in->body, in->body_len, &no)) {
+        return; /* answered (rpc_done), or at tasks */
     }
     send_reply(st, call, no.status, no.body, no.len);
     cr_rpc_refusal_free(&no);
     cr_master_call_free(call);
 }
 
-static void rpc_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
-    struct rpc_state *st = arg;
-    zmq_pollitem_t items[2] = {{.socket = st->router, .events = ZMQ_POLLIN},
-                               {.fd = wake_fd, .events = ZMQ_POLLIN}};
-    /* Until CR_MSG_WIRE names segments, requests wait in the socket (bound
-     * at create, so clients connect from the first moment): read now, they
-     * could only be answered "busy". */
-    bool wired = st->intake.segments != NULL;
-    if (!wired) items[0] = items[1];
-    if (zmq_poll(items, wired ? 2 : 1, timeout_ms) < 0) {
-        if (zmq_errno() != EINTR) CR_ERROR("rpc", "zmq_poll failed: %s", zmq_strerror(zmq_errno()));
-        return;
-    }
-    if (!wired || !(items[0].revents & ZMQ_POLLIN)) return;
+/* ------------------------------------------------------------------------ */
+/* Edge hooks (edge.h), on the segments thread */
+
+/* Whether ZMQ has a request waiting.  Reading ZMQ_EVENTS also consumes the
+ * fd's signal, so it is read only where a request found here is served. */
+static bool has_input(struct rpc_state *st) {
+    int events = 0;
+    size_t len = sizeof(events);
+    if (zmq_getsockopt(st->router, ZMQ_EVENTS, &events, &len) != 0) return false;
+    return (events & ZMQ_POLLIN) != 0;
+}
+
+/* Reads requests until ZMQ has none (EAGAIN) or RPC_READ_BATCH were read:
+ * then the rest are read next round (cr_edge_again), after the mailbox. */
+static uint32_t rpc_ready(struct cr_edge *edge, uint64_t tag, uint32_t events) {
+    (void)tag, (void)events;
+    struct rpc_state *st = (struct rpc_state *)edge;
     struct incoming in;
-    uint64_t now_ns = cr_runtime_now_ns(cr_actor_runtime(self)); /* one read per batch */
-    for (uint32_t n = 0; n < RPC_READ_BATCH && read_message(st, &in); n++) {
+    uint64_t now_ns = cr_edge_now_ns(edge); /* one read per batch */
+    uint32_t n = 0;
+    for (; n < RPC_READ_BATCH && read_message(st, &in); n++) {
         if (in.kept > 0) handle_request(st, &in, now_ns);
         incoming_close(&in);
     }
+    if (n == RPC_READ_BATCH) cr_edge_again(edge, RPC_FD_TAG);
+    return n;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Actor hooks */
-
-static int rpc_start(struct cr_actor *self, void *arg) {
-    struct rpc_state *st = arg;
-    st->self = self;
-    st->intake.self = self;
-    return CR_OK;
+/* A finished call: its reply goes out now (ZMQ queues it). */
+static void rpc_done(struct cr_edge *edge, struct cr_master_call *call) {
+    struct rpc_state *st = (struct rpc_state *)edge;
+    send_reply(st, call, call->status, call->reply != NULL ? call->reply : (const uint8_t *)"",
+               call->reply_len);
+    cr_master_call_free(call);
 }
 
-static void rpc_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
-    struct rpc_state *st = arg;
-    switch (msg->type) {
-    case CR_MSG_WIRE: {
-        cr_rpc_intake_wire(&st->intake, msg->body.ptr[0]);
-        return;
-    }
-    case CR_MSG_MASTER_DONE: on_done(st, CR_MSG_BODY(msg, struct cr_msg_master_call)->call); return;
-    default: {
-        uint64_t now = cr_runtime_now_ns(cr_actor_runtime(self));
-        if (cr_log_ratelimit(&st->last_log_ns, now, 60ull * 1000000000u))
-            CR_WARN("rpc", "message type %u from sender %u is not handled here", msg->type,
-                    msg->sender);
-        if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
-    }
-    }
+/* After the round's sends: a request that arrived while they ran may have
+ * consumed the fd's signal, so ZMQ is asked directly. */
+static void rpc_flush(struct cr_edge *edge) {
+    struct rpc_state *st = (struct rpc_state *)edge;
+    if (st->watched && has_input(st)) cr_edge_again(edge, RPC_FD_TAG);
 }
 
-static void rpc_discard(void *arg, struct cr_msg *msg) {
-    (void)arg;
-    if (msg->type == CR_MSG_MASTER_DONE)
-        cr_master_call_free_chain(CR_MSG_BODY(msg, struct cr_msg_master_call)->call);
+/* Until wired, requests wait in the socket (bound at create, so clients
+ * connect from the first moment): read earlier, they could only have been
+ * answered "busy". */
+static void rpc_wire(struct cr_edge *edge, const struct cr_subsystems *peers) {
+    (void)peers;
+    struct rpc_state *st = (struct rpc_state *)edge;
+    if (st->watched) return;
+    st->watched = cr_edge_watch(edge, st->fd, EPOLLIN, RPC_FD_TAG);
+    /* Requests that came before: the fd's signal may be spent already. */
+    if (st->watched) cr_edge_again(edge, RPC_FD_TAG);
 }
 
-static void rpc_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
-    (void)self;
-    const struct rpc_state *st = arg;
-    cr_rpc_intake_stats(&st->intake, out);
-}
-
-static void rpc_destroy(void *arg) {
-    struct rpc_state *st = arg;
+static void rpc_destroy(struct cr_edge *edge) {
+    struct rpc_state *st = (struct rpc_state *)edge;
     if (st == NULL) return;
     if (st->router != NULL) zmq_close(st->router);
     if (st->zctx != NULL) zmq_ctx_term(st->zctx);
     cr_curve_server_join(st->curve); /* the context's end ended it */
     free(st);
 }
+
+static const struct cr_edge_ops rpc_ops = {
+    .wire = rpc_wire,
+    .ready = rpc_ready,
+    .done = rpc_done,
+    .flush = rpc_flush,
+    .destroy = rpc_destroy,
+};
 
 static int set_int(void *sock, int option, int value) {
     return zmq_setsockopt(sock, option, &value, sizeof(value));
@@ -290,9 +282,12 @@ static int set_int(void *sock, int option, int value) {
 /* Binds on the main thread, before any actor runs, so a bad or busy address
  * fails the daemon's start.  The socket is then used only by the actor's
  * thread (thread creation is the full barrier ZMQ asks for on migration). */
-static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
+int cr_rpc_edge_create(const struct cr_daemon_config *config, struct cr_edge **out) {
     struct rpc_state *st = calloc(1, sizeof(*st));
     if (st == NULL) return CR_ERR_NOMEM;
+    st->edge.ops = &rpc_ops;
+    st->edge.name = "rpc";
+    st->fd = -1;
     snprintf(st->address, sizeof(st->address), "%s", config->rpc_address);
     st->zctx = zmq_ctx_new();
     st->router = st->zctx != NULL ? zmq_socket(st->zctx, ZMQ_ROUTER) : NULL;
@@ -303,18 +298,18 @@ static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
         zmq_setsockopt(st->router, ZMQ_MAXMSGSIZE, &(int64_t){CR_RPC_BODY_MAX + 64},
                        sizeof(int64_t)) != 0) {
         fprintf(stderr, "crescentd: cannot create the RPC socket: %s\n", zmq_strerror(errno));
-        rpc_destroy(st);
+        rpc_destroy(&st->edge);
         return CR_ERR_IO;
     }
     char why[512];
-    if (!cr_rpc_intake_init(&st->intake, config->admin_token_file, why, sizeof(why))) {
+    if (!cr_rpc_intake_init(&st->edge.intake, config->admin_token_file, why, sizeof(why))) {
         fprintf(stderr, "crescentd: %s\n", why);
-        rpc_destroy(st);
+        rpc_destroy(&st->edge);
         return CR_ERR_INVALID_PARAMS;
     }
     int rc = cr_curve_server_start(st->zctx, st->router, config, "RPC", &st->curve);
     if (rc != CR_OK) {
-        rpc_destroy(st);
+        rpc_destroy(&st->edge);
         return rc;
     }
     if (zmq_bind(st->router, st->address) != 0) {
@@ -322,24 +317,16 @@ static int rpc_create(const struct cr_daemon_config *config, void **state_out) {
         /* CR_ERR_IO from a create hook makes crescentd exit 2 (see daemon.c). */
         fprintf(stderr, "crescentd: cannot bind the RPC address %s: %s\n", st->address,
                 zmq_strerror(err));
-        rpc_destroy(st);
+        rpc_destroy(&st->edge);
         return CR_ERR_IO;
     }
-    *state_out = st;
+    size_t fd_len = sizeof(st->fd);
+    if (zmq_getsockopt(st->router, ZMQ_FD, &st->fd, &fd_len) != 0) {
+        fprintf(stderr, "crescentd: cannot get the RPC socket's ZMQ_FD: %s\n",
+                zmq_strerror(zmq_errno()));
+        rpc_destroy(&st->edge);
+        return CR_ERR_IO;
+    }
+    *out = &st->edge;
     return CR_OK;
 }
-
-static const struct cr_actor_ops rpc_ops = {
-    .start = rpc_start,
-    .handle = rpc_handle,
-    .discard = rpc_discard,
-    .wait = rpc_wait,
-    .stats = rpc_stats,
-};
-
-const struct cr_subsystem_def cr_rpc_def = {
-    .name = "rpc",
-    .ops = &rpc_ops,
-    .create = rpc_create,
-    .destroy = rpc_destroy,
-};

@@ -66,7 +66,7 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
  * serves that, or asks the set again without blocking. */
 #define EDGE_EVENTS 64u
 #define EDGE_WAKE_TAG UINT64_MAX
-static const char *const segments_views[] = {"rpc_tcp", "rpc_shm", NULL};
+static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", NULL};
 
 struct cr_edge_host {
     struct segments_state *st;
@@ -77,6 +77,9 @@ struct cr_edge_host {
     uint32_t watched; /* edge fds in the set */
     struct epoll_event found[EDGE_EVENTS]; /* by wait, for the next poll */
     int found_count;
+    bool again[CR_EDGES_MAX]; /* cr_edge_again: serve next round, epoll or not */
+    uint64_t again_tag[CR_EDGES_MAX];
+    uint32_t again_count;
 };
 
 struct done_chain {
@@ -467,6 +470,13 @@ void cr_edge_unwatch(struct cr_edge *edge, int fd) {
     if (epoll_ctl(edge->host->epoll_fd, EPOLL_CTL_DEL, fd, NULL) == 0) edge->host->watched--;
 }
 
+void cr_edge_again(struct cr_edge *edge, uint64_t tag) {
+    struct cr_edge_host *h = edge->host;
+    assert(tag <= CR_EDGE_TAG_MAX);
+    h->again_tag[edge->index] = tag;
+    if (!h->again[edge->index]) h->again[edge->index] = true, h->again_count++;
+}
+
 uint64_t cr_edge_now_ns(const struct cr_edge *edge) {
     return cr_actor_now_ns(edge->host->st->self);
 }
@@ -525,6 +535,8 @@ static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int tim
             return;
         }
     }
+    /* An edge to serve again next round (cr_edge_again): look, do not sleep. */
+    if (h->again_count > 0) timeout_ms = 0;
     /* Edges with rings (edge.h arm) must be told to wake us before we block. */
     uint32_t armed = 0;
     while (timeout_ms != 0 && armed < h->count &&
@@ -556,16 +568,21 @@ static int32_t segments_spin_poll(struct cr_actor *self, void *arg) {
 static uint32_t segments_poll(struct cr_actor *self, void *arg) {
     (void)self;
     struct cr_edge_host *h = &((struct segments_state *)arg)->host;
+    uint32_t work = 0;
+    for (uint32_t i = 0; h->again_count > 0 && i < h->count; i++) {
+        if (!h->again[i]) continue;
+        h->again[i] = false, h->again_count--; /* ready may ask again */
+        work += 1 + h->edges[i]->ops->ready(h->edges[i], h->again_tag[i], EPOLLIN);
+    }
     int n = h->found_count;
     h->found_count = 0;
     if (n == 0 && h->watched > 0) {
         n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, 0);
         if (n < 0) {
             if (errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));
-            return 0;
+            return work;
         }
     }
-    uint32_t work = 0;
     for (int i = 0; i < n; i++) {
         uint64_t tag = h->found[i].data.u64;
         if (tag == EDGE_WAKE_TAG) continue; /* the runtime drains it */

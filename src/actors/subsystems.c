@@ -10,7 +10,6 @@
 #include "crescent/error.h"
 
 static const struct cr_subsystem_def *const defs[CR_SUBSYSTEM_COUNT] = {
-    [CR_SUBSYSTEM_RPC] = &cr_rpc_def,
     [CR_SUBSYSTEM_DATA] = &cr_data_def,
     [CR_SUBSYSTEM_SEGMENTS] = &cr_segments_def,   [CR_SUBSYSTEM_LEASES] = &cr_leases_def,
     [CR_SUBSYSTEM_TASKS] = &cr_tasks_def,         [CR_SUBSYSTEM_INDEXER] = &cr_indexer_def,
@@ -24,22 +23,25 @@ int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *co
         /* A failing create hook has already said why, in one line. */
         int rc = defs[i]->create(config, &out->states[i]);
         if (rc != CR_OK) return rc;
-        if (i == CR_SUBSYSTEM_SEGMENTS) { /* its edges: the native and shm RPC endpoints */
+        /* Segments' edges, the store master's RPC endpoints (edge.h), bound
+         * first: ZMQ, native, then shared memory. */
+        int (*const edges[])(const struct cr_daemon_config *, struct cr_edge **) = {
+            cr_rpc_edge_create, cr_rpc_tcp_edge_create, cr_rpc_shm_edge_create};
+        for (size_t e = 0; i == CR_SUBSYSTEM_SEGMENTS && e < 3 && rc == CR_OK; e++) {
             struct cr_edge *edge = NULL;
-            rc = cr_rpc_tcp_edge_create(config, &edge);
+            rc = edges[e](config, &edge);
             if (rc == CR_OK) rc = cr_segments_edge_add(out->states[i], edge);
-            if (rc == CR_OK) rc = cr_rpc_shm_edge_create(config, &edge);
-            if (rc == CR_OK) rc = cr_segments_edge_add(out->states[i], edge);
-            if (rc != CR_OK) return rc;
         }
+        if (rc != CR_OK) return rc;
         rc = cr_runtime_spawn(rt, defs[i]->name, defs[i]->ops, out->states[i], &out->actors[i]);
         if (rc != CR_OK) {
             CR_ERROR("daemon", "cannot start actor %s: %s", defs[i]->name, cr_strerror(rc));
             return rc;
         }
     }
-    /* The RPC endpoints (first) are wired last: they read requests only
-     * once wired, and by then every actor they forward to has its wiring. */
+    /* Segments (first), which serves the RPC endpoints, is wired last: its
+     * edges read requests only once wired, and by then every actor a call
+     * goes on to has been sent its wiring. */
     for (int i = CR_SUBSYSTEM_COUNT - 1; i >= 0; i--) {
         struct cr_msg wire = {.type = CR_MSG_WIRE};
         wire.body.ptr[0] = out;

@@ -3,8 +3,9 @@
  *
  * Spawn (and stop) order puts producers before consumers, so that stopping in
  * spawn order lets each actor's last messages reach a consumer still running:
- * rpc → segments → leases → tasks → indexer → publisher → replay → data.
- * The native RPC endpoint is an edge of segments (edge.h), created with it.
+ * segments → leases → tasks → indexer → publisher → replay → data.
+ * The store master's RPC endpoints (ZMQ and native) are edges of segments
+ * (edge.h), created and bound with it.
  *
  * Wiring: once all are running, the daemon sends each a CR_MSG_WIRE
  * message whose body.ptr[0] is the `struct cr_subsystems` peer table.  An
@@ -23,7 +24,8 @@ struct cr_daemon_config;
 struct cr_http_front;
 
 enum cr_subsystem {
-    CR_SUBSYSTEM_RPC, /* the store master's RPC gateway: intake, so spawned and stopped first */
+    /* The store master, serving its RPC endpoints (edge.h): intake, so spawned
+     * and stopped first. */
     CR_SUBSYSTEM_SEGMENTS,
     CR_SUBSYSTEM_LEASES,
     CR_SUBSYSTEM_TASKS,
@@ -62,7 +64,6 @@ struct cr_subsystem_def {
     int (*register_routes)(struct cr_http_front *front, struct cr_subsystems *peers);
 };
 
-extern const struct cr_subsystem_def cr_rpc_def;
 extern const struct cr_subsystem_def cr_data_def;
 extern const struct cr_subsystem_def cr_segments_def;
 extern const struct cr_subsystem_def cr_leases_def;

@@ -7,10 +7,10 @@ import time
 
 from conftest import binary, free_port, http_get
 
-SUBSYSTEMS = ["rpc", "segments", "leases", "tasks", "indexer", "publisher", "replay", "data"]
-# Served on another actor's thread, listed (and its metric families kept) as a
-# stats view: the native RPC endpoint runs on segments (actors/edge.h).
-VIEWS = {"rpc_tcp": "segments"}
+SUBSYSTEMS = ["segments", "leases", "tasks", "indexer", "publisher", "replay", "data"]
+# Served on another actor's thread, listed (and their metric families kept) as
+# stats views: the RPC endpoints, ZMQ and native, run on segments (actors/edge.h).
+VIEWS = {"rpc": "segments", "rpc_tcp": "segments"}
 
 
 def test_health_answers_with_every_actor(daemon):
@@ -53,12 +53,13 @@ def test_metrics_cover_every_actor(daemon):
     assert "# TYPE crescent_actor_ring_full_total counter" in body.decode()
     # A view keeps its families (crescent_<view>_*) and has no runtime ones.
     for view in VIEWS:
-        assert f"crescent_{view}_connections_open" in samples
+        assert f"crescent_{view}_replies_total" in samples
         assert f'crescent_{view}_request_duration_seconds_count{{method="ping"}}' in samples
         assert f'crescent_actor_up{{actor="{view}"}}' not in samples
     actors = {a["name"]: a for a in json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]}
     for view, served_by in VIEWS.items():
-        assert actors[view]["served_by"] == served_by and "connections_open" in actors[view]["counters"]
+        assert actors[view]["served_by"] == served_by and "replies_total" in actors[view]["counters"]
+    assert "crescent_rpc_tcp_connections_open" in samples
 
 
 def test_unknown_route_is_json_404(daemon):
