@@ -42,8 +42,7 @@ struct client {
     struct cr_rpc_shm_ring req, rep;
     uint8_t *in; /* bytes copied out of the request ring, not yet a whole frame */
     size_t in_len, in_cap;
-    uint8_t *out; /* reply bytes not yet in the reply ring, from out_off */
-    size_t out_off, out_len, out_cap;
+    struct cr_rpc_stream_out out; /* reply bytes not yet in the reply ring */
     uint32_t in_flight;
     uint32_t slot;
     bool dirty;
@@ -113,8 +112,8 @@ static void client_close(struct cr_rpc_shm_server *srv, struct client *c, const 
     srv->free_slots[srv->free_count++] = c->slot;
     srv->stats.clients_open--;
     free(c->in);
-    free(c->out);
-    c->in = c->out = NULL;
+    free(c->out.buf);
+    c->in = c->out.buf = NULL;
     c->sock = -1;
     if (!c->dirty) free(c); /* else flush frees it when it reaches it */
 }
@@ -126,24 +125,24 @@ static bool reply_bytes(struct cr_rpc_shm_server *srv, struct client *c, uint64_
  * client was closed. */
 static bool client_flush(struct cr_rpc_shm_server *srv, struct client *c, uint32_t *moved) {
     size_t wrote = 0;
-    while (c->out_off < c->out_len) {
+    while (c->out.off < c->out.len) {
         int64_t room = cr_rpc_shm_ring_room(&c->rep);
         if (room < 0) {
             srv->stats.closed_malformed++;
             client_close(srv, c, "it moved its reply ring's head outside the ring");
             return false;
         }
-        size_t n = c->out_len - c->out_off;
+        size_t n = c->out.len - c->out.off;
         if ((size_t)room < n) n = (size_t)room;
         if (n == 0) {
             if (cr_rpc_shm_ring_arm_room(&c->rep)) break; /* it wakes us when it reads */
             continue;
         }
-        cr_rpc_shm_ring_put(&c->rep, c->out + c->out_off, n);
-        c->out_off += n;
+        cr_rpc_shm_ring_put(&c->rep, c->out.buf + c->out.off, n);
+        c->out.off += n;
         wrote += n;
     }
-    if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
+    if (c->out.off == c->out.len) c->out.off = c->out.len = 0;
     if (wrote > 0) {
         if (moved != NULL) (*moved)++;
         if (cr_rpc_shm_ring_needs_wake(&c->rep)) {
@@ -151,7 +150,7 @@ static bool client_flush(struct cr_rpc_shm_server *srv, struct client *c, uint32
             srv->stats.wakes_sent++;
         }
     }
-    if (c->out_len - c->out_off > SHM_OUT_MAX) {
+    if (c->out.len - c->out.off > SHM_OUT_MAX) {
         srv->stats.closed_slow++;
         client_close(srv, c, "its unread replies passed 64 MiB");
         return false;
@@ -590,7 +589,7 @@ uint32_t cr_rpc_shm_server_poll(struct cr_rpc_shm_server *srv) {
     for (uint32_t i = srv->ready_count; i-- > 0;) {
         struct client *c = srv->clients[srv->ready[i]];
         assert(c != NULL && c->ready);
-        if (c->out_len > c->out_off && !client_flush(srv, c, &work)) continue;
+        if (c->out.len > c->out.off && !client_flush(srv, c, &work)) continue;
         client_read(srv, c, &work);
     }
     return work;
@@ -598,28 +597,10 @@ uint32_t cr_rpc_shm_server_poll(struct cr_rpc_shm_server *srv) {
 
 static bool reply_bytes(struct cr_rpc_shm_server *srv, struct client *c, uint64_t request_id,
                         int32_t status, const uint8_t *body, size_t len) {
-    assert(len <= CR_RPC_BODY_MAX);
-    size_t need = c->out_len + CR_RPC_STREAM_REPLY_PREFIX + len;
-    if (need > c->out_cap) {
-        if (c->out_off > 0) { /* reuse the written front first */
-            memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
-            c->out_len -= c->out_off;
-            c->out_off = 0;
-            need = c->out_len + CR_RPC_STREAM_REPLY_PREFIX + len;
-        }
-        size_t cap = c->out_cap > 0 ? c->out_cap : 4096;
-        while (cap < need) cap *= 2;
-        uint8_t *grown = cap > c->out_cap ? realloc(c->out, cap) : c->out;
-        if (grown == NULL) {
-            srv->stats.replies_dropped++;
-            return false;
-        }
-        c->out = grown;
-        c->out_cap = cap;
+    if (!cr_rpc_stream_out_reply(&c->out, request_id, status, body, len)) {
+        srv->stats.replies_dropped++;
+        return false;
     }
-    cr_rpc_stream_reply_prefix(c->out + c->out_len, request_id, status, len);
-    if (len > 0) memcpy(c->out + c->out_len + CR_RPC_STREAM_REPLY_PREFIX, body, len);
-    c->out_len += CR_RPC_STREAM_REPLY_PREFIX + len;
     srv->stats.replies++;
     mark_dirty(srv, c);
     return true;

@@ -55,8 +55,7 @@ struct conn {
     uint32_t slot;
     uint8_t *in; /* bytes read, not yet a whole frame */
     size_t in_len, in_cap;
-    uint8_t *out; /* replies not yet written, from out_off */
-    size_t out_off, out_len, out_cap;
+    struct cr_rpc_stream_out out; /* replies not yet written */
     uint32_t in_flight;   /* calls at segments or tasks */
     uint32_t events;      /* registered with epoll */
     bool dirty;           /* on the flush list */
@@ -96,7 +95,7 @@ static void set_events(struct rpc_tcp_state *st, struct conn *c, uint32_t events
  * RPC_TCP_OUT_PAUSE bytes of replies unwritten, writing waits for EPOLLOUT
  * only while replies are unwritten. */
 static void update_events(struct rpc_tcp_state *st, struct conn *c) {
-    size_t queued = c->out_len - c->out_off;
+    size_t queued = c->out.len - c->out.off;
     uint32_t events = 0;
     if (c->in_flight < st->queue_max && queued < RPC_TCP_OUT_PAUSE) events |= EPOLLIN;
     if (queued > 0) events |= EPOLLOUT;
@@ -115,18 +114,18 @@ static void conn_close(struct rpc_tcp_state *st, struct conn *c, const char *why
      * (fd -1), until flush_dirty (or destroy) reaches it and frees it. */
     c->fd = -1;
     free(c->in);
-    free(c->out);
-    c->in = c->out = NULL;
+    free(c->out.buf);
+    c->in = c->out.buf = NULL;
     if (!c->dirty) free(c);
 }
 
 /* Writes what is queued.  Returns false when the connection was closed. */
 static bool conn_flush(struct rpc_tcp_state *st, struct conn *c) {
-    while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+    while (c->out.off < c->out.len) {
+        ssize_t n = send(c->fd, c->out.buf + c->out.off, c->out.len - c->out.off,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
-            c->out_off += (size_t)n;
+            c->out.off += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -134,8 +133,8 @@ static bool conn_flush(struct rpc_tcp_state *st, struct conn *c) {
         conn_close(st, c, n < 0 ? strerror(errno) : "send returned 0");
         return false;
     }
-    if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
-    if (c->out_len - c->out_off > RPC_TCP_OUT_MAX) {
+    if (c->out.off == c->out.len) c->out.off = c->out.len = 0;
+    if (c->out.len - c->out.off > RPC_TCP_OUT_MAX) {
         st->closed_slow++;
         conn_close(st, c, "its unread replies passed 64 MiB");
         return false;
@@ -179,28 +178,10 @@ static void flush_dirty(struct rpc_tcp_state *st) {
  * memory. */
 static bool queue_reply(struct rpc_tcp_state *st, struct conn *c, uint64_t request_id,
                         int32_t status, const uint8_t *body, size_t len) {
-    assert(len <= CR_RPC_BODY_MAX);
-    size_t need = c->out_len + CR_RPC_STREAM_REPLY_PREFIX + len;
-    if (need > c->out_cap) {
-        if (c->out_off > 0) { /* reuse the written front first */
-            memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
-            c->out_len -= c->out_off;
-            c->out_off = 0;
-            need = c->out_len + CR_RPC_STREAM_REPLY_PREFIX + len;
-        }
-        size_t cap = c->out_cap > 0 ? c->out_cap : 4096;
-        while (cap < need) cap *= 2;
-        uint8_t *grown = cap > c->out_cap ? realloc(c->out, cap) : c->out;
-        if (grown == NULL) {
-            st->edge.intake.send_dropped++;
-            return false;
-        }
-        c->out = grown;
-        c->out_cap = cap;
+    if (!cr_rpc_stream_out_reply(&c->out, request_id, status, body, len)) {
+        st->edge.intake.send_dropped++;
+        return false;
     }
-    cr_rpc_stream_reply_prefix(c->out + c->out_len, request_id, status, len);
-    if (len > 0) memcpy(c->out + c->out_len + CR_RPC_STREAM_REPLY_PREFIX, body, len);
-    c->out_len += CR_RPC_STREAM_REPLY_PREFIX + len;
     st->edge.intake.replies++;
     mark_dirty(st, c);
     return true;
@@ -463,7 +444,7 @@ static void rpc_tcp_destroy(struct cr_edge *edge) {
         if (c == NULL) continue;
         close(c->fd);
         free(c->in);
-        free(c->out);
+        free(c->out.buf);
         free(c);
     }
     if (st->listen_fd >= 0) close(st->listen_fd);

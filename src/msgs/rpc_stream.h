@@ -20,8 +20,12 @@
 #ifndef CRESCENT_MSGS_RPC_STREAM_H
 #define CRESCENT_MSGS_RPC_STREAM_H
 
+#include <assert.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "msgs/rpc_frame.h"
 
@@ -68,6 +72,41 @@ static inline void cr_rpc_stream_reply_prefix(uint8_t out[CR_RPC_STREAM_REPLY_PR
     cr_rpc_stream_put_len(out, (uint32_t)(CR_RPC_REPLY_HEADER_BYTES + body_len));
     cr_rpc_put_u64(out + CR_RPC_STREAM_LEN_BYTES, request_id);
     cr_rpc_put_i32(out + CR_RPC_STREAM_LEN_BYTES + CR_RPC_ID_BYTES, status);
+}
+
+/* Reply frames queued for one connection (or shm client) and not yet
+ * written: bytes [off, len) of buf.  The writer advances off; appending
+ * reuses the written front before it grows the buffer. */
+struct cr_rpc_stream_out {
+    uint8_t *buf;
+    size_t off, len, cap;
+};
+
+/* Appends one reply frame.  False, nothing appended, when out of memory
+ * (the caller counts the dropped reply). */
+static inline bool cr_rpc_stream_out_reply(struct cr_rpc_stream_out *q, uint64_t request_id,
+                                           int32_t status, const uint8_t *body,
+                                           size_t body_len) {
+    assert(body_len <= CR_RPC_BODY_MAX && q->off <= q->len && q->len <= q->cap);
+    size_t need = q->len + CR_RPC_STREAM_REPLY_PREFIX + body_len;
+    if (need > q->cap) {
+        if (q->off > 0) { /* reuse the written front first */
+            memmove(q->buf, q->buf + q->off, q->len - q->off);
+            q->len -= q->off;
+            q->off = 0;
+            need = q->len + CR_RPC_STREAM_REPLY_PREFIX + body_len;
+        }
+        size_t cap = q->cap > 0 ? q->cap : 4096;
+        while (cap < need) cap *= 2;
+        uint8_t *grown = cap > q->cap ? realloc(q->buf, cap) : q->buf;
+        if (grown == NULL) return false;
+        q->buf = grown;
+        q->cap = cap;
+    }
+    cr_rpc_stream_reply_prefix(q->buf + q->len, request_id, status, body_len);
+    if (body_len > 0) memcpy(q->buf + q->len + CR_RPC_STREAM_REPLY_PREFIX, body, body_len);
+    q->len += CR_RPC_STREAM_REPLY_PREFIX + body_len;
+    return true;
 }
 
 #endif

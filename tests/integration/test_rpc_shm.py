@@ -35,34 +35,10 @@ def start_shm(daemon, *extra):
 @pytest.fixture
 def shm_master(daemon):
     """test_store_master's `master` fixture, with an shm client."""
-    clients = []
-
-    def start(*extra, client_id=sm.A):
-        d, _, shm = start_shm(daemon, *extra)
-        c = ShmMasterClient(shm, client_id=client_id)
-        clients.append(c)
-        return d, c
-
-    yield start
-    for c in clients:
-        c.close()
+    yield from sm.endpoint_master(daemon, start_shm, ShmMasterClient)
 
 
-KEY_CASES = [
-    sm.test_version_and_ping,
-    sm.test_two_phase_put,
-    sm.test_put_end_and_revoke_only_from_the_starting_client,
-    sm.test_lease_blocks_remove_until_forced,
-    sm.test_pipelined_requests_are_matched_by_id,
-    sm.test_bad_input_gets_clear_codes_and_changes_nothing,
-    sm.test_batch_and_regex_methods,
-    sm.test_batch_refused_whole_when_one_entry_is_out_of_bounds,
-    sm.test_keys_with_a_nul_byte_are_refused_not_aliased,
-    sm.test_refusals_carry_an_error_message,
-]
-
-
-@pytest.mark.parametrize("case", KEY_CASES, ids=lambda f: f.__name__[len("test_"):])
+@pytest.mark.parametrize("case", sm.KEY_CASES, ids=lambda f: f.__name__[len("test_"):])
 def test_store_master_cases_over_shm(shm_master, case):
     case(shm_master)
 

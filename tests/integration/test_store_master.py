@@ -584,3 +584,36 @@ def test_refusals_carry_an_error_message(master):
     assert empty.status_code == STATUS["INVALID_PARAMS"] and "key" in empty.error_message
     missing = c.call(c.pb.GET_REPLICA_LIST, c.pb.GetReplicaListRequest(key="nope"))
     assert missing.status_code == STATUS["OBJECT_NOT_FOUND"] and missing.error_message
+
+
+# The cases every RPC endpoint must answer exactly as the ZMQ one does:
+# test_rpc_native.py and test_rpc_shm.py run them over their endpoints.
+KEY_CASES = [
+    test_version_and_ping,
+    test_two_phase_put,
+    test_put_end_and_revoke_only_from_the_starting_client,
+    test_lease_blocks_remove_until_forced,
+    test_pipelined_requests_are_matched_by_id,
+    test_bad_input_gets_clear_codes_and_changes_nothing,
+    test_batch_and_regex_methods,
+    test_batch_refused_whole_when_one_entry_is_out_of_bounds,
+    test_keys_with_a_nul_byte_are_refused_not_aliased,
+    test_refusals_carry_an_error_message,
+]
+
+
+def endpoint_master(daemon, start, client_class):
+    """The body of a `master`-like fixture over another endpoint: start(daemon,
+    *extra) returns (daemon, ZMQ endpoint, endpoint), and each started
+    crescentd gets a client_class client there, closed at teardown."""
+    clients = []
+
+    def make(*extra, client_id=A):
+        d, _, endpoint = start(daemon, *extra)
+        c = client_class(endpoint, client_id=client_id)
+        clients.append(c)
+        return d, c
+
+    yield make
+    for c in clients:
+        c.close()
