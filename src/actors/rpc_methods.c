@@ -379,7 +379,9 @@ static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutSt
                                     .meta = b != NULL ? &meta : NULL};
     int rc = check_secret(run, &id, req->has_client_secret, req->client_secret);
     if (rc == CR_OK) rc = cr_store_put_start(run->store, &id, &p, run->now_ms, list);
-    if (rc == CR_ERR_NO_AVAILABLE_HANDLE) run->no_space = true;
+    /* Eviction only when it can make room: not for an object larger than every segment. */
+    if (rc == CR_ERR_NO_AVAILABLE_HANDLE && cr_store_no_room_evictable(run->store))
+        run->no_space = true;
     return rc;
 }
 

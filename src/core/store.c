@@ -132,6 +132,11 @@ const char *cr_store_last_error(const cr_store *store) {
     return store->err;
 }
 
+bool cr_store_no_room_evictable(const cr_store *store) {
+    assert(store != NULL);
+    return store->no_room_evictable;
+}
+
 const cr_store_config *cr_store_get_config(const cr_store *store) {
     assert(store != NULL);
     return &store->cfg;

@@ -133,6 +133,12 @@ const cr_store_config *cr_store_get_config(const cr_store *store);
 /* The explanation of the last failed call; "" when none. */
 const char *cr_store_last_error(const cr_store *store);
 
+/* After a PutStart refused with CR_ERR_NO_AVAILABLE_HANDLE: true when
+ * eviction could make room (some mounted segment is at least the object's
+ * size), false when the object is larger than every mounted segment, so
+ * evicting would destroy data and still not fit it. */
+bool cr_store_no_room_evictable(const cr_store *store);
+
 /* Forgets the last explanation, so a caller that clears it before a call
  * knows a non-empty one afterwards belongs to that call. */
 void cr_store_clear_error(cr_store *store);

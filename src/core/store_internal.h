@@ -169,6 +169,9 @@ struct cr_store {
     struct cr_store_stats counters; /* only the cumulative fields are kept here */
 
     char err[CR_STORE_ERROR_LEN];
+    /* The last NO_AVAILABLE_HANDLE: could freeing space have made room?  False
+     * when the object is larger than every mounted segment. */
+    bool no_room_evictable;
 };
 
 /* Records the message for cr_store_last_error and returns `status`. */

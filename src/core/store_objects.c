@@ -550,11 +550,22 @@ static int plan_check_room(cr_store *store, const struct cr_uuid *client) {
  * table at max_allocations_per_segment. */
 static int no_room(cr_store *store, uint64_t size) {
     uint32_t full = 0;
+    uint64_t largest = 0;
     for (uint32_t i = 0; i < store->mounted_count; i++) {
+        const struct cr_store_segment *seg = &store->segments[store->mounted[i]];
         cr_offset_alloc_stats st;
-        cr_offset_alloc_get_stats(store->segments[store->mounted[i]].alloc, &st);
+        cr_offset_alloc_get_stats(seg->alloc, &st);
         full += st.allocation_count >= store->cfg.max_allocations_per_segment;
+        if (seg->size > largest) largest = seg->size;
     }
+    store->no_room_evictable = size <= largest;
+    if (!store->no_room_evictable)
+        return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE,
+                             "no segment has %llu free bytes: the largest of the %u mounted "
+                             "segment(s) holds %llu bytes in all, so the object can never fit "
+                             "(nothing was evicted for it); mount a larger segment",
+                             (unsigned long long)size, store->mounted_count,
+                             (unsigned long long)largest);
     if (full == 0)
         return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE, "no segment has %llu free bytes",
                              (unsigned long long)size);

@@ -154,6 +154,9 @@ def test_refusals_and_unreachable(store):
         with pytest.raises(CrescentError) as e:
             s.put_start("huge", 1 << 40)
         assert e.value.name == "NO_AVAILABLE_HANDLE"
+        # Larger than every segment: said so, and nothing is evicted for it
+        # (an eviction here once removed "dup" below under load).
+        assert "can never fit" in str(e.value)
         put(s, "dup")
         with pytest.raises(CrescentError) as e:
             s.put_start("dup", 10)

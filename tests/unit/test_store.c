@@ -772,10 +772,35 @@ static void test_distinct_and_best_effort(void **state) {
     snprintf(key, sizeof(key), "A-fill");
     while ((rc = put_start(s, &CLIENT_A, NULL, key, 1, false, NULL, 0, &l)) == CR_OK) key[0]++;
     assert_int_equal(rc, CR_ERR_NO_AVAILABLE_HANDLE);
+    assert_true(cr_store_no_room_evictable(s)); /* full, but freeing space would fit it */
     uint64_t before = used(s);
     assert_int_equal(put_start(s, &CLIENT_A, NULL, "none", 2, false, NULL, 0, &l),
                      CR_ERR_NO_AVAILABLE_HANDLE);
     assert_int_equal(used(s), before);
+    cr_store_destroy(s);
+}
+
+/* An object larger than every mounted segment can never fit: refused with
+ * a message that says so, and marked as not worth an eviction (the master
+ * would otherwise throw away objects for a put that still fails). */
+static void test_larger_than_every_segment_never_asks_for_eviction(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount(s, &CLIENT_A, "small", 1ull << 32, 64 * KIB, "10.0.0.1:1");
+    mount(s, &CLIENT_A, "big", 2ull << 32, 256 * KIB, "10.0.0.2:1");
+    struct cr_store_replica_list l;
+    struct cr_store_put_params p = {.key = "huge", .key_len = 4, .value_length = 1ull << 40,
+                                    .replica_num = 1};
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_NO_AVAILABLE_HANDLE);
+    assert_false(cr_store_no_room_evictable(s));
+    assert_non_null(strstr(cr_store_last_error(s), "can never fit"));
+    assert_non_null(strstr(cr_store_last_error(s), "262144 bytes"));
+    p.value_length = 200 * KIB; /* fits "big" when empty */
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_OK);
+    p.key = "second";
+    p.key_len = 6;
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &l), CR_ERR_NO_AVAILABLE_HANDLE);
+    assert_true(cr_store_no_room_evictable(s)); /* "big" could hold it once freed */
     cr_store_destroy(s);
 }
 
@@ -1306,6 +1331,7 @@ int main(void) {
         cmocka_unit_test(test_many_clients_expire),
         cmocka_unit_test(test_preferred_segment),
         cmocka_unit_test(test_distinct_and_best_effort),
+        cmocka_unit_test(test_larger_than_every_segment_never_asks_for_eviction),
         cmocka_unit_test(test_segments),
         cmocka_unit_test(test_batch_query_ip),
         cmocka_unit_test(test_per_client_bounds),
