@@ -135,19 +135,8 @@ static int sleep_until(cr_client *c, int64_t deadline, const char *what) {
 static int take_welcome(cr_client *c) {
     struct cr_client_shm *s = c->shm;
     struct cr_rpc_shm_welcome w;
-    struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
-    union {
-        char buf[CMSG_SPACE(CR_RPC_SHM_FDS * sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                         .msg_controllen = sizeof(control.buf)};
-    ssize_t n = recvmsg(s->sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    int fds[CR_RPC_SHM_FDS] = {-1, -1, -1};
-    struct cmsghdr *cmsg = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-    if (cmsg != NULL && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
-        cmsg->cmsg_len == CMSG_LEN(sizeof(fds)))
-        memcpy(fds, CMSG_DATA(cmsg), sizeof(fds));
+    int fds[CR_RPC_SHM_FDS];
+    ssize_t n = cr_rpc_shm_recv_welcome(s->sock, MSG_CMSG_CLOEXEC | MSG_DONTWAIT, &w, fds);
     int rc = CR_OK;
     struct stat st;
     uint32_t rb = w.ring_bytes;

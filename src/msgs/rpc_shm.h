@@ -46,6 +46,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/un.h>
 
 #define CR_RPC_SHM_MAGIC 0x31435052u    /* "RPC1" */
@@ -111,6 +112,28 @@ static inline bool cr_rpc_shm_sockaddr(const char *name, struct sockaddr_un *out
 /* Bytes of the memfd for rings of ring_bytes each. */
 static inline size_t cr_rpc_shm_map_bytes(uint32_t ring_bytes) {
     return CR_RPC_SHM_HEADER_BYTES + 2 * (size_t)ring_bytes;
+}
+
+/* A client's read of the welcome (one recvmsg, `flags` as for recvmsg):
+ * returns recvmsg's result; fds[] are the CR_RPC_SHM_FDS descriptors when
+ * exactly that many came as SCM_RIGHTS, else all -1.  The caller checks the
+ * length, magic and status. */
+static inline ssize_t cr_rpc_shm_recv_welcome(int sock, int flags, struct cr_rpc_shm_welcome *w,
+                                              int fds[CR_RPC_SHM_FDS]) {
+    struct iovec iov = {.iov_base = w, .iov_len = sizeof(*w)};
+    union {
+        char buf[CMSG_SPACE(CR_RPC_SHM_FDS * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                         .msg_controllen = sizeof(control.buf)};
+    ssize_t n = recvmsg(sock, &msg, flags);
+    for (uint32_t i = 0; i < CR_RPC_SHM_FDS; i++) fds[i] = -1;
+    struct cmsghdr *cmsg = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (cmsg != NULL && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
+        cmsg->cmsg_len == CMSG_LEN(CR_RPC_SHM_FDS * sizeof(int)))
+        memcpy(fds, CMSG_DATA(cmsg), CR_RPC_SHM_FDS * sizeof(int));
+    return n;
 }
 
 /* One side's view of one ring: its own index and the ring's geometry are

@@ -73,15 +73,9 @@ static void client_setup(void) {
         abort();
     cr_rpc_shm_server_serve(srv);
     struct cr_rpc_shm_welcome w;
-    struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
-    union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                         .msg_controllen = sizeof(control.buf)};
-    if (recvmsg(cl.sock, &msg, 0) != sizeof(w) || w.status != CR_OK) abort();
-    memcpy(cl.fds, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof(cl.fds));
+    if (cr_rpc_shm_recv_welcome(cl.sock, 0, &w, cl.fds) != sizeof(w) || w.status != CR_OK ||
+        cl.fds[0] < 0)
+        abort();
     cl.map = mmap(NULL, cr_rpc_shm_map_bytes(RING), PROT_READ | PROT_WRITE, MAP_SHARED,
                   cl.fds[0], 0);
     if (cl.map == MAP_FAILED) abort();

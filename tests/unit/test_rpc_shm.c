@@ -160,20 +160,11 @@ static void raw_connect(struct raw_client *rc, const char *path, const void *hel
 
 /* Reads the welcome; maps the rings when it carries them. */
 static int32_t raw_welcome(struct raw_client *rc) {
-    struct iovec iov = {.iov_base = &rc->welcome, .iov_len = sizeof(rc->welcome)};
-    union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                         .msg_controllen = sizeof(control.buf)};
-    ssize_t n = recvmsg(rc->sock, &msg, MSG_DONTWAIT);
+    int fds[CR_RPC_SHM_FDS];
+    ssize_t n = cr_rpc_shm_recv_welcome(rc->sock, MSG_DONTWAIT, &rc->welcome, fds);
     assert_int_equal(n, (ssize_t)sizeof(rc->welcome));
     if (rc->welcome.status != CR_OK) return rc->welcome.status;
-    struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-    assert_non_null(cmsg);
-    int fds[3];
-    memcpy(fds, CMSG_DATA(cmsg), sizeof(fds));
+    assert_true(fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0); /* the three came */
     assert_int_equal(rc->welcome.ring_bytes, RING);
     rc->map = mmap(NULL, cr_rpc_shm_map_bytes(RING), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     assert_true(rc->map != MAP_FAILED);
