@@ -239,7 +239,10 @@ static void call_wait(struct cr_actor *actor, int timeout_ms) {
  * seeing the flag), then sleeps on the wake fd (and the actor's sockets). */
 static void park(struct cr_actor *actor) {
     atomic_store_explicit(&actor->parked, 1, memory_order_relaxed);
-    cr_barrier_heavy(&actor->parked);
+    if (actor->park_fence)
+        cr_barrier_full(&actor->parked); /* its senders fence too (runtime.h park_fence) */
+    else
+        cr_barrier_heavy(&actor->parked);
     int timeout_ms = park_timeout_ms(actor);
     if (timeout_ms == 0 || atomic_load_explicit(&actor->stop_flag, memory_order_acquire) ||
         cr_mailbox_has_messages(actor)) {
@@ -443,6 +446,7 @@ static struct cr_actor *actor_alloc(struct cr_runtime *rt, const char *name,
     actor->cpu = rt->cpu_count > 0 ? rt->cpus[rt->actor_count % rt->cpu_count] : -1;
     snprintf(actor->name, sizeof(actor->name), "%s", name);
     actor->ops = ops;
+    actor->park_fence = ops->park_fence;
     actor->state = state;
     atomic_init(&actor->run_state, CR_ACTOR_STARTING);
     pthread_mutex_init(&actor->start_lock, NULL);

@@ -157,6 +157,15 @@ struct cr_actor_ops {
      * its metric families, crescent_<view>_*, keep their names.  The hook
      * sees which in out->view. */
     const char *const *stats_views;
+    /* Optional: park with a full fence instead of membarrier(2), and have
+     * its senders fence too (cr_barrier_full on both sides).  For an actor
+     * that parks after nearly every request it serves from its own sockets
+     * while other threads send to it rarely (segments with its RPC edges,
+     * docs/architecture.md "The RPC edge"): a membarrier interrupts every
+     * CPU that runs a crescentd thread at that moment, which at one
+     * synchronous client is libzmq's I/O thread sending the reply just
+     * written, once per call. */
+    bool park_fence;
 };
 
 /* Messages taken from a ring at once for an actor with a prefetch hook. */

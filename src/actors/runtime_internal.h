@@ -43,6 +43,7 @@ struct cr_actor {
     _Atomic bool stop_flag;
     int wake_fd;
     uint64_t uid;
+    bool park_fence; /* ops->park_fence, where senders read it */
 
     _Alignas(CR_CACHE_LINE) _Atomic(struct cr_ring *) slots[CR_ACTOR_SENDERS_MAX];
     _Atomic uint32_t slots_high; /* slots[0, slots_high) may be in use */

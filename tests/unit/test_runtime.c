@@ -126,12 +126,24 @@ struct fixture {
     struct test_state state;
 };
 
-static struct fixture *fixture_new(const struct cr_runtime_config *config) {
+/* The same actor parking with a fence instead of a membarrier (park_fence). */
+static const struct cr_actor_ops test_fence_ops = {
+    .handle = test_handle,
+    .discard = test_discard,
+    .park_fence = true,
+};
+
+static struct fixture *fixture_new_ops(const struct cr_runtime_config *config,
+                                       const struct cr_actor_ops *ops) {
     struct fixture *fx = calloc(1, sizeof(*fx));
     assert_non_null(fx);
     assert_int_equal(cr_runtime_create(config, &fx->rt), CR_OK);
-    assert_int_equal(cr_runtime_spawn(fx->rt, "test", &test_ops, &fx->state, &fx->actor), CR_OK);
+    assert_int_equal(cr_runtime_spawn(fx->rt, "test", ops, &fx->state, &fx->actor), CR_OK);
     return fx;
+}
+
+static struct fixture *fixture_new(const struct cr_runtime_config *config) {
+    return fixture_new_ops(config, &test_ops);
 }
 
 static void fixture_free(struct fixture *fx) {
@@ -257,12 +269,11 @@ static void wait_parked(struct fixture *fx, uint64_t parks_before) {
     }
 }
 
-static void test_park_and_wake(void **unused) {
-    (void)unused;
+static void park_and_wake(const struct cr_actor_ops *ops) {
     struct cr_runtime_config config;
     cr_runtime_config_default(&config);
     config.spin_ns = 1000;
-    struct fixture *fx = fixture_new(&config);
+    struct fixture *fx = fixture_new_ops(&config, ops);
     uint64_t expected = 0;
     for (int round = 0; round < 50; round++) {
         struct cr_actor_stats before = stats(fx->actor);
@@ -278,6 +289,37 @@ static void test_park_and_wake(void **unused) {
     assert_true(s.parks >= 50);
     assert_true(s.wakes >= 50);
     assert_int_equal(query(fx).order_errors, 0);
+    fixture_free(fx);
+}
+
+static void test_park_and_wake(void **unused) {
+    (void)unused;
+    park_and_wake(&test_ops);
+}
+
+/* park_fence: the parking actor fences instead of a membarrier, and so do
+ * its senders; every burst must still wake it. */
+static void test_park_and_wake_fenced(void **unused) {
+    (void)unused;
+    park_and_wake(&test_fence_ops);
+}
+
+/* Many senders at once against a fenced parker: none of their wakes is lost
+ * (a lost one would leave messages unhandled until the deadline). */
+static void test_fenced_no_loss_many_senders(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.spin_ns = 0; /* it parks whenever it is idle */
+    struct fixture *fx = fixture_new_ops(&config, &test_fence_ops);
+    run_producers(fx, 8, 20000);
+    /* Watched without asking: an ask would wake it and hide a lost wake. */
+    uint64_t deadline = now_ns() + 10000000000u;
+    while (atomic_load(&fx->state.received_seen) < 8 * 20000) {
+        assert_true(now_ns() < deadline);
+        usleep(100);
+    }
+    assert_int_equal(wait_received(fx, 8 * 20000).order_errors, 0);
     fixture_free(fx);
 }
 
@@ -907,6 +949,8 @@ int main(void) {
         cmocka_unit_test(test_fifo_per_sender),
         cmocka_unit_test(test_no_loss_more_producers_than_cores),
         cmocka_unit_test(test_park_and_wake),
+        cmocka_unit_test(test_park_and_wake_fenced),
+        cmocka_unit_test(test_fenced_no_loss_many_senders),
         cmocka_unit_test(test_ask_reply),
         cmocka_unit_test(test_ask_timeout),
         cmocka_unit_test(test_ring_full),
