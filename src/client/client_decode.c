@@ -84,7 +84,7 @@ static inline __attribute__((always_inline)) int next_field(struct wire *w,
 /* protobuf-c reads an int32 or enum varint as its low 32 bits. */
 static int32_t as_int32(uint64_t v) { return (int32_t)(uint32_t)v; }
 
-/* Sizes of one object's block, and which of its required fields were seen. */
+/* What one object's block holds, counted by the first walk over its bytes. */
 struct sizes {
     size_t replicas, handles, string_bytes;
 };
