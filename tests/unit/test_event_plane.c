@@ -107,10 +107,17 @@ static cr_store_event *make_event(cr_store_event_kind kind, const char *key) {
     return ev;
 }
 
-static void publish(struct plane *pl, cr_store_event_kind kind, const char *key) {
+/* since_ns: when the event happened, on the actors' clock (0: unknown). */
+static void publish_since(struct plane *pl, cr_store_event_kind kind, const char *key,
+                          uint64_t since_ns) {
     struct cr_msg msg = {.type = CR_MSG_STORE_EVENT};
     CR_MSG_BODY(&msg, struct cr_msg_store_event)->event = make_event(kind, key);
+    CR_MSG_BODY(&msg, struct cr_msg_store_event)->since_ns = since_ns;
     assert_int_equal(cr_send(pl->peers.actors[CR_SUBSYSTEM_PUBLISHER], &msg), CR_OK);
+}
+
+static void publish(struct plane *pl, cr_store_event_kind kind, const char *key) {
+    publish_since(pl, kind, key, 0);
 }
 
 static struct cr_publisher_info publisher_info(struct plane *pl) {
@@ -371,6 +378,34 @@ static void test_lone_event_flushed_by_time(void **state) {
     plane_stop(&pl);
 }
 
+/* The flush window counts from when the event happened (since_ns, set by
+ * segments), not from when it reached the publisher: an event that waited
+ * 15 ms of a 20 ms window on the way (segments' lazy wake) goes out 5 ms
+ * after it arrives. */
+static void test_flush_window_counts_from_the_event(void **state) {
+    (void)state;
+    struct stoppable_clock clock = {0};
+    struct plane pl;
+    plane_config(&pl, "since");
+    pl.config.event_batch_max = 50;
+    pl.config.event_flush_us = 20000; /* 20 ms */
+    pl.clock = (struct cr_clock){.now_ns = stoppable_now, .ctx = &clock};
+    plane_start(&pl);
+    uint64_t start = stoppable_now(&clock);
+    atomic_store(&clock.frozen_ns, start);
+    publish_since(&pl, CR_STORE_EVENT_BLOCK_STORE, "late", start - 15000000u);
+    struct frame_set f;
+    atomic_store(&clock.frozen_ns, start + 4999000u);
+    cr_runtime_clock_changed(pl.rt);
+    assert_int_equal(publisher_info(&pl).events_pending, 1); /* taken, not due yet */
+    assert_false(recv_frames(pl.sub, &f, 50));
+    atomic_store(&clock.frozen_ns, start + 5000000u);
+    cr_runtime_clock_changed(pl.rt);
+    assert_int_equal(receive_events(&pl, 1), 1);
+    assert_int_equal(publisher_info(&pl).events_pending, 0);
+    plane_stop(&pl);
+}
+
 static void test_seq_contiguous_under_load(void **state) {
     (void)state;
     struct plane pl;
@@ -625,6 +660,7 @@ int main(void) {
         cmocka_unit_test(test_frames_and_event_counts),
         cmocka_unit_test(test_batch_by_count),
         cmocka_unit_test(test_lone_event_flushed_by_time),
+        cmocka_unit_test(test_flush_window_counts_from_the_event),
         cmocka_unit_test(test_seq_contiguous_under_load),
         cmocka_unit_test(test_replay_ranges),
         cmocka_unit_test(test_replay_before_oldest_and_malformed),
