@@ -13,7 +13,12 @@
  * Spinning only on a free core: at most one CPU fewer than the machine has
  * spin at once in this process (a core is left for crescentd), the others
  * sleep at once; eight spinning callers on two cores took the CPU that
- * crescentd needed to answer them (bench/RESULTS.md). */
+ * crescentd needed to answer them (bench/RESULTS.md).  And spinning only
+ * while it pays: when this process's recent waits for a reply were much
+ * longer than the spin (crescentd has a queue: 64 callers of 32-key batches
+ * waited 1.5 ms), a spin would end empty-handed, having burnt the core
+ * that the callers decoding their replies needed, so callers sleep at once;
+ * the waits are measured either way, so spinning resumes when they shorten. */
 #include <assert.h>
 #include <errno.h>
 #include <poll.h>
@@ -32,16 +37,29 @@
 #include "msgs/rpc_stream.h"
 
 #define SHM_SPIN_NS 50000u
+/* Spin only while the average wait is under this many spins' length. */
+#define SHM_SPIN_WAIT_MAX_NS (4u * SHM_SPIN_NS)
 
 static _Atomic unsigned spinners; /* callers of this process spinning now */
+/* Moving average (weight 1/8) of this process's waits for a reply, in ns;
+ * updated without a lock: a sample lost to a race does not matter. */
+static _Atomic uint64_t wait_avg_ns;
 
-/* Takes a spinner's place if a core is free for one (see the top). */
+static void note_wait(uint64_t ns) {
+    uint64_t avg = atomic_load_explicit(&wait_avg_ns, memory_order_relaxed);
+    atomic_store_explicit(&wait_avg_ns, avg - avg / 8 + ns / 8, memory_order_relaxed);
+}
+
+/* Takes a spinner's place if spinning pays and a core is free for one (see
+ * the top). */
 static bool spin_begin(void) {
     static unsigned limit;
     if (limit == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         limit = cpus > 2 ? (unsigned)cpus - 1 : 1;
     }
+    if (atomic_load_explicit(&wait_avg_ns, memory_order_relaxed) > SHM_SPIN_WAIT_MAX_NS)
+        return false;
     if (atomic_fetch_add(&spinners, 1) < limit) return true;
     atomic_fetch_sub(&spinners, 1);
     return false;
@@ -269,6 +287,7 @@ int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload
     cr_client_rx_release(c);
     int64_t deadline = c->clock_ms(c->clock_ctx) + (timeout_ms > 0 ? timeout_ms : 0);
     bool may_spin = true; /* once per wait: after a wake, sleep again at once */
+    uint64_t waited_from = 0; /* when this call first found nothing to read */
     for (;;) {
         size_t n = 0;
         enum cr_rpc_stream_verdict v = cr_rpc_stream_next(
@@ -277,6 +296,7 @@ int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload
             *payload = c->rx + CR_RPC_STREAM_LEN_BYTES;
             *len = n;
             c->rx_taken = CR_RPC_STREAM_LEN_BYTES + n;
+            note_wait(waited_from != 0 ? mono_ns() - waited_from : 0);
             return CR_OK;
         }
         if (v == CR_RPC_STREAM_BAD) {
@@ -296,6 +316,7 @@ int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload
             continue;
         }
         if (timeout_ms <= 0) return CR_ERR_TIMEOUT;
+        if (waited_from == 0) waited_from = mono_ns();
         /* Spin first, on a free core: a reply usually comes sooner than a
          * sleep and a wake. */
         if (may_spin) {
