@@ -350,29 +350,40 @@ static uint64_t stoppable_now(void *ctx) {
     return frozen != 0 ? frozen : cr_monotonic_ns();
 }
 
+/* Starts a plane whose publisher batches up to 50 events for 20 ms, on
+ * `clock`, and freezes that clock; returns the frozen time. */
+static uint64_t plane_start_frozen(struct plane *pl, const char *name,
+                                   struct stoppable_clock *clock) {
+    plane_config(pl, name);
+    pl->config.event_batch_max = 50;
+    pl->config.event_flush_us = 20000; /* 20 ms */
+    pl->clock = (struct cr_clock){.now_ns = stoppable_now, .ctx = clock};
+    plane_start(pl);
+    uint64_t start = stoppable_now(clock);
+    atomic_store(&clock->frozen_ns, start);
+    return start;
+}
+
+static void clock_set(struct plane *pl, struct stoppable_clock *clock, uint64_t now_ns) {
+    atomic_store(&clock->frozen_ns, now_ns);
+    cr_runtime_clock_changed(pl->rt);
+}
+
 static void test_lone_event_flushed_by_time(void **state) {
     (void)state;
     struct stoppable_clock clock = {0};
     struct plane pl;
-    plane_config(&pl, "time");
-    pl.config.event_batch_max = 50;
-    pl.config.event_flush_us = 20000; /* 20 ms */
-    pl.clock = (struct cr_clock){.now_ns = stoppable_now, .ctx = &clock};
-    plane_start(&pl);
-    uint64_t start = stoppable_now(&clock);
-    atomic_store(&clock.frozen_ns, start);
+    uint64_t start = plane_start_frozen(&pl, "time", &clock);
     publish(&pl, CR_STORE_EVENT_BLOCK_STORE, "lone");
     /* Held for more events: taken (this thread's ask follows its send),
      * not sent, until 20 ms of the actors' time have passed. */
     struct frame_set f;
     for (uint64_t passed_us = 0; passed_us < 20000; passed_us += 9999) {
-        atomic_store(&clock.frozen_ns, start + passed_us * 1000u);
-        cr_runtime_clock_changed(pl.rt);
+        clock_set(&pl, &clock, start + passed_us * 1000u);
         assert_int_equal(publisher_info(&pl).events_pending, 1);
         assert_false(recv_frames(pl.sub, &f, 50));
     }
-    atomic_store(&clock.frozen_ns, start + 20000000u);
-    cr_runtime_clock_changed(pl.rt); /* then sent alone, with no more events */
+    clock_set(&pl, &clock, start + 20000000u); /* then sent alone, with no more events */
     assert_int_equal(receive_events(&pl, 1), 1);
     assert_int_equal(publisher_info(&pl).events_pending, 0);
     plane_stop(&pl);
@@ -386,21 +397,13 @@ static void test_flush_window_counts_from_the_event(void **state) {
     (void)state;
     struct stoppable_clock clock = {0};
     struct plane pl;
-    plane_config(&pl, "since");
-    pl.config.event_batch_max = 50;
-    pl.config.event_flush_us = 20000; /* 20 ms */
-    pl.clock = (struct cr_clock){.now_ns = stoppable_now, .ctx = &clock};
-    plane_start(&pl);
-    uint64_t start = stoppable_now(&clock);
-    atomic_store(&clock.frozen_ns, start);
+    uint64_t start = plane_start_frozen(&pl, "since", &clock);
     publish_since(&pl, CR_STORE_EVENT_BLOCK_STORE, "late", start - 15000000u);
     struct frame_set f;
-    atomic_store(&clock.frozen_ns, start + 4999000u);
-    cr_runtime_clock_changed(pl.rt);
+    clock_set(&pl, &clock, start + 4999000u);
     assert_int_equal(publisher_info(&pl).events_pending, 1); /* taken, not due yet */
     assert_false(recv_frames(pl.sub, &f, 50));
-    atomic_store(&clock.frozen_ns, start + 5000000u);
-    cr_runtime_clock_changed(pl.rt);
+    clock_set(&pl, &clock, start + 5000000u);
     assert_int_equal(receive_events(&pl, 1), 1);
     assert_int_equal(publisher_info(&pl).events_pending, 0);
     plane_stop(&pl);

@@ -799,17 +799,26 @@ static void test_lazy_send_waits_then_batch_wakes(void **unused) {
     cr_runtime_thread_release();
 }
 
-static void test_lazy_send_time_bound(void **unused) {
-    (void)unused;
+/* `rounds` lazy sends, one at a time, each delivered by lazy_wake_ns alone. */
+static void lazy_deadline_delivers(uint64_t spin_ns, uint64_t lazy_wake_ns, uint64_t rounds) {
     struct cr_runtime_config config;
     lazy_config(&config);
-    config.lazy_wake_ns = 1000000; /* 1 ms; the sender spins idle, checking it every round */
+    config.spin_ns = spin_ns;
+    config.lazy_wake_ns = lazy_wake_ns;
     struct lazy_fixture fx;
     lazy_fixture_start(&fx, &config);
-    lazy_send(&fx, 1, false);
-    wait_sleeper(&fx, 1);
+    for (uint64_t round = 1; round <= rounds; round++) {
+        lazy_send(&fx, 1, false);
+        wait_sleeper(&fx, round);
+    }
     cr_runtime_destroy(fx.rt);
     cr_runtime_thread_release();
+}
+
+/* The sender spins idle (60 s), checking the 1 ms deadline every round. */
+static void test_lazy_send_time_bound(void **unused) {
+    (void)unused;
+    lazy_deadline_delivers(60ull * 1000000000u, 1000000, 1);
 }
 
 /* The sender parks (it is idle, spin 0) with a lazy send pending: the park
@@ -849,18 +858,7 @@ static void test_lazy_send_outlives_the_senders_park(void **unused) {
  * receiver.  Without the timed park this hangs (the 5 s bound fails). */
 static void test_lazy_send_deadline_while_sender_parked(void **unused) {
     (void)unused;
-    struct cr_runtime_config config;
-    lazy_config(&config);
-    config.spin_ns = 0;               /* the sender parks as soon as it is idle */
-    config.lazy_wake_ns = 300 * 1000; /* 300 us */
-    struct lazy_fixture fx;
-    lazy_fixture_start(&fx, &config);
-    for (uint64_t round = 1; round <= 20; round++) {
-        lazy_send(&fx, 1, false);
-        wait_sleeper(&fx, round);
-    }
-    cr_runtime_destroy(fx.rt);
-    cr_runtime_thread_release();
+    lazy_deadline_delivers(0, 300 * 1000, 20); /* spin 0: parks as soon as it is idle */
 }
 
 /* ---- round_end ------------------------------------------------------------
