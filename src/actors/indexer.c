@@ -801,6 +801,7 @@ static const struct cr_actor_ops indexer_ops = {
     .discard = indexer_discard,
     .wait = indexer_wait_hook,
     .stats = indexer_stats,
+    .park_fence = true, /* woken for a few messages, parks after each wake */
 };
 
 int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems *peers);

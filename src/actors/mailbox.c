@@ -288,9 +288,13 @@ void cr_mailbox_close(struct cr_actor *actor) {
 }
 
 /* Called by a sender after publishing a message: the light side of the
- * parking handshake (see cr_barrier_light); park() is the heavy side. */
+ * parking handshake (see cr_barrier_light); park() is the heavy side.  An
+ * actor that parks with a fence (ops.park_fence) needs one here too. */
 void cr_mailbox_wake(struct cr_actor *actor) {
-    cr_barrier_light(&actor->parked);
+    if (actor->park_fence)
+        cr_barrier_full(&actor->parked);
+    else
+        cr_barrier_light(&actor->parked);
     if (atomic_load_explicit(&actor->parked, memory_order_relaxed) == 0) return;
     if (atomic_exchange_explicit(&actor->parked, 0, memory_order_acq_rel) == 0) return;
     atomic_fetch_add_explicit(&actor->wakes, 1, memory_order_relaxed);

@@ -340,6 +340,7 @@ static const struct cr_actor_ops publisher_ops = {
     .discard = publisher_discard,
     .wait = publisher_wait,
     .stats = publisher_stats,
+    .park_fence = true, /* woken for a few messages, parks after each wake */
 };
 
 const struct cr_subsystem_def cr_publisher_def = {

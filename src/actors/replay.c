@@ -447,6 +447,7 @@ static const struct cr_actor_ops replay_ops = {
     .discard = replay_discard,
     .wait = replay_wait,
     .stats = replay_stats,
+    .park_fence = true, /* woken for a few messages, parks after each wake */
 };
 
 const struct cr_subsystem_def cr_replay_def = {

@@ -258,7 +258,10 @@ static void call_wait(struct cr_actor *actor, int64_t timeout_ns) {
  * the latest, and the loop round after it wakes their receivers. */
 static void park(struct cr_actor *actor) {
     atomic_store_explicit(&actor->parked, 1, memory_order_relaxed);
-    cr_barrier_heavy(&actor->parked);
+    if (actor->park_fence)
+        cr_barrier_full(&actor->parked); /* its senders fence too (cr_mailbox_wake) */
+    else
+        cr_barrier_heavy(&actor->parked);
     int64_t timeout_ns = park_timeout_ns(actor);
     if (timeout_ns == 0 || atomic_load_explicit(&actor->stop_flag, memory_order_acquire) ||
         cr_mailbox_has_messages(actor)) {
@@ -463,6 +466,7 @@ static struct cr_actor *actor_alloc(struct cr_runtime *rt, const char *name,
     actor->cpu = rt->cpu_count > 0 ? rt->cpus[rt->actor_count % rt->cpu_count] : -1;
     snprintf(actor->name, sizeof(actor->name), "%s", name);
     actor->ops = ops;
+    actor->park_fence = ops->park_fence;
     actor->state = state;
     atomic_init(&actor->run_state, CR_ACTOR_STARTING);
     pthread_mutex_init(&actor->start_lock, NULL);

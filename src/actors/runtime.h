@@ -159,6 +159,15 @@ struct cr_actor_ops {
      * its metric families, crescent_<view>_*, keep their names.  The hook
      * sees which in out->view. */
     const char *const *stats_views;
+    /* Optional: park with a full fence instead of membarrier(2), the heavy
+     * side of the parking handshake (runtime_internal.h); every sender then
+     * pays a full fence per wake check of this actor (once per round for an
+     * actor's sends, once per send for other threads).  For actors woken
+     * for a few messages at a time that park after each wake (the event
+     * plane's consumers): membarrier interrupts every CPU running the
+     * process (IPIs: on a VM, exits), which at one client was a third of
+     * the publisher's CPU, while their senders check them rarely. */
+    bool park_fence;
 };
 
 /* Messages taken from a ring at once for an actor with a prefetch hook. */

@@ -37,6 +37,7 @@ enum cr_actor_run_state { CR_ACTOR_STARTING, CR_ACTOR_RUNNING, CR_ACTOR_STOPPING
 struct cr_actor {
     /* Read by senders on every send: kept apart from the receiver's own lines. */
     _Alignas(CR_CACHE_LINE) _Atomic uint32_t parked;
+    bool park_fence; /* ops->park_fence: both sides of the handshake fence (set at spawn) */
     _Atomic int run_state;
     /* Set by cr_runtime_stop (release) together with an eventfd write: stop
      * travels outside the rings so it cannot be refused by a full inbox. */

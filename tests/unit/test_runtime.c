@@ -120,18 +120,30 @@ static const struct cr_actor_ops test_ops = {
     .discard = test_discard,
 };
 
+/* The same actor parking with a fence instead of membarrier (park_fence). */
+static const struct cr_actor_ops fenced_ops = {
+    .handle = test_handle,
+    .discard = test_discard,
+    .park_fence = true,
+};
+
 struct fixture {
     struct cr_runtime *rt;
     struct cr_actor *actor;
     struct test_state state;
 };
 
-static struct fixture *fixture_new(const struct cr_runtime_config *config) {
+static struct fixture *fixture_new_ops(const struct cr_runtime_config *config,
+                                       const struct cr_actor_ops *ops) {
     struct fixture *fx = calloc(1, sizeof(*fx));
     assert_non_null(fx);
     assert_int_equal(cr_runtime_create(config, &fx->rt), CR_OK);
-    assert_int_equal(cr_runtime_spawn(fx->rt, "test", &test_ops, &fx->state, &fx->actor), CR_OK);
+    assert_int_equal(cr_runtime_spawn(fx->rt, "test", ops, &fx->state, &fx->actor), CR_OK);
     return fx;
+}
+
+static struct fixture *fixture_new(const struct cr_runtime_config *config) {
+    return fixture_new_ops(config, &test_ops);
 }
 
 static void fixture_free(struct fixture *fx) {
@@ -257,12 +269,11 @@ static void wait_parked(struct fixture *fx, uint64_t parks_before) {
     }
 }
 
-static void test_park_and_wake(void **unused) {
-    (void)unused;
+static void park_and_wake(const struct cr_actor_ops *ops) {
     struct cr_runtime_config config;
     cr_runtime_config_default(&config);
     config.spin_ns = 1000;
-    struct fixture *fx = fixture_new(&config);
+    struct fixture *fx = fixture_new_ops(&config, ops);
     uint64_t expected = 0;
     for (int round = 0; round < 50; round++) {
         struct cr_actor_stats before = stats(fx->actor);
@@ -278,6 +289,28 @@ static void test_park_and_wake(void **unused) {
     assert_true(s.parks >= 50);
     assert_true(s.wakes >= 50);
     assert_int_equal(query(fx).order_errors, 0);
+    fixture_free(fx);
+}
+
+static void test_park_and_wake(void **unused) {
+    (void)unused;
+    park_and_wake(&test_ops);
+}
+
+/* park_fence: the handshake with a fence on both sides loses no wake,
+ * whether the actor sleeps (bursts after each park) or many producers race
+ * its parks (small rings, more producers than cores). */
+static void test_park_fence_loses_no_wake(void **unused) {
+    (void)unused;
+    park_and_wake(&fenced_ops);
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.ring_slots = 64;
+    config.spin_ns = 0; /* parks whenever its rings are empty for a moment */
+    struct fixture *fx = fixture_new_ops(&config, &fenced_ops);
+    run_producers(fx, PRODUCERS_MAX, 5000);
+    assert_int_equal(wait_received(fx, (uint64_t)PRODUCERS_MAX * 5000).order_errors, 0);
+    assert_true(stats(fx->actor).parks > 0);
     fixture_free(fx);
 }
 
@@ -942,6 +975,7 @@ int main(void) {
         cmocka_unit_test(test_fifo_per_sender),
         cmocka_unit_test(test_no_loss_more_producers_than_cores),
         cmocka_unit_test(test_park_and_wake),
+        cmocka_unit_test(test_park_fence_loses_no_wake),
         cmocka_unit_test(test_ask_reply),
         cmocka_unit_test(test_ask_timeout),
         cmocka_unit_test(test_ring_full),
