@@ -170,7 +170,10 @@ struct cr_replica {
 };
 
 /* One object's replicas; `key` is set only by the regex form. `status` is
- * the per-object status in batch results (CR_OK in single results). */
+ * the per-object status in batch results (CR_OK in single results).  The
+ * replicas, their handles and the handles' strings are one allocation:
+ * free a list only with cr_client_replica_list_free (or the lists holding
+ * it with cr_client_replica_lists_free), never its parts. */
 struct cr_replica_list {
     char *key;
     int status;

@@ -556,9 +556,18 @@ static void set_aside(cr_client *c, const struct reply *r) {
     (void)settled;
 }
 
-/* Decodes the awaited reply of a blocking call; see cr_client_call. */
+int cr_client_refused(cr_client *c, int32_t status, const char *why, size_t why_len) {
+    if (why == NULL || why_len == 0)
+        return cr_client_fail(c, status, "crescentd: %s (%s)", cr_strerror(status),
+                              cr_status_name(status));
+    int shown = why_len > CR_CLIENT_ERROR_MAX ? (int)CR_CLIENT_ERROR_MAX : (int)why_len;
+    return cr_client_fail(c, status, "crescentd: %.*s (%s)", shown, why, cr_status_name(status));
+}
+
+/* Decodes the awaited reply of a blocking call; see cr_client_call (and
+ * cr_client_call_decode, when `decode` is set). */
 static int finish_call(cr_client *c, uint16_t method, struct reply *r,
-                       ProtobufCMessage **response) {
+                       ProtobufCMessage **response, cr_client_decode_fn decode, void *ctx) {
     const char *body = (const char *)r->data;
     size_t len = r->len;
     if (r->status != CR_OK) {
@@ -566,6 +575,7 @@ static int finish_call(cr_client *c, uint16_t method, struct reply *r,
         return cr_client_fail(c, r->status, "crescentd refused the request (%s): %.*s",
                               cr_status_name(r->status), shown, body);
     }
+    if (decode != NULL) return decode(c, r->data, len, ctx);
     const ProtobufCMessageDescriptor *desc = cr_client_response_descriptor(method);
     assert(desc != NULL);
     ProtobufCMessage *msg = protobuf_c_message_unpack(desc, NULL, len, (const uint8_t *)body);
@@ -575,10 +585,7 @@ static int finish_call(cr_client *c, uint16_t method, struct reply *r,
     int32_t status = cr_client_response_status(msg);
     if (status != CR_OK) {
         const char *why = cr_client_response_error(msg);
-        int rc = why != NULL ? cr_client_fail(c, status, "crescentd: %s (%s)", why,
-                                              cr_status_name(status))
-                             : cr_client_fail(c, status, "crescentd: %s (%s)",
-                                              cr_strerror(status), cr_status_name(status));
+        int rc = cr_client_refused(c, status, why, why != NULL ? strlen(why) : 0);
         protobuf_c_message_free_unpacked(msg, NULL);
         return rc;
     }
@@ -586,10 +593,8 @@ static int finish_call(cr_client *c, uint16_t method, struct reply *r,
     return CR_OK;
 }
 
-int cr_client_call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
-                   ProtobufCMessage **response) {
-    assert(c != NULL && request != NULL && response != NULL);
-    *response = NULL;
+static int call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                ProtobufCMessage **response, cr_client_decode_fn decode, void *ctx) {
     c->error[0] = '\0';
     uint64_t id = cr_client_make_id(c->next_seq++, true, method);
     int rc = send_request(c, method, id, request);
@@ -611,13 +616,26 @@ int cr_client_call(cr_client *c, uint16_t method, const ProtobufCMessage *reques
         /* Id 0: the server could not read our id; we wait for one reply at a
          * time on the blocking path, so it answers this request. */
         if (r.id == id || (r.id == 0 && r.status != CR_OK)) {
-            rc = finish_call(c, method, &r, response);
+            rc = finish_call(c, method, &r, response, decode, ctx);
             reply_close(&r);
             return rc;
         }
         set_aside(c, &r);
         reply_close(&r);
     }
+}
+
+int cr_client_call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                   ProtobufCMessage **response) {
+    assert(c != NULL && request != NULL && response != NULL);
+    *response = NULL;
+    return call(c, method, request, response, NULL, NULL);
+}
+
+int cr_client_call_decode(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                          cr_client_decode_fn decode, void *ctx) {
+    assert(c != NULL && request != NULL && decode != NULL);
+    return call(c, method, request, NULL, decode, ctx);
 }
 
 static size_t take_stash(cr_client *c, struct cr_completion *out, size_t max) {

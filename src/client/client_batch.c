@@ -37,21 +37,32 @@ static int take_statuses(cr_client *c, const int32_t *codes, size_t n, size_t wa
 
 /* ---- batch puts ------------------------------------------------------- */
 
-static int take_put_starts(cr_client *c, const Crescent__Master__BatchPutStartResponse *resp,
-                           size_t want, struct cr_replica_lists *out) {
-    if (resp->n_responses != want) return mismatch(c, resp->n_responses, want);
-    out->lists = calloc(want, sizeof(*out->lists));
-    if (out->lists == NULL) return cr_client_fail(c, CR_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < want; i++) {
-        const Crescent__Master__PutStartResponse *r = resp->responses[i];
-        if (cr_client_replicas_from_pb(r->replica_list, r->n_replica_list, &out->lists[i]) !=
-            CR_OK) {
-            cr_client_replica_lists_free(out);
-            return cr_client_fail(c, CR_ERR_NOMEM, "out of memory copying the reply");
-        }
-        out->lists[i].status = r->status_code;
-        out->count = i + 1;
+/* The decoder of both replies that carry a replica list per key (see
+ * cr_client_decode_replica_lists): the lists go to `out` only when there
+ * are as many as keys asked for. */
+struct lists_reply {
+    const char *what; /* the response's name, for a person */
+    bool extras;
+    size_t want;
+    struct cr_replica_lists *out;
+};
+
+static int decode_lists(cr_client *c, const uint8_t *body, size_t len, void *ctx) {
+    struct lists_reply *want = ctx;
+    struct cr_client_top top;
+    struct cr_replica_lists lists;
+    int rc = cr_client_decode_replica_lists(body, len, want->extras, &top, &lists);
+    if (rc == CR_ERR_NOMEM) return cr_client_fail(c, rc, "out of memory copying the reply");
+    if (rc != CR_OK)
+        return cr_client_fail(c, rc, "the reply (%zu bytes) is not a valid %s", len, want->what);
+    if (top.status_code != CR_OK)
+        rc = cr_client_refused(c, top.status_code, top.error, top.error_len);
+    else if (lists.count != want->want) rc = mismatch(c, lists.count, want->want);
+    if (rc != CR_OK) {
+        cr_client_replica_lists_free(&lists);
+        return rc;
     }
+    *want->out = lists;
     return CR_OK;
 }
 
@@ -69,17 +80,14 @@ int cr_client_batch_put_start(cr_client *c, const char *tenant, const struct cr_
         rc = cr_client_build_put_start(c, tenant, &items[i], &parts[i]);
         reqs[i] = &parts[i].req;
     }
-    ProtobufCMessage *msg = NULL;
     if (rc == CR_OK) {
         Crescent__Master__BatchPutStartRequest req =
             CRESCENT__MASTER__BATCH_PUT_START_REQUEST__INIT;
         req.n_requests = count;
         req.requests = reqs;
-        rc = cr_client_call(c, CR_METHOD_BATCH_PUT_START, &req.base, &msg);
+        struct lists_reply want = {"BatchPutStartResponse", false, count, out};
+        rc = cr_client_call_decode(c, CR_METHOD_BATCH_PUT_START, &req.base, decode_lists, &want);
     }
-    if (rc == CR_OK)
-        rc = take_put_starts(c, (Crescent__Master__BatchPutStartResponse *)msg, count, out);
-    if (msg != NULL) protobuf_c_message_free_unpacked(msg, NULL);
     free(parts);
     free(reqs);
     return rc;
@@ -195,23 +203,6 @@ int cr_client_batch_remove(cr_client *c, const char *tenant, const char *const *
     return rc;
 }
 
-static int take_replica_lists(cr_client *c, Crescent__Master__GetReplicaListResponse *const *rs,
-                              size_t n, struct cr_replica_lists *out) {
-    out->lists = calloc(n > 0 ? n : 1, sizeof(*out->lists));
-    if (out->lists == NULL) return cr_client_fail(c, CR_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        if (cr_client_replicas_from_pb(rs[i]->replica_list, rs[i]->n_replica_list,
-                                       &out->lists[i]) != CR_OK) {
-            cr_client_replica_lists_free(out);
-            return cr_client_fail(c, CR_ERR_NOMEM, "out of memory copying the reply");
-        }
-        cr_client_list_extras_from_pb(rs[i], &out->lists[i]);
-        out->lists[i].status = rs[i]->status_code;
-        out->count = i + 1;
-    }
-    return CR_OK;
-}
-
 int cr_client_batch_get_replica_list(cr_client *c, const char *tenant, const char *const *keys,
                                      size_t count, struct cr_replica_lists *out) {
     assert(c != NULL && out != NULL);
@@ -224,13 +215,7 @@ int cr_client_batch_get_replica_list(cr_client *c, const char *tenant, const cha
     req.n_keys = count;
     req.keys = (char **)keys;
     req.tenant_id = (char *)tenant;
-    ProtobufCMessage *msg;
-    rc = cr_client_call(c, CR_METHOD_BATCH_GET_REPLICA_LIST, &req.base, &msg);
-    if (rc != CR_OK) return rc;
-    Crescent__Master__BatchGetReplicaListResponse *r =
-        (Crescent__Master__BatchGetReplicaListResponse *)msg;
-    rc = r->n_responses == count ? take_replica_lists(c, r->responses, count, out)
-                                 : mismatch(c, r->n_responses, count);
-    protobuf_c_message_free_unpacked(msg, NULL);
-    return rc;
+    struct lists_reply want = {"BatchGetReplicaListResponse", true, count, out};
+    return cr_client_call_decode(c, CR_METHOD_BATCH_GET_REPLICA_LIST, &req.base, decode_lists,
+                                 &want);
 }

@@ -9,31 +9,14 @@
 #include "client/client_internal.h"
 #include "msgs/rpc_frame.h"
 
-#define VARINT_BYTES_MAX 10u
-
 enum wire_type { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
 
-/* Reads one varint at *pos; false if truncated or longer than 10 bytes. */
-static bool read_varint(const uint8_t *p, size_t len, size_t *pos, uint64_t *out) {
-    uint64_t value = 0;
-    for (unsigned i = 0; i < VARINT_BYTES_MAX; i++) {
-        if (*pos >= len) return false;
-        uint8_t byte = p[(*pos)++];
-        value |= (uint64_t)(byte & 0x7f) << (7 * i);
-        if ((byte & 0x80) == 0) {
-            *out = value;
-            return true;
-        }
-    }
-    return false;
-}
-
 /* Skips a field's value of `type`; false if it runs past the end. */
-static bool skip_value(const uint8_t *p, size_t len, size_t *pos, unsigned type) {
+bool cr_client_skip_value(const uint8_t *p, size_t len, size_t *pos, unsigned type) {
     uint64_t n;
     switch (type) {
     case WIRE_VARINT:
-        return read_varint(p, len, pos, &n);
+        return cr_client_read_varint(p, len, pos, &n);
     case WIRE_I64:
         n = 8;
         break;
@@ -41,7 +24,7 @@ static bool skip_value(const uint8_t *p, size_t len, size_t *pos, unsigned type)
         n = 4;
         break;
     case WIRE_LEN:
-        if (!read_varint(p, len, pos, &n)) return false;
+        if (!cr_client_read_varint(p, len, pos, &n)) return false;
         break;
     default:
         return false; /* groups (3, 4) and reserved types are not ours */
@@ -67,13 +50,14 @@ int cr_client_scan_reply(const uint8_t *body, size_t len, struct cr_client_scan 
     size_t pos = 0;
     while (pos < len) {
         uint64_t tag;
-        if (!read_varint(body, len, &pos, &tag)) return CR_ERR_PROTOCOL;
+        if (!cr_client_read_varint(body, len, &pos, &tag)) return CR_ERR_PROTOCOL;
         uint64_t field = tag >> 3;
         unsigned type = (unsigned)(tag & 7);
         if (field == 0 || field > 0x1fffffff) return CR_ERR_PROTOCOL;
         if (field == 1 || (field == 2 && type == WIRE_VARINT)) {
             uint64_t raw;
-            if (type != WIRE_VARINT || !read_varint(body, len, &pos, &raw)) return CR_ERR_PROTOCOL;
+            if (type != WIRE_VARINT || !cr_client_read_varint(body, len, &pos, &raw))
+                return CR_ERR_PROTOCOL;
             if (field == 2) {
                 out->field2_varint = raw;
             } else if (!take_status(raw, out)) {
@@ -82,7 +66,7 @@ int cr_client_scan_reply(const uint8_t *body, size_t len, struct cr_client_scan 
             continue;
         }
         if (field == 2 && type == WIRE_LEN && out->field2_count < UINT32_MAX) out->field2_count++;
-        if (!skip_value(body, len, &pos, type)) return CR_ERR_PROTOCOL;
+        if (!cr_client_skip_value(body, len, &pos, type)) return CR_ERR_PROTOCOL;
     }
     return out->has_status ? CR_OK : CR_ERR_PROTOCOL;
 }

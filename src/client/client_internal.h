@@ -120,6 +120,25 @@ static inline bool cr_client_id_sync(uint64_t id) { return (id & CR_CLIENT_ID_SY
  * missing or not a varint.  Reads nothing beyond `len`; allocates nothing. */
 int cr_client_scan_reply(const uint8_t *body, size_t len, struct cr_client_scan *out);
 
+/* Protobuf wire reading: one varint at *pos (false if truncated or longer
+ * than 10 bytes); skipping a field's value of wire `type` (false if it runs
+ * past the end, or for groups and reserved types). */
+static inline bool cr_client_read_varint(const uint8_t *p, size_t len, size_t *pos,
+                                         uint64_t *out) {
+    uint64_t value = 0;
+    for (unsigned i = 0; i < 10; i++) {
+        if (*pos >= len) return false;
+        uint8_t byte = p[(*pos)++];
+        value |= (uint64_t)(byte & 0x7f) << (7 * i);
+        if ((byte & 0x80) == 0) {
+            *out = value;
+            return true;
+        }
+    }
+    return false;
+}
+bool cr_client_skip_value(const uint8_t *p, size_t len, size_t *pos, unsigned type);
+
 /* Checks a reply's id and status frames (8 and 4 bytes). Returns CR_OK with
  * both values, or CR_ERR_PROTOCOL. */
 int cr_client_parse_envelope(const uint8_t *id, size_t id_len, const uint8_t *status,
@@ -144,6 +163,36 @@ const char *cr_client_response_error(const ProtobufCMessage *response);
  * Return CR_OK or CR_ERR_NOMEM (nothing left allocated). */
 int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size_t count,
                                struct cr_replica_list *out);
+
+/* One object's replicas, handles and strings in one allocation: `replicas`
+ * is its start (what cr_client_replica_list_free frees), `handles` follow
+ * (NULL when none), then `strings` (string_bytes).  All NULL when replicas
+ * is 0.  CR_OK or CR_ERR_NOMEM. */
+struct cr_client_list_block {
+    struct cr_replica *replicas;
+    struct cr_buf_handle *handles;
+    char *strings;
+};
+int cr_client_list_block_alloc(size_t replicas, size_t handles, size_t string_bytes,
+                               struct cr_client_list_block *out);
+
+/* ---- client_decode.c ---- */
+
+/* A response's top-level status_code and error_message (pointing into the
+ * body: error_len bytes, not NUL-terminated; NULL when absent). */
+struct cr_client_top {
+    int32_t status_code;
+    const char *error;
+    size_t error_len;
+};
+
+/* Decodes a BatchGetReplicaListResponse (`extras`: each entry's checksum and
+ * lease too) or a BatchPutStartResponse into `top` and `out` (one list per
+ * entry, in order; the caller frees it with cr_client_replica_lists_free).
+ * CR_OK; CR_ERR_PROTOCOL when the bytes are not such a message (protobuf-c
+ * would refuse them too); CR_ERR_NOMEM.  On failure `out` holds nothing. */
+int cr_client_decode_replica_lists(const uint8_t *body, size_t len, bool extras,
+                                   struct cr_client_top *top, struct cr_replica_lists *out);
 
 /* A GetReplicaListResponse's object-level fields (checksum, lease) into `out`. */
 void cr_client_list_extras_from_pb(const Crescent__Master__GetReplicaListResponse *resp,
@@ -255,6 +304,18 @@ int cr_client_fail(cr_client *c, int status, const char *fmt, ...)
  * non-OK status_code or a transport error, with *response NULL. */
 int cr_client_call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
                    ProtobufCMessage **response);
+
+/* cr_client_call with the reply's body given to `decode` (a hand-written
+ * decoder, client_decode.c) instead of protobuf-c: `decode` returns CR_OK
+ * with its results in ctx, or a failure it recorded (cr_client_refused for
+ * a non-zero status_code). */
+typedef int (*cr_client_decode_fn)(cr_client *c, const uint8_t *body, size_t len, void *ctx);
+int cr_client_call_decode(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                          cr_client_decode_fn decode, void *ctx);
+
+/* Records crescentd's refusal of a call: its status_code and its
+ * error_message (why_len bytes; NULL or empty: the status's own text). */
+int cr_client_refused(cr_client *c, int32_t status, const char *why, size_t why_len);
 
 /* Pipelined send of `request` as `method`. */
 int cr_client_submit(cr_client *c, uint16_t method, const ProtobufCMessage *request,

@@ -1,43 +1,36 @@
 /* libcrescent's result structs: deep copies out of unpacked protobuf (so the
- * caller never sees protobuf-c types) and the matching free functions. */
+ * caller never sees protobuf-c types) and the matching free functions.  An
+ * object's replicas, their handles and the handles' strings are one
+ * allocation (list->replicas points to its start): one malloc and one free
+ * per object, where a malloc per replica, handle and string were most of a
+ * 32-key batch's client time (bench/RESULTS.md). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client_internal.h"
 
-static char *copy_string(const char *s) { return strdup(s != NULL ? s : ""); }
-
-static void free_replica(struct cr_replica *r) {
-    for (size_t i = 0; i < r->handle_count; i++) {
-        free(r->handles[i].segment_name);
-        free(r->handles[i].transport_endpoint);
-    }
-    free(r->handles);
-    memset(r, 0, sizeof(*r));
+/* Copies `s` (NULL: "") into the block's string area at *at. */
+static char *put_string(char **at, const char *s) {
+    size_t n = s != NULL ? strlen(s) : 0;
+    char *out = *at;
+    if (n > 0) memcpy(out, s, n);
+    out[n] = '\0';
+    *at += n + 1;
+    return out;
 }
 
-/* Copies one ReplicaInfo; on failure frees what it took and returns NOMEM. */
-static int copy_replica(const Crescent__Master__ReplicaInfo *in, struct cr_replica *out) {
+int cr_client_list_block_alloc(size_t replicas, size_t handles, size_t string_bytes,
+                               struct cr_client_list_block *out) {
+    assert(out != NULL && (replicas > 0 || (handles == 0 && string_bytes == 0)));
     memset(out, 0, sizeof(*out));
-    out->status = (enum cr_replica_status)in->status;
-    if (in->n_handles == 0) return CR_OK;
-    out->handles = calloc(in->n_handles, sizeof(*out->handles));
-    if (out->handles == NULL) return CR_ERR_NOMEM;
-    for (size_t i = 0; i < in->n_handles; i++) {
-        const Crescent__Master__BufHandle *h = in->handles[i];
-        struct cr_buf_handle *o = &out->handles[i];
-        out->handle_count = i + 1; /* counted before filling: free_replica sees it */
-        o->segment_name = copy_string(h->segment_name);
-        o->transport_endpoint = copy_string(h->transport_endpoint);
-        o->size_bytes = h->size;
-        o->buffer = h->buffer;
-        o->status = (enum cr_buf_status)h->status;
-        if (o->segment_name == NULL || o->transport_endpoint == NULL) {
-            free_replica(out);
-            return CR_ERR_NOMEM;
-        }
-    }
+    if (replicas == 0) return CR_OK;
+    size_t head = replicas * sizeof(struct cr_replica) + handles * sizeof(struct cr_buf_handle);
+    uint8_t *block = malloc(head + string_bytes);
+    if (block == NULL) return CR_ERR_NOMEM;
+    out->replicas = (struct cr_replica *)block;
+    out->handles = handles > 0 ? (struct cr_buf_handle *)(out->replicas + replicas) : NULL;
+    out->strings = (char *)block + head;
     return CR_OK;
 }
 
@@ -46,16 +39,36 @@ int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size
     assert(out != NULL);
     assert(infos != NULL || count == 0);
     memset(out, 0, sizeof(*out)); /* key and status are the caller's to set */
-    if (count == 0) return CR_OK;
-    out->replicas = calloc(count, sizeof(*out->replicas));
-    if (out->replicas == NULL) return CR_ERR_NOMEM;
+    size_t handles = 0, string_bytes = 0;
     for (size_t i = 0; i < count; i++) {
-        if (copy_replica(infos[i], &out->replicas[i]) != CR_OK) {
-            cr_client_replica_list_free(out);
-            return CR_ERR_NOMEM;
+        handles += infos[i]->n_handles;
+        for (size_t j = 0; j < infos[i]->n_handles; j++) {
+            const Crescent__Master__BufHandle *h = infos[i]->handles[j];
+            string_bytes += (h->segment_name != NULL ? strlen(h->segment_name) : 0) + 1;
+            string_bytes += (h->transport_endpoint != NULL ? strlen(h->transport_endpoint) : 0) + 1;
         }
-        out->count = i + 1;
     }
+    struct cr_client_list_block b;
+    if (cr_client_list_block_alloc(count, handles, string_bytes, &b) != CR_OK)
+        return CR_ERR_NOMEM;
+    struct cr_buf_handle *next = b.handles;
+    for (size_t i = 0; i < count; i++) {
+        const Crescent__Master__ReplicaInfo *in = infos[i];
+        struct cr_replica *r = &b.replicas[i];
+        r->status = (enum cr_replica_status)in->status;
+        r->handle_count = in->n_handles;
+        r->handles = in->n_handles > 0 ? next : NULL;
+        for (size_t j = 0; j < in->n_handles; j++, next++) {
+            const Crescent__Master__BufHandle *h = in->handles[j];
+            next->segment_name = put_string(&b.strings, h->segment_name);
+            next->transport_endpoint = put_string(&b.strings, h->transport_endpoint);
+            next->size_bytes = h->size;
+            next->buffer = h->buffer;
+            next->status = (enum cr_buf_status)h->status;
+        }
+    }
+    out->replicas = b.replicas;
+    out->count = count;
     return CR_OK;
 }
 
@@ -69,8 +82,7 @@ void cr_client_list_extras_from_pb(const Crescent__Master__GetReplicaListRespons
 
 void cr_client_replica_list_free(struct cr_replica_list *list) {
     if (list == NULL) return;
-    for (size_t i = 0; i < list->count; i++) free_replica(&list->replicas[i]);
-    free(list->replicas);
+    free(list->replicas); /* the one block of the replicas, handles and strings */
     free(list->key);
     memset(list, 0, sizeof(*list));
 }

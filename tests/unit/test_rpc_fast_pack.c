@@ -16,18 +16,7 @@
 #include "actors/rpc_fast_pack.h"
 #include "master.pb-c.h"
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static uint64_t next(void) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return rng;
-}
-
-/* A value whose varint takes 1..10 bytes, evenly. */
-static uint64_t any_u64(void) {
-    unsigned bits = (unsigned)(next() % 65);
-    return bits == 0 ? 0 : next() >> (64 - bits);
-}
+#include "random_values.h"
 
 static const size_t name_lengths[] = {1, 5, 127, 128, 200, 16383, 16384};
 
