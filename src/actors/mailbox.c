@@ -292,7 +292,7 @@ void cr_mailbox_close(struct cr_actor *actor) {
  * actor that parks with a fence (ops.park_fence) needs one here too. */
 void cr_mailbox_wake(struct cr_actor *actor) {
     if (actor->park_fence)
-        cr_barrier_full(&actor->parked);
+        cr_barrier_full(&actor->parked); /* it parks with a fence, not a membarrier */
     else
         cr_barrier_light(&actor->parked);
     if (atomic_load_explicit(&actor->parked, memory_order_relaxed) == 0) return;

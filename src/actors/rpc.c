@@ -56,6 +56,9 @@ struct rpc_state {
     void *router;
     int fd;        /* ZMQ_FD */
     bool watched;  /* fd in segments' epoll set (from wire on) */
+    /* A reply went out since a read last found the socket empty: a send may
+     * have consumed the fd's signal of a request that came meanwhile. */
+    bool sent_since_empty;
     struct cr_curve_server *curve; /* NULL: CURVE off */
     char address[CR_CONFIG_ADDRESS_MAX];
 };
@@ -71,6 +74,8 @@ static bool send_reply(struct rpc_state *st, const struct cr_master_call *to, in
     /* ROUTER_MANDATORY makes an unknown identity EHOSTUNREACH instead of a
      * silent drop; EAGAIN means the peer's queue is full.  Once the identity
      * frame is accepted, ZMQ accepts the rest of the message atomically. */
+    /* Any send, even one that fails, may process ZMQ's commands. */
+    st->sent_since_empty = true;
     zmq_msg_t m;
     /* The one frame is built before the identity goes out: a failure after
      * it would leave a half message that the next reply would complete. */
@@ -136,7 +141,9 @@ static bool read_message(struct rpc_state *st, struct incoming *in) {
         if (zmq_msg_recv(part, st->router, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(part);
             /* ZMQ delivers the parts of a message together: only the first
-             * read can find nothing. */
+             * read can find nothing.  That read processed ZMQ's commands
+             * (consuming the fd's signal) and found no request after them. */
+            if (in->frames == 0) st->sent_since_empty = false;
             return in->frames > 0;
         }
         in->frames++;
@@ -240,10 +247,17 @@ static void rpc_done(struct cr_edge *edge, struct cr_master_call *call) {
 }
 
 /* After the round's sends: a request that arrived while they ran may have
- * consumed the fd's signal, so ZMQ is asked directly. */
+ * consumed the fd's signal, so ZMQ is asked directly.  Not when the last
+ * thing this socket did was a read that found it empty (rpc_ready answers
+ * its inline calls before that read): the question would cost a poll(2) of
+ * ZMQ's mailbox, and a getpid(2), per round for nothing. */
 static void rpc_flush(struct cr_edge *edge) {
     struct rpc_state *st = (struct rpc_state *)edge;
-    if (st->watched && has_input(st)) cr_edge_again(edge, RPC_FD_TAG);
+    if (!st->watched || !st->sent_since_empty) return;
+    if (has_input(st))
+        cr_edge_again(edge, RPC_FD_TAG);
+    else
+        st->sent_since_empty = false; /* that question found it empty too */
 }
 
 /* Until wired, requests wait in the socket (bound at create, so clients

@@ -159,14 +159,16 @@ struct cr_actor_ops {
      * its metric families, crescent_<view>_*, keep their names.  The hook
      * sees which in out->view. */
     const char *const *stats_views;
-    /* Optional: park with a full fence instead of membarrier(2), the heavy
-     * side of the parking handshake (runtime_internal.h); every sender then
-     * pays a full fence per wake check of this actor (once per round for an
-     * actor's sends, once per send for other threads).  For actors woken
-     * for a few messages at a time that park after each wake (the event
-     * plane's consumers): membarrier interrupts every CPU running the
-     * process (IPIs: on a VM, exits), which at one client was a third of
-     * the publisher's CPU, while their senders check them rarely. */
+    /* Optional: park with a full fence instead of membarrier(2), and have
+     * its senders fence too (cr_barrier_full on both sides; a constant of
+     * the actor, so the two sides always agree).  For an actor that parks
+     * after nearly every wake while other threads check it rarely: segments
+     * with its RPC edges (docs/architecture.md "The RPC edge": a membarrier
+     * interrupts every CPU that runs a crescentd thread at that moment,
+     * which at one synchronous client is libzmq's I/O thread sending the
+     * reply just written, once per call), and the event plane's consumers,
+     * woken a few messages at a time (its IPIs were a third of the
+     * publisher's CPU at one put client). */
     bool park_fence;
 };
 

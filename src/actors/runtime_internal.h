@@ -37,13 +37,13 @@ enum cr_actor_run_state { CR_ACTOR_STARTING, CR_ACTOR_RUNNING, CR_ACTOR_STOPPING
 struct cr_actor {
     /* Read by senders on every send: kept apart from the receiver's own lines. */
     _Alignas(CR_CACHE_LINE) _Atomic uint32_t parked;
-    bool park_fence; /* ops->park_fence: both sides of the handshake fence (set at spawn) */
     _Atomic int run_state;
     /* Set by cr_runtime_stop (release) together with an eventfd write: stop
      * travels outside the rings so it cannot be refused by a full inbox. */
     _Atomic bool stop_flag;
     int wake_fd;
     uint64_t uid;
+    bool park_fence; /* ops->park_fence, where senders read it */
 
     _Alignas(CR_CACHE_LINE) _Atomic(struct cr_ring *) slots[CR_ACTOR_SENDERS_MAX];
     _Atomic uint32_t slots_high; /* slots[0, slots_high) may be in use */

@@ -901,6 +901,9 @@ static const struct cr_actor_ops segments_ops = {
     .poll = segments_poll,
     .spin_poll = segments_spin_poll,
     .stats_views = segments_views,
+    /* Under light load segments parks after every call it serves from its
+     * edges, and its senders (tasks, leases, data, HTTP) are few. */
+    .park_fence = true,
 };
 
 const struct cr_subsystem_def cr_segments_def = {

@@ -48,6 +48,7 @@ struct cr_client {
     void *context;
     bool uses_process_context;      /* false: the caller's own context */
     void *socket;
+    int rcvtimeo_ms;                /* the socket's ZMQ_RCVTIMEO now (-1: ZMQ's default) */
     int timeout_ms;
     int64_t (*clock_ms)(void *ctx); /* monotonic milliseconds; tests inject their own */
     void *clock_ctx;
