@@ -241,12 +241,12 @@ static int ms_left(uint64_t deadline_ns) {
 
 /* Sleeps on the transfer server's fd and the wake fd together, serving
  * transfers as they come, until the wake fd fires (a message, a stop) or
- * timeout_ms pass (a timer is due).  Serving a request and sleeping again
+ * timeout_ns pass (a timer is due; slept in whole milliseconds, rounded up).  Serving a request and sleeping again
  * here, rather than returning to the runtime after each, keeps an idle
  * actor's cost per transfer to the transfer's own syscalls: every return
  * went through a runtime round and a new park (an eventfd read, a
  * membarrier) on the 2-core machines where a Get's latency is measured. */
-static void data_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+static void data_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
     (void)self;
     struct data_state *st = arg;
     if (st->wake_fd_added != wake_fd) {
@@ -255,9 +255,8 @@ static void data_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout
             CR_ERROR("data", "epoll_ctl(wake fd): %s", strerror(errno));
         st->wake_fd_added = wake_fd;
     }
-    uint64_t deadline_ns = timeout_ms < 0 ? UINT64_MAX
-                                          : cr_monotonic_ns() + (uint64_t)timeout_ms * 1000000u;
-    for (int wait_ms = timeout_ms;;) {
+    uint64_t deadline_ns = timeout_ns < 0 ? UINT64_MAX : cr_monotonic_ns() + (uint64_t)timeout_ns;
+    for (int wait_ms = cr_timeout_ms(timeout_ns);;) {
         struct epoll_event events[2];
         int n = epoll_wait(st->epoll_fd, events, 2, wait_ms);
         if (n < 0 && errno != EINTR) CR_ERROR("data", "epoll_wait: %s", strerror(errno));

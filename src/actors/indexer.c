@@ -721,11 +721,11 @@ static void indexer_handle(struct cr_actor *self, void *state, struct cr_msg *ms
     if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
 }
 
-static void indexer_wait_hook(struct cr_actor *self, void *state, int wake_fd, int timeout_ms) {
+static void indexer_wait_hook(struct cr_actor *self, void *state, int wake_fd, int64_t timeout_ns) {
     struct indexer_state *st = state;
     st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
     load_only_sweep(st, false);
-    indexer_wait(st, wake_fd, timeout_ms);
+    indexer_wait(st, wake_fd, cr_timeout_ms(timeout_ns)); /* zmq_poll sleeps in milliseconds */
 }
 
 static void indexer_stop(struct cr_actor *self, void *state) {
@@ -801,6 +801,7 @@ static const struct cr_actor_ops indexer_ops = {
     .discard = indexer_discard,
     .wait = indexer_wait_hook,
     .stats = indexer_stats,
+    .park_fence = true, /* woken for a few messages, parks after each wake */
 };
 
 int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems *peers);

@@ -206,14 +206,15 @@ static int apply_removed(struct cr_prefix_index *index, const struct indexer_tar
     return cr_prefix_index_removed_any(index, pub, e->hashes, e->hash_count, medium);
 }
 
-static uint8_t replica_media(struct cr_prefix_index *index, bool memory, bool disk) {
-    uint8_t mask = 0, m;
-    if (memory && cr_prefix_index_medium(index, "CPU", &m) == CR_OK) mask |= (uint8_t)(1u << m);
-    if (disk && cr_prefix_index_medium(index, "DISK", &m) == CR_OK) mask |= (uint8_t)(1u << m);
-    return mask;
+/* CPU and DISK are built-in media (cr_prefix_index_create names them, at
+ * fixed ids), so no name lookup per event: it was a strlen and a
+ * strcasecmp per medium, 11% of the indexer's time under batched puts. */
+static uint8_t replica_media(bool memory, bool disk) {
+    return (uint8_t)((memory ? 1u << CR_PREFIX_MEDIUM_CPU : 0u) |
+                     (disk ? 1u << CR_PREFIX_MEDIUM_DISK : 0u));
 }
 
-static uint8_t kv_replica_media(struct cr_prefix_index *index, const struct cr_kv_event *e) {
+static uint8_t kv_replica_media(const struct cr_kv_event *e) {
     bool memory = false, disk = false;
     for (uint32_t i = 0; i < e->replica_count; i++) {
         const char *type = e->replicas[i].type.ptr != NULL ? e->replicas[i].type.ptr : "";
@@ -223,7 +224,7 @@ static uint8_t kv_replica_media(struct cr_prefix_index *index, const struct cr_k
             disk = true;
     }
     if (!memory && !disk) memory = true; /* an unplaced object is still in the store's memory */
-    return replica_media(index, memory, disk);
+    return replica_media(memory, disk);
 }
 
 static int store_block_stored(struct cr_prefix_index *index, uint32_t pub,
@@ -235,7 +236,7 @@ static int store_block_update(struct cr_prefix_index *index, uint32_t pub, const
 static int apply_store_dialect(struct cr_prefix_index *index, const struct indexer_target *t,
                                uint32_t pub, const struct cr_kv_event *e) {
     size_t key_len = e->key.ptr != NULL ? e->key.len : 0;
-    uint8_t mask = kv_replica_media(index, e);
+    uint8_t mask = kv_replica_media(e);
     if (e->kind == CR_KV_EVENT_UPDATED) {
         if (e->replica_count == 0) mask = 0;
         return store_block_update(index, pub, e->key.ptr, key_len, mask, t->keys);
@@ -360,7 +361,7 @@ static int store_block_update(struct cr_prefix_index *index, uint32_t pub, const
     return rc;
 }
 
-static uint8_t store_event_media(struct cr_prefix_index *index, const struct cr_store_event *ev) {
+static uint8_t store_event_media(const struct cr_store_event *ev) {
     bool memory = false, disk = false;
     for (uint32_t i = 0; i < ev->replica_count; i++) {
         if (ev->replicas[i].type == CR_REPLICA_MEMORY)
@@ -369,7 +370,7 @@ static uint8_t store_event_media(struct cr_prefix_index *index, const struct cr_
             disk = true;
     }
     if (!memory && !disk) memory = true;
-    return replica_media(index, memory, disk);
+    return replica_media(memory, disk);
 }
 
 int cr_indexer_store_apply(struct cr_prefix_index *index, const struct cr_store_event *event,
@@ -385,7 +386,7 @@ int cr_indexer_store_apply(struct cr_prefix_index *index, const struct cr_store_
         cr_prefix_map_free(keys);
         return cr_prefix_index_cleared(index, pub);
     }
-    uint8_t mask = store_event_media(index, event);
+    uint8_t mask = store_event_media(event);
     if (event->kind == CR_STORE_EVENT_BLOCK_UPDATE) {
         if (event->replica_count == 0) mask = 0;
         return store_block_update(index, pub, event->key.ptr, event->key.len, mask, keys);

@@ -288,7 +288,8 @@ void cr_mailbox_close(struct cr_actor *actor) {
 }
 
 /* Called by a sender after publishing a message: the light side of the
- * parking handshake (see cr_barrier_light); park() is the heavy side. */
+ * parking handshake (see cr_barrier_light); park() is the heavy side.  An
+ * actor that parks with a fence (ops.park_fence) needs one here too. */
 void cr_mailbox_wake(struct cr_actor *actor) {
     if (actor->park_fence)
         cr_barrier_full(&actor->parked); /* it parks with a fence, not a membarrier */

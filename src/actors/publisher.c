@@ -214,8 +214,10 @@ static void publisher_flush_if_due(struct cr_actor *self, struct publisher *p) {
         publisher_flush(self, p);
 }
 
-/* Takes ownership of `event`: encodes it into the pending batch and frees it. */
-static void publisher_take(struct cr_actor *self, struct publisher *p, cr_store_event *event) {
+/* Takes ownership of `event`: encodes it into the pending batch and frees it.
+ * since_ns: when it happened (its chain's first event; 0: now). */
+static void publisher_take(struct cr_actor *self, struct publisher *p, cr_store_event *event,
+                           uint64_t since_ns) {
     assert(event != NULL);
     int rc = cr_event_encoder_append(p->encoder, event);
     if (rc == CR_ERR_AGAIN) { /* full: only when a finish failed for lack of memory */
@@ -229,9 +231,12 @@ static void publisher_take(struct cr_actor *self, struct publisher *p, cr_store_
                  (unsigned long long)p->info.encode_errors);
         return;
     }
-    /* One clock read per batch: the flush deadline starts at its first event. */
+    /* The flush deadline starts when the batch's first event happened, not
+     * when it got here: the time it waited for segments' lazy wake
+     * (cr_send_lazy) is part of the window.  At most one clock read per batch. */
     if (cr_event_encoder_event_count(p->encoder) == 1)
-        p->deadline_ns = cr_runtime_now_ns(cr_actor_runtime(self)) + p->flush_ns;
+        p->deadline_ns = (since_ns != 0 ? since_ns : cr_runtime_now_ns(cr_actor_runtime(self))) +
+                         p->flush_ns;
     if (cr_event_encoder_is_full(p->encoder)) publisher_flush(self, p);
 }
 
@@ -243,13 +248,14 @@ static void publisher_fill_info(struct publisher *p, struct cr_publisher_info *o
 static void publisher_handle(struct cr_actor *self, void *state, struct cr_msg *msg) {
     struct publisher *p = state;
     switch (msg->type) {
-    case CR_MSG_STORE_EVENT: /* a chain, in order */
-        for (cr_store_event *event = CR_MSG_BODY(msg, struct cr_msg_store_event)->event, *next;
-             event != NULL; event = next) {
+    case CR_MSG_STORE_EVENT: { /* a chain, in order */
+        const struct cr_msg_store_event *body = CR_MSG_BODY(msg, struct cr_msg_store_event);
+        for (cr_store_event *event = body->event, *next; event != NULL; event = next) {
             next = event->next; /* publisher_take drops our reference */
-            publisher_take(self, p, event);
+            publisher_take(self, p, event, body->since_ns);
         }
         return;
+    }
     case CR_MSG_WIRE: {
         const struct cr_subsystems *peers = msg->body.ptr[0];
         p->replay = peers->actors[CR_SUBSYSTEM_REPLAY];
@@ -273,11 +279,11 @@ static void publisher_handle(struct cr_actor *self, void *state, struct cr_msg *
 
 /* The PUB socket never has input, so the wait is on the wake fd alone, cut
  * short at the flush deadline (ppoll: microsecond precision). */
-static void publisher_wait(struct cr_actor *self, void *state, int wake_fd, int timeout_ms) {
+static void publisher_wait(struct cr_actor *self, void *state, int wake_fd, int64_t timeout_ns) {
     struct publisher *p = state;
     publisher_flush_if_due(self, p);
-    if (timeout_ms == 0) return;
-    uint64_t wait_ns = timeout_ms < 0 ? UINT64_MAX : (uint64_t)timeout_ms * 1000000u;
+    if (timeout_ns == 0) return;
+    uint64_t wait_ns = timeout_ns < 0 ? UINT64_MAX : (uint64_t)timeout_ns;
     if (p->deadline_ns != 0) {
         uint64_t now = cr_runtime_now_ns(cr_actor_runtime(self));
         uint64_t left = p->deadline_ns > now ? p->deadline_ns - now : 0;
@@ -334,6 +340,7 @@ static const struct cr_actor_ops publisher_ops = {
     .discard = publisher_discard,
     .wait = publisher_wait,
     .stats = publisher_stats,
+    .park_fence = true, /* woken for a few messages, parks after each wake */
 };
 
 const struct cr_subsystem_def cr_publisher_def = {

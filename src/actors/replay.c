@@ -385,8 +385,9 @@ static void replay_handle(struct cr_actor *self, void *state, struct cr_msg *msg
 /* Polls the ROUTER and the wake fd; with replays in progress it does not
  * sleep, so the runtime's loop alternates one chunk per session with a
  * mailbox drain. */
-static void replay_wait(struct cr_actor *self, void *state, int wake_fd, int timeout_ms) {
+static void replay_wait(struct cr_actor *self, void *state, int wake_fd, int64_t timeout_ns) {
     struct replay *r = state;
+    int timeout_ms = cr_timeout_ms(timeout_ns);
     zmq_pollitem_t items[2] = {{r->router, 0, ZMQ_POLLIN, 0}, {NULL, wake_fd, ZMQ_POLLIN, 0}};
     /* Sessions that moved: no sleep.  Sessions all waiting on full queues:
      * look again soon (ZMQ says nothing when a peer's queue drains). */
@@ -446,6 +447,7 @@ static const struct cr_actor_ops replay_ops = {
     .discard = replay_discard,
     .wait = replay_wait,
     .stats = replay_stats,
+    .park_fence = true, /* woken for a few messages, parks after each wake */
 };
 
 const struct cr_subsystem_def cr_replay_def = {

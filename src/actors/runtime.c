@@ -52,6 +52,11 @@ uint64_t cr_runtime_now_ns(const struct cr_runtime *rt) {
     return rt->config.clock.now_ns(rt->config.clock.ctx);
 }
 
+void cr_actor_wait_saw_no_wake(struct cr_actor *self) {
+    assert(self == tls_actor && self->in_wait);
+    self->wake_quiet = true;
+}
+
 uint64_t cr_actor_now_ns(struct cr_actor *self) {
     assert(self == tls_actor);
     uint32_t epoch = atomic_load_explicit(&self->rt->clock_epoch, memory_order_acquire);
@@ -211,13 +216,30 @@ static uint32_t fire_timers(struct cr_actor *actor) {
 /* ------------------------------------------------------------------------ */
 /* Idling */
 
-static int park_timeout_ms(struct cr_actor *actor) {
+#define CR_PARK_MAX_NS (60ull * 1000000000u) /* the longest one sleep; the loop parks again */
+
+/* How long a park may sleep: until the next timer (on the runtime's clock,
+ * in whole milliseconds rounded up, as always: a manual clock that stands
+ * still a hair before a deadline costs a wake per millisecond, not a busy
+ * loop) or the oldest lazy send's deadline (CLOCK_MONOTONIC, to the
+ * nanosecond: see cr_send_lazy), whichever is first; -1: neither, sleep
+ * until woken. */
+static int64_t park_timeout_ns(struct cr_actor *actor) {
+    uint64_t left = UINT64_MAX;
     uint64_t deadline = cr_timer_heap_next_deadline(&actor->timers);
-    if (deadline == UINT64_MAX) return -1;
-    uint64_t now = cr_runtime_now_ns(actor->rt);
-    if (deadline <= now) return 0;
-    uint64_t ms = (deadline - now + 999999u) / 1000000u; /* round up: never early */
-    return ms > 60000 ? 60000 : (int)ms;
+    if (deadline != UINT64_MAX) {
+        uint64_t now = cr_runtime_now_ns(actor->rt);
+        uint64_t gap = deadline > now ? deadline - now : 0;
+        left = gap < CR_PARK_MAX_NS ? (gap + 999999u) / 1000000u * 1000000u : CR_PARK_MAX_NS;
+    }
+    if (actor->lazy_pending != 0) {
+        uint64_t due = cr_add_sat(actor->lazy_since_ns, actor->rt->config.lazy_wake_ns);
+        uint64_t now = cr_monotonic_ns();
+        uint64_t lazy_left = due > now ? due - now : 0;
+        if (lazy_left < left) left = lazy_left;
+    }
+    if (left == UINT64_MAX) return -1;
+    return (int64_t)(left < CR_PARK_MAX_NS ? left : CR_PARK_MAX_NS);
 }
 
 static void wake_fd_drain(struct cr_actor *actor) {
@@ -229,39 +251,43 @@ static void wake_fd_drain(struct cr_actor *actor) {
 
 /* A wait hook may send and then block (poll): its sends wake their
  * receivers at once, or they would sleep as long as the hook does. */
-static void call_wait(struct cr_actor *actor, int timeout_ms) {
+static void call_wait(struct cr_actor *actor, int64_t timeout_ns) {
+    actor->wake_quiet = false; /* says this wait's view only */
     actor->in_wait = true;
-    actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ms);
+    actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ns);
     actor->in_wait = false;
 }
 
 /* Announces `parked`, re-checks for work (a sender may have enqueued before
- * seeing the flag), then sleeps on the wake fd (and the actor's sockets). */
+ * seeing the flag), then sleeps on the wake fd (and the actor's sockets).
+ * Lazy sends not woken for yet stay so: the sleep ends by their deadline at
+ * the latest, and the loop round after it wakes their receivers. */
 static void park(struct cr_actor *actor) {
     atomic_store_explicit(&actor->parked, 1, memory_order_relaxed);
     if (actor->park_fence)
-        cr_barrier_full(&actor->parked); /* its senders fence too (runtime.h park_fence) */
+        cr_barrier_full(&actor->parked); /* its senders fence too (cr_mailbox_wake) */
     else
         cr_barrier_heavy(&actor->parked);
-    int timeout_ms = park_timeout_ms(actor);
-    if (timeout_ms == 0 || atomic_load_explicit(&actor->stop_flag, memory_order_acquire) ||
+    int64_t timeout_ns = park_timeout_ns(actor);
+    if (timeout_ns == 0 || atomic_load_explicit(&actor->stop_flag, memory_order_acquire) ||
         cr_mailbox_has_messages(actor)) {
         atomic_store_explicit(&actor->parked, 0, memory_order_relaxed);
         return; /* a racing sender's wake, if any, is absorbed on a later park */
     }
     cr_counter_bump(&actor->parks, 1);
-    cr_runtime_flush_all_wakes(); /* lazy receivers wait no longer than this sleep */
     atomic_fetch_sub_explicit(&actor->rt->active, 1, memory_order_relaxed);
     if (actor->ops->wait != NULL) {
-        call_wait(actor, timeout_ms);
+        call_wait(actor, timeout_ns);
     } else {
         struct pollfd pfd = {.fd = actor->wake_fd, .events = POLLIN};
-        if (poll(&pfd, 1, timeout_ms) < 0 && errno != EINTR)
-            CR_ERROR("runtime", "poll on %s's wake fd failed: %s", actor->name, strerror(errno));
+        struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
+                              .tv_nsec = (long)(timeout_ns % 1000000000)};
+        if (ppoll(&pfd, 1, timeout_ns < 0 ? NULL : &ts, NULL) < 0 && errno != EINTR)
+            CR_ERROR("runtime", "ppoll on %s's wake fd failed: %s", actor->name, strerror(errno));
     }
     atomic_fetch_add_explicit(&actor->rt->active, 1, memory_order_relaxed);
     atomic_store_explicit(&actor->parked, 0, memory_order_relaxed);
-    wake_fd_drain(actor);
+    if (!actor->wake_quiet) wake_fd_drain(actor);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -106,10 +106,12 @@ struct cr_actor_ops {
      * (it was still queued when the actor was destroyed). */
     void (*discard)(void *state, struct cr_msg *msg);
     /* Optional, for actors that own sockets: wait for socket input or the
-     * wake fd for at most timeout_ms (-1: forever, 0: just check), handling
+     * wake fd for at most timeout_ns (-1: forever, 0: just check), handling
      * any socket input before returning.  Without it the runtime polls the
-     * wake fd alone. */
-    void (*wait)(struct cr_actor *self, void *state, int wake_fd, int timeout_ms);
+     * wake fd alone.  The timeout may be well under a millisecond (a lazy
+     * send's deadline, cr_send_lazy): a hook that can only sleep in whole
+     * milliseconds rounds up (cr_timeout_ms), never down. */
+    void (*wait)(struct cr_actor *self, void *state, int wake_fd, int64_t timeout_ns);
     /* Optional, for input that arrives without a syscall (shared-memory
      * rings): take what is there now, without blocking and without a
      * syscall, and return the work done (0: none), or -1 when there is
@@ -158,13 +160,15 @@ struct cr_actor_ops {
      * sees which in out->view. */
     const char *const *stats_views;
     /* Optional: park with a full fence instead of membarrier(2), and have
-     * its senders fence too (cr_barrier_full on both sides).  For an actor
-     * that parks after nearly every request it serves from its own sockets
-     * while other threads send to it rarely (segments with its RPC edges,
-     * docs/architecture.md "The RPC edge"): a membarrier interrupts every
-     * CPU that runs a crescentd thread at that moment, which at one
-     * synchronous client is libzmq's I/O thread sending the reply just
-     * written, once per call. */
+     * its senders fence too (cr_barrier_full on both sides; a constant of
+     * the actor, so the two sides always agree).  For an actor that parks
+     * after nearly every wake while other threads check it rarely: segments
+     * with its RPC edges (docs/architecture.md "The RPC edge": a membarrier
+     * interrupts every CPU that runs a crescentd thread at that moment,
+     * which at one synchronous client is libzmq's I/O thread sending the
+     * reply just written, once per call), and the event plane's consumers,
+     * woken a few messages at a time (its IPIs were a third of the
+     * publisher's CPU at one put client). */
     bool park_fence;
 };
 
@@ -248,11 +252,16 @@ int cr_send(struct cr_actor *to, const struct cr_msg *msg);
 /* cr_send for a stream whose receiver need not wake per round: store
  * events, which a parked publisher would otherwise be woken for (an eventfd
  * write on the sender, a park with membarrier on the receiver) a few
- * messages at a time.  From an actor, the receiver is woken when the sender
- * is about to block (park, ask, exit), after lazy_wake_batch lazy sends to
- * it, or lazy_wake_ns after the oldest of them (checked once per loop round),
- * whichever comes first; a receiver that is awake takes them as usual.  From
- * any other thread, or inside a wait hook, it is cr_send.  Returns as cr_send. */
+ * messages at a time.  From an actor, the receiver is woken lazy_wake_ns
+ * after the oldest lazy send not woken for yet, or after lazy_wake_batch
+ * lazy sends to it, or when the sender asks or exits, whichever comes first;
+ * a receiver that is awake takes them as usual.  The deadline holds while
+ * the sender is idle too: a sender parks no longer than its oldest lazy
+ * send's deadline (on CLOCK_MONOTONIC, not the injected clock) and wakes the
+ * receivers then, unless work woke it first; so a receiver fed one message
+ * per call at light load wakes once per lazy_wake_ns, not once per call.
+ * From any other thread, or inside a wait hook, it is cr_send.  Returns as
+ * cr_send. */
 int cr_send_lazy(struct cr_actor *to, const struct cr_msg *msg);
 
 /* Sends an ask and blocks (spin briefly, then futex) until the actor replies
@@ -291,8 +300,24 @@ uint64_t cr_runtime_now_ns(const struct cr_runtime *rt);
  * moved manual clock) read it afresh.  Only on self's own thread. */
 uint64_t cr_actor_now_ns(struct cr_actor *self);
 
+/* For a wait hook that watched the wake fd itself (in its own epoll set)
+ * and saw it not ready: the runtime then skips its read of the wake fd
+ * after the wait, a read(2) per park that would find nothing.  A wake that
+ * lands after the hook looked is kept in the fd and ends the next wait at
+ * once.  Only from self's wait hook. */
+void cr_actor_wait_saw_no_wake(struct cr_actor *self);
+
 /* Wakes every actor so it re-reads the clock (tests that move a manual clock). */
 void cr_runtime_clock_changed(struct cr_runtime *rt);
+
+/* A wait hook's timeout_ns in whole milliseconds for poll-like calls,
+ * rounded up (never early); -1 stays -1 (forever), and it is capped at a
+ * minute (the caller loops). */
+static inline int cr_timeout_ms(int64_t timeout_ns) {
+    if (timeout_ns < 0) return -1;
+    int64_t ms = (timeout_ns + 999999) / 1000000;
+    return ms > 60000 ? 60000 : (int)ms;
+}
 
 /* Accessors. */
 const char *cr_actor_name(const struct cr_actor *actor);

@@ -16,9 +16,11 @@
 #include <assert.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "actors/edge.h"
@@ -77,6 +79,9 @@ struct cr_edge_host {
     uint32_t watched; /* edge fds in the set */
     struct epoll_event found[EDGE_EVENTS]; /* by wait, for the next poll */
     int found_count;
+    /* poll served a set that wait found: the next poll does not ask epoll
+     * again without blocking (see segments_poll). */
+    bool served_wait_set;
     bool again[CR_EDGES_MAX]; /* cr_edge_again: serve next round, epoll or not */
     uint64_t again_tag[CR_EDGES_MAX];
     uint32_t again_count;
@@ -121,6 +126,7 @@ struct segments_state {
     uint32_t events_count;
     uint32_t events_tenant_len;
     char events_tenant[CR_MASTER_TENANT_MAX + 1];
+    uint64_t events_since_ns; /* the runtime clock when the chain's first event happened */
     /* Regex calls waiting, oldest first (linked through call->next); the
      * first is being scanned by regex_scan, one slice per round. */
     struct cr_master_call *regex_head, *regex_tail;
@@ -168,6 +174,7 @@ static void events_send_to(struct segments_state *st, enum cr_subsystem to) {
     _Static_assert(sizeof(body->tenant) > CR_MASTER_TENANT_MAX, "a tenant fits the body");
     body->event = st->events_head;
     memcpy(body->tenant, st->events_tenant, st->events_tenant_len + 1);
+    body->since_ns = st->events_since_ns;
     /* Lazy: under load the consumers take chains in batches rather than
      * being woken (a syscall here, a park there) for each. */
     if (cr_send_lazy(st->peers->actors[to], &msg) != CR_OK) {
@@ -206,6 +213,7 @@ static void on_store_event(void *ctx, const struct cr_store_change *ev) {
         memcpy(st->events_tenant, tenant, len);
         st->events_tenant[len] = '\0';
         st->events_tenant_len = (uint32_t)len;
+        st->events_since_ns = cr_actor_now_ns(st->self); /* the round's reading: no clock call */
         st->events_head = event;
     } else {
         st->events_tail->next = event;
@@ -520,10 +528,27 @@ static void on_edge_calls_done(struct segments_state *st, struct cr_master_call 
     }
 }
 
+/* epoll_wait with a timeout to the nanosecond (-1: forever): segments parks
+ * until its oldest lazy send's deadline (cr_send_lazy), often well under a
+ * millisecond.  epoll_pwait2 needs Linux 5.11; before it, whole milliseconds
+ * rounded up. */
+static int edge_epoll_wait(struct cr_edge_host *h, int64_t timeout_ns) {
+    static _Atomic bool no_pwait2;
+    if (timeout_ns > 0 && !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
+                              .tv_nsec = (long)(timeout_ns % 1000000000)};
+        int n = epoll_pwait2(h->epoll_fd, h->found, EDGE_EVENTS, &ts, NULL);
+        if (n >= 0 || errno != ENOSYS) return n;
+        atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
+        CR_WARN("segments", "epoll_pwait2 is not available (Linux < 5.11): segments sleeps in "
+                "whole milliseconds, so store events may reach the publisher up to 1 ms late");
+    }
+    return epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, cr_timeout_ms(timeout_ns));
+}
+
 /* Blocks until an edge fd or the wake fd is ready (or the timeout); what it
  * found is served by the next poll, in the loop round that follows. */
-static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
-    (void)self;
+static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
     struct cr_edge_host *h = &((struct segments_state *)arg)->host;
     if (!h->wake_added) {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EDGE_WAKE_TAG};
@@ -531,21 +556,24 @@ static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int tim
         if (!h->wake_added) {
             CR_ERROR("segments", "epoll_ctl(ADD) of the wake fd failed: %s", strerror(errno));
             struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
-            (void)poll(&pfd, 1, timeout_ms); /* the mailbox is still served */
+            (void)poll(&pfd, 1, cr_timeout_ms(timeout_ns)); /* the mailbox is still served */
             return;
         }
     }
     /* An edge to serve again next round (cr_edge_again): look, do not sleep. */
-    if (h->again_count > 0) timeout_ms = 0;
+    if (h->again_count > 0) timeout_ns = 0;
     /* Edges with rings (edge.h arm) must be told to wake us before we block. */
     uint32_t armed = 0;
-    while (timeout_ms != 0 && armed < h->count &&
+    while (timeout_ns != 0 && armed < h->count &&
            (h->edges[armed]->ops->arm == NULL || h->edges[armed]->ops->arm(h->edges[armed])))
         armed++;
-    if (armed < h->count && timeout_ms != 0) timeout_ms = 0; /* input came: do not block */
-    int n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, timeout_ms);
+    if (armed < h->count && timeout_ns != 0) timeout_ns = 0; /* input came: do not block */
+    int n = edge_epoll_wait(h, timeout_ns);
     if (n < 0 && errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));
     h->found_count = n > 0 ? n : 0;
+    bool woken = false;
+    for (int i = 0; i < h->found_count; i++) woken |= h->found[i].data.u64 == EDGE_WAKE_TAG;
+    if (n >= 0 && !woken) cr_actor_wait_saw_no_wake(self); /* no read(2) of it that finds nothing */
     for (uint32_t i = 0; i < armed; i++)
         if (h->edges[i]->ops->disarm != NULL) h->edges[i]->ops->disarm(h->edges[i]);
 }
@@ -576,7 +604,14 @@ static uint32_t segments_poll(struct cr_actor *self, void *arg) {
     }
     int n = h->found_count;
     h->found_count = 0;
-    if (n == 0 && h->watched > 0) {
+    /* The round after one that served wait's set: if the mailbox is empty
+     * too, segments parks next and its wait asks epoll anyway (returning at
+     * once if an fd is ready), so asking here as well would be a second
+     * epoll_wait(2) per call at one client.  Under load segments does not
+     * park between rounds, wait finds nothing, and every round asks here. */
+    bool skip = n == 0 && h->served_wait_set;
+    h->served_wait_set = n > 0;
+    if (n == 0 && !skip && h->watched > 0) {
         n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, 0);
         if (n < 0) {
             if (errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));

@@ -132,7 +132,9 @@ static const struct setting settings[] = {
     {"event-batch-max", SETTING_U32, FIELD(event_batch_max), 1, 100000, "N",
      "events per batch at most"},
     {"event-flush-us", SETTING_U32, FIELD(event_flush_us), 1, 10000000, "US",
-     "longest a batch waits for more events before it is sent"},
+     "longest a store event waits before its batch is sent, counted from the change; also "
+     "how long (at most 1000) segments may hold store events before waking the publisher "
+     "and the indexer"},
     {"event-send-hwm", SETTING_U32, FIELD(event_send_hwm), 1, 100000000, "N",
      "ZMQ send high-water mark of the PUB socket"},
     {"replay-address", SETTING_STRING, FIELD(replay_address), 0, 0, "ENDPOINT",

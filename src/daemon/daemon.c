@@ -32,10 +32,20 @@ struct daemon {
     struct cr_http_admin admin;
 };
 
+/* The longest a store event waits for segments to wake the publisher and
+ * the indexer (cr_send_lazy), at most the publisher's flush window: the
+ * publisher counts that window from when the event happened, so waiting in
+ * the ring within it delays no subscriber, and at one client the two wake
+ * once per window instead of once per put (docs/architecture.md).  Capped,
+ * so a long --event-flush-us does not hold the indexer back as long. */
+#define EVENT_WAKE_NS_MAX 1000000u
+
 static int start_runtime(struct daemon *d) {
     struct cr_runtime_config rc;
     cr_runtime_config_default(&rc);
     rc.pin_threads = d->config.pin_threads;
+    uint64_t flush_ns = (uint64_t)d->config.event_flush_us * 1000u;
+    rc.lazy_wake_ns = flush_ns < EVENT_WAKE_NS_MAX ? flush_ns : EVENT_WAKE_NS_MAX;
     rc.spin_ns = (uint64_t)d->config.spin_us * 1000u;
     rc.spin_adaptive = d->config.spin_adaptive;
     rc.ring_slots = d->config.ring_slots;

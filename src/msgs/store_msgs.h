@@ -28,6 +28,11 @@ enum cr_store_msg_type {
 struct cr_msg_store_event {
     struct cr_store_event *event; /* first of the chain; one reference each owned */
     char tenant[24];              /* tenant of every key in it; "" means "default" */
+    /* The runtime clock when the chain's first event happened (0: unknown,
+     * take it as now): the publisher counts its flush window from it, so an
+     * event's delay on the way (a lazy send) is part of the window, not
+     * added to it. */
+    uint64_t since_ns;
 };
 
 #endif

@@ -107,10 +107,17 @@ static cr_store_event *make_event(cr_store_event_kind kind, const char *key) {
     return ev;
 }
 
-static void publish(struct plane *pl, cr_store_event_kind kind, const char *key) {
+/* since_ns: when the event happened, on the actors' clock (0: unknown). */
+static void publish_since(struct plane *pl, cr_store_event_kind kind, const char *key,
+                          uint64_t since_ns) {
     struct cr_msg msg = {.type = CR_MSG_STORE_EVENT};
     CR_MSG_BODY(&msg, struct cr_msg_store_event)->event = make_event(kind, key);
+    CR_MSG_BODY(&msg, struct cr_msg_store_event)->since_ns = since_ns;
     assert_int_equal(cr_send(pl->peers.actors[CR_SUBSYSTEM_PUBLISHER], &msg), CR_OK);
+}
+
+static void publish(struct plane *pl, cr_store_event_kind kind, const char *key) {
+    publish_since(pl, kind, key, 0);
 }
 
 static struct cr_publisher_info publisher_info(struct plane *pl) {
@@ -343,29 +350,60 @@ static uint64_t stoppable_now(void *ctx) {
     return frozen != 0 ? frozen : cr_monotonic_ns();
 }
 
+/* Starts a plane whose publisher batches up to 50 events for 20 ms, on
+ * `clock`, and freezes that clock; returns the frozen time. */
+static uint64_t plane_start_frozen(struct plane *pl, const char *name,
+                                   struct stoppable_clock *clock) {
+    plane_config(pl, name);
+    pl->config.event_batch_max = 50;
+    pl->config.event_flush_us = 20000; /* 20 ms */
+    pl->clock = (struct cr_clock){.now_ns = stoppable_now, .ctx = clock};
+    plane_start(pl);
+    uint64_t start = stoppable_now(clock);
+    atomic_store(&clock->frozen_ns, start);
+    return start;
+}
+
+static void clock_set(struct plane *pl, struct stoppable_clock *clock, uint64_t now_ns) {
+    atomic_store(&clock->frozen_ns, now_ns);
+    cr_runtime_clock_changed(pl->rt);
+}
+
 static void test_lone_event_flushed_by_time(void **state) {
     (void)state;
     struct stoppable_clock clock = {0};
     struct plane pl;
-    plane_config(&pl, "time");
-    pl.config.event_batch_max = 50;
-    pl.config.event_flush_us = 20000; /* 20 ms */
-    pl.clock = (struct cr_clock){.now_ns = stoppable_now, .ctx = &clock};
-    plane_start(&pl);
-    uint64_t start = stoppable_now(&clock);
-    atomic_store(&clock.frozen_ns, start);
+    uint64_t start = plane_start_frozen(&pl, "time", &clock);
     publish(&pl, CR_STORE_EVENT_BLOCK_STORE, "lone");
     /* Held for more events: taken (this thread's ask follows its send),
      * not sent, until 20 ms of the actors' time have passed. */
     struct frame_set f;
     for (uint64_t passed_us = 0; passed_us < 20000; passed_us += 9999) {
-        atomic_store(&clock.frozen_ns, start + passed_us * 1000u);
-        cr_runtime_clock_changed(pl.rt);
+        clock_set(&pl, &clock, start + passed_us * 1000u);
         assert_int_equal(publisher_info(&pl).events_pending, 1);
         assert_false(recv_frames(pl.sub, &f, 50));
     }
-    atomic_store(&clock.frozen_ns, start + 20000000u);
-    cr_runtime_clock_changed(pl.rt); /* then sent alone, with no more events */
+    clock_set(&pl, &clock, start + 20000000u); /* then sent alone, with no more events */
+    assert_int_equal(receive_events(&pl, 1), 1);
+    assert_int_equal(publisher_info(&pl).events_pending, 0);
+    plane_stop(&pl);
+}
+
+/* The flush window counts from when the event happened (since_ns, set by
+ * segments), not from when it reached the publisher: an event that waited
+ * 15 ms of a 20 ms window on the way (segments' lazy wake) goes out 5 ms
+ * after it arrives. */
+static void test_flush_window_counts_from_the_event(void **state) {
+    (void)state;
+    struct stoppable_clock clock = {0};
+    struct plane pl;
+    uint64_t start = plane_start_frozen(&pl, "since", &clock);
+    publish_since(&pl, CR_STORE_EVENT_BLOCK_STORE, "late", start - 15000000u);
+    struct frame_set f;
+    clock_set(&pl, &clock, start + 4999000u);
+    assert_int_equal(publisher_info(&pl).events_pending, 1); /* taken, not due yet */
+    assert_false(recv_frames(pl.sub, &f, 50));
+    clock_set(&pl, &clock, start + 5000000u);
     assert_int_equal(receive_events(&pl, 1), 1);
     assert_int_equal(publisher_info(&pl).events_pending, 0);
     plane_stop(&pl);
@@ -625,6 +663,7 @@ int main(void) {
         cmocka_unit_test(test_frames_and_event_counts),
         cmocka_unit_test(test_batch_by_count),
         cmocka_unit_test(test_lone_event_flushed_by_time),
+        cmocka_unit_test(test_flush_window_counts_from_the_event),
         cmocka_unit_test(test_seq_contiguous_under_load),
         cmocka_unit_test(test_replay_ranges),
         cmocka_unit_test(test_replay_before_oldest_and_malformed),

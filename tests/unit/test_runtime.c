@@ -662,7 +662,7 @@ static void hooked_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) 
     if (msg->type == MSG_TEST_QUERY) st->pending = true;
 }
 
-static void hooked_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+static void hooked_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
     (void)self;
     struct hooked_state *st = arg;
     if (st->pending) {
@@ -673,7 +673,7 @@ static void hooked_wait(struct cr_actor *self, void *arg, int wake_fd, int timeo
         assert_int_equal(cr_send(st->target, &msg), CR_OK);
     }
     struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
-    (void)poll(&pfd, 1, timeout_ms); /* -1 when idle: sleeps until woken */
+    (void)poll(&pfd, 1, cr_timeout_ms(timeout_ns)); /* -1 when idle: sleeps until woken */
 }
 
 static const struct cr_actor_ops hooked_ops = {.handle = hooked_handle, .wait = hooked_wait};
@@ -689,6 +689,58 @@ static void counter_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
 }
 
 static const struct cr_actor_ops counter_ops = {.handle = counter_handle};
+
+/* A wait hook that tells the runtime when it saw the wake fd not ready
+ * (cr_actor_wait_saw_no_wake), as segments' does. */
+struct quiet_state {
+    struct counter_state counter;
+    _Atomic uint64_t waits;
+};
+
+static void quiet_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    counter_handle(self, &((struct quiet_state *)arg)->counter, msg);
+}
+
+static void quiet_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
+    struct quiet_state *st = arg;
+    atomic_fetch_add(&st->waits, 1);
+    struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
+    if (poll(&pfd, 1, cr_timeout_ms(timeout_ns)) == 0) cr_actor_wait_saw_no_wake(self);
+}
+
+static const struct cr_actor_ops quiet_ops = {.handle = quiet_handle, .wait = quiet_wait};
+
+/* Wakes still arrive, and a wake fd that was ready is still drained: were it
+ * not, every later wait would return at once and the waits would run away. */
+static void test_wait_saw_no_wake(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.spin_ns = 0;
+    config.pin_threads = false;
+    struct cr_runtime *rt;
+    assert_int_equal(cr_runtime_create(&config, &rt), CR_OK);
+    struct quiet_state st = {0};
+    struct cr_actor *actor;
+    assert_int_equal(cr_runtime_spawn(rt, "quiet", &quiet_ops, &st, &actor), CR_OK);
+    for (uint64_t round = 1; round <= 20; round++) {
+        struct cr_msg msg = {.type = CR_MSG_TEST_SEQ};
+        assert_int_equal(cr_send(actor, &msg), CR_OK);
+        uint64_t deadline = now_ns() + 2000000000u;
+        while (atomic_load(&st.counter.received) < round) {
+            assert_true(now_ns() < deadline);
+            sched_yield();
+        }
+    }
+    /* Idle now: it blocks in one wait for good.  A wake fd left readable
+     * would end every wait at once, thousands within the 200 ms watched
+     * here (a correct runtime passes however long this takes). */
+    uint64_t waits = atomic_load(&st.waits), until = now_ns() + 200000000u;
+    while (now_ns() < until && atomic_load(&st.waits) < waits + 1000) sched_yield();
+    assert_true(atomic_load(&st.waits) < waits + 1000);
+    cr_runtime_destroy(rt);
+    cr_runtime_thread_release();
+}
 
 static void test_send_from_wait_hook_wakes_at_once(void **unused) {
     (void)unused;
@@ -721,10 +773,11 @@ static void test_send_from_wait_hook_wakes_at_once(void **unused) {
 }
 
 /* ---- lazy sends -----------------------------------------------------------
- * cr_send_lazy leaves a parked receiver asleep until the sender is about to
- * block, lazy_wake_batch lazy sends have gone to it, or lazy_wake_ns have
- * passed.  The receiver here is a wait-hook actor, which parks at once (no
- * spin), so only a wake can deliver; each case leaves one rule able to. */
+ * cr_send_lazy leaves a parked receiver asleep until lazy_wake_batch lazy
+ * sends have gone to it or lazy_wake_ns have passed, even while the sender
+ * itself is parked.  The receiver here is a wait-hook actor, which parks at
+ * once (no spin), so only a wake can deliver; each case leaves one rule
+ * able to. */
 
 struct sleeper_state {
     _Atomic uint64_t received;
@@ -736,10 +789,10 @@ static void sleeper_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
         atomic_fetch_add(&((struct sleeper_state *)arg)->received, 1);
 }
 
-static void sleeper_wait(struct cr_actor *self, void *arg, int wake_fd, int timeout_ms) {
+static void sleeper_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
     (void)self, (void)arg;
     struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
-    (void)poll(&pfd, 1, timeout_ms);
+    (void)poll(&pfd, 1, cr_timeout_ms(timeout_ns));
 }
 
 static const struct cr_actor_ops sleeper_ops = {.handle = sleeper_handle, .wait = sleeper_wait};
@@ -840,32 +893,66 @@ static void test_lazy_send_waits_then_batch_wakes(void **unused) {
     cr_runtime_thread_release();
 }
 
-static void test_lazy_send_time_bound(void **unused) {
-    (void)unused;
+/* `rounds` lazy sends, one at a time, each delivered by lazy_wake_ns alone. */
+static void lazy_deadline_delivers(uint64_t spin_ns, uint64_t lazy_wake_ns, uint64_t rounds) {
     struct cr_runtime_config config;
     lazy_config(&config);
-    config.lazy_wake_ns = 1000000; /* 1 ms; the sender spins idle, checking it every round */
+    config.spin_ns = spin_ns;
+    config.lazy_wake_ns = lazy_wake_ns;
     struct lazy_fixture fx;
     lazy_fixture_start(&fx, &config);
-    lazy_send(&fx, 1, false);
-    wait_sleeper(&fx, 1);
+    for (uint64_t round = 1; round <= rounds; round++) {
+        lazy_send(&fx, 1, false);
+        wait_sleeper(&fx, round);
+    }
     cr_runtime_destroy(fx.rt);
     cr_runtime_thread_release();
 }
 
-static void test_lazy_send_wakes_when_sender_parks(void **unused) {
+/* The sender spins idle (60 s), checking the 1 ms deadline every round. */
+static void test_lazy_send_time_bound(void **unused) {
+    (void)unused;
+    lazy_deadline_delivers(60ull * 1000000000u, 1000000, 1);
+}
+
+/* The sender parks (it is idle, spin 0) with a lazy send pending: the park
+ * does not wake the receiver, the deadline does (60 s here: never during the
+ * test).  Before, a parking sender woke its lazy receivers, so at one call
+ * at a time every store event cost the publisher a wake. */
+static void test_lazy_send_outlives_the_senders_park(void **unused) {
     (void)unused;
     struct cr_runtime_config config;
     lazy_config(&config);
     config.spin_ns = 0; /* the sender parks as soon as it is idle */
     struct lazy_fixture fx;
     lazy_fixture_start(&fx, &config);
-    for (uint64_t round = 1; round <= 20; round++) {
-        lazy_send(&fx, 1, false);
-        wait_sleeper(&fx, round);
+    uint64_t parks = stats(fx.sender).parks;
+    lazy_send(&fx, 1, false);
+    /* Each stats ask wakes the sender, which parks again after answering:
+     * two more parks mean it parked at least once after the lazy send. */
+    uint64_t deadline = now_ns() + 5000000000u;
+    while (stats(fx.sender).parks < parks + 2) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
     }
-    cr_runtime_destroy(fx.rt);
+    /* A wake given at the park would deliver within microseconds; give it
+     * 50 ms to show up (it must not). */
+    uint64_t until = now_ns() + 50000000u;
+    while (now_ns() < until) {
+        assert_int_equal(atomic_load(&fx.sleeper.received), 0);
+        sched_yield();
+    }
+    cr_runtime_destroy(fx.rt); /* the sender's exit wakes it: nothing is lost */
     cr_runtime_thread_release();
+}
+
+/* The deadline reaches a receiver while the sender sleeps: the sender's park
+ * ends at the oldest lazy send's deadline (300 us here, under the whole
+ * milliseconds a poll timeout has) and the round after it wakes the
+ * receiver.  Without the timed park this hangs (the 5 s bound fails). */
+static void test_lazy_send_deadline_while_sender_parked(void **unused) {
+    (void)unused;
+    lazy_deadline_delivers(0, 300 * 1000, 20); /* spin 0: parks as soon as it is idle */
 }
 
 /* ---- round_end ------------------------------------------------------------
@@ -962,9 +1049,11 @@ int main(void) {
         cmocka_unit_test(test_timer_rearm_zero_does_not_starve),
         cmocka_unit_test(test_ask_without_limit),
         cmocka_unit_test(test_send_from_wait_hook_wakes_at_once),
+        cmocka_unit_test(test_wait_saw_no_wake),
         cmocka_unit_test(test_lazy_send_waits_then_batch_wakes),
         cmocka_unit_test(test_lazy_send_time_bound),
-        cmocka_unit_test(test_lazy_send_wakes_when_sender_parks),
+        cmocka_unit_test(test_lazy_send_outlives_the_senders_park),
+        cmocka_unit_test(test_lazy_send_deadline_while_sender_parked),
         cmocka_unit_test(test_round_end_after_each_busy_round),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);

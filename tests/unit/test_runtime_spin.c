@@ -146,9 +146,10 @@ static int32_t poll_hook(struct cr_actor *self, void *state) {
     return p->answer;
 }
 
-static void short_wait(struct cr_actor *self, void *state, int wake_fd, int timeout_ms) {
+static void short_wait(struct cr_actor *self, void *state, int wake_fd, int64_t timeout_ns) {
     (void)self, (void)state;
     struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
+    int timeout_ms = cr_timeout_ms(timeout_ns);
     poll(&pfd, 1, timeout_ms < 0 || timeout_ms > 1 ? 1 : timeout_ms);
 }
 
