@@ -52,6 +52,11 @@ uint64_t cr_runtime_now_ns(const struct cr_runtime *rt) {
     return rt->config.clock.now_ns(rt->config.clock.ctx);
 }
 
+void cr_actor_wait_saw_no_wake(struct cr_actor *self) {
+    assert(self == tls_actor && self->in_wait);
+    self->wake_quiet = true;
+}
+
 uint64_t cr_actor_now_ns(struct cr_actor *self) {
     assert(self == tls_actor);
     uint32_t epoch = atomic_load_explicit(&self->rt->clock_epoch, memory_order_acquire);
@@ -247,6 +252,7 @@ static void wake_fd_drain(struct cr_actor *actor) {
 /* A wait hook may send and then block (poll): its sends wake their
  * receivers at once, or they would sleep as long as the hook does. */
 static void call_wait(struct cr_actor *actor, int64_t timeout_ns) {
+    actor->wake_quiet = false; /* says this wait's view only */
     actor->in_wait = true;
     actor->ops->wait(actor, actor->state, actor->wake_fd, timeout_ns);
     actor->in_wait = false;
@@ -281,7 +287,7 @@ static void park(struct cr_actor *actor) {
     }
     atomic_fetch_add_explicit(&actor->rt->active, 1, memory_order_relaxed);
     atomic_store_explicit(&actor->parked, 0, memory_order_relaxed);
-    wake_fd_drain(actor);
+    if (!actor->wake_quiet) wake_fd_drain(actor);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -300,6 +300,13 @@ uint64_t cr_runtime_now_ns(const struct cr_runtime *rt);
  * moved manual clock) read it afresh.  Only on self's own thread. */
 uint64_t cr_actor_now_ns(struct cr_actor *self);
 
+/* For a wait hook that watched the wake fd itself (in its own epoll set)
+ * and saw it not ready: the runtime then skips its read of the wake fd
+ * after the wait, a read(2) per park that would find nothing.  A wake that
+ * lands after the hook looked is kept in the fd and ends the next wait at
+ * once.  Only from self's wait hook. */
+void cr_actor_wait_saw_no_wake(struct cr_actor *self);
+
 /* Wakes every actor so it re-reads the clock (tests that move a manual clock). */
 void cr_runtime_clock_changed(struct cr_runtime *rt);
 

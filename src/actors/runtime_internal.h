@@ -58,6 +58,7 @@ struct cr_actor {
     pthread_t thread;
     bool thread_started;
     bool stop_requested;
+    bool wake_quiet; /* cr_actor_wait_saw_no_wake during this wait */
     uint32_t cursor;
     /* Actors (bit = id) this one sent to since its last flush and has not
      * woken yet: an actor's sends wake their receivers once per loop round,

@@ -79,6 +79,9 @@ struct cr_edge_host {
     uint32_t watched; /* edge fds in the set */
     struct epoll_event found[EDGE_EVENTS]; /* by wait, for the next poll */
     int found_count;
+    /* poll served a set that wait found: the next poll does not ask epoll
+     * again without blocking (see segments_poll). */
+    bool served_wait_set;
     bool again[CR_EDGES_MAX]; /* cr_edge_again: serve next round, epoll or not */
     uint64_t again_tag[CR_EDGES_MAX];
     uint32_t again_count;
@@ -546,7 +549,6 @@ static int edge_epoll_wait(struct cr_edge_host *h, int64_t timeout_ns) {
 /* Blocks until an edge fd or the wake fd is ready (or the timeout); what it
  * found is served by the next poll, in the loop round that follows. */
 static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
-    (void)self;
     struct cr_edge_host *h = &((struct segments_state *)arg)->host;
     if (!h->wake_added) {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EDGE_WAKE_TAG};
@@ -569,6 +571,9 @@ static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t
     int n = edge_epoll_wait(h, timeout_ns);
     if (n < 0 && errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));
     h->found_count = n > 0 ? n : 0;
+    bool woken = false;
+    for (int i = 0; i < h->found_count; i++) woken |= h->found[i].data.u64 == EDGE_WAKE_TAG;
+    if (n >= 0 && !woken) cr_actor_wait_saw_no_wake(self); /* no read(2) of it that finds nothing */
     for (uint32_t i = 0; i < armed; i++)
         if (h->edges[i]->ops->disarm != NULL) h->edges[i]->ops->disarm(h->edges[i]);
 }
@@ -599,7 +604,14 @@ static uint32_t segments_poll(struct cr_actor *self, void *arg) {
     }
     int n = h->found_count;
     h->found_count = 0;
-    if (n == 0 && h->watched > 0) {
+    /* The round after one that served wait's set: if the mailbox is empty
+     * too, segments parks next and its wait asks epoll anyway (returning at
+     * once if an fd is ready), so asking here as well would be a second
+     * epoll_wait(2) per call at one client.  Under load segments does not
+     * park between rounds, wait finds nothing, and every round asks here. */
+    bool skip = n == 0 && h->served_wait_set;
+    h->served_wait_set = n > 0;
+    if (n == 0 && !skip && h->watched > 0) {
         n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, 0);
         if (n < 0) {
             if (errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));

@@ -690,6 +690,58 @@ static void counter_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
 
 static const struct cr_actor_ops counter_ops = {.handle = counter_handle};
 
+/* A wait hook that tells the runtime when it saw the wake fd not ready
+ * (cr_actor_wait_saw_no_wake), as segments' does. */
+struct quiet_state {
+    struct counter_state counter;
+    _Atomic uint64_t waits;
+};
+
+static void quiet_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
+    counter_handle(self, &((struct quiet_state *)arg)->counter, msg);
+}
+
+static void quiet_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
+    struct quiet_state *st = arg;
+    atomic_fetch_add(&st->waits, 1);
+    struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
+    if (poll(&pfd, 1, cr_timeout_ms(timeout_ns)) == 0) cr_actor_wait_saw_no_wake(self);
+}
+
+static const struct cr_actor_ops quiet_ops = {.handle = quiet_handle, .wait = quiet_wait};
+
+/* Wakes still arrive, and a wake fd that was ready is still drained: were it
+ * not, every later wait would return at once and the waits would run away. */
+static void test_wait_saw_no_wake(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.spin_ns = 0;
+    config.pin_threads = false;
+    struct cr_runtime *rt;
+    assert_int_equal(cr_runtime_create(&config, &rt), CR_OK);
+    struct quiet_state st = {0};
+    struct cr_actor *actor;
+    assert_int_equal(cr_runtime_spawn(rt, "quiet", &quiet_ops, &st, &actor), CR_OK);
+    for (uint64_t round = 1; round <= 20; round++) {
+        struct cr_msg msg = {.type = CR_MSG_TEST_SEQ};
+        assert_int_equal(cr_send(actor, &msg), CR_OK);
+        uint64_t deadline = now_ns() + 2000000000u;
+        while (atomic_load(&st.counter.received) < round) {
+            assert_true(now_ns() < deadline);
+            sched_yield();
+        }
+    }
+    /* Idle now: it blocks in one wait for good.  A wake fd left readable
+     * would end every wait at once, thousands within the 200 ms watched
+     * here (a correct runtime passes however long this takes). */
+    uint64_t waits = atomic_load(&st.waits), until = now_ns() + 200000000u;
+    while (now_ns() < until && atomic_load(&st.waits) < waits + 1000) sched_yield();
+    assert_true(atomic_load(&st.waits) < waits + 1000);
+    cr_runtime_destroy(rt);
+    cr_runtime_thread_release();
+}
+
 static void test_send_from_wait_hook_wakes_at_once(void **unused) {
     (void)unused;
     struct cr_runtime_config config;
@@ -997,6 +1049,7 @@ int main(void) {
         cmocka_unit_test(test_timer_rearm_zero_does_not_starve),
         cmocka_unit_test(test_ask_without_limit),
         cmocka_unit_test(test_send_from_wait_hook_wakes_at_once),
+        cmocka_unit_test(test_wait_saw_no_wake),
         cmocka_unit_test(test_lazy_send_waits_then_batch_wakes),
         cmocka_unit_test(test_lazy_send_time_bound),
         cmocka_unit_test(test_lazy_send_outlives_the_senders_park),
