@@ -84,7 +84,7 @@ static inline __attribute__((always_inline)) int next_field(struct wire *w,
 /* protobuf-c reads an int32 or enum varint as its low 32 bits. */
 static int32_t as_int32(uint64_t v) { return (int32_t)(uint32_t)v; }
 
-/* Sizes of one object's block, and which of its required fields were seen. */
+/* What one object's block holds, counted by the first walk over its bytes. */
 struct sizes {
     size_t replicas, handles, string_bytes;
 };
@@ -94,7 +94,7 @@ struct sizes {
 static bool handle_walk(struct wire w, struct sizes *sz, struct cr_buf_handle *out,
                         char **strings) {
     unsigned seen = 0;
-    struct field f;
+    struct field f = {0};
     int more;
     if (out != NULL) {
         out->transport_endpoint = NULL;
@@ -136,7 +136,7 @@ static bool handle_walk(struct wire w, struct sizes *sz, struct cr_buf_handle *o
  * handles from *handles on. */
 static bool replica_walk(struct wire w, struct sizes *sz, struct cr_replica *out,
                          struct cr_buf_handle **handles, char **strings) {
-    struct field f;
+    struct field f = {0};
     int more;
     if (out != NULL) {
         out->status = CR_REPLICA_UNDEFINED; /* required with a default, as above */
@@ -164,7 +164,7 @@ static bool replica_walk(struct wire w, struct sizes *sz, struct cr_replica *out
 static bool entry_walk(struct wire w, bool extras, struct sizes *sz, struct cr_replica_list *out,
                        struct cr_client_list_block *b) {
     bool has_status = false;
-    struct field f;
+    struct field f = {0};
     int more;
     while ((more = next_field(&w, &f)) == 1) {
         if (f.number == F_STATUS) {
@@ -218,7 +218,7 @@ int cr_client_decode_replica_lists(const uint8_t *body, size_t len, bool extras,
     memset(top, 0, sizeof(*top));
     memset(out, 0, sizeof(*out));
     struct wire w = {.p = body, .len = len, .pos = 0};
-    struct field f;
+    struct field f = {0};
     int more;
     bool has_status = false;
     size_t entries = 0;

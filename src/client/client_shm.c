@@ -37,8 +37,12 @@
 #include "msgs/rpc_stream.h"
 
 #define SHM_SPIN_NS 50000u
-/* Spin only while the average wait is under this many spins' length. */
+/* Spin only while the average wait is under this many spins' length; a
+ * wait counts at most SHM_WAIT_SAMPLE_MAX_NS, so one caller descheduled for
+ * milliseconds does not stop the spinning of a process whose waits are
+ * short. */
 #define SHM_SPIN_WAIT_MAX_NS (4u * SHM_SPIN_NS)
+#define SHM_WAIT_SAMPLE_MAX_NS 1000000u
 
 static _Atomic unsigned spinners; /* callers of this process spinning now */
 /* Moving average (weight 1/8) of this process's waits for a reply, in ns;
@@ -46,6 +50,7 @@ static _Atomic unsigned spinners; /* callers of this process spinning now */
 static _Atomic uint64_t wait_avg_ns;
 
 static void note_wait(uint64_t ns) {
+    if (ns > SHM_WAIT_SAMPLE_MAX_NS) ns = SHM_WAIT_SAMPLE_MAX_NS;
     uint64_t avg = atomic_load_explicit(&wait_avg_ns, memory_order_relaxed);
     atomic_store_explicit(&wait_avg_ns, avg - avg / 8 + ns / 8, memory_order_relaxed);
 }
