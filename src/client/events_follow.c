@@ -478,13 +478,21 @@ int cr_events_follow_next(cr_events_follower *f, int timeout_ms, cr_events_item 
         uint64_t now = now_ms();
         int wait_ms = deadline == UINT64_MAX ? 100 : (now >= deadline ? 0 : (int)(deadline - now));
         if (wait_ms > 100) wait_ms = 100; /* re-check the replay stall */
-        if (f->replaying && now - f->replay_last_ms >= (uint64_t)f->replay_timeout_ms) {
-            f->replaying = false; /* the replay stalled: follow live, report gaps */
-            return CR_ERR_TIMEOUT;
-        }
         int v = f->replaying ? replay_step(f, wait_ms, item) : live_step(f, wait_ms, item);
         if (v == DELIVERED || v == NOTICE) return CR_OK;
         if (v < -1) return v; /* an error status */
-        if (v == -1 && now_ms() >= deadline) return CR_ERR_TIMEOUT;
+        if (v != -1) continue;
+        /* A replay has stalled only when a look at its socket that began
+         * after the bound had passed found nothing.  Judged before the look,
+         * or by a look that began earlier, the time the caller spent away
+         * from us (a reader whose stdout was full, a stopped process) was
+         * charged to a replay whose answer was already waiting. */
+        if (f->replaying && now >= f->replay_last_ms &&
+            now - f->replay_last_ms >= (uint64_t)f->replay_timeout_ms) {
+            f->replaying = false; /* the replay stalled: follow live, report gaps */
+            return CR_ERR_TIMEOUT;
+        }
+        now = now_ms();
+        if (now >= deadline) return CR_ERR_TIMEOUT;
     }
 }

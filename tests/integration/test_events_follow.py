@@ -8,6 +8,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import time
 
@@ -17,6 +18,7 @@ from conftest import binary
 STALLED_BATCHES = 150000  # published while nobody reads the follower's stdout
 RSS_GROWTH_MAX_KB = 10 * 1024  # 10000 unread tiny batches take about 2 MiB
 HISTORY = 1000  # the fake publisher's replay buffer
+REPLAY_STALL_S = 5  # crescentctl gives up on a replay silent this long
 
 
 def rss_kb(pid):
@@ -94,6 +96,46 @@ def test_slow_reader_costs_bounded_memory_and_gaps_are_replayed_or_reported():
     # got the last HISTORY batches from it.
     assert pub.replay_requests, "nothing was dropped: is the live buffer unbounded?"
     assert gaps and set(range(last - HISTORY + 1, last + 1)) <= set(seqs)
+
+
+def test_a_follower_stopped_while_its_replay_answers_still_takes_the_answer():
+    # The follower asks for a replay and is then kept from running (its
+    # stdout full, a loaded machine; here SIGSTOP) for longer than a replay
+    # may stall, while the answer waits in its socket.  The answer was not
+    # late: the hole is filled from it, not reported as missed.
+    pub = kp.Publisher(topic=b"mooncake", replay_layout="store")
+    proc = subprocess.Popen([binary("crescentctl"), "events", "--follow", "--sub", pub.endpoint,
+                             "--replay", pub.replay_endpoint],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out = Output(proc)
+        batch = kp.batch([kp.store_remove_all()], "store")
+        deadline = time.monotonic() + 10
+        while not out.read(0.05):  # the SUB joins asynchronously
+            assert time.monotonic() < deadline, "the follower printed nothing"
+            pub.send(batch)
+        pub.replay_gate.clear()  # hold the answer back
+        pub.replay_seen.clear()
+        lost = pub.send(batch, deliver=False)
+        deadline = time.monotonic() + 30
+        while not pub.replay_seen.is_set():  # a batch after the hole makes it ask
+            assert time.monotonic() < deadline, "the follower never asked for a replay"
+            last = pub.send(batch)
+            pub.replay_seen.wait(0.1)
+        os.kill(proc.pid, signal.SIGSTOP)
+        pub.replay_gate.set()  # answered now; the follower reads it only when it runs again
+        time.sleep(REPLAY_STALL_S + 1)  # the stimulus: stopped past the replay's bound
+        os.kill(proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 30
+        while last not in out.seqs or lost not in out.seqs:
+            assert time.monotonic() < deadline, f"printed {out.seqs[-5:]}, not {lost} and {last}"
+            out.read(0.1)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+        pub.close()
+    err = err.decode()
+    assert "did not answer" not in err and "were missed" not in err, err
 
 
 def test_events_help_tells_the_bound():
