@@ -6,6 +6,7 @@ import json
 import socket
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -204,23 +205,45 @@ def test_zombie_put_is_preempted_and_its_space_reclaimed(master):
 
 
 def test_client_that_stops_pinging_loses_its_segments(master):
-    d, c = master("--client-ttl", "1")
+    """crescentd has no clock a test can drive, so the live client's pings
+    must never be a TTL apart as crescentd sees them: they come from a thread
+    of their own every 50 ms from right after its mount (they used to start
+    only after three more calls, then ride between slow HTTP looks, against a
+    1 s TTL), with a TTL of 3 s; its segment must still be mounted after the
+    wait, so a stall that broke that premise fails by its own name."""
+    d, c = master("--client-ttl", "3")
     other = MasterClient(c.endpoint, client_id=B)
+    stop = threading.Event()
+
+    def keep_alive():
+        pinger = MasterClient(c.endpoint, client_id=B)
+        try:
+            while not stop.wait(0.05):
+                pinger.ping()
+        finally:
+            pinger.close()
+
+    pinging = threading.Thread(target=keep_alive)
     try:
-        assert c.mount_segment("seg-silent", MiB, base=0x1000_0000).status_code == 0
         assert other.mount_segment("seg-alive", MiB, base=0x2000_0000).status_code == 0
+        pinging.start()
+        assert c.mount_segment("seg-silent", MiB, base=0x1000_0000).status_code == 0
         assert c.put("on-silent", 1000, preferred_segment="seg-silent")[1].status_code == 0
         assert c.put_start("unfinished", 1000, preferred_segment="seg-silent").status_code == 0
 
         def names():
             return {s["name"] for s in json.loads(http_get(d.port, "/api/v1/segments")[1])["segments"]}
 
-        wait_for(lambda: names() == {"seg-alive"}, timeout=6, between=other.ping,
+        wait_for(lambda: "seg-silent" not in names(), timeout=60,
                  what="the silent client's segment to be unmounted")
+        assert names() == {"seg-alive"}, "the pinging client lost its segment too"
         assert c.get_replica_list("on-silent").status_code == STATUS["OBJECT_NOT_FOUND"]
         assert c.put_end("unfinished").status_code == STATUS["OBJECT_NOT_FOUND"]
-        assert stats(d)["clients_expired"] >= 1
+        assert stats(d)["clients_expired"] == 1
     finally:
+        stop.set()
+        if pinging.is_alive():
+            pinging.join()
         other.close()
 
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "crescent/error.h"
 #include "rdma/xfer.h"
@@ -72,6 +73,27 @@ static struct cr_xfer_server_stats server_stats(struct fixture *f) {
     cr_xfer_server_get_stats(f->srv, &stats);
     server_start(f);
     return stats;
+}
+
+/* Stats once the server has closed at least `closed` connections.  A peer's
+ * hang-up reaches the server thread in its own time (no answer tells the
+ * test), so look again, thread stopped for each look, for up to 60 s: only a
+ * server that never notices reaches the bound. */
+static inline struct cr_xfer_server_stats server_stats_once_closed(struct fixture *f,
+                                                                   uint64_t closed) {
+    struct timespec now, deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += 60;
+    for (;;) {
+        struct cr_xfer_server_stats stats = server_stats(f);
+        if (stats.connections_closed >= closed) return stats;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > deadline.tv_sec ||
+            (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
+            fail_msg("the server closed %llu connection(s), not %llu, within 60 s",
+                     (unsigned long long)stats.connections_closed, (unsigned long long)closed);
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
 }
 
 static uint64_t seg_addr(struct fixture *f, uint64_t offset) {
