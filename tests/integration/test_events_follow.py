@@ -49,6 +49,17 @@ class Output:
         return got
 
 
+def joined(proc, pub):
+    """The follower's Output once it printed a batch, and the batch sent."""
+    out = Output(proc)
+    batch = kp.batch([kp.store_remove_all()], "store")
+    deadline = time.monotonic() + 10
+    while not out.read(0.05):  # the SUB joins asynchronously
+        assert time.monotonic() < deadline, "the follower printed nothing"
+        pub.send(batch)
+    return out, batch
+
+
 def test_slow_reader_costs_bounded_memory_and_gaps_are_replayed_or_reported():
     # A small kernel send buffer, so that what a stalled follower cannot take
     # is dropped by the PUB rather than queued in the kernel.
@@ -58,12 +69,7 @@ def test_slow_reader_costs_bounded_memory_and_gaps_are_replayed_or_reported():
                              "--replay", pub.replay_endpoint],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        out = Output(proc)
-        batch = kp.batch([kp.store_remove_all()], "store")
-        deadline = time.monotonic() + 10
-        while not out.read(0.05):  # the SUB joins asynchronously
-            assert time.monotonic() < deadline, "the follower printed nothing"
-            pub.send(batch)
+        out, batch = joined(proc, pub)
         # The reader stalls: crescentctl blocks on its full stdout pipe while
         # the publisher goes on.
         before_kb = rss_kb(proc.pid)
@@ -108,12 +114,7 @@ def test_a_follower_stopped_while_its_replay_answers_still_takes_the_answer():
                              "--replay", pub.replay_endpoint],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        out = Output(proc)
-        batch = kp.batch([kp.store_remove_all()], "store")
-        deadline = time.monotonic() + 10
-        while not out.read(0.05):  # the SUB joins asynchronously
-            assert time.monotonic() < deadline, "the follower printed nothing"
-            pub.send(batch)
+        out, batch = joined(proc, pub)
         pub.replay_gate.clear()  # hold the answer back
         pub.replay_seen.clear()
         lost = pub.send(batch, deliver=False)
