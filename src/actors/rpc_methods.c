@@ -232,6 +232,38 @@ static int check_secret(struct cr_rpc_run *run, const struct cr_uuid *id, protob
                                         has ? secret.len : 0);
 }
 
+/* The last client id and secret a batch's entry passed the check with: the
+ * entries of a batch mostly carry the same pair, and the store cannot change
+ * its verdict on it while the batch runs (secrets are issued and clients
+ * forgotten by other calls).  Only a pass is kept, and only after the
+ * constant-time check: the bytes compared here are ones the caller already
+ * showed to be right. */
+struct secret_memo {
+    bool valid;
+    struct cr_uuid id;
+    size_t len;
+    uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES];
+};
+
+/* check_secret, skipped when `memo` (NULL for single calls) holds this pair. */
+static int check_secret_memo(struct cr_rpc_run *run, struct secret_memo *memo,
+                             const struct cr_uuid *id, protobuf_c_boolean has,
+                             ProtobufCBinaryData secret) {
+    if (memo == NULL) return check_secret(run, id, has, secret);
+    size_t len = has ? secret.len : 0;
+    if (memo->valid && memcmp(&memo->id, id, sizeof(*id)) == 0 && memo->len == len &&
+        (len == 0 || memcmp(memo->secret, secret.data, len) == 0))
+        return CR_OK;
+    int rc = check_secret(run, id, has, secret);
+    memo->valid = rc == CR_OK && len <= sizeof(memo->secret);
+    if (memo->valid) {
+        memo->id = *id;
+        memo->len = len;
+        if (len > 0) memcpy(memo->secret, secret.data, len);
+    }
+    return rc;
+}
+
 /* Issues a secret to a client the store knows and has none for, into `out`
  * (which lives in the arena).  getrandom runs once per client, not per call. */
 static void issue_secret(struct cr_rpc_run *run, struct cr_rpc_arena *a, const struct cr_uuid *id,
@@ -353,7 +385,8 @@ static int m_unmount(struct cr_rpc_run *run, struct cr_master_call *call, struct
 
 /* One PutStart on the store: its status code, and its replicas in *list.
  * `key` is the request's key made with its hash. */
-static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
+static int put_start_store(struct cr_rpc_run *run, struct secret_memo *memo,
+                           const Crescent__Master__PutStartRequest *req,
                            const struct cr_store_key *key, struct cr_store_replica_list *list) {
     struct cr_uuid id;
     store_uuid(req->client_id, &id);
@@ -377,7 +410,7 @@ static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutSt
                                     .with_soft_pin = req->config->with_soft_pin,
                                     .preferred_segment = req->config->preferred_segment,
                                     .meta = b != NULL ? &meta : NULL};
-    int rc = check_secret(run, &id, req->has_client_secret, req->client_secret);
+    int rc = check_secret_memo(run, memo, &id, req->has_client_secret, req->client_secret);
     if (rc == CR_OK) rc = cr_store_put_start(run->store, &id, &p, run->now_ms, list);
     /* Eviction only when it can make room: not for an object larger than every segment. */
     if (rc == CR_ERR_NO_AVAILABLE_HANDLE && cr_store_no_room_evictable(run->store))
@@ -389,7 +422,8 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
                        struct cr_rpc_arena *a) {
     struct cr_store_replica_list list;
     Crescent__Master__PutStartResponse resp = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
-    resp.status_code = put_start_store(run, (const void *)call->request, call_key(call), &list);
+    resp.status_code =
+        put_start_store(run, NULL, (const void *)call->request, call_key(call), &list);
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {
         resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
@@ -401,7 +435,7 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
 /* PutEnd and PutRevoke share their first fields (key, tenant_id, client_id);
  * only PutEndRequest has the checksum, so a revoke's request must not be read
  * past them (fuzz_rpc_request found the over-read). */
-static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
+static int end_or_revoke(struct cr_rpc_run *run, struct secret_memo *memo, uint16_t method,
                          const Crescent__Master__PutEndRequest *req,
                          const struct cr_store_key *key) {
     struct cr_uuid id;
@@ -411,8 +445,8 @@ static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
     const uint64_t *checksum = end && req->has_checksum_xxh3 ? &req->checksum_xxh3 : NULL;
     /* client_secret sits at different offsets in the two layouts. */
     const Crescent__Master__PutRevokeRequest *rv = (const void *)req;
-    int rc = end ? check_secret(run, &id, req->has_client_secret, req->client_secret)
-                 : check_secret(run, &id, rv->has_client_secret, rv->client_secret);
+    int rc = end ? check_secret_memo(run, memo, &id, req->has_client_secret, req->client_secret)
+                 : check_secret_memo(run, memo, &id, rv->has_client_secret, rv->client_secret);
     if (rc != CR_OK) return rc;
     return end ? cr_store_put_end_k(run->store, &id, key, checksum, run->now_ms)
                : cr_store_put_revoke_k(run->store, &id, key);
@@ -424,7 +458,7 @@ static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct
     if (call->method == CRESCENT__MASTER__METHOD__PUT_REVOKE)
         resp.base.descriptor = &crescent__master__put_revoke_response__descriptor;
     resp.status_code =
-        end_or_revoke(run, call->method, (const void *)call->request, call_key(call));
+        end_or_revoke(run, NULL, call->method, (const void *)call->request, call_key(call));
     if (resp.status_code == CR_OK) {
         finish_ok(call, -1);
         return CR_OK;
@@ -487,6 +521,7 @@ struct batch {
     struct cr_master_call *call;
     struct cr_rpc_batch_writer w;
     int first_error; /* the first entry's refusal: the method's status for stats */
+    struct secret_memo secret; /* puts: the entries' last client and secret that passed */
 };
 
 /* Makes the keys of entries [at, at + n). */
@@ -528,23 +563,26 @@ static void note_status(struct batch *b, int rc) {
 /* BatchPutStart, BatchPutEnd and BatchPutRevoke: each entry is a request
  * with its own key and tenant. */
 static void put_keys(const struct batch *b, size_t at, size_t n, struct cr_store_key *out) {
+    assert(n <= BATCH_GROUP);
+    const char *tenants[BATCH_GROUP], *keys[BATCH_GROUP];
     for (size_t i = 0; i < n; i++) {
-        const char *tenant, *key;
         if (b->call->method == CRESCENT__MASTER__METHOD__BATCH_PUT_START) {
             const Crescent__Master__BatchPutStartRequest *req = (const void *)b->call->request;
-            tenant = req->requests[at + i]->tenant_id, key = req->requests[at + i]->key;
+            tenants[i] = req->requests[at + i]->tenant_id, keys[i] = req->requests[at + i]->key;
         } else { /* BatchPutRevokeRequest's entries share these fields' layout */
             const Crescent__Master__BatchPutEndRequest *req = (const void *)b->call->request;
-            tenant = req->requests[at + i]->tenant_id, key = req->requests[at + i]->key;
+            tenants[i] = req->requests[at + i]->tenant_id, keys[i] = req->requests[at + i]->key;
         }
-        cr_store_key_make(tenant, key, (uint32_t)strlen(key), &out[i]);
     }
+    /* Entries name their tenants one by one, but a batch is mostly of one:
+     * its seed is hashed once per run, not per key. */
+    cr_store_keys_make_tenants(tenants, keys, n, out);
 }
 
 static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
     const Crescent__Master__BatchPutStartRequest *req = (const void *)b->call->request;
     struct cr_store_replica_list list;
-    int rc = put_start_store(b->run, req->requests[i], key, &list);
+    int rc = put_start_store(b->run, &b->secret, req->requests[i], key, &list);
     note_status(b, rc);
     if (rc == CR_OK)
         cr_rpc_batch_add_replicas(&b->w, &list);
@@ -554,7 +592,7 @@ static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key
 
 static void put_end_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
     const Crescent__Master__BatchPutEndRequest *req = (const void *)b->call->request;
-    int rc = end_or_revoke(b->run, b->call->method, req->requests[i], key);
+    int rc = end_or_revoke(b->run, &b->secret, b->call->method, req->requests[i], key);
     note_status(b, rc);
     cr_rpc_batch_add_code(&b->w, rc);
 }

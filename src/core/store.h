@@ -272,6 +272,12 @@ void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
 void cr_store_keys_make(const char *tenant, const char *const *keys, size_t n,
                         struct cr_store_key *out);
 
+/* cr_store_key_make for n NUL-terminated keys, key i of tenants[i] (NULL or
+ * "" → "default"): a batch of puts, whose entries each name a tenant.  A run
+ * of entries with the same tenant hashes its seed once. */
+void cr_store_keys_make_tenants(const char *const *tenants, const char *const *keys, size_t n,
+                                struct cr_store_key *out);
+
 struct cr_store_put_params {
     const char *tenant;            /* NULL or "" → "default" */
     const char *key;
