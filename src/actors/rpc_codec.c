@@ -554,6 +554,11 @@ static void request_free(void *data, void *p) {
     (void)data, (void)p; /* the arena is freed whole */
 }
 
+void *cr_rpc_request_alloc(void **arena, size_t size) {
+    assert(arena != NULL);
+    return request_alloc(arena, size);
+}
+
 void cr_rpc_request_arena_free(void *arena) {
     struct request_chunk *c = arena;
     while (c != NULL) {

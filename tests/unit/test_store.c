@@ -1129,7 +1129,7 @@ static void test_batch_keys_made_and_prefetched(void **state) {
     const char *const tenants_used[] = {NULL, "default", "nobody"};
     for (int t = 0; t < 3; t++) {
         struct cr_store_key made[40];
-        cr_store_keys_make(tenants_used[t], keys, 40, made);
+        cr_store_keys_make(tenants_used[t], keys, NULL, 40, made);
         for (size_t n = 1; n <= 40; n += 13) {
             for (size_t i = 0; i < n; i++) {
                 struct cr_store_key one;
