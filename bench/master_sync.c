@@ -695,18 +695,25 @@ int main(int argc, char **argv) {
     echo_context = zmq_ctx_new();
     if (echo_context == NULL) return 1;
 
-    cr_client *owner = NULL;
-    struct bench_pinger pinger;
-    if (opt.rpc_count > 0) {
+    /* The read keys and segments, in each crescentd measured: the first
+     * target's, and each target's whose --server-pid is another process. */
+    cr_client *owners[TARGETS_MAX] = {NULL};
+    struct bench_pinger pingers[TARGETS_MAX];
+    for (int i = 0; i < opt.rpc_count; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen = seen || targets[j].pid == targets[i].pid;
+        if (seen) continue;
         char error[256];
         struct cr_client_options options = {.timeout_ms = 10000};
-        if (cr_client_open(targets[0].endpoint, &options, &owner, error, sizeof(error)) != CR_OK) {
+        if (cr_client_open(targets[i].endpoint, &options, &owners[i], error, sizeof(error)) !=
+            CR_OK) {
             fprintf(stderr, "master_sync: %s\n", error);
             return 1;
         }
-        if (bench_mount_segments(owner, key_prefix, true) != CR_OK || preload(owner, false) != CR_OK)
+        if (bench_mount_segments(owners[i], key_prefix, true) != CR_OK ||
+            preload(owners[i], false) != CR_OK)
             return 1;
-        bench_pinger_start(&pinger, owner, targets[0].endpoint, 10000);
+        bench_pinger_start(&pingers[i], owners[i], targets[i].endpoint, 10000);
     }
 
     printf("# bench/master_sync: %d target(s), N =", count);
@@ -725,11 +732,12 @@ int main(int argc, char **argv) {
             }
     if (ok) print_summary(&opt, targets, count, zmq_echo, tcp_echo);
 
-    if (owner != NULL) {
-        bench_pinger_stop(&pinger);
-        preload(owner, true);
-        bench_mount_segments(owner, key_prefix, false);
-        cr_client_close(owner);
+    for (int i = 0; i < opt.rpc_count; i++) {
+        if (owners[i] == NULL) continue;
+        bench_pinger_stop(&pingers[i]);
+        preload(owners[i], true);
+        bench_mount_segments(owners[i], key_prefix, false);
+        cr_client_close(owners[i]);
     }
     zmq_ctx_term(echo_context);
     for (int i = 0; i < count; i++) {
