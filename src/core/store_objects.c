@@ -320,13 +320,13 @@ void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
     *out = key_seeded(tenant, cr_store_tenant_seed(tenant), key, key_len);
 }
 
-void cr_store_keys_make(const char *tenant, const char *const *keys, size_t n,
-                        struct cr_store_key *out) {
+void cr_store_keys_make(const char *tenant, const char *const *keys, const uint32_t *lens,
+                        size_t n, struct cr_store_key *out) {
     assert(keys != NULL && out != NULL);
     uint64_t seed = cr_store_tenant_seed(tenant);
     for (size_t i = 0; i < n; i++) {
         assert(keys[i] != NULL);
-        size_t len = strlen(keys[i]);
+        size_t len = lens != NULL ? lens[i] : strlen(keys[i]);
         assert(len <= UINT32_MAX); /* callers pass validated keys */
         out[i] = key_seeded(tenant, seed, keys[i], (uint32_t)len);
     }
@@ -338,19 +338,16 @@ static bool same_tenant(const char *a, const char *b) {
     return b != NULL && strcmp(a, b) == 0;
 }
 
-void cr_store_keys_make_tenants(const char *const *tenants, const char *const *keys, size_t n,
-                                struct cr_store_key *out) {
-    assert(tenants != NULL && keys != NULL && out != NULL);
-    uint64_t seed = 0;
-    for (size_t i = 0; i < n; i++) {
-        assert(keys[i] != NULL);
-        /* "" and NULL are both the default tenant, and hash as it does. */
-        if (i == 0 || !same_tenant(tenants[i - 1], tenants[i]))
-            seed = cr_store_tenant_seed(tenants[i]);
-        size_t len = strlen(keys[i]);
-        assert(len <= UINT32_MAX); /* callers pass validated keys */
-        out[i] = key_seeded(tenants[i], seed, keys[i], (uint32_t)len);
+void cr_store_key_make_next(struct cr_store_key_maker *maker, const char *tenant, const char *key,
+                            uint32_t key_len, struct cr_store_key *out) {
+    assert(maker != NULL && key != NULL && out != NULL);
+    /* "" and NULL are both the default tenant, and hash as it does. */
+    if (!maker->primed || !same_tenant(maker->tenant, tenant)) {
+        maker->seed = cr_store_tenant_seed(tenant);
+        maker->primed = true;
     }
+    maker->tenant = tenant;
+    *out = key_seeded(tenant, maker->seed, key, key_len);
 }
 
 /* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */

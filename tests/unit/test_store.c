@@ -1129,7 +1129,7 @@ static void test_batch_keys_made_and_prefetched(void **state) {
     const char *const tenants_used[] = {NULL, "default", "nobody"};
     for (int t = 0; t < 3; t++) {
         struct cr_store_key made[40];
-        cr_store_keys_make(tenants_used[t], keys, 40, made);
+        cr_store_keys_make(tenants_used[t], keys, NULL, 40, made);
         for (size_t n = 1; n <= 40; n += 13) {
             for (size_t i = 0; i < n; i++) {
                 struct cr_store_key one;
@@ -1165,7 +1165,9 @@ static void test_batch_keys_made_with_tenants_per_entry(void **state) {
         }
     }
     struct cr_store_key made[N];
-    cr_store_keys_make_tenants(tenants_arg, keys, N, made);
+    struct cr_store_key_maker maker = {0};
+    for (size_t i = 0; i < N; i++)
+        cr_store_key_make_next(&maker, tenants_arg[i], keys[i], 8, &made[i]);
     for (size_t i = 0; i < N; i++) {
         struct cr_store_key one;
         cr_store_key_make(tenants_in[i], keys[i], 8, &one);
