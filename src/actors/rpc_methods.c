@@ -352,15 +352,42 @@ static int m_unmount(struct cr_rpc_run *run, struct cr_master_call *call, struct
     return resp.status_code;
 }
 
-/* A put entry's client secret, as check_secret. */
-static int check_entry_secret(struct cr_rpc_run *run, const struct cr_rpc_put *e) {
-    return cr_store_client_check_secret(run->store, &e->client, e->has_secret ? e->secret : NULL,
-                                        e->has_secret ? e->secret_len : 0);
+/* The last client id and secret a batch's entry passed the check with: the
+ * entries of a batch mostly carry the same pair, and the store cannot change
+ * its verdict on it while the batch runs (secrets are issued and clients
+ * forgotten by other calls).  Only a pass is kept, and only after the
+ * constant-time check: the bytes compared here are ones the caller already
+ * showed to be right. */
+struct secret_memo {
+    bool valid;
+    struct cr_uuid client;
+    uint32_t len;
+    uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES];
+};
+
+/* A put entry's client secret, as check_secret; skipped when `memo` (NULL
+ * for single calls) holds the entry's pair. */
+static int check_entry_secret(struct cr_rpc_run *run, struct secret_memo *memo,
+                              const struct cr_rpc_put *e) {
+    uint32_t len = e->has_secret ? e->secret_len : 0;
+    if (memo != NULL && memo->valid && memcmp(&memo->client, &e->client, sizeof(e->client)) == 0 &&
+        memo->len == len && (len == 0 || memcmp(memo->secret, e->secret, len) == 0))
+        return CR_OK;
+    int rc = cr_store_client_check_secret(run->store, &e->client, len > 0 ? e->secret : NULL, len);
+    if (memo == NULL) return rc;
+    memo->valid = rc == CR_OK && len <= sizeof(memo->secret);
+    if (memo->valid) {
+        memo->client = e->client;
+        memo->len = len;
+        if (len > 0) memcpy(memo->secret, e->secret, len);
+    }
+    return rc;
 }
 
 /* One PutStart on the store: its status code, and its replicas in *list.
  * `key` is the entry's key made with its hash. */
-static int put_start_store(struct cr_rpc_run *run, const struct cr_rpc_put *e,
+static int put_start_store(struct cr_rpc_run *run, struct secret_memo *memo,
+                           const struct cr_rpc_put *e,
                            const struct cr_store_key *key, struct cr_store_replica_list *list) {
     struct cr_store_put_params p = {.tenant = key->tenant,
                                     .key = key->key,
@@ -372,7 +399,7 @@ static int put_start_store(struct cr_rpc_run *run, const struct cr_rpc_put *e,
                                     .with_soft_pin = e->with_soft_pin,
                                     .preferred_segment = e->preferred_segment,
                                     .meta = e->has_block ? &e->block : NULL};
-    int rc = check_entry_secret(run, e);
+    int rc = check_entry_secret(run, memo, e);
     if (rc == CR_OK) rc = cr_store_put_start(run->store, &e->client, &p, run->now_ms, list);
     /* Eviction only when it can make room: not for an object larger than every segment. */
     if (rc == CR_ERR_NO_AVAILABLE_HANDLE && cr_store_no_room_evictable(run->store))
@@ -386,7 +413,7 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
     Crescent__Master__PutStartResponse resp = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
     struct cr_rpc_put e;
     cr_rpc_put_from_pb(call->method, call->request, &e);
-    resp.status_code = put_start_store(run, &e, call_key(call), &list);
+    resp.status_code = put_start_store(run, NULL, &e, call_key(call), &list);
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {
         resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
@@ -397,11 +424,12 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
 
 /* PutEnd (or BatchPutEnd's entry) or PutRevoke: `key` is the entry's key
  * made with its hash. */
-static int end_or_revoke(struct cr_rpc_run *run, uint16_t method, const struct cr_rpc_put *e,
+static int end_or_revoke(struct cr_rpc_run *run, struct secret_memo *memo, uint16_t method,
+                         const struct cr_rpc_put *e,
                          const struct cr_store_key *key) {
     bool end = method == CRESCENT__MASTER__METHOD__PUT_END ||
                method == CRESCENT__MASTER__METHOD__BATCH_PUT_END;
-    int rc = check_entry_secret(run, e);
+    int rc = check_entry_secret(run, memo, e);
     if (rc != CR_OK) return rc;
     return end ? cr_store_put_end_k(run->store, &e->client, key,
                                     e->has_checksum ? &e->checksum : NULL, run->now_ms)
@@ -415,7 +443,7 @@ static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct
         resp.base.descriptor = &crescent__master__put_revoke_response__descriptor;
     struct cr_rpc_put e;
     cr_rpc_put_from_pb(call->method, call->request, &e);
-    resp.status_code = end_or_revoke(run, call->method, &e, call_key(call));
+    resp.status_code = end_or_revoke(run, NULL, call->method, &e, call_key(call));
     if (resp.status_code == CR_OK) {
         finish_ok(call, -1);
         return CR_OK;
@@ -479,6 +507,7 @@ struct batch {
     const struct cr_rpc_batch *req;
     struct cr_rpc_batch_writer w;
     int first_error; /* the first entry's refusal: the method's status for stats */
+    struct secret_memo secret; /* puts: the entries' last client and secret that passed */
 };
 
 /* Makes the keys of entries [at, at + n). */
@@ -520,15 +549,18 @@ static void note_status(struct batch *b, int rc) {
 /* BatchPutStart, BatchPutEnd and BatchPutRevoke: each entry is a request
  * with its own key and tenant. */
 static void put_keys(const struct batch *b, size_t at, size_t n, struct cr_store_key *out) {
+    /* Entries name their tenants one by one, but a batch is mostly of one:
+     * its seed is hashed once per run of entries, not per key. */
+    struct cr_store_key_maker maker = {0};
     for (size_t i = 0; i < n; i++) {
         const struct cr_rpc_put *e = &b->req->puts[at + i];
-        cr_store_key_make(e->tenant, e->key, e->key_len, &out[i]);
+        cr_store_key_make_next(&maker, e->tenant, e->key, e->key_len, &out[i]);
     }
 }
 
 static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
     struct cr_store_replica_list list;
-    int rc = put_start_store(b->run, &b->req->puts[i], key, &list);
+    int rc = put_start_store(b->run, &b->secret, &b->req->puts[i], key, &list);
     note_status(b, rc);
     if (rc == CR_OK)
         cr_rpc_batch_add_replicas(&b->w, &list);
@@ -537,7 +569,7 @@ static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key
 }
 
 static void put_end_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
-    int rc = end_or_revoke(b->run, b->call->method, &b->req->puts[i], key);
+    int rc = end_or_revoke(b->run, &b->secret, b->call->method, &b->req->puts[i], key);
     note_status(b, rc);
     cr_rpc_batch_add_code(&b->w, rc);
 }
