@@ -83,12 +83,6 @@ static void decode_hand(const uint8_t *buf, size_t len, bool get) {
     cr_client_replica_lists_free(&out);
 }
 
-static uint64_t thread_cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
     long replies = argc > 2 ? atol(argv[2]) : 200000;
@@ -109,12 +103,12 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++) {
         for (int get = 0; get < 2; get++) {
             for (int hand = 0; hand < 2; hand++) {
-                uint64_t t0 = thread_cpu_ns();
+                uint64_t t0 = bench_thread_cpu_ns();
                 for (long i = 0; i < replies; i++) {
                     if (hand) decode_hand(buf[get], len[get], get);
                     else decode_protobuf_c(buf[get], len[get], get);
                 }
-                ns[get][hand][r] = (double)(thread_cpu_ns() - t0) / (double)replies;
+                ns[get][hand][r] = (double)(bench_thread_cpu_ns() - t0) / (double)replies;
             }
         }
     }

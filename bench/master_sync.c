@@ -363,7 +363,8 @@ struct result {
 struct options {
     const char *rpc[TARGETS_MAX];
     int rpc_count;
-    pid_t server_pid;
+    pid_t server_pids[TARGETS_MAX]; /* the i-th --rpc's; one given: every --rpc's */
+    int pid_count;
     bool zmq_echo, tcp_echo;
     int ns[NS_MAX], n_count;
     unsigned cases;           /* bit per enum sync_case */
@@ -560,11 +561,13 @@ static int preload(cr_client *owner, bool remove) {
 
 static void usage(FILE *out) {
     fprintf(out,
-            "Usage: master_sync [--rpc ENDPOINT]... [--server-pid PID] [options]\n"
+            "Usage: master_sync [--rpc ENDPOINT]... [--server-pid PID]... [options]\n"
             "  --rpc [LABEL=]ENDPOINT  a running crescentd's RPC endpoint, reached through\n"
             "                     libcrescent (cr_client_open); repeat for each endpoint to\n"
             "                     measure (at most 4); LABEL names it in the output\n"
-            "  --server-pid PID   crescentd's process, whose CPU per call is reported\n"
+            "  --server-pid PID   crescentd's process, whose CPU per call is reported;\n"
+            "                     repeated: the Nth is the Nth --rpc's (two crescentds\n"
+            "                     compared in one interleaved run)\n"
             "  --echo LIST        ceilings to start and measure: zmq,tcp (default), or none\n"
             "  --threads LIST     concurrencies N (default 1,8,64; at most %u values)\n"
             "  --cases LIST       any of get,put-pair,batch-get,batch-exist,batch-put\n"
@@ -621,7 +624,10 @@ static bool parse_options(int argc, char **argv, struct options *opt) {
             if (opt->rpc_count == 4) return false;
             opt->rpc[opt->rpc_count++] = optarg;
             break;
-        case 'p': opt->server_pid = (pid_t)atoi(optarg); break;
+        case 'p':
+            if (opt->pid_count == TARGETS_MAX) return false;
+            opt->server_pids[opt->pid_count++] = (pid_t)atoi(optarg);
+            break;
         case 'e':
             if (!parse_list(optarg, echo_names, 3, &bits)) return false;
             opt->zmq_echo = bits & 1u;
@@ -653,7 +659,7 @@ static int add_crescent_targets(const struct options *opt, struct target *target
             snprintf(t->label, sizeof(t->label), i == 0 ? "crescent" : "crescent#%d", i + 1);
         t->transport = &transport_crescent;
         snprintf(t->endpoint, sizeof(t->endpoint), "%s", labelled ? eq + 1 : arg);
-        t->pid = opt->server_pid;
+        t->pid = opt->pid_count == 0 ? 0 : opt->server_pids[i < opt->pid_count ? i : 0];
     }
     return opt->rpc_count;
 }
@@ -689,18 +695,25 @@ int main(int argc, char **argv) {
     echo_context = zmq_ctx_new();
     if (echo_context == NULL) return 1;
 
-    cr_client *owner = NULL;
-    struct bench_pinger pinger;
-    if (opt.rpc_count > 0) {
+    /* The read keys and segments, in each crescentd measured: the first
+     * target's, and each target's whose --server-pid is another process. */
+    cr_client *owners[TARGETS_MAX] = {NULL};
+    struct bench_pinger pingers[TARGETS_MAX];
+    for (int i = 0; i < opt.rpc_count; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen = seen || targets[j].pid == targets[i].pid;
+        if (seen) continue;
         char error[256];
         struct cr_client_options options = {.timeout_ms = 10000};
-        if (cr_client_open(targets[0].endpoint, &options, &owner, error, sizeof(error)) != CR_OK) {
+        if (cr_client_open(targets[i].endpoint, &options, &owners[i], error, sizeof(error)) !=
+            CR_OK) {
             fprintf(stderr, "master_sync: %s\n", error);
             return 1;
         }
-        if (bench_mount_segments(owner, key_prefix, true) != CR_OK || preload(owner, false) != CR_OK)
+        if (bench_mount_segments(owners[i], key_prefix, true) != CR_OK ||
+            preload(owners[i], false) != CR_OK)
             return 1;
-        bench_pinger_start(&pinger, owner, targets[0].endpoint, 10000);
+        bench_pinger_start(&pingers[i], owners[i], targets[i].endpoint, 10000);
     }
 
     printf("# bench/master_sync: %d target(s), N =", count);
@@ -719,11 +732,12 @@ int main(int argc, char **argv) {
             }
     if (ok) print_summary(&opt, targets, count, zmq_echo, tcp_echo);
 
-    if (owner != NULL) {
-        bench_pinger_stop(&pinger);
-        preload(owner, true);
-        bench_mount_segments(owner, key_prefix, false);
-        cr_client_close(owner);
+    for (int i = 0; i < opt.rpc_count; i++) {
+        if (owners[i] == NULL) continue;
+        bench_pinger_stop(&pingers[i]);
+        preload(owners[i], true);
+        bench_mount_segments(owners[i], key_prefix, false);
+        cr_client_close(owners[i]);
     }
     zmq_ctx_term(echo_context);
     for (int i = 0; i < count; i++) {

@@ -1,5 +1,6 @@
 /* Method table, request validation and response packing (see rpc_codec.h). */
 #include "actors/rpc_codec.h"
+#include "msgs/pb_wire.h"
 #include "msgs/rpc_frame.h"
 
 #include <assert.h>
@@ -69,17 +70,12 @@ const struct cr_rpc_method *cr_rpc_methods(size_t *count) {
 /* ------------------------------------------------------------------------ */
 /* Wire pre-scan */
 
+/* cr_pb_read_varint over a pointer pair. */
 static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-        uint8_t byte = *(*p)++;
-        v |= (uint64_t)(byte & 0x7f) << shift;
-        if (!(byte & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return false;
+    size_t pos = 0;
+    bool ok = cr_pb_read_varint(*p, (size_t)(end - *p), &pos, out);
+    *p += pos;
+    return ok;
 }
 
 /* What one request may make protobuf-c allocate, across all its levels. */
@@ -556,6 +552,11 @@ static void *request_alloc(void *data, size_t size) {
 
 static void request_free(void *data, void *p) {
     (void)data, (void)p; /* the arena is freed whole */
+}
+
+void *cr_rpc_request_alloc(void **arena, size_t size) {
+    assert(arena != NULL);
+    return request_alloc(arena, size);
 }
 
 void cr_rpc_request_arena_free(void *arena) {

@@ -84,6 +84,11 @@ ProtobufCMessage *cr_rpc_unpack(const ProtobufCMessageDescriptor *desc, const ui
                                 size_t len, void **arena);
 void cr_rpc_request_arena_free(void *arena);
 
+/* `size` bytes, aligned for any type, from a request arena (*arena NULL:
+ * a new one, its first chunk at least `size`); NULL when out of memory.
+ * Freed with the arena. */
+void *cr_rpc_request_alloc(void **arena, size_t size);
+
 /* A request's envelope (msgs/rpc_frame.h) as read from its frames. */
 struct cr_rpc_envelope {
     bool one_frame;      /* answer in one frame */

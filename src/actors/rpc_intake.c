@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/rpc_batch.h"
 #include "actors/rpc_methods.h"
 #include "actors/subsystems.h"
 #include "actors/task_store.h"
@@ -56,12 +57,21 @@ static void refuse_status(struct cr_rpc_refusal *out, const struct cr_rpc_method
 /* The request's admin_token (field CR_RPC_ADMIN_TOKEN_FIELD), NULL when it
  * has none; found through the descriptor, so every request type that
  * declares the field is read the same way. */
-static const char *request_admin_token(const ProtobufCMessage *request) {
+static const char *request_admin_token(const struct cr_master_call *call) {
+    if (call->batch != NULL) return call->batch->admin_token;
+    const ProtobufCMessage *request = call->request;
     const ProtobufCFieldDescriptor *f =
         protobuf_c_message_descriptor_get_field(request->descriptor, CR_RPC_ADMIN_TOKEN_FIELD);
     if (f == NULL || f->type != PROTOBUF_C_TYPE_STRING || f->label == PROTOBUF_C_LABEL_REPEATED)
         return NULL;
     return *(char *const *)(const void *)((const char *)request + f->offset);
+}
+
+/* cr_rpc_needs_admin, for a batch read by hand too. */
+static bool needs_admin(const struct cr_master_call *call) {
+    if (call->batch != NULL)
+        return call->method == CRESCENT__MASTER__METHOD__BATCH_REMOVE && call->batch->force;
+    return cr_rpc_needs_admin(call->method, call->request);
 }
 
 /* With --admin-token-file: marks calls that carry the token (call->admin)
@@ -70,9 +80,9 @@ static const char *request_admin_token(const ProtobufCMessage *request) {
 static bool admin_gate(struct cr_rpc_intake *in, const struct cr_rpc_method *m,
                        struct cr_master_call *call, struct cr_rpc_refusal *out) {
     if (in->admin.len == 0) return true;
-    const char *given = request_admin_token(call->request);
+    const char *given = request_admin_token(call);
     call->admin = given != NULL && cr_admin_token_allows(&in->admin, given, strlen(given));
-    if (call->admin || !cr_rpc_needs_admin(call->method, call->request)) return true;
+    if (call->admin || !needs_admin(call)) return true;
     in->admin_refused++;
     char text[CR_RPC_ERROR_MAX];
     snprintf(text, sizeof(text),
@@ -90,6 +100,11 @@ static bool decode(struct cr_rpc_intake *in, const struct cr_rpc_method *m,
                    struct cr_master_call *call, const uint8_t *body, size_t len,
                    struct cr_rpc_refusal *out) {
     call->request = NULL;
+    /* A batch in the forms clients send is read by hand, validated as it
+     * is read; anything else, refusals included, goes the general way. */
+    if (cr_rpc_batch_method(call->method) &&
+        cr_rpc_batch_decode(call->method, body, len, &call->request_arena, &call->batch))
+        return admin_gate(in, m, call, out);
     const char *why = cr_rpc_prescan(m->request, body, len, CR_MASTER_BATCH_MAX);
     if (why == NULL) {
         call->request = cr_rpc_unpack(m->request, body, len, &call->request_arena);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "actors/rpc_batch.h"
 #include "actors/rpc_codec.h"
 #include "actors/rpc_fast_pack.h"
 #include "crescent/error.h"
@@ -210,7 +211,7 @@ static bool single_key(const struct cr_master_call *call, const char **tenant, c
 }
 
 void cr_rpc_call_prepare_key(struct cr_master_call *call) {
-    assert(call != NULL && call->request != NULL);
+    assert(call != NULL && (call->request != NULL || call->batch != NULL));
     const char *tenant = NULL, *key = NULL;
     if (!single_key(call, &tenant, &key) || key == NULL) return;
     /* Validated: the key is 1..max_key_len bytes, well below UINT32_MAX. */
@@ -351,34 +352,55 @@ static int m_unmount(struct cr_rpc_run *run, struct cr_master_call *call, struct
     return resp.status_code;
 }
 
-/* One PutStart on the store: its status code, and its replicas in *list.
- * `key` is the request's key made with its hash. */
-static int put_start_store(struct cr_rpc_run *run, const Crescent__Master__PutStartRequest *req,
-                           const struct cr_store_key *key, struct cr_store_replica_list *list) {
-    struct cr_uuid id;
-    store_uuid(req->client_id, &id);
-    struct cr_store_block_meta meta = {0};
-    const Crescent__Master__BlockInfo *b = req->block;
-    if (b != NULL) {
-        meta = (struct cr_store_block_meta){.model_name = b->model_name,
-                                            .block_size = b->has_block_size ? b->block_size : 0,
-                                            .block_hash = b->block_hash,
-                                            .parent_block_hash = b->parent_block_hash,
-                                            .token_ids = b->token_ids,
-                                            .token_count = (uint32_t)b->n_token_ids};
+/* The last client id and secret a batch's entry passed the check with: the
+ * entries of a batch mostly carry the same pair, and the store cannot change
+ * its verdict on it while the batch runs (secrets are issued and clients
+ * forgotten by other calls).  Only a pass is kept, and only after the
+ * constant-time check: the bytes compared here are ones the caller already
+ * showed to be right. */
+struct secret_memo {
+    bool valid;
+    struct cr_uuid client;
+    uint32_t len;
+    uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES];
+};
+
+/* A put entry's client secret, as check_secret; skipped when `memo` (NULL
+ * for single calls) holds the entry's pair. */
+static int check_entry_secret(struct cr_rpc_run *run, struct secret_memo *memo,
+                              const struct cr_rpc_put *e) {
+    uint32_t len = e->has_secret ? e->secret_len : 0;
+    if (memo != NULL && memo->valid && memcmp(&memo->client, &e->client, sizeof(e->client)) == 0 &&
+        memo->len == len && (len == 0 || memcmp(memo->secret, e->secret, len) == 0))
+        return CR_OK;
+    int rc = cr_store_client_check_secret(run->store, &e->client, len > 0 ? e->secret : NULL, len);
+    if (memo == NULL) return rc;
+    memo->valid = rc == CR_OK && len <= sizeof(memo->secret);
+    if (memo->valid) {
+        memo->client = e->client;
+        memo->len = len;
+        if (len > 0) memcpy(memo->secret, e->secret, len);
     }
+    return rc;
+}
+
+/* One PutStart on the store: its status code, and its replicas in *list.
+ * `key` is the entry's key made with its hash. */
+static int put_start_store(struct cr_rpc_run *run, struct secret_memo *memo,
+                           const struct cr_rpc_put *e,
+                           const struct cr_store_key *key, struct cr_store_replica_list *list) {
     struct cr_store_put_params p = {.tenant = key->tenant,
                                     .key = key->key,
                                     .key_len = key->key_len,
                                     .key_hashed = true,
                                     .key_hash = key->hash,
-                                    .value_length = (uint64_t)req->value_length,
-                                    .replica_num = (uint32_t)req->config->replica_num,
-                                    .with_soft_pin = req->config->with_soft_pin,
-                                    .preferred_segment = req->config->preferred_segment,
-                                    .meta = b != NULL ? &meta : NULL};
-    int rc = check_secret(run, &id, req->has_client_secret, req->client_secret);
-    if (rc == CR_OK) rc = cr_store_put_start(run->store, &id, &p, run->now_ms, list);
+                                    .value_length = (uint64_t)e->value_length,
+                                    .replica_num = (uint32_t)e->replica_num,
+                                    .with_soft_pin = e->with_soft_pin,
+                                    .preferred_segment = e->preferred_segment,
+                                    .meta = e->has_block ? &e->block : NULL};
+    int rc = check_entry_secret(run, memo, e);
+    if (rc == CR_OK) rc = cr_store_put_start(run->store, &e->client, &p, run->now_ms, list);
     /* Eviction only when it can make room: not for an object larger than every segment. */
     if (rc == CR_ERR_NO_AVAILABLE_HANDLE && cr_store_no_room_evictable(run->store))
         run->no_space = true;
@@ -389,7 +411,9 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
                        struct cr_rpc_arena *a) {
     struct cr_store_replica_list list;
     Crescent__Master__PutStartResponse resp = CRESCENT__MASTER__PUT_START_RESPONSE__INIT;
-    resp.status_code = put_start_store(run, (const void *)call->request, call_key(call), &list);
+    struct cr_rpc_put e;
+    cr_rpc_put_from_pb(call->method, call->request, &e);
+    resp.status_code = put_start_store(run, NULL, &e, call_key(call), &list);
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {
         resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
@@ -398,24 +422,18 @@ static int m_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
     return resp.status_code;
 }
 
-/* PutEnd and PutRevoke share their first fields (key, tenant_id, client_id);
- * only PutEndRequest has the checksum, so a revoke's request must not be read
- * past them (fuzz_rpc_request found the over-read). */
-static int end_or_revoke(struct cr_rpc_run *run, uint16_t method,
-                         const Crescent__Master__PutEndRequest *req,
+/* PutEnd (or BatchPutEnd's entry) or PutRevoke: `key` is the entry's key
+ * made with its hash. */
+static int end_or_revoke(struct cr_rpc_run *run, struct secret_memo *memo, uint16_t method,
+                         const struct cr_rpc_put *e,
                          const struct cr_store_key *key) {
-    struct cr_uuid id;
-    store_uuid(req->client_id, &id);
     bool end = method == CRESCENT__MASTER__METHOD__PUT_END ||
                method == CRESCENT__MASTER__METHOD__BATCH_PUT_END;
-    const uint64_t *checksum = end && req->has_checksum_xxh3 ? &req->checksum_xxh3 : NULL;
-    /* client_secret sits at different offsets in the two layouts. */
-    const Crescent__Master__PutRevokeRequest *rv = (const void *)req;
-    int rc = end ? check_secret(run, &id, req->has_client_secret, req->client_secret)
-                 : check_secret(run, &id, rv->has_client_secret, rv->client_secret);
+    int rc = check_entry_secret(run, memo, e);
     if (rc != CR_OK) return rc;
-    return end ? cr_store_put_end_k(run->store, &id, key, checksum, run->now_ms)
-               : cr_store_put_revoke_k(run->store, &id, key);
+    return end ? cr_store_put_end_k(run->store, &e->client, key,
+                                    e->has_checksum ? &e->checksum : NULL, run->now_ms)
+               : cr_store_put_revoke_k(run->store, &e->client, key);
 }
 
 static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
@@ -423,8 +441,9 @@ static int m_put_end(struct cr_rpc_run *run, struct cr_master_call *call, struct
     Crescent__Master__PutEndResponse resp = CRESCENT__MASTER__PUT_END_RESPONSE__INIT;
     if (call->method == CRESCENT__MASTER__METHOD__PUT_REVOKE)
         resp.base.descriptor = &crescent__master__put_revoke_response__descriptor;
-    resp.status_code =
-        end_or_revoke(run, call->method, (const void *)call->request, call_key(call));
+    struct cr_rpc_put e;
+    cr_rpc_put_from_pb(call->method, call->request, &e);
+    resp.status_code = end_or_revoke(run, NULL, call->method, &e, call_key(call));
     if (resp.status_code == CR_OK) {
         finish_ok(call, -1);
         return CR_OK;
@@ -485,8 +504,10 @@ static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_
 struct batch {
     struct cr_rpc_run *run;
     struct cr_master_call *call;
+    const struct cr_rpc_batch *req;
     struct cr_rpc_batch_writer w;
     int first_error; /* the first entry's refusal: the method's status for stats */
+    struct secret_memo secret; /* puts: the entries' last client and secret that passed */
 };
 
 /* Makes the keys of entries [at, at + n). */
@@ -528,23 +549,18 @@ static void note_status(struct batch *b, int rc) {
 /* BatchPutStart, BatchPutEnd and BatchPutRevoke: each entry is a request
  * with its own key and tenant. */
 static void put_keys(const struct batch *b, size_t at, size_t n, struct cr_store_key *out) {
+    /* Entries name their tenants one by one, but a batch is mostly of one:
+     * its seed is hashed once per run of entries, not per key. */
+    struct cr_store_key_maker maker = {0};
     for (size_t i = 0; i < n; i++) {
-        const char *tenant, *key;
-        if (b->call->method == CRESCENT__MASTER__METHOD__BATCH_PUT_START) {
-            const Crescent__Master__BatchPutStartRequest *req = (const void *)b->call->request;
-            tenant = req->requests[at + i]->tenant_id, key = req->requests[at + i]->key;
-        } else { /* BatchPutRevokeRequest's entries share these fields' layout */
-            const Crescent__Master__BatchPutEndRequest *req = (const void *)b->call->request;
-            tenant = req->requests[at + i]->tenant_id, key = req->requests[at + i]->key;
-        }
-        cr_store_key_make(tenant, key, (uint32_t)strlen(key), &out[i]);
+        const struct cr_rpc_put *e = &b->req->puts[at + i];
+        cr_store_key_make_next(&maker, e->tenant, e->key, e->key_len, &out[i]);
     }
 }
 
 static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
-    const Crescent__Master__BatchPutStartRequest *req = (const void *)b->call->request;
     struct cr_store_replica_list list;
-    int rc = put_start_store(b->run, req->requests[i], key, &list);
+    int rc = put_start_store(b->run, &b->secret, &b->req->puts[i], key, &list);
     note_status(b, rc);
     if (rc == CR_OK)
         cr_rpc_batch_add_replicas(&b->w, &list);
@@ -553,34 +569,49 @@ static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key
 }
 
 static void put_end_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
-    const Crescent__Master__BatchPutEndRequest *req = (const void *)b->call->request;
-    int rc = end_or_revoke(b->run, b->call->method, req->requests[i], key);
+    int rc = end_or_revoke(b->run, &b->secret, b->call->method, &b->req->puts[i], key);
     note_status(b, rc);
     cr_rpc_batch_add_code(&b->w, rc);
 }
 
+static void *arena_alloc_fn(void *ctx, size_t size) { return arena_alloc(ctx, size); }
+
+/* Starts a batch call: its request read by hand at intake (call->batch),
+ * or made here from the protobuf-c request (in-process asks, and the wire
+ * forms the hand-written decoder leaves to protobuf-c).  False when memory
+ * ran out making it: the call is answered "out of memory", nothing applied. */
+static bool batch_start(struct batch *b, struct cr_rpc_run *run, struct cr_master_call *call,
+                        struct cr_rpc_arena *a, struct cr_rpc_batch *made) {
+    *b = (struct batch){.run = run, .call = call, .req = call->batch};
+    if (b->req == NULL && cr_rpc_batch_from_pb(call->method, call->request, arena_alloc_fn, a, made))
+        b->req = made;
+    if (b->req == NULL) cr_rpc_reply_nomem(call);
+    return b->req != NULL;
+}
+
 static int m_batch_put_start(struct cr_rpc_run *run, struct cr_master_call *call,
                              struct cr_rpc_arena *a) {
-    (void)a;
-    REQ(BatchPutStartRequest);
-    struct batch b = {.run = run, .call = call};
-    return batch_run(&b, req->n_requests, 2 + req->n_requests * BATCH_LIST_ENTRY_BYTES, put_keys,
+    struct batch b;
+    struct cr_rpc_batch made;
+    if (!batch_start(&b, run, call, a, &made)) return CR_ERR_NOMEM;
+    return batch_run(&b, b.req->count, 2 + b.req->count * BATCH_LIST_ENTRY_BYTES, put_keys,
                      put_start_entry);
 }
 
 /* BatchPutEnd and BatchPutRevoke: requests and responses share layouts. */
 static int m_batch_put_end(struct cr_rpc_run *run, struct cr_master_call *call,
                            struct cr_rpc_arena *a) {
-    (void)a;
-    REQ(BatchPutEndRequest);
-    struct batch b = {.run = run, .call = call};
-    return batch_run(&b, req->n_requests, 2 + req->n_requests * CR_RPC_BATCH_CODE_MAX, put_keys,
+    struct batch b;
+    struct cr_rpc_batch made;
+    if (!batch_start(&b, run, call, a, &made)) return CR_ERR_NOMEM;
+    return batch_run(&b, b.req->count, 2 + b.req->count * CR_RPC_BATCH_CODE_MAX, put_keys,
                      put_end_entry);
 }
 
-/* BatchExistKey, BatchRemove and BatchGetReplicaList: keys of one tenant.
- * BatchRemoveRequest and BatchGetReplicaListRequest begin as
- * BatchExistKeyRequest does (keys = 1, tenant_id = 2). */
+/* BatchExistKey, BatchRemove and BatchGetReplicaList: keys of one tenant
+ * (cr_rpc_batch_from_pb reads BatchRemoveRequest and
+ * BatchGetReplicaListRequest as BatchExistKeyRequest: their keys and
+ * tenant_id are at the same offsets). */
 #define SAME_FIELD(a, b, f)                                                                        \
     (offsetof(Crescent__Master__##a, f) == offsetof(Crescent__Master__##b, f))
 _Static_assert(SAME_FIELD(BatchExistKeyRequest, BatchRemoveRequest, n_keys) &&
@@ -591,11 +622,12 @@ _Static_assert(SAME_FIELD(BatchExistKeyRequest, BatchRemoveRequest, n_keys) &&
                    SAME_FIELD(BatchExistKeyRequest, BatchGetReplicaListRequest, tenant_id) &&
                    SAME_FIELD(PutEndRequest, PutRevokeRequest, key) &&
                    SAME_FIELD(PutEndRequest, PutRevokeRequest, tenant_id) &&
-                   SAME_FIELD(BatchPutEndRequest, BatchPutRevokeRequest, requests),
+                   SAME_FIELD(PutEndRequest, PutRevokeRequest, client_id) &&
+                   SAME_FIELD(BatchPutEndRequest, BatchPutRevokeRequest, requests) &&
+                   SAME_FIELD(BatchPutEndRequest, BatchPutStartRequest, requests),
                "batch request layouts");
 static void tenant_keys(const struct batch *b, size_t at, size_t n, struct cr_store_key *out) {
-    const Crescent__Master__BatchExistKeyRequest *req = (const void *)b->call->request;
-    cr_store_keys_make(req->tenant_id, (const char *const *)req->keys + at, n, out);
+    cr_store_keys_make(b->req->tenant, b->req->keys + at, b->req->key_lens + at, n, out);
 }
 
 static void exist_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
@@ -605,9 +637,8 @@ static void exist_entry(struct batch *b, size_t i, const struct cr_store_key *ke
 
 static void remove_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
     (void)i;
-    const Crescent__Master__BatchRemoveRequest *req = (const void *)b->call->request;
     cr_rpc_batch_add_code(&b->w,
-                          cr_store_remove_k(b->run->store, key, req->force, b->run->now_ms));
+                          cr_store_remove_k(b->run->store, key, b->req->force, b->run->now_ms));
 }
 
 /* A refused entry carries its status only. */
@@ -624,21 +655,22 @@ static void get_entry(struct batch *b, size_t i, const struct cr_store_key *key)
 /* BatchExistKey and BatchRemove: one status code per key. */
 static int m_batch_codes(struct cr_rpc_run *run, struct cr_master_call *call,
                          struct cr_rpc_arena *a) {
-    (void)a;
     bool remove = call->method == CRESCENT__MASTER__METHOD__BATCH_REMOVE;
-    const Crescent__Master__BatchExistKeyRequest *req = (const void *)call->request;
-    struct batch b = {.run = run, .call = call};
-    batch_run(&b, req->n_keys, 2 + req->n_keys * CR_RPC_BATCH_CODE_MAX, tenant_keys,
+    struct batch b;
+    struct cr_rpc_batch made;
+    if (!batch_start(&b, run, call, a, &made)) return CR_ERR_NOMEM;
+    batch_run(&b, b.req->count, 2 + b.req->count * CR_RPC_BATCH_CODE_MAX, tenant_keys,
               remove ? remove_entry : exist_entry);
     return CR_OK;
 }
 
 static int m_batch_get(struct cr_rpc_run *run, struct cr_master_call *call,
                        struct cr_rpc_arena *a) {
-    (void)a;
-    REQ(BatchGetReplicaListRequest);
-    struct batch b = {.run = run, .call = call};
-    batch_run(&b, req->n_keys, 2 + req->n_keys * BATCH_LIST_ENTRY_BYTES, tenant_keys, get_entry);
+    struct batch b;
+    struct cr_rpc_batch made;
+    if (!batch_start(&b, run, call, a, &made)) return CR_ERR_NOMEM;
+    batch_run(&b, b.req->count, 2 + b.req->count * BATCH_LIST_ENTRY_BYTES, tenant_keys,
+              get_entry);
     return CR_OK;
 }
 
@@ -853,7 +885,8 @@ static method_fn method_for(uint16_t id) {
 
 bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant,
                           const char **pattern) {
-    assert(call != NULL && call->request != NULL && tenant != NULL && pattern != NULL);
+    assert(call != NULL && tenant != NULL && pattern != NULL);
+    if (call->request == NULL) return false; /* a batch read by hand */
     if (call->method == CRESCENT__MASTER__METHOD__GET_REPLICA_LIST_BY_REGEX) {
         const Crescent__Master__GetReplicaListByRegexRequest *req = (const void *)call->request;
         *tenant = req->tenant_id;
@@ -871,7 +904,7 @@ bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant
 
 int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call) {
     assert(run != NULL && run->store != NULL && run->arena != NULL);
-    assert(call != NULL && call->request != NULL);
+    assert(call != NULL && (call->request != NULL || call->batch != NULL));
     assert(call->reply == NULL);
     method_fn fn = method_for(call->method);
     assert(fn != NULL); /* the gateway forwards known methods only */

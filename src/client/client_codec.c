@@ -16,7 +16,7 @@ bool cr_client_skip_value(const uint8_t *p, size_t len, size_t *pos, unsigned ty
     uint64_t n;
     switch (type) {
     case WIRE_VARINT:
-        return cr_client_read_varint(p, len, pos, &n);
+        return cr_pb_read_varint(p, len, pos, &n);
     case WIRE_I64:
         n = 8;
         break;
@@ -24,7 +24,7 @@ bool cr_client_skip_value(const uint8_t *p, size_t len, size_t *pos, unsigned ty
         n = 4;
         break;
     case WIRE_LEN:
-        if (!cr_client_read_varint(p, len, pos, &n)) return false;
+        if (!cr_pb_read_varint(p, len, pos, &n)) return false;
         break;
     default:
         return false; /* groups (3, 4) and reserved types are not ours */
@@ -50,13 +50,13 @@ int cr_client_scan_reply(const uint8_t *body, size_t len, struct cr_client_scan 
     size_t pos = 0;
     while (pos < len) {
         uint64_t tag;
-        if (!cr_client_read_varint(body, len, &pos, &tag)) return CR_ERR_PROTOCOL;
+        if (!cr_pb_read_varint(body, len, &pos, &tag)) return CR_ERR_PROTOCOL;
         uint64_t field = tag >> 3;
         unsigned type = (unsigned)(tag & 7);
         if (field == 0 || field > 0x1fffffff) return CR_ERR_PROTOCOL;
         if (field == 1 || (field == 2 && type == WIRE_VARINT)) {
             uint64_t raw;
-            if (type != WIRE_VARINT || !cr_client_read_varint(body, len, &pos, &raw))
+            if (type != WIRE_VARINT || !cr_pb_read_varint(body, len, &pos, &raw))
                 return CR_ERR_PROTOCOL;
             if (field == 2) {
                 out->field2_varint = raw;

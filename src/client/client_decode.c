@@ -46,7 +46,7 @@ struct field {
 };
 
 static inline __attribute__((always_inline)) bool varint(struct wire *w, uint64_t *v) {
-    return cr_client_read_varint(w->p, w->len, &w->pos, v);
+    return cr_pb_read_varint(w->p, w->len, &w->pos, v);
 }
 
 /* Reads the next field of `w` with its value.  1: read; 0: end of the

@@ -12,6 +12,7 @@
 
 #include "crescent/client.h"
 #include "master.pb-c.h"
+#include "msgs/pb_wire.h"
 
 #define CR_CLIENT_ERROR_MAX 512u
 
@@ -121,23 +122,9 @@ static inline bool cr_client_id_sync(uint64_t id) { return (id & CR_CLIENT_ID_SY
  * missing or not a varint.  Reads nothing beyond `len`; allocates nothing. */
 int cr_client_scan_reply(const uint8_t *body, size_t len, struct cr_client_scan *out);
 
-/* Protobuf wire reading: one varint at *pos (false if truncated or longer
- * than 10 bytes); skipping a field's value of wire `type` (false if it runs
- * past the end, or for groups and reserved types). */
-static inline bool cr_client_read_varint(const uint8_t *p, size_t len, size_t *pos,
-                                         uint64_t *out) {
-    uint64_t value = 0;
-    for (unsigned i = 0; i < 10; i++) {
-        if (*pos >= len) return false;
-        uint8_t byte = p[(*pos)++];
-        value |= (uint64_t)(byte & 0x7f) << (7 * i);
-        if ((byte & 0x80) == 0) {
-            *out = value;
-            return true;
-        }
-    }
-    return false;
-}
+/* Protobuf wire reading: varints with msgs/pb_wire.h's cr_pb_read_varint;
+ * skipping a field's value of wire `type` (false if it runs past the end, or
+ * for groups and reserved types). */
 bool cr_client_skip_value(const uint8_t *p, size_t len, size_t *pos, unsigned type);
 
 /* Checks a reply's id and status frames (8 and 4 bytes). Returns CR_OK with

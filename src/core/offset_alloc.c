@@ -317,7 +317,17 @@ static void oa_bin_remove(cr_offset_alloc *alloc, uint32_t index) {
 /* Storage for the node was reserved (oa_reserve_node, or create's first
  * node): the 2 * max + 1 bound makes running out a bookkeeping bug. */
 static uint32_t oa_node_take(cr_offset_alloc *alloc) {
-    if (alloc->free_index_count > 0) return alloc->free_index_stack[--alloc->free_index_count];
+    if (alloc->free_index_count > 0) {
+        uint32_t index = alloc->free_index_stack[--alloc->free_index_count];
+        /* The node the next take returns, for its write: frees leave the
+         * stack in their own order, so it is anywhere among a million
+         * nodes (a miss per allocation, the most of oa_carve's time under
+         * batched puts), and one allocation ahead is warning enough. */
+        if (alloc->free_index_count > 0)
+            __builtin_prefetch(&alloc->nodes[alloc->free_index_stack[alloc->free_index_count - 1]],
+                               1);
+        return index;
+    }
     assert(alloc->node_high < alloc->node_cap);
     return alloc->node_high++;
 }

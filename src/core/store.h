@@ -267,10 +267,26 @@ struct cr_store_key {
 void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
                        struct cr_store_key *out);
 
-/* cr_store_key_make for n NUL-terminated keys of one tenant, whose seed is
- * hashed once (a batch request's keys). */
-void cr_store_keys_make(const char *tenant, const char *const *keys, size_t n,
-                        struct cr_store_key *out);
+/* cr_store_key_make for n keys of one tenant, whose seed is hashed once (a
+ * batch request's keys): key i is lens[i] bytes, or NUL-terminated when
+ * lens is NULL. */
+void cr_store_keys_make(const char *tenant, const char *const *keys, const uint32_t *lens,
+                        size_t n, struct cr_store_key *out);
+
+/* Makes the keys of a batch whose entries each name a tenant (puts): a run
+ * of entries with the same tenant hashes its seed once.  Zero-initialised
+ * before the first key; holds the last tenant pointer, which must stay
+ * valid while it is used. */
+struct cr_store_key_maker {
+    bool primed;
+    const char *tenant;
+    uint64_t seed;
+};
+
+/* cr_store_key_make(tenant, key, key_len, out), with the tenant's seed
+ * reused when `tenant` names the maker's last tenant. */
+void cr_store_key_make_next(struct cr_store_key_maker *maker, const char *tenant, const char *key,
+                            uint32_t key_len, struct cr_store_key *out);
 
 struct cr_store_put_params {
     const char *tenant;            /* NULL or "" → "default" */

@@ -124,6 +124,19 @@ static bool slab_has_room(const cr_store *store) {
     return store->free_head != CR_STORE_NONE || store->slab_high < store->cfg.max_objects;
 }
 
+/* Every line of a free object, for the put that takes it next.  Objects are
+ * freed in whatever order removals and evictions come, so the free list
+ * leads anywhere in the slab: reading the head's link and then filling the
+ * object were cache (and TLB) misses on every put, three quarters of
+ * cr_store_put_start's own time under batched puts (bench/RESULTS.md).  One
+ * put ahead is a whole put's work of warning. */
+static void obj_prefetch_write(const cr_store *store, uint32_t id) {
+    const char *from = (const char *)cr_store_obj_at(store, id);
+    for (size_t off = 0; off < sizeof(struct cr_store_obj); off += 64)
+        __builtin_prefetch(from + off, 1);
+    __builtin_prefetch(from + sizeof(struct cr_store_obj) - 1, 1);
+}
+
 /* Returns a slot id and the generation its next object gets, or
  * CR_STORE_NONE.  A new chunk is allocated once per 4096 objects: amortised,
  * and it keeps the slab from moving.  A slot never used before is not read:
@@ -137,6 +150,7 @@ static uint32_t slab_take(cr_store *store, uint32_t *generation) {
         struct cr_store_obj *obj = cr_store_obj_at(store, id);
         store->free_head = obj->link_next;
         *generation = obj->generation;
+        if (store->free_head != CR_STORE_NONE) obj_prefetch_write(store, store->free_head);
         return id;
     }
     *generation = 0;
@@ -306,16 +320,34 @@ void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
     *out = key_seeded(tenant, cr_store_tenant_seed(tenant), key, key_len);
 }
 
-void cr_store_keys_make(const char *tenant, const char *const *keys, size_t n,
-                        struct cr_store_key *out) {
+void cr_store_keys_make(const char *tenant, const char *const *keys, const uint32_t *lens,
+                        size_t n, struct cr_store_key *out) {
     assert(keys != NULL && out != NULL);
     uint64_t seed = cr_store_tenant_seed(tenant);
     for (size_t i = 0; i < n; i++) {
         assert(keys[i] != NULL);
-        size_t len = strlen(keys[i]);
+        size_t len = lens != NULL ? lens[i] : strlen(keys[i]);
         assert(len <= UINT32_MAX); /* callers pass validated keys */
         out[i] = key_seeded(tenant, seed, keys[i], (uint32_t)len);
     }
+}
+
+static bool same_tenant(const char *a, const char *b) {
+    if (a == b) return true;
+    if (a == NULL || a[0] == '\0') return b == NULL || b[0] == '\0';
+    return b != NULL && strcmp(a, b) == 0;
+}
+
+void cr_store_key_make_next(struct cr_store_key_maker *maker, const char *tenant, const char *key,
+                            uint32_t key_len, struct cr_store_key *out) {
+    assert(maker != NULL && key != NULL && out != NULL);
+    /* "" and NULL are both the default tenant, and hash as it does. */
+    if (!maker->primed || !same_tenant(maker->tenant, tenant)) {
+        maker->seed = cr_store_tenant_seed(tenant);
+        maker->primed = true;
+    }
+    maker->tenant = tenant;
+    *out = key_seeded(tenant, maker->seed, key, key_len);
 }
 
 /* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */

@@ -26,6 +26,7 @@
 struct cr_actor;
 struct ProtobufCMessage;
 struct cr_evict_candidate;
+struct cr_rpc_batch;
 
 enum cr_master_msg_type {
     /* rpc → segments: body cr_msg_master_call.  Segments runs the call and
@@ -79,6 +80,10 @@ struct cr_master_call {
      * with the call; NULL when it was unpacked with malloc (freed with
      * protobuf_c_message_free_unpacked) or is not owned. */
     void *request_arena;
+    /* A batch request read by hand (actors/rpc_batch.h), in request_arena;
+     * `request` is NULL then.  NULL for other calls: segments reads a batch
+     * that came unpacked from `request`. */
+    const struct cr_rpc_batch *batch;
     int32_t status;                   /* transport status for the reply: CR_OK or error */
     uint8_t *reply;   /* packed response or error text: reply_inline, or malloc'd */
     size_t reply_len;

@@ -374,6 +374,43 @@ def test_forged_client_id_refused_owner_works(daemon, transport):
         assert owner.unmount_segment("victim-seg").status_code == 0
 
 
+def test_batch_put_entries_each_show_their_secret(daemon, transport):
+    """crescentd checks a batch's client secret once for a run of entries that
+    carry the same id and secret: an entry with another secret, or none, in
+    the same batch is still refused, alone, before and after good ones."""
+    _, rpc = serving(daemon, transport)
+    with connect(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
+            connect(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as caller:
+        mounted = owner.mount_segment("batch-seg", 1 << 20)
+        assert mounted.status_code == 0 and len(mounted.client_secret) == 16
+        right = mounted.client_secret
+        secrets = [right, b"x" * 16, right, None, right, right[:-1] + bytes([right[-1] ^ 1]),
+                   right]
+        want = [0 if s == right else ILLEGAL_CLIENT for s in secrets]
+        keys = ["batch-secret-%d" % i for i in range(len(secrets))]
+
+        def with_secrets(reqs):
+            for r, secret in zip(reqs, secrets):
+                if secret is not None:
+                    r.client_secret = secret
+            return reqs
+
+        starts = with_secrets([caller.put_start_request(k, 4096) for k in keys])
+        resp = caller.call(caller.pb.BATCH_PUT_START,
+                           caller.pb.BatchPutStartRequest(requests=starts))
+        assert [r.status_code for r in resp.responses] == want, resp
+        ends = with_secrets([caller.pb.PutEndRequest(key=k, tenant_id="default",
+                                                     client_id=caller.uuid()) for k in keys])
+        # The refused entries were never started: give them a start of their own.
+        for k, code in zip(keys, want):
+            if code != 0:
+                assert owner.put_start(k, 4096).status_code == 0
+        resp = caller.call(caller.pb.BATCH_PUT_END, caller.pb.BatchPutEndRequest(requests=ends))
+        assert list(resp.status_codes) == want, resp
+        for k, code in zip(keys, want):
+            assert owner.exist_key(k).exists == (code == 0)
+
+
 def test_stolen_client_id_cannot_fetch_or_report_tasks(daemon):
     """FetchTasks and MarkTaskToComplete run on the tasks actor; segments checks
     the executor's secret first, so the id alone neither takes its tasks nor

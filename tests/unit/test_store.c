@@ -1129,7 +1129,7 @@ static void test_batch_keys_made_and_prefetched(void **state) {
     const char *const tenants_used[] = {NULL, "default", "nobody"};
     for (int t = 0; t < 3; t++) {
         struct cr_store_key made[40];
-        cr_store_keys_make(tenants_used[t], keys, 40, made);
+        cr_store_keys_make(tenants_used[t], keys, NULL, 40, made);
         for (size_t n = 1; n <= 40; n += 13) {
             for (size_t i = 0; i < n; i++) {
                 struct cr_store_key one;
@@ -1143,6 +1143,41 @@ static void test_batch_keys_made_and_prefetched(void **state) {
         }
     }
     cr_store_destroy(s);
+}
+
+/* A batch of puts names a tenant per entry: keys made together, each with
+ * its own tenant, hash as keys made one by one.  Runs of one tenant share
+ * the seed, so a tenant change that kept the previous seed would show here:
+ * every entry has the same key, and only the tenant tells them apart. */
+static void test_batch_keys_made_with_tenants_per_entry(void **state) {
+    (void)state;
+    const char *const tenants_in[] = {NULL, "", "default", "a", "a", "b", NULL,
+                                      "a", "b", "b", "", "ab", "a"};
+    enum { N = sizeof(tenants_in) / sizeof(tenants_in[0]) };
+    char copies[N][8]; /* equal tenants at different addresses, too */
+    const char *tenants_arg[N], *keys[N];
+    for (size_t i = 0; i < N; i++) {
+        keys[i] = "same-key";
+        tenants_arg[i] = tenants_in[i];
+        if (tenants_in[i] != NULL && i % 2 == 1) {
+            snprintf(copies[i], sizeof(copies[i]), "%s", tenants_in[i]);
+            tenants_arg[i] = copies[i];
+        }
+    }
+    struct cr_store_key made[N];
+    struct cr_store_key_maker maker = {0};
+    for (size_t i = 0; i < N; i++)
+        cr_store_key_make_next(&maker, tenants_arg[i], keys[i], 8, &made[i]);
+    for (size_t i = 0; i < N; i++) {
+        struct cr_store_key one;
+        cr_store_key_make(tenants_in[i], keys[i], 8, &one);
+        assert_true(made[i].hash == one.hash);
+        assert_int_equal(made[i].key_len, 8);
+        assert_ptr_equal(made[i].key, keys[i]);
+        assert_ptr_equal(made[i].tenant, tenants_arg[i]);
+    }
+    assert_true(made[3].hash != made[5].hash && made[0].hash != made[3].hash &&
+                made[11].hash != made[12].hash); /* the tenants do tell them apart */
 }
 
 static uint64_t tenants(cr_store *s) {
@@ -1342,6 +1377,7 @@ int main(void) {
         cmocka_unit_test(test_tenant_isolation),
         cmocka_unit_test(test_keys_made_ahead),
         cmocka_unit_test(test_batch_keys_made_and_prefetched),
+        cmocka_unit_test(test_batch_keys_made_with_tenants_per_entry),
         cmocka_unit_test(test_empty_tenants_are_reclaimed),
         cmocka_unit_test(test_tenant_outlives_its_last_object_while_in_use),
         cmocka_unit_test(test_events),
