@@ -110,7 +110,8 @@ struct cr_actor_ops {
      * any socket input before returning.  Without it the runtime polls the
      * wake fd alone.  The timeout may be well under a millisecond (a lazy
      * send's deadline, cr_send_lazy): a hook that can only sleep in whole
-     * milliseconds rounds up (cr_timeout_ms), never down. */
+     * milliseconds rounds up (cr_timeout_ms), never down; one that parks
+     * after nearly every request keeps it in a timerfd (wait_timer.h). */
     void (*wait)(struct cr_actor *self, void *state, int wake_fd, int64_t timeout_ns);
     /* Optional, for input that arrives without a syscall (shared-memory
      * rings): take what is there now, without blocking and without a

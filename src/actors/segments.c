@@ -28,6 +28,7 @@
 #include "actors/rpc_methods.h"
 #include "actors/task_store.h"
 #include "actors/subsystems.h"
+#include "actors/wait_timer.h"
 #include "core/log.h"
 #include "core/store.h"
 #include "crescent/error.h"
@@ -68,12 +69,16 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
  * serves that, or asks the set again without blocking. */
 #define EDGE_EVENTS 64u
 #define EDGE_WAKE_TAG UINT64_MAX
+#define EDGE_TIMER_TAG (UINT64_MAX - 1) /* the park's deadline (wait_timer.h) */
 static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", NULL};
 
 struct cr_edge_host {
     struct segments_state *st;
     int epoll_fd;
     bool wake_added;
+    /* The park's deadline (a timer's, a lazy send's), in the epoll set: armed
+     * when it moves earlier, not on every park (wait_timer.h). */
+    struct cr_wait_timer timer;
     struct cr_edge *edges[CR_EDGES_MAX];
     uint32_t count;
     uint32_t watched; /* edge fds in the set */
@@ -528,24 +533,6 @@ static void on_edge_calls_done(struct segments_state *st, struct cr_master_call 
     }
 }
 
-/* epoll_wait with a timeout to the nanosecond (-1: forever): segments parks
- * until its oldest lazy send's deadline (cr_send_lazy), often well under a
- * millisecond.  epoll_pwait2 needs Linux 5.11; before it, whole milliseconds
- * rounded up. */
-static int edge_epoll_wait(struct cr_edge_host *h, int64_t timeout_ns) {
-    static _Atomic bool no_pwait2;
-    if (timeout_ns > 0 && !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
-        struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
-                              .tv_nsec = (long)(timeout_ns % 1000000000)};
-        int n = epoll_pwait2(h->epoll_fd, h->found, EDGE_EVENTS, &ts, NULL);
-        if (n >= 0 || errno != ENOSYS) return n;
-        atomic_store_explicit(&no_pwait2, true, memory_order_relaxed);
-        CR_WARN("segments", "epoll_pwait2 is not available (Linux < 5.11): segments sleeps in "
-                "whole milliseconds, so store events may reach the publisher up to 1 ms late");
-    }
-    return epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS, cr_timeout_ms(timeout_ns));
-}
-
 /* Blocks until an edge fd or the wake fd is ready (or the timeout); what it
  * found is served by the next poll, in the loop round that follows. */
 static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
@@ -568,7 +555,8 @@ static void segments_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t
            (h->edges[armed]->ops->arm == NULL || h->edges[armed]->ops->arm(h->edges[armed])))
         armed++;
     if (armed < h->count && timeout_ns != 0) timeout_ns = 0; /* input came: do not block */
-    int n = edge_epoll_wait(h, timeout_ns);
+    int n = epoll_wait(h->epoll_fd, h->found, EDGE_EVENTS,
+                       cr_wait_timer_before(&h->timer, timeout_ns, cr_monotonic_ns()));
     if (n < 0 && errno != EINTR) CR_ERROR("segments", "epoll_wait failed: %s", strerror(errno));
     h->found_count = n > 0 ? n : 0;
     bool woken = false;
@@ -621,6 +609,10 @@ static uint32_t segments_poll(struct cr_actor *self, void *arg) {
     for (int i = 0; i < n; i++) {
         uint64_t tag = h->found[i].data.u64;
         if (tag == EDGE_WAKE_TAG) continue; /* the runtime drains it */
+        if (tag == EDGE_TIMER_TAG) { /* a deadline passed: the loop's round sees to it */
+            cr_wait_timer_fired(&h->timer);
+            continue;
+        }
         uint32_t index = (uint32_t)(tag >> 56);
         assert(index < h->count);
         struct cr_edge *edge = h->edges[index];
@@ -844,6 +836,7 @@ static void segments_destroy(void *arg) {
     cr_rpc_arena_free(st->arena);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->destroy(st->host.edges[i]);
     if (st->host.epoll_fd >= 0) close(st->host.epoll_fd);
+    cr_wait_timer_close(&st->host.timer);
     free(st);
 }
 
@@ -889,11 +882,20 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
         return rc;
     }
     st->host.st = st;
+    st->host.timer.fd = -1; /* not made yet: segments_destroy closes only what exists */
     st->host.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (st->host.epoll_fd < 0) {
         CR_ERROR("segments", "epoll_create1 failed: %s", strerror(errno));
         segments_destroy(st);
         return CR_ERR_IO;
+    }
+    /* Without the timerfd the park's deadlines are whole milliseconds (logged). */
+    struct epoll_event timer_ev = {.events = EPOLLIN, .data.u64 = EDGE_TIMER_TAG};
+    if (!cr_wait_timer_init(&st->host.timer) ||
+        epoll_ctl(st->host.epoll_fd, EPOLL_CTL_ADD, st->host.timer.fd, &timer_ev) != 0) {
+        CR_WARN("segments", "no timerfd for its park's deadlines (%s): store events may reach "
+                "the publisher up to 1 ms late", strerror(errno));
+        cr_wait_timer_close(&st->host.timer);
     }
     st->client_ttl_ms = cfg.client_live_ttl_ms;
     st->done_cap = 1;

@@ -118,6 +118,33 @@ def test_requests_past_the_queue_bound_wait_and_are_all_answered(daemon):
     c.close()
 
 
+def test_replies_a_client_reads_late_all_arrive(daemon):
+    """A client that pipelines 600 BatchGetReplicaList calls (about 8 MB of
+    replies, beyond what the sockets hold) before reading any: segments'
+    sends hit EAGAIN and the rest must go out on EPOLLOUT as the client
+    reads (the edge asks for it only when a flush leaves bytes unwritten)."""
+    d, _, native = start_native(daemon)
+    c = NativeMasterClient(native, timeout=WAIT_S)
+    pb = c.pb
+    name, endpoint = "s" * 200, "e" * 200 + ":1"
+    assert c.mount_segment(name, 64 * 1024 * 1024, endpoint=endpoint).status_code == 0
+    keys = [f"late-{i}" for i in range(32)]
+    assert c.batch_put_start([(k, 100) for k in keys]).status_code == 0
+    assert list(c.batch_put_end(keys).status_codes) == [0] * 32
+    body = pb.BatchGetReplicaListRequest(keys=keys).SerializeToString()
+    frame = lambda i: struct.pack(">IHQ", 10 + len(body), pb.BATCH_GET_REPLICA_LIST, i) + body
+    c.send_raw(b"".join(frame(i) for i in range(1, 601)))
+    seen = set()
+    for _ in range(600):
+        rid, status, reply = c.recv()
+        resp = c.decode(pb.BATCH_GET_REPLICA_LIST, status, reply)
+        assert [r.status_code for r in resp.responses] == [0] * 32
+        seen.add(rid)
+    assert seen == set(range(1, 601))
+    assert len(reply) > 13_000  # 32 long names and endpoints: 600 replies take 8 MB
+    c.close()
+
+
 def test_connections_past_the_bound_are_closed(daemon):
     d, _, native = start_native(daemon, "--rpc-tcp-connections-max", "2")
     kept = [NativeMasterClient(native, timeout=WAIT_S) for _ in range(2)]

@@ -550,6 +550,41 @@ def test_many_tiny_batch_entries_are_refused_before_decoding(master):
     assert stats(d)["objects"] == 0
 
 
+def test_batch_bodies_read_by_hand_answer_as_protobuf_c_did(master):
+    """The six batch requests are decoded by hand at the intake
+    (src/actors/rpc_batch.c); whatever that decoder does not take goes the
+    general way (pre-scan, protobuf-c, cr_rpc_validate), so refusals keep
+    their texts and the wire forms protobuf-c accepts keep working."""
+    d, c = master()
+    c.mount_segment("seg-a", MiB, base=4096)
+    assert c.put_start("k", 100, tenant="t2").status_code == 0
+    assert c.put_end("k", tenant="t2").status_code == 0
+    pb = c.pb
+    cases = [  # (method, body, the sentence in error_message)
+        (pb.BATCH_GET_REPLICA_LIST, b"\x0a\x01k\x0a\x00", "key 1 is empty"),
+        (pb.BATCH_EXIST_KEY, b"\x0a\x81\x20" + b"k" * 4097, "key 0 is longer than 4096 bytes"),
+        (pb.BATCH_REMOVE, b"\x0a\x01k\x12\x18" + b"t" * 24, "tenant_id is longer than 23 bytes"),
+    ]
+    for method, body, why in cases:
+        resp = c.call(method, body)
+        assert resp.status_code == STATUS["INVALID_PARAMS"] and resp.error_message == why
+    bad = c.put_start_request("p", 100)
+    bad.config.replica_num = 9
+    resp = c.call(pb.BATCH_PUT_START, pb.BatchPutStartRequest(requests=[bad]))
+    assert resp.error_message == "replica_num of put 0 must be 1 to 8"
+    status, text = c.wait(c.send(pb.BATCH_GET_REPLICA_LIST, b"\x0a\x03k\x00y"))
+    assert status == STATUS["PROTOCOL"]
+    assert text == (b"the body is not a valid crescent.master.BatchGetReplicaListRequest: "
+                    b"a string has a NUL byte")
+    # A tenant given twice (the last counts), and an unknown field: protobuf-c's forms.
+    twice = b"\x0a\x01k\x12\x02t1\x12\x02t2"
+    assert list(c.call(pb.BATCH_EXIST_KEY, twice).status_codes) == [0]
+    assert list(c.call(pb.BATCH_EXIST_KEY, twice + b"\x78\x05").status_codes) == [0]
+    # The same batch in the form clients send, read by hand.
+    assert list(c.batch_exist_key(["k", "x"], tenant="t2").status_codes) == \
+        [0, STATUS["OBJECT_NOT_FOUND"]]
+
+
 def test_batch_refused_whole_when_one_entry_is_out_of_bounds(master):
     """The gateway applies the store's own static limits, so no entry can be
     refused inside the store after earlier ones were applied."""
