@@ -22,8 +22,7 @@
 #include "../unit/rpc_batch_check.h"
 #include "actors/rpc_methods.h"
 #include "core/store.h"
-
-#define STORE_RESET_EVERY 4096u /* inputs between fresh stores: bounds memory */
+#include "fuzz_store.h"
 
 static const uint16_t methods[] = {
     CRESCENT__MASTER__METHOD__BATCH_GET_REPLICA_LIST, CRESCENT__MASTER__METHOD__BATCH_EXIST_KEY,
@@ -36,13 +35,7 @@ static uint64_t inputs, now_ms = 1000;
 
 /* Runs an accepted body's decoded form on the store, as segments does. */
 static void run_on_store(uint16_t method, const uint8_t *body, size_t len) {
-    if (store == NULL || inputs % STORE_RESET_EVERY == 0) {
-        cr_store_destroy(store);
-        cr_store_config cfg;
-        cr_store_config_default(&cfg);
-        if (cr_store_create(&cfg, NULL, &store) != CR_OK) abort();
-        if (arena == NULL && (arena = cr_rpc_arena_new()) == NULL) abort();
-    }
+    fuzz_store_refresh(&store, &arena, inputs);
     struct cr_master_call *call = calloc(1, sizeof(*call));
     if (call == NULL) abort();
     call->method = method;

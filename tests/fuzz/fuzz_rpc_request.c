@@ -42,12 +42,11 @@
 #include "actors/rpc_methods.h"
 #include "actors/task_store.h"
 #include "core/store.h"
+#include "fuzz_store.h"
 #include "crescent/error.h"
 #include "master.pb-c.h"
 #include "msgs/master_msgs.h"
 #include "msgs/rpc_frame.h"
-
-#define STORE_RESET_EVERY 4096u /* inputs between fresh stores: bounds memory */
 
 static cr_store *store;
 static struct cr_rpc_arena *arena;
@@ -145,13 +144,7 @@ static void refused_with_status(const struct cr_rpc_method *m, const char *err) 
 
 static void run_on_store(const struct cr_rpc_method *m, ProtobufCMessage *request,
                          void *request_arena) {
-    if (store == NULL || inputs % STORE_RESET_EVERY == 0) {
-        cr_store_destroy(store);
-        cr_store_config cfg;
-        cr_store_config_default(&cfg);
-        if (cr_store_create(&cfg, NULL, &store) != CR_OK) abort();
-        if (arena == NULL && (arena = cr_rpc_arena_new()) == NULL) abort();
-    }
+    fuzz_store_refresh(&store, &arena, inputs);
     struct cr_master_call *call = calloc(1, sizeof(*call));
     if (call == NULL) abort();
     call->method = m->id;
