@@ -268,8 +268,7 @@ void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
                        struct cr_store_key *out);
 
 /* cr_store_key_make for n keys of one tenant, whose seed is hashed once (a
- * batch request's keys): key i is lens[i] bytes, or NUL-terminated when
- * lens is NULL. */
+ * batch request's keys): key i is lens[i] bytes. */
 void cr_store_keys_make(const char *tenant, const char *const *keys, const uint32_t *lens,
                         size_t n, struct cr_store_key *out);
 

@@ -322,13 +322,11 @@ void cr_store_key_make(const char *tenant, const char *key, uint32_t key_len,
 
 void cr_store_keys_make(const char *tenant, const char *const *keys, const uint32_t *lens,
                         size_t n, struct cr_store_key *out) {
-    assert(keys != NULL && out != NULL);
+    assert(keys != NULL && lens != NULL && out != NULL);
     uint64_t seed = cr_store_tenant_seed(tenant);
     for (size_t i = 0; i < n; i++) {
         assert(keys[i] != NULL);
-        size_t len = lens != NULL ? lens[i] : strlen(keys[i]);
-        assert(len <= UINT32_MAX); /* callers pass validated keys */
-        out[i] = key_seeded(tenant, seed, keys[i], (uint32_t)len);
+        out[i] = key_seeded(tenant, seed, keys[i], lens[i]);
     }
 }
 

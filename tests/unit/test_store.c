@@ -1121,15 +1121,16 @@ static void test_batch_keys_made_and_prefetched(void **state) {
     mount_n(s, &CLIENT_A, 2, 1024 * KIB);
     char names[40][24];
     const char *keys[40];
+    uint32_t lens[40];
     for (int i = 0; i < 40; i++) {
-        snprintf(names[i], sizeof(names[i]), "batch-%d", i);
+        lens[i] = (uint32_t)snprintf(names[i], sizeof(names[i]), "batch-%d", i);
         keys[i] = names[i];
         if (i % 3 != 0) put(s, NULL, names[i], 1);
     }
     const char *const tenants_used[] = {NULL, "default", "nobody"};
     for (int t = 0; t < 3; t++) {
         struct cr_store_key made[40];
-        cr_store_keys_make(tenants_used[t], keys, NULL, 40, made);
+        cr_store_keys_make(tenants_used[t], keys, lens, 40, made);
         for (size_t n = 1; n <= 40; n += 13) {
             for (size_t i = 0; i < n; i++) {
                 struct cr_store_key one;
