@@ -102,11 +102,15 @@ static void publish(struct plane *pl, uint64_t sent_ns) {
     static const cr_store_replica replica = {CR_REPLICA_MEMORY, {"tcp://10.0.0.1:6000", 19}};
     char key[32];
     int len = snprintf(key, sizeof(key), "t%020llu-abcd", (unsigned long long)sent_ns);
-    cr_store_event *ev;
+    cr_store_event_chain *chain;
     cr_event_str k = {key, (size_t)len};
-    if (cr_store_event_new_block_update(k, &replica, 1, &ev) != CR_OK) abort();
+    size_t need;
+    if (cr_store_event_chain_new(0, &chain) != CR_OK ||
+        cr_store_event_chain_add(chain, CR_STORE_EVENT_BLOCK_UPDATE, k, &replica, 1, NULL,
+                                 &need) != CR_OK)
+        abort();
     struct cr_msg msg = {.type = CR_MSG_STORE_EVENT};
-    CR_MSG_BODY(&msg, struct cr_msg_store_event)->event = ev;
+    CR_MSG_BODY(&msg, struct cr_msg_store_event)->chain = chain;
     while (cr_send(pl->peers.actors[CR_SUBSYSTEM_PUBLISHER], &msg) != CR_OK) {
     }
 }

@@ -90,7 +90,7 @@ static char (*keys)[KEY_BYTES]; /* key i of every case */
 static void sink_handle(struct cr_actor *self, void *state, struct cr_msg *msg) {
     (void)self, (void)state;
     if (msg->type == CR_MSG_STORE_EVENT)
-        cr_store_event_free_chain(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
+        cr_store_event_chain_release(CR_MSG_BODY(msg, struct cr_msg_store_event)->chain);
 }
 
 static const struct cr_actor_ops sink_ops = {.handle = sink_handle};

@@ -217,13 +217,12 @@ static void store_event(struct indexer_state *st, struct cr_msg *msg) {
     /* The engine-hash bound is for external publishers: the store's own
      * objects are bounded by its memory, and it may hold more of them. */
     cr_prefix_index_set_engine_max(st->index, 0);
-    for (cr_store_event *event = body->event, *next; event != NULL; event = next) {
-        next = event->next; /* read before our reference goes */
+    for (const cr_store_event *event = body->chain->head; event != NULL; event = event->next) {
         if (info == NULL || cr_indexer_store_apply(st->index, event, id, &info->store_keys,
                                                    &st->store_counters) != CR_OK)
             st->store_skipped++;
-        cr_store_event_free(event);
     }
+    cr_store_event_chain_release(body->chain);
     cr_prefix_index_set_engine_max(st->index, st->engine_hashes_max);
 }
 
@@ -736,7 +735,7 @@ static void indexer_stop(struct cr_actor *self, void *state) {
 static void indexer_discard(void *state, struct cr_msg *msg) {
     (void)state;
     if (msg->type == CR_MSG_STORE_EVENT)
-        cr_store_event_free_chain(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
+        cr_store_event_chain_release(CR_MSG_BODY(msg, struct cr_msg_store_event)->chain);
 }
 
 #define STAT(name_, value_)                                                                        \

@@ -214,17 +214,16 @@ static void publisher_flush_if_due(struct cr_actor *self, struct publisher *p) {
         publisher_flush(self, p);
 }
 
-/* Takes ownership of `event`: encodes it into the pending batch and frees it.
+/* Encodes `event` (its chain's, borrowed) into the pending batch.
  * since_ns: when it happened (its chain's first event; 0: now). */
-static void publisher_take(struct cr_actor *self, struct publisher *p, cr_store_event *event,
-                           uint64_t since_ns) {
+static void publisher_take(struct cr_actor *self, struct publisher *p,
+                           const cr_store_event *event, uint64_t since_ns) {
     assert(event != NULL);
     int rc = cr_event_encoder_append(p->encoder, event);
     if (rc == CR_ERR_AGAIN) { /* full: only when a finish failed for lack of memory */
         publisher_flush(self, p);
         rc = cr_event_encoder_append(p->encoder, event);
     }
-    cr_store_event_free(event);
     if (rc != CR_OK) {
         p->info.encode_errors++;
         CR_ERROR("publisher", "store event dropped: %s (%llu so far)", cr_strerror(rc),
@@ -250,10 +249,9 @@ static void publisher_handle(struct cr_actor *self, void *state, struct cr_msg *
     switch (msg->type) {
     case CR_MSG_STORE_EVENT: { /* a chain, in order */
         const struct cr_msg_store_event *body = CR_MSG_BODY(msg, struct cr_msg_store_event);
-        for (cr_store_event *event = body->event, *next; event != NULL; event = next) {
-            next = event->next; /* publisher_take drops our reference */
+        for (const cr_store_event *event = body->chain->head; event != NULL; event = event->next)
             publisher_take(self, p, event, body->since_ns);
-        }
+        cr_store_event_chain_release(body->chain);
         return;
     }
     case CR_MSG_WIRE: {
@@ -307,7 +305,7 @@ static void publisher_stop(struct cr_actor *self, void *state) {
 static void publisher_discard(void *state, struct cr_msg *msg) {
     (void)state;
     if (msg->type == CR_MSG_STORE_EVENT)
-        cr_store_event_free_chain(CR_MSG_BODY(msg, struct cr_msg_store_event)->event);
+        cr_store_event_chain_release(CR_MSG_BODY(msg, struct cr_msg_store_event)->chain);
 }
 
 static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {

@@ -8,9 +8,9 @@
  * victims it chooses, reclaims zombie puts when told to, expires silent
  * clients every second, reserves, commits and rolls back the replicas of
  * copy/move tasks for the tasks actor (task_store.c), and turns every store
- * change into one
- * cr_store_event shared by reference count: the publisher and the indexer
- * each get a reference, in chains (sent lazily: see cr_send_lazy).
+ * change into a store event: a round's events go into one
+ * cr_store_event_chain shared by reference count, the publisher and the
+ * indexer each getting a reference (sent lazily: see cr_send_lazy).
  *
  * Time is the runtime's clock (cr_runtime_now_ns), so tests can inject it. */
 #include <assert.h>
@@ -127,8 +127,7 @@ struct segments_state {
     uint32_t done_cap;    /* calls per chain this round */
     uint32_t round_calls; /* calls handled so far this round */
     /* Events not sent yet: each holds two references, one per consumer. */
-    cr_store_event *events_head, *events_tail;
-    uint32_t events_count;
+    cr_store_event_chain *events; /* the chain being filled; NULL when none */
     uint32_t events_tenant_len;
     char events_tenant[CR_MASTER_TENANT_MAX + 1];
     uint64_t events_since_ns; /* the runtime clock when the chain's first event happened */
@@ -144,7 +143,60 @@ struct segments_state {
 /* ------------------------------------------------------------------------ */
 /* Store events → publisher and indexer */
 
-static int event_build(const struct cr_store_change *ev, cr_store_event **out) {
+/* Starts the round's chain of `tenant`'s events, room for `capacity` bytes
+ * (0: the default). */
+static int events_open(struct segments_state *st, size_t capacity, const char *tenant,
+                       size_t tenant_len) {
+    assert(st->events == NULL && tenant_len <= CR_MASTER_TENANT_MAX);
+    int rc = cr_store_event_chain_new(capacity, &st->events);
+    if (rc != CR_OK) return rc;
+    memcpy(st->events_tenant, tenant, tenant_len);
+    st->events_tenant[tenant_len] = '\0';
+    st->events_tenant_len = (uint32_t)tenant_len;
+    st->events_since_ns = cr_actor_now_ns(st->self); /* the round's reading: no clock call */
+    return CR_OK;
+}
+
+/* Hands a consumer the chain and one reference to it; drops that reference
+ * if the consumer cannot take it. */
+static void events_send_to(struct segments_state *st, enum cr_subsystem to,
+                           cr_store_event_chain *chain) {
+    uint32_t count = chain->count; /* once sent, the chain may be gone */
+    struct cr_msg msg = {.type = CR_MSG_STORE_EVENT};
+    struct cr_msg_store_event *body = CR_MSG_BODY(&msg, struct cr_msg_store_event);
+    _Static_assert(sizeof(body->tenant) > CR_MASTER_TENANT_MAX, "a tenant fits the body");
+    body->chain = chain;
+    memcpy(body->tenant, st->events_tenant, st->events_tenant_len + 1);
+    body->since_ns = st->events_since_ns;
+    /* Lazy: under load the consumers take chains in batches rather than
+     * being woken (a syscall here, a park there) for each. */
+    if (cr_send_lazy(st->peers->actors[to], &msg) != CR_OK) {
+        st->events_dropped += count;
+        cr_store_event_chain_release(chain);
+        return;
+    }
+    st->events_sent += count;
+}
+
+/* Sends the chain being filled, if any, to the publisher and the indexer. */
+static void events_send(struct segments_state *st) {
+    cr_store_event_chain *chain = st->events;
+    if (chain == NULL) return;
+    st->events = NULL;
+    if (chain->count == 0) { /* opened for an event that could not be added */
+        cr_store_event_chain_release(chain);
+        return;
+    }
+    cr_store_event_chain_ref(chain); /* the indexer's reference */
+    events_send_to(st, CR_SUBSYSTEM_PUBLISHER, chain);
+    events_send_to(st, CR_SUBSYSTEM_INDEXER, chain);
+}
+
+/* Appends the store change to the chain being filled.  A change that does
+ * not fit ends that chain and opens the next one, sized for it if it alone
+ * is larger than the default (a long token list). */
+static int events_add(struct segments_state *st, const struct cr_store_change *ev,
+                      const char *tenant, size_t tenant_len) {
     cr_store_replica reps[CR_STORE_REPLICAS_MAX];
     uint32_t n =
         ev->replica_count <= CR_STORE_REPLICAS_MAX ? ev->replica_count : CR_STORE_REPLICAS_MAX;
@@ -153,10 +205,9 @@ static int event_build(const struct cr_store_change *ev, cr_store_event **out) {
         reps[i].location =
             (cr_event_str){ev->replicas[i].location, strlen(ev->replicas[i].location)};
     }
-    cr_event_str key = {ev->key, ev->key_len};
-    if (ev->kind == CR_STORE_CHANGE_REMOVE_ALL) return cr_store_event_new_remove_all(out);
-    if (ev->kind == CR_STORE_CHANGE_UPDATE)
-        return cr_store_event_new_block_update(key, reps, n, out);
+    cr_store_event_kind kind = ev->kind == CR_STORE_CHANGE_REMOVE_ALL ? CR_STORE_EVENT_REMOVE_ALL
+                               : ev->kind == CR_STORE_CHANGE_UPDATE   ? CR_STORE_EVENT_BLOCK_UPDATE
+                                                                      : CR_STORE_EVENT_BLOCK_STORE;
     cr_store_event_info info = {0};
     const struct cr_store_block_meta *m = ev->meta;
     if (m != NULL) {
@@ -168,42 +219,28 @@ static int event_build(const struct cr_store_change *ev, cr_store_event **out) {
         info.token_ids = m->token_ids;
         info.token_count = m->token_count;
     }
-    return cr_store_event_new_block_store(key, reps, n, &info, out);
-}
-
-/* Hands the pending chain (one reference to each event) to a consumer;
- * drops those references if it cannot take them. */
-static void events_send_to(struct segments_state *st, enum cr_subsystem to) {
-    struct cr_msg msg = {.type = CR_MSG_STORE_EVENT};
-    struct cr_msg_store_event *body = CR_MSG_BODY(&msg, struct cr_msg_store_event);
-    _Static_assert(sizeof(body->tenant) > CR_MASTER_TENANT_MAX, "a tenant fits the body");
-    body->event = st->events_head;
-    memcpy(body->tenant, st->events_tenant, st->events_tenant_len + 1);
-    body->since_ns = st->events_since_ns;
-    /* Lazy: under load the consumers take chains in batches rather than
-     * being woken (a syscall here, a park there) for each. */
-    if (cr_send_lazy(st->peers->actors[to], &msg) != CR_OK) {
-        cr_store_event_free_chain(st->events_head);
-        st->events_dropped += st->events_count;
-        return;
+    cr_event_str key = {ev->key, ev->key_len};
+    if (st->events == NULL) {
+        int rc = events_open(st, 0, tenant, tenant_len);
+        if (rc != CR_OK) return rc;
     }
-    st->events_sent += st->events_count;
+    size_t need = 0;
+    int rc = cr_store_event_chain_add(st->events, kind, key, reps, n, &info, &need);
+    if (rc != CR_ERR_AGAIN) return rc;
+    events_send(st);
+    rc = events_open(st, need > CR_STORE_EVENT_CHAIN_BYTES_DEFAULT ? need : 0, tenant,
+                     tenant_len);
+    if (rc != CR_OK) return rc;
+    rc = cr_store_event_chain_add(st->events, kind, key, reps, n, &info, &need);
+    assert(rc != CR_ERR_AGAIN); /* a chain of `need` bytes holds it */
+    return rc;
 }
 
-static void events_send(struct segments_state *st) {
-    if (st->events_count == 0) return;
-    events_send_to(st, CR_SUBSYSTEM_PUBLISHER);
-    events_send_to(st, CR_SUBSYSTEM_INDEXER);
-    st->events_head = st->events_tail = NULL;
-    st->events_count = 0;
-}
-
-/* One event per change, shared by the publisher and the indexer, appended
- * to the pending chain. */
+/* One event per change, for the publisher and the indexer, in the round's
+ * chain of its tenant. */
 static void on_store_event(void *ctx, const struct cr_store_change *ev) {
     struct segments_state *st = ctx;
-    cr_store_event *event = NULL;
-    if (st->peers == NULL || event_build(ev, &event) != CR_OK) {
+    if (st->peers == NULL) {
         st->events_dropped += 2;
         return;
     }
@@ -211,20 +248,14 @@ static void on_store_event(void *ctx, const struct cr_store_change *ev) {
      * never cuts. */
     const char *tenant = ev->tenant != NULL ? ev->tenant : "";
     size_t len = strnlen(tenant, CR_MASTER_TENANT_MAX);
-    if (st->events_count > 0 &&
+    if (st->events != NULL &&
         (len != st->events_tenant_len || memcmp(tenant, st->events_tenant, len) != 0))
         events_send(st); /* a chain is of one tenant */
-    if (st->events_count == 0) {
-        memcpy(st->events_tenant, tenant, len);
-        st->events_tenant[len] = '\0';
-        st->events_tenant_len = (uint32_t)len;
-        st->events_since_ns = cr_actor_now_ns(st->self); /* the round's reading: no clock call */
-        st->events_head = event;
-    } else {
-        st->events_tail->next = event;
+    if (events_add(st, ev, tenant, len) != CR_OK) {
+        st->events_dropped += 2;
+        return;
     }
-    st->events_tail = cr_store_event_ref(event); /* the indexer's reference */
-    if (++st->events_count == EVENT_CHAIN_MAX) events_send(st);
+    if (st->events->count == EVENT_CHAIN_MAX) events_send(st);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -829,7 +860,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
 static void segments_destroy(void *arg) {
     struct segments_state *st = arg;
     if (st == NULL) return;
-    assert(st->events_count == 0 && st->done_open == 0); /* every round ends by sending them */
+    assert(st->events == NULL && st->done_open == 0); /* every round ends by sending them */
     cr_store_regex_scan_free(st->store, st->regex_scan); /* stopped mid-scan: no answer */
     cr_master_call_free_chain(st->regex_head);
     cr_store_destroy(st->store);

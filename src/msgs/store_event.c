@@ -40,10 +40,10 @@ struct header_buffer {
 static int encoder_write(void *data, const char *buf, size_t len);
 static int header_write(void *data, const char *buf, size_t len);
 static int event_layout(const cr_store_event *proto, size_t *total_out);
-static cr_store_event *event_build(const cr_store_event *proto, size_t total);
-static int event_new(cr_store_event_kind kind, cr_event_str key,
-                     const cr_store_replica *replicas, size_t replica_count,
-                     const cr_store_event_info *info, cr_store_event **out);
+static cr_store_event *event_build(void *memory, const cr_store_event *proto, size_t total);
+static int event_proto(cr_store_event_kind kind, cr_event_str key,
+                       const cr_store_replica *replicas, size_t replica_count,
+                       const cr_store_event_info *info, cr_store_event *proto, size_t *total);
 
 /* Wire names with their lengths, so the hot path never calls strlen. */
 static const cr_event_str kind_names[CR_STORE_EVENT_KIND_COUNT] = {
@@ -139,11 +139,12 @@ static cr_event_str copy_str(char **cursor, cr_event_str str) {
     return copy;
 }
 
-/* Allocates the block sized by event_layout and copies everything into it. */
-static cr_store_event *event_build(const cr_store_event *proto, size_t total) {
-    assert(proto != NULL && total >= sizeof(cr_store_event));
-    cr_store_event *event = malloc(total);
-    if (event == NULL) return NULL;
+/* Copies everything into `memory`, `total` bytes as event_layout sized them
+ * and aligned for a cr_store_event. */
+static cr_store_event *event_build(void *memory, const cr_store_event *proto, size_t total) {
+    assert(memory != NULL && proto != NULL && total >= sizeof(cr_store_event));
+    assert((uintptr_t)memory % alignof(cr_store_event) == 0);
+    cr_store_event *event = memory;
     uint8_t *base = (uint8_t *)event;
     size_t offset = align_up(sizeof(cr_store_event), alignof(cr_store_replica));
     cr_store_replica *replicas = (cr_store_replica *)(base + offset);
@@ -153,8 +154,8 @@ static cr_store_event *event_build(const cr_store_event *proto, size_t total) {
     char *cursor = (char *)(base + offset);
 
     *event = *proto;
-    atomic_init(&event->refs, 1);
     event->size_bytes = total;
+    event->next = NULL;
     event->replicas = replicas;
     event->key = copy_str(&cursor, proto->key);
     for (uint32_t i = 0; i < proto->replica_count; i++) {
@@ -172,25 +173,35 @@ static cr_store_event *event_build(const cr_store_event *proto, size_t total) {
     return event;
 }
 
+/* Fills *proto with the borrowed inputs of an event of `kind` and sizes it:
+ * a REMOVE_ALL has no key, replicas or info; only a BLOCK_STORE has info. */
+static int event_proto(cr_store_event_kind kind, cr_event_str key,
+                       const cr_store_replica *replicas, size_t replica_count,
+                       const cr_store_event_info *info, cr_store_event *proto, size_t *total) {
+    assert(proto != NULL && total != NULL);
+    assert((unsigned)kind < CR_STORE_EVENT_KIND_COUNT);
+    *proto = (cr_store_event){.kind = kind};
+    if (kind != CR_STORE_EVENT_REMOVE_ALL) {
+        if (replica_count > CR_STORE_EVENT_LEN_MAX) return CR_ERR_INVALID_PARAMS;
+        proto->replica_count = (uint32_t)replica_count;
+        proto->key = key;
+        proto->replicas = replicas;
+        if (kind == CR_STORE_EVENT_BLOCK_STORE && info != NULL) proto->info = *info;
+    }
+    return event_layout(proto, total);
+}
+
 static int event_new(cr_store_event_kind kind, cr_event_str key,
                      const cr_store_replica *replicas, size_t replica_count,
                      const cr_store_event_info *info, cr_store_event **out) {
     assert(out != NULL);
-    assert((unsigned)kind < CR_STORE_EVENT_KIND_COUNT);
-    if (replica_count > CR_STORE_EVENT_LEN_MAX) return CR_ERR_INVALID_PARAMS;
-    cr_store_event proto = {
-        .kind = kind,
-        .replica_count = (uint32_t)replica_count,
-        .key = key,
-        .replicas = replicas,
-    };
-    if (info != NULL) proto.info = *info;
+    cr_store_event proto;
     size_t total = 0;
-    int status = event_layout(&proto, &total);
+    int status = event_proto(kind, key, replicas, replica_count, info, &proto, &total);
     if (status != CR_OK) return status;
-    cr_store_event *event = event_build(&proto, total);
-    if (event == NULL) return CR_ERR_NOMEM;
-    *out = event;
+    void *memory = malloc(total);
+    if (memory == NULL) return CR_ERR_NOMEM;
+    *out = event_build(memory, &proto, total);
     return CR_OK;
 }
 
@@ -213,29 +224,71 @@ int cr_store_event_new_remove_all(cr_store_event **out) {
     return event_new(CR_STORE_EVENT_REMOVE_ALL, empty, NULL, 0, NULL, out);
 }
 
-cr_store_event *cr_store_event_ref(cr_store_event *event) {
-    assert(event != NULL);
-    unsigned before = atomic_fetch_add_explicit(&event->refs, 1, memory_order_relaxed);
-    assert(before > 0); /* a reference must be held to take another */
-    (void)before;
-    return event;
-}
-
 void cr_store_event_free(cr_store_event *event) {
     if (event == NULL) return;
     assert((unsigned)event->kind < CR_STORE_EVENT_KIND_COUNT);
-    /* Release/acquire: the last holder frees after every other's reads. */
-    unsigned before = atomic_fetch_sub_explicit(&event->refs, 1, memory_order_acq_rel);
-    assert(before > 0);
-    if (before == 1) free(event);
+    free(event);
 }
 
-void cr_store_event_free_chain(cr_store_event *head) {
-    while (head != NULL) {
-        cr_store_event *next = head->next; /* read while the reference is held */
-        cr_store_event_free(head);
-        head = next;
+/* ---- chains ------------------------------------------------------------ */
+
+int cr_store_event_chain_new(size_t capacity, cr_store_event_chain **out) {
+    assert(out != NULL);
+    if (capacity == 0) capacity = CR_STORE_EVENT_CHAIN_BYTES_DEFAULT;
+    size_t total = 0;
+    if (__builtin_add_overflow(sizeof(cr_store_event_chain), capacity, &total))
+        return CR_ERR_NOMEM;
+    cr_store_event_chain *chain = malloc(total);
+    if (chain == NULL) return CR_ERR_NOMEM;
+    atomic_init(&chain->refs, 1);
+    chain->count = 0;
+    chain->head = chain->tail = NULL;
+    chain->used = 0;
+    chain->capacity = capacity;
+    *out = chain;
+    return CR_OK;
+}
+
+int cr_store_event_chain_add(cr_store_event_chain *chain, cr_store_event_kind kind,
+                             cr_event_str key, const cr_store_replica *replicas,
+                             size_t replica_count, const cr_store_event_info *info,
+                             size_t *need) {
+    assert(chain != NULL && need != NULL);
+    assert(atomic_load_explicit(&chain->refs, memory_order_relaxed) == 1); /* not shared yet */
+    assert(chain->used <= chain->capacity);
+    cr_store_event proto;
+    size_t total = 0;
+    int status = event_proto(kind, key, replicas, replica_count, info, &proto, &total);
+    if (status != CR_OK) return status;
+    /* Each event starts aligned for its header; `bytes` itself is max-aligned. */
+    size_t at = align_up(chain->used, alignof(cr_store_event));
+    if (at > chain->capacity || total > chain->capacity - at) {
+        *need = total;
+        return CR_ERR_AGAIN;
     }
+    cr_store_event *event = event_build(chain->bytes + at, &proto, total);
+    chain->used = at + total;
+    if (chain->tail != NULL) chain->tail->next = event;
+    else chain->head = event;
+    chain->tail = event;
+    chain->count++;
+    return CR_OK;
+}
+
+cr_store_event_chain *cr_store_event_chain_ref(cr_store_event_chain *chain) {
+    assert(chain != NULL);
+    unsigned before = atomic_fetch_add_explicit(&chain->refs, 1, memory_order_relaxed);
+    assert(before > 0); /* a reference must be held to take another */
+    (void)before;
+    return chain;
+}
+
+void cr_store_event_chain_release(cr_store_event_chain *chain) {
+    if (chain == NULL) return;
+    /* Release/acquire: the last holder frees after every other's reads. */
+    unsigned before = atomic_fetch_sub_explicit(&chain->refs, 1, memory_order_acq_rel);
+    assert(before > 0);
+    if (before == 1) free(chain);
 }
 
 /* ---- encoder ----------------------------------------------------------- */

@@ -15,14 +15,19 @@
  *   ["RemoveAllEvent"]                                               1 element
  *   replicas = [[type, location], ...], type "memory" | "disk" | "local_disk"
  *
- * The encoder is a single-threaded value.  An event is immutable once made
- * and may be shared by reference count: segments hands one event to both the
- * publisher and the indexer (one malloc per store change, not one per
- * consumer), in chains linked by `next` (one message per batch of changes,
- * not per change).  cr_event_batch is shared the same way. */
+ * The encoder is a single-threaded value.  An event is immutable once made.
+ * Segments writes the events of one round into a cr_store_event_chain, one
+ * heap block shared by reference count between the publisher and the
+ * indexer: one malloc, one free and one atomic per consumer for a chain of
+ * up to 32 store changes, not per change (each was a malloc on segments, a
+ * free on another thread and a reference taken and dropped twice;
+ * bench/RESULTS.md, "Store events in one block per chain").  cr_event_batch
+ * is shared the same way.  A lone event (cr_store_event_new_*) is for tests and
+ * tools: one block, freed by cr_store_event_free. */
 #ifndef CRESCENT_MSGS_STORE_EVENT_H
 #define CRESCENT_MSGS_STORE_EVENT_H
 
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -72,25 +77,39 @@ typedef struct cr_store_event_info {
     size_t token_count;
 } cr_store_event_info;
 
-/* One store event, a single heap block: this header followed by the replica
- * array, the token ids and every string (each also NUL-terminated), so one
- * pointer transfers a reference and the last cr_store_event_free releases
- * it.  The pointers inside point into the block itself: never copy the struct
- * by value to keep it. */
+/* One store event, one contiguous piece of memory (a lone block or a part
+ * of a chain's): this header followed by the replica array, the token ids
+ * and every string (each also NUL-terminated).  The pointers inside point
+ * into that memory: never copy the struct by value to keep it. */
 typedef struct cr_store_event {
-    atomic_uint refs; /* holders; the only field written after creation */
     cr_store_event_kind kind;
     uint32_t replica_count;
     cr_event_str key;
     const cr_store_replica *replicas;
     cr_store_event_info info; /* defaults unless kind is BLOCK_STORE */
-    size_t size_bytes;        /* the whole block, header included */
-    /* The next event of a chain (CR_MSG_STORE_EVENT carries a chain, in
-     * order), NULL at its end.  Written by the producer before the chain is
-     * first sent, read-only after: a consumer reads it before it drops its
-     * reference to this event. */
+    size_t size_bytes;        /* the event's memory, header included */
+    /* The next event of its chain, in order; NULL at the end (and for a
+     * lone event).  Written before the chain is first shared. */
     struct cr_store_event *next;
 } cr_store_event;
+
+/* Store events in one heap block, in order from `head` along `next`.
+ * Filled by one thread (cr_store_event_chain_add), then shared read-only:
+ * each holder reads its events and drops its reference once
+ * (cr_store_event_chain_release); the last frees the block.  `refs` is the
+ * only field written after the chain is first shared. */
+typedef struct cr_store_event_chain {
+    atomic_uint refs;
+    uint32_t count;    /* events in it */
+    cr_store_event *head, *tail;
+    size_t used;       /* bytes of `bytes` taken */
+    size_t capacity;   /* bytes of `bytes` */
+    alignas(max_align_t) unsigned char bytes[];
+} cr_store_event_chain;
+
+/* A chain's default room: a store event of a 40-byte key, one replica and
+ * no StoreEventInfo strings takes about 220 bytes, so 32 of them fit. */
+#define CR_STORE_EVENT_CHAIN_BYTES_DEFAULT (8u * 1024u)
 
 /* An encoded batch: immutable once finished.  The publisher and the replay
  * actor hold it at the same time (PUB send, replay ring), so the reference
@@ -143,17 +162,33 @@ int cr_store_event_new_block_update(cr_event_str key, const cr_store_replica *re
 /* Creates a RemoveAllEvent.  Returns CR_OK or CR_ERR_NOMEM. */
 int cr_store_event_new_remove_all(cr_store_event **out);
 
-/* Takes one more reference (for one more consumer); returns `event`.  Safe
- * from any thread holding a reference. */
-cr_store_event *cr_store_event_ref(cr_store_event *event);
-
-/* Drops one reference to an event made by cr_store_event_new_*, freeing it
- * with the last; NULL is ignored. */
+/* Frees an event made by cr_store_event_new_* (never one of a chain's); NULL
+ * is ignored. */
 void cr_store_event_free(cr_store_event *event);
 
-/* Drops one reference to every event of a chain (cr_store_event_free on
- * each, following `next`); NULL is ignored. */
-void cr_store_event_free_chain(cr_store_event *head);
+/* Creates an empty chain with room for `capacity` bytes of events (0 means
+ * CR_STORE_EVENT_CHAIN_BYTES_DEFAULT) and one reference.  Returns CR_OK and
+ * sets *out, or CR_ERR_NOMEM. */
+int cr_store_event_chain_new(size_t capacity, cr_store_event_chain **out);
+
+/* Appends an event of `kind` made from borrowed inputs (all copied; `info`
+ * is read for BLOCK_STORE only, NULL meaning unset; `key` and `replicas` are
+ * ignored for REMOVE_ALL).  Only before the chain is shared.  Returns CR_OK;
+ * CR_ERR_INVALID_PARAMS as cr_store_event_new_block_store; or CR_ERR_AGAIN
+ * when the chain has no room for it, with *need set to the capacity of a
+ * chain that holds this event alone.  The chain is unchanged on error. */
+int cr_store_event_chain_add(cr_store_event_chain *chain, cr_store_event_kind kind,
+                             cr_event_str key, const cr_store_replica *replicas,
+                             size_t replica_count, const cr_store_event_info *info,
+                             size_t *need);
+
+/* Takes one more reference (for one more holder); returns `chain`.  Safe
+ * from any thread holding a reference. */
+cr_store_event_chain *cr_store_event_chain_ref(cr_store_event_chain *chain);
+
+/* Drops one reference; the last frees the chain with its events.  NULL is
+ * ignored. */
+void cr_store_event_chain_release(cr_store_event_chain *chain);
 
 /* Creates an encoder with its buffer.  `config` NULL means defaults.  Returns
  * CR_OK, CR_ERR_INVALID_PARAMS (max_events above 2^24) or CR_ERR_NOMEM. */

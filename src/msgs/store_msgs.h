@@ -1,10 +1,10 @@
 /* Messages between the store's actors and the event plane / indexer.
  *
- * A store event (src/msgs/store_event.h) is one heap block; the message
- * carries a chain of them (event->next, in order, all of one tenant) and the
- * receiver owns one reference to each (drops them with cr_store_event_free
- * as it goes, or its discard hook does with cr_store_event_free_chain).  The
- * segment manager sends the same chain to the publisher and the indexer. */
+ * The message carries a cr_store_event_chain (src/msgs/store_event.h): store
+ * events in order, all of one tenant, in one heap block.  The receiver owns
+ * one reference to the chain and drops it with cr_store_event_chain_release
+ * once it has read the events (its discard hook likewise).  The segment
+ * manager sends the same chain to the publisher and the indexer. */
 #ifndef CRESCENT_MSGS_STORE_MSGS_H
 #define CRESCENT_MSGS_STORE_MSGS_H
 
@@ -12,7 +12,7 @@
 
 #include "msgs/msg.h"
 
-struct cr_store_event;
+struct cr_store_event_chain;
 
 enum cr_store_msg_type {
     /* segments → publisher, segments → indexer: body cr_msg_store_event. */
@@ -26,7 +26,7 @@ enum cr_store_msg_type {
 };
 
 struct cr_msg_store_event {
-    struct cr_store_event *event; /* first of the chain; one reference each owned */
+    struct cr_store_event_chain *chain; /* one reference, owned by the receiver */
     char tenant[24];              /* tenant of every key in it; "" means "default" */
     /* The runtime clock when the chain's first event happened (0: unknown,
      * take it as now): the publisher counts its flush window from it, so an

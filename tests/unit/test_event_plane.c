@@ -93,25 +93,23 @@ static bool recv_frames(void *sock, struct frame_set *f, int timeout_ms) {
     return true;
 }
 
-static cr_store_event *make_event(cr_store_event_kind kind, const char *key) {
+/* A chain of one event, as segments sends them. */
+static cr_store_event_chain *make_event(cr_store_event_kind kind, const char *key) {
     cr_store_replica replica = {CR_REPLICA_MEMORY, cr_event_str_c("tcp://10.0.0.1:6000")};
-    cr_store_event *ev = NULL;
-    if (kind == CR_STORE_EVENT_BLOCK_STORE)
-        assert_int_equal(
-            cr_store_event_new_block_store(cr_event_str_c(key), &replica, 1, NULL, &ev), CR_OK);
-    else if (kind == CR_STORE_EVENT_BLOCK_UPDATE)
-        assert_int_equal(cr_store_event_new_block_update(cr_event_str_c(key), &replica, 1, &ev),
-                         CR_OK);
-    else
-        assert_int_equal(cr_store_event_new_remove_all(&ev), CR_OK);
-    return ev;
+    cr_store_event_chain *chain = NULL;
+    size_t need = 0;
+    assert_int_equal(cr_store_event_chain_new(0, &chain), CR_OK);
+    assert_int_equal(
+        cr_store_event_chain_add(chain, kind, cr_event_str_c(key), &replica, 1, NULL, &need),
+        CR_OK);
+    return chain;
 }
 
 /* since_ns: when the event happened, on the actors' clock (0: unknown). */
 static void publish_since(struct plane *pl, cr_store_event_kind kind, const char *key,
                           uint64_t since_ns) {
     struct cr_msg msg = {.type = CR_MSG_STORE_EVENT};
-    CR_MSG_BODY(&msg, struct cr_msg_store_event)->event = make_event(kind, key);
+    CR_MSG_BODY(&msg, struct cr_msg_store_event)->chain = make_event(kind, key);
     CR_MSG_BODY(&msg, struct cr_msg_store_event)->since_ns = since_ns;
     assert_int_equal(cr_send(pl->peers.actors[CR_SUBSYSTEM_PUBLISHER], &msg), CR_OK);
 }

@@ -36,7 +36,7 @@ struct sink {
     _Atomic uint64_t events[3];
     char last_key[64];
     _Atomic int last_key_ready;
-    /* BlockStoreEvents in arrival order, "tenant/key" ([0, records) written
+    /* BlockStoreEvents in arrival order, "tenant/key/tokens" ([0, records) written
      * before `records` is bumped). */
     char record[SINK_RECORDS][96];
     _Atomic uint32_t records;
@@ -46,23 +46,23 @@ static void sink_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     (void)self;
     struct sink *s = arg;
     if (msg->type != CR_MSG_STORE_EVENT) return;
-    for (cr_store_event *ev = CR_MSG_BODY(msg, struct cr_msg_store_event)->event, *next;
-         ev != NULL; ev = next) {
-        next = ev->next;
+    cr_store_event_chain *chain = CR_MSG_BODY(msg, struct cr_msg_store_event)->chain;
+    for (const cr_store_event *ev = chain->head; ev != NULL; ev = ev->next) {
         if (ev->kind == CR_STORE_EVENT_BLOCK_STORE && ev->key.len < sizeof(s->last_key)) {
             memcpy(s->last_key, ev->key.ptr, ev->key.len);
             s->last_key[ev->key.len] = '\0';
             atomic_store(&s->last_key_ready, 1);
             uint32_t n = atomic_load(&s->records);
             if (n < SINK_RECORDS) {
-                snprintf(s->record[n], sizeof(s->record[n]), "%.24s/%.63s",
-                         CR_MSG_BODY(msg, struct cr_msg_store_event)->tenant, s->last_key);
+                snprintf(s->record[n], sizeof(s->record[n]), "%.24s/%.63s/%zu",
+                         CR_MSG_BODY(msg, struct cr_msg_store_event)->tenant, s->last_key,
+                         ev->info.token_count);
                 atomic_store(&s->records, n + 1);
             }
         }
         atomic_fetch_add(&s->events[ev->kind], 1);
-        cr_store_event_free(ev);
     }
+    cr_store_event_chain_release(chain);
 }
 
 static const struct cr_actor_ops sink_ops = {.handle = sink_handle};
@@ -302,10 +302,12 @@ static void collector_handle(struct cr_actor *self, void *arg, struct cr_msg *ms
 static const struct cr_actor_ops collector_ops = {.handle = collector_handle};
 
 /* PutStart then PutEnd for 96 keys under three tenants (in runs of 1 to 3
- * keys, so event chains break on tenant changes), all sent at once as
+ * keys, so event chains break on tenant changes), every fifth key's block
+ * with 3000 token ids (12 KB: larger than a chain's default room, so chains
+ * also break on bytes and one is sized for it alone), all sent at once as
  * messages: every call is answered once and in order, no chain is longer
  * than its cap, and both consumers see every event, in put order, under
- * its own tenant. */
+ * its own tenant, with its tokens. */
 static void test_chained_replies_and_events_keep_order_and_tenant(void **state) {
     (void)state;
     struct fixture *f = fixture_new();
@@ -324,6 +326,13 @@ static void test_chained_replies_and_events_keep_order_and_tenant(void **state) 
     struct chained_call *calls = calloc(2 * CHAINED_KEYS, sizeof(*calls));
     assert_true(starts && ends && calls);
     Crescent__Master__ReplicateConfig cfg = CRESCENT__MASTER__REPLICATE_CONFIG__INIT;
+    static uint32_t tokens[3000];
+    _Static_assert(sizeof(tokens) > CR_STORE_EVENT_CHAIN_BYTES_DEFAULT, "one event overflows");
+    for (uint32_t t = 0; t < 3000; t++) tokens[t] = t;
+    Crescent__Master__BlockInfo block = CRESCENT__MASTER__BLOCK_INFO__INIT;
+    block.model_name = "m";
+    block.n_token_ids = 3000;
+    block.token_ids = tokens;
     for (uint32_t i = 0; i < CHAINED_KEYS; i++) {
         snprintf(keys[i], sizeof(keys[i]), "k%03u", i);
         tenant_of[i] = tenants[(i / (1 + i % 3)) % 3];
@@ -334,6 +343,7 @@ static void test_chained_replies_and_events_keep_order_and_tenant(void **state) 
         starts[i].client_id = &client_a;
         WITH_SECRET_A(starts[i]);
         starts[i].tenant_id = (char *)tenant_of[i];
+        if (i % 5 == 0) starts[i].block = &block;
         ends[i] = (Crescent__Master__PutEndRequest)CRESCENT__MASTER__PUT_END_REQUEST__INIT;
         ends[i].key = keys[i];
         ends[i].client_id = &client_a;
@@ -361,7 +371,8 @@ static void test_chained_replies_and_events_keep_order_and_tenant(void **state) 
         WAIT_FOR(atomic_load(&sinks[s]->records) == CHAINED_KEYS);
         for (uint32_t i = 0; i < CHAINED_KEYS; i++) {
             char want[64];
-            snprintf(want, sizeof(want), "%s/%s", tenant_of[i], keys[i]);
+            snprintf(want, sizeof(want), "%s/%s/%u", tenant_of[i], keys[i],
+                     i % 5 == 0 ? 3000u : 0u);
             assert_string_equal(sinks[s]->record[i], want);
         }
     }

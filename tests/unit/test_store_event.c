@@ -661,28 +661,180 @@ static void test_json_mutations_never_crash(void **state) {
     cr_event_batch_unref(batch);
 }
 
-/* Segments hands one event to two consumers: each reference is released by
- * its holder, the block with the last (ASan reports a leak or double free). */
-static void test_shared_event_refcount(void **unused) {
+/* ---- chains ------------------------------------------------------------- */
+
+/* Encodes a batch of `count` events (seq 0, ts 1.5), borrowed. */
+static cr_event_batch *encode_events(const cr_store_event *const *events, size_t count) {
+    cr_event_encoder *encoder = encoder_new(0, 0);
+    for (size_t i = 0; i < count; i++)
+        assert_int_equal(cr_event_encoder_append(encoder, events[i]), CR_OK);
+    cr_event_batch *batch = NULL;
+    assert_int_equal(cr_event_encoder_finish(encoder, 0, 1.5, &batch), CR_OK);
+    cr_event_encoder_destroy(encoder);
+    return batch;
+}
+
+/* The three kinds appended to a chain are, in order, the events that the lone
+ * constructors make from the same inputs: the same batch bytes, every inner
+ * pointer inside the chain's block, each event aligned for its header. */
+static void test_chain_holds_what_lone_events_hold(void **unused) {
+    (void)unused;
+    char key[] = "chain-key";
+    char location[] = "10.0.0.1:7000";
+    uint32_t tokens[] = {7, 8, 9, 10};
+    cr_store_replica replica = {CR_REPLICA_MEMORY, cr_event_str_c(location)};
+    cr_store_event_info info = {.model_name = cr_event_str_c("llama"), .block_size = 4,
+                                .block_hash = cr_event_str_c("h1"),
+                                .parent_block_hash = cr_event_str_c("h0"),
+                                .token_ids = tokens, .token_count = 4};
+    cr_store_event *lone[3] = {NULL, NULL, NULL};
+    assert_int_equal(
+        cr_store_event_new_block_store(cr_event_str_c(key), &replica, 1, &info, &lone[0]), CR_OK);
+    assert_int_equal(cr_store_event_new_block_update(cr_event_str_c(key), &replica, 1, &lone[1]),
+                     CR_OK);
+    assert_int_equal(cr_store_event_new_remove_all(&lone[2]), CR_OK);
+
+    cr_store_event_chain *chain = NULL;
+    size_t need = 0;
+    assert_int_equal(cr_store_event_chain_new(0, &chain), CR_OK);
+    assert_int_equal(chain->capacity, CR_STORE_EVENT_CHAIN_BYTES_DEFAULT);
+    assert_null(chain->head);
+    static const cr_store_event_kind kinds[] = {CR_STORE_EVENT_BLOCK_STORE,
+                                                CR_STORE_EVENT_BLOCK_UPDATE,
+                                                CR_STORE_EVENT_REMOVE_ALL};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(cr_store_event_chain_add(chain, kinds[i], cr_event_str_c(key), &replica,
+                                                  1, &info, &need),
+                         CR_OK);
+    key[0] = 'X', location[0] = 'X', tokens[0] = 99; /* copies, not views */
+    assert_int_equal(chain->count, 3);
+
+    const cr_store_event *chained[3];
+    size_t n = 0;
+    const uint8_t *begin = chain->bytes, *end = chain->bytes + chain->used;
+    for (const cr_store_event *ev = chain->head; ev != NULL; ev = ev->next) {
+        assert_true(n < 3);
+        assert_int_equal((uintptr_t)ev % _Alignof(cr_store_event), 0);
+        assert_true((const uint8_t *)ev >= begin && (const uint8_t *)ev + ev->size_bytes <= end);
+        const void *inner[] = {ev->key.ptr, ev->info.model_name.ptr, ev->info.block_hash.ptr,
+                               ev->info.parent_block_hash.ptr};
+        for (size_t j = 0; j < sizeof(inner) / sizeof(inner[0]); j++)
+            assert_true((const uint8_t *)inner[j] > (const uint8_t *)ev &&
+                        (const uint8_t *)inner[j] < (const uint8_t *)ev + ev->size_bytes);
+        assert_int_equal(ev->size_bytes, lone[n]->size_bytes);
+        chained[n++] = ev;
+    }
+    assert_int_equal(n, 3);
+    assert_ptr_equal(chain->tail, chained[2]);
+    assert_int_equal(chained[0]->info.token_ids[0], 7);
+    assert_int_equal(chained[1]->info.token_count, 0); /* info is a BlockStoreEvent's only */
+    assert_int_equal(chained[2]->key.len, 0);          /* a RemoveAllEvent has no key */
+
+    cr_event_batch *from_chain = encode_events(chained, 3);
+    cr_event_batch *from_lone = encode_events((const cr_store_event *const *)lone, 3);
+    assert_bytes_equal(from_chain->bytes, from_chain->len, from_lone->bytes, from_lone->len);
+    cr_event_batch_unref(from_chain);
+    cr_event_batch_unref(from_lone);
+    for (size_t i = 0; i < 3; i++) cr_store_event_free(lone[i]);
+    cr_store_event_chain_release(chain);
+}
+
+/* A full chain refuses the next event unchanged and says what a chain that
+ * holds it alone needs; a chain of exactly that room takes it. */
+static void test_chain_full_says_what_it_needs(void **unused) {
+    (void)unused;
+    cr_store_replica replica = {CR_REPLICA_DISK, cr_event_str_c("/mnt/ssd/kv")};
+    cr_store_event_chain *chain = NULL;
+    size_t need = 0;
+    assert_int_equal(cr_store_event_chain_new(512, &chain), CR_OK);
+    uint32_t added = 0;
+    int rc;
+    while ((rc = cr_store_event_chain_add(chain, CR_STORE_EVENT_BLOCK_UPDATE,
+                                          cr_event_str_c("a-key-of-some-length"), &replica, 1,
+                                          NULL, &need)) == CR_OK)
+        added++;
+    assert_int_equal(rc, CR_ERR_AGAIN);
+    assert_true(added >= 1);
+    assert_int_equal(chain->count, added);
+    size_t used = chain->used;
+    const cr_store_event *tail = chain->tail;
+
+    uint32_t tokens[600] = {0};
+    cr_store_event_info info = {.token_ids = tokens, .token_count = 600};
+    need = 0;
+    assert_int_equal(cr_store_event_chain_add(chain, CR_STORE_EVENT_BLOCK_STORE,
+                                              cr_event_str_c("big"), &replica, 1, &info, &need),
+                     CR_ERR_AGAIN);
+    assert_true(need > 600 * sizeof(uint32_t));
+    assert_int_equal(chain->count, added);
+    assert_int_equal(chain->used, used);
+    assert_ptr_equal(chain->tail, tail);
+    assert_null(chain->tail->next);
+
+    cr_store_event_chain *big = NULL;
+    size_t again = 0;
+    assert_int_equal(cr_store_event_chain_new(need, &big), CR_OK);
+    assert_int_equal(cr_store_event_chain_add(big, CR_STORE_EVENT_BLOCK_STORE,
+                                              cr_event_str_c("big"), &replica, 1, &info, &again),
+                     CR_OK);
+    assert_int_equal(big->used, need);
+    assert_int_equal(big->head->info.token_count, 600);
+    cr_store_event_chain_release(big);
+    cr_store_event_chain_release(chain);
+}
+
+/* Invalid inputs change nothing in the chain. */
+static void test_chain_refuses_invalid_events(void **unused) {
+    (void)unused;
+    cr_store_event_chain *chain = NULL;
+    size_t need = 0;
+    assert_int_equal(cr_store_event_chain_new(0, &chain), CR_OK);
+    cr_store_replica bad_type = {(cr_replica_type)7, cr_event_str_c("x")};
+    cr_event_str bad_key = {NULL, 3};
+    assert_int_equal(cr_store_event_chain_add(chain, CR_STORE_EVENT_BLOCK_UPDATE,
+                                              cr_event_str_c("k"), &bad_type, 1, NULL, &need),
+                     CR_ERR_INVALID_PARAMS);
+    assert_int_equal(cr_store_event_chain_add(chain, CR_STORE_EVENT_BLOCK_STORE, bad_key, NULL,
+                                              0, NULL, &need),
+                     CR_ERR_INVALID_PARAMS);
+    assert_int_equal(cr_store_event_chain_add(chain, CR_STORE_EVENT_BLOCK_UPDATE,
+                                              cr_event_str_c("k"), NULL, 2, NULL, &need),
+                     CR_ERR_INVALID_PARAMS);
+    assert_int_equal(chain->count, 0);
+    assert_int_equal(chain->used, 0);
+    assert_null(chain->head);
+    cr_store_event_chain_release(chain);
+}
+
+/* Segments hands one chain to two consumers: each drops its reference once,
+ * the block goes with the last (ASan reports a leak or a use after free). */
+static void test_chain_shared_by_two_holders(void **unused) {
     (void)unused;
     cr_store_replica rep = {CR_REPLICA_MEMORY, {"10.0.0.1:7000", 13}};
-    cr_store_event *event = NULL;
-    assert_int_equal(cr_store_event_new_block_update((cr_event_str){"k", 1}, &rep, 1, &event),
+    cr_store_event_chain *chain = NULL;
+    size_t need = 0;
+    assert_int_equal(cr_store_event_chain_new(0, &chain), CR_OK);
+    assert_int_equal(cr_store_event_chain_add(chain, CR_STORE_EVENT_BLOCK_UPDATE,
+                                              (cr_event_str){"k", 1}, &rep, 1, NULL, &need),
                      CR_OK);
-    assert_int_equal(atomic_load(&event->refs), 1);
-    assert_ptr_equal(cr_store_event_ref(event), event);
-    assert_int_equal(atomic_load(&event->refs), 2);
-    cr_store_event_free(event); /* the first consumer is done */
-    assert_int_equal(atomic_load(&event->refs), 1);
-    assert_int_equal(event->key.len, 1); /* still readable by the second */
-    assert_memory_equal(event->replicas[0].location.ptr, "10.0.0.1:7000", 13);
-    cr_store_event_free(event);
+    assert_int_equal(atomic_load(&chain->refs), 1);
+    assert_ptr_equal(cr_store_event_chain_ref(chain), chain);
+    assert_int_equal(atomic_load(&chain->refs), 2);
+    cr_store_event_chain_release(chain); /* the first consumer is done */
+    assert_int_equal(atomic_load(&chain->refs), 1);
+    assert_int_equal(chain->head->key.len, 1); /* still readable by the second */
+    assert_memory_equal(chain->head->replicas[0].location.ptr, "10.0.0.1:7000", 13);
+    cr_store_event_chain_release(chain);
+    cr_store_event_chain_release(NULL);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remove_all_bytes),
-        cmocka_unit_test(test_shared_event_refcount),
+        cmocka_unit_test(test_chain_holds_what_lone_events_hold),
+        cmocka_unit_test(test_chain_full_says_what_it_needs),
+        cmocka_unit_test(test_chain_refuses_invalid_events),
+        cmocka_unit_test(test_chain_shared_by_two_holders),
         cmocka_unit_test(test_block_update_bytes),
         cmocka_unit_test(test_block_store_bytes),
         cmocka_unit_test(test_block_store_defaults),

@@ -54,11 +54,7 @@ static void gateway_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
 static void events_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     (void)self, (void)arg;
     if (msg->type != CR_MSG_STORE_EVENT) return;
-    for (cr_store_event *ev = CR_MSG_BODY(msg, struct cr_msg_store_event)->event, *next;
-         ev != NULL; ev = next) {
-        next = ev->next;
-        cr_store_event_free(ev);
-    }
+    cr_store_event_chain_release(CR_MSG_BODY(msg, struct cr_msg_store_event)->chain);
 }
 
 static const struct cr_actor_ops gateway_ops = {.handle = gateway_handle};
