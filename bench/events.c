@@ -105,7 +105,9 @@ static void publish(struct plane *pl, uint64_t sent_ns) {
     cr_store_event_chain *chain;
     cr_event_str k = {key, (size_t)len};
     size_t need;
-    if (cr_store_event_chain_new(0, &chain) != CR_OK ||
+    /* A chain of one event in a 256-byte block, as segments sends a round of
+     * one store change. */
+    if (cr_store_event_chain_new(256, &chain) != CR_OK ||
         cr_store_event_chain_add(chain, CR_STORE_EVENT_BLOCK_UPDATE, k, &replica, 1, NULL,
                                  &need) != CR_OK)
         abort();
