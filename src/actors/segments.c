@@ -135,8 +135,9 @@ struct segments_state {
     uint32_t done_open;
     uint32_t done_cap;    /* calls per chain this round */
     uint32_t round_calls; /* calls handled so far this round */
-    /* Events not sent yet: each holds two references, one per consumer. */
-    cr_store_event_chain *events; /* the chain being filled; NULL when none */
+    /* Events not sent yet: the round's chain, segments' one reference (the
+     * indexer's second is taken when it is sent); NULL when none. */
+    cr_store_event_chain *events;
     uint32_t events_tenant_len;
     uint32_t events_room; /* bytes of the next chain's block (EVENT_CHAIN_BYTES_MIN..MAX) */
     char events_tenant[CR_MASTER_TENANT_MAX + 1];
