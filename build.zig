@@ -101,7 +101,12 @@ pub fn build(b: *std.Build) void {
     }
 
     // Unit tests: one executable per file, run in sequence by `zig build test`.
+    // Every test is installed before the first runs: the build runner copies
+    // an install in process, and a test spawned meanwhile by another of its
+    // threads could inherit the copy's open fd across its fork, so exec of
+    // the file being installed failed with ETXTBSY ("FileBusy", seen in CI).
     const test_step = b.step("test", "Build and run the C unit tests");
+    const tests_installed = b.step("tests-installed", "Build the C unit tests into zig-out/tests");
     var previous: ?*std.Build.Step = null;
     for (sources.tests) |test_file| {
         const exe = if (isLoopbackTest(test_file))
@@ -110,9 +115,10 @@ pub fn build(b: *std.Build) void {
             program(b, test_file, target, optimize, proto, server, libcrescent);
         exe.linkSystemLibrary("cmocka");
         const install = b.addInstallArtifact(exe, .{ .dest_dir = .{ .override = .{ .custom = "tests" } } });
+        tests_installed.dependOn(&install.step);
         const run = b.addRunArtifact(exe);
         run.has_side_effects = true; // always run and show cmocka's summary
-        run.step.dependOn(&install.step);
+        run.step.dependOn(tests_installed);
         if (previous) |p| run.step.dependOn(p); // sequential: readable output, fair timings
         previous = &run.step;
         test_step.dependOn(&run.step);
