@@ -230,6 +230,26 @@ void cr_store_event_free(cr_store_event *event) {
     free(event);
 }
 
+/* ---- shared references -------------------------------------------------- */
+
+/* A chain and an encoded batch are shared the same way: a holder takes
+ * another reference only while it holds one, so relaxed is enough; a drop
+ * is acquire-release, so the last holder frees after every other's reads
+ * (one locked instruction on x86 either way, and TSan models it, where it
+ * does not model a separate fence). */
+static void ref_take(atomic_uint *refs) {
+    unsigned before = atomic_fetch_add_explicit(refs, 1, memory_order_relaxed);
+    assert(before > 0 && before < UINT32_MAX); /* a reference must be held to take another */
+    (void)before;
+}
+
+/* Drops one reference; true when it was the last. */
+static bool ref_drop(atomic_uint *refs) {
+    unsigned before = atomic_fetch_sub_explicit(refs, 1, memory_order_acq_rel);
+    assert(before > 0);
+    return before == 1;
+}
+
 /* ---- chains ------------------------------------------------------------ */
 
 int cr_store_event_chain_new(size_t capacity, cr_store_event_chain **out) {
@@ -277,18 +297,12 @@ int cr_store_event_chain_add(cr_store_event_chain *chain, cr_store_event_kind ki
 
 cr_store_event_chain *cr_store_event_chain_ref(cr_store_event_chain *chain) {
     assert(chain != NULL);
-    unsigned before = atomic_fetch_add_explicit(&chain->refs, 1, memory_order_relaxed);
-    assert(before > 0); /* a reference must be held to take another */
-    (void)before;
+    ref_take(&chain->refs);
     return chain;
 }
 
 void cr_store_event_chain_release(cr_store_event_chain *chain) {
-    if (chain == NULL) return;
-    /* Release/acquire: the last holder frees after every other's reads. */
-    unsigned before = atomic_fetch_sub_explicit(&chain->refs, 1, memory_order_acq_rel);
-    assert(before > 0);
-    if (before == 1) free(chain);
+    if (chain != NULL && ref_drop(&chain->refs)) free(chain);
 }
 
 /* ---- encoder ----------------------------------------------------------- */
@@ -520,23 +534,10 @@ int cr_event_batch_create(uint64_t seq, const uint8_t *bytes, size_t len,
 
 cr_event_batch *cr_event_batch_ref(cr_event_batch *batch) {
     assert(batch != NULL);
-    /* Relaxed: the caller already holds a reference, so the batch is alive
-     * and its contents were published to this thread with that reference. */
-    unsigned previous = atomic_fetch_add_explicit(&batch->refcount, 1, memory_order_relaxed);
-    assert(previous > 0 && previous < UINT32_MAX);
-    (void)previous;
+    ref_take(&batch->refcount);
     return batch;
 }
 
 void cr_event_batch_unref(cr_event_batch *batch) {
-    if (batch == NULL) return;
-    /* Release: this thread's reads of the bytes happen before the free.
-     * The acquire fence on the last reference orders the free after every
-     * other holder's release. */
-    unsigned previous = atomic_fetch_sub_explicit(&batch->refcount, 1, memory_order_release);
-    assert(previous > 0);
-    if (previous == 1) {
-        atomic_thread_fence(memory_order_acquire);
-        free(batch);
-    }
+    if (batch != NULL && ref_drop(&batch->refcount)) free(batch);
 }

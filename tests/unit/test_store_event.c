@@ -38,13 +38,21 @@ static cr_event_encoder *encoder_new(uint32_t max_events, size_t capacity) {
     return encoder;
 }
 
-/* Encodes `event` alone into a batch (seq 0, ts 1.5) and frees the event. */
-static cr_event_batch *encode_one(cr_store_event *event) {
+/* Encodes a batch of `count` events (seq 0, ts 1.5), borrowed. */
+static cr_event_batch *encode_events(const cr_store_event *const *events, size_t count) {
     cr_event_encoder *encoder = encoder_new(0, 0);
-    assert_int_equal(cr_event_encoder_append(encoder, event), CR_OK);
+    for (size_t i = 0; i < count; i++)
+        assert_int_equal(cr_event_encoder_append(encoder, events[i]), CR_OK);
     cr_event_batch *batch = NULL;
     assert_int_equal(cr_event_encoder_finish(encoder, 0, 1.5, &batch), CR_OK);
     cr_event_encoder_destroy(encoder);
+    return batch;
+}
+
+/* Encodes `event` alone into a batch (seq 0, ts 1.5) and frees the event. */
+static cr_event_batch *encode_one(cr_store_event *event) {
+    const cr_store_event *events[] = {event};
+    cr_event_batch *batch = encode_events(events, 1);
     cr_store_event_free(event);
     return batch;
 }
@@ -663,16 +671,6 @@ static void test_json_mutations_never_crash(void **state) {
 
 /* ---- chains ------------------------------------------------------------- */
 
-/* Encodes a batch of `count` events (seq 0, ts 1.5), borrowed. */
-static cr_event_batch *encode_events(const cr_store_event *const *events, size_t count) {
-    cr_event_encoder *encoder = encoder_new(0, 0);
-    for (size_t i = 0; i < count; i++)
-        assert_int_equal(cr_event_encoder_append(encoder, events[i]), CR_OK);
-    cr_event_batch *batch = NULL;
-    assert_int_equal(cr_event_encoder_finish(encoder, 0, 1.5, &batch), CR_OK);
-    cr_event_encoder_destroy(encoder);
-    return batch;
-}
 
 /* The three kinds appended to a chain are, in order, the events that the lone
  * constructors make from the same inputs: the same batch bytes, every inner
