@@ -28,7 +28,7 @@
 #include <zmq.h>
 
 #include "harness.h"
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "actors/subsystems.h"
 #include "crescent/error.h"
 #include "daemon/config.h"

@@ -34,9 +34,9 @@
 #include <time.h>
 
 #include "harness.h"
-#include "actors/rpc_codec.h"
-#include "actors/rpc_methods.h"
-#include "actors/runtime.h"
+#include "rpc/rpc_codec.h"
+#include "rpc/rpc_methods.h"
+#include "runtime/runtime.h"
 #include "actors/subsystems.h"
 #include "crescent/error.h"
 #include "daemon/config.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "crescent/error.h"
 #include "harness.h"
 

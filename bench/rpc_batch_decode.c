@@ -2,7 +2,7 @@
  * (keys as bench/master_sync sends them, tenant unset: 755 bytes, the
  * batch-get/batch-exist frame) and a 32-entry BatchPutStartRequest and
  * BatchPutEndRequest as libcrescent sends them, through the hand-written
- * decoder (cr_rpc_batch_decode, src/actors/rpc_batch.c) and through the
+ * decoder (cr_rpc_batch_decode, src/rpc/rpc_batch.c) and through the
  * path it replaced on the request side (cr_rpc_prescan, cr_rpc_unpack into
  * an arena, cr_rpc_validate, then cr_rpc_batch_from_pb, which segments runs
  * on such a request now, and the arena's free), interleaved in rounds.
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/rpc_batch.h"
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_batch.h"
+#include "rpc/rpc_codec.h"
 #include "crescent/error.h"
 #include "harness.h"
 

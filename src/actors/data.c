@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "actors/data_tasks.h"
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 #include "actors/subsystems.h"
 #include "actors/task_exec.h"
 #include "core/log.h"

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "actors/curve.h"
+#include "rpc/curve.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"

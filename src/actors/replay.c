@@ -28,7 +28,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "actors/curve.h"
+#include "rpc/curve.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "core/replay_buffer.h"

@@ -23,12 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/edge.h"
-#include "actors/rpc_codec.h"
-#include "actors/rpc_methods.h"
+#include "rpc/edge.h"
+#include "rpc/rpc_codec.h"
+#include "rpc/rpc_methods.h"
 #include "actors/task_store.h"
 #include "actors/subsystems.h"
-#include "actors/wait_timer.h"
+#include "runtime/wait_timer.h"
 #include "core/log.h"
 #include "core/store.h"
 #include "crescent/error.h"

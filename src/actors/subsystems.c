@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "actors/edge.h"
+#include "rpc/edge.h"
 
 #include "core/log.h"
 #include "crescent/error.h"

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 
 struct cr_daemon_config;
 struct cr_http_front;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 #include "crescent/error.h"
 
 bool cr_task_method_creates(uint16_t method) {

@@ -48,7 +48,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 #include "actors/subsystems.h"
 #include "actors/task_store.h"
 #include "core/log.h"

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"

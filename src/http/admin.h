@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "http/front.h"
 
 struct cr_http_admin {

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "core/log.h"
 #include "crescent/error.h"
 #include "daemon/admin_token.h"

@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "core/buf.h"
 #include "http/front.h"
 

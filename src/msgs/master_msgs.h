@@ -80,7 +80,7 @@ struct cr_master_call {
      * with the call; NULL when it was unpacked with malloc (freed with
      * protobuf_c_message_free_unpacked) or is not owned. */
     void *request_arena;
-    /* A batch request read by hand (actors/rpc_batch.h), in request_arena;
+    /* A batch request read by hand (rpc/rpc_batch.h), in request_arena;
      * `request` is NULL then.  NULL for other calls: segments reads a batch
      * that came unpacked from `request`. */
     const struct cr_rpc_batch *batch;
@@ -91,7 +91,7 @@ struct cr_master_call {
     bool one_frame;       /* the request came in one frame: so does the reply */
     bool admin;           /* it carried crescentd's admin token (never set without one) */
     /* 0: its reply goes to reply_to as MASTER_DONE; k: it came from edge k-1
-     * of the segments actor (actors/edge.h), which writes the reply. */
+     * of the segments actor (rpc/edge.h), which writes the reply. */
     uint8_t edge;
     /* The request's key with its hash, for single-key methods: made by the
      * gateway after validation (cr_rpc_call_prepare_key), so segments
@@ -109,7 +109,7 @@ struct cr_master_call {
 };
 
 /* Frees the request, the reply and the call; NULL is ignored.  Defined in
- * src/actors/rpc_codec.c. */
+ * src/rpc/rpc_codec.c. */
 void cr_master_call_free(struct cr_master_call *call);
 
 /* Frees every call of a MASTER_DONE chain (cr_master_call_free each). */

@@ -21,7 +21,7 @@
 #define CR_SENDER_EXTERNAL 0xffffu
 
 enum cr_msg_flags {
-    CR_MSG_ASK = 1u << 0, /* the sender waits for cr_reply(); see actors/ask.h */
+    CR_MSG_ASK = 1u << 0, /* the sender waits for cr_reply(); see runtime/ask.h */
 };
 
 /* Message types.  0 is never valid so a zeroed message is caught. */

@@ -1,5 +1,5 @@
 /* Protobuf wire reading shared by crescentd's request decoders
- * (src/actors/rpc_codec.c, rpc_batch.c) and libcrescent's reply decoders
+ * (src/rpc/rpc_codec.c, rpc_batch.c) and libcrescent's reply decoders
  * (src/client/client_codec.c, client_decode.c): one varint reader, so the
  * two sides agree on what a varint is. */
 #ifndef CRESCENT_MSGS_PB_WIRE_H

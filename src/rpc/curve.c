@@ -9,7 +9,7 @@
  * joins it.  A thread rather than a slot in the actors' poll loops: a
  * handshake is rare, and the handler must answer even while an actor is
  * busy, or the handshake stalls. */
-#include "actors/curve.h"
+#include "rpc/curve.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -36,8 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "actors/rpc_intake.h"
-#include "actors/runtime.h"
+#include "rpc/rpc_intake.h"
+#include "runtime/runtime.h"
 #include "msgs/master_msgs.h"
 
 #define CR_EDGES_MAX 4u /* edges one segments actor serves */

@@ -37,9 +37,9 @@
 #include <sys/epoll.h>
 #include <zmq.h>
 
-#include "actors/curve.h"
-#include "actors/edge.h"
-#include "actors/rpc_codec.h"
+#include "rpc/curve.h"
+#include "rpc/edge.h"
+#include "rpc/rpc_codec.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"

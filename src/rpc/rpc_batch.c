@@ -9,12 +9,12 @@
  * decoder (tags longer than a byte, lengths of more than 3 bytes, a bool of
  * more than one byte), the decoder declines and the general path decides;
  * declining is always safe, accepting must match. */
-#include "actors/rpc_batch.h"
+#include "rpc/rpc_batch.h"
 
 #include <assert.h>
 #include <string.h>
 
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 #include "master.pb-c.h"
 #include "msgs/master_msgs.h"
 #include "msgs/pb_wire.h"

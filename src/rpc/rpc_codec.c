@@ -1,5 +1,5 @@
 /* Method table, request validation and response packing (see rpc_codec.h). */
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 #include "msgs/pb_wire.h"
 #include "msgs/rpc_frame.h"
 

@@ -1,5 +1,5 @@
 /* Direct encoding of successful replica-list responses (see rpc_fast_pack.h). */
-#include "actors/rpc_fast_pack.h"
+#include "rpc/rpc_fast_pack.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -1,15 +1,15 @@
 /* The store master's intake, shared by every endpoint (see
  * rpc_intake.h): lookup, pre-scan, decode, validation, the admin gate, and
  * the hand-over to the owning actor. */
-#include "actors/rpc_intake.h"
+#include "rpc/rpc_intake.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/rpc_batch.h"
-#include "actors/rpc_methods.h"
+#include "rpc/rpc_batch.h"
+#include "rpc/rpc_methods.h"
 #include "actors/subsystems.h"
 #include "actors/task_store.h"
 #include "core/log.h"

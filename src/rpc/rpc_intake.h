@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "actors/rpc_codec.h"
-#include "actors/runtime.h"
+#include "rpc/rpc_codec.h"
+#include "runtime/runtime.h"
 #include "core/histogram.h"
 #include "daemon/admin_token.h"
 #include "msgs/master_msgs.h"
@@ -71,7 +71,7 @@ bool cr_rpc_intake_take(struct cr_rpc_intake *in, struct cr_master_call *call,
                         const uint8_t *body, size_t len, struct cr_rpc_refusal *out);
 
 /* cr_rpc_intake_take in two halves, for an endpoint served on segments'
- * own thread (actors/edge.h), which runs segments' calls inline and
+ * own thread (rpc/edge.h), which runs segments' calls inline and
  * forwards only the others.  check: lookup, decode, validation, admin gate,
  * key (false: `out` filled, counted).  forward: the send to the owner
  * (false: `out` filled; true: in_flight counts it). */

@@ -1,5 +1,5 @@
 /* The store-master methods on the segments actor (see rpc_methods.h). */
-#include "actors/rpc_methods.h"
+#include "rpc/rpc_methods.h"
 
 #include <assert.h>
 #include <stddef.h>
@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "actors/rpc_batch.h"
-#include "actors/rpc_codec.h"
-#include "actors/rpc_fast_pack.h"
+#include "rpc/rpc_batch.h"
+#include "rpc/rpc_codec.h"
+#include "rpc/rpc_fast_pack.h"
 #include "crescent/error.h"
 #include "crescent/version.h"
 

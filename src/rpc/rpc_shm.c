@@ -1,7 +1,7 @@
 /* The same-host shared-memory endpoint, server side (see rpc_shm.h and
  * msgs/rpc_shm.h).  Single-threaded: every function runs on its owner's
  * thread. */
-#include "actors/rpc_shm.h"
+#include "rpc/rpc_shm.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "core/log.h"
 #include "crescent/error.h"
 #include "msgs/rpc_stream.h"

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "actors/edge.h"
-#include "actors/rpc_codec.h"
-#include "actors/rpc_shm.h"
+#include "rpc/edge.h"
+#include "rpc/rpc_codec.h"
+#include "rpc/rpc_shm.h"
 #include "core/log.h"
 #include "crescent/error.h"
 #include "daemon/config.h"

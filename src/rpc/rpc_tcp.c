@@ -35,7 +35,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "actors/edge.h"
+#include "rpc/edge.h"
 #include "actors/subsystems.h"
 #include "core/log.h"
 #include "crescent/error.h"

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/runtime_internal.h"
+#include "runtime/runtime_internal.h"
 #include "core/log.h"
 #include "crescent/error.h"
 

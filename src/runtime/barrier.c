@@ -7,7 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "actors/runtime_internal.h"
+#include "runtime/runtime_internal.h"
 #include "core/log.h"
 
 bool cr_barrier_asymmetric;

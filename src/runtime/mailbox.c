@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/runtime_internal.h"
+#include "runtime/runtime_internal.h"
 #include "core/log.h"
 #include "crescent/error.h"
 

@@ -142,7 +142,7 @@ struct cr_actor_ops {
      * with it.  Not called after the stop hook. */
     void (*round_end)(struct cr_actor *self, void *state);
     /* Optional, with `wait`, for an actor whose sockets carry most of its
-     * work (the segments actor serving the RPC edges, actors/edge.h): handle
+     * work (the segments actor serving the RPC edges, rpc/edge.h): handle
      * whatever input is ready without blocking and return how much work that
      * was (0: none).  The runtime then calls poll once per loop round, after
      * the mailbox and the timers and before round_end (which also runs for a

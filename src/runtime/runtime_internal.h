@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "core/spin_policy.h"
 #include "core/timer_heap.h"
 

@@ -1,6 +1,6 @@
 /* A wait hook's deadline in a timerfd armed only when it moves earlier
  * (wait_timer.h says why). */
-#include "actors/wait_timer.h"
+#include "runtime/wait_timer.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "core/log.h"
 
 bool cr_wait_timer_init(struct cr_wait_timer *t) {

@@ -1,5 +1,5 @@
 /* libFuzzer target for crescentd's hand-written decoder of the batch
- * requests (cr_rpc_batch_decode, src/actors/rpc_batch.c): BatchGetReplicaList,
+ * requests (cr_rpc_batch_decode, src/rpc/rpc_batch.c): BatchGetReplicaList,
  * BatchExistKey, BatchRemove, BatchPutStart, BatchPutEnd, BatchPutRevoke.
  *
  * Input: byte 0 picks the method (its value mod 6, in that order); the
@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "../unit/rpc_batch_check.h"
-#include "actors/rpc_methods.h"
+#include "rpc/rpc_methods.h"
 #include "core/store.h"
 #include "fuzz_store.h"
 

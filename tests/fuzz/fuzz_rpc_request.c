@@ -1,6 +1,6 @@
 /* libFuzzer target for the store-master RPC gateway's request path
- * (src/actors/rpc.c's check_frames + decode, src/actors/rpc_codec.c), and
- * the methods that run what it accepts (src/actors/rpc_methods.c) on a real
+ * (src/rpc/rpc.c's check_frames + decode, src/rpc/rpc_codec.c), and
+ * the methods that run what it accepts (src/rpc/rpc_methods.c) on a real
  * store, with no sockets.
  *
  * Input: byte 0 picks the frame layout (msgs/rpc_frame.h), the rest is the
@@ -38,8 +38,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "actors/rpc_codec.h"
-#include "actors/rpc_methods.h"
+#include "rpc/rpc_codec.h"
+#include "rpc/rpc_methods.h"
 #include "actors/task_store.h"
 #include "core/store.h"
 #include "fuzz_store.h"

@@ -1,5 +1,5 @@
 /* libFuzzer target for crescentd's read of a same-host shm client's
- * shared memory (src/actors/rpc_shm.c, layout msgs/rpc_shm.h): everything
+ * shared memory (src/rpc/rpc_shm.c, layout msgs/rpc_shm.h): everything
  * a hostile client on the host can write there.
  *
  * One server with small rings (4 KiB) and one client set up through the
@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "actors/rpc_shm.h"
+#include "rpc/rpc_shm.h"
 #include "crescent/error.h"
 #include "msgs/rpc_stream.h"
 

@@ -1,5 +1,5 @@
 /* libFuzzer target for the native RPC framing (src/msgs/rpc_stream.h), as
- * crescentd's native endpoint (src/actors/rpc_tcp.c) and libcrescent's
+ * crescentd's native endpoint (src/rpc/rpc_tcp.c) and libcrescent's
  * native transport (src/client/client_tcp.c) read it.
  *
  * Input: byte 0 picks the direction (bit 7: replies, as the client reads
@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 #include "msgs/rpc_stream.h"
 
 #define FRAMES_MAX 4096u

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "actors/rpc_methods.h"
+#include "rpc/rpc_methods.h"
 #include "core/store.h"
 #include "crescent/error.h"
 

@@ -9,7 +9,7 @@ from conftest import binary, free_port, http_get
 
 SUBSYSTEMS = ["segments", "leases", "tasks", "indexer", "publisher", "replay", "data"]
 # Served on another actor's thread, listed (and their metric families kept) as
-# stats views: the RPC endpoints, ZMQ and native, run on segments (actors/edge.h).
+# stats views: the RPC endpoints, ZMQ and native, run on segments (rpc/edge.h).
 VIEWS = {"rpc": "segments", "rpc_tcp": "segments"}
 
 
@@ -188,7 +188,7 @@ def test_help_documents_every_flag():
 def test_clean_shutdown_under_valgrind(tmp_path):
     """Start, serve, SIGTERM: no invalid access, nothing lost (issue 2's
     'clean under valgrind').  The few bytes still reachable at exit are the
-    ask slots kept for reuse (see src/actors/ask.c)."""
+    ask slots kept for reuse (see src/runtime/ask.c)."""
     import shutil
     import time
     valgrind = shutil.which("valgrind")

@@ -277,7 +277,7 @@ def test_default_address_is_best_effort_a_given_one_must_bind(daemon):
         holder.close()
 
 
-# ---- the endpoint on segments' thread (src/actors/edge.h) -------------------
+# ---- the endpoint on segments' thread (src/rpc/edge.h) -------------------
 
 def test_task_calls_over_native(daemon):
     """Calls another actor answers go there by message and come back to

@@ -552,7 +552,7 @@ def test_many_tiny_batch_entries_are_refused_before_decoding(master):
 
 def test_batch_bodies_read_by_hand_answer_as_protobuf_c_did(master):
     """The six batch requests are decoded by hand at the intake
-    (src/actors/rpc_batch.c); whatever that decoder does not take goes the
+    (src/rpc/rpc_batch.c); whatever that decoder does not take goes the
     general way (pre-scan, protobuf-c, cr_rpc_validate), so refusals keep
     their texts and the wire forms protobuf-c accepts keep working."""
     d, c = master()

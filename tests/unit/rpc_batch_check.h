@@ -1,6 +1,6 @@
 /* The check shared by tests/unit/test_rpc_batch.c and
  * tests/fuzz/fuzz_rpc_batch.c: crescentd's hand-written decoder of the
- * batch requests (cr_rpc_batch_decode, src/actors/rpc_batch.c) against the
+ * batch requests (cr_rpc_batch_decode, src/rpc/rpc_batch.c) against the
  * general path it stands in for (cr_rpc_prescan, protobuf-c's unpack,
  * cr_rpc_validate, then cr_rpc_batch_from_pb).  Wherever the decoder
  * accepts a body, the general path must accept it too and give the same
@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "actors/rpc_batch.h"
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_batch.h"
+#include "rpc/rpc_codec.h"
 #include "crescent/error.h"
 #include "msgs/master_msgs.h"
 

@@ -1,5 +1,5 @@
 /* The admin token (src/daemon/admin_token.c) and which RPCs need it
- * (cr_rpc_needs_admin in src/actors/rpc_codec.c). */
+ * (cr_rpc_needs_admin in src/rpc/rpc_codec.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 #include "daemon/admin_token.h"
 
 static void write_file(const char *path, const char *text) {

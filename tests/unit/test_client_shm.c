@@ -1,5 +1,5 @@
 /* libcrescent's shm transport (shm://NAME, src/client/client_shm.c)
- * against the server side of actors/rpc_shm.c run by a thread of the test
+ * against the server side of rpc/rpc_shm.c run by a thread of the test
  * as an actor's loop would run it (serve, flush, arm, sleep in poll):
  * calls answered, a large request crossing a small ring in pieces, the set-up
  * made only by the first call, a server that goes away, an endpoint nobody
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/rpc_shm.h"
+#include "rpc/rpc_shm.h"
 #include "crescent/client.h"
 #include "crescent/error.h"
 #include "master.pb-c.h"

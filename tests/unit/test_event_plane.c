@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "actors/subsystems.h"
 #include "client/events_follow.h"
 #include "crescent/error.h"

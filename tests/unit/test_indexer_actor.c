@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "actors/indexer_internal.h"
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "actors/subsystems.h"
 #include "crescent/error.h"
 #include "daemon/config.h"

@@ -1,5 +1,5 @@
 /* crescentd's hand-written decoder of the batch requests
- * (cr_rpc_batch_decode, src/actors/rpc_batch.c) against the general path
+ * (cr_rpc_batch_decode, src/rpc/rpc_batch.c) against the general path
  * (pre-scan, protobuf-c's unpack, cr_rpc_validate, cr_rpc_batch_from_pb):
  * random requests of the six batch methods packed by protobuf-c (0..40
  * keys or puts, keys of every varint-length class up to the 4096-byte

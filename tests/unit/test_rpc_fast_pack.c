@@ -1,4 +1,4 @@
-/* The direct encoders (src/actors/rpc_fast_pack.c) write the bytes protobuf-c
+/* The direct encoders (src/rpc/rpc_fast_pack.c) write the bytes protobuf-c
  * writes: GetReplicaListResponse and PutStartResponse over random replica
  * lists (names of every varint-length class, sizes and buffers across the
  * uint64 range, endpoints absent, empty and long), and the status-only and
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/rpc_fast_pack.h"
+#include "rpc/rpc_fast_pack.h"
 #include "master.pb-c.h"
 
 #include "random_values.h"

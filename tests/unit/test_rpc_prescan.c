@@ -1,4 +1,4 @@
-/* The RPC intake's pre-scan (cr_rpc_prescan, src/actors/rpc_codec.c): what
+/* The RPC intake's pre-scan (cr_rpc_prescan, src/rpc/rpc_codec.c): what
  * it refuses before protobuf-c allocates, and that the largest legitimate
  * request still passes.  Issue 10 item 3: protobuf-c keeps every unknown
  * field as an allocation of its own, and the pre-scan counted only field
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 
 static uint8_t *repeat3(const uint8_t unit[3], size_t n) {
     uint8_t *body = malloc(n * 3 + 1);

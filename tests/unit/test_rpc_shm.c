@@ -1,5 +1,5 @@
 /* The same-host shm RPC transport: the rings (msgs/rpc_shm.h) and the
- * server side (actors/rpc_shm.c) driven by a hand-made client in the same
+ * server side (rpc/rpc_shm.c) driven by a hand-made client in the same
  * thread, so every step is deterministic: the test writes into a ring,
  * calls serve/poll/flush, and reads what came back.  The client can
  * misbehave as a hostile one would: indices outside the ring, a frame
@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "actors/rpc_shm.h"
+#include "rpc/rpc_shm.h"
 #include "crescent/error.h"
 #include "msgs/rpc_stream.h"
 

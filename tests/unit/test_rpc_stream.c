@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "actors/rpc_codec.h"
+#include "rpc/rpc_codec.h"
 #include "msgs/rpc_stream.h"
 
 static void test_next_bounds(void **unused) {

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "crescent/error.h"
 
 #define PRODUCERS_MAX 16

@@ -15,7 +15,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "actors/runtime.h"
+#include "runtime/runtime.h"
 #include "crescent/error.h"
 
 struct probe {

@@ -1,5 +1,5 @@
 /* The store master's RPC endpoints as edges of the segments actor
- * (actors/edge.h; rpc_tcp.c and rpc.c) on a real runtime, driven over
+ * (rpc/edge.h; rpc_tcp.c and rpc.c) on a real runtime, driven over
  * loopback: segments' calls answered inline, a call the tasks actor answers
  * coming back through segments, refusals at intake, a malformed frame
  * closing only its connection, a client that closes with calls in flight,
@@ -26,8 +26,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "actors/edge.h"
-#include "actors/runtime.h"
+#include "rpc/edge.h"
+#include "runtime/runtime.h"
 #include "actors/subsystems.h"
 #include "crescent/error.h"
 #include "daemon/config.h"

@@ -16,8 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "actors/rpc_codec.h"
-#include "actors/runtime.h"
+#include "rpc/rpc_codec.h"
+#include "runtime/runtime.h"
 #include "actors/subsystems.h"
 #include "crescent/error.h"
 #include "daemon/config.h"

@@ -1,4 +1,4 @@
-/* Unit tests for src/actors/wait_timer.c: a wait hook's deadline in a
+/* Unit tests for src/runtime/wait_timer.c: a wait hook's deadline in a
  * timerfd, armed only when it moves earlier.  What matters is that a park
  * never sleeps past its deadline (a lazy send's wake, a timer) while a later
  * deadline keeps the armed timer.  Readiness is awaited with bounded polls
@@ -13,8 +13,8 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "actors/runtime.h"
-#include "actors/wait_timer.h"
+#include "runtime/runtime.h"
+#include "runtime/wait_timer.h"
 
 #define BOUND_MS 10000
 #define MS 1000000ll
