@@ -46,6 +46,7 @@ static void usage(FILE *out) {
         "Workload\n"
         "  --workload W        get | put | exist | remove | mix: the store RPC (default get)\n"
         "                      query | route: the prefix indexer's HTTP (POST /query, /route)\n"
+        "                      trace-route | trace-store: a request trace (--trace, below)\n"
         "                        get    GetReplicaList of a key of the key space (takes a lease)\n"
         "                        put    PutStart + PutEnd of a fresh key (latency: start sent to end answered)\n"
         "                        exist  ExistKey of a key of the key space\n"
@@ -71,6 +72,25 @@ static void usage(FILE *out) {
         "  --shared-prefix F   share of every prompt common to all (default 0.5)\n"
         "  --instances N       simulated publishers; prompt p is cached by p mod N (default 4)\n"
         "  --block-size N      tokens per block (default 16)\n"
+        "Trace workloads: a Mooncake FAST'25 trace (JSON Lines: timestamp, input_length,\n"
+        "output_length, hash_ids) replayed in order on one connection; a hash id is one\n"
+        "block of --block-size tokens all equal to the id; bad lines are skipped, counted\n"
+        "by cause, the first of each cause logged\n"
+        "  --workload trace-route  --instances simulated engines (vLLM publishers, max 64)\n"
+        "                      with --kv-blocks each and LRU eviction; each request goes\n"
+        "                      to POST /route, the chosen engine serves it and publishes\n"
+        "                      what it stored and evicted, then POST /load; reports the hit\n"
+        "                      rate against the best engine in hindsight and random routing,\n"
+        "                      events/s, /route p50/p99 (--http)\n"
+        "  --workload trace-store  the store as the cache pool (--rpc): per request\n"
+        "                      BatchExistKey, BatchGet of the prefix hit, BatchPut of the\n"
+        "                      misses; hit rate, evictions (the store's), keys/s, p99 per call\n"
+        "  --trace FILE        the trace\n"
+        "  --trace-speed X     X times the trace's own pace; 0: as fast as possible (default)\n"
+        "  --kv-blocks N       trace-route: KV cache blocks per engine (default 2048)\n"
+        "  --block-bytes N     trace-store: bytes per block, moved through the data plane\n"
+        "                      (e.g. 512 tokens x 12 KiB/token of Qwen2.5-0.5B in bf16 =\n"
+        "                      6291456); with --mount-fake or unset, metadata only (4 KiB)\n"
         "  --batch N           keys per request: the batch calls, one request in flight per\n"
         "                      connection (default 1: the pipelined single-key calls)\n"
         "Load\n"
@@ -138,6 +158,9 @@ static bool parse_mix(const char *text, unsigned mix[OP_KINDS]) {
 
 static bool set_workload(struct bench_options *opt, const char *name) {
     opt->workload = name;
+    opt->trace = strcmp(name, "trace-route") == 0 || strcmp(name, "trace-store") == 0;
+    opt->trace_store = strcmp(name, "trace-store") == 0;
+    if (opt->trace) return true;
     opt->values = strcmp(name, "put-bytes") == 0 || strcmp(name, "get-bytes") == 0;
     if (opt->values) name = name[0] == 'p' ? "put" : "get";
     for (int op = 0; op < OP_KINDS; op++) {
@@ -152,7 +175,8 @@ static bool set_workload(struct bench_options *opt, const char *name) {
 enum { OPT_WORKLOAD = 256, OPT_MIX, OPT_KEYS, OPT_DIST, OPT_THETA, OPT_OBJECT, OPT_BATCH,
        OPT_CONNECTIONS, OPT_DEPTH, OPT_RATE, OPT_DURATION, OPT_COUNT, OPT_WARMUP, OPT_RPC,
        OPT_TENANT, OPT_MOUNT_FAKE, OPT_FAKE_BYTES, OPT_TIMEOUT, OPT_JSON, OPT_QUIET, OPT_HELP,
-       OPT_REPORT, OPT_HTTP, OPT_PROMPTS, OPT_PROMPT_TOKENS, OPT_SHARED, OPT_INSTANCES, OPT_BLOCK_SIZE };
+       OPT_REPORT, OPT_HTTP, OPT_PROMPTS, OPT_PROMPT_TOKENS, OPT_SHARED, OPT_INSTANCES, OPT_BLOCK_SIZE,
+       OPT_TRACE, OPT_TRACE_SPEED, OPT_KV_BLOCKS, OPT_BLOCK_BYTES };
 
 static const struct option long_options[] = {
     {"workload", required_argument, 0, OPT_WORKLOAD}, {"mix", required_argument, 0, OPT_MIX},
@@ -175,6 +199,10 @@ static const struct option long_options[] = {
     {"shared-prefix", required_argument, 0, OPT_SHARED},
     {"instances", required_argument, 0, OPT_INSTANCES},
     {"block-size", required_argument, 0, OPT_BLOCK_SIZE},
+    {"trace", required_argument, 0, OPT_TRACE},
+    {"trace-speed", required_argument, 0, OPT_TRACE_SPEED},
+    {"kv-blocks", required_argument, 0, OPT_KV_BLOCKS},
+    {"block-bytes", required_argument, 0, OPT_BLOCK_BYTES},
     {0, 0, 0, 0},
 };
 
@@ -217,6 +245,10 @@ static bool apply_option(struct bench_options *opt, int c, const char *arg) {
     case OPT_SHARED: ok = parse_double(arg, 0.0, 1.0, &opt->shared_prefix); break;
     case OPT_INSTANCES: ok = parse_u64(arg, 1, 64, &u), opt->instances = (unsigned)u; break;
     case OPT_BLOCK_SIZE: ok = parse_u64(arg, 1, 1024, &u), opt->block_size = (unsigned)u; break;
+    case OPT_TRACE: opt->trace_path = arg; break;
+    case OPT_TRACE_SPEED: ok = parse_double(arg, 0.0, 1e6, &opt->trace_speed); break;
+    case OPT_KV_BLOCKS: ok = parse_u64(arg, 1, 1u << 24, &u), opt->kv_blocks = (unsigned)u; break;
+    case OPT_BLOCK_BYTES: ok = parse_u64(arg, 1, UINT64_C(1) << 30, &opt->block_bytes); break;
     default: ok = false; break;
     }
     return ok;
@@ -229,7 +261,8 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         .connections = 1, .depth = 1, .batch = 1, .keys = 10000, .zipf_theta = 0.99,
         .object_bytes = 4096, .duration_s = 5.0, .warmup_s = 1.0, .timeout_ms = 5000,
         .fake_segment_bytes = FAKE_SEGMENT_BYTES_DEFAULT, .http_address = "127.0.0.1:13333",
-        .prompt_tokens = 1024, .shared_prefix = 0.5, .instances = 4, .block_size = 16};
+        .prompt_tokens = 1024, .shared_prefix = 0.5, .instances = 4, .block_size = 16,
+        .kv_blocks = 2048};
     set_workload(opt, "get");
     bool mix_given = false, workload_mix = false, prompts_given = false, keys_given = false;
     int c;
@@ -256,6 +289,16 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         return BENCH_EXIT_USAGE;
     }
     if (workload_mix && !mix_given) parse_mix("8:1:1:0", opt->mix);
+    if (opt->trace != (opt->trace_path != NULL)) {
+        fprintf(stderr, "crescent-bench: --workload trace-route and trace-store need --trace "
+                "FILE, and --trace needs one of them\n");
+        return BENCH_EXIT_USAGE;
+    }
+    if (opt->trace) {
+        opt->mix[OP_QUERY] = opt->mix[OP_ROUTE] = 0; /* its own loop (crescent-bench_trace.c) */
+        opt->indexer = false;
+        return BENCH_EXIT_OK;
+    }
     opt->indexer = opt->mix[OP_QUERY] > 0 || opt->mix[OP_ROUTE] > 0;
     if (opt->indexer && !prompts_given) opt->keys = 1000;
     if (opt->indexer && (opt->batch > 1 || opt->mount_fake)) {
@@ -648,6 +691,7 @@ int main(int argc, char **argv) {
     }
     snprintf(r.opt.model_buf, sizeof(r.opt.model_buf), "bench-model-%s", r.opt.run_id);
     r.opt.model = r.opt.model_buf;
+    if (r.opt.trace) return bench_trace_main(&r.opt);
     struct bench_totals totals = {0};
     if (!allocate(&r, &totals)) {
         fprintf(stderr, "crescent-bench: out of memory for %u connections\n", r.opt.connections);

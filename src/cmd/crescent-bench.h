@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "core/latency_hist.h"
 #include "crescent/client.h"
 
@@ -69,6 +71,13 @@ struct bench_options {
     const char *model;
     char model_buf[48];
     bool quiet;
+    /* trace workloads (trace-route, trace-store: crescent-bench_trace*.c) */
+    const char *trace_path;
+    bool trace;                  /* a trace workload was chosen */
+    bool trace_store;            /* trace-store (else trace-route) */
+    double trace_speed;          /* x real time; 0: as fast as possible */
+    unsigned kv_blocks;          /* trace-route: each simulated engine's KV cache */
+    uint64_t block_bytes;        /* trace-store: bytes per block; 0: metadata of 4 KiB */
 };
 
 /* One error status and how often it was seen. */
@@ -178,8 +187,29 @@ void bench_sleep_until(uint64_t when_ns);
 
 /* crescent-bench_indexer.c: returns a BENCH_EXIT_* status (after a message). */
 int bench_indexer_set_up(struct bench_indexer *ix, const struct bench_options *opt);
+/* Only the publishers: checks /health, registers --instances publishers and
+ * waits until the indexer subscribed to each (what the trace workloads use). */
+int bench_indexer_open(struct bench_indexer *ix, const struct bench_options *opt);
+/* Publishes one vLLM batch (msgpack) as instance's next seq. */
+int bench_publish(struct bench_indexer *ix, unsigned instance, const void *data, size_t len);
+/* last_seq the indexer reports for the instance; -1 when none yet. */
+int64_t bench_applied_seq(struct bench_indexer *ix, unsigned instance);
+/* A whole HTTP/1.1 request (malloc'd, *len_out bytes); NULL when out of memory. */
+char *bench_format_request(const struct bench_options *opt, const char *method,
+                           const char *path, const char *body, size_t *len_out);
+/* Sends a whole request on h (connecting, or reconnecting once) and reads the
+ * answer: its status and where the body starts in h->buf. */
+int bench_http_exchange(struct bench_http *h, const struct bench_options *opt,
+                        const char *request, size_t len, int *status, size_t *body_at);
+/* A set-up call: the parsed answer of a 200, else NULL after a message. */
+json_t *bench_http_call(struct bench_http *h, const struct bench_options *opt,
+                        const char *method, const char *path, json_t *body);
 void bench_indexer_clean_up(struct bench_indexer *ix);
 void bench_indexer_run(struct bench_worker *w);
+
+/* crescent-bench_trace.c: runs --workload trace-route or trace-store and
+ * prints its report; returns a BENCH_EXIT_* status. */
+int bench_trace_main(const struct bench_options *opt);
 
 /* crescent-bench_report.c */
 /* "OBJECT_NOT_FOUND", or "HTTP_400" for an HTTP status (positive). */

@@ -106,7 +106,7 @@ static int read_response(struct bench_http *h, int *status_out, size_t *body_at)
 
 /* Sends `request` (a whole HTTP request) and reads the answer, reconnecting
  * once when a kept-alive connection turns out closed. */
-static int http_exchange(struct bench_http *h, const struct bench_options *opt,
+int bench_http_exchange(struct bench_http *h, const struct bench_options *opt,
                          const char *request, size_t len, int *status, size_t *body_at) {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (h->fd < 0) {
@@ -123,7 +123,7 @@ static int http_exchange(struct bench_http *h, const struct bench_options *opt,
     return CR_ERR_IO;
 }
 
-static char *format_request(const struct bench_options *opt, const char *method,
+char *bench_format_request(const struct bench_options *opt, const char *method,
                             const char *path, const char *body, size_t *len_out) {
     size_t body_len = body != NULL ? strlen(body) : 0;
     size_t cap = body_len + 256 + strlen(path) + strlen(opt->http_address);
@@ -139,15 +139,15 @@ static char *format_request(const struct bench_options *opt, const char *method,
 
 /* One request outside the measured run (set-up, clean-up); returns the parsed
  * JSON answer of a 200, else NULL after a message naming the route. */
-static json_t *http_call(struct bench_http *h, const struct bench_options *opt,
+json_t *bench_http_call(struct bench_http *h, const struct bench_options *opt,
                          const char *method, const char *path, json_t *body) {
     char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
     size_t len;
-    char *request = format_request(opt, method, path, text, &len);
+    char *request = bench_format_request(opt, method, path, text, &len);
     free(text);
     int status = 0;
     size_t at = 0;
-    int rc = request != NULL ? http_exchange(h, opt, request, len, &status, &at) : CR_ERR_NOMEM;
+    int rc = request != NULL ? bench_http_exchange(h, opt, request, len, &status, &at) : CR_ERR_NOMEM;
     free(request);
     if (rc != CR_OK || status != 200) {
         fprintf(stderr, "crescent-bench: %s %s on %s: %s%s\n", method, path, opt->http_address,
@@ -194,7 +194,7 @@ static void pack_prompt(const struct bench_options *opt, uint64_t p, msgpack_sbu
     msgpack_pack_nil(&pk); /* the batch's data-parallel rank */
 }
 
-static int publish(struct bench_indexer *ix, unsigned instance, const void *data, size_t len) {
+int bench_publish(struct bench_indexer *ix, unsigned instance, const void *data, size_t len) {
     uint8_t seq[8];
     uint64_t s = ix->sent[instance]++;
     for (int i = 0; i < 8; i++) seq[i] = (uint8_t)(s >> (56 - 8 * i));
@@ -206,8 +206,8 @@ static int publish(struct bench_indexer *ix, unsigned instance, const void *data
 }
 
 /* last_seq the indexer reports for our instance; -1 when none yet. */
-static int64_t applied_seq(struct bench_indexer *ix, unsigned instance) {
-    json_t *answer = http_call(&ix->control, ix->opt, "GET", "/services", NULL);
+int64_t bench_applied_seq(struct bench_indexer *ix, unsigned instance) {
+    json_t *answer = bench_http_call(&ix->control, ix->opt, "GET", "/services", NULL);
     int64_t seq = -1;
     size_t i;
     json_t *svc;
@@ -230,7 +230,7 @@ static void nap_ms(long ms) {
 }
 
 /* Registers instance i's publisher and waits for its SUB to connect. */
-static int start_publisher(struct bench_indexer *ix, unsigned i, void *zmq_ctx) {
+static int bench_start_publisher(struct bench_indexer *ix, unsigned i, void *zmq_ctx) {
     const struct bench_options *opt = ix->opt;
     char endpoint[256];
     size_t size = sizeof(endpoint);
@@ -246,15 +246,15 @@ static int start_publisher(struct bench_indexer *ix, unsigned i, void *zmq_ctx) 
     json_t *body = json_pack("{s:s, s:s, s:s, s:i, s:s, s:s}", "instance_id", ix->names[i],
                              "endpoint", endpoint, "modelname", opt->model, "block_size",
                              (int)opt->block_size, "tenant_id", opt->tenant, "type", "vLLM");
-    json_t *answer = http_call(&ix->control, opt, "POST", "/register", body);
+    json_t *answer = bench_http_call(&ix->control, opt, "POST", "/register", body);
     json_decref(body);
     if (answer == NULL) return BENCH_EXIT_UNREACHABLE;
     json_decref(answer);
     ix->registered = i + 1;
     static const uint8_t empty[] = {0x93, 0xcb, 0, 0, 0, 0, 0, 0, 0, 0, 0x90, 0xc0}; /* [0.0,[],nil] */
     for (long waited = 0; waited < PUBLISH_WAIT_MS; waited += 20) {
-        if (publish(ix, i, empty, sizeof(empty)) != CR_OK) return BENCH_EXIT_UNREACHABLE;
-        if (applied_seq(ix, i) >= 0) return BENCH_EXIT_OK;
+        if (bench_publish(ix, i, empty, sizeof(empty)) != CR_OK) return BENCH_EXIT_UNREACHABLE;
+        if (bench_applied_seq(ix, i) >= 0) return BENCH_EXIT_OK;
         nap_ms(20);
     }
     fprintf(stderr, "crescent-bench: the indexer did not subscribe to %s within %d s\n",
@@ -269,7 +269,7 @@ static int publish_prompts(struct bench_indexer *ix) {
     for (uint64_t p = 0; p < opt->keys; p++) {
         msgpack_sbuffer_clear(&sb);
         pack_prompt(opt, p, &sb);
-        if (publish(ix, (unsigned)(p % opt->instances), sb.data, sb.size) != CR_OK) {
+        if (bench_publish(ix, (unsigned)(p % opt->instances), sb.data, sb.size) != CR_OK) {
             msgpack_sbuffer_destroy(&sb);
             return BENCH_EXIT_UNREACHABLE;
         }
@@ -277,7 +277,7 @@ static int publish_prompts(struct bench_indexer *ix) {
     msgpack_sbuffer_destroy(&sb);
     for (unsigned i = 0; i < opt->instances; i++) {
         long waited = 0;
-        while (applied_seq(ix, i) < (int64_t)ix->sent[i] - 1) {
+        while (bench_applied_seq(ix, i) < (int64_t)ix->sent[i] - 1) {
             if ((waited += 20) > PUBLISH_WAIT_MS) {
                 fprintf(stderr, "crescent-bench: the indexer applied only part of %s's %" PRIu64
                         " batches within %d s\n", ix->names[i], ix->sent[i], PUBLISH_WAIT_MS / 1000);
@@ -305,7 +305,7 @@ static int encode_requests(struct bench_indexer *ix, const char *path) {
         char *text = json_dumps(body, JSON_COMPACT);
         json_decref(body);
         if (text == NULL) return BENCH_EXIT_ERRORS;
-        ix->requests[p] = format_request(opt, "POST", path, text, &ix->request_lens[p]);
+        ix->requests[p] = bench_format_request(opt, "POST", path, text, &ix->request_lens[p]);
         free(text);
         if (ix->requests[p] == NULL) return BENCH_EXIT_ERRORS;
     }
@@ -321,7 +321,7 @@ static int check_hit(struct bench_indexer *ix) {
         json_array_append_new(tokens, json_integer(token_at(opt, 0, t)));
     json_t *body = json_pack("{s:s, s:i, s:o, s:s}", "model", opt->model, "block_size",
                              (int)opt->block_size, "token_ids", tokens, "tenant_id", opt->tenant);
-    json_t *answer = http_call(&ix->control, opt, "POST", "/query", body);
+    json_t *answer = bench_http_call(&ix->control, opt, "POST", "/query", body);
     json_decref(body);
     json_t *hit = json_object_get(json_object_get(json_object_get(answer, opt->tenant),
                                                   ix->names[0]), "longest_matched");
@@ -333,7 +333,7 @@ static int check_hit(struct bench_indexer *ix) {
                 " tokens it published: /query answered %.300s\n", ix->names[0], (int64_t)want,
                 text != NULL ? text : "nothing");
         free(text);
-        json_t *services = http_call(&ix->control, opt, "GET", "/services", NULL);
+        json_t *services = bench_http_call(&ix->control, opt, "GET", "/services", NULL);
         text = services != NULL ? json_dumps(services, JSON_COMPACT) : NULL;
         fprintf(stderr, "crescent-bench: /services answered %.2000s\n", text != NULL ? text : "nothing");
         free(text);
@@ -343,7 +343,7 @@ static int check_hit(struct bench_indexer *ix) {
     return ok ? BENCH_EXIT_OK : BENCH_EXIT_UNREACHABLE;
 }
 
-int bench_indexer_set_up(struct bench_indexer *ix, const struct bench_options *opt) {
+int bench_indexer_open(struct bench_indexer *ix, const struct bench_options *opt) {
     ix->opt = opt;
     ix->control = (struct bench_http){.fd = -1, .buf = malloc(HTTP_HEAD_MAX + 1),
                                       .cap = HTTP_HEAD_MAX + 1};
@@ -354,15 +354,20 @@ int bench_indexer_set_up(struct bench_indexer *ix, const struct bench_options *o
     if (ix->control.buf == NULL || ix->zmq_ctx == NULL || ix->pubs == NULL || ix->sent == NULL ||
         ix->names == NULL)
         return fprintf(stderr, "crescent-bench: out of memory\n"), BENCH_EXIT_ERRORS;
-    json_t *health = http_call(&ix->control, opt, "GET", "/health", NULL);
+    json_t *health = bench_http_call(&ix->control, opt, "GET", "/health", NULL);
     if (health == NULL) return BENCH_EXIT_UNREACHABLE;
     json_decref(health);
     ix->reachable = true;
     for (unsigned i = 0; i < opt->instances; i++) {
-        int rc = start_publisher(ix, i, ix->zmq_ctx);
+        int rc = bench_start_publisher(ix, i, ix->zmq_ctx);
         if (rc != BENCH_EXIT_OK) return rc;
     }
-    int rc = publish_prompts(ix);
+    return BENCH_EXIT_OK;
+}
+
+int bench_indexer_set_up(struct bench_indexer *ix, const struct bench_options *opt) {
+    int rc = bench_indexer_open(ix, opt);
+    if (rc == BENCH_EXIT_OK) rc = publish_prompts(ix);
     if (rc == BENCH_EXIT_OK) rc = check_hit(ix);
     if (rc != BENCH_EXIT_OK) return rc;
     return encode_requests(ix, opt->mix[OP_ROUTE] > 0 ? "/route" : "/query");
@@ -372,7 +377,7 @@ void bench_indexer_clean_up(struct bench_indexer *ix) {
     for (unsigned i = 0; ix->reachable && i < ix->registered; i++) {
         json_t *body = json_pack("{s:s, s:s}", "instance_id", ix->names[i], "tenant_id",
                                  ix->opt->tenant);
-        json_decref(http_call(&ix->control, ix->opt, "POST", "/unregister", body));
+        json_decref(bench_http_call(&ix->control, ix->opt, "POST", "/unregister", body));
         json_decref(body);
     }
     for (unsigned i = 0; ix->pubs != NULL && i < ix->opt->instances; i++)
@@ -414,7 +419,7 @@ void bench_indexer_run(struct bench_worker *w) {
         uint64_t p = bench_pick_key(w);
         int status = 0;
         size_t at = 0;
-        int rc = http_exchange(&h, opt, ix->requests[p], ix->request_lens[p], &status, &at);
+        int rc = bench_http_exchange(&h, opt, ix->requests[p], ix->request_lens[p], &status, &at);
         if (rc == CR_OK && status != 200) rc = status; /* an HTTP status, counted by its code */
         bench_record(w, op, measured, due, 1, rc);
     }
