@@ -16,6 +16,8 @@
 #include "core/prefix_internal.h"
 #include "crescent/error.h"
 
+#define QUERY_PREFETCH 8u /* block lookups started ahead of the walk */
+
 struct walk {
     struct cr_prefix_index *index;
     const struct prefix_context *ctx;
@@ -212,9 +214,15 @@ int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
         filter_count = n;
     }
     struct walk w = {.index = index, .ctx = ctx, .s = s, .alive = s->alive};
+    /* Every block's hash is known now: start the map lookups ahead of the
+     * walk so that their cache misses overlap (they were a tenth of a query). */
+    for (size_t i = 1; i < block_count && i <= QUERY_PREFETCH; i++)
+        cr_prefix_map_prefetch(&ctx->blocks, seq_hashes[i]);
     walk_start(&w, b, locals, filter_count);
     uint32_t candidates = w.alive_count, depth = 1;
     while (w.alive_count > 0 && depth < block_count) {
+        if (depth + QUERY_PREFETCH < block_count)
+            cr_prefix_map_prefetch(&ctx->blocks, seq_hashes[depth + QUERY_PREFETCH]);
         const struct prefix_block *nb = prefix_block_find(ctx, seq_hashes[depth]);
         if (nb == NULL || walk_step(&w, nb, depth) == 0) break;
         depth++;

@@ -416,9 +416,14 @@ int cr_prefix_index_removed(struct cr_prefix_index *index, uint32_t publisher, u
         index->removes_unknown += block_count;
         return CR_OK;
     }
+    /* As in apply_stored: the lookups' cache misses overlap when started ahead. */
+    for (size_t i = 0; i < block_count && i < PREFETCH_MAX; i++)
+        cr_prefix_map_prefetch(&track->engine_to_own, engine_hashes[i]);
     for (size_t i = 0; i < block_count; i++) {
         uint64_t own;
         bool still;
+        if (i + PREFETCH_MAX < block_count)
+            cr_prefix_map_prefetch(&track->engine_to_own, engine_hashes[i + PREFETCH_MAX]);
         if (!cr_prefix_map_get(&track->engine_to_own, engine_hashes[i], &own)) {
             index->removes_unknown++;
             continue;
