@@ -259,4 +259,9 @@ void cr_store_discarded_drop_segment(cr_store *store, uint32_t segment);
  * object table.  Returns false when none of the sample could be evicted. */
 bool cr_store_evict_for_room(cr_store *store, uint64_t now_ms);
 
+/* store_segments.c: frees segment `id`'s slot, allocator and name; its
+ * objects' replicas must already be dropped (cr_store_obj_drop_segment).
+ * Used by unmount and by cr_store_destroy. */
+void cr_store_segment_release(cr_store *store, uint32_t id);
+
 #endif
