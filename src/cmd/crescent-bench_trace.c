@@ -335,10 +335,10 @@ static int trace_route(const struct bench_options *opt, const struct cr_kv_trace
     }
     double elapsed = (double)(bench_now_ns() - start) / 1e9;
     report_bad_lines(out, t);
-    fprintf(out, "trace-route: %u instances x %u blocks, block %u tokens, speed %s%.3g, "
-            "%.2f s\n", opt->instances, opt->kv_blocks, opt->block_size,
-            opt->trace_speed > 0 ? "x" : "as fast as possible", opt->trace_speed > 0 ?
-            opt->trace_speed : 0.0, elapsed);
+    char speed[48] = "as fast as possible";
+    if (opt->trace_speed > 0) snprintf(speed, sizeof(speed), "x%.3g", opt->trace_speed);
+    fprintf(out, "trace-route: %u instances x %u blocks, block %u tokens, speed %s, %.2f s\n",
+            opt->instances, opt->kv_blocks, opt->block_size, speed, elapsed);
     double b = tot->blocks > 0 ? (double)tot->blocks : 1.0;
     fprintf(out, "hit rate: routed %.2f%%, best in hindsight %.2f%%, random %.2f%% "
             "(%" PRIu64 " blocks requested)\n", 100.0 * (double)tot->hit / b,
