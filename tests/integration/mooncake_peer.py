@@ -41,7 +41,7 @@ def main():
     import mooncake.store
     store = mooncake.store.MooncakeDistributedStore()
     env = {"store": store, "ctypes": ctypes, "mooncake": mooncake, "bufs": {}}
-    print(json.dumps({"ok": "ready", "module": mooncake.store.__file__}), flush=True)
+    print(json.dumps({"ok": mooncake.store.__file__}), flush=True)  # ready
     for line in sys.stdin:
         request = json.loads(line)
         try:
