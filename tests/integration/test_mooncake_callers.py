@@ -1,0 +1,157 @@
+"""Engines' own Mooncake store code, run unmodified against crescent's
+MooncakeDistributedStore (python/compat on PYTHONPATH), storing and loading
+torch tensors between two processes that each host a segment (prefill
+writes, decode reads), bytes compared.
+
+Fixtures (tests/integration/callers/, each file byte for byte as published,
+Apache-2.0 like its project):
+- sglang_mooncake_store.py: SGLang's HiCache Mooncake backend,
+  sgl-project/sglang python/sglang/srt/mem_cache/storage/mooncake_store/
+  mooncake_store.py, the version of August 2025 (MooncakeStore(HiCacheStorage)
+  with zero-copy batch_set/batch_get; 12215 bytes).  SGLang is Apache-2.0
+  (https://github.com/sgl-project/sglang/blob/main/LICENSE).
+- vllm_v0_mooncake_store.py: vLLM's v0 store, vllm-project/vllm
+  vllm/distributed/kv_transfer/kv_lookup_buffer/mooncake_store.py at
+  fb6c0501838195b3f6d715e5a1cf0be42546d27a (SPDX header in the file).
+
+Stand-ins (tests/integration/callers/standins/, README.md there), replacing
+only framework imports that cannot be installed here:
+- sglang.srt.mem_cache.hicache_storage (HiCacheStorage, HiCacheStorageConfig)
+- vllm.config (VllmConfig), vllm.logger (init_logger),
+  vllm.distributed.kv_transfer.kv_lookup_buffer.base (KVStoreBufferBase)
+- safetensors.torch (save, load: the safetensors format; no Debian package)
+"""
+import json
+import os
+
+import pytest
+
+from conftest import free_port
+from test_mooncake_store import COMPAT, HERE, PYTHON, Peer, segments
+
+CALLERS = os.path.join(HERE, "callers")
+STANDINS = os.path.join(CALLERS, "standins")
+MiB = 1 << 20
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture
+def master(daemon):
+    rpc_port = free_port()
+    d = daemon("--rpc-address", f"tcp://127.0.0.1:{rpc_port}", "--default-kv-lease-ttl", "500")
+    d.rpc = f"127.0.0.1:{rpc_port}"
+    return d
+
+
+@pytest.fixture
+def engines():
+    started = []
+
+    def start(env=None):
+        p = Peer(pythonpath=f"{CALLERS}:{STANDINS}:{COMPAT}:{PYTHON}", env=env)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait()
+
+
+SGLANG_ENGINE = """
+import torch
+from sglang.srt.mem_cache.hicache_storage import HiCacheStorageConfig
+from sglang_mooncake_store import MooncakeStore
+cfg = HiCacheStorageConfig(tp_rank=0, tp_size=1, is_mla_model=False, extra_config={{
+    "master_server_address": "{rpc}", "local_hostname": "127.0.0.1",
+    "metadata_server": "P2PHANDSHAKE", "global_segment_size": {size},
+    "protocol": "tcp", "device_name": ""}})
+backend = MooncakeStore(cfg)
+# the host KV pool: 8 pages of K and V, 64 KiB each
+pool = torch.zeros(16, 64 * 1024, dtype=torch.uint8)
+backend.register_buffer(pool)
+bufs["backend"], bufs["pool"] = backend, pool
+result = 0
+"""
+
+
+def test_sglang_hicache_backend_prefill_to_decode(master, engines):
+    prefill, decode = engines(), engines()
+    for engine in (prefill, decode):
+        assert engine.run(SGLANG_ENGINE.format(rpc=master.rpc, size=32 * MiB)) == 0
+    assert len(segments(master)) == 2                       # each engine hosts its own
+    keys = [f"page{i}_0_{kv}" for i in range(8) for kv in ("k", "v")]
+    put = prefill.run(f"""
+import hashlib
+b, pool = bufs["backend"], bufs["pool"]
+torch.manual_seed(11)
+pool.copy_(torch.randint(0, 256, pool.shape, dtype=torch.uint8))
+keys = {keys!r}
+ptrs = [pool[i].data_ptr() for i in range(16)]
+sizes = [pool[i].numel() for i in range(16)]
+result = [b.batch_set(keys, target_locations=ptrs, target_sizes=sizes),
+          b.batch_exists([f"page{{i}}" for i in range(8)]),
+          b.set(keys[0], target_location=ptrs[0], target_sizes=sizes[0]),   # again: True
+          hashlib.sha256(pool.numpy().tobytes()).hexdigest()]
+""")
+    assert put[:3] == [True, 8, True]
+    got = decode.run(f"""
+import hashlib
+b, pool = bufs["backend"], bufs["pool"]
+keys = {keys!r}
+ptrs = [pool[i].data_ptr() for i in range(16)]
+sizes = [pool[i].numel() for i in range(16)]
+result = [b.batch_exists([f"page{{i}}" for i in range(8)] + ["page-missing"]),
+          b.batch_get(keys, ptrs, sizes),
+          hashlib.sha256(pool.numpy().tobytes()).hexdigest(),
+          b.exists("nope_0_k"),
+          b.get("nope_0_k", ptrs[0], sizes[0]),
+          b.batch_get(keys[:2] + ["nope_0_k", "nope_0_v"], ptrs[:4], sizes[:4])]
+""")
+    assert got[0] == 8                                      # consecutive pages present
+    assert got[1] == 8                                      # pages read (K and V each)
+    assert got[2] == put[3]                                 # bytes identical
+    assert got[3:] == [False, False, 1]
+
+
+VLLM_V0_ENGINE = """
+import torch
+from vllm.config import VllmConfig
+from vllm_v0_mooncake_store import MooncakeStore
+kv = MooncakeStore(VllmConfig())
+bufs["kv"] = kv
+result = 0
+"""
+
+
+def test_vllm_v0_store_prefill_to_decode(master, engines, tmp_path):
+    config = tmp_path / "mooncake.json"
+    config.write_text(json.dumps({"local_hostname": "127.0.0.1",
+                                  "metadata_server": "P2PHANDSHAKE",
+                                  "global_segment_size": 32 * MiB,
+                                  "local_buffer_size": 16 * MiB, "protocol": "tcp",
+                                  "device_name": "", "master_server_address": master.rpc}))
+    env = {"MOONCAKE_CONFIG_PATH": str(config)}
+    prefill, decode = engines(env), engines(env)
+    assert prefill.run(VLLM_V0_ENGINE) == 0 and decode.run(VLLM_V0_ENGINE) == 0
+    assert len(segments(master)) == 2
+    # decode polls for a key prefill has not stored yet: the reference's b"" -> None
+    assert decode.run("result = bufs['kv'].get('req1-layer0') is None") is True
+    sent = prefill.run("""
+import hashlib
+torch.manual_seed(3)
+t = torch.randn(2, 16, 8, 128, dtype=torch.float16)
+bufs["kv"].put("req1-layer0", t)
+result = [list(t.shape), hashlib.sha256(t.numpy().tobytes()).hexdigest()]
+""")
+    got = decode.run("""
+import hashlib
+t = bufs["kv"].get("req1-layer0")
+result = [list(t.shape), str(t.dtype), hashlib.sha256(t.numpy().tobytes()).hexdigest()]
+""")
+    assert got == [sent[0], "torch.float16", sent[1]]
+    # a duplicate put (the same request again) keeps the first value, no error
+    assert prefill.run("bufs['kv'].put('req1-layer0', torch.zeros(3)); result = 0") == 0
+    assert decode.run("result = list(bufs['kv'].get('req1-layer0').shape)") == sent[0]
