@@ -7,7 +7,6 @@ module and by crescent's read back alike.  torch is imported on first use."""
 import ctypes
 import struct
 
-from crescent._lib import lib  # noqa: F401  (keeps the import order: the library first)
 
 _MAGIC, _VERSION, _MAX_DIMS = 0x4D4F4F4E, 1, 8
 _HEADER = struct.Struct("<IHHiiIIQQ")           # TensorObjectHeader, 40 bytes

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
@@ -313,7 +312,7 @@ def test_exit_and_kill_unmount(master, peers):
     loses its segment after the master's client TTL (2 s here)."""
     a, b = peers(), peers()
     assert setup_engine(a, master) == 0 and setup_engine(b, master) == 0
-    name_a, name_b = a.call("get_hostname"), b.call("get_hostname")
+    name_b = b.call("get_hostname")
     assert a.exit() == 0                                       # stdin closed: interpreter exits
     assert set(segments(master)) == {name_b}                   # unmounted at exit, not by TTL
     b.exit(signal.SIGKILL)
