@@ -328,3 +328,49 @@ def test_remove_under_lease_and_duplicate_put(master, peers):
     assert p.call("remove", "k") == -706
     wait_for(lambda: p.call("remove", "k") == 0, "the lease to expire", timeout=20)
     assert q.call("is_exist", "k") == 0 and q.call("get", "k") == b""
+
+
+C_HOST_PROGRAM = r"""
+#include <stdio.h>
+#include <string.h>
+#include "crescent/host.h"
+int main(int argc, char **argv) {
+    struct cr_host_options o = {.master = argv[1], .segment_size = 8u << 20,
+                                .segment_name = "c-engine", .no_verbs = true,
+                                .ping_interval_ms = 100};
+    cr_host *h;
+    char error[256];
+    int rc = cr_host_start(&o, &h, error, sizeof(error));
+    if (rc != CR_OK) { fprintf(stderr, "start: %d %s\n", rc, error); return 1; }
+    printf("%s %s %s %llu\n", cr_host_segment_name(h), cr_host_endpoint(h), cr_host_protocol(h),
+           (unsigned long long)cr_host_size(h));
+    fflush(stdout);
+    char line[16];
+    if (fgets(line, sizeof(line), stdin) == NULL) return 2;   /* the test says when */
+    struct cr_host_stats st;
+    cr_host_get_stats(h, &st);
+    printf("%llu %d\n", (unsigned long long)st.pings, st.mounted);
+    return cr_host_stop(h) == CR_OK ? 0 : 3;
+}
+"""
+
+
+def test_c_api_hosts_a_segment(master, tmp_path):
+    """include/crescent/host.h for C and C++ engines: start mounts, stop unmounts."""
+    src, exe = tmp_path / "host.c", tmp_path / "host"
+    src.write_text(C_HOST_PROGRAM)
+    lib = os.path.join(ROOT, "zig-out", "lib")
+    subprocess.run(["gcc", "-std=gnu17", "-Wall", "-Werror", f"-I{ROOT}/include", str(src),
+                    f"-L{lib}", f"-Wl,-rpath,{lib}", "-lcrescent", "-o", str(exe)], check=True)
+    proc = subprocess.Popen([str(exe), f"tcp://{master.rpc}"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    name, endpoint, protocol, size = proc.stdout.readline().split()
+    assert (name, protocol, int(size)) == ("c-engine", "tcp", 8 << 20)
+    seg = segments(master)["c-engine"]
+    assert (seg["endpoint"], seg["size"]) == (endpoint, 8 << 20)
+    time.sleep(0.5)                                        # a few keep-alive pings
+    out, err = proc.communicate("stop\n", timeout=20)
+    pings, mounted = out.split()
+    assert int(pings) >= 2 and mounted == "1", err
+    assert proc.returncode == 0, err
+    assert segments(master) == {}
