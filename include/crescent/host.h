@@ -53,8 +53,24 @@ struct cr_host_options {
     bool no_shm;                /* no shared-memory transport for same-host peers */
     bool no_verbs;              /* open no RDMA device even where there is one */
     const char *rdma_devices;   /* NULL or "": every active device */
+    bool rdma_gid_index_set;    /* the RDMA GID index to route by; unset: picked by type */
+    uint8_t rdma_gid_index;
     uint32_t ping_interval_ms;  /* 0: CR_HOST_PING_INTERVAL_MS_DEFAULT */
     int timeout_ms;             /* per RPC to the master; 0: the client's default */
+    bool pin_serve_thread;      /* pin the transfer thread to CPU serve_cpu */
+    int serve_cpu;
+    /* false (engines): cr_host_start fails when the first mount fails.  true
+     * (store programs): a master that does not answer yet is not fatal, the
+     * keep-alive thread mounts once it answers; a name already mounted by
+     * another client still fails the start. */
+    bool mount_when_master_answers;
+    /* NULL: the keep-alive thread pings with cr_client_heartbeat.  Otherwise
+     * it calls this instead, on the keep-alive thread, with the host's own
+     * master client, which it must fill as cr_client_heartbeat does (status,
+     * *ttl_ms, *known) and may use for more calls; *again = true pings again
+     * at once.  crescent-store takes and runs its copy/move tasks here. */
+    int (*heartbeat)(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again);
+    void *heartbeat_arg;
 };
 
 /* Starts hosting.  Returns CR_OK and *out, or on failure (nothing left

@@ -164,7 +164,11 @@ class HostOptions(ctypes.Structure):
     _fields_ = [("master", c_char_p), ("segment_size", c_u64), ("memory", c_void_p),
                 ("segment_name", c_char_p), ("data_address", c_char_p), ("no_shm", c_bool),
                 ("no_verbs", c_bool), ("rdma_devices", c_char_p),
-                ("ping_interval_ms", ctypes.c_uint32), ("timeout_ms", c_int)]
+                ("rdma_gid_index_set", c_bool), ("rdma_gid_index", ctypes.c_uint8),
+                ("ping_interval_ms", ctypes.c_uint32), ("timeout_ms", c_int),
+                ("pin_serve_thread", c_bool), ("serve_cpu", c_int),
+                ("mount_when_master_answers", c_bool),
+                ("heartbeat", c_void_p), ("heartbeat_arg", c_void_p)]
 
 
 class HostStats(ctypes.Structure):

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,10 @@ struct cr_host {
     char segment_name[CR_XFER_SEGMENT_NAME_MAX + 1];
     char master_endpoint[CR_CLIENT_ENDPOINT_MAX + 16];
     uint32_t ping_interval_ms;
+    int (*heartbeat)(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again);
+    void *heartbeat_arg;
+    bool pin, mount_later;
+    int cpu;
     pthread_t serve_thread, keepalive_thread;
     bool serving, keeping_alive;
     atomic_bool stop;
@@ -46,8 +51,20 @@ static void set_error(char *error, size_t size, const char *fmt, ...) {
 
 /* ---- the two threads ------------------------------------------------------ */
 
+static void pin_to_cpu(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (rc != 0)
+        CR_WARN("host", "cannot pin the transfer thread to CPU %d: %s", cpu, strerror(rc));
+    else
+        CR_INFO("host", "transfer thread pinned to CPU %d", cpu);
+}
+
 static void *serve(void *arg) {
     struct cr_host *h = arg;
+    if (h->pin) pin_to_cpu(h->cpu);
     /* A short wait bounds how long cr_host_stop waits for this thread. */
     while (!atomic_load_explicit(&h->stop, memory_order_relaxed)) {
         if (cr_xfer_server_run(h->xfer, 50) < 0) {
@@ -109,8 +126,10 @@ static void *keepalive(void *arg) {
     uint64_t wait_ms = h->ping_interval_ms;
     do {
         uint64_t ttl_ms = 0;
-        bool known = true;
-        int rc = cr_client_heartbeat(h->master, &ttl_ms, &known);
+        bool known = true, again = false;
+        int rc = h->heartbeat != NULL
+                     ? h->heartbeat(h->heartbeat_arg, h->master, &ttl_ms, &known, &again)
+                     : cr_client_heartbeat(h->master, &ttl_ms, &known);
         if (rc != CR_OK) {
             atomic_fetch_add_explicit(&h->pings_failed, 1, memory_order_relaxed);
             if (!down)
@@ -130,7 +149,8 @@ static void *keepalive(void *arg) {
         }
         wait_ms = h->ping_interval_ms;
         if (ttl_ms > 0 && ttl_ms / 4 < wait_ms) wait_ms = ttl_ms / 4 > 0 ? ttl_ms / 4 : 1;
-    } while (sleep_unless_stopped(h, wait_ms));
+        if (again) wait_ms = 0; /* a full round of work: more may be waiting */
+    } while (wait_ms == 0 ? !atomic_load(&h->stop) : sleep_unless_stopped(h, wait_ms));
     return NULL;
 }
 
@@ -152,7 +172,9 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
     struct cr_xfer_server_config xc = {.tcp_address = o->data_address,
                                        .shm_disabled = o->no_shm,
                                        .verbs_disabled = o->no_verbs,
-                                       .rdma_devices = o->rdma_devices};
+                                       .rdma_devices = o->rdma_devices,
+                                       .rdma_gid_index_set = o->rdma_gid_index_set,
+                                       .rdma_gid_index = o->rdma_gid_index};
     rc = cr_xfer_server_create(&xc, &h->xfer);
     if (rc != CR_OK) {
         set_error(error, size, "cannot serve transfers on %s: %s",
@@ -208,6 +230,11 @@ int cr_host_start(const struct cr_host_options *o, cr_host **out, char *error,
     snprintf(h->master_endpoint, sizeof(h->master_endpoint), "%s", o->master);
     h->ping_interval_ms = o->ping_interval_ms ? o->ping_interval_ms
                                                : CR_HOST_PING_INTERVAL_MS_DEFAULT;
+    h->heartbeat = o->heartbeat;
+    h->heartbeat_arg = o->heartbeat_arg;
+    h->pin = o->pin_serve_thread;
+    h->cpu = o->serve_cpu;
+    h->mount_later = o->mount_when_master_answers;
     int rc = open_transfer(h, o, error, error_size);
     if (rc == CR_OK) {
         struct cr_client_options co = {.timeout_ms = o->timeout_ms};
@@ -218,6 +245,12 @@ int cr_host_start(const struct cr_host_options *o, cr_host **out, char *error,
         if (rc != CR_OK)
             set_error(error, error_size, "mount of segment '%s' at %s failed: %s",
                       h->segment_name, o->master, cr_client_last_error(h->master));
+        /* A store program outlives a master that is not up yet: the
+         * keep-alive thread mounts once it answers. */
+        if (rc != CR_OK && rc != CR_ERR_SEGMENT_ALREADY_EXISTS && h->mount_later) {
+            CR_WARN("host", "%s; mounting when the master answers", error ? error : "");
+            rc = CR_OK;
+        }
     }
     if (rc == CR_OK) rc = start_threads(h, error, error_size);
     if (rc != CR_OK) {

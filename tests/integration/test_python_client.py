@@ -245,6 +245,7 @@ int main(void) {
     O(cr_put_item, config); O(cr_version, ready);
     S(cr_host_options); S(cr_host_stats); O(cr_host_options, rdma_devices);
     O(cr_host_options, timeout_ms); O(cr_host_stats, mounted);
+    O(cr_host_options, serve_cpu); O(cr_host_options, heartbeat_arg);
     return 0;
 }
 """
@@ -281,7 +282,9 @@ def layout_mismatches(tmp_path):
           "cr_host_stats": ctypes.sizeof(_lib.HostStats),
           "cr_host_options.rdma_devices": _lib.HostOptions.rdma_devices.offset,
           "cr_host_options.timeout_ms": _lib.HostOptions.timeout_ms.offset,
-          "cr_host_stats.mounted": _lib.HostStats.mounted.offset}
+          "cr_host_stats.mounted": _lib.HostStats.mounted.offset,
+          "cr_host_options.serve_cpu": _lib.HostOptions.serve_cpu.offset,
+          "cr_host_options.heartbeat_arg": _lib.HostOptions.heartbeat_arg.offset}
     return {name: (int(c[name]), value) for name, value in py.items() if int(c[name]) != value}
 
 
