@@ -13,6 +13,9 @@ Apache-2.0 like its project):
 - vllm_v0_mooncake_store.py: vLLM's v0 store, vllm-project/vllm
   vllm/distributed/kv_transfer/kv_lookup_buffer/mooncake_store.py at
   fb6c0501838195b3f6d715e5a1cf0be42546d27a (SPDX header in the file).
+- lmcache_mooncakestore_connector.py: LMCache's Mooncake connector,
+  LMCache/LMCache lmcache/v1/storage_backend/connector/mooncakestore_connector.py
+  at 01aed921caf3d2597bbf1b6570d61a7b1a70e3a9 (SPDX header in the file).
 
 Stand-ins (tests/integration/callers/standins/, README.md there), replacing
 only framework imports that cannot be installed here:
@@ -20,6 +23,10 @@ only framework imports that cannot be installed here:
 - vllm.config (VllmConfig), vllm.logger (init_logger),
   vllm.distributed.kv_transfer.kv_lookup_buffer.base (KVStoreBufferBase)
 - safetensors.torch (save, load: the safetensors format; no Debian package)
+- lmcache.config, lmcache.logging, lmcache.utils, lmcache.v1.config,
+  lmcache.v1.memory_management, lmcache.v1.protocol,
+  lmcache.v1.storage_backend.local_cpu_backend,
+  lmcache.v1.storage_backend.connector.base_connector
 """
 import json
 import os
@@ -155,3 +162,60 @@ result = [list(t.shape), str(t.dtype), hashlib.sha256(t.numpy().tobytes()).hexdi
     # a duplicate put (the same request again) keeps the first value, no error
     assert prefill.run("bufs['kv'].put('req1-layer0', torch.zeros(3)); result = 0") == 0
     assert decode.run("result = list(bufs['kv'].get('req1-layer0').shape)") == sent[0]
+
+
+LMCACHE_ENGINE = """
+import asyncio, torch
+from lmcache.config import LMCacheEngineMetadata
+from lmcache.utils import CacheEngineKey
+from lmcache.v1.config import LMCacheEngineConfig
+from lmcache.v1.storage_backend.local_cpu_backend import LocalCPUBackend
+from lmcache_mooncakestore_connector import MooncakestoreConnector
+loop = asyncio.new_event_loop()
+conn = MooncakestoreConnector("", 0, "", loop, LocalCPUBackend(),
+                              LMCacheEngineConfig(save_chunk_meta={meta}, extra_config={{
+                                  "local_hostname": "127.0.0.1",
+                                  "metadata_server": "P2PHANDSHAKE",
+                                  "global_segment_size": {size}, "local_buffer_size": 0,
+                                  "protocol": "tcp", "device_name": "",
+                                  "master_server_address": "{rpc}",
+                                  "transfer_timeout": 30}}))
+conn.init_chunk_meta(LMCacheEngineConfig(save_chunk_meta={meta}), LMCacheEngineMetadata())
+key = lambda h: CacheEngineKey("vllm", "m", 1, 0, h)
+bufs["conn"], bufs["loop"], bufs["key"] = conn, loop, key
+result = conn.registered_buffer_ptr is not None
+"""
+
+
+@pytest.mark.parametrize("save_chunk_meta", [True, False],
+                         ids=["put_parts+batch_get_buffer", "put_from+batch_get_into"])
+def test_lmcache_connector_prefill_to_decode(master, engines, save_chunk_meta):
+    prefill, decode = engines(), engines()
+    for engine in (prefill, decode):
+        assert engine.run(LMCACHE_ENGINE.format(meta=save_chunk_meta, size=32 * MiB,
+                                                rpc=master.rpc)) is True
+    assert len(segments(master)) == 2
+    sent = prefill.run("""
+import hashlib
+from lmcache.v1.memory_management import MemoryObj
+torch.manual_seed(5)
+hashes = []
+for h in ("c0", "c1"):
+    t = torch.randn(2, 16, 64).to(torch.float16)
+    bufs["loop"].run_until_complete(bufs["conn"].put(bufs["key"](h), MemoryObj(t, 1)))
+    hashes.append(hashlib.sha256(t.numpy().tobytes()).hexdigest())
+result = hashes
+""")
+    got = decode.run("""
+import hashlib
+c, k = bufs["conn"], bufs["key"]
+objs = bufs["loop"].run_until_complete(c.batched_get([k("c0"), k("missing"), k("c1")]))
+result = [None if o is None else [list(o.tensor.shape), str(o.tensor.dtype),
+          hashlib.sha256(o.tensor.numpy().tobytes()).hexdigest()] for o in objs]
+result += [c.exists_sync(k("c0")), c.exists_sync(k("missing"))]
+bufs["loop"].run_until_complete(c.close())
+""")
+    assert got[0] == [[2, 16, 64], "torch.float16", sent[0]]
+    assert got[1] is None                                   # a missing chunk: None
+    assert got[2] == [[2, 16, 64], "torch.float16", sent[1]]
+    assert got[3:] == [1, 0]
