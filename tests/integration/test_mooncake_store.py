@@ -222,6 +222,14 @@ def test_setup_forms(master, peers):
                             "master_server_addr": master.rpc, "protocol": "tcp"}) == 0
     assert p.call("get_hostname").startswith("127.0.0.1:")
     assert p.call("health_check") == 0
+    assert p.call("close") == 0
+    # the dict exactly as vLLM v1's MooncakeStoreWorker builds it (sizes as text)
+    assert p.call("setup", {"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                            "global_segment_size": str(8 * MiB),
+                            "local_buffer_size": str(1 * MiB), "protocol": "tcp",
+                            "rdma_devices": "", "master_server_addr": master.rpc,
+                            "enable_offload": "true"}) == 0
+    assert len(segments(master)) == 1
     assert p.run("result = store.host_stats()")  # one segment, mounted
     assert p.call("close") == 0 and p.call("health_check") == 1
     # keywords as Mooncake names them
