@@ -20,7 +20,7 @@ packages=(
     python3-pip python3-setuptools
     # MooncakeDistributedStore's callers (SGLang, LMCache, vLLM) run unmodified with
     # tensors (tests/integration/test_mooncake_callers.py)
-    python3-torch python3-numpy
+    python3-torch python3-numpy python3-regex
     # leak and memory-error check of the daemon (tests/integration/test_daemon.py)
     valgrind
     # the dashboard's browser test (tests/integration/test_dashboard.py)

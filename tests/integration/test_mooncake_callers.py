@@ -13,6 +13,12 @@ Apache-2.0 like its project):
 - vllm_v0_mooncake_store.py: vLLM's v0 store, vllm-project/vllm
   vllm/distributed/kv_transfer/kv_lookup_buffer/mooncake_store.py at
   fb6c0501838195b3f6d715e5a1cf0be42546d27a (SPDX header in the file).
+- standins/vllm/distributed/kv_transfer/kv_connector/v1/mooncake/
+  mooncake_store_worker.py and mooncake_store_data.py: vLLM v1's
+  MooncakeStoreConnector worker side (store worker, transfer threads) and its
+  data classes, vllm-project/vllm at 0c7053c3abdfe3ed96306c4b24f9f17351f9ce34 and
+  45f109584e64aded03ab8012f6e87cf9c2f4b1a2 (SPDX headers in the files); in
+  vLLM's package path because of their relative imports.
 - lmcache_mooncakestore_connector.py: LMCache's Mooncake connector,
   LMCache/LMCache lmcache/v1/storage_backend/connector/mooncakestore_connector.py
   at 01aed921caf3d2597bbf1b6570d61a7b1a70e3a9 (SPDX header in the file).
@@ -23,6 +29,10 @@ only framework imports that cannot be installed here:
 - vllm.config (VllmConfig), vllm.logger (init_logger),
   vllm.distributed.kv_transfer.kv_lookup_buffer.base (KVStoreBufferBase)
 - safetensors.torch (save, load: the safetensors format; no Debian package)
+- vllm.distributed (parallel groups), vllm.distributed.kv_events,
+  vllm.utils.network_utils, vllm.utils.math_utils, vllm.v1.core.kv_cache_utils,
+  vllm.v1.serial_utils, vllm.distributed.kv_transfer.kv_connector.v1.base, and the
+  connector's scheduler module (get_zmq_rpc_path_lookup only)
 - lmcache.config, lmcache.logging, lmcache.utils, lmcache.v1.config,
   lmcache.v1.memory_management, lmcache.v1.protocol,
   lmcache.v1.storage_backend.local_cpu_backend,
@@ -219,3 +229,85 @@ bufs["loop"].run_until_complete(c.close())
     assert got[1] is None                                   # a missing chunk: None
     assert got[2] == [[2, 16, 64], "torch.float16", sent[1]]
     assert got[3:] == [1, 0]
+
+
+VLLM_V1_ENGINE = """
+import threading, torch
+from types import SimpleNamespace as NS
+from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_store_worker import (
+    KVCacheStoreRecvingThread, KVCacheStoreSendingThread, MooncakeStoreWorker)
+from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.mooncake_store_data import (
+    LoadSpec, ReqMeta)
+model = NS(model="org/llama-test", use_mla=False, get_num_layers=lambda p: 2,
+           get_total_num_kv_heads=lambda: 8)
+cfg = NS(model_config=model,
+         parallel_config=NS(data_parallel_rank=0, pipeline_parallel_size=1, rank=0),
+         kv_transfer_config=NS(kv_role="kv_both"),
+         cache_config=NS(block_size=16, num_gpu_blocks=8), kv_events_config=None)
+w = MooncakeStoreWorker(cfg)
+# the KV caches of 2 layers, K/V outermost (FlashAttention's layout), and the
+# addresses register_kv_caches computes (it needs torch>=2's untyped_storage;
+# Debian's torch is 1.13): per layer a K and a V segment, block_len bytes a block
+caches = [torch.zeros(2, 8, 16, 64, dtype=torch.float16) for _ in range(2)]
+bases, lens = [], []
+for c in caches:
+    assert w.store.register_buffer(c.data_ptr(), c.numel() * c.element_size()) == 0
+    seg = c.stride(0) * c.element_size()
+    bases += [c.data_ptr(), c.data_ptr() + seg]
+    lens += [seg // 8, seg // 8]
+w.token_database.set_kv_caches_base_addr(bases)
+w.token_database.set_block_len(lens)
+bufs.update(w=w, caches=caches, LoadSpec=LoadSpec, ReqMeta=ReqMeta,
+            Send=KVCacheStoreSendingThread, Recv=KVCacheStoreRecvingThread,
+            threading=threading, torch=torch)
+result = w.store.get_hostname()
+"""
+
+
+def test_vllm_v1_store_worker_prefill_to_decode(master, engines, tmp_path):
+    config = tmp_path / "mooncake.json"
+    config.write_text(json.dumps({"metadata_server": "P2PHANDSHAKE",
+                                  "global_segment_size": "32MB", "local_buffer_size": "1MB",
+                                  "protocol": "tcp", "device_name": "",
+                                  "master_server_address": master.rpc}))
+    env = {"MOONCAKE_CONFIG_PATH": str(config)}
+    prefill, decode = engines(env), engines(env)
+    names = {prefill.run(VLLM_V1_ENGINE), decode.run(VLLM_V1_ENGINE)}
+    assert set(segments(master)) == names                  # setup(config_dict) hosted each
+    hashes = "[b'h0', b'h1', b'h2']"
+    sent = prefill.run(f"""
+import hashlib
+w, caches = bufs["w"], bufs["caches"]
+torch.manual_seed(9)
+for c in caches:
+    c.copy_(torch.randn(c.shape).to(torch.float16))
+ready = threading.Event()
+send = bufs["Send"](w.store, w.token_database, 16, 0, w.put_step, "kv_both", ready)
+send.start(); ready.wait()
+send.add_stored_request("req1")
+send.add_request(bufs["ReqMeta"](req_id="req1", token_len_chunk=48, block_ids=[1, 3, 5],
+                                 block_hashes={hashes}, can_save=True))
+send.request_queue.join()
+result = [send.stored_requests["req1"], w.lookup(48, {hashes}),
+          [hashlib.sha256(c[:, [1, 3, 5]].numpy().tobytes()).hexdigest() for c in caches]]
+""")
+    assert sent[:2] == [0, 48]                               # stored; all 3 blocks found
+    got = decode.run(f"""
+import hashlib, time
+w, caches = bufs["w"], bufs["caches"]
+ready = threading.Event()
+recv = bufs["Recv"](w.store, w.token_database, 16, 0, ready)
+recv.start(); ready.wait()
+spec = bufs["LoadSpec"](vllm_cached_tokens=0, kvpool_cached_tokens=48, can_load=True,
+                        token_len=48)
+recv.add_request(bufs["ReqMeta"](req_id="req1", token_len_chunk=48, block_ids=[0, 2, 4],
+                                 block_hashes={hashes}, load_spec=spec))
+recv.request_queue.join()
+result = [sorted(recv.get_and_clear_finished_requests()),
+          [hashlib.sha256(c[:, [0, 2, 4]].numpy().tobytes()).hexdigest() for c in caches],
+          w.lookup(48, {hashes}), w.lookup(48, [b'x0', b'h1', b'h2']),
+          w.lookup(48, [b'h0', b'h1', b'nope'])]
+""")
+    assert got[0] == ["req1"]
+    assert got[1] == sent[2]                                 # K and V of 3 blocks, 2 layers
+    assert got[2:] == [48, 0, 32]                            # prefix lookups
