@@ -7,9 +7,12 @@ Fixtures (tests/integration/callers/, each file byte for byte as published,
 Apache-2.0 like its project):
 - sglang_mooncake_store.py: SGLang's HiCache Mooncake backend,
   sgl-project/sglang python/sglang/srt/mem_cache/storage/mooncake_store/
-  mooncake_store.py, the version of August 2025 (MooncakeStore(HiCacheStorage)
-  with zero-copy batch_set/batch_get; 12215 bytes).  SGLang is Apache-2.0
-  (https://github.com/sgl-project/sglang/blob/main/LICENSE).
+  mooncake_store.py, an early version of HiCache's Mooncake backend (2025:
+  MooncakeStore(HiCacheStorage) with zero-copy batch_set/batch_get, the
+  MC_MS_FILTERS device auto-discovery; 12215 bytes).  The exact commit was not
+  recorded: the text came from a public code index that gave none.  SGLang is
+  Apache-2.0 (https://github.com/sgl-project/sglang/blob/main/LICENSE); the
+  file itself carries no header.
 - vllm_v0_mooncake_store.py: vLLM's v0 store, vllm-project/vllm
   vllm/distributed/kv_transfer/kv_lookup_buffer/mooncake_store.py at
   fb6c0501838195b3f6d715e5a1cf0be42546d27a (SPDX header in the file).
