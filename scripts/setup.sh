@@ -18,6 +18,9 @@ packages=(
     protobuf-compiler curl
     # the Python client's `pip install ./python` (tests/integration/test_python_client.py)
     python3-pip python3-setuptools
+    # MooncakeDistributedStore's callers (SGLang, LMCache, vLLM) run unmodified with
+    # tensors (tests/integration/test_mooncake_callers.py)
+    python3-torch python3-numpy python3-regex
     # leak and memory-error check of the daemon (tests/integration/test_daemon.py)
     valgrind
     # the dashboard's browser test (tests/integration/test_dashboard.py)

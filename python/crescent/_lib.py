@@ -157,3 +157,41 @@ lib = _declare(_load())
 libc = ctypes.CDLL(None)
 libc.free.restype = None
 libc.free.argtypes = [c_void_p]
+
+
+class HostOptions(ctypes.Structure):
+    """struct cr_host_options (include/crescent/host.h)."""
+    _fields_ = [("master", c_char_p), ("segment_size", c_u64), ("memory", c_void_p),
+                ("segment_name", c_char_p), ("data_address", c_char_p), ("no_shm", c_bool),
+                ("no_verbs", c_bool), ("rdma_devices", c_char_p),
+                ("rdma_gid_index_set", c_bool), ("rdma_gid_index", ctypes.c_uint8),
+                ("ping_interval_ms", ctypes.c_uint32), ("timeout_ms", c_int),
+                ("pin_serve_thread", c_bool), ("serve_cpu", c_int),
+                ("mount_when_master_answers", c_bool),
+                ("heartbeat", c_void_p), ("heartbeat_arg", c_void_p)]
+
+
+class HostStats(ctypes.Structure):
+    _fields_ = [("pings", c_u64), ("pings_failed", c_u64), ("remounts", c_u64),
+                ("mounted", c_bool)]
+
+
+def _declare_host(lib):
+    P = ctypes.POINTER
+    sigs = {
+        "cr_host_start": (c_int, [P(HostOptions), P(c_void_p), c_char_p, c_size_t]),
+        "cr_host_stop": (c_int, [c_void_p]),
+        "cr_host_segment_name": (c_char_p, [c_void_p]),
+        "cr_host_endpoint": (c_char_p, [c_void_p]),
+        "cr_host_protocol": (c_char_p, [c_void_p]),
+        "cr_host_base": (c_void_p, [c_void_p]),
+        "cr_host_size": (c_u64, [c_void_p]),
+        "cr_host_get_stats": (None, [c_void_p, P(HostStats)]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+_declare_host(lib)

@@ -12,7 +12,8 @@ carrying the server's status and reason instead of returning a negative code
 get_into also takes a writable Python buffer (bytearray, memoryview, ctypes
 array) in place of an address and size, and the store is also usable as a
 context manager.  This process does not contribute memory: setup refuses a
-nonzero global_segment_size (crescentd's local segment or crescent-store do).
+nonzero global_segment_size (crescentd's local segment or crescent-store do;
+MooncakeDistributedStore hosts a segment in the calling process).
 """
 import ctypes
 import uuid

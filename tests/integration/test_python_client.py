@@ -233,6 +233,7 @@ LAYOUT_PROGRAM = r"""
 #include <stddef.h>
 #include <stdio.h>
 #include "crescent/client.h"
+#include "crescent/host.h"
 #define S(t) printf("%s %zu\n", #t, sizeof(struct t))
 #define O(t, f) printf("%s.%s %zu\n", #t, #f, offsetof(struct t, f))
 int main(void) {
@@ -242,6 +243,9 @@ int main(void) {
     O(cr_put_data, status); O(cr_get_buffer, len); O(cr_get_buffer, status);
     O(cr_replica_list, replicas); O(cr_buf_handle, transport_endpoint);
     O(cr_put_item, config); O(cr_version, ready);
+    S(cr_host_options); S(cr_host_stats); O(cr_host_options, rdma_devices);
+    O(cr_host_options, timeout_ms); O(cr_host_stats, mounted);
+    O(cr_host_options, serve_cpu); O(cr_host_options, heartbeat_arg);
     return 0;
 }
 """
@@ -273,7 +277,14 @@ def layout_mismatches(tmp_path):
           "cr_replica_list.replicas": _lib.ReplicaList.replicas.offset,
           "cr_buf_handle.transport_endpoint": _lib.BufHandle.transport_endpoint.offset,
           "cr_put_item.config": _lib.PutItem.config.offset,
-          "cr_version.ready": _lib.Version.ready.offset}
+          "cr_version.ready": _lib.Version.ready.offset,
+          "cr_host_options": ctypes.sizeof(_lib.HostOptions),
+          "cr_host_stats": ctypes.sizeof(_lib.HostStats),
+          "cr_host_options.rdma_devices": _lib.HostOptions.rdma_devices.offset,
+          "cr_host_options.timeout_ms": _lib.HostOptions.timeout_ms.offset,
+          "cr_host_stats.mounted": _lib.HostStats.mounted.offset,
+          "cr_host_options.serve_cpu": _lib.HostOptions.serve_cpu.offset,
+          "cr_host_options.heartbeat_arg": _lib.HostOptions.heartbeat_arg.offset}
     return {name: (int(c[name]), value) for name, value in py.items() if int(c[name]) != value}
 
 

@@ -1,0 +1,112 @@
+/* libcrescent's embedded store server: the calling process hosts a segment
+ * of its own memory in the distributed store, as Mooncake's real client does
+ * when an engine passes global_segment_size (Python: setup(...,
+ * global_segment_size=N)).
+ *
+ * cr_host_start allocates the segment (memfd, huge pages when the system has
+ * them, backed lazily), starts a transfer server (src/rdma: tcp, shm for
+ * same-host peers, verbs where an RDMA device exists) on its own thread,
+ * mounts the segment at the master under its own client id, and starts a
+ * keep-alive thread that pings the master (every ping_interval_ms, or a
+ * quarter of the master's client TTL when shorter) and remounts the segment
+ * when a ping says the master does not know this client (it restarted, or
+ * this process missed pings for longer than the TTL).  cr_host_stop unmounts,
+ * stops both threads and frees the memory: objects whose replicas lived in it
+ * are gone, as in Mooncake.  A process that exits without calling it loses
+ * its segment at the master after the client TTL.
+ *
+ * Threads: two threads per host, both created by cr_host_start and joined by
+ * cr_host_stop; the host's own cr_client is used only by them (the caller's
+ * clients are independent).  The functions below may be called from any one
+ * thread at a time.
+ *
+ * Copy/move tasks whose source is this segment are not run by the embedded
+ * host (crescent-store and crescentd's local segment run them): the master
+ * fails them after its --task-timeout-sec. */
+#ifndef CRESCENT_HOST_H
+#define CRESCENT_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crescent/client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CR_HOST_PING_INTERVAL_MS_DEFAULT 1000u
+
+typedef struct cr_host cr_host;
+
+struct cr_host_options {
+    const char *master;         /* the master's endpoint, as cr_client_open takes it */
+    uint64_t segment_size;      /* bytes, > 0 (rounded up to a page when allocated) */
+    /* NULL: the host allocates the segment (memfd; served by tcp, shm and
+     * verbs).  Otherwise the caller's memory [memory, memory + segment_size)
+     * (e.g. a file it mapped), which must stay mapped until cr_host_stop;
+     * served by tcp and verbs (shm passes only memory the host allocated). */
+    void *memory;
+    const char *segment_name;   /* NULL or "": the transfer endpoint "host:port" */
+    const char *data_address;   /* "host:port" to serve on; NULL: "127.0.0.1:0" */
+    bool no_shm;                /* no shared-memory transport for same-host peers */
+    bool no_verbs;              /* open no RDMA device even where there is one */
+    const char *rdma_devices;   /* NULL or "": every active device */
+    bool rdma_gid_index_set;    /* the RDMA GID index to route by; unset: picked by type */
+    uint8_t rdma_gid_index;
+    uint32_t ping_interval_ms;  /* 0: CR_HOST_PING_INTERVAL_MS_DEFAULT */
+    int timeout_ms;             /* per RPC to the master; 0: the client's default */
+    bool pin_serve_thread;      /* pin the transfer thread to CPU serve_cpu */
+    int serve_cpu;
+    /* false (engines): cr_host_start fails when the first mount fails.  true
+     * (store programs): a master that does not answer yet is not fatal, the
+     * keep-alive thread mounts once it answers; a name already mounted by
+     * another client still fails the start. */
+    bool mount_when_master_answers;
+    /* NULL: the keep-alive thread pings with cr_client_heartbeat.  Otherwise
+     * it calls this instead, on the keep-alive thread, with the host's own
+     * master client, which it must fill as cr_client_heartbeat does (status,
+     * *ttl_ms, *known) and may use for more calls; *again = true pings again
+     * at once.  crescent-store takes and runs its copy/move tasks here. */
+    int (*heartbeat)(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again);
+    void *heartbeat_arg;
+};
+
+/* Starts hosting.  Returns CR_OK and *out, or on failure (nothing left
+ * running, *out NULL, `error` holding a sentence naming the cause):
+ * CR_ERR_INVALID_PARAMS (no master, size 0, bad address), CR_ERR_NOMEM /
+ * CR_ERR_IO (memory, socket or thread), CR_ERR_SEGMENT_ALREADY_EXISTS (the
+ * name is mounted by another client), or the master's status for the mount
+ * (CR_ERR_TIMEOUT when it does not answer). */
+int cr_host_start(const struct cr_host_options *options, cr_host **out, char *error,
+                  size_t error_size);
+
+/* Unmounts the segment (best effort: a master that does not answer drops it
+ * after the client TTL), stops the threads and frees the memory.  Returns
+ * CR_OK, or the unmount's failure (everything is stopped and freed anyway).
+ * NULL is a no-op returning CR_OK. */
+int cr_host_stop(cr_host *host);
+
+/* The mounted segment's name, its transfer endpoint "host:port" and protocol
+ * ("tcp" or "rdma"), its memory.  Valid until cr_host_stop. */
+const char *cr_host_segment_name(const cr_host *host);
+const char *cr_host_endpoint(const cr_host *host);
+const char *cr_host_protocol(const cr_host *host);
+void *cr_host_base(const cr_host *host);
+uint64_t cr_host_size(const cr_host *host);
+
+/* Keep-alive counters (read with relaxed atomics: a snapshot). */
+struct cr_host_stats {
+    uint64_t pings;         /* answered pings */
+    uint64_t pings_failed;  /* pings the master did not answer */
+    uint64_t remounts;      /* successful remounts after the master forgot this client */
+    bool mounted;           /* the last mount or remount succeeded */
+};
+void cr_host_get_stats(const cr_host *host, struct cr_host_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,321 @@
+/* The embedded store server (include/crescent/host.h): a segment of this
+ * process's memory, served by a transfer server on its own thread and kept
+ * mounted by a keep-alive thread.  crescent-store does the same as a program
+ * (src/cmd/crescent_store.c), with the copy/move tasks on top. */
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "crescent/host.h"
+#include "rdma/xfer.h"
+
+struct cr_host {
+    struct cr_xfer_segment segment;
+    struct cr_xfer_server *xfer;
+    cr_client *master;              /* the keep-alive thread's after start */
+    char segment_name[CR_XFER_SEGMENT_NAME_MAX + 1];
+    char master_endpoint[CR_CLIENT_ENDPOINT_MAX + 16];
+    uint32_t ping_interval_ms;
+    int (*heartbeat)(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again);
+    void *heartbeat_arg;
+    bool pin, mount_later;
+    int cpu;
+    pthread_t serve_thread, keepalive_thread;
+    bool serving, keeping_alive;
+    atomic_bool stop;
+    pthread_mutex_t lock;           /* with `wake`: the keep-alive thread's sleep */
+    pthread_cond_t wake;
+    _Atomic uint64_t pings, pings_failed, remounts;
+    atomic_bool mounted;
+};
+
+static void set_error(char *error, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_error(char *error, size_t size, const char *fmt, ...) {
+    if (error == NULL || size == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error, size, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- the two threads ------------------------------------------------------ */
+
+static void pin_to_cpu(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (rc != 0)
+        CR_WARN("host", "cannot pin the transfer thread to CPU %d: %s", cpu, strerror(rc));
+    else
+        CR_INFO("host", "transfer thread pinned to CPU %d", cpu);
+}
+
+static void *serve(void *arg) {
+    struct cr_host *h = arg;
+    if (h->pin) pin_to_cpu(h->cpu);
+    /* A short wait bounds how long cr_host_stop waits for this thread. */
+    while (!atomic_load_explicit(&h->stop, memory_order_relaxed)) {
+        if (cr_xfer_server_run(h->xfer, 50) < 0) {
+            CR_ERROR("host", "the transfer server of segment '%s' failed (epoll); it no "
+                     "longer serves", h->segment_name);
+            break;
+        }
+    }
+    return NULL;
+}
+
+static struct cr_segment_spec spec_of(const struct cr_host *h) {
+    return (struct cr_segment_spec){.name = h->segment_name,
+                                    .base = (uint64_t)(uintptr_t)h->segment.base,
+                                    .size_bytes = h->segment.size,
+                                    .transport_endpoint = cr_xfer_server_endpoint(h->xfer),
+                                    .protocol = cr_xfer_server_protocol(h->xfer)};
+}
+
+static int mount(struct cr_host *h, bool again) {
+    struct cr_segment_spec spec = spec_of(h);
+    int rc = again ? cr_client_remount_segment(h->master, &spec)
+                   : cr_client_mount_segment(h->master, &spec);
+    atomic_store_explicit(&h->mounted, rc == CR_OK, memory_order_relaxed);
+    if (rc == CR_OK && again) atomic_fetch_add_explicit(&h->remounts, 1, memory_order_relaxed);
+    if (rc == CR_OK)
+        CR_INFO("host", "segment '%s' (%" PRIu64 " bytes) %s at %s, served on %s://%s",
+                h->segment_name, h->segment.size, again ? "remounted" : "mounted",
+                h->master_endpoint, spec.protocol, spec.transport_endpoint);
+    else if (again)
+        CR_WARN("host", "remount of segment '%s' at %s failed: %s (retried at the next ping)",
+                h->segment_name, h->master_endpoint, cr_client_last_error(h->master));
+    return rc;
+}
+
+/* Sleeps up to wait_ms or until cr_host_stop; returns false when stopping. */
+static bool sleep_unless_stopped(struct cr_host *h, uint64_t wait_ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)(wait_ms / 1000);
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&h->lock);
+    while (!atomic_load(&h->stop)) {
+        if (pthread_cond_timedwait(&h->wake, &h->lock, &until) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return !atomic_load(&h->stop);
+}
+
+/* Pings; remounts when the master has forgotten this client (restarted, or
+ * pings were missed past its TTL) or the last mount failed. */
+static void *keepalive(void *arg) {
+    struct cr_host *h = arg;
+    bool down = false;
+    uint64_t wait_ms = h->ping_interval_ms;
+    do {
+        uint64_t ttl_ms = 0;
+        bool known = true, again = false;
+        int rc = h->heartbeat != NULL
+                     ? h->heartbeat(h->heartbeat_arg, h->master, &ttl_ms, &known, &again)
+                     : cr_client_heartbeat(h->master, &ttl_ms, &known);
+        if (rc != CR_OK) {
+            atomic_fetch_add_explicit(&h->pings_failed, 1, memory_order_relaxed);
+            if (!down)
+                CR_WARN("host", "master %s does not answer (%s); retrying every %" PRIu64 " ms",
+                        h->master_endpoint, cr_client_last_error(h->master), wait_ms);
+            down = true;
+            continue;
+        }
+        atomic_fetch_add_explicit(&h->pings, 1, memory_order_relaxed);
+        if (down) CR_INFO("host", "master %s answers again", h->master_endpoint);
+        down = false;
+        if (!known || !atomic_load_explicit(&h->mounted, memory_order_relaxed)) {
+            if (!known)
+                CR_WARN("host", "master %s does not know this client (restarted, or pings "
+                        "were missed): remounting '%s'", h->master_endpoint, h->segment_name);
+            (void)mount(h, true);
+        }
+        wait_ms = h->ping_interval_ms;
+        if (ttl_ms > 0 && ttl_ms / 4 < wait_ms) wait_ms = ttl_ms / 4 > 0 ? ttl_ms / 4 : 1;
+        if (again) wait_ms = 0; /* a full round of work: more may be waiting */
+    } while (wait_ms == 0 ? !atomic_load(&h->stop) : sleep_unless_stopped(h, wait_ms));
+    return NULL;
+}
+
+/* ---- start and stop --------------------------------------------------------- */
+
+static int open_transfer(struct cr_host *h, const struct cr_host_options *o, char *error,
+                         size_t size) {
+    int rc = CR_OK;
+    if (o->memory != NULL) /* the caller's: fd -1 marks it not ours to free */
+        h->segment = (struct cr_xfer_segment){.base = o->memory, .size = o->segment_size,
+                                              .fd = -1};
+    else
+        rc = cr_xfer_segment_alloc(o->segment_size, &h->segment);
+    if (rc != CR_OK) {
+        set_error(error, size, "cannot allocate a %" PRIu64 "-byte segment: %s (ask for less)",
+                  o->segment_size, cr_strerror(rc));
+        return rc;
+    }
+    struct cr_xfer_server_config xc = {.tcp_address = o->data_address,
+                                       .shm_disabled = o->no_shm,
+                                       .verbs_disabled = o->no_verbs,
+                                       .rdma_devices = o->rdma_devices,
+                                       .rdma_gid_index_set = o->rdma_gid_index_set,
+                                       .rdma_gid_index = o->rdma_gid_index};
+    rc = cr_xfer_server_create(&xc, &h->xfer);
+    if (rc != CR_OK) {
+        set_error(error, size, "cannot serve transfers on %s: %s",
+                  o->data_address ? o->data_address : "127.0.0.1:0", cr_strerror(rc));
+        return rc;
+    }
+    snprintf(h->segment_name, sizeof(h->segment_name), "%s",
+             o->segment_name != NULL && o->segment_name[0] != '\0'
+                 ? o->segment_name : cr_xfer_server_endpoint(h->xfer));
+    rc = o->memory != NULL
+             ? cr_xfer_server_register(h->xfer, h->segment_name, h->segment.base, h->segment.size)
+             : cr_xfer_server_register_segment(h->xfer, h->segment_name, &h->segment);
+    if (rc != CR_OK)
+        set_error(error, size, "cannot register segment '%s': %s", h->segment_name,
+                  cr_strerror(rc));
+    return rc;
+}
+
+static int start_threads(struct cr_host *h, char *error, size_t size) {
+    int rc = pthread_create(&h->serve_thread, NULL, serve, h);
+    if (rc == 0) {
+        h->serving = true;
+        rc = pthread_create(&h->keepalive_thread, NULL, keepalive, h);
+        h->keeping_alive = rc == 0;
+    }
+    if (rc != 0) {
+        set_error(error, size, "cannot start the host's threads: %s", strerror(rc));
+        return CR_ERR_IO;
+    }
+    return CR_OK;
+}
+
+int cr_host_start(const struct cr_host_options *o, cr_host **out, char *error,
+                  size_t error_size) {
+    assert(out != NULL);
+    *out = NULL;
+    if (o == NULL || o->master == NULL || o->segment_size == 0) {
+        set_error(error, error_size, "cr_host_start needs a master endpoint and a segment size "
+                  "> 0");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    struct cr_host *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        set_error(error, error_size, "out of memory");
+        return CR_ERR_NOMEM;
+    }
+    pthread_mutex_init(&h->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    snprintf(h->master_endpoint, sizeof(h->master_endpoint), "%s", o->master);
+    h->ping_interval_ms = o->ping_interval_ms ? o->ping_interval_ms
+                                               : CR_HOST_PING_INTERVAL_MS_DEFAULT;
+    h->heartbeat = o->heartbeat;
+    h->heartbeat_arg = o->heartbeat_arg;
+    h->pin = o->pin_serve_thread;
+    h->cpu = o->serve_cpu;
+    h->mount_later = o->mount_when_master_answers;
+    int rc = open_transfer(h, o, error, error_size);
+    if (rc == CR_OK) {
+        struct cr_client_options co = {.timeout_ms = o->timeout_ms};
+        rc = cr_client_open(o->master, &co, &h->master, error, error_size);
+    }
+    if (rc == CR_OK) {
+        rc = mount(h, false);
+        if (rc != CR_OK)
+            set_error(error, error_size, "mount of segment '%s' at %s failed: %s",
+                      h->segment_name, o->master, cr_client_last_error(h->master));
+        /* A store program outlives a master that is not up yet: the
+         * keep-alive thread mounts once it answers. */
+        if (rc != CR_OK && rc != CR_ERR_SEGMENT_ALREADY_EXISTS && h->mount_later) {
+            CR_WARN("host", "%s; mounting when the master answers", error ? error : "");
+            rc = CR_OK;
+        }
+    }
+    if (rc == CR_OK) rc = start_threads(h, error, error_size);
+    if (rc != CR_OK) {
+        (void)cr_host_stop(h);
+        return rc;
+    }
+    *out = h;
+    return CR_OK;
+}
+
+int cr_host_stop(cr_host *h) {
+    if (h == NULL) return CR_OK;
+    pthread_mutex_lock(&h->lock);
+    atomic_store(&h->stop, true);
+    pthread_cond_broadcast(&h->wake);
+    pthread_mutex_unlock(&h->lock);
+    if (h->keeping_alive) pthread_join(h->keepalive_thread, NULL);
+    /* Unmount before the server stops: readers mid-transfer finish against
+     * memory that is still mapped, and no new replica lands here. */
+    int rc = CR_OK;
+    if (h->master != NULL && atomic_load(&h->mounted)) {
+        rc = cr_client_unmount_segment(h->master, h->segment_name);
+        if (rc != CR_OK)
+            CR_WARN("host", "unmount of '%s' failed: %s (the master drops it after the client "
+                    "TTL)", h->segment_name, cr_client_last_error(h->master));
+    }
+    if (h->serving) pthread_join(h->serve_thread, NULL);
+    cr_client_close(h->master);
+    cr_xfer_server_destroy(h->xfer);
+    if (h->segment.fd >= 0 && h->segment.base != NULL) cr_xfer_segment_free(&h->segment);
+    pthread_cond_destroy(&h->wake);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+    return rc;
+}
+
+const char *cr_host_segment_name(const cr_host *h) {
+    assert(h != NULL);
+    return h->segment_name;
+}
+
+const char *cr_host_endpoint(const cr_host *h) {
+    assert(h != NULL);
+    return cr_xfer_server_endpoint(h->xfer);
+}
+
+const char *cr_host_protocol(const cr_host *h) {
+    assert(h != NULL);
+    return cr_xfer_server_protocol(h->xfer);
+}
+
+void *cr_host_base(const cr_host *h) {
+    assert(h != NULL);
+    return h->segment.base;
+}
+
+uint64_t cr_host_size(const cr_host *h) {
+    assert(h != NULL);
+    return h->segment.size;
+}
+
+void cr_host_get_stats(const cr_host *h, struct cr_host_stats *out) {
+    assert(h != NULL && out != NULL);
+    out->pings = atomic_load_explicit(&h->pings, memory_order_relaxed);
+    out->pings_failed = atomic_load_explicit(&h->pings_failed, memory_order_relaxed);
+    out->remounts = atomic_load_explicit(&h->remounts, memory_order_relaxed);
+    out->mounted = atomic_load_explicit(&h->mounted, memory_order_relaxed);
+}

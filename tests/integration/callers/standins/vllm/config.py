@@ -1,0 +1,5 @@
+"""Stand-in for vllm.config (README.md in this folder)."""
+
+
+class VllmConfig:
+    pass
