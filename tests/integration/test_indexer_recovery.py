@@ -292,7 +292,7 @@ def test_body_read_in_parts_after_the_head_is_routed(daemon):
     d = start(daemon)
     body = json.dumps({"model": "m", "block_size": BS,
                        "token_ids": list(range(1, 40001))}).encode()
-    head = (f"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (f"POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
     with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s, \
             socket.create_connection(("127.0.0.1", d.port), timeout=10) as other:
