@@ -1,7 +1,9 @@
-"""Issue 28 (item 5): the HTTP front against pages on other sites.  Each test
-failed on the code before its fix."""
+"""Issue 28 (items 5, 6, 7): the HTTP front against pages on other sites, and
+persisted registrations that cannot be saved or should not be believed.  Each
+test failed on the code before its fix."""
 import http.client
 import json
+import os
 import subprocess
 import threading
 import time
@@ -176,3 +178,80 @@ fetch("{target}/register", {{method: "POST", mode: "no-cors",
     finally:
         driver.quit()
         page.shutdown()
+
+
+# ---- --state-dir (items 6 and 7) ----
+
+def start_fails(args, timeout=20):
+    """Runs crescentd expecting it to refuse to start; returns its stderr."""
+    proc = subprocess.run([binary("crescentd"), "--http-address", f"127.0.0.1:{free_port()}",
+                           "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--event-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--no-pin", *args], capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    return proc.stderr
+
+
+def post_json(port, path, body):
+    return request(port, "POST", path, body, {"Content-Type": JSON})
+
+
+def test_a_save_that_fails_refuses_the_registration(daemon, tmp_path):
+    state = tmp_path / "state"
+    d = daemon("--state-dir", str(state))
+    assert post_json(d.port, "/register", {**REG, "instance_id": "kept"})[0] == 200
+    # The temporary file cannot be created (a directory sits where it goes).
+    blocker = state / "indexer-registrations.json.tmp"
+    blocker.mkdir()
+    status, answer = post_json(d.port, "/register", REG)
+    assert status == 500 and answer["error"] == "registration not saved", answer
+    assert str(state / "indexer-registrations.json") in answer["detail"]
+    assert services(d.port) == ["kept"]
+    status, answer = post_json(d.port, "/unregister", {"instance_id": "kept"})
+    assert status == 500 and answer["error"] == "unregistration not saved", answer
+    assert services(d.port) == ["kept"]
+    blocker.rmdir()
+    d.stop()
+    # What was answered 200 is what a restart brings back, and only that.
+    d2 = daemon("--state-dir", str(state))
+    assert services(d2.port) == ["kept"]
+
+
+def test_state_dir_that_is_not_a_writable_directory_stops_the_start(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    err = start_fails(["--state-dir", str(afile)])
+    assert str(afile) in err and "not a directory" in err
+
+
+def test_fifo_as_state_or_config_file_does_not_hang_the_start(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    os.mkfifo(state / "indexer-registrations.json")
+    err = start_fails(["--state-dir", str(state)])
+    assert str(state / "indexer-registrations.json") in err and "FIFO" in err
+    os.mkfifo(tmp_path / "conductor_config.json")
+    err = start_fails(["--indexer-config", str(tmp_path / "conductor_config.json")])
+    assert "conductor_config.json" in err and "FIFO" in err
+
+
+@pytest.mark.parametrize("endpoint", ["tcp://169.254.169.254:80", "own-rpc"])
+def test_saved_registrations_are_checked_like_register(tmp_path, endpoint):
+    state = tmp_path / "state"
+    state.mkdir()
+    rpc_port = free_port()
+    if endpoint == "own-rpc":
+        endpoint = f"tcp://127.0.0.1:{rpc_port}"
+    saved = {"kvevent_instance": {"x|default|0": {**REG, "instance_id": "x",
+                                                  "endpoint": endpoint}}}
+    (state / "indexer-registrations.json").write_text(json.dumps(saved))
+    proc = subprocess.run([binary("crescentd"), "--http-address", f"127.0.0.1:{free_port()}",
+                           "--rpc-address", f"tcp://127.0.0.1:{rpc_port}",
+                           "--event-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+                           "--no-pin", "--state-dir", str(state)],
+                          capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 2, proc.stderr
+    assert "indexer-registrations.json" in proc.stderr and "x|default|0" in proc.stderr
+    assert endpoint in proc.stderr
