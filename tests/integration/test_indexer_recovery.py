@@ -158,6 +158,8 @@ def test_engine_hash_bound_per_publisher(daemon):
         # The run past the bound is refused; the chain's later runs, whose
         # parent was refused, are orphans.
         assert s["counters"]["engine_bound_refusals"] >= 1
+        # Counted once, as a refusal: the batches are well-formed (#28 item 10).
+        assert s["counters"]["malformed_batches"] == 0
         assert held(d.port, chain, "flood") == 100
         other = kp.Chain(BS, base=5000)
         good.send(other.next_batch())
