@@ -1,6 +1,6 @@
-"""Issue 28 (items 5, 6, 7): the HTTP front against pages on other sites, and
-persisted registrations that cannot be saved or should not be believed.  Each
-test failed on the code before its fix."""
+"""Issue 28 (items 5, 6, 7, 10): the HTTP front against pages on other sites,
+persisted registrations that cannot be saved or should not be believed, and
+memory given back after a spike.  Each test failed on the code before its fix."""
 import http.client
 import json
 import os
@@ -12,6 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import binary, free_port, http_get
+from master_client import MasterClient
+from test_hardening_core import _rss_kb
+from test_store_master import start_master
 
 REG = {"instance_id": "vllm-0", "endpoint": "tcp://10.0.0.7:5557", "type": "vLLM",
        "modelname": "m", "block_size": 16}
@@ -255,3 +258,43 @@ def test_saved_registrations_are_checked_like_register(tmp_path, endpoint):
     assert proc.returncode == 2, proc.stderr
     assert "indexer-registrations.json" in proc.stderr and "x|default|0" in proc.stderr
     assert endpoint in proc.stderr
+
+
+# ---- memory given back (item 10) ----
+
+def _metric(port, name):
+    status, body = http_get(port, "/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
+def test_memory_is_given_back_after_remove_all(daemon):
+    """RemoveAll frees every key (here 4 KB each, 160 MB in all) into glibc's
+    free lists, which kept it: RSS stayed at its peak for good."""
+    d, rpc = start_master(daemon, "--client-ttl", "600", "--replay-bytes-mb", "1",
+                          "--replay-batches", "64")
+    base = _rss_kb(d.proc.pid, "VmRSS")
+    with MasterClient(rpc, client_id=(7, 7)) as c:
+        c.mount_segment("s", 64 << 30)
+        keys = [f"{i:08d}" + "k" * 3992 for i in range(40_000)]
+        for i in range(0, len(keys), 1024):
+            chunk = keys[i:i + 1024]
+            c.batch_put_start([(k, 4096) for k in chunk])
+            c.batch_put_end(chunk)
+        peak = _rss_kb(d.proc.pid, "VmRSS")
+        assert c.remove_all(force=True).removed_count == len(keys)
+    grown = peak - base
+    assert grown > 128 * 1024, f"the spike was only {grown} kB: too small to tell"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        after = _rss_kb(d.proc.pid, "VmRSS")
+        if after - base < grown // 2:
+            break
+        time.sleep(0.5)
+    print(f"RSS: base {base // 1024} MB, peak {peak // 1024} MB, after {after // 1024} MB")
+    assert after - base < grown // 2, (base, peak, after)
+    assert _metric(d.port, "crescent_leases_heap_trims_total") >= 1
+    assert _metric(d.port, "crescent_leases_heap_released_bytes_total") > grown * 1024 // 2
