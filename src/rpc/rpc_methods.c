@@ -757,7 +757,9 @@ static int m_remove_all(struct cr_rpc_run *run, struct cr_master_call *call,
     Crescent__Master__RemoveAllResponse resp = CRESCENT__MASTER__REMOVE_ALL_RESPONSE__INIT;
     resp.has_removed_count = 1;
     resp.removed_count =
-        (int64_t)cr_store_remove_all(run->store, req->tenant_id, req->force, run->now_ms);
+        run->remove_all != NULL
+            ? (int64_t)run->remove_all->removed
+            : (int64_t)cr_store_remove_all(run->store, req->tenant_id, req->force, run->now_ms);
     finish(call, a, &resp.base);
     return CR_OK;
 }
@@ -900,6 +902,17 @@ bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant
         return true;
     }
     return false;
+}
+
+bool cr_rpc_methods_remove_all(const struct cr_master_call *call, const char **tenant,
+                               bool *force) {
+    assert(call != NULL && tenant != NULL && force != NULL);
+    if (call->request == NULL || call->method != CRESCENT__MASTER__METHOD__REMOVE_ALL)
+        return false;
+    const Crescent__Master__RemoveAllRequest *req = (const void *)call->request;
+    *tenant = req->tenant_id;
+    *force = req->force;
+    return true;
 }
 
 int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call) {

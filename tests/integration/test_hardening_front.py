@@ -1,6 +1,7 @@
-"""Issue 28 (items 5, 6, 7, 10): the HTTP front against pages on other sites,
-persisted registrations that cannot be saved or should not be believed, and
-memory given back after a spike.  Each test failed on the code before its fix."""
+"""Issue 28 (items 5, 6, 7, 9, 10): the HTTP front against pages on other
+sites, persisted registrations that cannot be saved or should not be believed,
+whole-table calls in slices, and memory given back after a spike.  Each test
+failed on the code before its fix."""
 import http.client
 import json
 import os
@@ -258,6 +259,29 @@ def test_saved_registrations_are_checked_like_register(tmp_path, endpoint):
     assert proc.returncode == 2, proc.stderr
     assert "indexer-registrations.json" in proc.stderr and "x|default|0" in proc.stderr
     assert endpoint in proc.stderr
+
+
+# ---- whole-table calls in slices (item 9; the timings are in bench/store_slices) ----
+
+def test_remove_all_and_listing_run_in_slices(daemon):
+    d, rpc = start_master(daemon, "--client-ttl", "600")
+    with MasterClient(rpc, client_id=(8, 8)) as c:
+        c.mount_segment("s", 1 << 30)
+        keys = [f"key-{i:06d}" for i in range(70_000)]
+        for i in range(0, len(keys), 4096):
+            chunk = keys[i:i + 4096]
+            c.batch_put_start([(k, 1024) for k in chunk])
+            c.batch_put_end(chunk)
+        # A prefix that matches nothing: two slices of 65536 slots, one answer.
+        status, body = http_get(d.port, "/api/v1/objects?prefix=nomatch")
+        assert status == 200 and json.loads(body) == {"count": 0, "truncated": False,
+                                                       "objects": []}
+        status, body = http_get(d.port, "/api/v1/objects?prefix=key-06999&limit=1000")
+        got = sorted(o["key"] for o in json.loads(body)["objects"])
+        assert got == [f"key-06999{i}" for i in range(10)], got
+        assert c.remove_all(force=True).removed_count == len(keys)
+        assert not c.exist_key(keys[-1]).exists
+    assert _metric(d.port, "crescent_segments_remove_all_slices_total") >= 70_000 // 8192
 
 
 # ---- memory given back (item 10) ----
