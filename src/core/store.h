@@ -194,7 +194,16 @@ int cr_store_client_issue_secret(cr_store *store, const struct cr_uuid *client,
                                  const uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES],
                                  bool *issued);
 
-/* Whether `client` is known and has no secret yet (one is due). */
+/* Names the connection the calls that follow come on (a tag the caller
+ * makes from its transport's peer identity; 0 by default).  A client is
+ * bound to the connection of the call that first makes it known (its first
+ * Mount or PutStart), and its secret is issued only on that connection: a
+ * Ping with a put-only client's id from another connection is not given
+ * the secret (it was, and the real client was then locked out). */
+void cr_store_set_caller(cr_store *store, uint64_t conn);
+
+/* Whether `client` is known, has no secret yet (one is due) and is bound to
+ * the current caller's connection (cr_store_set_caller). */
 bool cr_store_client_wants_secret(const cr_store *store, const struct cr_uuid *client);
 
 /* Checks `secret` (len bytes, NULL/0: none) against the one `client` was

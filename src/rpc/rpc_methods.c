@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <xxhash.h>
 
 #include "rpc/rpc_batch.h"
 #include "rpc/rpc_codec.h"
@@ -919,6 +920,12 @@ int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call) {
     assert(run != NULL && run->store != NULL && run->arena != NULL);
     assert(call != NULL && (call->request != NULL || call->batch != NULL));
     assert(call->reply == NULL);
+    /* The call's connection (its edge and the peer identity the edge gave
+     * it), for the store to bind new clients and issue secrets to their own
+     * connection only: one hash of at most CR_MASTER_IDENTITY_MAX bytes per
+     * call, a few ns, no allocation. */
+    cr_store_set_caller(run->store,
+                        XXH3_64bits_withSeed(call->identity, call->identity_len, call->edge));
     method_fn fn = method_for(call->method);
     assert(fn != NULL); /* the gateway forwards known methods only */
     cr_store_clear_error(run->store);

@@ -720,6 +720,29 @@ static void test_client_secret(void **state) {
     cr_store_destroy(s);
 }
 
+/* #28 item 4: a client is bound to the connection that made it known; its
+ * secret is due only on that connection (another caller naming the id is
+ * not given it), and the binding goes with the client at expiry. */
+static void test_client_secret_goes_to_its_connection(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_B, 1, 1024 * KIB); /* a store server */
+    cr_store_set_caller(s, 11);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k", 1, false, NULL, 0, NULL), CR_OK);
+    cr_store_set_caller(s, 22); /* another connection naming CLIENT_A */
+    assert_false(cr_store_client_wants_secret(s, &CLIENT_A));
+    cr_store_set_caller(s, 11);
+    assert_true(cr_store_client_wants_secret(s, &CLIENT_A));
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "k", 1), CR_OK);
+    assert_int_equal(cr_store_expire_clients(s, 100000), 2);
+    cr_store_set_caller(s, 22); /* expired: the next to make it known owns it */
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k2", 1, false, NULL, 100001, NULL),
+                     CR_ERR_INVALID_PARAMS); /* no segment left: B expired too */
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    assert_true(cr_store_client_wants_secret(s, &CLIENT_A));
+    cr_store_destroy(s);
+}
+
 static void test_many_clients_expire(void **state) {
     (void)state;
     cr_store *s = make_store(NULL);
@@ -1435,6 +1458,7 @@ int main(void) {
         cmocka_unit_test(test_zombie_preempt_and_reclaim),
         cmocka_unit_test(test_client_expiry),
         cmocka_unit_test(test_client_secret),
+        cmocka_unit_test(test_client_secret_goes_to_its_connection),
         cmocka_unit_test(test_many_clients_expire),
         cmocka_unit_test(test_preferred_segment),
         cmocka_unit_test(test_distinct_and_best_effort),
