@@ -261,7 +261,7 @@ static char *query_request(const uint32_t *tokens, uint32_t n, uint32_t bs, size
     char *b = cr_buf_take(&body, &body_len);
     cr_buf_init(&req);
     cr_buf_appendf(&req,
-                   "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                    "Content-Length: %zu\r\n\r\n",
                    body_len);
     cr_buf_append(&req, b, body_len);

@@ -71,7 +71,8 @@ def run(pubs, bin_dir):
                 body = json.dumps({"model": "m", "block_size": BS,
                                    "token_ids": list(range(base, base + BLOCKS * BS))}).encode()
                 req = urllib.request.Request(f"http://127.0.0.1:{ports[0]}/query", data=body,
-                                             method="POST")
+                                             method="POST",
+                                             headers={"Content-Type": "application/json"})
                 with urllib.request.urlopen(req, timeout=10) as r:
                     got = json.loads(r.read())
                 assert got["default"][f"p{i}"]["longest_matched"] == BLOCKS * BS, got

@@ -239,20 +239,14 @@ static int handle_ask(struct indexer_state *st, struct cr_msg *msg) {
     case CR_MSG_INDEXER_REGISTER: {
         struct cr_msg_indexer_register *b = CR_MSG_BODY(msg, struct cr_msg_indexer_register);
         int rc = registration_endpoints_check(st, b->reg, b->error, CR_INDEXER_ERROR_MAX);
-        if (rc == CR_OK) rc = indexer_source_add(st, b->reg, b->error, CR_INDEXER_ERROR_MAX);
-        if (rc != CR_OK) {
-            st->registrations_rejected++;
-            return rc;
-        }
-        indexer_persist_mark(st, b->reg);
-        indexer_persist_save(st);
+        if (rc == CR_OK) rc = indexer_persist_register(st, b->reg, b->error, CR_INDEXER_ERROR_MAX);
+        if (rc != CR_OK) st->registrations_rejected++;
         return rc;
     }
     case CR_MSG_INDEXER_UNREGISTER: {
         struct cr_msg_indexer_unregister *b = CR_MSG_BODY(msg, struct cr_msg_indexer_unregister);
-        int rc = indexer_source_remove(st, b->instance_id, b->tenant_id, b->dp_rank);
-        if (rc == CR_OK) indexer_persist_save(st);
-        return rc;
+        return indexer_persist_unregister(st, b->instance_id, b->tenant_id, b->dp_rank, b->error,
+                                          CR_INDEXER_ERROR_MAX);
     }
     case CR_MSG_INDEXER_QUERY: {
         struct cr_msg_indexer_query *b = CR_MSG_BODY(msg, struct cr_msg_indexer_query);

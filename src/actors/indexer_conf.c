@@ -2,11 +2,15 @@
  * (see indexer_internal.h).  Pure parsing, used on the main thread (create)
  * and on HTTP workers (POST /register). */
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "actors/indexer_internal.h"
 #include "crescent/error.h"
@@ -340,9 +344,26 @@ int cr_indexer_conf_parse(const char *text, struct cr_indexer_registration **reg
 
 int cr_indexer_conf_load(const char *path, struct cr_indexer_registration **regs, uint32_t *count,
                          char *error, size_t error_size) {
-    FILE *f = fopen(path, "rb");
+    /* Opened without blocking and checked to be a regular file before a
+     * byte is read: a FIFO (or a device) would hang start-up. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(error, error_size, "cannot open: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(error, error_size, "not a regular file (a %s)",
+                 S_ISFIFO(sb.st_mode) ? "FIFO" : S_ISDIR(sb.st_mode) ? "directory"
+                 : S_ISSOCK(sb.st_mode) ? "socket" : "device");
+        close(fd);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (f == NULL) {
-        snprintf(error, error_size, "cannot open: %m");
+        snprintf(error, error_size, "cannot open: %s", strerror(errno));
+        close(fd);
         return CR_ERR_INVALID_PARAMS;
     }
     char *text = malloc(1u << 20);

@@ -275,9 +275,16 @@ bool indexer_instance_has_sources(const struct indexer_state *st, uint16_t id);
  * with one line in error (the file, what is wrong, what to do). */
 int indexer_persist_load(struct indexer_state *st, const char *dir, char *error,
                          size_t error_size);
-/* Rewrites the saved registrations (the dynamic sources) atomically; a
- * failure is logged and counted, the registrations stay. */
-void indexer_persist_save(struct indexer_state *st);
+/* POST /register: saves the registrations as they will be with reg (when
+ * --state-dir is set), then applies it (indexer_source_add).  CR_ERR_IO
+ * when the save fails (error names the file and why; nothing changed), or
+ * indexer_source_add's refusal (the file is rewritten as it was). */
+int indexer_persist_register(struct indexer_state *st, const struct cr_indexer_registration *reg,
+                             char *error, size_t error_size);
+/* POST /unregister: CR_ERR_OBJECT_NOT_FOUND, CR_ERR_IO when the save
+ * without it fails (nothing changed), else the source is removed. */
+int indexer_persist_unregister(struct indexer_state *st, const char *instance, const char *tenant,
+                               uint32_t dp_rank, char *error, size_t error_size);
 void indexer_persist_mark(struct indexer_state *st, const struct cr_indexer_registration *reg);
 
 /* ---- indexer.c ---- */

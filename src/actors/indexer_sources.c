@@ -303,11 +303,10 @@ static double apply_payload(struct indexer_state *st, struct indexer_source *s,
                     s->reg.dp_rank, st->engine_hashes_max);
         s->engine_bound_hit = true;
     }
-    if (rc == CR_OK) return ts;
-    if (rc == CR_ERR_NOMEM)
-        snprintf(error, sizeof(error), "%s",
-                 refused > 0 ? "engine hash bound reached (--indexer-engine-hashes-max)"
-                             : "out of memory applying the batch");
+    /* A batch refused at the bound is well-formed: it is counted once, as
+     * engine_bound_refusals above, and not as malformed too. */
+    if (rc == CR_OK || (rc == CR_ERR_NOMEM && refused > 0)) return ts;
+    if (rc == CR_ERR_NOMEM) snprintf(error, sizeof(error), "out of memory applying the batch");
     s->counters.malformed++;
     if (cr_log_ratelimit(&s->last_malformed_log_ns, st->now_ns, MALFORMED_LOG_NS))
         CR_WARN("indexer", "%s|%s|%u: batch dropped (%llu so far): %s", s->reg.instance_id,

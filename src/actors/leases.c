@@ -32,6 +32,7 @@
 #include "crescent/error.h"
 #include "daemon/config.h"
 #include "msgs/master_msgs.h"
+#include "runtime/heap.h"
 
 #define LEASES_TICK_NS 100000000ull /* 100 ms */
 #define ZOMBIE_EVERY_TICKS 10u      /* reclaim zombies once a second */
@@ -43,6 +44,7 @@
 
 struct leases_state {
     struct cr_actor *self;
+    struct cr_heap_trim heap; /* free heap memory given back after spikes (heap.h) */
     struct cr_subsystems *peers;
     bool poll_in_flight;
     uint16_t poll_seq; /* of the latest poll sent (wraps; one poll is outstanding at a time) */
@@ -110,6 +112,8 @@ static void on_tick(struct leases_state *st) {
     st->rounds = 0;
     expire_poll(st);
     poll_segments(st);
+    /* Off every hot path: leases' thread only waits for its timer here. */
+    cr_heap_trim_tick(&st->heap, now_ns(st));
     if (++st->ticks % ZOMBIE_EVERY_TICKS == 0) {
         struct cr_msg msg = {.type = CR_MSG_ZOMBIE_RECLAIM};
         if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) st->send_failures++;
@@ -214,6 +218,9 @@ static void leases_stats(struct cr_actor *self, void *arg, struct cr_actor_stats
     add_stat(out, "late_samples_total", st->late_samples);
     add_stat(out, "used_bytes", st->last_used_bytes);
     add_stat(out, "capacity_bytes", st->last_capacity_bytes);
+    add_stat(out, "heap_trims_total", st->heap.trims);
+    add_stat(out, "heap_released_bytes_total", st->heap.released_bytes);
+    add_stat(out, "heap_free_bytes", st->heap.free_bytes);
 }
 
 static int leases_create(const struct cr_daemon_config *config, void **state_out) {

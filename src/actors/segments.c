@@ -72,6 +72,9 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
  * round, so the calls and asks queued meanwhile are served in between
  * (about a millisecond each on the 2-core VM). */
 #define REGEX_SLICE_STEPS 50000u
+/* Object slots one RemoveAll slice walks: ~1-2 ms on the store's thread
+ * (the whole walk of 5 M objects held it ~1.2 s). */
+#define REMOVE_ALL_SLICE_SLOTS 8192u
 
 /* The RPC edges served on this thread (edge.h): one epoll set for their
  * fds and the wake fd.  wait blocks in it and keeps what it found; poll
@@ -146,8 +149,12 @@ struct segments_state {
      * first is being scanned by regex_scan, one slice per round. */
     struct cr_master_call *regex_head, *regex_tail;
     struct cr_store_regex_scan *regex_scan;
+    /* RemoveAll calls wait in the same queue and run in slices too: the
+     * first one's walk, while remove_all_active. */
+    struct cr_store_remove_all_run remove_all;
+    bool remove_all_active;
     bool regex_step_armed;
-    uint64_t regex_slices;
+    uint64_t regex_slices, remove_all_slices;
     struct cr_edge_host host;
 };
 
@@ -411,12 +418,14 @@ static bool ping_to_tasks(struct segments_state *st, struct cr_master_call *call
 
 /* Runs a call (with its finished regex scan, if any) and sends it back. */
 static void run_call(struct segments_state *st, struct cr_master_call *call, bool ask,
-                     const struct cr_store_regex_scan *scan) {
+                     const struct cr_store_regex_scan *scan,
+                     const struct cr_store_remove_all_run *removed) {
     struct cr_rpc_run run = {.store = st->store,
                              .arena = st->arena,
                              .now_ms = st->now_ms,
                              .client_ttl_ms = st->client_ttl_ms,
-                             .scan = scan};
+                             .scan = scan,
+                             .remove_all = removed};
     st->calls++;
     st->round_calls++;
     int rc = cr_rpc_methods_run(&run, call);
@@ -454,10 +463,36 @@ static bool regex_arm(struct segments_state *st) {
 /* One slice of the oldest regex call; a finished call is applied and sent.
  * Without a timer slot the scan runs to its end here (still bounded by
  * regex_budget_steps). */
+/* One slice of a RemoveAll's walk; true once it is done.  Without a timer
+ * slot the walk runs to its end here. */
+static bool remove_all_slice(struct segments_state *st, const char *tenant, bool force) {
+    if (!st->remove_all_active) {
+        cr_store_remove_all_begin(st->store, tenant, force, st->now_ms, &st->remove_all);
+        st->remove_all_active = true;
+    }
+    st->remove_all_slices++;
+    if (cr_store_remove_all_step(st->store, &st->remove_all, REMOVE_ALL_SLICE_SLOTS, st->now_ms))
+        return true;
+    if (regex_arm(st)) return false;
+    return cr_store_remove_all_step(st->store, &st->remove_all, UINT32_MAX, st->now_ms);
+}
+
 static void regex_step(struct segments_state *st) {
     st->regex_step_armed = false;
     struct cr_master_call *call = st->regex_head;
     if (call == NULL) return;
+    const char *all_tenant;
+    bool force;
+    if (cr_rpc_methods_remove_all(call, &all_tenant, &force)) {
+        if (!remove_all_slice(st, all_tenant, force)) return;
+        st->regex_head = call->next;
+        if (st->regex_head == NULL) st->regex_tail = NULL;
+        call->next = NULL;
+        run_call(st, call, false, NULL, &st->remove_all);
+        st->remove_all_active = false;
+        if (st->regex_head != NULL && !regex_arm(st)) regex_step(st);
+        return;
+    }
     if (st->regex_scan == NULL) {
         const char *tenant, *pattern;
         bool regex = cr_rpc_methods_regex(call, &tenant, &pattern);
@@ -475,7 +510,7 @@ static void regex_step(struct segments_state *st) {
     st->regex_head = call->next;
     if (st->regex_head == NULL) st->regex_tail = NULL;
     call->next = NULL;
-    run_call(st, call, false, st->regex_scan);
+    run_call(st, call, false, st->regex_scan, NULL);
     cr_store_regex_scan_free(st->store, st->regex_scan);
     st->regex_scan = NULL;
     if (st->regex_head != NULL && !regex_arm(st)) regex_step(st);
@@ -492,8 +527,12 @@ static void serve_call(struct segments_state *st, struct cr_master_call *call,
         on_task_create(st, ask_msg, call);
         return;
     }
-    /* An ask must be answered by its handler: its regex scans whole. */
-    if (!ask && st->self != NULL && cr_rpc_methods_regex(call, &tenant, &pattern)) {
+    /* An ask must be answered by its handler: its regex scans whole (and
+     * its RemoveAll walks whole). */
+    bool force;
+    if (!ask && st->self != NULL &&
+        (cr_rpc_methods_regex(call, &tenant, &pattern) ||
+         cr_rpc_methods_remove_all(call, &tenant, &force))) {
         call->next = NULL;
         if (st->regex_tail != NULL)
             st->regex_tail->next = call;
@@ -503,7 +542,7 @@ static void serve_call(struct segments_state *st, struct cr_master_call *call,
         if (!regex_arm(st)) regex_step(st);
         return;
     }
-    run_call(st, call, ask, NULL);
+    run_call(st, call, ask, NULL, NULL);
     if (ask) cr_reply(ask_msg, call->status);
 }
 
@@ -878,6 +917,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "evict_polls_total", st->evict_polls);
     add_stat(out, "evictions_refused_total", st->evictions_refused);
     add_stat(out, "regex_slices_total", st->regex_slices);
+    add_stat(out, "remove_all_slices_total", st->remove_all_slices);
     add_stat(out, "eviction_samples_dropped_total", st->samples_dropped);
     add_stat(out, "task_ops_total", st->task_ops);
     add_stat(out, "task_ops_dropped_total", st->task_ops_dropped);
@@ -889,6 +929,7 @@ static void segments_destroy(void *arg) {
     if (st == NULL) return;
     assert(st->events == NULL && st->done_open == 0); /* every round ends by sending them */
     cr_store_regex_scan_free(st->store, st->regex_scan); /* stopped mid-scan: no answer */
+    if (st->remove_all_active) cr_store_remove_all_cancel(st->store, &st->remove_all);
     cr_master_call_free_chain(st->regex_head);
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);

@@ -194,7 +194,16 @@ int cr_store_client_issue_secret(cr_store *store, const struct cr_uuid *client,
                                  const uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES],
                                  bool *issued);
 
-/* Whether `client` is known and has no secret yet (one is due). */
+/* Names the connection the calls that follow come on (a tag the caller
+ * makes from its transport's peer identity; 0 by default).  A client is
+ * bound to the connection of the call that first makes it known (its first
+ * Mount or PutStart), and its secret is issued only on that connection: a
+ * Ping with a put-only client's id from another connection is not given
+ * the secret (it was, and the real client was then locked out). */
+void cr_store_set_caller(cr_store *store, uint64_t conn);
+
+/* Whether `client` is known, has no secret yet (one is due) and is bound to
+ * the current caller's connection (cr_store_set_caller). */
 bool cr_store_client_wants_secret(const cr_store *store, const struct cr_uuid *client);
 
 /* Checks `secret` (len bytes, NULL/0: none) against the one `client` was
@@ -392,6 +401,29 @@ int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool forc
  * REMOVE_ALL.  Returns the number removed. */
 uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, uint64_t now_ms);
 
+/* RemoveAll in slices, so that the caller can serve others in between (at
+ * 5 M objects the whole call held the store's thread ~1.2 s).  _begin emits
+ * REMOVE_ALL at once (removed_count 0: not known yet), so what consumers
+ * learn after it is newer than the clear, and holds the tenant.  _step
+ * removes what it finds over at most slots_max slots from the cursor, as
+ * cr_store_remove_all would; an object completed or read since _begin is
+ * removed with its own UPDATE (no replicas), as a Remove is, because
+ * consumers saw it after the clear.  Objects stored behind the cursor
+ * meanwhile stay.  Returns true once the walk is done (run->removed is the
+ * total; the tenant is released); _cancel releases an unfinished run. */
+struct cr_store_remove_all_run {
+    int tenant; /* -1: every tenant */
+    bool force, done;
+    uint32_t cursor;
+    uint64_t begin_ms;
+    uint64_t removed;
+};
+void cr_store_remove_all_begin(cr_store *store, const char *tenant, bool force, uint64_t now_ms,
+                               struct cr_store_remove_all_run *run);
+bool cr_store_remove_all_step(cr_store *store, struct cr_store_remove_all_run *run,
+                              uint32_t slots_max, uint64_t now_ms);
+void cr_store_remove_all_cancel(cr_store *store, struct cr_store_remove_all_run *run);
+
 /* Sets or clears the hard pin (never evicted).  Returns CR_OK or
  * CR_ERR_OBJECT_NOT_FOUND. */
 int cr_store_set_hard_pin(cr_store *store, const char *tenant, const char *key,
@@ -503,6 +535,14 @@ struct cr_store_object_view {
 size_t cr_store_list_objects(const cr_store *store, const char *tenant, const char *prefix,
                              uint64_t now_ms, uint32_t *cursor, size_t limit,
                              struct cr_store_object_view *out);
+/* The same walk over at most slots_max slots from *cursor, so that a caller
+ * can serve others in between (a prefix that matches nothing walked all of
+ * 5 M objects in one call, holding the store's thread ~300 ms).  *done is
+ * set true once the walk reached the end. */
+size_t cr_store_list_objects_slice(const cr_store *store, const char *tenant, const char *prefix,
+                                   uint64_t now_ms, uint32_t *cursor, size_t limit,
+                                   uint32_t slots_max, struct cr_store_object_view *out,
+                                   bool *done);
 
 /* Returns CR_OK or CR_ERR_OBJECT_NOT_FOUND. */
 int cr_store_object_find(const cr_store *store, const char *tenant, const char *key,

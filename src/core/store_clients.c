@@ -57,7 +57,8 @@ int cr_store_client_touch(cr_store *store, const struct cr_uuid *client, uint64_
     if (!found) {
         if (store->client_count == store->cfg.max_clients)
             return cr_store_fail(store, CR_ERR_NOMEM, "client table full (max_clients)");
-        store->clients[i] = (struct cr_store_client){.id = *client, .in_use = true};
+        store->clients[i] =
+            (struct cr_store_client){.id = *client, .conn = store->caller_conn, .in_use = true};
         store->client_count++;
     }
     if (now_ms > store->clients[i].last_seen_ms) store->clients[i].last_seen_ms = now_ms;
@@ -89,11 +90,17 @@ int cr_store_client_issue_secret(cr_store *store, const struct cr_uuid *client,
     return CR_OK;
 }
 
+void cr_store_set_caller(cr_store *store, uint64_t conn) {
+    assert(store != NULL);
+    store->caller_conn = conn;
+}
+
 bool cr_store_client_wants_secret(const cr_store *store, const struct cr_uuid *client) {
     assert(store != NULL && client != NULL);
     bool found;
     uint32_t i = client_slot(store, client, &found);
-    return found && !store->clients[i].has_secret;
+    return found && !store->clients[i].has_secret &&
+           store->clients[i].conn == store->caller_conn;
 }
 
 int cr_store_client_check_secret(cr_store *store, const struct cr_uuid *client,

@@ -93,6 +93,7 @@ struct cr_store_segment {
 struct cr_store_client {
     struct cr_uuid id;
     uint64_t last_seen_ms;
+    uint64_t conn; /* the connection (cr_store_set_caller) that first made it known */
     uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES]; /* issued once; goes with the client */
     bool has_secret;
     bool in_use;
@@ -133,6 +134,7 @@ struct cr_store {
     cr_store_config cfg;
     struct cr_store_event_sink sink;
     uint64_t rng;
+    uint64_t caller_conn; /* cr_store_set_caller: the connection of the call being run */
 
     struct cr_store_obj **chunks; /* max_objects / CHUNK rounded up */
     uint32_t chunk_count;         /* chunks allocated */

@@ -96,17 +96,31 @@ int cr_store_object_find(const cr_store *store, const char *tenant, const char *
 size_t cr_store_list_objects(const cr_store *store, const char *tenant, const char *prefix,
                              uint64_t now_ms, uint32_t *cursor, size_t limit,
                              struct cr_store_object_view *out) {
-    assert(store != NULL && cursor != NULL);
+    bool done;
+    return cr_store_list_objects_slice(store, tenant, prefix, now_ms, cursor, limit, UINT32_MAX,
+                                       out, &done);
+}
+
+size_t cr_store_list_objects_slice(const cr_store *store, const char *tenant, const char *prefix,
+                                   uint64_t now_ms, uint32_t *cursor, size_t limit,
+                                   uint32_t slots_max, struct cr_store_object_view *out,
+                                   bool *done) {
+    assert(store != NULL && cursor != NULL && done != NULL && slots_max > 0);
     assert(out != NULL || limit == 0);
+    *done = true;
     int t = (tenant != NULL) ? cr_store_tenant_lookup(store, tenant) : -1;
     if (tenant != NULL && t < 0) return 0;
     size_t plen = prefix ? strlen(prefix) : 0;
     size_t count = 0;
-    for (; *cursor < store->slab_high && count < limit; (*cursor)++) {
+    uint32_t end = *cursor < store->slab_high && store->slab_high - *cursor > slots_max
+                       ? *cursor + slots_max
+                       : store->slab_high;
+    for (; *cursor < end && count < limit; (*cursor)++) {
         const struct cr_store_obj *obj = cr_store_obj_at(store, *cursor);
         if (obj->state == CR_OBJ_FREE || (t >= 0 && obj->tenant != (uint16_t)t)) continue;
         if (plen > 0 && (obj->key_len < plen || memcmp(obj->key, prefix, plen) != 0)) continue;
         object_view(store, *cursor, now_ms, &out[count++]);
     }
+    *done = *cursor >= store->slab_high;
     return count;
 }

@@ -35,30 +35,88 @@ int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool forc
     return CR_OK;
 }
 
+static void remove_all_event(cr_store *store, int t, uint64_t removed) {
+    if (store->sink.on_event == NULL) return;
+    struct cr_store_change ev = {.kind = CR_STORE_CHANGE_REMOVE_ALL,
+                                .tenant = (t >= 0) ? cr_store_tenant_name(store, (uint16_t)t)
+                                                   : NULL,
+                                .removed_count = removed};
+    store->sink.on_event(store->sink.ctx, &ev);
+}
+
+/* Starts a run; `announce`: the REMOVE_ALL event goes now (the sliced form)
+ * rather than at the end with the count (the whole call). */
+static void remove_all_start(cr_store *store, const char *tenant, bool force, uint64_t now_ms,
+                             bool announce, struct cr_store_remove_all_run *run) {
+    assert(store != NULL && run != NULL);
+    *run = (struct cr_store_remove_all_run){.force = force, .begin_ms = now_ms, .tenant = -1};
+    run->tenant = (tenant != NULL) ? cr_store_tenant_lookup(store, tenant) : -1;
+    if (tenant != NULL && run->tenant < 0) {
+        run->done = true; /* an unknown tenant has nothing to remove */
+        return;
+    }
+    /* Holds the tenant across the walk: its name goes into the event after
+     * its last object may have gone. */
+    if (run->tenant >= 0) cr_store_tenant_ref(store, (uint16_t)run->tenant);
+    if (announce) remove_all_event(store, run->tenant, 0);
+    else run->begin_ms = UINT64_MAX; /* no object is newer than the event */
+}
+
+static void remove_all_release(cr_store *store, struct cr_store_remove_all_run *run) {
+    if (run->tenant >= 0) cr_store_tenant_unref(store, (uint16_t)run->tenant);
+    run->tenant = -1;
+    run->done = true;
+}
+
+static bool remove_all_walk(cr_store *store, struct cr_store_remove_all_run *run,
+                            uint32_t slots_max, uint64_t now_ms) {
+    if (run->done) return true;
+    uint32_t end = store->slab_high - run->cursor > slots_max ? run->cursor + slots_max
+                                                               : store->slab_high;
+    for (; run->cursor < end; run->cursor++) {
+        uint32_t id = run->cursor;
+        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+        if (obj->state != CR_OBJ_COMPLETE ||
+            (run->tenant >= 0 && obj->tenant != (uint16_t)run->tenant))
+            continue;
+        if (!run->force && cr_store_obj_busy(obj, now_ms)) continue;
+        if (obj->last_access_ms >= run->begin_ms)
+            cr_store_obj_remove(store, id); /* seen after the clear: its own UPDATE */
+        else
+            cr_store_obj_free(store, id);
+        run->removed++;
+    }
+    return run->cursor >= store->slab_high;
+}
+
 uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, uint64_t now_ms) {
     assert(store != NULL);
-    int t = (tenant != NULL) ? cr_store_tenant_lookup(store, tenant) : -1;
-    if (tenant != NULL && t < 0) return 0;
-    /* Holds the tenant across the loop: its name goes into the event after
-     * its last object may have gone. */
-    if (t >= 0) cr_store_tenant_ref(store, (uint16_t)t);
-    uint64_t removed = 0;
-    for (uint32_t id = 0; id < store->slab_high; id++) {
-        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
-        if (obj->state != CR_OBJ_COMPLETE || (t >= 0 && obj->tenant != (uint16_t)t)) continue;
-        if (!force && cr_store_obj_busy(obj, now_ms)) continue;
-        cr_store_obj_free(store, id);
-        removed++;
-    }
-    if (store->sink.on_event != NULL) {
-        struct cr_store_change ev = {.kind = CR_STORE_CHANGE_REMOVE_ALL,
-                                    .tenant = (t >= 0) ? cr_store_tenant_name(store, (uint16_t)t)
-                                                       : NULL,
-                                    .removed_count = removed};
-        store->sink.on_event(store->sink.ctx, &ev);
-    }
-    if (t >= 0) cr_store_tenant_unref(store, (uint16_t)t);
-    return removed;
+    struct cr_store_remove_all_run run;
+    remove_all_start(store, tenant, force, now_ms, false, &run);
+    if (run.done) return 0;
+    remove_all_walk(store, &run, UINT32_MAX, now_ms);
+    remove_all_event(store, run.tenant, run.removed);
+    remove_all_release(store, &run);
+    return run.removed;
+}
+
+void cr_store_remove_all_begin(cr_store *store, const char *tenant, bool force, uint64_t now_ms,
+                               struct cr_store_remove_all_run *run) {
+    remove_all_start(store, tenant, force, now_ms, true, run);
+}
+
+bool cr_store_remove_all_step(cr_store *store, struct cr_store_remove_all_run *run,
+                              uint32_t slots_max, uint64_t now_ms) {
+    assert(store != NULL && run != NULL && slots_max > 0);
+    if (run->done) return true;
+    if (!remove_all_walk(store, run, slots_max, now_ms)) return false;
+    remove_all_release(store, run);
+    return true;
+}
+
+void cr_store_remove_all_cancel(cr_store *store, struct cr_store_remove_all_run *run) {
+    assert(store != NULL && run != NULL);
+    if (!run->done) remove_all_release(store, run);
 }
 
 /* Drops replica r (already released or parked by the caller's choice). */

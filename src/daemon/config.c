@@ -41,6 +41,12 @@ static const struct setting settings[] = {
      "open HTTP connections; past it the one idle the longest is closed"},
     {"http-idle-timeout-ms", SETTING_U32, FIELD(http_idle_timeout_ms), 1, 86400000, "MS",
      "an HTTP connection with no request this long is closed"},
+    {"http-allowed-hosts", SETTING_STRING, FIELD(http_allowed_hosts), 0, 0, "NAMES",
+     "host names (comma-separated) the HTTP front answers besides localhost and IP "
+     "addresses, e.g. crescent.example.com; others get 403 (DNS rebinding); *: any"},
+    {"http-allowed-origins", SETTING_STRING, FIELD(http_allowed_origins), 0, 0, "ORIGINS",
+     "web origins (comma-separated) besides the front's own whose pages may POST, e.g. "
+     "https://ui.example.com; others get 403 (cross-site requests); *: any"},
     {"pin-threads", SETTING_BOOL, FIELD(pin_threads), 0, 0, "BOOL",
      "pin each actor thread to a CPU of the process's affinity mask"},
     {"spin-us", SETTING_U32, FIELD(spin_us), 0, 10000, "US",

@@ -26,6 +26,8 @@ struct cr_daemon_config {
     uint32_t http_threads;
     uint32_t http_connections_max;
     uint32_t http_idle_timeout_ms;
+    char http_allowed_hosts[CR_CONFIG_ADDRESS_MAX];   /* names browsers may use; "*": any */
+    char http_allowed_origins[CR_CONFIG_ADDRESS_MAX]; /* other origins that may POST; "*": any */
     bool pin_threads;
     uint32_t spin_us;        /* --spin-us: an idle actor's longest spin */
     bool spin_adaptive;      /* --spin-adaptive: spin only when it pays (runtime.h) */

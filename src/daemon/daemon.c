@@ -74,6 +74,12 @@ static int start_metrics_http(struct daemon *d) {
         return 1;
     }
     char error[512];
+    if (cr_http_front_set_browsers(d->metrics_front, d->config.http_allowed_hosts,
+                                   d->config.http_allowed_origins, error,
+                                   sizeof(error)) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
     struct cr_http_front_limits limits;
     cr_http_front_limits_default(&limits);
     limits.workers = 4; /* scrapers and scripts: a few workers are plenty */
@@ -101,6 +107,12 @@ static int start_http(struct daemon *d) {
     struct cr_admin_token token; /* the RPC gateway read it at spawn: checked there */
     if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
         cr_http_front_set_admin_token(d->front, token.text) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
+    if (cr_http_front_set_browsers(d->front, d->config.http_allowed_hosts,
+                                   d->config.http_allowed_origins, error,
+                                   sizeof(error)) != CR_OK) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }

@@ -107,6 +107,9 @@ static void metrics(void *ctx, const struct cr_http_request *req, struct cr_http
     struct cr_buf buf;
     cr_buf_init(&buf);
     cr_metrics_render(&buf, actors, count, routes, route_count, uptime_s(admin));
+    struct cr_http_refusals refused;
+    cr_http_front_refusals(admin->front, &refused);
+    cr_metrics_render_refusals(&buf, &refused);
     json_t *services = publishers(admin);
     cr_metrics_render_publishers(&buf, services);
     json_decref(services);

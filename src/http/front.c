@@ -31,6 +31,7 @@
 #include "core/log.h"
 #include "crescent/error.h"
 #include "daemon/admin_token.h"
+#include "http/browsers.h"
 #include "http/request_head.h"
 
 #define WORKERS_MAX 256u
@@ -75,6 +76,8 @@ struct cr_http_front {
     struct route routes[CR_HTTP_ROUTES_MAX];
     unsigned route_count;
     struct cr_admin_token admin; /* len 0: none */
+    struct cr_http_names hosts, origins; /* browsers.h: who may reach it from a browser */
+    _Atomic uint64_t refused_host, refused_origin, refused_type, refused_token;
     struct cr_http_front_limits limits;
     int listen_fd, epoll_fd, wake_fd;
     bool started, io_started;
@@ -137,6 +140,24 @@ int cr_http_front_require_admin(struct cr_http_front *front, const char *method,
     return CR_ERR_INVALID_PARAMS;
 }
 
+int cr_http_front_set_browsers(struct cr_http_front *front, const char *hosts,
+                               const char *origins, char *error, size_t error_size) {
+    assert(front != NULL && !front->started);
+    int rc = cr_http_names_parse(hosts, false, "--http-allowed-hosts", &front->hosts, error,
+                                 error_size);
+    if (rc != CR_OK) return rc;
+    return cr_http_names_parse(origins, true, "--http-allowed-origins", &front->origins, error,
+                               error_size);
+}
+
+void cr_http_front_refusals(const struct cr_http_front *front, struct cr_http_refusals *out) {
+    assert(front != NULL && out != NULL);
+    out->host = atomic_load_explicit(&front->refused_host, memory_order_relaxed);
+    out->origin = atomic_load_explicit(&front->refused_origin, memory_order_relaxed);
+    out->content_type = atomic_load_explicit(&front->refused_type, memory_order_relaxed);
+    out->admin_token = atomic_load_explicit(&front->refused_token, memory_order_relaxed);
+}
+
 /* Returns the route for the request; *path_known says whether some route
  * has this path under another method (405 rather than 404). */
 static struct route *route_find(struct cr_http_front *front, const char *method,
@@ -179,6 +200,7 @@ static const char *status_text(int status) {
     case 409: return "Conflict";
     case 411: return "Length Required";
     case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -253,14 +275,57 @@ uint32_t cr_http_front_latency(const struct cr_http_front *front,
     return n;
 }
 
+static void bump(_Atomic uint64_t *counter) {
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+/* The browser checks (browsers.h), before any route is looked at: true if
+ * the request may go on, else `resp` says why it may not. */
+static bool browser_allowed(struct cr_http_front *front, const struct cr_http_request *req,
+                            struct cr_http_response *resp) {
+    char detail[384];
+    if (!cr_http_host_allowed(&front->hosts, req->host)) {
+        bump(&front->refused_host);
+        snprintf(detail, sizeof(detail),
+                 "Host '%.100s' is not a name of this crescentd (DNS rebinding?): use an IP "
+                 "address or localhost, or start crescentd with --http-allowed-hosts NAME",
+                 req->host);
+        cr_http_respond_error(resp, 403, "host not allowed", detail);
+        return false;
+    }
+    bool changes = strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0;
+    if (changes && !cr_http_origin_allowed(&front->origins, req->origin, req->host)) {
+        bump(&front->refused_origin);
+        snprintf(detail, sizeof(detail),
+                 "%s %s from a page on '%.100s' (cross-site): start crescentd with "
+                 "--http-allowed-origins ORIGIN to let that front end in",
+                 req->method, req->path, req->origin);
+        cr_http_respond_error(resp, 403, "origin not allowed", detail);
+        return false;
+    }
+    if (changes && req->body_len > 0 && !cr_http_body_type_allowed(req->content_type)) {
+        bump(&front->refused_type);
+        snprintf(detail, sizeof(detail),
+                 "%s %s: the body's Content-Type is '%.100s'; send application/json "
+                 "(curl --json BODY) or application/msgpack",
+                 req->method, req->path, req->content_type != NULL ? req->content_type : "none");
+        cr_http_respond_error(resp, 415, "unsupported content type", detail);
+        return false;
+    }
+    return true;
+}
+
 static void run_request(struct cr_http_front *front, struct conn *c) {
     struct cr_http_response resp = {.status = 500};
     bool path_known;
     struct route *route = route_find(front, c->req.method, c->req.path, &path_known);
-    if (route == NULL) {
+    if (!browser_allowed(front, &c->req, &resp)) {
+        /* answered: no route runs for a page that may not reach crescentd */
+    } else if (route == NULL) {
         cr_http_respond_error(&resp, path_known ? 405 : 404,
                               path_known ? "method not allowed" : "not found", c->req.path);
     } else if (route->admin_only && !c->req.admin) {
+        bump(&front->refused_token);
         char detail[384];
         snprintf(detail, sizeof(detail),
                  "%s %s changes crescentd's state and this crescentd runs with "
@@ -403,6 +468,8 @@ static void conn_parse(struct cr_http_front *front, struct conn *c) {
         .path = c->in + head->path,
         .query = head->query != 0 ? c->in + head->query : NULL,
         .content_type = head->content_type_at != 0 ? c->in + head->content_type_at : NULL,
+        .host = head->host_at != 0 ? c->in + head->host_at : NULL,
+        .origin = head->origin_at != 0 ? c->in + head->origin_at : NULL,
         .body = c->in + c->head_len,
         .body_len = c->body_len,
         .admin = c->admin};

@@ -25,6 +25,8 @@ struct cr_http_request {
     const char *path;         /* without the query string */
     const char *query;        /* may be NULL */
     const char *content_type; /* may be NULL */
+    const char *host;         /* may be NULL */
+    const char *origin;       /* may be NULL */
     const char *body;         /* NUL-terminated copy; body_len excludes the NUL */
     size_t body_len;
     /* The request carried the admin token (Authorization: Bearer), or
@@ -58,6 +60,25 @@ int cr_http_front_set_admin_token(struct cr_http_front *front, const char *token
  * admin token when one is set.  CR_ERR_INVALID_PARAMS if no such route. */
 int cr_http_front_require_admin(struct cr_http_front *front, const char *method,
                                 const char *path);
+
+/* Which browsers' requests are answered (DNS rebinding and cross-site
+ * requests, docs/http-api.md "Browsers"): `hosts` and `origins` are
+ * comma-separated lists (copied; NULL or "": none; "*": any).  Every request's
+ * Host must name loopback (localhost, *.localhost), an IP literal or one of
+ * `hosts` (a name, port ignored): otherwise 403.  A request that is not GET
+ * or HEAD and carries Origin must come from the Host it names (same origin)
+ * or from one of `origins` ("https://ui.example.com"): otherwise 403; and a
+ * body must be application/json or application/msgpack: otherwise 415.
+ * CR_ERR_INVALID_PARAMS (and `error` says why) for a list that does not
+ * parse.  Before start. */
+int cr_http_front_set_browsers(struct cr_http_front *front, const char *hosts,
+                               const char *origins, char *error, size_t error_size);
+
+/* Requests refused before any handler ran, since start (for /metrics). */
+struct cr_http_refusals {
+    uint64_t host, origin, content_type, admin_token;
+};
+void cr_http_front_refusals(const struct cr_http_front *front, struct cr_http_refusals *out);
 
 struct cr_http_front_limits {
     unsigned workers;            /* handler threads, 1..256 */

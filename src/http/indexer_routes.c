@@ -419,6 +419,8 @@ static void register_route(void *ctx, const struct cr_http_request *req,
     if (rc == CR_ERR_INVALID_PARAMS || rc == CR_ERR_NOMEM) {
         cr_http_respond_error(resp, rc == CR_ERR_NOMEM ? 503 : 400, "registration failed",
                               error[0] != '\0' ? error : cr_strerror(rc));
+    } else if (rc == CR_ERR_IO) { /* --state-dir could not be written: nothing registered */
+        cr_http_respond_error(resp, 500, "registration not saved", error);
     } else if (rc != CR_OK) {
         respond_unavailable(resp, rc);
     } else {
@@ -458,12 +460,16 @@ static void unregister_route(void *ctx, const struct cr_http_request *req,
     if (u.tenant_id[0] == '\0') u.tenant_id = "default";
     char key[3 * CR_INDEXER_NAME_MAX];
     snprintf(key, sizeof(key), "%s|%s|%u", u.instance_id, u.tenant_id, u.dp_rank);
+    char error[CR_INDEXER_ERROR_MAX] = "";
+    u.error = error;
     struct cr_msg msg = {.type = CR_MSG_INDEXER_UNREGISTER};
     *CR_MSG_BODY(&msg, struct cr_msg_indexer_unregister) = u;
     int rc = ask_indexer(ctx, &msg);
     json_decref(root);
     if (rc == CR_ERR_OBJECT_NOT_FOUND) {
         cr_http_respond_error(resp, 404, "not registered", key);
+    } else if (rc == CR_ERR_IO) { /* --state-dir could not be written: still registered */
+        cr_http_respond_error(resp, 500, "unregistration not saved", error);
     } else if (rc != CR_OK) {
         respond_unavailable(resp, rc);
     } else {

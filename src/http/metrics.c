@@ -144,3 +144,20 @@ void cr_metrics_render(struct cr_buf *out, const struct cr_metrics_actor *actors
         if (actors[i].up) render_actor_histograms(out, &actors[i]);
     render_routes(out, routes, route_count);
 }
+
+void cr_metrics_render_refusals(struct cr_buf *out, const struct cr_http_refusals *refused) {
+    assert(out != NULL && refused != NULL);
+    static const char family[] = "crescent_http_requests_refused_total";
+    cr_buf_appendf(out,
+                   "# HELP %s HTTP requests refused before any route ran: host (403, a Host "
+                   "not allowed: DNS rebinding), origin (403, a cross-site page), "
+                   "content_type (415, a body neither JSON nor msgpack), admin_token (401).\n"
+                   "# TYPE %s counter\n",
+                   family, family);
+    const struct { const char *reason; uint64_t n; } rows[] = {
+        {"host", refused->host}, {"origin", refused->origin},
+        {"content_type", refused->content_type}, {"admin_token", refused->admin_token}};
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        cr_buf_appendf(out, "%s{reason=\"%s\"} %llu\n", family, rows[i].reason,
+                       (unsigned long long)rows[i].n);
+}

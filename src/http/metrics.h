@@ -39,6 +39,10 @@ void cr_metrics_render(struct cr_buf *out, const struct cr_metrics_actor *actors
  * instance, tenant, dp_rank) from the indexer's /services answer: link
  * connected, link age, last batch age, last seq, gaps, replays, replayed and
  * lost batches, stale.  With services NULL the families are empty. */
+/* crescent_http_requests_refused_total{reason}: requests the front refused
+ * before a handler ran (browsers.h's checks, a missing admin token). */
+void cr_metrics_render_refusals(struct cr_buf *out, const struct cr_http_refusals *refused);
+
 void cr_metrics_render_publishers(struct cr_buf *out, json_t *services);
 
 /* HELP text of subsystem counter `name` of `actor`: from a table, else made

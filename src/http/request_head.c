@@ -68,6 +68,8 @@ static void header_done(struct cr_http_head *head) {
     struct cr_http_span *keep = head->field == HEAD_FIELD_CONTENT_TYPE    ? &head->content_type
                                 : head->field == HEAD_FIELD_AUTHORIZATION ? &head->authorization
                                 : head->field == HEAD_FIELD_EXPECT        ? &head->expect
+                                : head->field == HEAD_FIELD_HOST          ? &head->host
+                                : head->field == HEAD_FIELD_ORIGIN        ? &head->origin
                                                                           : NULL;
     if (keep != NULL && keep->end == 0) *keep = head->value;
     head->field = HEAD_FIELD_NONE;
@@ -91,6 +93,8 @@ static int on_header_value(http_parser *parser, const char *at, size_t len) {
         head->field = name_is(head, "Content-Type")    ? HEAD_FIELD_CONTENT_TYPE
                       : name_is(head, "Authorization") ? HEAD_FIELD_AUTHORIZATION
                       : name_is(head, "Expect")        ? HEAD_FIELD_EXPECT
+                      : name_is(head, "Host")          ? HEAD_FIELD_HOST
+                      : name_is(head, "Origin")        ? HEAD_FIELD_ORIGIN
                                                        : HEAD_FIELD_OTHER;
         if (name_is(head, "Transfer-Encoding")) head->transfer_encoding = true;
     }
@@ -168,6 +172,8 @@ static int head_finish(struct cr_http_head *head, char *buf, size_t body_max) {
                             strncasecmp(buf + head->expect.start, "100-continue", 12) == 0;
     head->content_type_at = terminate(buf, head->content_type);
     head->authorization_at = terminate(buf, head->authorization);
+    head->host_at = terminate(buf, head->host);
+    head->origin_at = terminate(buf, head->origin);
     return CR_HTTP_HEAD_COMPLETE;
 }
 

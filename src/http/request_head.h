@@ -5,7 +5,7 @@
  * calls cr_http_head_parse after every read with the whole buffer (it may
  * have moved: only offsets are kept).  Bytes already seen are not parsed
  * again.  Once the head is complete, the strings the front needs (path,
- * query, Content-Type, Authorization) are NUL-terminated in place and found
+ * query, Content-Type, Authorization, Host, Origin) are NUL-terminated in place and found
  * by offset; the body (Content-Length bytes) follows the head in the same
  * buffer.  No sockets, no threads, no allocation: the fuzz target
  * (tests/fuzz/fuzz_http_head.c) and the unit test drive it alone. */
@@ -26,7 +26,8 @@ struct cr_http_span {
 };
 
 enum cr_http_head_field { HEAD_FIELD_NONE, HEAD_FIELD_CONTENT_TYPE, HEAD_FIELD_AUTHORIZATION,
-                          HEAD_FIELD_EXPECT, HEAD_FIELD_OTHER };
+                          HEAD_FIELD_EXPECT, HEAD_FIELD_HOST, HEAD_FIELD_ORIGIN,
+                          HEAD_FIELD_OTHER };
 
 struct cr_http_head {
     http_parser parser;
@@ -36,7 +37,7 @@ struct cr_http_head {
     struct cr_http_span name, value;
     enum cr_http_head_field field;
     bool in_value;
-    struct cr_http_span url, content_type, authorization, expect;
+    struct cr_http_span url, content_type, authorization, expect, host, origin;
     bool transfer_encoding; /* the request named one (chunked or not) */
     bool complete;
     /* Once complete: */
@@ -46,6 +47,7 @@ struct cr_http_head {
     bool expect_continue;
     const char *method; /* a static string ("GET") */
     uint32_t path, query, content_type_at, authorization_at; /* offsets; 0: absent */
+    uint32_t host_at, origin_at; /* Host and Origin (browsers send them): 0: absent */
     char why[128]; /* why the head was refused, for a person */
 };
 

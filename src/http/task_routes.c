@@ -106,6 +106,26 @@ int cr_task_routes_render(const struct cr_task_table *table, uint64_t now_ms,
     return *json_out != NULL ? CR_OK : CR_ERR_NOMEM;
 }
 
+/* Without the admin token (crescentd has one), the executors' client ids
+ * are left out, as the owners are in /api/v1/segments and /api/v1/objects:
+ * a client id is what a caller names to act as that client. */
+static char *hide_clients(char *json) {
+    json_t *root = json_loads(json, 0, NULL);
+    free(json);
+    if (root == NULL) return NULL;
+    json_t *tasks = json_object_get(root, "tasks");
+    if (tasks == NULL) {
+        json_object_set_new(root, "assigned_client", json_null());
+    } else {
+        size_t i;
+        json_t *t;
+        json_array_foreach(tasks, i, t) json_object_set_new(t, "assigned_client", json_null());
+    }
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
 static void get_tasks(void *ctx, const struct cr_http_request *req,
                       struct cr_http_response *resp) {
     struct cr_subsystems *peers = ctx;
@@ -124,7 +144,7 @@ static void get_tasks(void *ctx, const struct cr_http_request *req,
     body->json_out = &json;
     int rc = cr_ask(peers->actors[CR_SUBSYSTEM_TASKS], &msg, peers->ask_timeout_ns);
     if (rc == CR_OK) {
-        cr_http_respond_json(resp, 200, json);
+        cr_http_respond_json(resp, 200, req->admin ? json : hide_clients(json));
         return;
     }
     free(json);

@@ -57,6 +57,7 @@ struct cr_msg_indexer_unregister {
     const char *instance_id;
     const char *tenant_id;
     uint32_t dp_rank;
+    char *error; /* CR_INDEXER_ERROR_MAX bytes: why it failed (a failed save) */
 };
 
 /* A query by sequence hashes; the HTTP worker hashes token ids itself (the

@@ -168,6 +168,10 @@ struct cr_master_admin_query {
     uint32_t limit;
     uint64_t wall_now_ms; /* CLOCK_REALTIME when asked: object times are shown in ISO 8601 */
     bool hide_owner;      /* the asker is no admin (crescentd has an admin token): owner null */
+    /* Objects in slices: where this slice starts and ends (in/out), and
+     * whether the walk is done (out); NULL: the whole walk in one answer. */
+    uint32_t *cursor;
+    bool *done;
 };
 
 struct cr_msg_master_admin {

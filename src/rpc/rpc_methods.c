@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <xxhash.h>
 
 #include "rpc/rpc_batch.h"
 #include "rpc/rpc_codec.h"
@@ -757,7 +758,9 @@ static int m_remove_all(struct cr_rpc_run *run, struct cr_master_call *call,
     Crescent__Master__RemoveAllResponse resp = CRESCENT__MASTER__REMOVE_ALL_RESPONSE__INIT;
     resp.has_removed_count = 1;
     resp.removed_count =
-        (int64_t)cr_store_remove_all(run->store, req->tenant_id, req->force, run->now_ms);
+        run->remove_all != NULL
+            ? (int64_t)run->remove_all->removed
+            : (int64_t)cr_store_remove_all(run->store, req->tenant_id, req->force, run->now_ms);
     finish(call, a, &resp.base);
     return CR_OK;
 }
@@ -902,10 +905,27 @@ bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant
     return false;
 }
 
+bool cr_rpc_methods_remove_all(const struct cr_master_call *call, const char **tenant,
+                               bool *force) {
+    assert(call != NULL && tenant != NULL && force != NULL);
+    if (call->request == NULL || call->method != CRESCENT__MASTER__METHOD__REMOVE_ALL)
+        return false;
+    const Crescent__Master__RemoveAllRequest *req = (const void *)call->request;
+    *tenant = req->tenant_id;
+    *force = req->force;
+    return true;
+}
+
 int cr_rpc_methods_run(struct cr_rpc_run *run, struct cr_master_call *call) {
     assert(run != NULL && run->store != NULL && run->arena != NULL);
     assert(call != NULL && (call->request != NULL || call->batch != NULL));
     assert(call->reply == NULL);
+    /* The call's connection (its edge and the peer identity the edge gave
+     * it), for the store to bind new clients and issue secrets to their own
+     * connection only: one hash of at most CR_MASTER_IDENTITY_MAX bytes per
+     * call, a few ns, no allocation. */
+    cr_store_set_caller(run->store,
+                        XXH3_64bits_withSeed(call->identity, call->identity_len, call->edge));
     method_fn fn = method_for(call->method);
     assert(fn != NULL); /* the gateway forwards known methods only */
     cr_store_clear_error(run->store);

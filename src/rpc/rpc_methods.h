@@ -30,7 +30,15 @@ struct cr_rpc_run {
     /* A finished scan of the call's regex (GetReplicaListByRegex,
      * RemoveByRegex), applied instead of scanning now; NULL: scan now. */
     const struct cr_store_regex_scan *scan;
+    /* A finished sliced RemoveAll of the call (cr_store_remove_all_step):
+     * its count is answered instead of removing now; NULL: remove now. */
+    const struct cr_store_remove_all_run *remove_all;
 };
+
+/* Returns whether the call is a RemoveAll, with its tenant (NULL: every
+ * tenant) and force. */
+bool cr_rpc_methods_remove_all(const struct cr_master_call *call, const char **tenant,
+                               bool *force);
 
 /* Returns whether the call is a regex method, with its tenant and pattern. */
 bool cr_rpc_methods_regex(const struct cr_master_call *call, const char **tenant,

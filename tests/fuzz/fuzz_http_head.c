@@ -14,7 +14,10 @@
  *  - a complete head lies within the bytes read, its body is within the
  *    bound, its method is known, its path starts with '/' and holds no NUL
  *    before its end, and path, query, Content-Type and Authorization are
- *    NUL-terminated inside the head (the body after it is never written).
+ *    NUL-terminated inside the head (the body after it is never written);
+ *  - Host and Origin are NUL-terminated inside the head too, and the browser
+ *    checks (src/http/browsers.c) take them, and Content-Type, without
+ *    reading past them.
  * Build and run instructions are in tests/fuzz/README.md. */
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "http/browsers.h"
 #include "http/request_head.h"
 
 #define BODY_MAX (1u << 20)
@@ -41,6 +45,25 @@ static void check_complete(const struct cr_http_head *head, const char *buf, siz
     check_string(buf, head->head_len, head->query);
     check_string(buf, head->head_len, head->content_type_at);
     check_string(buf, head->head_len, head->authorization_at);
+    check_string(buf, head->head_len, head->host_at);
+    check_string(buf, head->head_len, head->origin_at);
+    static struct cr_http_names hosts, origins;
+    static int lists;
+    if (!lists) {
+        char error[256];
+        if (cr_http_names_parse("a.example,b.example", false, "hosts", &hosts, error,
+                                sizeof(error)) != 0 ||
+            cr_http_names_parse("https://ui.example", true, "origins", &origins, error,
+                                sizeof(error)) != 0)
+            abort();
+        lists = 1;
+    }
+    const char *host = head->host_at != 0 ? buf + head->host_at : NULL;
+    const char *origin = head->origin_at != 0 ? buf + head->origin_at : NULL;
+    (void)cr_http_host_allowed(&hosts, host);
+    (void)cr_http_origin_allowed(&origins, origin, host);
+    (void)cr_http_body_type_allowed(head->content_type_at != 0 ? buf + head->content_type_at
+                                                                : NULL);
     if (memcmp(buf + head->head_len, original + head->head_len, len - head->head_len) != 0)
         abort(); /* bytes past the head were written */
 }

@@ -14,7 +14,8 @@ from conftest import binary, free_port, http_get
 
 def post(d, path, body):
     req = urllib.request.Request(f"http://127.0.0.1:{d.port}{path}",
-                                 data=json.dumps(body).encode(), method="POST")
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, json.loads(r.read())

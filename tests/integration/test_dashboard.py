@@ -27,7 +27,8 @@ def ctl(d, *args):
 
 def post(d, path, body):
     req = urllib.request.Request(f"http://127.0.0.1:{d.port}{path}",
-                                 data=json.dumps(body).encode(), method="POST")
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as r:
         return json.loads(r.read())
 

@@ -40,7 +40,7 @@ def _closed(s):
 
 
 def _post_query(length=len(QUERY), extra=b""):
-    return (b"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    return (b"POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n" % length + extra + b"\r\n")
 
 

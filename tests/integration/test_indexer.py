@@ -646,7 +646,8 @@ def test_load_only_bound_is_a_clear_503(daemon):
 def match_of(port, path, body):
     """The answer and its X-Crescent-Match header."""
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
-                                 data=json.dumps(body).encode(), method="POST")
+                                 data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=5) as r:
         return json.loads(r.read()), r.headers.get("X-Crescent-Match")
 

@@ -158,6 +158,8 @@ def test_engine_hash_bound_per_publisher(daemon):
         # The run past the bound is refused; the chain's later runs, whose
         # parent was refused, are orphans.
         assert s["counters"]["engine_bound_refusals"] >= 1
+        # Counted once, as a refusal: the batches are well-formed (#28 item 10).
+        assert s["counters"]["malformed_batches"] == 0
         assert held(d.port, chain, "flood") == 100
         other = kp.Chain(BS, base=5000)
         good.send(other.next_batch())
@@ -292,7 +294,7 @@ def test_body_read_in_parts_after_the_head_is_routed(daemon):
     d = start(daemon)
     body = json.dumps({"model": "m", "block_size": BS,
                        "token_ids": list(range(1, 40001))}).encode()
-    head = (f"POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    head = (f"POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
     with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s, \
             socket.create_connection(("127.0.0.1", d.port), timeout=10) as other:

@@ -73,7 +73,7 @@ def metrics(d):
 
 def post(d, path, body):
     req = urllib.request.Request(f"http://127.0.0.1:{d.port}{path}", data=json.dumps(body).encode(),
-                                 method="POST")
+                                 method="POST", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as r:
         return r.status
 

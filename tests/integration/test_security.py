@@ -374,6 +374,51 @@ def test_forged_client_id_refused_owner_works(daemon, transport):
         assert owner.unmount_segment("victim-seg").status_code == 0
 
 
+def test_a_put_only_client_secret_goes_to_its_own_connection(daemon, transport):
+    """Issue 28 item 4: a client that had only done PutStart had no secret,
+    and a Ping with its id from any connection was issued one: the real
+    client's PutEnd was then refused and the thief's PutRevoke taken.  The
+    secret now goes only to the connection that made the id known."""
+    _, rpc = serving(daemon, transport)
+    with connect(rpc, client_id=(0x5e5e, 1), timeout=WAIT_S) as server, \
+            connect(rpc, client_id=VICTIM, timeout=WAIT_S) as owner, \
+            connect(rpc, client_id=VICTIM, timeout=WAIT_S, keep_secrets=False) as thief:
+        assert server.mount_segment("store-seg", 1 << 20).status_code == 0
+        assert owner.put_start("put-only-key", 4096).status_code == 0
+        stolen = thief.ping()
+        assert stolen.status_code == 0 and len(stolen.client_secret) == 0, stolen
+        assert thief.ping().client_secret == b""  # asked again: still not issued
+        mine = owner.ping()
+        assert len(mine.client_secret) == 16  # issued on the owner's own connection
+        assert thief.put_revoke("put-only-key").status_code == ILLEGAL_CLIENT
+        assert owner.put_end("put-only-key").status_code == 0
+        assert owner.exist_key("put-only-key").exists
+
+
+def test_task_executors_show_only_to_the_admin(daemon, tmp_path):
+    """Issue 28 item 4: /api/v1/tasks named each task's executor (a client id)
+    to anyone, with an admin token set; now only to requests carrying it, as
+    the owners in /api/v1/segments and /api/v1/objects."""
+    path = tmp_path / "admin.token"
+    path.write_text(TOKEN + "\n")
+    d, rpc = serving(daemon, "zmq", "--admin-token-file", str(path))
+    with MasterClient(rpc, client_id=(0xA, 1), timeout=WAIT_S) as a, \
+            MasterClient(rpc, client_id=(0xB, 2), timeout=WAIT_S) as b:
+        assert a.mount_segment("seg-a", 1 << 20, base=0,
+                               endpoint="10.0.0.1:17000").status_code == 0
+        assert b.mount_segment("seg-c", 1 << 20, base=1 << 30,
+                               endpoint="10.0.0.2:17000").status_code == 0
+        a.put("k", 4096, preferred_segment="seg-a")
+        assert a.create_copy_task("k", ["seg-c"]).status_code == 0
+    status, seen = http(d.port, "GET", "/api/v1/tasks")
+    assert status == 200 and seen["tasks"] and seen["tasks"][0]["assigned_client"] is None
+    status, seen = http(d.port, "GET", "/api/v1/tasks", token=TOKEN)
+    assert status == 200 and isinstance(seen["tasks"][0]["assigned_client"], str)
+    one = seen["tasks"][0]["id"]
+    status, seen = http(d.port, "GET", f"/api/v1/tasks/{one}")
+    assert status == 200 and seen["assigned_client"] is None
+
+
 def test_batch_put_entries_each_show_their_secret(daemon, transport):
     """crescentd checks a batch's client secret once for a run of entries that
     carry the same id and secret: an entry with another secret, or none, in

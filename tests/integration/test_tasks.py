@@ -322,7 +322,8 @@ def query_store(c, tokens):
     (instance `crescent-store`, docs/http-api.md) holds, per medium."""
     req = urllib.request.Request(
         f"http://127.0.0.1:{c.daemon.port}/query", method="POST",
-        data=json.dumps({"model": "m", "block_size": 4, "token_ids": tokens}).encode())
+        data=json.dumps({"model": "m", "block_size": 4, "token_ids": tokens}).encode(),
+        headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=WAIT_S) as r:
         return json.loads(r.read()).get("default", {}).get("crescent-store", {})
 

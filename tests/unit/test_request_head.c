@@ -44,7 +44,7 @@ static const char *at(const char *buf, uint32_t offset) {
 static void test_a_request_split_anywhere_parses_the_same(void **unused) {
     (void)unused;
     static const char text[] =
-        "\r\nPOST /api/v1/a%20b?x=1&y=%41 HTTP/1.1\r\nHost: h\r\n"
+        "\r\nPOST /api/v1/a%20b?x=1&y=%41 HTTP/1.1\r\nHost: h:80\r\nOrigin: http://o\r\n"
         "content-TYPE: application/msgpack\r\nX-Empty:\r\n"
         "Authorization: Bearer s3cret\r\nExpect: 100-continue\r\n"
         "Content-Length: 5\r\n\r\nhelloGET /next HTTP/1.1\r\n\r\n";
@@ -58,6 +58,8 @@ static void test_a_request_split_anywhere_parses_the_same(void **unused) {
         assert_string_equal(at(buf, head.query), "x=1&y=%41"); /* decoded by mg_get_var */
         assert_string_equal(at(buf, head.content_type_at), "application/msgpack");
         assert_string_equal(at(buf, head.authorization_at), "Bearer s3cret");
+        assert_string_equal(at(buf, head.host_at), "h:80");
+        assert_string_equal(at(buf, head.origin_at), "http://o");
         assert_true(head.expect_continue && head.keep_alive);
         assert_int_equal(head.head_len, head_len);
         assert_int_equal(head.body_len, 5);

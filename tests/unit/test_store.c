@@ -359,6 +359,75 @@ static void test_lease_blocks_remove(void **state) {
     cr_store_destroy(s);
 }
 
+/* RemoveAll in slices (#28 item 9): announced first, then walked a few slots
+ * at a time; an object seen after the announcement goes with its own event,
+ * one stored behind the cursor stays. */
+static void test_remove_all_in_slices(void **state) {
+    (void)state;
+    struct recorder rec = {0};
+    cr_store *s = make_store(&rec);
+    mount_n(s, &CLIENT_A, 1, 4096 * KIB);
+    char key[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        put(s, NULL, key, 0);
+    }
+    rec.count = 0;
+    struct cr_store_remove_all_run run;
+    cr_store_remove_all_begin(s, NULL, true, 100, &run);
+    assert_int_equal(rec.count, 1);
+    assert_int_equal(rec.ev[0].kind, CR_STORE_CHANGE_REMOVE_ALL);
+    assert_false(cr_store_remove_all_step(s, &run, 8, 100));
+    assert_int_equal(run.removed, 8);
+    put(s, NULL, "late", 101);                    /* a freed slot: behind the cursor */
+    assert_int_equal(get(s, NULL, "k39", 102), CR_OK); /* read after the announcement */
+    int steps = 1; /* the one above */
+    while (!cr_store_remove_all_step(s, &run, 8, 103)) steps++;
+    assert_int_equal(steps + 1, 5); /* 40 slots, 8 a step */
+    assert_int_equal(run.removed, 40);
+    assert_int_equal(get(s, NULL, "late", 104), CR_OK);
+    assert_int_equal(get(s, NULL, "k0", 104), CR_ERR_OBJECT_NOT_FOUND);
+    int updates = 0;
+    for (int i = 1; i < rec.count; i++) {
+        if (rec.ev[i].kind != CR_STORE_CHANGE_UPDATE) continue;
+        updates++;
+        assert_string_equal(rec.ev[i].key, "k39");
+        assert_int_equal(rec.ev[i].replicas, 0);
+    }
+    assert_int_equal(updates, 1);
+    cr_store_remove_all_cancel(s, &run); /* finished: nothing to release */
+    cr_store_destroy(s);
+}
+
+/* Listing in slices: a prefix that matches nothing takes several bounded
+ * calls instead of one walk of the whole table. */
+static void test_list_objects_in_slices(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 4096 * KIB);
+    char key[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        put(s, NULL, key, 0);
+    }
+    struct cr_store_object_view views[64];
+    uint32_t cursor = 0;
+    bool done = false;
+    int calls = 0;
+    size_t found = 0;
+    while (!done) {
+        found += cr_store_list_objects_slice(s, NULL, "nomatch", 1, &cursor, 64, 8, views, &done);
+        calls++;
+    }
+    assert_int_equal(found, 0);
+    assert_int_equal(calls, 5);
+    cursor = 0, done = false, found = 0;
+    while (!done) found += cr_store_list_objects_slice(s, NULL, "k3", 1, &cursor, 64 - found, 8,
+                                                       views + found, &done);
+    assert_int_equal(found, 11); /* k3, k30..k39 */
+    cr_store_destroy(s);
+}
+
 static void test_remove_all(void **state) {
     (void)state;
     struct recorder rec = {0};
@@ -648,6 +717,29 @@ static void test_client_secret(void **state) {
     assert_true(issued);
     assert_int_equal(cr_store_client_check_secret(s, &CLIENT_A, SECRET, sizeof(SECRET)),
                      CR_ERR_ILLEGAL_CLIENT);
+    cr_store_destroy(s);
+}
+
+/* #28 item 4: a client is bound to the connection that made it known; its
+ * secret is due only on that connection (another caller naming the id is
+ * not given it), and the binding goes with the client at expiry. */
+static void test_client_secret_goes_to_its_connection(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_B, 1, 1024 * KIB); /* a store server */
+    cr_store_set_caller(s, 11);
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k", 1, false, NULL, 0, NULL), CR_OK);
+    cr_store_set_caller(s, 22); /* another connection naming CLIENT_A */
+    assert_false(cr_store_client_wants_secret(s, &CLIENT_A));
+    cr_store_set_caller(s, 11);
+    assert_true(cr_store_client_wants_secret(s, &CLIENT_A));
+    assert_int_equal(put_end(s, &CLIENT_A, NULL, "k", 1), CR_OK);
+    assert_int_equal(cr_store_expire_clients(s, 100000), 2);
+    cr_store_set_caller(s, 22); /* expired: the next to make it known owns it */
+    assert_int_equal(put_start(s, &CLIENT_A, NULL, "k2", 1, false, NULL, 100001, NULL),
+                     CR_ERR_INVALID_PARAMS); /* no segment left: B expired too */
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    assert_true(cr_store_client_wants_secret(s, &CLIENT_A));
     cr_store_destroy(s);
 }
 
@@ -1357,6 +1449,8 @@ int main(void) {
         cmocka_unit_test(test_empty_object),
         cmocka_unit_test(test_lease_blocks_remove),
         cmocka_unit_test(test_remove_all),
+        cmocka_unit_test(test_remove_all_in_slices),
+        cmocka_unit_test(test_list_objects_in_slices),
         cmocka_unit_test(test_eviction_watermark),
         cmocka_unit_test(test_eviction_soft_pin_not_allowed),
         cmocka_unit_test(test_evict_choose),
@@ -1364,6 +1458,7 @@ int main(void) {
         cmocka_unit_test(test_zombie_preempt_and_reclaim),
         cmocka_unit_test(test_client_expiry),
         cmocka_unit_test(test_client_secret),
+        cmocka_unit_test(test_client_secret_goes_to_its_connection),
         cmocka_unit_test(test_many_clients_expire),
         cmocka_unit_test(test_preferred_segment),
         cmocka_unit_test(test_distinct_and_best_effort),
