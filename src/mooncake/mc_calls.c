@@ -191,6 +191,7 @@ const struct cr_mc_fn *cr_mc_fn_find(uint32_t id, const char **name) {
 }
 
 const char *cr_mc_fn_name(const struct cr_mc_fn *fn) { return fn->name; }
+uint16_t cr_mc_fn_method(const struct cr_mc_fn *fn) { return fn->method; }
 uint16_t cr_mc_fn_index(const struct cr_mc_fn *fn) { return (uint16_t)(fn - fns); }
 const struct cr_mc_fn *cr_mc_fn_at(uint16_t index) {
     return index < FN_COUNT ? &fns[index] : NULL;

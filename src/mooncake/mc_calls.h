@@ -85,6 +85,8 @@ struct cr_mc_fn; /* one Mooncake call (mc_calls.c's table) */
  * the log line), else NULL. */
 const struct cr_mc_fn *cr_mc_fn_find(uint32_t id, const char **name);
 const char *cr_mc_fn_name(const struct cr_mc_fn *fn);
+/* The crescent method the call becomes; 0 for calls answered here. */
+uint16_t cr_mc_fn_method(const struct cr_mc_fn *fn);
 /* Index in the table (travels with a call), and back. */
 uint16_t cr_mc_fn_index(const struct cr_mc_fn *fn);
 const struct cr_mc_fn *cr_mc_fn_at(uint16_t index);
