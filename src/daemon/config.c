@@ -61,7 +61,8 @@ static const struct setting settings[] = {
      "native TCP endpoint of the same RPC (crescent://HOST:PORT, no encryption); '' off; "
      "the default is skipped with a warning when taken"},
     {"mooncake-rpc-address", SETTING_STRING, FIELD(mooncake_rpc_address), 0, 0, "HOST:PORT",
-     "Mooncake's own master protocol (coro_rpc + struct_pack) for Mooncake's clients; '' off; "
+     "Mooncake's own master protocol (coro_rpc + struct_pack) for Mooncake's clients; 'off' "
+     "turns it off; "
      "Mooncake's --rpc_port/--port/--rpc_address set its port and host (docs/mooncake.md)"},
     {"enable-http-metadata-server", SETTING_BOOL, FIELD(enable_http_metadata_server), 0, 0,
      "BOOL", "serve Mooncake's HTTP metadata server (GET/PUT/DELETE /metadata?key=) for its "

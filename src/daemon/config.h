@@ -37,7 +37,7 @@ struct cr_daemon_config {
 
     /* Store master (seed 004 defaults; config keys are the reference's flag names). */
     char rpc_address[CR_CONFIG_ADDRESS_MAX];      /* ZMQ endpoint of the RPC gateway */
-    char rpc_tcp_address[CR_CONFIG_ADDRESS_MAX];  /* native TCP endpoint, host:port; "" off */
+    char rpc_tcp_address[CR_CONFIG_ADDRESS_MAX];  /* native TCP endpoint, host:port; "off" */
     uint32_t rpc_tcp_connections_max;             /* open native connections */
     uint32_t rpc_tcp_queue_max;                   /* requests in flight per native connection */
     bool rpc_tcp_with_curve;                      /* serve it (loopback only) with CURVE on */

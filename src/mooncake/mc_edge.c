@@ -567,7 +567,7 @@ int cr_mooncake_edge_create(const struct cr_daemon_config *config, struct cr_edg
     if (!cr_rpc_intake_init(&st->edge.intake, config->admin_token_file, why, sizeof(why))) {
         fprintf(stderr, "crescentd: %s\n", why);
         rc = CR_ERR_INVALID_PARAMS;
-    } else if (st->address[0] != '\0') {
+    } else if (st->address[0] != '\0' && strcmp(st->address, "off") != 0) {
         rc = listen_on(st);
     }
     if (rc != CR_OK) {

@@ -26,7 +26,7 @@ import msgpack
 import pytest
 import zmq
 
-from conftest import free_port, http_get, wait_for
+from conftest import binary, free_port, http_get, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MC = pathlib.Path(os.environ.get("CRESCENT_MOONCAKE_DIR") or ROOT.parent / "shared" / "mooncake")
@@ -52,8 +52,9 @@ def port_open(port):
         return False
 
 
-def run_pair(master, metadata, tmp):
-    """Roles A and B against one master; returns their JSON answers."""
+def run_pair(master, metadata, tmp, between=None):
+    """Roles A and B against one master (between(): after A's puts, before B);
+    returns their JSON answers."""
     tmp.mkdir()
     ready, done = tmp / "ready", tmp / "done"
     a = subprocess.Popen(["/usr/bin/python3", str(ROLES), "A", master, metadata, str(ready),
@@ -61,6 +62,8 @@ def run_pair(master, metadata, tmp):
                          stderr=open(tmp / "a.err", "w"), text=True)
     try:
         wait_for(lambda: ready.exists() or a.poll() is not None, "process A ready", timeout=120)
+        if between is not None and a.poll() is None:
+            between()
         b = subprocess.run(["/usr/bin/python3", str(ROLES), "B", master, metadata],
                            env=client_env(), capture_output=True, text=True, timeout=180)
     finally:
@@ -130,13 +133,23 @@ def test_mooncake_client_on_crescentd_answers_as_on_mooncake_master(daemon, refe
 
     ref_a, ref_b = run_pair(f"127.0.0.1:{ref_rpc}", f"http://127.0.0.1:{ref_meta}/metadata",
                             tmp_path / "reference")
+    seen = {}
+
+    def crescent_client_sees_the_put():
+        """crescent's own client reads the object Mooncake's client put."""
+        zmq_rpc = d.args[d.args.index("--rpc-address") + 1]
+        r = subprocess.run([binary("crescentctl"), "--rpc", zmq_rpc, "--json", "replicas", "k"],
+                           capture_output=True, text=True, timeout=60)
+        seen["rc"], seen["out"] = r.returncode, r.stdout + r.stderr
+
     a, b = run_pair(f"127.0.0.1:{rpc}", f"http://127.0.0.1:{meta}/metadata",
-                    tmp_path / "crescentd")
+                    tmp_path / "crescentd", between=crescent_client_sees_the_put)
     # The reference's answers are what they should be (so equality means something).
     assert ref_a == {"setup": 0, "put": 0, "put_duplicate": 0, "put_batch": 0, "is_exist": 1}
     assert ref_b["get_equal"] and ref_b["remove_under_lease"] == -706
     assert ref_b["remove_missing"] == -704 and ref_b["batch_is_exist"] == [1, 1, 0]
     assert (a, b) == (ref_a, ref_b)
+    assert seen["rc"] == 0 and "102404" in seen["out"], seen
 
     # The event plane published the puts (seed 000 batches), and the indexer
     # took the store's events.
