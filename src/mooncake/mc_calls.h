@@ -85,6 +85,11 @@ struct cr_mc_fn; /* one Mooncake call (mc_calls.c's table) */
  * the log line), else NULL. */
 const struct cr_mc_fn *cr_mc_fn_find(uint32_t id, const char **name);
 const char *cr_mc_fn_name(const struct cr_mc_fn *fn);
+/* For a call crescent does not serve (cr_mc_fn_find gave NULL and a name):
+ * appends its result holding UNAVAILABLE_IN_CURRENT_MODE when the result is
+ * one tl::expected of a type the table knows; false otherwise (answer with
+ * coro_rpc's function_not_registered) or out of memory (w->nomem). */
+bool cr_mc_unavailable(uint32_t id, struct cr_sp_writer *w);
 /* The crescent method the call becomes; 0 for calls answered here. */
 uint16_t cr_mc_fn_method(const struct cr_mc_fn *fn);
 /* Index in the table (travels with a call), and back. */

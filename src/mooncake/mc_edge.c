@@ -223,9 +223,13 @@ static void handle_frame(struct mc_edge *st, struct conn *c, const uint8_t *h,
         st->edge.intake.unknown_method++;
         snprintf(msg, sizeof(msg), "crescentd does not serve Mooncake's %s (function id 0x%08x)",
                  other != NULL ? other : "unknown call", id);
+        size_t at = reply_begin(c, seq, 0);
+        bool typed = cr_mc_unavailable(id, &c->out);
         if (cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
-            CR_WARN("mooncake", "%s: %s asked for it; answered function_not_registered",
-                    msg, c->peer);
+            CR_WARN("mooncake", "%s: %s asked for it; answered %s", msg, c->peer,
+                    typed ? "UNAVAILABLE_IN_CURRENT_MODE (-1011)" : "function_not_registered");
+        if (typed || c->out.nomem) return reply_end(st, c, at, typed);
+        c->out.len = at; /* no typed answer: coro_rpc's error instead */
         return reply_rpc_error(st, c, seq, CR_CORO_ERRC_FUNCTION_NOT_REGISTERED, msg);
     }
     struct cr_mc_request req;

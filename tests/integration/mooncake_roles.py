@@ -3,6 +3,7 @@ client (PYTHONPATH = ../shared/mooncake, Debian's /usr/bin/python3):
 
   mooncake_roles.py A MASTER METADATA READY DONE   hosts a segment, puts, waits
   mooncake_roles.py B MASTER METADATA              gets from A's segment, removes
+  mooncake_roles.py C MASTER METADATA              calls upsert (a call crescentd does not serve)
 
 Each prints one JSON line of what every call returned, for the test to
 compare between mooncake_master and crescentd."""
@@ -65,8 +66,20 @@ def role_b(master, metadata):
     print(json.dumps(out), flush=True)
 
 
+def role_c(master, metadata):
+    s, rc = setup(master, metadata)
+    out = {"setup": rc}
+    if rc == 0:
+        out["upsert"] = s.upsert("u", b"x" * 100)
+        out["is_exist_after"] = s.is_exist("k")  # the connection still serves
+        s.close()
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "A":
         role_a(*sys.argv[2:6])
-    else:
+    elif sys.argv[1] == "B":
         role_b(*sys.argv[2:4])
+    else:
+        role_c(*sys.argv[2:4])

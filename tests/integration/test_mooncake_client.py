@@ -171,3 +171,16 @@ def test_mooncake_client_on_crescentd_answers_as_on_mooncake_master(daemon, refe
     # The HTTP metadata server answers as the reference's.
     for method, path, data in METADATA_CALLS:
         assert http(method, meta, path, data) == http(method, ref_meta, path, data), (method, path)
+
+    # A call crescentd does not serve (UpsertStart) gets Mooncake's
+    # UNAVAILABLE_IN_CURRENT_MODE (-1011), not a dropped connection, and a log
+    # line naming it.
+    c = subprocess.run(["/usr/bin/python3", str(ROLES), "C", f"127.0.0.1:{rpc}",
+                        f"http://127.0.0.1:{meta}/metadata"], env=client_env(),
+                       capture_output=True, text=True, timeout=180)
+    assert c.returncode == 0, c.stderr[-3000:]
+    assert json.loads(c.stdout.strip().splitlines()[-1]) == {
+        "setup": 0, "upsert": -1011, "is_exist_after": 0}
+    code, err = d.stop()
+    assert code == 0
+    assert "Mooncake's UpsertStart" in err and "UNAVAILABLE_IN_CURRENT_MODE" in err, err[-2000:]

@@ -226,6 +226,15 @@ static void test_truncated_and_foreign(void **state) {
     const char *other = NULL;
     assert_null(cr_mc_fn_find(0x7801dba0u, &other)); /* CreateCopyTask: not served */
     assert_string_equal(other, "CreateCopyTask");
+    /* UpsertEnd, not served: UNAVAILABLE_IN_CURRENT_MODE (-1011) in its
+     * tl::expected<void, ErrorCode>, the type mooncake_master's answers have. */
+    struct cr_sp_writer w = {0};
+    assert_true(cr_mc_unavailable(0x2e20e258u, &w));
+    assert_bytes(&w, "cd6828af0487fa0100000dfcffff");
+    w.len = 0;
+    assert_false(cr_mc_unavailable(0xb1bcd72fu, &w)); /* BatchUpsertEnd: a vector */
+    assert_false(cr_mc_unavailable(0x12345678u, &w)); /* not Mooncake's */
+    free(w.buf);
     cr_mc_state_free(&st);
 }
 
