@@ -892,7 +892,8 @@ static void put_map(struct cr_sp_writer *w, const struct cr_mc_state *st,
     for (size_t i = 0; i < r->n_object_map; i++) {
         const Crescent__Master__GetReplicaListByRegexResponse__ObjectMapEntry *e =
             r->object_map[i];
-        cr_sp_put_str(w, e->key, strlen(e->key));
+        const char *key = e->key != NULL ? e->key : ""; /* a map entry's key is optional */
+        cr_sp_put_str(w, key, strlen(key));
         if (e->value == NULL) cr_sp_put_len(w, 0);
         else put_descs(w, st, e->value->n_replica_list, e->value->replica_list);
     }

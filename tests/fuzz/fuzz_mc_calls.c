@@ -12,6 +12,8 @@
  *    or segments send it; any bytes): cr_mc_answer must encode a result or
  *    refuse it, never crash; the encoded result must start with the call's
  *    type hash.
+ * Bytes 2-5 also name a function id: an id the table does not serve gets a
+ * typed UNAVAILABLE answer only if the table names it.
  * One cr_mc_state is kept across inputs, as the endpoint keeps one (mounts
  * and secrets accumulate), bounded by resetting it every 4096 inputs.
  * Build and run instructions are in tests/fuzz/README.md. */
@@ -79,5 +81,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (uint16_t i = data[0]; fn == NULL; i = (uint16_t)(i / 2)) fn = cr_mc_fn_at(i);
     if (data[1] % 2 == 0) decode_case(fn, data + 2, size - 2);
     else answer_case(fn, data + 2, size - 2, data[1]);
+    if (size >= 6) { /* an id crescent does not serve, from the input */
+        uint32_t id = (uint32_t)data[2] | (uint32_t)data[3] << 8 | (uint32_t)data[4] << 16 |
+                      (uint32_t)data[5] << 24;
+        const char *name = NULL;
+        struct cr_sp_writer w = {0};
+        if (cr_mc_fn_find(id, &name) == NULL && cr_mc_unavailable(id, &w) && name == NULL)
+            abort(); /* a typed answer only for a call the table names */
+        free(w.buf);
+    }
     return 0;
 }

@@ -238,12 +238,39 @@ static void test_truncated_and_foreign(void **state) {
     cr_mc_state_free(&st);
 }
 
+/* GetReplicaListByRegex: crescent's map entries become Mooncake's map; an
+ * entry without a key (optional in protobuf's map entries; found by
+ * fuzz_mc_calls) is the empty key, not a crash. */
+static void test_regex_map(void **state) {
+    (void)state;
+    struct cr_mc_state st = {0};
+    Crescent__Master__GetReplicaListByRegexResponse__ObjectMapEntry e[2] = {
+        CRESCENT__MASTER__GET_REPLICA_LIST_BY_REGEX_RESPONSE__OBJECT_MAP_ENTRY__INIT,
+        CRESCENT__MASTER__GET_REPLICA_LIST_BY_REGEX_RESPONSE__OBJECT_MAP_ENTRY__INIT};
+    e[0].key = "b1";
+    Crescent__Master__GetReplicaListByRegexResponse__ObjectMapEntry *es[] = {&e[0], &e[1]};
+    Crescent__Master__GetReplicaListByRegexResponse r =
+        CRESCENT__MASTER__GET_REPLICA_LIST_BY_REGEX_RESPONSE__INIT;
+    r.n_object_map = 2, r.object_map = es;
+    uint8_t packed[256];
+    size_t n = protobuf_c_message_pack(&r.base, packed);
+    struct cr_sp_writer w = {0};
+    assert_true(cr_mc_answer(fn(0xfe6af93cu), CR_OK, packed, n, 0, NULL, &st, &w));
+    /* header (hash 7343c040 | 1, metainfo, literal, NUL: 4 + 1 + 56 + 1 bytes), then
+     * has_value, 2 entries: "b1" with no replicas, "" with none */
+    assert_int_equal(w.len, 62 + 1 + 1 + 3 + 1 + 1 + 1);
+    assert_memory_equal(w.buf + 62, "\x01\x02\x02" "b1" "\x00\x00\x00", 8);
+    free(w.buf);
+    cr_mc_state_free(&st);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_answers),
         cmocka_unit_test(test_mount_and_put_start),
         cmocka_unit_test(test_get_exist_remove),
         cmocka_unit_test(test_truncated_and_foreign),
+        cmocka_unit_test(test_regex_map),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
