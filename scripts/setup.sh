@@ -23,6 +23,14 @@ packages=(
     python3-torch python3-numpy python3-regex
     # leak and memory-error check of the daemon (tests/integration/test_daemon.py)
     valgrind
+    # Mooncake's own client and master (../shared/mooncake/DEBIAN-PACKAGES.txt), which
+    # tests/integration/test_mooncake_client.py runs against crescentd
+    libbrotli1 libc6 libcom-err2 libcurl4 libffi8 libgcc-s1 libgflags2.2 libgmp10 libgnutls30
+    libgoogle-glog0v6 libgssapi-krb5-2 libhogweed6 libibverbs1 libidn2-0 libjsoncpp25
+    libk5crypto3 libkeyutils1 libkrb5-3 libkrb5support0 libldap-2.5-0 liblzma5 libnettle8
+    libnghttp2-14 libnl-3-200 libnl-route-3-200 libnuma1 libp11-kit0 libpsl5 librtmp1
+    libsasl2-2 libssh2-1 libssl3 libstdc++6 libtasn1-6 libunistring2 libunwind8 liburing2
+    libxxhash0 libyaml-cpp0.7 libzstd1 zlib1g
     # the dashboard's browser test (tests/integration/test_dashboard.py)
     chromium chromium-driver python3-selenium
 )

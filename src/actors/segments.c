@@ -82,7 +82,7 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
 #define EDGE_EVENTS 64u
 #define EDGE_WAKE_TAG UINT64_MAX
 #define EDGE_TIMER_TAG (UINT64_MAX - 1) /* the park's deadline (wait_timer.h) */
-static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", NULL};
+static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", "mooncake_rpc", NULL};
 
 struct cr_edge_host {
     struct segments_state *st;

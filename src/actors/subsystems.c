@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "rpc/edge.h"
+#include "mooncake/mc_edge.h"
 
 #include "core/log.h"
 #include "crescent/error.h"
@@ -24,10 +25,12 @@ int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *co
         int rc = defs[i]->create(config, &out->states[i]);
         if (rc != CR_OK) return rc;
         /* Segments' edges, the store master's RPC endpoints (edge.h), bound
-         * first: ZMQ, native, then shared memory. */
+         * first: ZMQ, native, shared memory, then Mooncake's coro_rpc
+         * (src/mooncake). */
         int (*const edges[])(const struct cr_daemon_config *, struct cr_edge **) = {
-            cr_rpc_edge_create, cr_rpc_tcp_edge_create, cr_rpc_shm_edge_create};
-        for (size_t e = 0; i == CR_SUBSYSTEM_SEGMENTS && e < 3 && rc == CR_OK; e++) {
+            cr_rpc_edge_create, cr_rpc_tcp_edge_create, cr_rpc_shm_edge_create,
+            cr_mooncake_edge_create};
+        for (size_t e = 0; i == CR_SUBSYSTEM_SEGMENTS && e < 4 && rc == CR_OK; e++) {
             struct cr_edge *edge = NULL;
             rc = edges[e](config, &edge);
             if (rc == CR_OK) rc = cr_segments_edge_add(out->states[i], edge);

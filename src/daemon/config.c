@@ -66,6 +66,17 @@ static const struct setting settings[] = {
     {"rpc-tcp-address", SETTING_STRING, FIELD(rpc_tcp_address), 0, 0, "HOST:PORT",
      "native TCP endpoint of the same RPC (crescent://HOST:PORT, no encryption); '' off; "
      "the default is skipped with a warning when taken"},
+    {"mooncake-rpc-address", SETTING_STRING, FIELD(mooncake_rpc_address), 0, 0, "HOST:PORT",
+     "Mooncake's own master protocol (coro_rpc + struct_pack) for Mooncake's clients; 'off' "
+     "turns it off; "
+     "Mooncake's --rpc_port/--port/--rpc_address set its port and host (docs/mooncake.md)"},
+    {"enable-http-metadata-server", SETTING_BOOL, FIELD(enable_http_metadata_server), 0, 0,
+     "BOOL", "serve Mooncake's HTTP metadata server (GET/PUT/DELETE /metadata?key=) for its "
+     "Transfer Engine (docs/mooncake.md)"},
+    {"http-metadata-server-port", SETTING_U32, FIELD(http_metadata_server_port), 1, 65535, "PORT",
+     "port of the HTTP metadata server"},
+    {"http-metadata-server-host", SETTING_STRING, FIELD(http_metadata_server_host), 0, 0, "HOST",
+     "address the HTTP metadata server listens on (loopback unless told)"},
     {"rpc-tcp-connections-max", SETTING_U32, FIELD(rpc_tcp_connections_max), 1, 1000000, "N",
      "open native RPC connections; one more is accepted and closed at once"},
     {"rpc-tcp-queue-max", SETTING_U32, FIELD(rpc_tcp_queue_max), 1, 65536, "N",
@@ -189,6 +200,11 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->rpc_address, sizeof(config->rpc_address), "tcp://127.0.0.1:50051");
     snprintf(config->rpc_tcp_address, sizeof(config->rpc_tcp_address), "%s",
              CR_CONFIG_RPC_TCP_DEFAULT);
+    snprintf(config->mooncake_rpc_address, sizeof(config->mooncake_rpc_address), "%s",
+             CR_CONFIG_MOONCAKE_RPC_DEFAULT);
+    config->http_metadata_server_port = 8080; /* as Mooncake's master */
+    snprintf(config->http_metadata_server_host, sizeof(config->http_metadata_server_host),
+             "127.0.0.1");
     config->rpc_tcp_connections_max = 4096; /* as the HTTP front's */
     config->rpc_tcp_queue_max = 1024;       /* about ZMQ's default high-water mark (1000) */
     snprintf(config->rpc_shm_path, sizeof(config->rpc_shm_path), "auto");
@@ -555,8 +571,8 @@ enum {
     OPT_VERSION,
     OPT_CONFIG,
     OPT_NO_PIN,
-    OPT_RPC_PORT,    /* Mooncake's --port / --rpc_port */
-    OPT_RPC_HOST,    /* Mooncake's --rpc_address HOST (crescent's --rpc-address is an endpoint) */
+    OPT_RPC_PORT,    /* Mooncake's --port / --rpc_port: --mooncake-rpc-address's port */
+    OPT_RPC_HOST,    /* Mooncake's --rpc_address HOST: --mooncake-rpc-address's host */
     OPT_RPC_THREADS, /* Mooncake's --rpc_thread_num / --max_threads */
     OPT_SETTING,
 };
@@ -572,14 +588,15 @@ static const struct {
 };
 #define MOONCAKE_FLAG_COUNT (sizeof(mooncake_flags) / sizeof(mooncake_flags[0]))
 
-/* "tcp://HOST:PORT" with the host or the port replaced. */
+/* "HOST:PORT" (--mooncake-rpc-address) with the host or the port replaced. */
 static bool set_rpc_part(char endpoint[CR_CONFIG_ADDRESS_MAX], const char *host, const char *port,
                          char error[CR_CONFIG_ERROR_MAX]) {
     const char *scheme_end = strstr(endpoint, "://");
+    scheme_end = scheme_end != NULL ? scheme_end : endpoint - 3; /* no scheme */
     const char *colon = strrchr(endpoint, ':');
-    if (scheme_end == NULL || colon == NULL || colon < scheme_end + 3) {
+    if (colon == NULL || colon < scheme_end + 3) {
         snprintf(error, CR_CONFIG_ERROR_MAX,
-                 "--port/--rpc_address: the RPC address '%s' is not tcp://HOST:PORT", endpoint);
+                 "--port/--rpc_address: --mooncake-rpc-address '%s' is not HOST:PORT", endpoint);
         return false;
     }
     char old_host[CR_CONFIG_ADDRESS_MAX];
@@ -617,10 +634,25 @@ static bool apply_mooncake_flag(int opt, const char *value, struct cr_daemon_con
             return false;
         }
         /* Mooncake: rpc_port 0 means "use --port". */
-        return n == 0 || set_rpc_part(config->rpc_address, NULL, value, error);
+        return n == 0 || set_rpc_part(config->mooncake_rpc_address, NULL, value, error);
     }
     assert(opt == OPT_RPC_HOST);
-    return set_rpc_part(config->rpc_address, value, NULL, error);
+    return set_rpc_part(config->mooncake_rpc_address, value, NULL, error);
+}
+
+/* `crescentd --rpc_port 50051` (Mooncake's default port, the one flag a
+ * Mooncake launch needs): the ZMQ endpoint, if still on its default
+ * tcp://127.0.0.1:50051, steps aside to the port the Mooncake endpoint left
+ * (docs/mooncake.md, "Ports"). */
+static void mooncake_takes_zmq_port(struct cr_daemon_config *config) {
+    static const char zmq_default[] = "tcp://127.0.0.1:50051";
+    const char *colon = strrchr(config->mooncake_rpc_address, ':');
+    if (colon == NULL || strcmp(colon, ":50051") != 0) return;
+    if (strcmp(config->rpc_address, zmq_default) != 0) return;
+    snprintf(config->rpc_address, sizeof(config->rpc_address), "tcp://127.0.0.1:%s",
+             strrchr(CR_CONFIG_MOONCAKE_RPC_DEFAULT, ':') + 1);
+    CR_INFO("config", "the Mooncake master endpoint takes port 50051: crescent's ZMQ RPC "
+            "moves to %s (set --rpc-address to choose)", config->rpc_address);
 }
 
 /* Finds --config first so the file applies before the other flags. */
@@ -721,5 +753,6 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
     for (size_t i = 0; i < deferred_count; i++)
         if (!apply_mooncake_flag(deferred[i].opt, deferred[i].value, config, error))
             return CR_CONFIG_EXIT_USAGE;
+    mooncake_takes_zmq_port(config);
     return validate(config, error) ? CR_CONFIG_RUN : CR_CONFIG_EXIT_USAGE;
 }

@@ -18,6 +18,8 @@
 /* The native RPC endpoint's default: best effort (taken: crescentd starts
  * without it and says so), where an address given by the user must bind. */
 #define CR_CONFIG_RPC_TCP_DEFAULT "127.0.0.1:50052"
+/* Mooncake's master protocol (coro_rpc): docs/mooncake.md says why 50053. */
+#define CR_CONFIG_MOONCAKE_RPC_DEFAULT "127.0.0.1:50053"
 
 struct cr_daemon_config {
     char config_path[CR_CONFIG_ADDRESS_MAX]; /* empty: none */
@@ -37,10 +39,14 @@ struct cr_daemon_config {
 
     /* Store master (seed 004 defaults; config keys are the reference's flag names). */
     char rpc_address[CR_CONFIG_ADDRESS_MAX];      /* ZMQ endpoint of the RPC gateway */
-    char rpc_tcp_address[CR_CONFIG_ADDRESS_MAX];  /* native TCP endpoint, host:port; "" off */
+    char rpc_tcp_address[CR_CONFIG_ADDRESS_MAX];  /* native TCP endpoint, host:port; "off" */
     uint32_t rpc_tcp_connections_max;             /* open native connections */
     uint32_t rpc_tcp_queue_max;                   /* requests in flight per native connection */
     bool rpc_tcp_with_curve;                      /* serve it (loopback only) with CURVE on */
+    char mooncake_rpc_address[CR_CONFIG_ADDRESS_MAX]; /* Mooncake's coro_rpc, host:port; "" off */
+    bool enable_http_metadata_server;              /* Mooncake's metadata server (src/mooncake) */
+    uint32_t http_metadata_server_port;
+    char http_metadata_server_host[CR_CONFIG_ADDRESS_MAX];
     char rpc_shm_path[CR_CONFIG_ADDRESS_MAX];     /* same-host shm set-up socket; "auto", "off" */
     uint32_t rpc_shm_clients_max;                 /* shm clients at once */
     uint32_t rpc_shm_ring_bytes;                  /* bytes of each of a client's two rings */

@@ -22,6 +22,7 @@
 #include "http/dashboard.h"
 #include "http/front.h"
 #include "http/store_routes.h"
+#include "mooncake/http_meta.h"
 
 struct daemon {
     struct cr_daemon_config config;
@@ -29,6 +30,7 @@ struct daemon {
     struct cr_subsystems subsystems;
     struct cr_http_front *front;
     struct cr_http_front *metrics_front; /* --metrics-port: Mooncake's endpoints; NULL when 0 */
+    struct cr_mc_meta *metadata;         /* --enable-http-metadata-server; NULL when off */
     struct cr_http_admin admin;
 };
 
@@ -93,6 +95,22 @@ static int start_metrics_http(struct daemon *d) {
 }
 
 /* Returns 0, or the exit status to use. */
+/* Mooncake's HTTP metadata server (src/mooncake/http_meta.h). */
+static int start_metadata_http(struct daemon *d) {
+    if (!d->config.enable_http_metadata_server) return 0;
+    char address[CR_CONFIG_ADDRESS_MAX + 8], error[512];
+    const char *host = d->config.http_metadata_server_host;
+    bool v6 = strchr(host, ':') != NULL && host[0] != '[';
+    snprintf(address, sizeof(address), v6 ? "[%s]:%u" : "%s:%u", host,
+             d->config.http_metadata_server_port);
+    if (cr_mc_meta_start(address, &d->metadata, error, sizeof(error)) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
+    CR_INFO("daemon", "Mooncake HTTP metadata server on http://%s/metadata", address);
+    return 0;
+}
+
 static int start_http(struct daemon *d) {
     d->admin = (struct cr_http_admin){.rt = d->rt,
                                       .started_ns = cr_monotonic_ns(),
@@ -126,13 +144,16 @@ static int start_http(struct daemon *d) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }
-    return start_metrics_http(d);
+    int rc = start_metrics_http(d);
+    return rc != 0 ? rc : start_metadata_http(d);
 }
 
 static void shutdown_all(struct daemon *d) {
     /* Intake first: no HTTP request may ask an actor that is stopping. */
     cr_http_front_destroy(d->metrics_front);
     d->metrics_front = NULL;
+    cr_mc_meta_stop(d->metadata);
+    d->metadata = NULL;
     cr_http_front_destroy(d->front);
     d->front = NULL;
     if (d->rt != NULL) cr_runtime_destroy(d->rt);

@@ -122,6 +122,8 @@ def _daemon_init_with_free_sockets(self, args):
         args += ["--local-segment-size", "0"]
     if "--metrics-port" not in args and "--metrics_port" not in args:  # Mooncake's, 9003
         args += ["--metrics-port", str(free_port())]
+    if not {"--mooncake-rpc-address", "--rpc_port", "--port", "--rpc-port"} & set(args):
+        args += ["--mooncake-rpc-address", f"127.0.0.1:{free_port()}"]  # coro_rpc, 50053
     _daemon_init_with_args(self, args)
 
 

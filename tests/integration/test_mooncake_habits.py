@@ -1,7 +1,11 @@
 """Mooncake operators' habits: gflags spellings (underscores, -flag=value,
 --port, --rpc_address HOST, --metrics_port, --rpc_thread_num), durations with
-units, and Mooncake master's HTTP endpoints on --metrics-port in its shapes."""
+units, and Mooncake master's HTTP endpoints on --metrics-port in its shapes.
+--port/--rpc_port and --rpc_address address the Mooncake master endpoint
+(coro_rpc, docs/mooncake.md), as they address mooncake_master's."""
 import json
+import socket
+import struct
 import subprocess
 
 import pytest
@@ -20,13 +24,32 @@ def ctl(rpc, *args, check=True):
     return r
 
 
+def service_ready(port):
+    """Mooncake's ServiceReady over coro_rpc: its version string."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        # magic 21, version 0, struct_pack, msg 0, seq 7, function id, body 0, attachment 0
+        s.sendall(struct.pack("<BBBBIIII", 21, 0, 0, 0, 7, 0x7B81BB56, 0, 0))
+        head = b""
+        while len(head) < 16:
+            head += s.recv(16 - len(head))
+        magic, _, errc, _, seq, length, _ = struct.unpack("<BBBBIII", head)
+        assert (magic, errc, seq) == (21, 0, 7)
+        body = b""
+        while len(body) < length:
+            body += s.recv(length - len(body))
+    # hash (4), metainfo, literal 87 80 0c 01 and NUL, has_value 1, length, bytes
+    assert body[10] == 1
+    return body[12:12 + body[11]]
+
+
 def test_gflags_spellings_and_durations(daemon, tmp_path):
     rpc_port, metrics_port = free_port(), free_port()
     conf = tmp_path / "crescent.json"
     conf.write_text(json.dumps({"default_kv_lease_ttl": "2s"}))
     d = daemon("--config", str(conf), "--rpc_address", "127.0.0.1", "--port", str(rpc_port),
                "--metrics_port", str(metrics_port), "-client_ttl=1m", "--rpc_thread_num", "8")
-    rpc = f"tcp://127.0.0.1:{rpc_port}"
+    rpc = d.args[d.args.index("--rpc-address") + 1]  # crescent's ZMQ RPC, from the fixture
+    assert service_ready(rpc_port) == b"2.0.0"  # Mooncake's endpoint on --port
     ping = json.loads(ctl(rpc, "ping", "--json").stdout)
     assert ping["client_ttl_ms"] == 60000
     ctl(rpc, "mount", "seg0", "64M", "--endpoint", "10.0.0.5:1")
