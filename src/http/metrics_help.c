@@ -18,6 +18,7 @@ static const struct {
     {"rpc_send_dropped_total", "RPC replies dropped because the client could not take them."},
     {"rpc_in_flight", "RPC requests handed to the store master and not answered yet."},
     {"rpc_replies_refused_unread_total", "ZMQ replies refused busy: their client had 64 MiB of replies unread."},
+    {"rpc_shm_clients_hello_timeout_total", "shm connections closed: no hello within --rpc-shm-hello-timeout-ms."},
     {"segments_calls_at_tasks", "RPC calls at the tasks actor, not answered yet (at most 1024)."},
     {"segments_tasks_busy_total", "RPC task calls refused busy: 1024 were at the tasks actor."},
     {"tasks_replies_waiting", "Answers kept for a full ring back to their gateway, sent again each round."},
