@@ -168,3 +168,22 @@ def test_zmq_flood_then_full_service(daemon):
         ctx.term()
 
     check_flood(d, eps, flood_zmq, close, ["rpc"])
+
+
+def test_sigterm_stops_crescentd_during_a_flood(daemon):
+    """SIGTERM while the flooders (every endpoint at once) still hold their
+    calls: crescentd stops within WAIT_S."""
+    d, eps = start(daemon)
+    pb = load_proto()
+    socks = flood_native(eps, pb)
+    shms = flood_shm(eps, pb, clients=4)
+    ctx, dealers = flood_zmq(eps, pb, dealers=16, calls=1000)
+    try:
+        code, err = d.stop(timeout=WAIT_S)
+        assert code == 0, err
+    finally:
+        for s in socks + dealers:
+            s.close()
+        for c in shms:
+            c.close()
+        ctx.term()
