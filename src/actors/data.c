@@ -297,6 +297,7 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
              x.refused_out_of_bounds + x.refused_no_segment + x.refused_malformed);
     add_stat(out, "transfer_connections_open", x.connections_open);
     add_stat(out, "transfer_shm_refused_total", x.shm_refused_peer);
+    add_stat(out, "transfer_shm_refused_unsealed_total", x.shm_refused_unsealed);
 }
 
 static void data_destroy(void *arg) {

@@ -68,6 +68,17 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
  * fed one event per message fell from 2.8 M to 0.8-1.3 M events/s. */
 #define EVENT_CHAIN_BYTES_MIN 256u
 #define EVENT_CHAIN_BYTES_MAX CR_STORE_EVENT_CHAIN_BYTES_DEFAULT
+/* An edge's calls that another actor answers (QueryTask, a Ping that wants
+ * tasks, FetchTasks, MarkTaskToComplete, CreateCopy/MoveTask) are at tasks
+ * at most this many at once; past it they are refused "busy" at once.  Why:
+ * every one is a message on the ring to tasks and its answer one on the
+ * ring back, both ring_slots (4096) long.  Unbounded, a flood of them (16
+ * connections pipelining 2000 QueryTask each) filled both rings: segments
+ * waited on its send to tasks (send_wait_ns per call, a whole round of
+ * them) while tasks waited on its send back, and the store answered
+ * nothing, SIGTERM included, for minutes.  A quarter of the ring leaves the
+ * rest to the task ops and rechecks that share it. */
+#define AT_TASKS_MAX 1024u
 /* A regex call runs in slices of about this many PCRE2 steps, one per loop
  * round, so the calls and asks queued meanwhile are served in between
  * (about a millisecond each on the 2-core VM). */
@@ -132,6 +143,8 @@ struct segments_state {
     uint64_t task_ops;
     uint64_t task_ops_dropped; /* TASK_OP_DONE that could not be sent */
     uint64_t task_pings_unforwarded; /* pings answered without tasks: tasks busy */
+    uint32_t at_tasks;         /* edge calls sent to tasks whose answer is not back */
+    uint64_t tasks_busy;       /* edge calls refused "busy": AT_TASKS_MAX at tasks */
     bool task_recheck_due; /* an unmount or expiry tasks was not told of yet */
     uint64_t last_log_ns;
     struct done_chain done[DONE_TARGETS_MAX]; /* [0, done_open): this round's targets */
@@ -352,6 +365,26 @@ static void finish(struct segments_state *st, struct cr_master_call *call) {
     edge->ops->done(edge, call);
 }
 
+/* Whether an edge's call may go to tasks now (AT_TASKS_MAX); a gateway's
+ * call (edge 0) is answered to the gateway and bounded there.  False is
+ * counted and said, at most once every ten seconds. */
+static bool tasks_room(struct segments_state *st, const struct cr_master_call *call) {
+    if (call->edge == 0 || st->at_tasks < AT_TASKS_MAX) return true;
+    st->tasks_busy++;
+    uint64_t now_ns = cr_actor_now_ns(st->self);
+    if (cr_log_ratelimit(&st->last_log_ns, now_ns, 10ull * 1000000000u))
+        CR_WARN("segments", "%u RPC calls are waiting for the tasks actor: further task calls "
+                "(QueryTask, FetchTasks, ...) are refused busy until they drain "
+                "(crescent_segments_tasks_busy_total: %llu)", AT_TASKS_MAX,
+                (unsigned long long)st->tasks_busy);
+    return false;
+}
+
+/* An edge's call went to tasks: its answer comes back as MASTER_DONE. */
+static void tasks_sent(struct segments_state *st, const struct cr_master_call *call) {
+    if (call->edge != 0) st->at_tasks++;
+}
+
 /* CreateCopyTask/CreateMoveTask: the targets are reserved here, then the
  * call goes on to tasks, which answers it; a refusal is answered from here.
  * `ask`: the message when the call came as an ask (refused), else NULL. */
@@ -363,12 +396,17 @@ static void on_task_create(struct segments_state *st, struct cr_msg *ask,
         cr_reply(ask, call->status);
         return;
     }
-    int rc = cr_task_store_create(st->store, st->now_ms, call, &detail);
+    bool room = tasks_room(st, call);
+    int rc = room ? cr_task_store_create(st->store, st->now_ms, call, &detail) : CR_ERR_AGAIN;
+    if (!room) cr_task_call_refuse(call, CR_ERR_AGAIN, "the tasks actor is busy; retry");
     if (rc == CR_OK) {
         struct cr_msg fwd = {.type = CR_MSG_TASK_CREATE};
         struct cr_msg_task_create *body = CR_MSG_BODY(&fwd, struct cr_msg_task_create);
         body->call = call, body->detail = detail;
-        if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) return;
+        if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) {
+            tasks_sent(st, call);
+            return;
+        }
         cr_store_task_rollback(st->store, &detail->ref);
         free(detail);
         cr_task_call_refuse(call, CR_ERR_AGAIN, "the tasks actor is busy or stopping; retry");
@@ -411,7 +449,10 @@ static void tell_tasks_recheck(struct segments_state *st) {
 static bool ping_to_tasks(struct segments_state *st, struct cr_master_call *call) {
     struct cr_msg fwd = {.type = CR_MSG_MASTER_CALL};
     CR_MSG_BODY(&fwd, struct cr_msg_master_call)->call = call;
-    if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) return true;
+    if (tasks_room(st, call) && cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) {
+        tasks_sent(st, call);
+        return true;
+    }
     st->task_pings_unforwarded++;
     return false;
 }
@@ -598,7 +639,20 @@ bool cr_edge_submit(struct cr_edge *edge, struct cr_master_call *call, const uin
     if (!cr_rpc_intake_check(&edge->intake, call, body, len, out)) return false;
     call->edge = (uint8_t)(edge->index + 1);
     /* Another actor's call goes by message and comes back as MASTER_DONE. */
-    if (cr_rpc_intake_for_tasks(call)) return cr_rpc_intake_forward(&edge->intake, call, out);
+    if (cr_rpc_intake_for_tasks(call)) {
+        if (!tasks_room(st, call)) {
+            edge->intake.not_ready++;
+            cr_rpc_refusal_text(out, CR_ERR_AGAIN, "the tasks actor is busy; retry");
+            call->edge = 0;
+            return false;
+        }
+        if (!cr_rpc_intake_forward(&edge->intake, call, out)) {
+            call->edge = 0;
+            return false;
+        }
+        tasks_sent(st, call);
+        return true;
+    }
     call->reply_to = st->self; /* where tasks answers a call segments passes on */
     edge->intake.in_flight++;
     st->now_ms = cr_actor_now_ns(st->self) / 1000000u;
@@ -625,6 +679,8 @@ static void on_edge_calls_done(struct segments_state *st, struct cr_master_call 
         struct cr_master_call *next = call->next;
         call->next = NULL;
         assert(call->edge != 0); /* only an edge's calls name segments as reply_to */
+        assert(st->at_tasks > 0);
+        st->at_tasks--;
         finish(st, call);
         call = next;
     }
@@ -922,6 +978,8 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "task_ops_total", st->task_ops);
     add_stat(out, "task_ops_dropped_total", st->task_ops_dropped);
     add_stat(out, "task_pings_unforwarded_total", st->task_pings_unforwarded);
+    add_stat(out, "calls_at_tasks", st->at_tasks);
+    add_stat(out, "tasks_busy_total", st->tasks_busy);
 }
 
 static void segments_destroy(void *arg) {

@@ -79,6 +79,12 @@ struct tasks_state {
     uint64_t reassigned;   /* tasks handed to another executor */
     uint64_t failed_lost;  /* tasks FAILED because their executor or a target was lost */
     uint64_t last_log_ns;
+    /* Answered calls whose gateway's ring was full, oldest first
+     * (reply_as_is); sent again at every round's end. */
+    struct cr_master_call *unsent_head, *unsent_tail;
+    uint64_t unsent;          /* calls waiting there now */
+    uint64_t replies_delayed; /* times a reply had to wait there */
+    uint64_t replies_lost;    /* replies to a gateway that was stopping */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -110,17 +116,60 @@ static void new_id(struct tasks_state *st, struct cr_uuid *out) {
     out->b[8] = (uint8_t)((out->b[8] & 0x3f) | 0x80);
 }
 
-/* Sends a call back to the gateway with the reply it holds. */
-static void reply_as_is(struct cr_master_call *call) {
+/* Sends one answered call back to its gateway.  A full ring (the gateway
+ * busy past send_wait_ns) keeps the call for the next round (unsent_retry):
+ * a reply dropped here would leave the call in flight for good at the edge
+ * that counts it (segments bounds its calls at tasks, and a connection its
+ * calls in flight).  Only a gateway that is stopping loses its replies. */
+static void unsent_keep(struct tasks_state *st, struct cr_master_call *call) {
+    call->next = NULL;
+    if (st->unsent_tail != NULL)
+        st->unsent_tail->next = call;
+    else
+        st->unsent_head = call;
+    st->unsent_tail = call;
+    st->unsent++;
+}
+
+static bool send_done(struct tasks_state *st, struct cr_master_call *call) {
     call->next = NULL;
     struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
     CR_MSG_BODY(&done, struct cr_msg_master_call)->call = call;
-    if (call->reply_to == NULL || cr_send(call->reply_to, &done) != CR_OK)
-        cr_master_call_free(call); /* the gateway is stopping */
+    int rc = call->reply_to != NULL ? cr_send(call->reply_to, &done) : CR_ERR_SHUTDOWN;
+    if (rc == CR_OK) return true;
+    if (rc == CR_ERR_AGAIN) return false;
+    st->replies_lost++;
+    cr_master_call_free(call); /* the gateway is stopping */
+    return true;
+}
+
+/* Sends a call back to the gateway with the reply it holds; behind the
+ * replies already waiting, so a connection's replies keep their order. */
+static void reply_as_is(struct tasks_state *st, struct cr_master_call *call) {
+    if (st->unsent_head != NULL || !send_done(st, call)) {
+        if (st->unsent_head == NULL) st->replies_delayed++;
+        unsent_keep(st, call);
+    }
+}
+
+/* At every round's end: the replies a full ring held back, oldest first,
+ * until the ring is full again. */
+static void unsent_retry(struct tasks_state *st) {
+    while (st->unsent_head != NULL) {
+        struct cr_master_call *call = st->unsent_head;
+        struct cr_master_call *next = call->next;
+        if (!send_done(st, call)) {
+            call->next = next; /* still first */
+            return;
+        }
+        st->unsent_head = next;
+        if (next == NULL) st->unsent_tail = NULL;
+        st->unsent--;
+    }
 }
 
 /* Packs resp into the call (inline when it fits) and sends it back. */
-static void answer(struct cr_master_call *call, ProtobufCMessage *resp) {
+static void answer(struct tasks_state *st, struct cr_master_call *call, ProtobufCMessage *resp) {
     size_t len = protobuf_c_message_get_packed_size(resp);
     if (len <= sizeof(call->reply_inline)) {
         call->reply = call->reply_inline;
@@ -131,11 +180,11 @@ static void answer(struct cr_master_call *call, ProtobufCMessage *resp) {
     } else {
         cr_rpc_reply_nomem(call);
     }
-    reply_as_is(call);
+    reply_as_is(st, call);
 }
 
 /* Answers a call with only a status and a reason. */
-static void answer_status(struct cr_master_call *call, int status,
+static void answer_status(struct tasks_state *st, struct cr_master_call *call, int status,
                           const char *why) {
     const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
     assert(m != NULL);
@@ -146,7 +195,7 @@ static void answer_status(struct cr_master_call *call, int status,
     int32_t code = status;
     memcpy(storage + f->offset, &code, sizeof(code));
     if (why != NULL && why[0] != '\0') cr_rpc_set_error_message((ProtobufCMessage *)storage, why);
-    answer(call, (ProtobufCMessage *)storage);
+    answer(st, call, (ProtobufCMessage *)storage);
 }
 
 /* Sends an operation on the task's reservation to segments.  False when
@@ -192,7 +241,7 @@ static void finish(struct tasks_state *st, struct cr_task *task, enum cr_task_st
     free(d);
     task->detail = NULL;
     cr_task_table_finish(st->table, task, status, message, epoch_now(st));
-    if (held != NULL) answer_status(held, CR_OK, NULL);
+    if (held != NULL) answer_status(st, held, CR_OK, NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -221,11 +270,7 @@ static void on_create(struct tasks_state *st, struct cr_master_call *call,
                  "at once (--task-max-in-flight); retry when some finish, or raise the flag",
                  st->max_in_flight);
         cr_task_call_refuse(call, rc, why);
-        call->next = NULL;
-        struct cr_msg done = {.type = CR_MSG_MASTER_DONE};
-        CR_MSG_BODY(&done, struct cr_msg_master_call)->call = call;
-        if (call->reply_to == NULL || cr_send(call->reply_to, &done) != CR_OK)
-            cr_master_call_free(call);
+        reply_as_is(st, call);
         return;
     }
     st->created++;
@@ -238,7 +283,7 @@ static void on_create(struct tasks_state *st, struct cr_master_call *call,
     if (call->method == CRESCENT__MASTER__METHOD__CREATE_MOVE_TASK)
         resp.base.descriptor = &crescent__master__create_move_task_response__descriptor;
     resp.task_id = &pb_id;
-    answer(call, &resp.base);
+    answer(st, call, &resp.base);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -250,7 +295,7 @@ static void on_query(struct tasks_state *st, struct cr_master_call *call) {
     cr_rpc_uuid_from_pb(req->task_id, &id);
     const struct cr_task *t = cr_task_table_find(st->table, &id);
     if (t == NULL) {
-        answer_status(call, CR_ERR_OBJECT_NOT_FOUND,
+        answer_status(st, call, CR_ERR_OBJECT_NOT_FOUND,
                       "no such task (finished tasks are kept up to --task-retention)");
         return;
     }
@@ -267,7 +312,7 @@ static void on_query(struct tasks_state *st, struct cr_master_call *call) {
     resp.last_updated_at_ms_epoch = (int64_t)t->updated_epoch_ms;
     resp.assigned_client = &pb_client;
     resp.message = (char *)t->message;
-    answer(call, &resp.base);
+    answer(st, call, &resp.base);
 }
 
 static void handle_pb(const struct cr_task_replica *r, Crescent__Master__BufHandle *h) {
@@ -338,13 +383,13 @@ static void on_fetch(struct tasks_state *st, struct cr_master_call *call) {
     Crescent__Master__TaskAssignment **ptrs = calloc(want, sizeof(*ptrs));
     if (as == NULL || ptrs == NULL) {
         free(as), free(ptrs);
-        answer_status(call, CR_ERR_NOMEM, "out of memory listing tasks");
+        answer_status(st, call, CR_ERR_NOMEM, "out of memory listing tasks");
         return;
     }
     Crescent__Master__FetchTasksResponse resp = CRESCENT__MASTER__FETCH_TASKS_RESPONSE__INIT;
     resp.n_tasks = hand_out(st, &client, want, as, ptrs);
     resp.tasks = ptrs;
-    answer(call, &resp.base); /* packs before the details can change */
+    answer(st, call, &resp.base); /* packs before the details can change */
     free(as);
     free(ptrs);
 }
@@ -367,10 +412,10 @@ static void on_ping(struct tasks_state *st, struct cr_master_call *call) {
         resp->tasks = ptrs;
         st->pings_with_tasks += resp->n_tasks > 0;
         cr_master_call_reply_free(call);
-        answer(call, &resp->base);
+        answer(st, call, &resp->base);
         resp->n_tasks = 0, resp->tasks = NULL; /* ours, not the unpacked message's */
     } else {
-        reply_as_is(call);
+        reply_as_is(st, call);
     }
     if (resp != NULL) crescent__master__ping_response__free_unpacked(resp, NULL);
     free(as);
@@ -379,8 +424,8 @@ static void on_ping(struct tasks_state *st, struct cr_master_call *call) {
 
 /* A report from a client the task is not assigned to: the executor it was
  * taken from, or any other. */
-static void refuse_other_client(const struct cr_task *t, const struct cr_uuid *client,
-                                struct cr_master_call *call) {
+static void refuse_other_client(struct tasks_state *st, const struct cr_task *t,
+                                const struct cr_uuid *client, struct cr_master_call *call) {
     const struct cr_task_detail *d = t->detail;
     char why[CR_RPC_ERROR_MAX], now_id[37];
     cr_task_id_format(&t->executor, now_id);
@@ -389,7 +434,7 @@ static void refuse_other_client(const struct cr_task *t, const struct cr_uuid *c
                  "report is refused and changes nothing", now_id, d->lost_why);
     else
         snprintf(why, sizeof(why), "task is assigned to client %s, not to this one", now_id);
-    answer_status(call, CR_ERR_ILLEGAL_CLIENT, why);
+    answer_status(st, call, CR_ERR_ILLEGAL_CLIENT, why);
 }
 
 static void on_report(struct tasks_state *st, struct cr_master_call *call) {
@@ -400,27 +445,27 @@ static void on_report(struct tasks_state *st, struct cr_master_call *call) {
     struct cr_task *t = cr_task_table_find(st->table, &id);
     char why[CR_RPC_ERROR_MAX];
     if (t == NULL) {
-        answer_status(call, CR_ERR_OBJECT_NOT_FOUND, "no such task");
+        answer_status(st, call, CR_ERR_OBJECT_NOT_FOUND, "no such task");
         return;
     }
     if (t->detail == NULL) {
         snprintf(why, sizeof(why), "task already ended %s: %.180s", cr_task_status_name(t->status),
                  t->message);
-        answer_status(call, CR_ERR_INVALID_PARAMS, why);
+        answer_status(st, call, CR_ERR_INVALID_PARAMS, why);
         return;
     }
     struct cr_task_detail *d = t->detail;
     if (!same_client(&t->executor, &client)) {
-        refuse_other_client(t, &client, call);
+        refuse_other_client(st, t, &client, call);
         return;
     }
     if (d->op_in_flight && d->op_kind == CR_TASK_OP_CHECK) {
-        answer_status(call, CR_ERR_AGAIN, "the task is being checked after a segment was "
+        answer_status(st, call, CR_ERR_AGAIN, "the task is being checked after a segment was "
                       "unmounted or a client expired; retry");
         return;
     }
     if (t->status != CR_TASK_PROCESSING || d->op_in_flight || d->committed) {
-        answer_status(call, CR_ERR_INVALID_PARAMS,
+        answer_status(st, call, CR_ERR_INVALID_PARAMS,
                       t->status == CR_TASK_PENDING ? "task was not fetched (FetchTasks) yet"
                                                    : "task was already reported");
         return;
@@ -430,7 +475,7 @@ static void on_report(struct tasks_state *st, struct cr_master_call *call) {
              req->message != NULL && req->message[0] ? ": " : "",
              req->message != NULL ? req->message : "");
     if (!send_op(st, t, ok ? CR_TASK_OP_COMMIT : CR_TASK_OP_ROLLBACK)) {
-        answer_status(call, CR_ERR_SHUTDOWN, "crescentd is stopping");
+        answer_status(st, call, CR_ERR_SHUTDOWN, "crescentd is stopping");
         return;
     }
     d->held = call;
@@ -444,7 +489,7 @@ static void on_call(struct tasks_state *st, struct cr_master_call *call) {
     case CRESCENT__MASTER__METHOD__PING: on_ping(st, call); return;
     case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE: on_report(st, call); return;
     default:
-        answer_status(call, CR_ERR_INVALID_PARAMS, "not a task method");
+        answer_status(st, call, CR_ERR_INVALID_PARAMS, "not a task method");
     }
 }
 
@@ -462,7 +507,7 @@ static void wait_for_lease(struct tasks_state *st, struct cr_task *t, uint64_t l
     cr_task_table_update(st->table, t, CR_TASK_PROCESSING, why, epoch_now(st));
     struct cr_master_call *held = d->held;
     d->held = NULL;
-    if (held != NULL) answer_status(held, CR_OK, NULL);
+    if (held != NULL) answer_status(st, held, CR_OK, NULL);
 }
 
 /* How the executor was lost, for the task's message: its client expired
@@ -691,6 +736,14 @@ static void tasks_stats(struct cr_actor *self, void *arg, struct cr_actor_stats 
     add_stat(out, "finished_dropped_total", cr_task_table_dropped(st->table));
     add_stat(out, "bytes_moved_total", st->bytes_moved);
     add_stat(out, "ops_dropped_total", st->ops_dropped);
+    add_stat(out, "replies_waiting", st->unsent);
+    add_stat(out, "replies_delayed_total", st->replies_delayed);
+    add_stat(out, "replies_lost_total", st->replies_lost);
+}
+
+static void tasks_round_end(struct cr_actor *self, void *arg) {
+    (void)self;
+    unsent_retry(arg);
 }
 
 static void tasks_destroy(void *arg) {
@@ -704,6 +757,7 @@ static void tasks_destroy(void *arg) {
         t->detail = NULL;
     }
     cr_task_table_destroy(st->table);
+    cr_master_call_free_chain(st->unsent_head); /* their gateway stopped first */
     free(st);
 }
 
@@ -734,6 +788,7 @@ static const struct cr_actor_ops tasks_ops = {
     .handle = tasks_handle,
     .discard = tasks_discard,
     .stats = tasks_stats,
+    .round_end = tasks_round_end,
 };
 
 const struct cr_subsystem_def cr_tasks_def = {

@@ -90,6 +90,8 @@ static const struct setting settings[] = {
      "shm RPC clients at once; one more is refused with an error naming this flag"},
     {"rpc-shm-ring-bytes", SETTING_U32, FIELD(rpc_shm_ring_bytes), 4096, 1u << 26, "BYTES",
      "each shm client's request and reply ring (a power of two; larger frames cross in pieces)"},
+    {"rpc-shm-hello-timeout-ms", SETTING_U32, FIELD(rpc_shm_hello_timeout_ms), 1, 3600000, "MS",
+     "a shm connection that has not said hello this long after connecting is closed"},
     {"default-kv-lease-ttl", SETTING_U32, FIELD(default_kv_lease_ttl), 1, 86400000, "MS",
      "lease granted by ExistKey and GetReplicaList"},
     {"default-kv-soft-pin-ttl", SETTING_U32, FIELD(default_kv_soft_pin_ttl), 1, 86400000, "MS",
@@ -210,6 +212,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->rpc_shm_path, sizeof(config->rpc_shm_path), "auto");
     config->rpc_shm_clients_max = 64;       /* same-host processes: a handful of engines */
     config->rpc_shm_ring_bytes = 1u << 18;  /* 256 KiB each way, touched lazily */
+    config->rpc_shm_hello_timeout_ms = 2000; /* libcrescent says hello as it connects */
     config->default_kv_lease_ttl = 5000;
     config->default_kv_soft_pin_ttl = 30 * 60 * 1000;
     config->allow_evict_soft_pinned_objects = true;

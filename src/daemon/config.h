@@ -50,6 +50,7 @@ struct cr_daemon_config {
     char rpc_shm_path[CR_CONFIG_ADDRESS_MAX];     /* same-host shm set-up socket; "auto", "off" */
     uint32_t rpc_shm_clients_max;                 /* shm clients at once */
     uint32_t rpc_shm_ring_bytes;                  /* bytes of each of a client's two rings */
+    uint32_t rpc_shm_hello_timeout_ms;            /* a connection silent this long is closed */
     uint32_t default_kv_lease_ttl;                /* ms */
     uint32_t default_kv_soft_pin_ttl;             /* ms */
     bool allow_evict_soft_pinned_objects;

@@ -67,6 +67,16 @@ int cr_xfer_segment_alloc(uint64_t size, struct cr_xfer_segment *out);
 /* Unmaps and closes; a zeroed segment is a no-op. */
 void cr_xfer_segment_free(struct cr_xfer_segment *seg);
 
+/* Seals a memfd's size (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL): a memfd
+ * handed to another process can then never be shrunk under this one's
+ * mapping (which would SIGBUS it).  False (errno set) when the memfd was
+ * made without MFD_ALLOW_SEALING or the kernel refuses. */
+bool cr_xfer_seal_size(int fd);
+
+/* Whether fd's size is sealed against shrinking for good (F_SEAL_SHRINK and
+ * F_SEAL_SEAL): only such a memfd is handed to another process. */
+bool cr_xfer_size_sealed(int fd);
+
 /* ---- server ------------------------------------------------------------ */
 
 struct cr_xfer_server;
@@ -105,6 +115,7 @@ struct cr_xfer_server_stats {
     uint64_t shm_clients;          /* same-host connections accepted */
     uint64_t shm_maps;             /* segments handed to them (memfd passed) */
     uint64_t shm_refused_peer;     /* same-host connections of another user, closed */
+    uint64_t shm_refused_unsealed; /* map requests for a segment whose memfd size is not sealed */
     uint64_t verbs_hellos;         /* verbs QP sets connected for clients */
     uint64_t verbs_hellos_refused; /* hellos answered "no verbs here" or failed */
     uint64_t verbs_keys;           /* segment keys handed out */

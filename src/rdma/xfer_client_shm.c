@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -117,6 +118,23 @@ static int map_segment(struct cr_xfer_client *cli, struct xfer_peer *peer,
     int fds[2];
     int rc = receive_reply(cli, peer, &reply, fds);
     if (rc != CR_OK) return rc;
+    /* Touched only if it can never be shorter than we map: sealed against
+     * shrinking and as long as the reply says (a server of an older build
+     * hands out unsealed memfds, which any of its clients could truncate
+     * under this process's mapping: a SIGBUS here).  Else tcp, which the
+     * server bounds itself. */
+    struct stat seg_st, control_st;
+    if (!cr_xfer_size_sealed(fds[0]) || !cr_xfer_size_sealed(fds[1]) ||
+        fstat(fds[0], &seg_st) != 0 || (uint64_t)seg_st.st_size < reply.size ||
+        fstat(fds[1], &control_st) != 0 || control_st.st_size < CR_XFER_SHM_CONTROL_BYTES) {
+        snprintf(cli->last_error, sizeof(cli->last_error), "%s: segment '%s' is not mapped: its "
+                 "memfd is not sealed against shrinking or is shorter than said; using tcp",
+                 peer->endpoint, segment);
+        CR_WARN("xfer", "%s", cli->last_error);
+        close(fds[0]);
+        close(fds[1]);
+        return CR_ERR_SEGMENT_NOT_FOUND;
+    }
     void *local = mmap(NULL, reply.size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     if (peer->generations == NULL) {
         void *control = mmap(NULL, CR_XFER_SHM_CONTROL_BYTES, PROT_READ, MAP_SHARED, fds[1], 0);

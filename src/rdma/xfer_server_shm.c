@@ -24,8 +24,13 @@
  * request then fails and it uses tcp, where the segment's bounds still hold.
  *
  * Only segments registered with their memfd (cr_xfer_server_register_segment)
- * can be mapped; a plain-memory segment is answered CR_ERR_SEGMENT_NOT_FOUND,
- * and the client then uses tcp for it. */
+ * can be mapped, and only when that memfd's size is sealed (F_SEAL_SHRINK and
+ * F_SEAL_SEAL; cr_xfer_segment_alloc seals its own): a client that could
+ * shrink the file would make this process's next touch of the segment a
+ * SIGBUS.  A plain-memory or unsealed segment is answered
+ * CR_ERR_SEGMENT_NOT_FOUND (an unsealed one counted in shm_refused_unsealed
+ * and logged), and the client then uses tcp for it.  The control memfd is
+ * sealed the same way. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -50,8 +55,9 @@ struct shm_conn {
 };
 
 int cr_xfer_shm_listen(struct cr_xfer_server *srv) {
-    srv->control_fd = memfd_create("crescent-xfer-control", MFD_CLOEXEC);
-    if (srv->control_fd < 0 || ftruncate(srv->control_fd, CR_XFER_SHM_CONTROL_BYTES) != 0) {
+    srv->control_fd = memfd_create("crescent-xfer-control", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (srv->control_fd < 0 || ftruncate(srv->control_fd, CR_XFER_SHM_CONTROL_BYTES) != 0 ||
+        !cr_xfer_seal_size(srv->control_fd)) {
         CR_ERROR("xfer", "shm control memfd failed: %s", strerror(errno));
         return CR_ERR_IO;
     }
@@ -186,7 +192,13 @@ void cr_xfer_shm_readable(void *tag) {
                                       .status = CR_ERR_SEGMENT_NOT_FOUND};
     const struct cr_xfer_server_segment *seg = cr_xfer_server_find(srv, req.name, req.name_len);
     int seg_fd = -1;
-    if (seg != NULL && seg->fd >= 0) {
+    if (seg != NULL && seg->fd >= 0 && !cr_xfer_size_sealed(seg->fd)) {
+        srv->stats.shm_refused_unsealed++;
+        if (cr_log_ratelimit(&srv->last_refusal_log_ns, cr_xfer_now_ns(), 1000000000ull))
+            CR_WARN("xfer", "%s: segment %.*s is not mapped over shm: its memfd's size is not "
+                    "sealed (F_SEAL_SHRINK), so a client could shrink it under this process; "
+                    "that client will use tcp", srv->endpoint, (int)req.name_len, req.name);
+    } else if (seg != NULL && seg->fd >= 0) {
         reply.status = CR_OK;
         reply.slot = (uint32_t)(seg - srv->segments);
         reply.generation = __atomic_load_n(&srv->generations[reply.slot], __ATOMIC_ACQUIRE);

@@ -27,10 +27,24 @@
  * written now (peer gone, its queue full) is dropped and counted: one slow
  * client never stalls the others.
  *
+ * Unread replies are bounded at every reply, in bytes: ZMQ's own bound
+ * (SNDHWM) counts messages, and 1000 BatchGetReplicaList replies of 15 MB
+ * each would be 15 GB queued for a peer that does not read.  A reply of
+ * RPC_OUT_ACCOUNTED bytes or more is handed to ZMQ in a buffer of ours whose
+ * free callback (on libzmq's I/O thread, once the bytes are written or the
+ * peer is gone) takes its size off its peer's count; a reply that would take
+ * that count past RPC_OUT_MAX is answered with a short "busy" refusal
+ * instead (counted in replies_refused_unread_total).  Peers are counted in
+ * RPC_OUT_BUCKETS buckets by a hash of their identity: two peers that share
+ * a bucket share its bound (conservative, never more memory), which at a
+ * few hundred clients is rare.  Smaller replies stay under SNDHWM times
+ * RPC_OUT_ACCOUNTED per peer.
+ *
  * Ownership of a call: this edge allocates it; cr_edge_submit takes it; it
  * comes back through rpc_done, which writes the reply and frees it. */
 #include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +63,17 @@
 
 #define RPC_READ_BATCH 256u /* requests read per round before serving the mailbox again */
 #define RPC_FD_TAG 0u
+#define RPC_OUT_ACCOUNTED (16u << 10) /* replies from this size on are counted per peer */
+#define RPC_OUT_MAX (64u << 20)       /* a peer's unwritten reply bytes, as the native endpoint's */
+#define RPC_OUT_BUCKETS 4096u
+
+/* A counted reply's buffer: the bytes ZMQ sends, and where to give its size
+ * back when ZMQ frees it (reply_freed, on libzmq's I/O thread). */
+struct counted_reply {
+    _Atomic uint64_t *bucket;
+    size_t size;
+    uint8_t data[];
+};
 
 struct rpc_state {
     struct cr_edge edge; /* first: the edge is the state */
@@ -61,7 +86,58 @@ struct rpc_state {
     bool sent_since_empty;
     struct cr_curve_server *curve; /* NULL: CURVE off */
     char address[CR_CONFIG_ADDRESS_MAX];
+    /* Unwritten bytes of counted replies, by bucket of peer identity: added
+     * here, taken off on libzmq's I/O thread (reply_freed). */
+    _Atomic uint64_t *out_bytes;
+    uint64_t refused_unread; /* replies refused: their peer had RPC_OUT_MAX unread */
+    uint64_t last_log_ns;
 };
+
+/* ------------------------------------------------------------------------ */
+/* Unread reply bytes, per peer */
+
+static _Atomic uint64_t *out_bucket(struct rpc_state *st, const struct cr_master_call *to) {
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: identities are short */
+    for (size_t i = 0; i < to->identity_len; i++) h = (h ^ to->identity[i]) * 0x100000001b3ull;
+    return &st->out_bytes[h % RPC_OUT_BUCKETS];
+}
+
+static void reply_freed(void *data, void *hint) {
+    (void)data;
+    struct counted_reply *r = hint;
+    atomic_fetch_sub_explicit(r->bucket, r->size, memory_order_relaxed);
+    free(r);
+}
+
+/* A counted message of `size` bytes for peer `to` (its bytes to be filled
+ * at zmq_msg_data).  False: the peer has RPC_OUT_MAX unread (*unread set),
+ * or no memory. */
+static bool counted_msg(struct rpc_state *st, const struct cr_master_call *to, size_t size,
+                        zmq_msg_t *m, bool *unread) {
+    _Atomic uint64_t *bucket = out_bucket(st, to);
+    *unread = atomic_load_explicit(bucket, memory_order_relaxed) + size > RPC_OUT_MAX;
+    if (*unread) return false;
+    struct counted_reply *r = malloc(sizeof(*r) + size);
+    if (r == NULL) return false;
+    r->bucket = bucket;
+    r->size = size;
+    atomic_fetch_add_explicit(bucket, size, memory_order_relaxed);
+    if (zmq_msg_init_data(m, r->data, size, reply_freed, r) != 0) {
+        reply_freed(r->data, r);
+        return false;
+    }
+    return true;
+}
+
+/* Says, at most once every ten seconds, that a peer's replies are refused. */
+static void say_unread(struct rpc_state *st, const struct cr_master_call *to) {
+    st->refused_unread++;
+    if (cr_log_ratelimit(&st->last_log_ns, cr_edge_now_ns(&st->edge), 10ull * 1000000000u))
+        CR_WARN("rpc", "a ZMQ client has %u MiB of replies it does not read: its replies are "
+                "refused busy until it reads them (request %llu; "
+                "crescent_rpc_replies_refused_unread_total %llu)", RPC_OUT_MAX >> 20,
+                (unsigned long long)to->request_id, (unsigned long long)st->refused_unread);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Replies */
@@ -78,8 +154,23 @@ static bool send_reply(struct rpc_state *st, const struct cr_master_call *to, in
     st->sent_since_empty = true;
     zmq_msg_t m;
     /* The one frame is built before the identity goes out: a failure after
-     * it would leave a half message that the next reply would complete. */
-    bool made = to->one_frame && zmq_msg_init_size(&m, CR_RPC_REPLY_HEADER_BYTES + body_len) == 0;
+     * it would leave a half message that the next reply would complete.  A
+     * large body goes in a counted message (RPC_OUT_MAX); one that does not
+     * fit its peer's bound is answered with a short refusal instead. */
+    size_t frame = (to->one_frame ? CR_RPC_REPLY_HEADER_BYTES : 0) + body_len;
+    bool counted = frame >= RPC_OUT_ACCOUNTED, unread = false;
+    if (counted && !counted_msg(st, to, frame, &m, &unread)) {
+        if (!unread) {
+            st->edge.intake.send_dropped++;
+            return false;
+        }
+        say_unread(st, to);
+        static const char busy[] = "busy: 64 MiB of earlier replies to this client are unread; "
+                                   "read them, then retry";
+        status = CR_ERR_AGAIN, body = busy, body_len = sizeof(busy) - 1, counted = false;
+    }
+    bool made = to->one_frame && (counted || zmq_msg_init_size(&m, CR_RPC_REPLY_HEADER_BYTES +
+                                                                       body_len) == 0);
     bool ok = !to->one_frame || made;
     if (made) {
         uint8_t *p = zmq_msg_data(&m);
@@ -97,8 +188,16 @@ static bool send_reply(struct rpc_state *st, const struct cr_master_call *to, in
         cr_rpc_put_u64(id, to->request_id);
         cr_rpc_put_i32(code, status);
         ok = zmq_send(st->router, id, sizeof(id), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-             zmq_send(st->router, code, sizeof(code), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-             zmq_send(st->router, body, body_len, ZMQ_DONTWAIT) >= 0;
+             zmq_send(st->router, code, sizeof(code), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0;
+        if (counted) {
+            if (ok) memcpy(zmq_msg_data(&m), body, body_len);
+            ok = ok && zmq_msg_send(&m, st->router, ZMQ_DONTWAIT) >= 0;
+            if (!ok) zmq_msg_close(&m);
+        } else {
+            ok = ok && zmq_send(st->router, body, body_len, ZMQ_DONTWAIT) >= 0;
+        }
+    } else if (counted) {
+        zmq_msg_close(&m); /* the identity was refused: nothing of it went */
     }
     if (!ok) {
         st->edge.intake.send_dropped++;
@@ -278,7 +377,20 @@ static void rpc_destroy(struct cr_edge *edge) {
     if (st->router != NULL) zmq_close(st->router);
     if (st->zctx != NULL) zmq_ctx_term(st->zctx);
     cr_curve_server_join(st->curve); /* the context's end ended it */
+    free(st->out_bytes);              /* after the context: no free callback is left */
     free(st);
+}
+
+static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count].value = value;
+    out->extra_count++;
+}
+
+static void rpc_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
+    const struct rpc_state *st = (const struct rpc_state *)edge;
+    add_stat(out, "replies_refused_unread_total", st->refused_unread);
 }
 
 static const struct cr_edge_ops rpc_ops = {
@@ -286,6 +398,7 @@ static const struct cr_edge_ops rpc_ops = {
     .ready = rpc_ready,
     .done = rpc_done,
     .flush = rpc_flush,
+    .stats = rpc_stats,
     .destroy = rpc_destroy,
 };
 
@@ -302,6 +415,11 @@ int cr_rpc_edge_create(const struct cr_daemon_config *config, struct cr_edge **o
     st->edge.ops = &rpc_ops;
     st->edge.name = "rpc";
     st->fd = -1;
+    st->out_bytes = calloc(RPC_OUT_BUCKETS, sizeof(*st->out_bytes));
+    if (st->out_bytes == NULL) {
+        free(st);
+        return CR_ERR_NOMEM;
+    }
     snprintf(st->address, sizeof(st->address), "%s", config->rpc_address);
     st->zctx = zmq_ctx_new();
     st->router = st->zctx != NULL ? zmq_socket(st->zctx, ZMQ_ROUTER) : NULL;

@@ -42,7 +42,10 @@ void cr_rpc_shm_client_close(struct cr_rpc_shm_server *srv, struct client *c, co
     }
     if (c->to_client >= 0) close(c->to_client);
     if (c->map != NULL) munmap(c->map, cr_rpc_shm_map_bytes(srv->ring_bytes));
-    if (c->ready) ready_remove(srv, c->slot);
+    if (c->ready)
+        ready_remove(srv, c->slot);
+    else
+        srv->unready--;
     srv->clients[c->slot] = NULL;
     srv->generation[c->slot]++; /* replies still coming for it are dropped */
     srv->free_slots[srv->free_count++] = c->slot;
@@ -57,9 +60,21 @@ void cr_rpc_shm_client_close(struct cr_rpc_shm_server *srv, struct client *c, co
 static bool reply_bytes(struct cr_rpc_shm_server *srv, struct client *c, uint64_t request_id,
                         int32_t status, const uint8_t *body, size_t len);
 
+/* Whether the client may take another request now: its calls in flight
+ * and its unwritten replies, checked before every frame (a round used to
+ * take queue_max calls before the replies' size was looked at). */
+static bool client_takes(const struct cr_rpc_shm_server *srv, const struct client *c) {
+    return c->in_flight < srv->queue_max && c->out.len - c->out.off < SHM_OUT_PAUSE && !c->slow;
+}
+
 /* Moves queued reply bytes into the reply ring.  Returns false when the
  * client was closed. */
 static bool client_flush(struct cr_rpc_shm_server *srv, struct client *c, uint32_t *moved) {
+    if (c->slow) {
+        srv->stats.closed_slow++;
+        cr_rpc_shm_client_close(srv, c, "its unread replies passed 64 MiB");
+        return false;
+    }
     size_t wrote = 0;
     while (c->out.off < c->out.len) {
         int64_t room = cr_rpc_shm_ring_room(&c->rep);
@@ -86,11 +101,6 @@ static bool client_flush(struct cr_rpc_shm_server *srv, struct client *c, uint32
             srv->stats.wakes_sent++;
         }
     }
-    if (c->out.len - c->out.off > SHM_OUT_MAX) {
-        srv->stats.closed_slow++;
-        cr_rpc_shm_client_close(srv, c, "its unread replies passed 64 MiB");
-        return false;
-    }
     return true;
 }
 
@@ -108,7 +118,7 @@ static bool take_frames(struct cr_rpc_shm_server *srv, struct client *c, uint32_
     size_t pos = 0, n = 0;
     enum cr_rpc_stream_verdict v = CR_RPC_STREAM_MORE;
     uint64_t id = client_id(srv, c);
-    while (c->in_flight < srv->queue_max &&
+    while (client_takes(srv, c) &&
            (v = cr_rpc_stream_next(c->in + pos, c->in_len - pos, CR_RPC_REQUEST_HEADER_BYTES,
                                    CR_RPC_STREAM_REQUEST_MAX, &n)) == CR_RPC_STREAM_FRAME) {
         srv->stats.frames++;
@@ -158,7 +168,7 @@ static bool reserve_in(struct client *c, size_t n) {
 /* Copies what the request ring holds (up to the budget) and takes frames. */
 static void client_read(struct cr_rpc_shm_server *srv, struct client *c, uint32_t *work) {
     size_t budget = SHM_READ_BUDGET;
-    while (budget > 0 && c->in_flight < srv->queue_max) {
+    while (budget > 0 && client_takes(srv, c)) {
         int64_t readable = cr_rpc_shm_ring_readable(&c->req);
         if (readable < 0) {
             srv->stats.closed_malformed++;
@@ -209,6 +219,9 @@ int cr_rpc_shm_server_open(const struct cr_rpc_shm_options *o, struct cr_rpc_shm
         return srv == NULL ? CR_ERR_NOMEM : CR_ERR_INVALID_PARAMS;
     }
     srv->listen_fd = -1;
+    srv->timer_fd = -1;
+    /* 0 (a caller that does not say): the daemon's default. */
+    srv->hello_timeout_ns = (uint64_t)(o->hello_timeout_ms > 0 ? o->hello_timeout_ms : 2000u) * 1000000u;
     for (uint32_t i = 0; i < REFUSING_MAX; i++) srv->refusing[i].fd = -1;
     snprintf(srv->path, sizeof(srv->path), "%s", o->path);
     srv->ring_bytes = rb;
@@ -239,7 +252,8 @@ int cr_rpc_shm_server_open(const struct cr_rpc_shm_options *o, struct cr_rpc_shm
     }
     srv->file = o->path[0] != '@';
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_LISTEN, 0)};
-    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->listen_fd, &ev) != 0) {
+    if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->listen_fd, &ev) != 0 ||
+        !cr_rpc_shm_hello_timer_init(srv)) {
         snprintf(why, why_size, "epoll_ctl: %s", strerror(errno));
         cr_rpc_shm_server_close(srv);
         return CR_ERR_IO;
@@ -266,6 +280,7 @@ void cr_rpc_shm_server_close(struct cr_rpc_shm_server *srv) {
         if (srv->file) unlink(srv->path);
     }
     if (srv->epoll_fd >= 0) close(srv->epoll_fd);
+    if (srv->timer_fd >= 0) close(srv->timer_fd);
     free(srv->clients);
     free(srv->generation);
     free(srv->free_slots);
@@ -292,6 +307,12 @@ uint32_t cr_rpc_shm_server_serve(struct cr_rpc_shm_server *srv) {
         }
         if (kind == TAG_REFUSE) {
             cr_rpc_shm_refusal_ready(srv, slot);
+            continue;
+        }
+        if (kind == TAG_TIMER) {
+            uint64_t before = srv->stats.clients_open;
+            cr_rpc_shm_hello_expire(srv);
+            work += before != srv->stats.clients_open;
             continue;
         }
         assert(slot < srv->clients_max);
@@ -323,14 +344,22 @@ uint32_t cr_rpc_shm_server_poll(struct cr_rpc_shm_server *srv) {
     return work;
 }
 
+/* Queues one reply.  False (counted) when out of memory, or when it would
+ * take the client's unwritten replies past SHM_OUT_MAX: the client is then
+ * marked slow, takes nothing more and is closed at the next flush. */
 static bool reply_bytes(struct cr_rpc_shm_server *srv, struct client *c, uint64_t request_id,
                         int32_t status, const uint8_t *body, size_t len) {
+    mark_dirty(srv, c);
+    if (c->slow || c->out.len - c->out.off + len > SHM_OUT_MAX) {
+        c->slow = true;
+        srv->stats.replies_dropped++;
+        return false;
+    }
     if (!cr_rpc_stream_out_reply(&c->out, request_id, status, body, len)) {
         srv->stats.replies_dropped++;
         return false;
     }
     srv->stats.replies++;
-    mark_dirty(srv, c);
     return true;
 }
 
@@ -362,8 +391,7 @@ void cr_rpc_shm_server_flush(struct cr_rpc_shm_server *srv) {
             uint32_t work = 0;
             if (c->sock < 0)
                 free(c); /* closed while listed */
-            else if (client_flush(srv, c, NULL) && c->in_len > 0 &&
-                     c->in_flight < srv->queue_max)
+            else if (client_flush(srv, c, NULL) && c->in_len > 0 && client_takes(srv, c))
                 take_frames(srv, c, &work);
             c = next;
         }
@@ -373,9 +401,10 @@ void cr_rpc_shm_server_flush(struct cr_rpc_shm_server *srv) {
 bool cr_rpc_shm_server_arm(struct cr_rpc_shm_server *srv) {
     for (uint32_t i = 0; i < srv->ready_count; i++) {
         struct client *c = srv->clients[srv->ready[i]];
-        /* A client past queue_max is not read until replies drain: its ring
-         * may hold bytes and must not keep us awake. */
-        if (c->in_flight >= srv->queue_max) continue;
+        /* A client past queue_max (or its unwritten-reply pause) is not read
+         * until replies drain: its ring may hold bytes and must not keep us
+         * awake. */
+        if (!client_takes(srv, c)) continue;
         if (!cr_rpc_shm_ring_arm(&c->req)) {
             for (uint32_t j = 0; j < i; j++) cr_rpc_shm_ring_disarm(&srv->clients[srv->ready[j]]->req);
             return false;

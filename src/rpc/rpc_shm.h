@@ -28,9 +28,13 @@
  * client that breaks the protocol is closed; no other client is affected.
  * A client's socket closing frees its rings; replies for calls it had in
  * flight are dropped (counted).  Bounds: --rpc-shm-clients-max clients (one
- * more is answered with an error naming the flag), queue_max calls in
- * flight per client (its ring is not read past it), unwritten reply bytes
- * (64 MiB closes the client). */
+ * more is answered with an error naming the flag), a hello within
+ * --rpc-shm-hello-timeout-ms of connecting (else closed: a silent connection
+ * held a client slot for good), queue_max calls in flight per client (its
+ * ring is not read past it), unwritten reply bytes checked at every reply
+ * (4 MiB: its ring is not read; a reply past 64 MiB closes the client).
+ * The memfd handed out is sealed against resizing: a client that could
+ * shrink it would make crescentd's next touch of its rings a SIGBUS. */
 #ifndef CRESCENT_ACTORS_RPC_SHM_H
 #define CRESCENT_ACTORS_RPC_SHM_H
 
@@ -56,13 +60,14 @@ struct cr_rpc_shm_options {
     uint32_t clients_max;  /* --rpc-shm-clients-max */
     uint32_t ring_bytes;   /* per ring; a power of two in CR_RPC_SHM_RING_MIN..MAX */
     uint32_t queue_max;    /* calls in flight per client */
+    uint32_t hello_timeout_ms; /* --rpc-shm-hello-timeout-ms; 0: 2000 */
     cr_rpc_shm_frame_fn on_frame;
     void *ctx;
 };
 
 struct cr_rpc_shm_stats {
     uint64_t clients_open, accepted, refused_full, refused_peer, closed_malformed, closed_slow;
-    uint64_t frames, replies, replies_dropped, wakes_sent;
+    uint64_t frames, replies, replies_dropped, wakes_sent, hello_timeouts;
 };
 
 /* Binds and listens.  CR_OK, or CR_ERR_INVALID_PARAMS / CR_ERR_IO /

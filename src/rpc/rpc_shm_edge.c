@@ -134,6 +134,7 @@ static void shm_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     add_stat(out, "clients_refused_peer_total", s.refused_peer);
     add_stat(out, "clients_closed_malformed_total", s.closed_malformed);
     add_stat(out, "clients_closed_slow_total", s.closed_slow);
+    add_stat(out, "clients_hello_timeout_total", s.hello_timeouts);
     add_stat(out, "wakes_sent_total", s.wakes_sent);
 }
 
@@ -184,6 +185,7 @@ int cr_rpc_shm_edge_create(const struct cr_daemon_config *config, struct cr_edge
                                        .clients_max = config->rpc_shm_clients_max,
                                        .ring_bytes = config->rpc_shm_ring_bytes,
                                        .queue_max = config->rpc_tcp_queue_max,
+                                       .hello_timeout_ms = config->rpc_shm_hello_timeout_ms,
                                        .on_frame = on_frame,
                                        .ctx = st};
         rc = cr_rpc_shm_server_open(&o, &st->srv, why, sizeof(why));

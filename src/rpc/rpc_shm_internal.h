@@ -18,6 +18,7 @@
 
 #define SHM_EVENTS 64u
 #define SHM_READ_BUDGET (256u << 10) /* bytes taken from one ring per poll: fairness */
+#define SHM_OUT_PAUSE (4u << 20)     /* unwritten reply bytes that stop taking requests */
 #define SHM_OUT_MAX (64u << 20)      /* unwritten reply bytes that close a client */
 #define SHM_IN_MIN (4u << 10)
 #define SHM_ACCEPT_BATCH 64u
@@ -26,6 +27,7 @@
 #define TAG_SOCK 2ull
 #define TAG_WAKE 3ull
 #define TAG_REFUSE 4ull
+#define TAG_TIMER 5ull /* the hello deadline's timerfd */
 #define REFUSING_MAX 8u /* refusals waiting for their client's hello */
 #define TAG(kind, slot) ((kind) << 32 | (uint64_t)(slot))
 
@@ -42,8 +44,10 @@ struct client {
     uint32_t in_flight;
     uint32_t slot;
     bool dirty;
+    bool slow; /* a reply passed SHM_OUT_MAX: closed at the next flush */
     struct client *next_dirty;
     int pid;
+    uint64_t hello_deadline_ns; /* accepted + the hello timeout (CLOCK_MONOTONIC) */
 };
 
 struct cr_rpc_shm_server {
@@ -60,6 +64,12 @@ struct cr_rpc_shm_server {
     struct client *dirty;
     struct cr_rpc_shm_stats stats;
     uint64_t last_log_ns;
+    /* Connections that have not said hello yet (clients and refusals) are
+     * closed at their deadline: a timerfd, armed for the earliest. */
+    uint64_t hello_timeout_ns;
+    int timer_fd;
+    uint64_t timer_due_ns; /* what timer_fd is armed for; 0: disarmed */
+    uint32_t unready;      /* clients accepted and not ready */
     /* A refused client is answered after its hello arrived: a Unix socket
      * closed before the peer's hello makes the peer's send fail (EPIPE),
      * and one closed with the hello unread resets the peer; either way it
@@ -68,6 +78,7 @@ struct cr_rpc_shm_server {
         int fd; /* -1: free */
         int32_t status;
         char text[160];
+        uint64_t deadline_ns;
     } refusing[REFUSING_MAX];
 };
 
@@ -91,5 +102,10 @@ void cr_rpc_shm_client_close(struct cr_rpc_shm_server *srv, struct client *c, co
 void cr_rpc_shm_accept_some(struct cr_rpc_shm_server *srv, uint32_t *work);
 void cr_rpc_shm_refusal_ready(struct cr_rpc_shm_server *srv, uint32_t i);
 void cr_rpc_shm_client_sock_event(struct cr_rpc_shm_server *srv, struct client *c);
+/* The hello deadline's timer fired (or may have): closes the connections
+ * past it, counted and said, and arms the timer for the next. */
+void cr_rpc_shm_hello_expire(struct cr_rpc_shm_server *srv);
+/* Makes the timerfd (at open).  False with errno set. */
+bool cr_rpc_shm_hello_timer_init(struct cr_rpc_shm_server *srv);
 
 #endif

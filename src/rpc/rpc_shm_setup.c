@@ -1,7 +1,15 @@
 /* The same-host shared-memory endpoint's set-up socket: a client connects
  * to the Unix socket, is checked (uid), says hello, and is answered with a
  * memfd holding its request and reply rings plus two eventfds, or with a
- * refusal it can read.  The rings themselves are served by rpc_shm.c. */
+ * refusal it can read.  The rings themselves are served by rpc_shm.c.
+ *
+ * A connection must say hello within --rpc-shm-hello-timeout-ms: one that
+ * stays silent is closed at that deadline (clients_hello_timeout_total, a
+ * log line at most every 10 s).  Without it four silent connections held
+ * every slot of --rpc-shm-clients-max 4 for good.  The memfd is sealed
+ * (F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_SEAL) before it is handed over: a
+ * client that ftruncated it to 0 made crescentd's next read of its ring a
+ * SIGBUS. */
 #include <assert.h>
 #include <errno.h>
 #include <stdio.h>
@@ -11,10 +19,12 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "crescent/error.h"
+#include "rdma/xfer.h"
 #include "rdma/xfer_shm.h"
 #include "runtime/runtime.h"
 #include "rpc/rpc_shm_internal.h"
@@ -58,9 +68,10 @@ static void refuse(int sock, int32_t status, const char *text) {
 static bool client_rings(struct cr_rpc_shm_server *srv, struct client *c, int *memfd,
                          char *why, size_t why_size) {
     size_t bytes = cr_rpc_shm_map_bytes(srv->ring_bytes);
-    *memfd = memfd_create("crescent-rpc-shm", MFD_CLOEXEC);
-    if (*memfd < 0 || ftruncate(*memfd, (off_t)bytes) != 0) {
-        snprintf(why, why_size, "memfd of %zu bytes: %s", bytes, strerror(errno));
+    *memfd = memfd_create("crescent-rpc-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (*memfd < 0 || ftruncate(*memfd, (off_t)bytes) != 0 || !cr_xfer_seal_size(*memfd)) {
+        snprintf(why, why_size, "memfd of %zu bytes (made, sized, sealed): %s", bytes,
+                 strerror(errno));
         return false;
     }
     c->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *memfd, 0);
@@ -116,7 +127,70 @@ static void client_hello(struct cr_rpc_shm_server *srv, struct client *c) {
     send_welcome(c->sock, &w, fds);
     close(memfd); /* both mappings keep it alive */
     c->ready = true;
+    srv->unready--;
     srv->ready[srv->ready_count++] = c->slot;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hello deadlines */
+
+bool cr_rpc_shm_hello_timer_init(struct cr_rpc_shm_server *srv) {
+    srv->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_TIMER, 0)};
+    return srv->timer_fd >= 0 && epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, srv->timer_fd, &ev) == 0;
+}
+
+/* Arms the timer for `due` when nothing earlier is armed. */
+static void timer_arm(struct cr_rpc_shm_server *srv, uint64_t due_ns) {
+    if (srv->timer_due_ns != 0 && srv->timer_due_ns <= due_ns) return;
+    struct itimerspec at = {.it_value = {.tv_sec = (time_t)(due_ns / 1000000000u),
+                                         .tv_nsec = (long)(due_ns % 1000000000u)}};
+    if (timerfd_settime(srv->timer_fd, TFD_TIMER_ABSTIME, &at, NULL) != 0) {
+        CR_ERROR("rpc_shm", "timerfd_settime failed: %s; silent shm connections are not timed "
+                 "out", strerror(errno));
+        return;
+    }
+    srv->timer_due_ns = due_ns;
+}
+
+static void say_timeout(struct cr_rpc_shm_server *srv, int pid) {
+    srv->stats.hello_timeouts++;
+    if (cr_log_ratelimit(&srv->last_log_ns, cr_monotonic_ns(), 10ull * 1000000000u))
+        CR_WARN("rpc_shm", "shm connection of pid %d closed: no hello within %llu ms "
+                "(--rpc-shm-hello-timeout-ms; %llu so far)", pid,
+                (unsigned long long)(srv->hello_timeout_ns / 1000000u),
+                (unsigned long long)srv->stats.hello_timeouts);
+}
+
+void cr_rpc_shm_hello_expire(struct cr_rpc_shm_server *srv) {
+    uint64_t expirations;
+    if (read(srv->timer_fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+        CR_ERROR("rpc_shm", "timerfd read failed: %s", strerror(errno));
+    srv->timer_due_ns = 0;
+    uint64_t now = cr_monotonic_ns(), next = 0;
+    for (uint32_t i = 0; i < REFUSING_MAX; i++) {
+        if (srv->refusing[i].fd < 0) continue;
+        if (srv->refusing[i].deadline_ns <= now) {
+            say_timeout(srv, -1);
+            epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, srv->refusing[i].fd, NULL);
+            close(srv->refusing[i].fd);
+            srv->refusing[i].fd = -1;
+        } else if (next == 0 || srv->refusing[i].deadline_ns < next) {
+            next = srv->refusing[i].deadline_ns;
+        }
+    }
+    /* Only when some client has not said hello: a scan of the slots. */
+    for (uint32_t i = 0; srv->unready > 0 && i < srv->clients_max; i++) {
+        struct client *c = srv->clients[i];
+        if (c == NULL || c->ready) continue;
+        if (c->hello_deadline_ns <= now) {
+            say_timeout(srv, c->pid);
+            cr_rpc_shm_client_close(srv, c, "no hello in time");
+        } else if (next == 0 || c->hello_deadline_ns < next) {
+            next = c->hello_deadline_ns;
+        }
+    }
+    if (next != 0) timer_arm(srv, next);
 }
 
 /* SO_PEERCRED: only crescentd's own user or root may connect (the
@@ -152,6 +226,8 @@ static void refuse_client(struct cr_rpc_shm_server *srv, int fd, int32_t status,
     }
     srv->refusing[i].fd = fd;
     srv->refusing[i].status = status;
+    srv->refusing[i].deadline_ns = cr_monotonic_ns() + srv->hello_timeout_ns;
+    timer_arm(srv, srv->refusing[i].deadline_ns);
     snprintf(srv->refusing[i].text, sizeof(srv->refusing[i].text), "%s", text);
 }
 
@@ -207,6 +283,9 @@ void cr_rpc_shm_accept_some(struct cr_rpc_shm_server *srv, uint32_t *work) {
         srv->clients[c->slot] = c;
         srv->stats.clients_open++;
         srv->stats.accepted++;
+        srv->unready++;
+        c->hello_deadline_ns = cr_monotonic_ns() + srv->hello_timeout_ns;
+        timer_arm(srv, c->hello_deadline_ns); /* firing after the hello costs a scan */
         (*work)++;
         client_hello(srv, c); /* usually already sent */
     }

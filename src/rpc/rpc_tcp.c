@@ -14,9 +14,14 @@
  * flight per connection (past it the connection is not read until replies
  * drain: TCP's flow control pushes back on the client; only calls another
  * actor answers stay in flight across rounds), reply bytes queued for a
- * connection above RPC_TCP_OUT_PAUSE pause its reading too, and above
- * RPC_TCP_OUT_MAX the connection is closed (a client that does not read its
- * replies).  A frame longer than 16 MiB plus the header, or shorter than the
+ * connection above RPC_TCP_OUT_PAUSE pause its reading too, and a reply that
+ * would take them above RPC_TCP_OUT_MAX is not queued and the connection is
+ * closed at the round's end (a client that does not read its replies).  Both
+ * are checked at every reply, not once a round: a round may take up to
+ * queue_max calls from a connection, and large replies (a BatchGetReplicaList
+ * of 4096 keys is ~15 MB) piled up hundreds of MB before the round's end
+ * looked.  So a connection holds at most RPC_TCP_OUT_PAUSE plus one reply of
+ * replies unwritten.  A frame longer than 16 MiB plus the header, or shorter than the
  * header, is answered with a transport error under request id 0 and the
  * connection is closed; other connections are not affected.
  *
@@ -59,6 +64,7 @@ struct conn {
     uint32_t in_flight;   /* calls at segments or tasks */
     uint32_t events;      /* registered with epoll */
     bool dirty;           /* on the flush list */
+    bool slow;            /* a reply passed RPC_TCP_OUT_MAX: closed at the flush */
     struct conn *next_dirty;
     char peer[64];
 };
@@ -98,10 +104,17 @@ static void set_events(struct rpc_tcp_state *st, struct conn *c, uint32_t events
  * EPOLLOUT there if the socket took less than all.  (Asking here too made two
  * epoll_ctl calls per synchronous call, EPOLLOUT on and off again: 7% of
  * segments' time in a native BatchGetReplicaList run.) */
+/* Whether the connection may take another request now: its calls in
+ * flight and its unwritten replies, checked before every frame. */
+static bool conn_takes(const struct rpc_tcp_state *st, const struct conn *c) {
+    return c->in_flight < st->queue_max && c->out.len - c->out.off < RPC_TCP_OUT_PAUSE &&
+           !c->slow;
+}
+
 static void update_events(struct rpc_tcp_state *st, struct conn *c) {
     size_t queued = c->out.len - c->out.off;
     uint32_t events = 0;
-    if (c->in_flight < st->queue_max && queued < RPC_TCP_OUT_PAUSE) events |= EPOLLIN;
+    if (conn_takes(st, c)) events |= EPOLLIN;
     if (queued > 0 && !c->dirty) events |= EPOLLOUT;
     set_events(st, c, events);
 }
@@ -125,6 +138,11 @@ static void conn_close(struct rpc_tcp_state *st, struct conn *c, const char *why
 
 /* Writes what is queued.  Returns false when the connection was closed. */
 static bool conn_flush(struct rpc_tcp_state *st, struct conn *c) {
+    if (c->slow) {
+        st->closed_slow++;
+        conn_close(st, c, "its unread replies passed 64 MiB");
+        return false;
+    }
     while (c->out.off < c->out.len) {
         ssize_t n = send(c->fd, c->out.buf + c->out.off, c->out.len - c->out.off,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -138,11 +156,6 @@ static bool conn_flush(struct rpc_tcp_state *st, struct conn *c) {
         return false;
     }
     if (c->out.off == c->out.len) c->out.off = c->out.len = 0;
-    if (c->out.len - c->out.off > RPC_TCP_OUT_MAX) {
-        st->closed_slow++;
-        conn_close(st, c, "its unread replies passed 64 MiB");
-        return false;
-    }
     update_events(st, c);
     return true;
 }
@@ -170,7 +183,7 @@ static void flush_dirty(struct rpc_tcp_state *st) {
             c->dirty = false;
             if (c->fd < 0)
                 free(c); /* closed while listed */
-            else if (conn_flush(st, c) && c->in_len > 0 && c->in_flight < st->queue_max &&
+            else if (conn_flush(st, c) && c->in_len > 0 && conn_takes(st, c) &&
                      take_frames(st, c, now_ns(st)))
                 update_events(st, c);
             c = next;
@@ -179,15 +192,23 @@ static void flush_dirty(struct rpc_tcp_state *st) {
 }
 
 /* Queues one reply frame.  False (nothing queued, counted) when out of
- * memory. */
+ * memory, or when it would take the connection's unwritten replies past
+ * RPC_TCP_OUT_MAX: the connection is then marked slow, takes no more
+ * requests and is closed at the round's end (conn_flush), and its later
+ * replies are dropped. */
 static bool queue_reply(struct rpc_tcp_state *st, struct conn *c, uint64_t request_id,
                         int32_t status, const uint8_t *body, size_t len) {
+    mark_dirty(st, c);
+    if (c->slow || c->out.len - c->out.off + len > RPC_TCP_OUT_MAX) {
+        c->slow = true;
+        st->edge.intake.send_dropped++;
+        return false;
+    }
     if (!cr_rpc_stream_out_reply(&c->out, request_id, status, body, len)) {
         st->edge.intake.send_dropped++;
         return false;
     }
     st->edge.intake.replies++;
-    mark_dirty(st, c);
     return true;
 }
 
@@ -236,7 +257,7 @@ static void handle_frame(struct rpc_tcp_state *st, struct conn *c, const uint8_t
 static bool take_frames(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns) {
     size_t pos = 0, n = 0;
     enum cr_rpc_stream_verdict v = CR_RPC_STREAM_MORE;
-    while (c->in_flight < st->queue_max &&
+    while (conn_takes(st, c) &&
            (v = cr_rpc_stream_next(c->in + pos, c->in_len - pos, CR_RPC_REQUEST_HEADER_BYTES,
                                    CR_RPC_STREAM_REQUEST_MAX, &n)) == CR_RPC_STREAM_FRAME) {
         handle_frame(st, c, c->in + pos + CR_RPC_STREAM_LEN_BYTES, n, received_ns);
@@ -281,7 +302,7 @@ static bool reserve_in(struct conn *c) {
 
 static void conn_read(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns) {
     size_t budget = RPC_TCP_READ_BUDGET;
-    while (budget > 0 && c->in_flight < st->queue_max) {
+    while (budget > 0 && conn_takes(st, c)) {
         if (!reserve_in(c)) {
             conn_close(st, c, "out of memory for its read buffer");
             return;

@@ -4,11 +4,13 @@
  * refuses out-of-bounds ranges; notices an unregistered segment (generation)
  * and maps a re-registered one again; a malformed map request costs only its
  * own connection; a process of another user is refused the memfd (SO_PEERCRED)
- * and still gets its bytes over tcp. */
+ * and still gets its bytes over tcp; a segment whose memfd size is not sealed
+ * is never handed out. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -79,6 +81,36 @@ static void test_shm_plain_segment_falls_back_to_tcp(void **state) {
     assert_int_equal(cr_xfer_server_unregister(f->srv, "plain"), CR_OK);
     server_start(f);
     free(plain);
+}
+
+/* A segment registered with a memfd whose size is not sealed (memory that
+ * did not come from cr_xfer_segment_alloc) is not handed out: a client could
+ * truncate it under the server's mapping (a SIGBUS in the server at its next
+ * touch).  Its client gets the bytes over tcp. */
+static void test_shm_unsealed_segment_is_not_handed_out(void **state) {
+    struct fixture *f = *state;
+    int fd = memfd_create("unsealed", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 8192), 0);
+    void *base = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(base != MAP_FAILED);
+    struct cr_xfer_segment unsealed = {.base = base, .size = 8192, .fd = fd};
+    assert_false(cr_xfer_size_sealed(fd));
+    assert_true(cr_xfer_size_sealed(f->seg.fd)); /* cr_xfer_segment_alloc's own */
+    server_stop(f);
+    assert_int_equal(cr_xfer_server_register_segment(f->srv, "unsealed", &unsealed), CR_OK);
+    server_start(f);
+    uint64_t addr = (uint64_t)(uintptr_t)base;
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "unsealed", addr + 8, "tcp!", 4), CR_OK);
+    assert_memory_equal((uint8_t *)base + 8, "tcp!", 4);
+    struct cr_xfer_server_stats stats = server_stats(f);
+    assert_int_equal(stats.shm_refused_unsealed, 1);
+    assert_int_equal(stats.requests_written, 1);
+    server_stop(f);
+    assert_int_equal(cr_xfer_server_unregister(f->srv, "unsealed"), CR_OK);
+    server_start(f);
+    munmap(base, 8192);
+    close(fd);
 }
 
 static void test_shm_unregister_and_register_again(void **state) {
@@ -225,6 +257,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_shm_round_trips_and_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shm_out_of_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shm_plain_segment_falls_back_to_tcp, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shm_unsealed_segment_is_not_handed_out, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_shm_unregister_and_register_again, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shm_malformed_request_closes_only_it, setup,
                                         teardown),
