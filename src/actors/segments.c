@@ -38,6 +38,9 @@
 #include "msgs/store_event.h"
 #include "msgs/store_msgs.h"
 #include "msgs/task_msgs.h"
+#include "durable/durable.h"
+#include "durable/feed.h"
+#include "msgs/durable_msgs.h"
 
 #define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
 #define EVICT_NEEDED_MIN_GAP_MS 10u    /* coalesces no-space notices to leases */
@@ -80,6 +83,10 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
 #define EDGE_WAKE_TAG UINT64_MAX
 #define EDGE_TIMER_TAG (UINT64_MAX - 1) /* the park's deadline (wait_timer.h) */
 static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", NULL};
+/* Rounds whose held calls (--durability sync) wait for the journal at once:
+ * the journal syncs every round it writes, so a few are ever waiting; past
+ * the bound a round's calls are answered once the one before is synced. */
+#define HELD_GROUPS_MAX 256u
 
 struct cr_edge_host {
     struct segments_state *st;
@@ -105,6 +112,16 @@ struct done_chain {
     struct cr_actor *to;
     struct cr_master_call *head, *tail;
     uint32_t count;
+};
+
+/* Calls of one round held until the journal has synced `lsn` (sync mode). */
+struct held_group {
+    uint64_t lsn;
+    struct cr_master_call *head, *tail;
+};
+
+struct held_list {
+    struct cr_master_call *head, *tail;
 };
 
 struct segments_state {
@@ -149,6 +166,21 @@ struct segments_state {
     bool regex_step_armed;
     uint64_t regex_slices;
     struct cr_edge_host host;
+    /* The operation log (src/durable): the round's records go to the
+     * journal actor at round end; with --durability sync a call that
+     * changed something is answered only once the journal has synced its
+     * round's records. */
+    enum cr_durability durability;
+    const char *state_dir;
+    struct cr_durable_feed feed;
+    bool feed_on;
+    uint64_t synced_lsn;
+    struct held_list round_held; /* this round's, lsn not known yet */
+    struct held_group groups[HELD_GROUPS_MAX]; /* oldest first, from groups_head */
+    uint32_t groups_head, groups_count;
+    uint64_t calls_held;
+    uint64_t log_blocks_dropped; /* the journal was gone: records not written */
+    struct cr_durable_recovery recovery;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -267,6 +299,7 @@ static int events_add(struct segments_state *st, const struct cr_store_change *e
  * chain of its tenant. */
 static void on_store_event(void *ctx, const struct cr_store_change *ev) {
     struct segments_state *st = ctx;
+    if (st->feed_on) cr_durable_feed_note(&st->feed, ev);
     if (st->peers == NULL) {
         st->events_dropped += 2;
         return;
@@ -345,6 +378,110 @@ static void finish(struct segments_state *st, struct cr_master_call *call) {
     edge->ops->done(edge, call);
 }
 
+/* ------------------------------------------------------------------------ */
+/* The operation log (src/durable) */
+
+static void held_append(struct held_list *list, struct cr_master_call *call) {
+    call->next = NULL;
+    if (list->tail != NULL)
+        list->tail->next = call;
+    else
+        list->head = call;
+    list->tail = call;
+}
+
+static void held_finish(struct segments_state *st, struct cr_master_call *call) {
+    while (call != NULL) {
+        struct cr_master_call *next = call->next;
+        call->next = NULL;
+        finish(st, call);
+        call = next;
+    }
+}
+
+/* Answers the held rounds whose records the journal has synced. */
+static void held_release(struct segments_state *st) {
+    while (st->groups_count > 0 && st->groups[st->groups_head].lsn <= st->synced_lsn) {
+        struct held_group *g = &st->groups[st->groups_head];
+        struct cr_master_call *calls = g->head;
+        g->head = g->tail = NULL;
+        st->groups_head = (st->groups_head + 1) % HELD_GROUPS_MAX;
+        st->groups_count--;
+        held_finish(st, calls);
+    }
+}
+
+/* The round's records to the journal; the round's held calls wait for the
+ * lsn of its last record. */
+static void durable_round_end(struct segments_state *st) {
+    if (st->peers == NULL) return; /* not wired yet: the feed keeps what it noted */
+    uint8_t *block;
+    size_t len;
+    uint64_t last_lsn;
+    if (cr_durable_feed_flush(&st->feed, st->store, st->now_ms, &block, &len, &last_lsn)) {
+        struct cr_msg msg = {.type = CR_MSG_DURABLE_APPEND};
+        struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
+        *a = (struct cr_msg_durable_append){.block = block, .len = len, .last_lsn = last_lsn};
+        struct cr_actor *journal =
+            st->peers != NULL ? st->peers->actors[CR_SUBSYSTEM_JOURNAL] : NULL;
+        if (journal == NULL || cr_send(journal, &msg) != CR_OK) {
+            free(block);
+            st->log_blocks_dropped++;
+            st->synced_lsn = last_lsn; /* nobody will sync it: do not hold calls forever */
+        }
+    }
+    if (st->round_held.head == NULL) return;
+    uint64_t lsn = st->feed.next_lsn - 1;
+    if (st->groups_count == HELD_GROUPS_MAX) { /* wait with the newest group */
+        struct held_group *g =
+            &st->groups[(st->groups_head + st->groups_count - 1) % HELD_GROUPS_MAX];
+        g->tail->next = st->round_held.head;
+        g->tail = st->round_held.tail;
+        g->lsn = lsn;
+    } else {
+        st->groups[(st->groups_head + st->groups_count) % HELD_GROUPS_MAX] =
+            (struct held_group){.lsn = lsn, .head = st->round_held.head,
+                                .tail = st->round_held.tail};
+        st->groups_count++;
+    }
+    st->round_held = (struct held_list){0};
+    held_release(st);
+}
+
+static void on_durable_synced(struct segments_state *st, const struct cr_msg_durable_synced *m) {
+    if (m->lsn > st->synced_lsn) st->synced_lsn = m->lsn;
+    held_release(st);
+}
+
+/* Replays the state directory's log into the store: on segments' thread
+ * before it is reported started, so the clients it restores count as seen
+ * on the runtime's clock, and before the journal opens the newest log. */
+static int durable_start(struct segments_state *st) {
+    if (st->durability == CR_DURABILITY_NONE) return CR_OK;
+    char err[1024];
+    uint64_t t0 = cr_actor_now_ns(st->self);
+    int rc = cr_durable_recover(st->state_dir, st->store, t0 / 1000000u, &st->recovery, err,
+                                sizeof(err));
+    if (rc != CR_OK) {
+        CR_ERROR("segments", "--state-dir: cannot restore the store: %s", err);
+        fprintf(stderr, "crescentd: --state-dir: cannot restore the store: %s\n", err);
+        return rc;
+    }
+    const struct cr_durable_recovery *r = &st->recovery;
+    CR_INFO("segments", "restored from %s in %.3f s: %u log(s), %llu records, %u segments, "
+            "%llu objects (%llu dropped: no replica could be placed; %llu replicas dropped)",
+            st->state_dir, (double)(cr_actor_now_ns(st->self) - t0) / 1e9, r->logs,
+            (unsigned long long)r->records, r->segments, (unsigned long long)r->objects,
+            (unsigned long long)r->objects_dropped, (unsigned long long)r->replicas_dropped);
+    rc = cr_durable_feed_init(&st->feed, r->last_lsn + 1,
+                              cr_store_get_config(st->store)->max_segments,
+                              CR_DATA_SEGMENT_NAME);
+    if (rc != CR_OK) return rc;
+    st->synced_lsn = r->last_lsn;
+    st->feed_on = true;
+    return CR_OK;
+}
+
 /* CreateCopyTask/CreateMoveTask: the targets are reserved here, then the
  * call goes on to tasks, which answers it; a refusal is answered from here.
  * `ask`: the message when the call came as an ask (refused), else NULL. */
@@ -419,8 +556,17 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
                              .scan = scan};
     st->calls++;
     st->round_calls++;
+    uint64_t changes = st->feed.changes;
     int rc = cr_rpc_methods_run(&run, call);
     if (rc != CR_OK) st->call_errors++;
+    if (st->feed_on && (call->method == CRESCENT__MASTER__METHOD__MOUNT_SEGMENT ||
+                        call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT ||
+                        call->method == CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT))
+        cr_durable_feed_note_segments(&st->feed);
+    /* --durability sync: a call that changed the store is answered once its
+     * round's records are on disk. */
+    bool hold = st->feed_on && st->durability == CR_DURABILITY_SYNC &&
+                st->feed.changes != changes;
     if (call->method == CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT) tell_tasks_recheck(st);
     if (run.no_space) notify_no_space(st);
     if (ask) return; /* the asker owns the call */
@@ -438,6 +584,11 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
                                "the tasks actor is busy or stopping; retry", &call->reply,
                                &call->reply_len) != CR_OK)
             cr_rpc_reply_nomem(call);
+    }
+    if (hold) {
+        st->calls_held++;
+        held_append(&st->round_held, call);
+        return;
     }
     finish(st, call);
 }
@@ -740,6 +891,7 @@ static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply 
 
 static void on_tick(struct segments_state *st) {
     uint32_t expired = cr_store_expire_clients(st->store, st->now_ms);
+    if (expired > 0 && st->feed_on) cr_durable_feed_note_segments(&st->feed);
     if (expired > 0)
         CR_INFO("segments", "%u client(s) missed their TTL: segments unmounted", expired);
     if (expired > 0 || st->task_recheck_due) tell_tasks_recheck(st);
@@ -792,6 +944,9 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
         return;
     case CR_MSG_SEGMENTS_REGEX_STEP: regex_step(st); return;
     case CR_MSG_MASTER_ADMIN: on_admin(st, msg); return;
+    case CR_MSG_DURABLE_SYNCED:
+        on_durable_synced(st, CR_MSG_BODY(msg, struct cr_msg_durable_synced));
+        return;
     default:
         if (cr_log_ratelimit(&st->last_log_ns, st->now_ms * 1000000u, 60ull * 1000000000u))
             CR_WARN("segments", "message type %u from sender %u is not handled here", msg->type,
@@ -803,13 +958,14 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
 static int segments_start(struct cr_actor *self, void *arg) {
     struct segments_state *st = arg;
     st->self = self;
-    return CR_OK;
+    return durable_start(st);
 }
 
 /* The round's batch is done: its replies go back now. */
 static void segments_round_end(struct cr_actor *self, void *arg) {
     (void)self;
     struct segments_state *st = arg;
+    if (st->feed_on) durable_round_end(st);
     done_send_all(st);
     events_send(st);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->flush(st->host.edges[i]);
@@ -882,6 +1038,10 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "task_ops_total", st->task_ops);
     add_stat(out, "task_ops_dropped_total", st->task_ops_dropped);
     add_stat(out, "task_pings_unforwarded_total", st->task_pings_unforwarded);
+    add_stat(out, "log_records_total", st->feed.records);
+    add_stat(out, "log_calls_held_total", st->calls_held);
+    add_stat(out, "log_blocks_dropped_total", st->log_blocks_dropped + st->feed.failures);
+    add_stat(out, "restored_objects", st->recovery.objects);
 }
 
 static void segments_destroy(void *arg) {
@@ -890,6 +1050,11 @@ static void segments_destroy(void *arg) {
     assert(st->events == NULL && st->done_open == 0); /* every round ends by sending them */
     cr_store_regex_scan_free(st->store, st->regex_scan); /* stopped mid-scan: no answer */
     cr_master_call_free_chain(st->regex_head);
+    /* Held calls never answered: their records may not be on disk. */
+    cr_master_call_free_chain(st->round_held.head);
+    for (uint32_t i = 0; i < st->groups_count; i++)
+        cr_master_call_free_chain(st->groups[(st->groups_head + i) % HELD_GROUPS_MAX].head);
+    cr_durable_feed_free(&st->feed);
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->destroy(st->host.edges[i]);
@@ -957,6 +1122,8 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
         cr_wait_timer_close(&st->host.timer);
     }
     st->client_ttl_ms = cfg.client_live_ttl_ms;
+    st->durability = cr_durability_of(config);
+    st->state_dir = config->state_dir; /* the config outlives the actors */
     st->done_cap = 1;
     st->rng = cfg.rng_seed | 1u;
     *state_out = st;

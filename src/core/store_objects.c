@@ -1015,3 +1015,15 @@ size_t cr_store_list_objects(const cr_store *store, const char *tenant, const ch
     }
     return count;
 }
+
+/* ---- for store_restore.c ------------------------------------------------------ */
+
+uint32_t cr_store_slab_take(cr_store *store, uint32_t *generation) {
+    return slab_take(store, generation);
+}
+
+void cr_store_table_insert(cr_store *store, uint32_t id, uint64_t hash) {
+    table_insert(store, id, hash);
+}
+
+bool cr_store_slab_has_room(const cr_store *store) { return slab_has_room(store); }
