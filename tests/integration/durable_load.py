@@ -3,7 +3,9 @@ kill crescentd under it: puts random bytes under fresh keys through the
 Python client (libcrescent: PutStart, the bytes to a crescent-store, PutEnd)
 and removes every fifth key after its put.  Each call the master
 acknowledged is appended to the journal file given as argv[2] only after it
-returned: "P key sha256" or "R key".  Runs until a call fails (the master
+returned: "P key sha256" or "R key"; "T key" before a removal is sent (a
+removal the master applied but whose answer the kill cut off leaves the key
+either way).  Runs until a call fails (the master
 was killed), then exits 0."""
 import hashlib
 import os
@@ -26,6 +28,7 @@ def main():
                 s.put(key, value)
                 journal.write(f"P {key} {hashlib.sha256(value).hexdigest()}\n")
                 if i % 5 == 4:
+                    journal.write(f"T {key}\n")
                     s.remove(key)
                     journal.write(f"R {key}\n")
             except CrescentError:
