@@ -87,6 +87,9 @@ static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", NULL};
  * the journal syncs every round it writes, so a few are ever waiting; past
  * the bound a round's calls are answered once the one before is synced. */
 #define HELD_GROUPS_MAX 256u
+/* Objects a snapshot looks at per round (docs/durability.md): about a
+ * millisecond of the store thread, so no call waits behind a snapshot. */
+#define SNAPSHOT_SLICE_OBJECTS 4096u
 
 struct cr_edge_host {
     struct segments_state *st;
@@ -181,6 +184,13 @@ struct segments_state {
     uint64_t calls_held;
     uint64_t log_blocks_dropped; /* the journal was gone: records not written */
     struct cr_durable_recovery recovery;
+    uint64_t snapshot_every; /* records; 0 never */
+    uint64_t snapshot_mark;  /* feed.records when the last snapshot began */
+    bool snapshot_active;
+    uint64_t snapshot_lsn;
+    uint32_t snapshot_cursor;
+    uint64_t snapshot_count;
+    uint64_t snapshots_begun;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -411,6 +421,8 @@ static void held_release(struct segments_state *st) {
     }
 }
 
+static void snapshot_step(struct segments_state *st);
+
 /* The round's records to the journal; the round's held calls wait for the
  * lsn of its last record. */
 static void durable_round_end(struct segments_state *st) {
@@ -430,6 +442,7 @@ static void durable_round_end(struct segments_state *st) {
             st->synced_lsn = last_lsn; /* nobody will sync it: do not hold calls forever */
         }
     }
+    if (st->peers->actors[CR_SUBSYSTEM_JOURNAL] != NULL) snapshot_step(st);
     if (st->round_held.head == NULL) return;
     uint64_t lsn = st->feed.next_lsn - 1;
     if (st->groups_count == HELD_GROUPS_MAX) { /* wait with the newest group */
@@ -446,6 +459,55 @@ static void durable_round_end(struct segments_state *st) {
     }
     st->round_held = (struct held_list){0};
     held_release(st);
+}
+
+/* Hands a snapshot block to the journal; false when it is gone (the
+ * snapshot is then abandoned: the logs stay whole). */
+static bool snapshot_send(struct segments_state *st, uint16_t type, struct cr_buf *buf) {
+    struct cr_msg msg = {.type = type};
+    struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
+    size_t len = 0;
+    a->block = cr_buf_ok(buf) ? (uint8_t *)cr_buf_take(buf, &len) : NULL;
+    a->len = len;
+    a->last_lsn = st->snapshot_lsn;
+    cr_buf_free(buf);
+    if (a->block == NULL && type != CR_MSG_DURABLE_SNAPSHOT_BEGIN) return false;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_JOURNAL], &msg) == CR_OK) return true;
+    free(a->block);
+    return false;
+}
+
+/* One slice of a snapshot per round, begun every snapshot_every records:
+ * a fuzzy cut of the store at snapshot_lsn (objects changed meanwhile are
+ * in the log after it, which recovery replays on top). */
+static void snapshot_step(struct segments_state *st) {
+    struct cr_buf buf;
+    cr_buf_init(&buf);
+    if (!st->snapshot_active) {
+        if (st->snapshot_every == 0 || st->feed.records - st->snapshot_mark < st->snapshot_every)
+            return;
+        st->snapshot_lsn = st->feed.next_lsn - 1; /* every record up to it was sent */
+        st->snapshot_mark = st->feed.records;
+        if (!snapshot_send(st, CR_MSG_DURABLE_SNAPSHOT_BEGIN, &buf)) return;
+        st->snapshot_active = true;
+        st->snapshot_cursor = 0;
+        st->snapshot_count = 0;
+        st->snapshots_begun++;
+        cr_durable_feed_snapshot_segments(&st->feed, st->store, st->snapshot_lsn, &buf,
+                                          &st->snapshot_count);
+    }
+    bool done = cr_durable_feed_snapshot_objects(&st->feed, st->store, st->now_ms,
+                                                 st->snapshot_lsn, &st->snapshot_cursor,
+                                                 SNAPSHOT_SLICE_OBJECTS, &buf,
+                                                 &st->snapshot_count);
+    if (done) cr_durable_feed_snapshot_end(&st->feed, st->snapshot_lsn, st->snapshot_count, &buf);
+    if (buf.len > 0 || done) {
+        if (!snapshot_send(st, done ? CR_MSG_DURABLE_SNAPSHOT_END : CR_MSG_DURABLE_SNAPSHOT_PART,
+                           &buf))
+            done = true; /* the journal stopped or no memory: abandoned */
+    }
+    cr_buf_free(&buf);
+    if (done) st->snapshot_active = false;
 }
 
 static void on_durable_synced(struct segments_state *st, const struct cr_msg_durable_synced *m) {
@@ -1042,6 +1104,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "log_calls_held_total", st->calls_held);
     add_stat(out, "log_blocks_dropped_total", st->log_blocks_dropped + st->feed.failures);
     add_stat(out, "restored_objects", st->recovery.objects);
+    add_stat(out, "snapshots_begun_total", st->snapshots_begun);
 }
 
 static void segments_destroy(void *arg) {
@@ -1124,6 +1187,7 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
     st->client_ttl_ms = cfg.client_live_ttl_ms;
     st->durability = cr_durability_of(config);
     st->state_dir = config->state_dir; /* the config outlives the actors */
+    st->snapshot_every = config->snapshot_every_records;
     st->done_cap = 1;
     st->rng = cfg.rng_seed | 1u;
     *state_out = st;

@@ -167,6 +167,9 @@ static const struct setting settings[] = {
     {"durability", SETTING_STRING, FIELD(durability), 0, 0, "MODE",
      "with --state-dir, how the store's metadata is kept: none, async (synced every 10 ms) or "
      "sync (a mutating call is answered once its record is on disk); docs/durability.md"},
+    {"snapshot-every-records", SETTING_U32, FIELD(snapshot_every_records), 0, UINT32_MAX, "N",
+     "with --state-dir, a snapshot of the store after every N log records; the logs before "
+     "it are then removed (0: never; the log grows)"},
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -175,6 +178,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
     snprintf(config->durability, sizeof(config->durability), "async");
+    config->snapshot_every_records = 1000000;
     config->metrics_port = 9003; /* as Mooncake's master */
     config->http_threads = 16;
     config->http_connections_max = 4096; /* as cr_http_front_limits_default */

@@ -92,6 +92,7 @@ struct cr_daemon_config {
     uint32_t indexer_max_message_mb;              /* ZMQ_MAXMSGSIZE of SUB and DEALER */
     char state_dir[CR_CONFIG_ADDRESS_MAX];        /* registrations and the store's log; "" none */
     char durability[CR_CONFIG_ADDRESS_MAX];       /* none, async or sync (src/durable) */
+    uint32_t snapshot_every_records;              /* log records between snapshots; 0 never */
 };
 
 /* Outcome of parsing: run, print help/version and exit 0, or exit 2. */

@@ -4,6 +4,9 @@
  * Files in the state directory:
  *     store-<16 hex digits>.log   operation logs, named by their first lsn
  *                                 (files.h); appended by the journal actor
+ *     snapshot-<16 hex>.snap      the store as of a fuzzy cut begun at that
+ *                                 lsn; the log from lsn + 1 on makes it exact
+ *     snapshot-<16 hex>.tmp       one being written (removed at start)
  * Records (record.h) state effects; recovery reads every log in order into
  * a replay image (image.h) and builds the store from it (this file).
  *
@@ -36,6 +39,7 @@ enum cr_durability cr_durability_of(const struct cr_daemon_config *config);
 int cr_durability_parse(const char *text, enum cr_durability *out);
 
 struct cr_durable_recovery {
+    uint64_t snapshot_lsn;     /* of the snapshot loaded (0: none) */
     uint32_t logs;             /* log files read */
     uint64_t records;          /* records replayed */
     uint64_t last_lsn;         /* the next record is last_lsn + 1 */
@@ -71,5 +75,18 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
  * (the last whole record's).  Returns CR_OK or CR_ERR_IO (err set). */
 int cr_durable_log_open(const char *dir, char *path, size_t path_size, int *fd,
                         uint64_t *last_lsn, char *err, size_t err_len);
+
+/* Creates dir/store-<first_lsn>.log with its header (file and directory
+ * synced) and opens it for appending.  Returns CR_OK or CR_ERR_IO. */
+int cr_durable_log_create(const char *dir, uint64_t first_lsn, char *path, size_t path_size,
+                          int *fd, char *err, size_t err_len);
+
+/* After snapshot-<lsn>.snap is on disk: removes the snapshots before it and
+ * the logs that hold only records up to lsn (every log named before
+ * store-<lsn + 1>.log), then syncs dir.  Returns CR_OK or CR_ERR_IO. */
+int cr_durable_drop_redundant(const char *dir, uint64_t lsn, char *err, size_t err_len);
+
+/* The path of snapshot `lsn`: ".snap", or ".tmp" while it is written. */
+void cr_durable_snapshot_path(const char *dir, uint64_t lsn, bool tmp, char *out, size_t size);
 
 #endif

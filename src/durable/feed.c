@@ -168,6 +168,31 @@ static uint64_t segment_base(struct cr_durable_feed *feed, const cr_store *store
     return cr_store_segment_find(store, d->segment_name, &v) == CR_OK ? v.base : d->buffer;
 }
 
+/* Fills rec (tenant and key set) with a complete object's state; false when
+ * none of its replicas is logged (so it is not either). */
+static bool object_record(struct cr_durable_feed *feed, const cr_store *store,
+                          const struct cr_store_object_view *v, struct cr_durable_record *rec) {
+    rec->replica_count = 0;
+    for (uint32_t i = 0; v->complete && i < v->replicas.count; i++) {
+        const struct cr_store_replica_desc *d = &v->replicas.replicas[i];
+        if (d->status != CR_REPLICA_COMPLETE) continue; /* a task's reservation */
+        if (strcmp(d->segment_name, feed->volatile_segment) == 0) continue;
+        struct cr_durable_replica *r = &rec->replicas[rec->replica_count++];
+        copy_str(r->segment, sizeof(r->segment), d->segment_name);
+        r->offset = d->buffer - segment_base(feed, store, d);
+        r->size = v->size_bytes > 0 ? v->size_bytes : 1; /* cr_store_alloc_bytes */
+    }
+    if (rec->replica_count == 0) return false;
+    rec->type = CR_DURABLE_OBJECT_PUT;
+    rec->size = v->size_bytes;
+    rec->flags = (uint8_t)((v->replicas.has_checksum ? CR_DURABLE_OBJ_CHECKSUM : 0) |
+                           (v->soft_pinned ? CR_DURABLE_OBJ_SOFT_PIN : 0) |
+                           (v->hard_pinned ? CR_DURABLE_OBJ_HARD_PIN : 0));
+    rec->checksum = v->replicas.has_checksum ? v->replicas.checksum : 0;
+    rec->owner = v->owner;
+    return true;
+}
+
 /* The record of one noted key: the object's whole state, or its removal. */
 static void emit_object(struct cr_durable_feed *feed, const cr_store *store, uint64_t now_ms,
                         const char *tenant, const char *key, uint32_t key_len) {
@@ -176,31 +201,62 @@ static void emit_object(struct cr_durable_feed *feed, const cr_store *store, uin
     strcpy(rec->tenant, tenant);
     rec->key_len = key_len;
     memcpy(rec->key, key, key_len);
-    bool found = cr_store_object_find(store, tenant, key, key_len, now_ms, &v) == CR_OK &&
-                 v.complete;
-    rec->replica_count = 0;
-    for (uint32_t i = 0; found && i < v.replicas.count; i++) {
-        const struct cr_store_replica_desc *d = &v.replicas.replicas[i];
-        if (d->status != CR_REPLICA_COMPLETE) continue; /* a task's reservation */
-        if (strcmp(d->segment_name, feed->volatile_segment) == 0) continue;
-        struct cr_durable_replica *r = &rec->replicas[rec->replica_count++];
-        copy_str(r->segment, sizeof(r->segment), d->segment_name);
-        r->offset = d->buffer - segment_base(feed, store, d);
-        r->size = v.size_bytes > 0 ? v.size_bytes : 1; /* cr_store_alloc_bytes */
-    }
-    if (!found || rec->replica_count == 0) {
-        rec->type = CR_DURABLE_OBJECT_REMOVE;
-        emit(feed, rec);
-        return;
-    }
-    rec->type = CR_DURABLE_OBJECT_PUT;
-    rec->size = v.size_bytes;
-    rec->flags = (uint8_t)((v.replicas.has_checksum ? CR_DURABLE_OBJ_CHECKSUM : 0) |
-                           (v.soft_pinned ? CR_DURABLE_OBJ_SOFT_PIN : 0) |
-                           (v.hard_pinned ? CR_DURABLE_OBJ_HARD_PIN : 0));
-    rec->checksum = v.replicas.has_checksum ? v.replicas.checksum : 0;
-    rec->owner = v.owner;
+    bool found = cr_store_object_find(store, tenant, key, key_len, now_ms, &v) == CR_OK;
+    if (!found || !object_record(feed, store, &v, rec)) rec->type = CR_DURABLE_OBJECT_REMOVE;
     emit(feed, rec);
+}
+
+void cr_durable_feed_snapshot_segments(struct cr_durable_feed *feed, const cr_store *store,
+                                       uint64_t lsn, struct cr_buf *out, uint64_t *count) {
+    assert(feed != NULL && store != NULL && out != NULL && count != NULL);
+    uint32_t cursor = 0;
+    struct cr_store_segment_view v;
+    while (cr_store_segment_next(store, &cursor, &v)) {
+        if (strcmp(v.name, feed->volatile_segment) == 0) continue;
+        struct cr_durable_record *rec = rec_start(feed, CR_DURABLE_SEGMENT_MOUNT);
+        rec->lsn = lsn;
+        copy_str(rec->name, sizeof(rec->name), v.name);
+        copy_str(rec->endpoint, sizeof(rec->endpoint), v.endpoint);
+        copy_str(rec->protocol, sizeof(rec->protocol), v.protocol);
+        rec->owner = v.owner;
+        rec->base = v.base;
+        rec->size = v.size;
+        if (cr_durable_encode(rec, out) == CR_OK) (*count)++;
+    }
+}
+
+void cr_durable_feed_snapshot_end(struct cr_durable_feed *feed, uint64_t lsn, uint64_t count,
+                                  struct cr_buf *out) {
+    struct cr_durable_record *rec = rec_start(feed, CR_DURABLE_SNAPSHOT_END);
+    rec->lsn = lsn;
+    rec->record_count = count;
+    (void)cr_durable_encode(rec, out); /* a failed buffer: the journal gets none */
+}
+
+bool cr_durable_feed_snapshot_objects(struct cr_durable_feed *feed, const cr_store *store,
+                                      uint64_t now_ms, uint64_t lsn, uint32_t *cursor,
+                                      size_t limit, struct cr_buf *out, uint64_t *count) {
+    assert(feed != NULL && store != NULL && cursor != NULL && out != NULL && count != NULL);
+    struct cr_store_object_view views[64];
+    size_t seen = 0;
+    size_t batch = limit < 64 ? (limit > 0 ? limit : 1) : 64;
+    while (seen < limit) {
+        size_t n = cr_store_list_objects(store, NULL, NULL, now_ms, cursor, batch, views);
+        for (size_t i = 0; i < n; i++) {
+            const struct cr_store_object_view *v = &views[i];
+            if (!v->complete || v->key_len > CR_STORE_KEY_LEN_MAX) continue;
+            struct cr_durable_record *rec = rec_start(feed, CR_DURABLE_OBJECT_PUT);
+            rec->lsn = lsn;
+            copy_str(rec->tenant, sizeof(rec->tenant), v->tenant);
+            rec->key_len = v->key_len;
+            memcpy(rec->key, v->key, v->key_len);
+            if (object_record(feed, store, v, rec) && cr_durable_encode(rec, out) == CR_OK)
+                (*count)++;
+        }
+        if (n < batch) return true; /* the walk reached the end of the slab */
+        seen += n;
+    }
+    return false;
 }
 
 bool cr_durable_feed_flush(struct cr_durable_feed *feed, const cr_store *store, uint64_t now_ms,

@@ -66,4 +66,18 @@ static inline void cr_durable_feed_note_segments(struct cr_durable_feed *feed) {
 bool cr_durable_feed_flush(struct cr_durable_feed *feed, const cr_store *store, uint64_t now_ms,
                            uint8_t **block, size_t *len, uint64_t *last_lsn);
 
+/* Snapshots (docs/durability.md): taken on segments' thread a slice per
+ * round, a fuzzy cut made exact by the log from its starting lsn on.
+ * _segments appends a MOUNT record (lsn `lsn`) per logged segment;
+ * _objects appends an OBJECT_PUT record per complete object from *cursor
+ * (start at 0), at most `limit` objects looked at, and returns true once
+ * the walk is done.  Both add the records written to *count. */
+void cr_durable_feed_snapshot_segments(struct cr_durable_feed *feed, const cr_store *store,
+                                       uint64_t lsn, struct cr_buf *out, uint64_t *count);
+void cr_durable_feed_snapshot_end(struct cr_durable_feed *feed, uint64_t lsn, uint64_t count,
+                                  struct cr_buf *out);
+bool cr_durable_feed_snapshot_objects(struct cr_durable_feed *feed, const cr_store *store,
+                                      uint64_t now_ms, uint64_t lsn, uint32_t *cursor,
+                                      size_t limit, struct cr_buf *out, uint64_t *count);
+
 #endif

@@ -49,6 +49,7 @@ struct journal_state {
     uint64_t pending_lsn;     /* last lsn of the pending blocks */
     uint64_t written_lsn;     /* written, maybe not synced */
     uint64_t synced_lsn;
+    uint64_t told_lsn;        /* the last SYNCED segments was sent */
     uint64_t unsynced_since_ns; /* 0: everything written is synced */
     bool tick_armed;
     bool failed;
@@ -57,6 +58,12 @@ struct journal_state {
     uint64_t syncs;
     uint64_t sync_ns_max;
     struct cr_histogram sync_hist;
+    /* The snapshot being written (-1: none) and its lsn. */
+    int snap_fd;
+    uint64_t snap_lsn;
+    uint64_t snapshots;
+    uint64_t snapshot_bytes;
+    uint64_t snapshot_failures;
 };
 
 static void journal_fail(struct journal_state *st, const char *what, int err) {
@@ -117,10 +124,101 @@ static void journal_write(struct journal_state *st) {
         st->unsynced_since_ns = cr_runtime_now_ns(cr_actor_runtime(st->self));
 }
 
+/* Writes all of buf to fd.  Returns 0 or an errno. */
+static int write_all(int fd, const uint8_t *buf, size_t len) {
+    while (len > 0) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return errno;
+        buf += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* A snapshot that failed is dropped: the logs it would have replaced stay,
+ * so nothing is lost, only the log keeps growing. */
+static void snapshot_abandon(struct journal_state *st, const char *what, int err) {
+    char tmp[CR_DURABLE_PATH_MAX];
+    cr_durable_snapshot_path(st->dir, st->snap_lsn, true, tmp, sizeof(tmp));
+    CR_ERROR("journal", "snapshot %s: %s failed: %s; it is dropped and the log kept whole",
+             tmp, what, strerror(err));
+    if (st->snap_fd >= 0) close(st->snap_fd);
+    st->snap_fd = -1;
+    (void)unlink(tmp);
+    st->snapshot_failures++;
+}
+
+/* A snapshot begins at lsn: the log up to it is synced, the next log
+ * starts at lsn + 1, and the snapshot's file is opened. */
+static void snapshot_begin(struct journal_state *st, uint64_t lsn) {
+    journal_write(st);
+    journal_sync(st);
+    if (st->failed) return;
+    char err[512], path[CR_DURABLE_PATH_MAX];
+    int fd;
+    if (cr_durable_log_create(st->dir, lsn + 1, path, sizeof(path), &fd, err, sizeof(err)) !=
+        CR_OK) {
+        if (!st->failed) {
+            st->failed = true;
+            CR_ERROR("journal", "%s; crescentd stops, since it can no longer keep what it "
+                     "acknowledges", err);
+            (void)raise(SIGTERM);
+        }
+        return;
+    }
+    close(st->fd);
+    st->fd = fd;
+    snprintf(st->path, sizeof(st->path), "%s", path);
+    if (st->snap_fd >= 0) snapshot_abandon(st, "a newer one began", ECANCELED);
+    st->snap_lsn = lsn;
+    char tmp[CR_DURABLE_PATH_MAX];
+    cr_durable_snapshot_path(st->dir, lsn, true, tmp, sizeof(tmp));
+    st->snap_fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    uint8_t header[CR_DURABLE_SNAPSHOT_HEADER];
+    cr_durable_snapshot_header(lsn, header);
+    int e = st->snap_fd < 0 ? errno : write_all(st->snap_fd, header, sizeof(header));
+    if (e != 0) snapshot_abandon(st, "creating it", e);
+}
+
+static void snapshot_part(struct journal_state *st, const uint8_t *block, size_t len) {
+    if (st->snap_fd < 0) return;
+    int e = write_all(st->snap_fd, block, len);
+    if (e != 0) snapshot_abandon(st, "a write", e);
+    else st->snapshot_bytes += len;
+}
+
+/* The end record: synced, renamed into place, then what it replaces goes. */
+static void snapshot_end(struct journal_state *st, const uint8_t *block, size_t len) {
+    snapshot_part(st, block, len);
+    if (st->snap_fd < 0) return;
+    char tmp[CR_DURABLE_PATH_MAX], path[CR_DURABLE_PATH_MAX], err[512];
+    cr_durable_snapshot_path(st->dir, st->snap_lsn, true, tmp, sizeof(tmp));
+    cr_durable_snapshot_path(st->dir, st->snap_lsn, false, path, sizeof(path));
+    if (fdatasync(st->snap_fd) != 0) {
+        snapshot_abandon(st, "fdatasync", errno);
+        return;
+    }
+    close(st->snap_fd);
+    st->snap_fd = -1;
+    if (rename(tmp, path) != 0) {
+        snapshot_abandon(st, "rename", errno);
+        return;
+    }
+    if (cr_durable_sync_dir(st->dir, err, sizeof(err)) != CR_OK ||
+        cr_durable_drop_redundant(st->dir, st->snap_lsn, err, sizeof(err)) != CR_OK) {
+        CR_WARN("journal", "snapshot %s: %s (the older files stay)", path, err);
+        return;
+    }
+    st->snapshots++;
+    CR_INFO("journal", "snapshot %s written; the logs before it removed", path);
+}
+
 static void tell_synced(struct journal_state *st) {
     if (st->peers == NULL) return;
     struct cr_msg msg = {.type = CR_MSG_DURABLE_SYNCED};
     CR_MSG_BODY(&msg, struct cr_msg_durable_synced)->lsn = st->synced_lsn;
+    st->told_lsn = st->synced_lsn;
     /* Segments stopping: its held calls are dropped, unanswered. */
     (void)cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg);
 }
@@ -167,6 +265,20 @@ static void journal_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
         st->tick_armed = false;
         journal_sync(st);
         return;
+    case CR_MSG_DURABLE_SNAPSHOT_BEGIN:
+        if (st->fd >= 0 && !st->failed)
+            snapshot_begin(st, CR_MSG_BODY(msg, struct cr_msg_durable_append)->last_lsn);
+        return;
+    case CR_MSG_DURABLE_SNAPSHOT_PART:
+    case CR_MSG_DURABLE_SNAPSHOT_END: {
+        struct cr_msg_durable_append *a = CR_MSG_BODY(msg, struct cr_msg_durable_append);
+        if (msg->type == CR_MSG_DURABLE_SNAPSHOT_PART)
+            snapshot_part(st, a->block, a->len);
+        else
+            snapshot_end(st, a->block, a->len);
+        free(a->block);
+        return;
+    }
     default:
         if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
     }
@@ -179,9 +291,9 @@ static void journal_round_end(struct cr_actor *self, void *arg) {
     if (st->fd < 0) return;
     journal_write(st);
     if (st->mode == CR_DURABILITY_SYNC) {
-        uint64_t before = st->synced_lsn;
         journal_sync(st);
-        if (st->synced_lsn != before) tell_synced(st);
+        /* Also what a snapshot's start synced in this round. */
+        if (st->synced_lsn > st->told_lsn) tell_synced(st);
     } else {
         journal_async_due(st);
     }
@@ -203,7 +315,8 @@ static void journal_stop(struct cr_actor *self, void *arg) {
 
 static void journal_discard(void *arg, struct cr_msg *msg) {
     (void)arg;
-    if (msg->type == CR_MSG_DURABLE_APPEND)
+    if (msg->type == CR_MSG_DURABLE_APPEND || msg->type == CR_MSG_DURABLE_SNAPSHOT_PART ||
+        msg->type == CR_MSG_DURABLE_SNAPSHOT_END)
         free(CR_MSG_BODY(msg, struct cr_msg_durable_append)->block);
 }
 
@@ -223,6 +336,9 @@ static void journal_stats(struct cr_actor *self, void *arg, struct cr_actor_stat
     add_stat(out, "log_sync_ns_max", st->sync_ns_max);
     add_stat(out, "log_written_lsn", st->written_lsn);
     add_stat(out, "log_synced_lsn", st->synced_lsn);
+    add_stat(out, "snapshots_total", st->snapshots);
+    add_stat(out, "snapshot_bytes_total", st->snapshot_bytes);
+    add_stat(out, "snapshot_failures_total", st->snapshot_failures);
     if (out->histograms != NULL && out->histogram_count < out->histograms_max) {
         out->histograms[out->histogram_count++] = (struct cr_actor_histogram){
             .name = "fsync_duration_seconds",
@@ -237,7 +353,9 @@ static int journal_create(const struct cr_daemon_config *config, void **state_ou
     struct journal_state *st = calloc(1, sizeof(*st));
     if (st == NULL) return CR_ERR_NOMEM;
     st->fd = -1;
+    st->snap_fd = -1;
     st->mode = cr_durability_of(config);
+    snprintf(st->dir, sizeof(st->dir), "%s", config->state_dir);
     if (st->mode != CR_DURABILITY_NONE) {
         char err[512];
         int rc = cr_durable_log_open(config->state_dir, st->path, sizeof(st->path), &st->fd,
@@ -247,7 +365,7 @@ static int journal_create(const struct cr_daemon_config *config, void **state_ou
             free(st);
             return rc == CR_ERR_NOMEM ? rc : CR_ERR_IO;
         }
-        st->synced_lsn = st->pending_lsn = st->written_lsn;
+        st->synced_lsn = st->pending_lsn = st->told_lsn = st->written_lsn;
     }
     *state_out = st;
     return CR_OK;
@@ -258,6 +376,9 @@ static void journal_destroy(void *arg) {
     if (st == NULL) return;
     for (uint32_t i = 0; i < st->pending; i++) free(st->block[i]);
     if (st->fd >= 0) close(st->fd);
+    if (st->snap_fd >= 0) { /* stopped mid-snapshot: recovery removes the .tmp */
+        close(st->snap_fd);
+    }
     free(st);
 }
 

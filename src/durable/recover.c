@@ -21,6 +21,9 @@
 
 #define LOG_PREFIX "store-"
 #define LOG_SUFFIX ".log"
+#define SNAP_PREFIX "snapshot-"
+#define SNAP_SUFFIX ".snap"
+#define SNAP_TMP_SUFFIX ".tmp"
 #define LOGS_MAX 4096u
 
 enum cr_durability cr_durability_of(const struct cr_daemon_config *config) {
@@ -135,20 +138,25 @@ static int name_cmp(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool is_log_name(const char *name) {
-    size_t n = strlen(name);
-    if (n != strlen(LOG_PREFIX) + 16 + strlen(LOG_SUFFIX)) return false;
-    if (strncmp(name, LOG_PREFIX, strlen(LOG_PREFIX)) != 0) return false;
-    for (size_t i = strlen(LOG_PREFIX); i < strlen(LOG_PREFIX) + 16; i++)
-        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
-            return false;
-    return strcmp(name + n - strlen(LOG_SUFFIX), LOG_SUFFIX) == 0;
+/* "<prefix><16 lowercase hex digits><suffix>"; the number into *lsn. */
+static bool is_name(const char *name, const char *prefix, const char *suffix, uint64_t *lsn) {
+    size_t n = strlen(name), p = strlen(prefix);
+    if (n != p + 16 + strlen(suffix) || strncmp(name, prefix, p) != 0) return false;
+    uint64_t v = 0;
+    for (size_t i = p; i < p + 16; i++) {
+        char c = name[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+        v = v << 4 | (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    if (lsn != NULL) *lsn = v;
+    return strcmp(name + n - strlen(suffix), suffix) == 0;
 }
+
 
 /* The log files of dir, sorted (their names sort as their first lsns).
  * Creates dir when missing.  Returns CR_OK or CR_ERR_IO/NOMEM. */
-static int list_logs(const char *dir, char ***names, uint32_t *count, char *err,
-                     size_t err_len) {
+static int list_files(const char *dir, const char *prefix, const char *suffix, char ***names,
+                      uint32_t *count, char *err, size_t err_len) {
     *names = NULL;
     *count = 0;
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
@@ -164,7 +172,7 @@ static int list_logs(const char *dir, char ***names, uint32_t *count, char *err,
     int rc = list != NULL ? CR_OK : CR_ERR_NOMEM;
     struct dirent *e;
     while (rc == CR_OK && (e = readdir(d)) != NULL) {
-        if (!is_log_name(e->d_name)) continue;
+        if (!is_name(e->d_name, prefix, suffix, NULL)) continue;
         if (*count == LOGS_MAX) {
             snprintf(err, err_len, "%s: more than %u log files", dir, LOGS_MAX);
             rc = CR_ERR_IO;
@@ -180,13 +188,32 @@ static int list_logs(const char *dir, char ***names, uint32_t *count, char *err,
     return rc;
 }
 
+static int list_logs(const char *dir, char ***names, uint32_t *count, char *err,
+                     size_t err_len) {
+    return list_files(dir, LOG_PREFIX, LOG_SUFFIX, names, count, err, err_len);
+}
+
 static void free_names(char **names, uint32_t count) {
     for (uint32_t i = 0; names != NULL && i < count; i++) free(names[i]);
     free(names);
 }
 
-/* Replays one log; the newest may have its torn tail cut. */
-static int replay_log(const char *path, bool newest, struct cr_durable_image *img,
+/* Applies the records after the snapshot's lsn (older ones are in it). */
+struct after {
+    struct cr_durable_image *img;
+    uint64_t snapshot_lsn;
+};
+
+static int apply_after(void *ctx, const struct cr_durable_record *rec, char *err,
+                       size_t err_len) {
+    struct after *a = ctx;
+    if (rec->lsn <= a->snapshot_lsn) return CR_OK;
+    return cr_durable_image_apply(a->img, rec, err, err_len);
+}
+
+/* Replays one log; the newest may have its torn tail cut.  *prev_last: the
+ * last lsn of the logs before it (its records must follow it). */
+static int replay_log(const char *path, bool newest, struct after *img, uint64_t *prev_last,
                       struct cr_durable_recovery *out, char *err, size_t err_len) {
     uint8_t *data;
     size_t len;
@@ -194,7 +221,7 @@ static int replay_log(const char *path, bool newest, struct cr_durable_image *im
     if (rc != CR_OK) return rc;
     char why[400] = "";
     struct cr_durable_log_scan scan;
-    rc = cr_durable_log_scan(data, len, cr_durable_image_apply, img, &scan, why, sizeof(why));
+    rc = cr_durable_log_scan(data, len, apply_after, img, &scan, why, sizeof(why));
     free(data);
     if (rc != CR_OK) {
         snprintf(err, err_len, "%s: %s", path, why);
@@ -202,11 +229,12 @@ static int replay_log(const char *path, bool newest, struct cr_durable_image *im
     }
     out->records += scan.records;
     if (scan.records > 0) {
-        if (scan.last_lsn <= out->last_lsn) {
+        if (scan.last_lsn <= *prev_last) {
             snprintf(err, err_len, "%s: its records do not follow the previous log's", path);
             return CR_ERR_PROTOCOL;
         }
-        out->last_lsn = scan.last_lsn;
+        *prev_last = scan.last_lsn;
+        if (scan.last_lsn > out->last_lsn) out->last_lsn = scan.last_lsn;
     }
     if (scan.good_len == len) return CR_OK;
     if (!newest) {
@@ -223,19 +251,72 @@ static int replay_log(const char *path, bool newest, struct cr_durable_image *im
     return cr_durable_truncate(path, scan.good_len, err, err_len);
 }
 
+void cr_durable_snapshot_path(const char *dir, uint64_t lsn, bool tmp, char *out, size_t size) {
+    snprintf(out, size, "%s/" SNAP_PREFIX "%016" PRIx64 "%s", dir, lsn,
+             tmp ? SNAP_TMP_SUFFIX : SNAP_SUFFIX);
+}
+
+/* Removes snapshots a crash left half written. */
+static void drop_tmp_snapshots(const char *dir) {
+    char **names;
+    uint32_t count;
+    char err[256];
+    if (list_files(dir, SNAP_PREFIX, SNAP_TMP_SUFFIX, &names, &count, err, sizeof(err)) == CR_OK)
+        for (uint32_t i = 0; i < count; i++) {
+            char path[CR_DURABLE_PATH_MAX];
+            snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+            CR_WARN("durable", "%s: a snapshot a stop or crash cut short; removed", path);
+            (void)unlink(path);
+        }
+    free_names(names, count);
+}
+
+/* Applies the newest snapshot, if any, to img and sets *lsn (0: none). */
+static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t *lsn,
+                         struct cr_durable_recovery *out, char *err, size_t err_len) {
+    *lsn = 0;
+    char **names;
+    uint32_t count;
+    int rc = list_files(dir, SNAP_PREFIX, SNAP_SUFFIX, &names, &count, err, err_len);
+    if (rc == CR_OK && count > 0) {
+        char path[CR_DURABLE_PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[count - 1]);
+        uint8_t *data;
+        size_t len;
+        rc = cr_durable_read_file(path, &data, &len, err, err_len);
+        char why[400] = "";
+        if (rc == CR_OK) {
+            rc = cr_durable_snapshot_scan(data, len, cr_durable_image_apply, img, lsn, why,
+                                          sizeof(why));
+            free(data);
+            if (rc != CR_OK)
+                snprintf(err, err_len, "%s: %s (the snapshot is refused: restore it from a "
+                         "backup, or move it away to start from the logs it left)", path, why);
+        }
+        out->snapshot_lsn = *lsn;
+    }
+    free_names(names, count);
+    return rc;
+}
+
 int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
                        struct cr_durable_recovery *out, char *err, size_t err_len) {
     assert(dir != NULL && store != NULL && out != NULL);
     memset(out, 0, sizeof(*out));
-    char **names;
-    uint32_t count;
-    int rc = list_logs(dir, &names, &count, err, err_len);
-    struct cr_durable_image *img = rc == CR_OK ? cr_durable_image_create() : NULL;
-    if (rc == CR_OK && img == NULL) rc = CR_ERR_NOMEM;
+    char **names = NULL;
+    uint32_t count = 0;
+    struct cr_durable_image *img = cr_durable_image_create();
+    int rc = img != NULL ? CR_OK : CR_ERR_NOMEM;
+    struct after after = {.img = img};
+    if (rc == CR_OK) rc = list_logs(dir, &names, &count, err, err_len); /* makes dir */
+    if (rc == CR_OK) drop_tmp_snapshots(dir);
+    if (rc == CR_OK) rc = load_snapshot(dir, img, &after.snapshot_lsn, out, err, err_len);
+    out->last_lsn = after.snapshot_lsn;
+    uint64_t prev_last = 0;
     for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
         char path[CR_DURABLE_PATH_MAX];
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        rc = replay_log(path, i + 1 == count, img, out, err, err_len);
+        rc = replay_log(path, i + 1 == count, &after, &prev_last, out, err, err_len);
         out->logs++;
     }
     if (rc == CR_OK) rc = cr_durable_materialize(img, store, now_ms, out, err, err_len);
@@ -250,8 +331,9 @@ static int apply_none(void *ctx, const struct cr_durable_record *rec, char *err,
     return CR_OK;
 }
 
-/* Creates path with a log header, synced with its directory. */
-static int log_create(const char *dir, const char *path, int *fd, char *err, size_t err_len) {
+int cr_durable_log_create(const char *dir, uint64_t first_lsn, char *path, size_t path_size,
+                          int *fd, char *err, size_t err_len) {
+    snprintf(path, path_size, "%s/" LOG_PREFIX "%016" PRIx64 LOG_SUFFIX, dir, first_lsn);
     *fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
     uint8_t header[CR_DURABLE_LOG_HEADER];
     cr_durable_log_header(header);
@@ -283,9 +365,9 @@ int cr_durable_log_open(const char *dir, char *path, size_t path_size, int *fd,
         return rc;
     }
     if (count == 0) {
-        snprintf(path, path_size, "%s/" LOG_PREFIX "%016" PRIx64 LOG_SUFFIX, dir, (uint64_t)1);
         free_names(names, count);
-        return log_create(dir, path, fd, err, err_len);
+        /* After a snapshot, the log goes on past it (recovery's last lsn). */
+        return cr_durable_log_create(dir, 1, path, path_size, fd, err, err_len);
     }
     snprintf(path, path_size, "%s/%s", dir, names[count - 1]);
     free_names(names, count);
@@ -310,4 +392,30 @@ int cr_durable_log_open(const char *dir, char *path, size_t path_size, int *fd,
         return CR_ERR_IO;
     }
     return CR_OK;
+}
+
+int cr_durable_drop_redundant(const char *dir, uint64_t lsn, char *err, size_t err_len) {
+    char **names;
+    uint32_t count;
+    int rc = list_files(dir, SNAP_PREFIX, SNAP_SUFFIX, &names, &count, err, err_len);
+    for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
+        uint64_t n;
+        if (is_name(names[i], SNAP_PREFIX, SNAP_SUFFIX, &n) && n < lsn) {
+            char path[CR_DURABLE_PATH_MAX];
+            snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+            (void)unlink(path);
+        }
+    }
+    free_names(names, count);
+    if (rc == CR_OK) rc = list_logs(dir, &names, &count, err, err_len);
+    for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
+        uint64_t first;
+        if (is_name(names[i], LOG_PREFIX, LOG_SUFFIX, &first) && first <= lsn) {
+            char path[CR_DURABLE_PATH_MAX];
+            snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+            (void)unlink(path);
+        }
+    }
+    free_names(names, count);
+    return rc == CR_OK ? cr_durable_sync_dir(dir, err, err_len) : rc;
 }

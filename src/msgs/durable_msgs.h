@@ -23,6 +23,17 @@ enum cr_durable_msg_type {
     CR_MSG_DURABLE_SYNCED = CR_MSG_STORE_FIRST + 51,
     /* journal → itself: the async mode's sync deadline. */
     CR_MSG_DURABLE_TICK = CR_MSG_STORE_FIRST + 52,
+    /* segments → journal: a snapshot begins at lsn (cr_msg_durable_append's
+     * last_lsn; no block): the journal syncs the log so far, starts the next
+     * log at lsn + 1 and a snapshot file. */
+    CR_MSG_DURABLE_SNAPSHOT_BEGIN = CR_MSG_STORE_FIRST + 53,
+    /* segments → journal: cr_msg_durable_append, a block of the snapshot's
+     * records (segments first, then objects, a slice per round). */
+    CR_MSG_DURABLE_SNAPSHOT_PART = CR_MSG_STORE_FIRST + 54,
+    /* segments → journal: cr_msg_durable_append, the end record's block:
+     * the journal syncs and renames the snapshot, then drops the logs and
+     * snapshots it makes redundant. */
+    CR_MSG_DURABLE_SNAPSHOT_END = CR_MSG_STORE_FIRST + 55,
 };
 
 struct cr_msg_durable_append {

@@ -1,9 +1,10 @@
 """Durable metadata (--state-dir, --durability; docs/durability.md) with real
 processes: crescentd killed with SIGKILL in the middle of a put load whose
-bytes go to a crescent-store comes back with every acknowledged put readable
-with its bytes intact and no acknowledged removal undone; a torn log tail is
-cut and said; a log of a newer format, or damaged before a newer log, is
-refused with the file named."""
+bytes go to a crescent-store, with snapshots taken every 150 records meanwhile,
+comes back with every acknowledged put readable with its bytes intact and no
+acknowledged removal undone; a torn log tail is cut and said; a log of a newer
+format, or damaged before a newer log, and a truncated snapshot are refused
+with the file named."""
 import hashlib
 import os
 import signal
@@ -68,7 +69,7 @@ def test_kill9_under_put_load_then_torn_tail(daemon, tmp_path):
     state = tmp_path / "state"
     rpc = f"tcp://127.0.0.1:{free_port()}"
     args = ("--rpc-address", rpc, "--state-dir", str(state), "--durability", "sync",
-            "--client-ttl", "60")
+            "--client-ttl", "60", "--snapshot-every-records", "150")
     d = daemon(*args)
     server = StoreServer(rpc, tmp_path / "store.log", "seg-d")
     wait_for(lambda: stats(d)["segments"] == 1, "the segment mounted")
@@ -82,6 +83,11 @@ def test_kill9_under_put_load_then_torn_tail(daemon, tmp_path):
     assert load.wait(timeout=60) == 0, load.stderr.read().decode()
     puts, removed, unsure = acknowledged(journal)
     assert len(puts) >= 200 and len(removed) >= 40
+    # Snapshots were taken under the load, and the logs they replace removed.
+    snaps = sorted(p.name for p in state.iterdir() if p.name.endswith(".snap"))
+    logs = sorted(p.name for p in state.iterdir() if p.name.endswith(".log"))
+    # (A kill between a snapshot's rename and its clean-up leaves one more of each.)
+    assert 1 <= len(snaps) <= 2 and 1 <= len(logs) <= 2, (snaps, logs)
 
     d2 = daemon(*args)
     wait_for(lambda: stats(d2)["segments"] == 1, "the segment restored")
@@ -130,3 +136,12 @@ def test_newer_format_and_damaged_logs_are_refused(daemon, tmp_path):
         b"CRESWAL\x00" + (1).to_bytes(4, "little") + b"\x00" * 4)
     err = start_fails(daemon, state)
     assert first.name in err and "damaged in the middle" in err, err
+
+    # A truncated snapshot (a header, no end record) is refused whole.
+    for p in state.iterdir():
+        p.unlink()
+    snap = state / "snapshot-0000000000000005.snap"
+    snap.write_bytes(b"CRESSNAP" + (1).to_bytes(4, "little") + b"\x00" * 4
+                     + (5).to_bytes(8, "little"))
+    err = start_fails(daemon, state)
+    assert snap.name in err and "truncated" in err, err
