@@ -38,160 +38,9 @@
 #include "msgs/store_event.h"
 #include "msgs/store_msgs.h"
 #include "msgs/task_msgs.h"
-#include "durable/durable.h"
-#include "durable/feed.h"
-#include "msgs/durable_msgs.h"
+#include "actors/segments_internal.h"
 
-#define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
-#define EVICT_NEEDED_MIN_GAP_MS 10u    /* coalesces no-space notices to leases */
-#define SAMPLE_MAX 4096u               /* candidates per poll, a declared bound */
-static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
-/* Finished calls go back in chains, one MASTER_DONE per chain: sent when it
- * holds `done_cap` calls or the round ends (round_end), whichever is first.
- * The cap is a quarter of the calls the previous round handled (1 to
- * DONE_CHAIN_MAX), so the gateway gets about four chains per round and can
- * work on the first while the rest are run: with one chain per round the two
- * threads took turns, and a fixed cap of 16 cost a fifth of the throughput
- * at 8 calls in flight while a cap of 2 cost a tenth at 64
- * (bench/RESULTS.md).  Up to DONE_TARGETS_MAX gateways may have a chain open
- * at once (crescentd has one; the bench up to eight). */
-#define DONE_CHAIN_MAX 16u
-#define DONE_CHAINS_PER_ROUND 4u
-#define DONE_TARGETS_MAX 8u
-/* Store events go to the publisher and the indexer the same way: one chain
- * of up to EVENT_CHAIN_MAX events of one tenant per message, sent when full,
- * when the tenant changes, or when the round ends. */
-#define EVENT_CHAIN_MAX 32u
-/* A chain's block is sized by the one before it (events_room): the bytes
- * that one used, rounded up to a power of two, or twice its room when it
- * filled up, between these bounds.  A round of one change (one client's
- * call) takes a small block that malloc serves from its per-thread cache;
- * a batch of 32 grows to the largest in a few rounds.  A fixed 8 KiB block
- * made one-event chains cost a large malloc each: bench/events' publisher
- * fed one event per message fell from 2.8 M to 0.8-1.3 M events/s. */
-#define EVENT_CHAIN_BYTES_MIN 256u
-#define EVENT_CHAIN_BYTES_MAX CR_STORE_EVENT_CHAIN_BYTES_DEFAULT
-/* A regex call runs in slices of about this many PCRE2 steps, one per loop
- * round, so the calls and asks queued meanwhile are served in between
- * (about a millisecond each on the 2-core VM). */
-#define REGEX_SLICE_STEPS 50000u
-
-/* The RPC edges served on this thread (edge.h): one epoll set for their
- * fds and the wake fd.  wait blocks in it and keeps what it found; poll
- * serves that, or asks the set again without blocking. */
-#define EDGE_EVENTS 64u
-#define EDGE_WAKE_TAG UINT64_MAX
-#define EDGE_TIMER_TAG (UINT64_MAX - 1) /* the park's deadline (wait_timer.h) */
 static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", NULL};
-/* Rounds whose held calls (--durability sync) wait for the journal at once:
- * the journal syncs every round it writes, so a few are ever waiting; past
- * the bound a round's calls are answered once the one before is synced. */
-#define HELD_GROUPS_MAX 256u
-/* Objects a snapshot looks at per round (docs/durability.md): about a
- * millisecond of the store thread, so no call waits behind a snapshot. */
-#define SNAPSHOT_SLICE_OBJECTS 4096u
-
-struct cr_edge_host {
-    struct segments_state *st;
-    int epoll_fd;
-    bool wake_added;
-    /* The park's deadline (a timer's, a lazy send's), in the epoll set: armed
-     * when it moves earlier, not on every park (wait_timer.h). */
-    struct cr_wait_timer timer;
-    struct cr_edge *edges[CR_EDGES_MAX];
-    uint32_t count;
-    uint32_t watched; /* edge fds in the set */
-    struct epoll_event found[EDGE_EVENTS]; /* by wait, for the next poll */
-    int found_count;
-    /* poll served a set that wait found: the next poll does not ask epoll
-     * again without blocking (see segments_poll). */
-    bool served_wait_set;
-    bool again[CR_EDGES_MAX]; /* cr_edge_again: serve next round, epoll or not */
-    uint64_t again_tag[CR_EDGES_MAX];
-    uint32_t again_count;
-};
-
-struct done_chain {
-    struct cr_actor *to;
-    struct cr_master_call *head, *tail;
-    uint32_t count;
-};
-
-/* Calls of one round held until the journal has synced `lsn` (sync mode). */
-struct held_group {
-    uint64_t lsn;
-    struct cr_master_call *head, *tail;
-};
-
-struct held_list {
-    struct cr_master_call *head, *tail;
-};
-
-struct segments_state {
-    cr_store *store;
-    struct cr_rpc_arena *arena; /* response scratch, reused by every call */
-    uint64_t client_ttl_ms;
-    struct cr_actor *self;
-    struct cr_subsystems *peers; /* NULL until WIRE */
-    uint64_t now_ms;             /* runtime clock, refreshed per message */
-    uint64_t rng;                /* eviction sampling */
-    uint64_t last_evict_needed_ms;
-    uint64_t calls;
-    uint64_t call_errors;     /* responses whose status_code is not OK */
-    uint64_t replies_dropped; /* MASTER_DONE that could not be sent */
-    uint64_t events_sent;
-    uint64_t events_dropped;
-    uint64_t evict_polls;
-    uint64_t evictions_applied;
-    uint64_t evictions_refused; /* victims that no longer qualified at apply time */
-    uint64_t zombie_reclaims;
-    uint64_t samples_dropped;
-    uint64_t task_ops;
-    uint64_t task_ops_dropped; /* TASK_OP_DONE that could not be sent */
-    uint64_t task_pings_unforwarded; /* pings answered without tasks: tasks busy */
-    bool task_recheck_due; /* an unmount or expiry tasks was not told of yet */
-    uint64_t last_log_ns;
-    struct done_chain done[DONE_TARGETS_MAX]; /* [0, done_open): this round's targets */
-    uint32_t done_open;
-    uint32_t done_cap;    /* calls per chain this round */
-    uint32_t round_calls; /* calls handled so far this round */
-    /* Events not sent yet: the round's chain, segments' one reference (the
-     * indexer's second is taken when it is sent); NULL when none. */
-    cr_store_event_chain *events;
-    uint32_t events_tenant_len;
-    uint32_t events_room; /* bytes of the next chain's block (EVENT_CHAIN_BYTES_MIN..MAX) */
-    char events_tenant[CR_MASTER_TENANT_MAX + 1];
-    uint64_t events_since_ns; /* the runtime clock when the chain's first event happened */
-    /* Regex calls waiting, oldest first (linked through call->next); the
-     * first is being scanned by regex_scan, one slice per round. */
-    struct cr_master_call *regex_head, *regex_tail;
-    struct cr_store_regex_scan *regex_scan;
-    bool regex_step_armed;
-    uint64_t regex_slices;
-    struct cr_edge_host host;
-    /* The operation log (src/durable): the round's records go to the
-     * journal actor at round end; with --durability sync a call that
-     * changed something is answered only once the journal has synced its
-     * round's records. */
-    enum cr_durability durability;
-    const char *state_dir;
-    struct cr_durable_feed feed;
-    bool feed_on;
-    uint64_t synced_lsn;
-    struct held_list round_held; /* this round's, lsn not known yet */
-    struct held_group groups[HELD_GROUPS_MAX]; /* oldest first, from groups_head */
-    uint32_t groups_head, groups_count;
-    uint64_t calls_held;
-    uint64_t log_blocks_dropped; /* the journal was gone: records not written */
-    struct cr_durable_recovery recovery;
-    uint64_t snapshot_every; /* records; 0 never */
-    uint64_t snapshot_mark;  /* feed.records when the last snapshot began */
-    bool snapshot_active;
-    uint64_t snapshot_lsn;
-    uint32_t snapshot_cursor;
-    uint64_t snapshot_count;
-    uint64_t snapshots_begun;
-};
 
 /* ------------------------------------------------------------------------ */
 /* Store events → publisher and indexer */
@@ -377,7 +226,7 @@ static void done_append(struct segments_state *st, struct cr_master_call *call) 
 
 /* A finished call goes back: to its edge's connection at once (edge.h),
  * or in its gateway's MASTER_DONE chain. */
-static void finish(struct segments_state *st, struct cr_master_call *call) {
+void segments_finish(struct segments_state *st, struct cr_master_call *call) {
     if (call->edge == 0) {
         done_append(st, call);
         return;
@@ -386,162 +235,6 @@ static void finish(struct segments_state *st, struct cr_master_call *call) {
     struct cr_edge *edge = st->host.edges[call->edge - 1];
     cr_rpc_intake_done(&edge->intake, call, cr_actor_now_ns(st->self));
     edge->ops->done(edge, call);
-}
-
-/* ------------------------------------------------------------------------ */
-/* The operation log (src/durable) */
-
-static void held_append(struct held_list *list, struct cr_master_call *call) {
-    call->next = NULL;
-    if (list->tail != NULL)
-        list->tail->next = call;
-    else
-        list->head = call;
-    list->tail = call;
-}
-
-static void held_finish(struct segments_state *st, struct cr_master_call *call) {
-    while (call != NULL) {
-        struct cr_master_call *next = call->next;
-        call->next = NULL;
-        finish(st, call);
-        call = next;
-    }
-}
-
-/* Answers the held rounds whose records the journal has synced. */
-static void held_release(struct segments_state *st) {
-    while (st->groups_count > 0 && st->groups[st->groups_head].lsn <= st->synced_lsn) {
-        struct held_group *g = &st->groups[st->groups_head];
-        struct cr_master_call *calls = g->head;
-        g->head = g->tail = NULL;
-        st->groups_head = (st->groups_head + 1) % HELD_GROUPS_MAX;
-        st->groups_count--;
-        held_finish(st, calls);
-    }
-}
-
-static void snapshot_step(struct segments_state *st);
-
-/* The round's records to the journal; the round's held calls wait for the
- * lsn of its last record. */
-static void durable_round_end(struct segments_state *st) {
-    if (st->peers == NULL) return; /* not wired yet: the feed keeps what it noted */
-    uint8_t *block;
-    size_t len;
-    uint64_t last_lsn;
-    if (cr_durable_feed_flush(&st->feed, st->store, st->now_ms, &block, &len, &last_lsn)) {
-        struct cr_msg msg = {.type = CR_MSG_DURABLE_APPEND};
-        struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
-        *a = (struct cr_msg_durable_append){.block = block, .len = len, .last_lsn = last_lsn};
-        struct cr_actor *journal =
-            st->peers != NULL ? st->peers->actors[CR_SUBSYSTEM_JOURNAL] : NULL;
-        if (journal == NULL || cr_send(journal, &msg) != CR_OK) {
-            free(block);
-            st->log_blocks_dropped++;
-            st->synced_lsn = last_lsn; /* nobody will sync it: do not hold calls forever */
-        }
-    }
-    if (st->peers->actors[CR_SUBSYSTEM_JOURNAL] != NULL) snapshot_step(st);
-    if (st->round_held.head == NULL) return;
-    uint64_t lsn = st->feed.next_lsn - 1;
-    if (st->groups_count == HELD_GROUPS_MAX) { /* wait with the newest group */
-        struct held_group *g =
-            &st->groups[(st->groups_head + st->groups_count - 1) % HELD_GROUPS_MAX];
-        g->tail->next = st->round_held.head;
-        g->tail = st->round_held.tail;
-        g->lsn = lsn;
-    } else {
-        st->groups[(st->groups_head + st->groups_count) % HELD_GROUPS_MAX] =
-            (struct held_group){.lsn = lsn, .head = st->round_held.head,
-                                .tail = st->round_held.tail};
-        st->groups_count++;
-    }
-    st->round_held = (struct held_list){0};
-    held_release(st);
-}
-
-/* Hands a snapshot block to the journal; false when it is gone (the
- * snapshot is then abandoned: the logs stay whole). */
-static bool snapshot_send(struct segments_state *st, uint16_t type, struct cr_buf *buf) {
-    struct cr_msg msg = {.type = type};
-    struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
-    size_t len = 0;
-    a->block = cr_buf_ok(buf) ? (uint8_t *)cr_buf_take(buf, &len) : NULL;
-    a->len = len;
-    a->last_lsn = st->snapshot_lsn;
-    cr_buf_free(buf);
-    if (a->block == NULL && type != CR_MSG_DURABLE_SNAPSHOT_BEGIN) return false;
-    if (cr_send(st->peers->actors[CR_SUBSYSTEM_JOURNAL], &msg) == CR_OK) return true;
-    free(a->block);
-    return false;
-}
-
-/* One slice of a snapshot per round, begun every snapshot_every records:
- * a fuzzy cut of the store at snapshot_lsn (objects changed meanwhile are
- * in the log after it, which recovery replays on top). */
-static void snapshot_step(struct segments_state *st) {
-    struct cr_buf buf;
-    cr_buf_init(&buf);
-    if (!st->snapshot_active) {
-        if (st->snapshot_every == 0 || st->feed.records - st->snapshot_mark < st->snapshot_every)
-            return;
-        st->snapshot_lsn = st->feed.next_lsn - 1; /* every record up to it was sent */
-        st->snapshot_mark = st->feed.records;
-        if (!snapshot_send(st, CR_MSG_DURABLE_SNAPSHOT_BEGIN, &buf)) return;
-        st->snapshot_active = true;
-        st->snapshot_cursor = 0;
-        st->snapshot_count = 0;
-        st->snapshots_begun++;
-        cr_durable_feed_snapshot_segments(&st->feed, st->store, st->snapshot_lsn, &buf,
-                                          &st->snapshot_count);
-    }
-    bool done = cr_durable_feed_snapshot_objects(&st->feed, st->store, st->now_ms,
-                                                 st->snapshot_lsn, &st->snapshot_cursor,
-                                                 SNAPSHOT_SLICE_OBJECTS, &buf,
-                                                 &st->snapshot_count);
-    if (done) cr_durable_feed_snapshot_end(&st->feed, st->snapshot_lsn, st->snapshot_count, &buf);
-    if (buf.len > 0 || done) {
-        if (!snapshot_send(st, done ? CR_MSG_DURABLE_SNAPSHOT_END : CR_MSG_DURABLE_SNAPSHOT_PART,
-                           &buf))
-            done = true; /* the journal stopped or no memory: abandoned */
-    }
-    cr_buf_free(&buf);
-    if (done) st->snapshot_active = false;
-}
-
-static void on_durable_synced(struct segments_state *st, const struct cr_msg_durable_synced *m) {
-    if (m->lsn > st->synced_lsn) st->synced_lsn = m->lsn;
-    held_release(st);
-}
-
-/* Replays the state directory's log into the store: on segments' thread
- * before it is reported started, so the clients it restores count as seen
- * on the runtime's clock, and before the journal opens the newest log. */
-static int durable_start(struct segments_state *st) {
-    if (st->durability == CR_DURABILITY_NONE) return CR_OK;
-    char err[1024];
-    uint64_t t0 = cr_actor_now_ns(st->self);
-    int rc = cr_durable_recover(st->state_dir, st->store, t0 / 1000000u, &st->recovery, err,
-                                sizeof(err));
-    if (rc != CR_OK) {
-        CR_ERROR("segments", "--state-dir: cannot restore the store: %s", err);
-        fprintf(stderr, "crescentd: --state-dir: cannot restore the store: %s\n", err);
-        return rc;
-    }
-    const struct cr_durable_recovery *r = &st->recovery;
-    CR_INFO("segments", "restored from %s in %.3f s: %u log(s), %llu records, %u segments, "
-            "%llu objects (%llu dropped: no replica could be placed; %llu replicas dropped)",
-            st->state_dir, (double)(cr_actor_now_ns(st->self) - t0) / 1e9, r->logs,
-            (unsigned long long)r->records, r->segments, (unsigned long long)r->objects,
-            (unsigned long long)r->objects_dropped, (unsigned long long)r->replicas_dropped);
-    rc = cr_durable_feed_init(&st->feed, r->last_lsn + 1,
-                              cr_store_get_config(st->store)->max_segments,
-                              CR_DATA_SEGMENT_NAME);
-    if (rc != CR_OK) return rc;
-    st->synced_lsn = r->last_lsn;
-    st->feed_on = true;
-    return CR_OK;
 }
 
 /* CreateCopyTask/CreateMoveTask: the targets are reserved here, then the
@@ -571,7 +264,7 @@ static void on_task_create(struct segments_state *st, struct cr_msg *ask,
         cr_master_call_free(call);
         return;
     }
-    finish(st, call);
+    segments_finish(st, call);
 }
 
 static void on_task_op(struct segments_state *st, struct cr_task_op *op) {
@@ -648,11 +341,10 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
             cr_rpc_reply_nomem(call);
     }
     if (hold) {
-        st->calls_held++;
-        held_append(&st->round_held, call);
+        segments_durable_hold(st, call);
         return;
     }
-    finish(st, call);
+    segments_finish(st, call);
 }
 
 /* Asks for the next regex slice in the next loop round (a timer due now:
@@ -799,7 +491,7 @@ static void on_edge_calls_done(struct segments_state *st, struct cr_master_call 
         struct cr_master_call *next = call->next;
         call->next = NULL;
         assert(call->edge != 0); /* only an edge's calls name segments as reply_to */
-        finish(st, call);
+        segments_finish(st, call);
         call = next;
     }
 }
@@ -1007,7 +699,7 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
     case CR_MSG_SEGMENTS_REGEX_STEP: regex_step(st); return;
     case CR_MSG_MASTER_ADMIN: on_admin(st, msg); return;
     case CR_MSG_DURABLE_SYNCED:
-        on_durable_synced(st, CR_MSG_BODY(msg, struct cr_msg_durable_synced));
+        segments_durable_synced(st, CR_MSG_BODY(msg, struct cr_msg_durable_synced));
         return;
     default:
         if (cr_log_ratelimit(&st->last_log_ns, st->now_ms * 1000000u, 60ull * 1000000000u))
@@ -1020,14 +712,14 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
 static int segments_start(struct cr_actor *self, void *arg) {
     struct segments_state *st = arg;
     st->self = self;
-    return durable_start(st);
+    return segments_durable_start(st);
 }
 
 /* The round's batch is done: its replies go back now. */
 static void segments_round_end(struct cr_actor *self, void *arg) {
     (void)self;
     struct segments_state *st = arg;
-    if (st->feed_on) durable_round_end(st);
+    if (st->feed_on) segments_durable_round_end(st);
     done_send_all(st);
     events_send(st);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->flush(st->host.edges[i]);
@@ -1113,11 +805,7 @@ static void segments_destroy(void *arg) {
     assert(st->events == NULL && st->done_open == 0); /* every round ends by sending them */
     cr_store_regex_scan_free(st->store, st->regex_scan); /* stopped mid-scan: no answer */
     cr_master_call_free_chain(st->regex_head);
-    /* Held calls never answered: their records may not be on disk. */
-    cr_master_call_free_chain(st->round_held.head);
-    for (uint32_t i = 0; i < st->groups_count; i++)
-        cr_master_call_free_chain(st->groups[(st->groups_head + i) % HELD_GROUPS_MAX].head);
-    cr_durable_feed_free(&st->feed);
+    segments_durable_free(st);
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->destroy(st->host.edges[i]);
