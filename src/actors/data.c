@@ -37,7 +37,7 @@
 #include "rdma/xfer.h"
 #include "rdma/xfer_verbs.h"
 
-#define DATA_SEGMENT_NAME "crescentd-local"
+#define DATA_SEGMENT_NAME CR_DATA_SEGMENT_NAME
 #define DATA_TASKS_PER_PING 16u /* copy/move tasks taken per heartbeat; a full round pings again */
 
 struct data_state {

@@ -38,138 +38,9 @@
 #include "msgs/store_event.h"
 #include "msgs/store_msgs.h"
 #include "msgs/task_msgs.h"
+#include "actors/segments_internal.h"
 
-#define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
-#define EVICT_NEEDED_MIN_GAP_MS 10u    /* coalesces no-space notices to leases */
-#define SAMPLE_MAX 4096u               /* candidates per poll, a declared bound */
-static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
-/* Finished calls go back in chains, one MASTER_DONE per chain: sent when it
- * holds `done_cap` calls or the round ends (round_end), whichever is first.
- * The cap is a quarter of the calls the previous round handled (1 to
- * DONE_CHAIN_MAX), so the gateway gets about four chains per round and can
- * work on the first while the rest are run: with one chain per round the two
- * threads took turns, and a fixed cap of 16 cost a fifth of the throughput
- * at 8 calls in flight while a cap of 2 cost a tenth at 64
- * (bench/RESULTS.md).  Up to DONE_TARGETS_MAX gateways may have a chain open
- * at once (crescentd has one; the bench up to eight). */
-#define DONE_CHAIN_MAX 16u
-#define DONE_CHAINS_PER_ROUND 4u
-#define DONE_TARGETS_MAX 8u
-/* Store events go to the publisher and the indexer the same way: one chain
- * of up to EVENT_CHAIN_MAX events of one tenant per message, sent when full,
- * when the tenant changes, or when the round ends. */
-#define EVENT_CHAIN_MAX 32u
-/* A chain's block is sized by the one before it (events_room): the bytes
- * that one used, rounded up to a power of two, or twice its room when it
- * filled up, between these bounds.  A round of one change (one client's
- * call) takes a small block that malloc serves from its per-thread cache;
- * a batch of 32 grows to the largest in a few rounds.  A fixed 8 KiB block
- * made one-event chains cost a large malloc each: bench/events' publisher
- * fed one event per message fell from 2.8 M to 0.8-1.3 M events/s. */
-#define EVENT_CHAIN_BYTES_MIN 256u
-#define EVENT_CHAIN_BYTES_MAX CR_STORE_EVENT_CHAIN_BYTES_DEFAULT
-/* An edge's calls that another actor answers (QueryTask, a Ping that wants
- * tasks, FetchTasks, MarkTaskToComplete, CreateCopy/MoveTask) are at tasks
- * at most this many at once; past it they are refused "busy" at once.  Why:
- * every one is a message on the ring to tasks and its answer one on the
- * ring back, both ring_slots (4096) long.  Unbounded, a flood of them (16
- * connections pipelining 2000 QueryTask each) filled both rings: segments
- * waited on its send to tasks (send_wait_ns per call, a whole round of
- * them) while tasks waited on its send back, and the store answered
- * nothing, SIGTERM included, for minutes.  A quarter of the ring leaves the
- * rest to the task ops and rechecks that share it. */
-#define AT_TASKS_MAX 1024u
-/* A regex call runs in slices of about this many PCRE2 steps, one per loop
- * round, so the calls and asks queued meanwhile are served in between
- * (about a millisecond each on the 2-core VM). */
-#define REGEX_SLICE_STEPS 50000u
-/* Object slots one RemoveAll slice walks: ~1-2 ms on the store's thread
- * (the whole walk of 5 M objects held it ~1.2 s). */
-#define REMOVE_ALL_SLICE_SLOTS 8192u
-
-/* The RPC edges served on this thread (edge.h): one epoll set for their
- * fds and the wake fd.  wait blocks in it and keeps what it found; poll
- * serves that, or asks the set again without blocking. */
-#define EDGE_EVENTS 64u
-#define EDGE_WAKE_TAG UINT64_MAX
-#define EDGE_TIMER_TAG (UINT64_MAX - 1) /* the park's deadline (wait_timer.h) */
 static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", "mooncake_rpc", NULL};
-
-struct cr_edge_host {
-    struct segments_state *st;
-    int epoll_fd;
-    bool wake_added;
-    /* The park's deadline (a timer's, a lazy send's), in the epoll set: armed
-     * when it moves earlier, not on every park (wait_timer.h). */
-    struct cr_wait_timer timer;
-    struct cr_edge *edges[CR_EDGES_MAX];
-    uint32_t count;
-    uint32_t watched; /* edge fds in the set */
-    struct epoll_event found[EDGE_EVENTS]; /* by wait, for the next poll */
-    int found_count;
-    /* poll served a set that wait found: the next poll does not ask epoll
-     * again without blocking (see segments_poll). */
-    bool served_wait_set;
-    bool again[CR_EDGES_MAX]; /* cr_edge_again: serve next round, epoll or not */
-    uint64_t again_tag[CR_EDGES_MAX];
-    uint32_t again_count;
-};
-
-struct done_chain {
-    struct cr_actor *to;
-    struct cr_master_call *head, *tail;
-    uint32_t count;
-};
-
-struct segments_state {
-    cr_store *store;
-    struct cr_rpc_arena *arena; /* response scratch, reused by every call */
-    uint64_t client_ttl_ms;
-    struct cr_actor *self;
-    struct cr_subsystems *peers; /* NULL until WIRE */
-    uint64_t now_ms;             /* runtime clock, refreshed per message */
-    uint64_t rng;                /* eviction sampling */
-    uint64_t last_evict_needed_ms;
-    uint64_t calls;
-    uint64_t call_errors;     /* responses whose status_code is not OK */
-    uint64_t replies_dropped; /* MASTER_DONE that could not be sent */
-    uint64_t events_sent;
-    uint64_t events_dropped;
-    uint64_t evict_polls;
-    uint64_t evictions_applied;
-    uint64_t evictions_refused; /* victims that no longer qualified at apply time */
-    uint64_t zombie_reclaims;
-    uint64_t samples_dropped;
-    uint64_t task_ops;
-    uint64_t task_ops_dropped; /* TASK_OP_DONE that could not be sent */
-    uint64_t task_pings_unforwarded; /* pings answered without tasks: tasks busy */
-    uint32_t at_tasks;         /* edge calls sent to tasks whose answer is not back */
-    uint64_t tasks_busy;       /* edge calls refused "busy": AT_TASKS_MAX at tasks */
-    bool task_recheck_due; /* an unmount or expiry tasks was not told of yet */
-    uint64_t last_log_ns;
-    struct done_chain done[DONE_TARGETS_MAX]; /* [0, done_open): this round's targets */
-    uint32_t done_open;
-    uint32_t done_cap;    /* calls per chain this round */
-    uint32_t round_calls; /* calls handled so far this round */
-    /* Events not sent yet: the round's chain, segments' one reference (the
-     * indexer's second is taken when it is sent); NULL when none. */
-    cr_store_event_chain *events;
-    uint32_t events_tenant_len;
-    uint32_t events_room; /* bytes of the next chain's block (EVENT_CHAIN_BYTES_MIN..MAX) */
-    char events_tenant[CR_MASTER_TENANT_MAX + 1];
-    uint64_t events_since_ns; /* the runtime clock when the chain's first event happened */
-    /* Regex calls waiting, oldest first (linked through call->next); the
-     * first is being scanned by regex_scan, one slice per round. */
-    struct cr_master_call *regex_head, *regex_tail;
-    struct cr_store_regex_scan *regex_scan;
-    /* RemoveAll calls wait in the same queue and run in slices too: the
-     * first one's walk, while remove_all_active. */
-    struct cr_store_remove_all_run remove_all;
-    bool remove_all_active;
-    bool regex_step_armed;
-    uint64_t regex_slices, remove_all_slices;
-    struct cr_edge_host host;
-};
 
 /* ------------------------------------------------------------------------ */
 /* Store events → publisher and indexer */
@@ -287,6 +158,7 @@ static int events_add(struct segments_state *st, const struct cr_store_change *e
  * chain of its tenant. */
 static void on_store_event(void *ctx, const struct cr_store_change *ev) {
     struct segments_state *st = ctx;
+    if (st->feed_on) cr_durable_feed_note(&st->feed, ev);
     if (st->peers == NULL) {
         st->events_dropped += 2;
         return;
@@ -354,7 +226,7 @@ static void done_append(struct segments_state *st, struct cr_master_call *call) 
 
 /* A finished call goes back: to its edge's connection at once (edge.h),
  * or in its gateway's MASTER_DONE chain. */
-static void finish(struct segments_state *st, struct cr_master_call *call) {
+void segments_finish(struct segments_state *st, struct cr_master_call *call) {
     if (call->edge == 0) {
         done_append(st, call);
         return;
@@ -417,7 +289,7 @@ static void on_task_create(struct segments_state *st, struct cr_msg *ask,
         cr_master_call_free(call);
         return;
     }
-    finish(st, call);
+    segments_finish(st, call);
 }
 
 static void on_task_op(struct segments_state *st, struct cr_task_op *op) {
@@ -469,8 +341,17 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
                              .remove_all = removed};
     st->calls++;
     st->round_calls++;
+    uint64_t changes = st->feed.changes;
     int rc = cr_rpc_methods_run(&run, call);
     if (rc != CR_OK) st->call_errors++;
+    if (st->feed_on && (call->method == CRESCENT__MASTER__METHOD__MOUNT_SEGMENT ||
+                        call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT ||
+                        call->method == CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT))
+        cr_durable_feed_note_segments(&st->feed);
+    /* --durability sync: a call that changed the store is answered once its
+     * round's records are on disk. */
+    bool hold = st->feed_on && st->durability == CR_DURABILITY_SYNC &&
+                st->feed.changes != changes;
     if (call->method == CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT) tell_tasks_recheck(st);
     if (run.no_space) notify_no_space(st);
     if (ask) return; /* the asker owns the call */
@@ -489,7 +370,11 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
                                &call->reply_len) != CR_OK)
             cr_rpc_reply_nomem(call);
     }
-    finish(st, call);
+    if (hold) {
+        segments_durable_hold(st, call);
+        return;
+    }
+    segments_finish(st, call);
 }
 
 /* Asks for the next regex slice in the next loop round (a timer due now:
@@ -681,7 +566,7 @@ static void on_edge_calls_done(struct segments_state *st, struct cr_master_call 
         assert(call->edge != 0); /* only an edge's calls name segments as reply_to */
         assert(st->at_tasks > 0);
         st->at_tasks--;
-        finish(st, call);
+        segments_finish(st, call);
         call = next;
     }
 }
@@ -835,6 +720,7 @@ static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply 
 
 static void on_tick(struct segments_state *st) {
     uint32_t expired = cr_store_expire_clients(st->store, st->now_ms);
+    if (expired > 0 && st->feed_on) cr_durable_feed_note_segments(&st->feed);
     if (expired > 0)
         CR_INFO("segments", "%u client(s) missed their TTL: segments unmounted", expired);
     if (expired > 0 || st->task_recheck_due) tell_tasks_recheck(st);
@@ -887,6 +773,9 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
         return;
     case CR_MSG_SEGMENTS_REGEX_STEP: regex_step(st); return;
     case CR_MSG_MASTER_ADMIN: on_admin(st, msg); return;
+    case CR_MSG_DURABLE_SYNCED:
+        segments_durable_synced(st, CR_MSG_BODY(msg, struct cr_msg_durable_synced));
+        return;
     default:
         if (cr_log_ratelimit(&st->last_log_ns, st->now_ms * 1000000u, 60ull * 1000000000u))
             CR_WARN("segments", "message type %u from sender %u is not handled here", msg->type,
@@ -898,13 +787,14 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
 static int segments_start(struct cr_actor *self, void *arg) {
     struct segments_state *st = arg;
     st->self = self;
-    return CR_OK;
+    return segments_durable_start(st);
 }
 
 /* The round's batch is done: its replies go back now. */
 static void segments_round_end(struct cr_actor *self, void *arg) {
     (void)self;
     struct segments_state *st = arg;
+    if (st->feed_on) segments_durable_round_end(st);
     done_send_all(st);
     events_send(st);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->flush(st->host.edges[i]);
@@ -980,6 +870,11 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "task_pings_unforwarded_total", st->task_pings_unforwarded);
     add_stat(out, "calls_at_tasks", st->at_tasks);
     add_stat(out, "tasks_busy_total", st->tasks_busy);
+    add_stat(out, "log_records_total", st->feed.records);
+    add_stat(out, "log_calls_held_total", st->calls_held);
+    add_stat(out, "log_blocks_dropped_total", st->log_blocks_dropped + st->feed.failures);
+    add_stat(out, "restored_objects", st->recovery.objects);
+    add_stat(out, "snapshots_begun_total", st->snapshots_begun);
 }
 
 static void segments_destroy(void *arg) {
@@ -989,6 +884,7 @@ static void segments_destroy(void *arg) {
     cr_store_regex_scan_free(st->store, st->regex_scan); /* stopped mid-scan: no answer */
     if (st->remove_all_active) cr_store_remove_all_cancel(st->store, &st->remove_all);
     cr_master_call_free_chain(st->regex_head);
+    segments_durable_free(st);
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->destroy(st->host.edges[i]);
@@ -1056,6 +952,9 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
         cr_wait_timer_close(&st->host.timer);
     }
     st->client_ttl_ms = cfg.client_live_ttl_ms;
+    st->durability = cr_durability_of(config);
+    st->state_dir = config->state_dir; /* the config outlives the actors */
+    st->snapshot_every = config->snapshot_every_records;
     st->done_cap = 1;
     st->rng = cfg.rng_seed | 1u;
     *state_out = st;

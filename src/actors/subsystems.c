@@ -12,7 +12,8 @@
 
 static const struct cr_subsystem_def *const defs[CR_SUBSYSTEM_COUNT] = {
     [CR_SUBSYSTEM_DATA] = &cr_data_def,
-    [CR_SUBSYSTEM_SEGMENTS] = &cr_segments_def,   [CR_SUBSYSTEM_LEASES] = &cr_leases_def,
+    [CR_SUBSYSTEM_SEGMENTS] = &cr_segments_def,   [CR_SUBSYSTEM_JOURNAL] = &cr_journal_def,
+    [CR_SUBSYSTEM_LEASES] = &cr_leases_def,
     [CR_SUBSYSTEM_TASKS] = &cr_tasks_def,         [CR_SUBSYSTEM_INDEXER] = &cr_indexer_def,
     [CR_SUBSYSTEM_PUBLISHER] = &cr_publisher_def, [CR_SUBSYSTEM_REPLAY] = &cr_replay_def,
 };

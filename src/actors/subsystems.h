@@ -3,7 +3,7 @@
  *
  * Spawn (and stop) order puts producers before consumers, so that stopping in
  * spawn order lets each actor's last messages reach a consumer still running:
- * segments → leases → tasks → indexer → publisher → replay → data.
+ * segments → journal → leases → tasks → indexer → publisher → replay → data.
  * The store master's RPC endpoints (ZMQ and native) are edges of segments
  * (edge.h), created and bound with it.
  *
@@ -27,6 +27,10 @@ enum cr_subsystem {
     /* The store master, serving its RPC endpoints (edge.h): intake, so spawned
      * and stopped first. */
     CR_SUBSYSTEM_SEGMENTS,
+    /* The store's operation log (src/durable/journal.c): right after
+     * segments, which hands it each round's records, so it stops after
+     * segments and writes the last of them. */
+    CR_SUBSYSTEM_JOURNAL,
     CR_SUBSYSTEM_LEASES,
     CR_SUBSYSTEM_TASKS,
     CR_SUBSYSTEM_INDEXER,
@@ -39,6 +43,11 @@ enum cr_subsystem {
     CR_SUBSYSTEM_DATA,
     CR_SUBSYSTEM_COUNT,
 };
+
+/* The name of crescentd's own local segment (data.c).  Its memory dies
+ * with the process, so the operation log leaves it and its replicas out
+ * (src/durable/feed.h). */
+#define CR_DATA_SEGMENT_NAME "crescentd-local"
 
 /* The peer table: filled by the daemon during spawn, read-only afterwards. */
 struct cr_subsystems {
@@ -66,6 +75,7 @@ struct cr_subsystem_def {
 
 extern const struct cr_subsystem_def cr_data_def;
 extern const struct cr_subsystem_def cr_segments_def;
+extern const struct cr_subsystem_def cr_journal_def;
 extern const struct cr_subsystem_def cr_leases_def;
 extern const struct cr_subsystem_def cr_tasks_def;
 extern const struct cr_subsystem_def cr_indexer_def;

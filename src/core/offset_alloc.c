@@ -70,6 +70,7 @@ struct cr_offset_alloc {
     uint32_t bin_head[OA_GROUP_COUNT * OA_BINS_PER_GROUP];
     struct oa_node *nodes;
     uint32_t *free_index_stack;
+    uint32_t claim_hint; /* the free rest of the last claim (a guess; checked) */
 };
 
 static int oa_alloc_tables(cr_offset_alloc *alloc, uint32_t cap);
@@ -151,6 +152,7 @@ static void oa_reset(cr_offset_alloc *alloc) {
         .addr_prev = OA_NONE, .addr_next = OA_NONE, .used = false};
     oa_bin_insert(alloc, whole);
     alloc->free_bytes = alloc->capacity_bytes;
+    alloc->claim_hint = whole;
 }
 
 int cr_offset_alloc_create(uint64_t size_bytes, uint32_t max_allocations,
@@ -206,6 +208,67 @@ int cr_offset_alloc_alloc(cr_offset_alloc *alloc, uint64_t size_bytes,
     alloc->allocation_count++;
     alloc->free_bytes -= size_bytes;
     *out = (cr_offset_allocation){.offset = offset, .size = size_bytes, .node = index};
+    return CR_OK;
+}
+
+/* The free node whose range holds [offset, offset + size), or OA_NONE:
+ * the last claim's rest first, then every node (a recycled index has size
+ * 0, oa_node_release). */
+static uint32_t oa_find_free_holding(const cr_offset_alloc *alloc, uint64_t offset,
+                                     uint64_t size) {
+    uint32_t h = alloc->claim_hint;
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t lo = pass == 0 ? h : 0, hi = pass == 0 ? h + 1 : alloc->node_high;
+        for (uint32_t i = lo; i < hi && i < alloc->node_high; i++) {
+            const struct oa_node *n = &alloc->nodes[i];
+            if (n->used || n->size == 0 || offset < n->offset) continue;
+            if (offset - n->offset <= n->size && size <= n->size - (offset - n->offset))
+                return i;
+        }
+    }
+    return OA_NONE;
+}
+
+int cr_offset_alloc_claim(cr_offset_alloc *alloc, uint64_t offset, uint64_t size_bytes,
+                          cr_offset_allocation *out) {
+    assert(alloc != NULL && out != NULL);
+    if (size_bytes == 0) return CR_ERR_INVALID_PARAMS;
+    if (alloc->allocation_count == alloc->max_allocations || size_bytes > alloc->free_bytes ||
+        offset > alloc->capacity_bytes || size_bytes > alloc->capacity_bytes - offset)
+        return CR_ERR_NO_AVAILABLE_HANDLE;
+    uint32_t index = oa_find_free_holding(alloc, offset, size_bytes);
+    if (index == OA_NONE) return CR_ERR_NO_AVAILABLE_HANDLE;
+    /* Up to two new nodes (the free range before, the used range): both
+     * reserved before anything changes. */
+    if (oa_reserve_node(alloc) != CR_OK) return CR_ERR_NOMEM;
+    uint32_t before = OA_NONE;
+    if (alloc->nodes[index].offset < offset) {
+        before = oa_node_take(alloc);
+        if (oa_reserve_node(alloc) != CR_OK) {
+            oa_node_release(alloc, before);
+            return CR_ERR_NOMEM;
+        }
+    }
+    struct oa_node *node = &alloc->nodes[index];
+    if (before != OA_NONE) {
+        uint64_t prefix = offset - node->offset;
+        oa_bin_remove(alloc, index);
+        alloc->nodes[before] = (struct oa_node){
+            .offset = node->offset, .size = prefix, .bin_prev = OA_NONE, .bin_next = OA_NONE,
+            .addr_prev = node->addr_prev, .addr_next = index, .used = false};
+        if (node->addr_prev != OA_NONE) alloc->nodes[node->addr_prev].addr_next = before;
+        node->addr_prev = before;
+        node->offset = offset;
+        node->size -= prefix;
+        oa_bin_insert(alloc, before);
+        oa_bin_insert(alloc, index);
+    }
+    uint32_t used = oa_carve(alloc, index, size_bytes);
+    alloc->claim_hint = used == index ? alloc->nodes[index].addr_next : index;
+    if (alloc->claim_hint == OA_NONE) alloc->claim_hint = 0;
+    alloc->allocation_count++;
+    alloc->free_bytes -= size_bytes;
+    *out = (cr_offset_allocation){.offset = offset, .size = size_bytes, .node = used};
     return CR_OK;
 }
 
@@ -334,6 +397,8 @@ static uint32_t oa_node_take(cr_offset_alloc *alloc) {
 
 static void oa_node_release(cr_offset_alloc *alloc, uint32_t index) {
     assert(index < alloc->node_high);
+    alloc->nodes[index].size = 0; /* not a live node: claims skip it */
+    alloc->nodes[index].used = false;
     assert(alloc->free_index_count < alloc->node_high);
     alloc->free_index_stack[alloc->free_index_count++] = index;
 }

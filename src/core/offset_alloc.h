@@ -49,6 +49,18 @@ void cr_offset_alloc_destroy(cr_offset_alloc *alloc);
 int cr_offset_alloc_alloc(cr_offset_alloc *alloc, uint64_t size_bytes,
                           cr_offset_allocation *out);
 
+/* Allocates exactly [offset, offset + size_bytes): a restart putting each
+ * replica back where the log says it is.  Fast (O(1)) when claims come in
+ * ascending offset order into an allocator that has only been claimed from
+ * (the range is then in the free range the last claim left); otherwise the
+ * free range holding it is searched for (O(allocations)).  Returns CR_OK and
+ * fills *out, CR_ERR_NO_AVAILABLE_HANDLE when any byte of the range is in
+ * use or outside the allocator, or the allocation table is full,
+ * CR_ERR_NOMEM, or CR_ERR_INVALID_PARAMS for size 0.  Changes nothing on
+ * error. */
+int cr_offset_alloc_claim(cr_offset_alloc *alloc, uint64_t offset, uint64_t size_bytes,
+                          cr_offset_allocation *out);
+
 /* Returns an allocation made by this allocator; merges with free neighbours.
  * Freeing twice or freeing a foreign allocation is a programmer error (asserted). */
 void cr_offset_alloc_free(cr_offset_alloc *alloc, cr_offset_allocation allocation);

@@ -257,6 +257,12 @@ void cr_store_obj_drop_segment(cr_store *store, uint32_t segment, uint64_t *free
 void cr_store_obj_revoke_client(cr_store *store, const struct cr_uuid *client);
 void cr_store_discarded_drop_segment(cr_store *store, uint32_t segment);
 
+/* For store_restore.c: slab_take, table_insert and slab_has_room of
+ * store_objects.c. */
+uint32_t cr_store_slab_take(cr_store *store, uint32_t *generation);
+void cr_store_table_insert(cr_store *store, uint32_t id, uint64_t hash);
+bool cr_store_slab_has_room(const cr_store *store);
+
 /* store_evict.c */
 /* Evicts one object, the oldest of a small sample, to make room in a full
  * object table.  Returns false when none of the sample could be evicted. */

@@ -745,3 +745,15 @@ int cr_store_put_revoke_k(cr_store *store, const struct cr_uuid *client,
     cr_store_obj_free(store, id);
     return CR_OK;
 }
+
+/* ---- for store_restore.c ------------------------------------------------------ */
+
+uint32_t cr_store_slab_take(cr_store *store, uint32_t *generation) {
+    return slab_take(store, generation);
+}
+
+void cr_store_table_insert(cr_store *store, uint32_t id, uint64_t hash) {
+    table_insert(store, id, hash);
+}
+
+bool cr_store_slab_has_room(const cr_store *store) { return slab_has_room(store); }

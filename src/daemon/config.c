@@ -181,7 +181,14 @@ static const struct setting settings[] = {
     {"indexer-max-message-mb", SETTING_U32, FIELD(indexer_max_message_mb), 1, 2047, "MB",
      "largest message taken from a publisher (ZMQ_MAXMSGSIZE); a larger one drops the link"},
     {"state-dir", SETTING_STRING, FIELD(state_dir), 0, 0, "DIR",
-     "directory where publishers registered with /register are saved for the next start"},
+     "directory kept across restarts: publishers registered with /register, and the store's "
+     "metadata log (--durability)"},
+    {"durability", SETTING_STRING, FIELD(durability), 0, 0, "MODE",
+     "with --state-dir, how the store's metadata is kept: none, async (synced every 10 ms) or "
+     "sync (a mutating call is answered once its record is on disk); docs/durability.md"},
+    {"snapshot-every-records", SETTING_U32, FIELD(snapshot_every_records), 0, UINT32_MAX, "N",
+     "with --state-dir, a snapshot of the store after every N log records; the logs before "
+     "it are then removed (0: never; the log grows)"},
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -189,6 +196,8 @@ static const struct setting settings[] = {
 void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
+    snprintf(config->durability, sizeof(config->durability), "async");
+    config->snapshot_every_records = 1000000;
     config->metrics_port = 9003; /* as Mooncake's master */
     config->http_threads = 16;
     config->http_connections_max = 4096; /* as cr_http_front_limits_default */
@@ -457,6 +466,12 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
         snprintf(error, CR_CONFIG_ERROR_MAX,
                  "curve-secret-key-file and curve-clients go together: set both to turn "
                  "CurveZMQ on, or neither");
+        return false;
+    }
+    if (strcmp(config->durability, "none") != 0 && strcmp(config->durability, "async") != 0 &&
+        strcmp(config->durability, "sync") != 0) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "durability: '%s' is not none, async or sync",
+                 config->durability);
         return false;
     }
     uint32_t gid;

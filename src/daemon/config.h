@@ -99,7 +99,9 @@ struct cr_daemon_config {
     char indexer_config[CR_CONFIG_ADDRESS_MAX];   /* conductor_config.json; empty: none */
     uint32_t indexer_engine_hashes_max;           /* per publisher */
     uint32_t indexer_max_message_mb;              /* ZMQ_MAXMSGSIZE of SUB and DEALER */
-    char state_dir[CR_CONFIG_ADDRESS_MAX];        /* /register'ed publishers saved here; "" none */
+    char state_dir[CR_CONFIG_ADDRESS_MAX];        /* registrations and the store's log; "" none */
+    char durability[CR_CONFIG_ADDRESS_MAX];       /* none, async or sync (src/durable) */
+    uint32_t snapshot_every_records;              /* log records between snapshots; 0 never */
 };
 
 /* Outcome of parsing: run, print help/version and exit 0, or exit 2. */

@@ -7,7 +7,7 @@ import time
 
 from conftest import binary, free_port, http_get
 
-SUBSYSTEMS = ["segments", "leases", "tasks", "indexer", "publisher", "replay", "data"]
+SUBSYSTEMS = ["segments", "journal", "leases", "tasks", "indexer", "publisher", "replay", "data"]
 # Served on another actor's thread, listed (and their metric families kept) as
 # stats views: the RPC endpoints, ZMQ and native, run on segments (rpc/edge.h).
 VIEWS = {"rpc": "segments", "rpc_tcp": "segments"}

@@ -450,6 +450,52 @@ static void test_randomized_model_check(void **state) {
     cr_offset_alloc_destroy(alloc);
 }
 
+/* Claims put allocations back at given offsets (a restart): ascending,
+ * out of order, refused on overlap, then freed and merged like any other. */
+static void test_claim(void **state) {
+    (void)state;
+    cr_offset_alloc *alloc = make(1 * MIB, 64);
+    cr_offset_allocation a[8];
+    uint64_t offsets[] = {0, 4 * KIB, 64 * KIB, 512 * KIB, 1 * MIB - 4 * KIB};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(cr_offset_alloc_claim(alloc, offsets[i], 4 * KIB, &a[i]), CR_OK);
+        assert_int_equal(a[i].offset, offsets[i]);
+        assert_int_equal(a[i].size, 4 * KIB);
+    }
+    cr_offset_alloc_stats st;
+    cr_offset_alloc_get_stats(alloc, &st);
+    assert_int_equal(st.allocation_count, 5);
+    assert_int_equal(st.free_bytes, 1 * MIB - 20 * KIB);
+    /* Overlaps, out of range and size 0 are refused, changing nothing. */
+    cr_offset_allocation x;
+    assert_int_equal(cr_offset_alloc_claim(alloc, 2 * KIB, 4 * KIB, &x),
+                     CR_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(cr_offset_alloc_claim(alloc, 60 * KIB, 8 * KIB, &x),
+                     CR_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(cr_offset_alloc_claim(alloc, 1 * MIB - 1, 2, &x), CR_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(cr_offset_alloc_claim(alloc, 8 * KIB, 0, &x), CR_ERR_INVALID_PARAMS);
+    cr_offset_alloc_get_stats(alloc, &st);
+    assert_int_equal(st.allocation_count, 5);
+    /* Out of order, into a gap: exactly the gap's middle. */
+    assert_int_equal(cr_offset_alloc_claim(alloc, 100 * KIB, 10 * KIB, &a[5]), CR_OK);
+    assert_int_equal(cr_offset_alloc_claim(alloc, 8 * KIB, 56 * KIB, &a[6]), CR_OK);
+    assert_int_equal(a[6].offset, 8 * KIB);
+    /* Ordinary allocations never overlap a claim. */
+    cr_offset_allocation b;
+    assert_int_equal(cr_offset_alloc_alloc(alloc, 300 * KIB, &b), CR_OK);
+    assert_true(b.offset >= 110 * KIB && b.offset + b.size <= 1 * MIB - 4 * KIB);
+    assert_true(b.offset + b.size <= 512 * KIB || b.offset >= 516 * KIB);
+    cr_offset_alloc_free(alloc, b);
+    for (int i = 0; i < 7; i++) cr_offset_alloc_free(alloc, a[i]);
+    cr_offset_alloc_get_stats(alloc, &st);
+    assert_int_equal(st.allocation_count, 0);
+    assert_int_equal(st.free_bytes, 1 * MIB);
+    assert_int_equal(st.largest_free_bytes, 1 * MIB); /* all merged back into one */
+    /* After frees (recycled nodes), a claim still finds its range. */
+    assert_int_equal(cr_offset_alloc_claim(alloc, 4 * KIB, 4 * KIB, &x), CR_OK);
+    cr_offset_alloc_destroy(alloc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_class_round_trip),
@@ -467,6 +513,7 @@ int main(void) {
         cmocka_unit_test(test_huge_segment),
         cmocka_unit_test(test_whole_uint64_range),
         cmocka_unit_test(test_randomized_model_check),
+        cmocka_unit_test(test_claim),
     };
     return cmocka_run_group_tests_name("offset_alloc", tests, NULL, NULL);
 }

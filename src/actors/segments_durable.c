@@ -1,0 +1,185 @@
+/* The segments actor's operation log (docs/durability.md): the round's
+ * records to the journal actor, the calls --durability sync holds until
+ * their records are on disk, snapshots a slice per round, and the replay of
+ * --state-dir at start.  State: segments_internal.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/segments_internal.h"
+#include "core/log.h"
+#include "crescent/error.h"
+
+static void held_append(struct held_list *list, struct cr_master_call *call) {
+    call->next = NULL;
+    if (list->tail != NULL)
+        list->tail->next = call;
+    else
+        list->head = call;
+    list->tail = call;
+}
+
+static void held_finish(struct segments_state *st, struct cr_master_call *call) {
+    while (call != NULL) {
+        struct cr_master_call *next = call->next;
+        call->next = NULL;
+        segments_finish(st, call);
+        call = next;
+    }
+}
+
+/* Answers the held rounds whose records the journal has synced. */
+static void held_release(struct segments_state *st) {
+    while (st->groups_count > 0 && st->groups[st->groups_head].lsn <= st->synced_lsn) {
+        struct held_group *g = &st->groups[st->groups_head];
+        struct cr_master_call *calls = g->head;
+        g->head = g->tail = NULL;
+        st->groups_head = (st->groups_head + 1) % HELD_GROUPS_MAX;
+        st->groups_count--;
+        held_finish(st, calls);
+    }
+}
+
+static void snapshot_step(struct segments_state *st);
+
+/* The round's records to the journal; the round's held calls wait for the
+ * lsn of its last record. */
+void segments_durable_round_end(struct segments_state *st) {
+    if (st->peers == NULL) return; /* not wired yet: the feed keeps what it noted */
+    uint8_t *block;
+    size_t len;
+    uint64_t last_lsn;
+    if (cr_durable_feed_flush(&st->feed, st->store, st->now_ms, &block, &len, &last_lsn)) {
+        struct cr_msg msg = {.type = CR_MSG_DURABLE_APPEND};
+        struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
+        *a = (struct cr_msg_durable_append){.block = block, .len = len, .last_lsn = last_lsn};
+        struct cr_actor *journal =
+            st->peers != NULL ? st->peers->actors[CR_SUBSYSTEM_JOURNAL] : NULL;
+        if (journal == NULL || cr_send(journal, &msg) != CR_OK) {
+            free(block);
+            st->log_blocks_dropped++;
+            st->synced_lsn = last_lsn; /* nobody will sync it: do not hold calls forever */
+        }
+    }
+    if (st->peers->actors[CR_SUBSYSTEM_JOURNAL] != NULL) snapshot_step(st);
+    if (st->round_held.head == NULL) return;
+    uint64_t lsn = st->feed.next_lsn - 1;
+    if (st->groups_count == HELD_GROUPS_MAX) { /* wait with the newest group */
+        struct held_group *g =
+            &st->groups[(st->groups_head + st->groups_count - 1) % HELD_GROUPS_MAX];
+        g->tail->next = st->round_held.head;
+        g->tail = st->round_held.tail;
+        g->lsn = lsn;
+    } else {
+        st->groups[(st->groups_head + st->groups_count) % HELD_GROUPS_MAX] =
+            (struct held_group){.lsn = lsn, .head = st->round_held.head,
+                                .tail = st->round_held.tail};
+        st->groups_count++;
+    }
+    st->round_held = (struct held_list){0};
+    held_release(st);
+}
+
+/* Hands a snapshot block to the journal; false when it is gone (the
+ * snapshot is then abandoned: the logs stay whole). */
+static bool snapshot_send(struct segments_state *st, uint16_t type, struct cr_buf *buf) {
+    struct cr_msg msg = {.type = type};
+    struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
+    size_t len = 0;
+    a->block = cr_buf_ok(buf) ? (uint8_t *)cr_buf_take(buf, &len) : NULL;
+    a->len = len;
+    a->last_lsn = st->snapshot_lsn;
+    cr_buf_free(buf);
+    if (a->block == NULL && type != CR_MSG_DURABLE_SNAPSHOT_BEGIN) return false;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_JOURNAL], &msg) == CR_OK) return true;
+    free(a->block);
+    return false;
+}
+
+/* One slice of a snapshot per round, begun every snapshot_every records:
+ * a fuzzy cut of the store at snapshot_lsn (objects changed meanwhile are
+ * in the log after it, which recovery replays on top). */
+static void snapshot_step(struct segments_state *st) {
+    struct cr_buf buf;
+    cr_buf_init(&buf);
+    if (!st->snapshot_active) {
+        if (st->snapshot_every == 0 || st->feed.records - st->snapshot_mark < st->snapshot_every)
+            return;
+        st->snapshot_lsn = st->feed.next_lsn - 1; /* every record up to it was sent */
+        st->snapshot_mark = st->feed.records;
+        if (!snapshot_send(st, CR_MSG_DURABLE_SNAPSHOT_BEGIN, &buf)) return;
+        st->snapshot_active = true;
+        st->snapshot_cursor = 0;
+        st->snapshot_count = 0;
+        st->snapshots_begun++;
+        cr_durable_feed_snapshot_segments(&st->feed, st->store, st->snapshot_lsn, &buf,
+                                          &st->snapshot_count);
+    }
+    bool done = cr_durable_feed_snapshot_objects(&st->feed, st->store, st->now_ms,
+                                                 st->snapshot_lsn, &st->snapshot_cursor,
+                                                 SNAPSHOT_SLICE_OBJECTS, &buf,
+                                                 &st->snapshot_count);
+    if (done) cr_durable_feed_snapshot_end(&st->feed, st->snapshot_lsn, st->snapshot_count, &buf);
+    if (buf.len > 0 || done) {
+        if (!snapshot_send(st, done ? CR_MSG_DURABLE_SNAPSHOT_END : CR_MSG_DURABLE_SNAPSHOT_PART,
+                           &buf))
+            done = true; /* the journal stopped or no memory: abandoned */
+    }
+    cr_buf_free(&buf);
+    if (done) st->snapshot_active = false;
+}
+
+void segments_durable_synced(struct segments_state *st, const struct cr_msg_durable_synced *m) {
+    if (m->lsn > st->synced_lsn) st->synced_lsn = m->lsn;
+    held_release(st);
+}
+
+/* Replays the state directory's log into the store: on segments' thread
+ * before it is reported started, so the clients it restores count as seen
+ * on the runtime's clock, and before the journal opens the newest log. */
+int segments_durable_start(struct segments_state *st) {
+    if (st->durability == CR_DURABILITY_NONE) return CR_OK;
+    char err[1024];
+    /* The runtime's clock, read now (cr_actor_now_ns is the round's). */
+    const struct cr_runtime *rt = cr_actor_runtime(st->self);
+    uint64_t t0 = cr_runtime_now_ns(rt);
+    int rc = cr_durable_recover(st->state_dir, st->store, t0 / 1000000u, &st->recovery, err,
+                                sizeof(err));
+    if (rc != CR_OK) {
+        CR_ERROR("segments", "--state-dir: cannot restore the store: %s", err);
+        fprintf(stderr, "crescentd: --state-dir: cannot restore the store: %s\n", err);
+        return rc;
+    }
+    /* The restored segments' owners count as seen now, after the replay,
+     * not when it began: each gets its whole --client-ttl to ping. */
+    uint64_t now_ms = cr_runtime_now_ns(rt) / 1000000u;
+    uint32_t cursor = 0;
+    struct cr_store_segment_view view;
+    while (cr_store_segment_next(st->store, &cursor, &view))
+        (void)cr_store_client_ping(st->store, &view.owner, now_ms, NULL);
+    const struct cr_durable_recovery *r = &st->recovery;
+    CR_INFO("segments", "restored from %s in %.3f s: %u log(s), %llu records, %u segments, "
+            "%llu objects (%llu dropped: no replica could be placed; %llu replicas dropped)",
+            st->state_dir, (double)(cr_runtime_now_ns(rt) - t0) / 1e9, r->logs,
+            (unsigned long long)r->records, r->segments, (unsigned long long)r->objects,
+            (unsigned long long)r->objects_dropped, (unsigned long long)r->replicas_dropped);
+    rc = cr_durable_feed_init(&st->feed, r->last_lsn + 1,
+                              cr_store_get_config(st->store)->max_segments,
+                              CR_DATA_SEGMENT_NAME);
+    if (rc != CR_OK) return rc;
+    st->synced_lsn = r->last_lsn;
+    st->feed_on = true;
+    return CR_OK;
+}
+
+void segments_durable_hold(struct segments_state *st, struct cr_master_call *call) {
+    st->calls_held++;
+    held_append(&st->round_held, call);
+}
+
+void segments_durable_free(struct segments_state *st) {
+    cr_master_call_free_chain(st->round_held.head);
+    for (uint32_t i = 0; i < st->groups_count; i++)
+        cr_master_call_free_chain(st->groups[(st->groups_head + i) % HELD_GROUPS_MAX].head);
+    cr_durable_feed_free(&st->feed);
+}

@@ -1,0 +1,109 @@
+/* Restoring complete objects at their recorded offsets (store_restore.h). */
+#include "core/store_restore.h"
+
+#include <assert.h>
+
+#include "core/store_internal.h"
+#include "crescent/error.h"
+
+struct placed {
+    uint32_t count;
+    struct cr_store_replica replicas[CR_STORE_REPLICAS_MAX];
+};
+
+static void placed_release(cr_store *store, struct placed *p) {
+    for (uint32_t i = 0; i < p->count; i++) cr_store_replica_release(store, &p->replicas[i]);
+    p->count = 0;
+}
+
+/* Claims each replica's range in its segment; the ones that cannot be are
+ * counted and left out. */
+static void place_replicas(cr_store *store, const struct cr_store_restore_object *o,
+                           struct placed *out, uint32_t *dropped) {
+    out->count = 0;
+    uint64_t want = cr_store_alloc_bytes(o->size);
+    for (uint32_t i = 0; i < o->replica_count; i++) {
+        const struct cr_store_restore_replica *r = &o->replicas[i];
+        int seg = r->segment != NULL ? cr_store_segment_lookup(store, r->segment) : -1;
+        bool twice = false;
+        for (uint32_t j = 0; j < out->count && seg >= 0; j++)
+            twice = twice || out->replicas[j].segment == (uint32_t)seg;
+        cr_offset_allocation a;
+        if (seg < 0 || twice || r->size != want ||
+            cr_offset_alloc_claim(store->segments[seg].alloc, r->offset, r->size, &a) != CR_OK) {
+            (*dropped)++;
+            continue;
+        }
+        out->replicas[out->count++] = (struct cr_store_replica){
+            .offset = a.offset, .size = a.size, .node = a.node, .segment = (uint16_t)seg,
+            .status = CR_REPLICA_COMPLETE};
+        store->segments[seg].used_bytes += a.size;
+        store->used_bytes += a.size;
+    }
+}
+
+int cr_store_restore_object(cr_store *store, const struct cr_store_restore_object *o,
+                            uint64_t now_ms, uint32_t *dropped_replicas) {
+    assert(store != NULL && o != NULL && dropped_replicas != NULL);
+    assert(o->replica_count <= CR_STORE_REPLICAS_MAX);
+    if (o->key == NULL || o->key_len == 0 || o->key_len > store->cfg.max_key_len)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "key of %u bytes out of bounds",
+                             o->key_len);
+    if (o->size > store->cfg.max_object_size_bytes)
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
+                             "object of %llu bytes exceeds max_object_size_bytes",
+                             (unsigned long long)o->size);
+    int t = cr_store_tenant_lookup(store, o->tenant);
+    if (t >= 0) {
+        uint64_t hash = cr_store_key_hash(store, (uint16_t)t, o->key, o->key_len);
+        if (cr_store_obj_find(store, (uint16_t)t, o->key, o->key_len, hash) != CR_STORE_NONE)
+            return cr_store_fail(store, CR_ERR_OBJECT_ALREADY_EXISTS, "object exists");
+    }
+    if (!cr_store_slab_has_room(store))
+        return cr_store_fail(store, CR_ERR_NOMEM, "object table full (max_objects %u)",
+                             store->cfg.max_objects);
+    int rc = cr_store_index_reserve(store);
+    if (rc != CR_OK) return rc;
+    char *key_copy = NULL;
+    if (o->key_len > CR_STORE_KEY_INLINE && (key_copy = malloc(o->key_len)) == NULL)
+        return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
+    struct placed placed;
+    place_replicas(store, o, &placed, dropped_replicas);
+    if (placed.count == 0) {
+        free(key_copy);
+        return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND,
+                             "none of the object's replicas could be placed");
+    }
+    uint16_t tenant;
+    rc = cr_store_tenant_intern(store, o->tenant, &tenant);
+    uint32_t generation = 0;
+    uint32_t id = rc == CR_OK ? cr_store_slab_take(store, &generation) : CR_STORE_NONE;
+    if (id == CR_STORE_NONE) {
+        placed_release(store, &placed);
+        free(key_copy);
+        /* A tenant interned for this object only, with no reference yet,
+         * is taken again by the next object of that name. */
+        return rc != CR_OK ? rc : cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
+    }
+    cr_store_tenant_ref(store, tenant);
+    uint64_t hash = cr_store_key_hash(store, tenant, o->key, o->key_len);
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    *obj = (struct cr_store_obj){
+        .key = key_copy, .hash = hash, .size = o->size, .put_start_ms = now_ms,
+        .last_access_ms = now_ms, .owner = o->owner, .key_len = o->key_len,
+        .generation = generation, .tenant = tenant, .state = CR_OBJ_COMPLETE,
+        .replica_count = (uint8_t)placed.count, .with_soft_pin = o->with_soft_pin,
+        .hard_pinned = o->hard_pinned, .has_checksum = o->has_checksum,
+        .checksum = o->checksum, .link_prev = CR_STORE_NONE, .link_next = CR_STORE_NONE};
+    memcpy(obj->replicas, placed.replicas, placed.count * sizeof(placed.replicas[0]));
+    if (obj->key == NULL) {
+        memcpy(obj->key_inline, o->key, o->key_len);
+        obj->key = obj->key_inline;
+    } else {
+        memcpy(obj->key, o->key, o->key_len);
+    }
+    cr_store_table_insert(store, id, hash);
+    store->object_count++;
+    store->replica_count += placed.count;
+    return CR_OK;
+}

@@ -1,0 +1,48 @@
+/* Putting a store back as a restart found it (src/durable/recover.c): each
+ * complete object with its replicas where they were, so the bytes that the
+ * store servers still hold are found again.  Pure like the rest of the
+ * store: the caller reads the log and the snapshot.
+ *
+ * Leases, in-flight puts, copy/move tasks and client secrets are not
+ * restored: a restart ends them (docs/durability.md). */
+#ifndef CRESCENT_CORE_STORE_RESTORE_H
+#define CRESCENT_CORE_STORE_RESTORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/store.h"
+
+struct cr_store_restore_replica {
+    const char *segment; /* a mounted segment's name */
+    uint64_t offset;     /* within the segment */
+    uint64_t size;       /* bytes allocated */
+};
+
+struct cr_store_restore_object {
+    const char *tenant; /* "" → "default" */
+    const char *key;
+    uint32_t key_len;
+    uint64_t size;      /* the value's length */
+    bool has_checksum;
+    uint64_t checksum;
+    bool with_soft_pin;
+    bool hard_pinned;
+    struct cr_uuid owner;
+    uint32_t replica_count;
+    struct cr_store_restore_replica replicas[CR_STORE_REPLICAS_MAX];
+};
+
+/* Adds a complete object with its replicas at their offsets (last access
+ * now_ms, no lease), publishing no event.  A replica whose segment is not
+ * mounted, whose range is taken or lies outside its segment, is left out
+ * and counted in *dropped_replicas (the caller logs them); an object left
+ * with none is not added.  Returns CR_OK, CR_ERR_SEGMENT_NOT_FOUND (no
+ * replica could be placed), CR_ERR_OBJECT_ALREADY_EXISTS (the key is
+ * there), CR_ERR_INVALID_PARAMS (key or tenant out of bounds) or
+ * CR_ERR_NOMEM (a table is full: message in cr_store_last_error).  Changes
+ * nothing on error. */
+int cr_store_restore_object(cr_store *store, const struct cr_store_restore_object *o,
+                            uint64_t now_ms, uint32_t *dropped_replicas);
+
+#endif

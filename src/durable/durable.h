@@ -1,0 +1,92 @@
+/* Durable metadata of the store master (docs/durability.md): what crescentd
+ * keeps under --state-dir so that a restart finds every object again.
+ *
+ * Files in the state directory:
+ *     store-<16 hex digits>.log   operation logs, named by their first lsn
+ *                                 (files.h); appended by the journal actor
+ *     snapshot-<16 hex>.snap      the store as of a fuzzy cut begun at that
+ *                                 lsn; the log from lsn + 1 on makes it exact
+ *     snapshot-<16 hex>.tmp       one being written (removed at start)
+ * Records (record.h) state effects; recovery reads every log in order into
+ * a replay image (image.h) and builds the store from it (this file).
+ *
+ * Threads: recovery runs on the main thread while segments' state is
+ * created, before any actor runs; the journal actor (journal.c) then owns
+ * the newest log file; segments owns its feed (feed.h). */
+#ifndef CRESCENT_DURABLE_DURABLE_H
+#define CRESCENT_DURABLE_DURABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/store.h"
+#include "durable/image.h"
+
+#define CR_DURABLE_PATH_MAX 4096u
+
+struct cr_daemon_config;
+
+enum cr_durability {
+    CR_DURABILITY_NONE = 0,  /* no log: a restart starts empty */
+    CR_DURABILITY_ASYNC = 1, /* synced at least every 10 ms */
+    CR_DURABILITY_SYNC = 2,  /* a mutating call is answered once its record is synced */
+};
+
+/* The mode crescentd runs with: NONE without --state-dir, else --durability. */
+enum cr_durability cr_durability_of(const struct cr_daemon_config *config);
+
+/* Parses "none", "async" or "sync".  Returns CR_OK or CR_ERR_INVALID_PARAMS. */
+int cr_durability_parse(const char *text, enum cr_durability *out);
+
+struct cr_durable_recovery {
+    uint64_t snapshot_lsn;     /* of the snapshot loaded (0: none) */
+    uint32_t logs;             /* log files read */
+    uint64_t records;          /* records replayed */
+    uint64_t last_lsn;         /* the next record is last_lsn + 1 */
+    uint64_t truncated_bytes;  /* of a torn tail cut off the newest log */
+    uint32_t segments;         /* mounted again */
+    uint64_t objects;          /* restored */
+    uint64_t objects_dropped;  /* no replica could be placed */
+    uint64_t replicas_dropped; /* on a segment gone, or a range taken */
+};
+
+/* Builds the store from an image: mounts its segments (each owned by its
+ * recorded client, which counts as seen at now_ms and so has --client-ttl
+ * to ping), then adds its objects, each replica at its recorded offset
+ * (claimed in ascending offset order per segment, so a restart with
+ * millions of objects is O(n log n)).  Fills the segment and object counts
+ * of *out.  Returns CR_OK, or the store's error with a sentence in err
+ * (a table of the store too small for what the log holds). */
+int cr_durable_materialize(const struct cr_durable_image *img, cr_store *store, uint64_t now_ms,
+                           struct cr_durable_recovery *out, char *err, size_t err_len);
+
+/* Reads dir's logs in lsn order into an image and materializes it.  A torn
+ * or corrupt tail of the newest log is cut off (the file truncated and
+ * synced; *out says how many bytes) — what a crash mid-write leaves; the
+ * same in an older log, a newer format or a record that does not decode is
+ * refused.  Creates dir when missing.  Returns CR_OK, or CR_ERR_IO /
+ * CR_ERR_PROTOCOL / the store's error with a sentence naming the file in
+ * err. */
+int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
+                       struct cr_durable_recovery *out, char *err, size_t err_len);
+
+/* Opens dir's newest log for appending, or creates store-<next>.log with
+ * its header (file and directory synced).  Sets path, *fd and *last_lsn
+ * (the last whole record's).  Returns CR_OK or CR_ERR_IO (err set). */
+int cr_durable_log_open(const char *dir, char *path, size_t path_size, int *fd,
+                        uint64_t *last_lsn, char *err, size_t err_len);
+
+/* Creates dir/store-<first_lsn>.log with its header (file and directory
+ * synced) and opens it for appending.  Returns CR_OK or CR_ERR_IO. */
+int cr_durable_log_create(const char *dir, uint64_t first_lsn, char *path, size_t path_size,
+                          int *fd, char *err, size_t err_len);
+
+/* After snapshot-<lsn>.snap is on disk: removes the snapshots before it and
+ * the logs that hold only records up to lsn (every log named before
+ * store-<lsn + 1>.log), then syncs dir.  Returns CR_OK or CR_ERR_IO. */
+int cr_durable_drop_redundant(const char *dir, uint64_t lsn, char *err, size_t err_len);
+
+/* The path of snapshot `lsn`: ".snap", or ".tmp" while it is written. */
+void cr_durable_snapshot_path(const char *dir, uint64_t lsn, bool tmp, char *out, size_t size);
+
+#endif

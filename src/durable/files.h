@@ -1,0 +1,83 @@
+/* The operation log's and the snapshots' file formats (docs/durability.md).
+ *
+ * A log file is a 16-byte header followed by framed records (record.h):
+ *
+ *     "CRESWAL\0" | u32 format | u32 0 | frames...
+ *
+ * A snapshot is a 24-byte header, framed records (segments first, then
+ * objects) and a SNAPSHOT_END record counting them:
+ *
+ *     "CRESSNAP" | u32 format | u32 0 | u64 lsn | frames... | SNAPSHOT_END
+ *
+ * `lsn` is the log position the snapshot was begun at: replay applies the
+ * log's records with a larger lsn on top of it.
+ *
+ * The scanners are pure (bytes in, verdict out) so the unit tests and the
+ * fuzzer drive them without files; the file helpers below them do the
+ * system calls (read whole, write-then-rename with fsync of the file and
+ * the directory, as etcd's WAL does). */
+#ifndef CRESCENT_DURABLE_FILES_H
+#define CRESCENT_DURABLE_FILES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "durable/record.h"
+
+#define CR_DURABLE_FORMAT 1u
+#define CR_DURABLE_LOG_HEADER 16u
+#define CR_DURABLE_SNAPSHOT_HEADER 24u
+
+typedef int (*cr_durable_apply_fn)(void *ctx, const struct cr_durable_record *rec, char *err,
+                                   size_t err_len);
+
+/* What a log scan found. */
+struct cr_durable_log_scan {
+    uint64_t records;      /* whole records applied */
+    uint64_t last_lsn;     /* of the last one (0 when none) */
+    size_t good_len;       /* bytes up to the end of the last whole record */
+    enum cr_durable_frame_status tail; /* what stopped the scan (END when clean) */
+};
+
+/* Writes a log file's header into out (CR_DURABLE_LOG_HEADER bytes). */
+void cr_durable_log_header(uint8_t out[CR_DURABLE_LOG_HEADER]);
+
+/* Scans a log file's bytes: checks the header, then decodes and hands each
+ * whole record to apply (skipping none).  A frame that is cut short, has an
+ * impossible length or a wrong checksum ends the scan there: out->good_len
+ * says where the whole records end and out->tail why, and the caller
+ * truncates the file to good_len (a torn tail is what a crash leaves).
+ * Returns CR_OK (also for a torn tail), or CR_ERR_PROTOCOL with a sentence
+ * in err for what truncation cannot fix: a header of another file or a
+ * newer format, a whole record that does not decode, lsns that do not
+ * increase, or apply's own error (passed through). */
+int cr_durable_log_scan(const uint8_t *data, size_t len, cr_durable_apply_fn apply, void *ctx,
+                        struct cr_durable_log_scan *out, char *err, size_t err_len);
+
+/* Writes a snapshot's header (CR_DURABLE_SNAPSHOT_HEADER bytes). */
+void cr_durable_snapshot_header(uint64_t lsn, uint8_t out[CR_DURABLE_SNAPSHOT_HEADER]);
+
+/* Checks and applies a whole snapshot: header, every record, the end
+ * record's count, nothing after it.  Applies only once all of it checked,
+ * so a bad snapshot applies nothing.  Sets *lsn.  Returns CR_OK, or
+ * CR_ERR_PROTOCOL with a sentence in err (truncated, corrupt at an offset,
+ * a newer format, not a snapshot) or apply's error. */
+int cr_durable_snapshot_scan(const uint8_t *data, size_t len, cr_durable_apply_fn apply,
+                             void *ctx, uint64_t *lsn, char *err, size_t err_len);
+
+/* ---- files (system calls) ------------------------------------------------- */
+
+/* Reads a whole file into a malloc'd buffer.  Returns CR_OK, CR_ERR_IO
+ * (err names the file and errno's text) or CR_ERR_NOMEM. */
+int cr_durable_read_file(const char *path, uint8_t **data, size_t *len, char *err,
+                         size_t err_len);
+
+/* fsyncs a directory, so that a rename or create in it survives a crash.
+ * Returns CR_OK or CR_ERR_IO (err set). */
+int cr_durable_sync_dir(const char *dir, char *err, size_t err_len);
+
+/* Truncates path to len bytes and fsyncs it.  Returns CR_OK or CR_ERR_IO. */
+int cr_durable_truncate(const char *path, size_t len, char *err, size_t err_len);
+
+#endif

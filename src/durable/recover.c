@@ -1,0 +1,421 @@
+/* Recovery: the state directory's logs → a replay image → the store
+ * (durable.h). */
+#include "durable/durable.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/store_restore.h"
+#include "crescent/error.h"
+#include "daemon/config.h"
+#include "durable/files.h"
+
+#define LOG_PREFIX "store-"
+#define LOG_SUFFIX ".log"
+#define SNAP_PREFIX "snapshot-"
+#define SNAP_SUFFIX ".snap"
+#define SNAP_TMP_SUFFIX ".tmp"
+#define LOGS_MAX 4096u
+
+enum cr_durability cr_durability_of(const struct cr_daemon_config *config) {
+    if (config->state_dir[0] == '\0') return CR_DURABILITY_NONE;
+    enum cr_durability mode = CR_DURABILITY_ASYNC;
+    (void)cr_durability_parse(config->durability, &mode); /* validated with the config */
+    return mode;
+}
+
+int cr_durability_parse(const char *text, enum cr_durability *out) {
+    static const char *const names[] = {"none", "async", "sync"};
+    for (int i = 0; i < 3; i++) {
+        if (text != NULL && strcmp(text, names[i]) == 0) {
+            *out = (enum cr_durability)i;
+            return CR_OK;
+        }
+    }
+    return CR_ERR_INVALID_PARAMS;
+}
+
+/* ---- materialize ------------------------------------------------------------ */
+
+/* An object to restore, ordered by its first replica's segment and offset. */
+struct order {
+    uint32_t segment;
+    uint64_t offset;
+    uint64_t ref; /* image walk position */
+};
+
+static int order_cmp(const void *a, const void *b) {
+    const struct order *x = a, *y = b;
+    if (x->segment != y->segment) return x->segment < y->segment ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int mount_all(const struct cr_durable_image *img, cr_store *store, uint64_t now_ms,
+                     struct cr_durable_record *rec, struct cr_durable_recovery *out, char *err,
+                     size_t err_len) {
+    uint64_t cursor = 0;
+    while (cr_durable_image_segment_next(img, &cursor, rec)) {
+        struct cr_store_segment_params p = {.name = rec->name, .base = rec->base,
+                                            .size = rec->size, .endpoint = rec->endpoint,
+                                            .protocol = rec->protocol};
+        int rc = cr_store_mount_segment(store, &rec->owner, &p, now_ms);
+        if (rc != CR_OK) {
+            snprintf(err, err_len, "cannot mount segment %s again: %s", rec->name,
+                     cr_store_last_error(store));
+            return rc;
+        }
+        out->segments++;
+    }
+    return CR_OK;
+}
+
+static void restore_from(const struct cr_durable_record *rec, struct cr_store_restore_object *o) {
+    *o = (struct cr_store_restore_object){
+        .tenant = rec->tenant, .key = rec->key, .key_len = rec->key_len, .size = rec->size,
+        .has_checksum = (rec->flags & CR_DURABLE_OBJ_CHECKSUM) != 0,
+        .checksum = rec->checksum,
+        .with_soft_pin = (rec->flags & CR_DURABLE_OBJ_SOFT_PIN) != 0,
+        .hard_pinned = (rec->flags & CR_DURABLE_OBJ_HARD_PIN) != 0, .owner = rec->owner,
+        .replica_count = rec->replica_count};
+    for (uint32_t i = 0; i < rec->replica_count; i++)
+        o->replicas[i] = (struct cr_store_restore_replica){
+            .segment = rec->replicas[i].segment, .offset = rec->replicas[i].offset,
+            .size = rec->replicas[i].size};
+}
+
+int cr_durable_materialize(const struct cr_durable_image *img, cr_store *store, uint64_t now_ms,
+                           struct cr_durable_recovery *out, char *err, size_t err_len) {
+    assert(img != NULL && store != NULL && out != NULL);
+    struct cr_durable_record *rec = malloc(sizeof(*rec));
+    uint64_t n = cr_durable_image_objects(img);
+    struct order *order = malloc((n > 0 ? n : 1) * sizeof(*order));
+    struct cr_store_restore_object *o = malloc(sizeof(*o));
+    int rc = rec != NULL && order != NULL && o != NULL ? CR_OK : CR_ERR_NOMEM;
+    if (rc != CR_OK) snprintf(err, err_len, "no memory to order %" PRIu64 " objects", n);
+    if (rc == CR_OK) rc = mount_all(img, store, now_ms, rec, out, err, err_len);
+    uint64_t count = 0, cursor = 0;
+    while (rc == CR_OK && cr_durable_image_object_next(img, &cursor, rec)) {
+        struct cr_store_segment_view view;
+        bool known = cr_store_segment_find(store, rec->replicas[0].segment, &view) == CR_OK;
+        order[count++] = (struct order){.segment = known ? view.segment_id : UINT32_MAX,
+                                        .offset = rec->replicas[0].offset, .ref = cursor};
+    }
+    if (rc == CR_OK) qsort(order, count, sizeof(*order), order_cmp);
+    for (uint64_t i = 0; rc == CR_OK && i < count; i++) {
+        cr_durable_image_object_get(img, order[i].ref, rec);
+        restore_from(rec, o);
+        uint32_t dropped = 0;
+        int r = cr_store_restore_object(store, o, now_ms, &dropped);
+        out->replicas_dropped += dropped;
+        if (r == CR_OK) {
+            out->objects++;
+        } else if (r == CR_ERR_SEGMENT_NOT_FOUND) {
+            out->objects_dropped++;
+        } else {
+            snprintf(err, err_len, "cannot restore object %" PRIu64 " of %" PRIu64 ": %s",
+                     i + 1, count, cr_store_last_error(store));
+            rc = r;
+        }
+    }
+    free(o);
+    free(order);
+    free(rec);
+    return rc;
+}
+
+/* ---- files -------------------------------------------------------------------- */
+
+static int name_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "<prefix><16 lowercase hex digits><suffix>"; the number into *lsn. */
+static bool is_name(const char *name, const char *prefix, const char *suffix, uint64_t *lsn) {
+    size_t n = strlen(name), p = strlen(prefix);
+    if (n != p + 16 + strlen(suffix) || strncmp(name, prefix, p) != 0) return false;
+    uint64_t v = 0;
+    for (size_t i = p; i < p + 16; i++) {
+        char c = name[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+        v = v << 4 | (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    if (lsn != NULL) *lsn = v;
+    return strcmp(name + n - strlen(suffix), suffix) == 0;
+}
+
+
+/* The log files of dir, sorted (their names sort as their first lsns).
+ * Creates dir when missing.  Returns CR_OK or CR_ERR_IO/NOMEM. */
+static int list_files(const char *dir, const char *prefix, const char *suffix, char ***names,
+                      uint32_t *count, char *err, size_t err_len) {
+    *names = NULL;
+    *count = 0;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, err_len, "%s: cannot create it: %s", dir, strerror(errno));
+        return CR_ERR_IO;
+    }
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        snprintf(err, err_len, "%s: cannot read it: %s", dir, strerror(errno));
+        return CR_ERR_IO;
+    }
+    char **list = calloc(LOGS_MAX, sizeof(*list));
+    int rc = list != NULL ? CR_OK : CR_ERR_NOMEM;
+    struct dirent *e;
+    while (rc == CR_OK && (e = readdir(d)) != NULL) {
+        if (!is_name(e->d_name, prefix, suffix, NULL)) continue;
+        if (*count == LOGS_MAX) {
+            snprintf(err, err_len, "%s: more than %u log files", dir, LOGS_MAX);
+            rc = CR_ERR_IO;
+        } else if ((list[*count] = strdup(e->d_name)) == NULL) {
+            rc = CR_ERR_NOMEM;
+        } else {
+            (*count)++;
+        }
+    }
+    closedir(d);
+    if (rc == CR_OK) qsort(list, *count, sizeof(*list), name_cmp);
+    *names = list;
+    return rc;
+}
+
+static int list_logs(const char *dir, char ***names, uint32_t *count, char *err,
+                     size_t err_len) {
+    return list_files(dir, LOG_PREFIX, LOG_SUFFIX, names, count, err, err_len);
+}
+
+static void free_names(char **names, uint32_t count) {
+    for (uint32_t i = 0; names != NULL && i < count; i++) free(names[i]);
+    free(names);
+}
+
+/* Applies the records after the snapshot's lsn (older ones are in it). */
+struct after {
+    struct cr_durable_image *img;
+    uint64_t snapshot_lsn;
+};
+
+static int apply_after(void *ctx, const struct cr_durable_record *rec, char *err,
+                       size_t err_len) {
+    struct after *a = ctx;
+    if (rec->lsn <= a->snapshot_lsn) return CR_OK;
+    return cr_durable_image_apply(a->img, rec, err, err_len);
+}
+
+/* Replays one log; the newest may have its torn tail cut.  *prev_last: the
+ * last lsn of the logs before it (its records must follow it). */
+static int replay_log(const char *path, bool newest, struct after *img, uint64_t *prev_last,
+                      struct cr_durable_recovery *out, char *err, size_t err_len) {
+    uint8_t *data;
+    size_t len;
+    int rc = cr_durable_read_file(path, &data, &len, err, err_len);
+    if (rc != CR_OK) return rc;
+    char why[400] = "";
+    struct cr_durable_log_scan scan;
+    rc = cr_durable_log_scan(data, len, apply_after, img, &scan, why, sizeof(why));
+    free(data);
+    if (rc != CR_OK) {
+        snprintf(err, err_len, "%s: %s", path, why);
+        return rc;
+    }
+    out->records += scan.records;
+    if (scan.records > 0) {
+        if (scan.last_lsn <= *prev_last) {
+            snprintf(err, err_len, "%s: its records do not follow the previous log's", path);
+            return CR_ERR_PROTOCOL;
+        }
+        *prev_last = scan.last_lsn;
+        if (scan.last_lsn > out->last_lsn) out->last_lsn = scan.last_lsn;
+    }
+    if (scan.good_len == len) return CR_OK;
+    if (!newest) {
+        snprintf(err, err_len, "%s: %s at byte %zu, and newer logs follow it: the log is "
+                 "damaged in the middle; move the file away only if losing its later records "
+                 "is acceptable", path, cr_durable_frame_status_text(scan.tail), scan.good_len);
+        return CR_ERR_PROTOCOL;
+    }
+    CR_WARN("durable", "%s: %s at byte %zu (of %zu): a write a crash cut short; the %zu bytes "
+            "from there are dropped (they were never acknowledged under --durability sync)",
+            path, cr_durable_frame_status_text(scan.tail), scan.good_len, len,
+            len - scan.good_len);
+    out->truncated_bytes = len - scan.good_len;
+    return cr_durable_truncate(path, scan.good_len, err, err_len);
+}
+
+void cr_durable_snapshot_path(const char *dir, uint64_t lsn, bool tmp, char *out, size_t size) {
+    snprintf(out, size, "%s/" SNAP_PREFIX "%016" PRIx64 "%s", dir, lsn,
+             tmp ? SNAP_TMP_SUFFIX : SNAP_SUFFIX);
+}
+
+/* Removes snapshots a crash left half written. */
+static void drop_tmp_snapshots(const char *dir) {
+    char **names;
+    uint32_t count;
+    char err[256];
+    if (list_files(dir, SNAP_PREFIX, SNAP_TMP_SUFFIX, &names, &count, err, sizeof(err)) == CR_OK)
+        for (uint32_t i = 0; i < count; i++) {
+            char path[CR_DURABLE_PATH_MAX];
+            snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+            CR_WARN("durable", "%s: a snapshot a stop or crash cut short; removed", path);
+            (void)unlink(path);
+        }
+    free_names(names, count);
+}
+
+/* Applies the newest snapshot, if any, to img and sets *lsn (0: none). */
+static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t *lsn,
+                         struct cr_durable_recovery *out, char *err, size_t err_len) {
+    *lsn = 0;
+    char **names;
+    uint32_t count;
+    int rc = list_files(dir, SNAP_PREFIX, SNAP_SUFFIX, &names, &count, err, err_len);
+    if (rc == CR_OK && count > 0) {
+        char path[CR_DURABLE_PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[count - 1]);
+        uint8_t *data;
+        size_t len;
+        rc = cr_durable_read_file(path, &data, &len, err, err_len);
+        char why[400] = "";
+        if (rc == CR_OK) {
+            rc = cr_durable_snapshot_scan(data, len, cr_durable_image_apply, img, lsn, why,
+                                          sizeof(why));
+            free(data);
+            if (rc != CR_OK)
+                snprintf(err, err_len, "%s: %s (the snapshot is refused: restore it from a "
+                         "backup, or move it away to start from the logs it left)", path, why);
+        }
+        out->snapshot_lsn = *lsn;
+    }
+    free_names(names, count);
+    return rc;
+}
+
+int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
+                       struct cr_durable_recovery *out, char *err, size_t err_len) {
+    assert(dir != NULL && store != NULL && out != NULL);
+    memset(out, 0, sizeof(*out));
+    char **names = NULL;
+    uint32_t count = 0;
+    struct cr_durable_image *img = cr_durable_image_create();
+    int rc = img != NULL ? CR_OK : CR_ERR_NOMEM;
+    struct after after = {.img = img};
+    if (rc == CR_OK) rc = list_logs(dir, &names, &count, err, err_len); /* makes dir */
+    if (rc == CR_OK) drop_tmp_snapshots(dir);
+    if (rc == CR_OK) rc = load_snapshot(dir, img, &after.snapshot_lsn, out, err, err_len);
+    out->last_lsn = after.snapshot_lsn;
+    uint64_t prev_last = 0;
+    for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
+        char path[CR_DURABLE_PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        rc = replay_log(path, i + 1 == count, &after, &prev_last, out, err, err_len);
+        out->logs++;
+    }
+    if (rc == CR_OK) rc = cr_durable_materialize(img, store, now_ms, out, err, err_len);
+    cr_durable_image_destroy(img);
+    free_names(names, count);
+    return rc;
+}
+
+static int apply_none(void *ctx, const struct cr_durable_record *rec, char *err,
+                      size_t err_len) {
+    (void)ctx, (void)rec, (void)err, (void)err_len;
+    return CR_OK;
+}
+
+int cr_durable_log_create(const char *dir, uint64_t first_lsn, char *path, size_t path_size,
+                          int *fd, char *err, size_t err_len) {
+    snprintf(path, path_size, "%s/" LOG_PREFIX "%016" PRIx64 LOG_SUFFIX, dir, first_lsn);
+    *fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    uint8_t header[CR_DURABLE_LOG_HEADER];
+    cr_durable_log_header(header);
+    if (*fd < 0 || write(*fd, header, sizeof(header)) != (ssize_t)sizeof(header) ||
+        fsync(*fd) != 0) {
+        snprintf(err, err_len, "%s: cannot create the log: %s", path, strerror(errno));
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+        return CR_ERR_IO;
+    }
+    int rc = cr_durable_sync_dir(dir, err, err_len);
+    if (rc != CR_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return rc;
+}
+
+int cr_durable_log_open(const char *dir, char *path, size_t path_size, int *fd,
+                        uint64_t *last_lsn, char *err, size_t err_len) {
+    assert(dir != NULL && path != NULL && fd != NULL && last_lsn != NULL);
+    char **names;
+    uint32_t count;
+    *fd = -1;
+    *last_lsn = 0;
+    int rc = list_logs(dir, &names, &count, err, err_len);
+    if (rc != CR_OK) {
+        free_names(names, count);
+        return rc;
+    }
+    if (count == 0) {
+        free_names(names, count);
+        /* After a snapshot, the log goes on past it (recovery's last lsn). */
+        return cr_durable_log_create(dir, 1, path, path_size, fd, err, err_len);
+    }
+    snprintf(path, path_size, "%s/%s", dir, names[count - 1]);
+    free_names(names, count);
+    uint8_t *data;
+    size_t len;
+    rc = cr_durable_read_file(path, &data, &len, err, err_len);
+    if (rc != CR_OK) return rc;
+    struct cr_durable_log_scan scan;
+    char why[400];
+    rc = cr_durable_log_scan(data, len, apply_none, NULL, &scan, why, sizeof(why));
+    free(data);
+    if (rc != CR_OK || scan.good_len != len) {
+        snprintf(err, err_len, "%s: %s", path,
+                 rc != CR_OK ? why : "a torn tail recovery did not cut (a second writer?)");
+        return CR_ERR_IO;
+    }
+    *last_lsn = scan.last_lsn;
+    *fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (*fd < 0) {
+        snprintf(err, err_len, "%s: cannot open the log for appending: %s", path,
+                 strerror(errno));
+        return CR_ERR_IO;
+    }
+    return CR_OK;
+}
+
+int cr_durable_drop_redundant(const char *dir, uint64_t lsn, char *err, size_t err_len) {
+    char **names;
+    uint32_t count;
+    int rc = list_files(dir, SNAP_PREFIX, SNAP_SUFFIX, &names, &count, err, err_len);
+    for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
+        uint64_t n;
+        if (is_name(names[i], SNAP_PREFIX, SNAP_SUFFIX, &n) && n < lsn) {
+            char path[CR_DURABLE_PATH_MAX];
+            snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+            (void)unlink(path);
+        }
+    }
+    free_names(names, count);
+    if (rc == CR_OK) rc = list_logs(dir, &names, &count, err, err_len);
+    for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
+        uint64_t first;
+        if (is_name(names[i], LOG_PREFIX, LOG_SUFFIX, &first) && first <= lsn) {
+            char path[CR_DURABLE_PATH_MAX];
+            snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+            (void)unlink(path);
+        }
+    }
+    free_names(names, count);
+    return rc == CR_OK ? cr_durable_sync_dir(dir, err, err_len) : rc;
+}
