@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/size_text.h"
+#include "mooncake/flags.h"
 #include "crescent/version.h"
 
 enum setting_type {
@@ -28,13 +29,29 @@ struct setting {
     const char *help;
 };
 
+/* String settings for which '' is a value (off, none, every one, the
+ * default's meaning), also on the command line: --rpc-tcp-address ''. */
+static const char *const empty_allowed[] = {
+    "metrics-host", "rpc-tcp-address", "data-rdma-devices", "curve-secret-key-file",
+    "curve-clients", "admin-token-file", "indexer-config", "state-dir",
+};
+
+static bool empty_ok(const struct setting *s) {
+    for (size_t i = 0; i < sizeof(empty_allowed) / sizeof(empty_allowed[0]); i++)
+        if (strcmp(s->name, empty_allowed[i]) == 0) return true;
+    return false;
+}
+
 #define FIELD(field) offsetof(struct cr_daemon_config, field)
 
 static const struct setting settings[] = {
     {"http-address", SETTING_STRING, FIELD(http_address), 0, 0, "HOST:PORT",
      "address of the HTTP front (admin API, /health, /metrics)"},
     {"metrics-port", SETTING_U32, FIELD(metrics_port), 0, 65535, "PORT",
-     "Mooncake master's HTTP endpoints on the --http-address host; 0: off"},
+     "Mooncake master's HTTP endpoints and metric names; 0: off; the default is skipped "
+     "with a warning when taken"},
+    {"metrics-host", SETTING_STRING, FIELD(metrics_host), 0, 0, "HOST",
+     "host --metrics-port listens on; '': the host of --http-address"},
     {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
      "HTTP worker threads running handlers (idle connections take none)"},
     {"http-connections-max", SETTING_U32, FIELD(http_connections_max), 1, 1000000, "N",
@@ -170,7 +187,7 @@ static const struct setting settings[] = {
 void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
-    config->metrics_port = 9003; /* as Mooncake's master */
+    config->metrics_port = CR_CONFIG_METRICS_PORT_DEFAULT; /* as Mooncake's master */
     config->http_threads = 16;
     config->http_connections_max = 4096; /* as cr_http_front_limits_default */
     config->http_idle_timeout_ms = 60000;
@@ -255,6 +272,8 @@ void cr_daemon_config_usage(FILE *out) {
             "\n"
             "Options (each also a key of the JSON config file, and a flag, with '_' for '-' as\n"
             "Mooncake's master spells them: --default_kv_lease_ttl; -flag=value works too).\n"
+            "Mooncake master's own flags work with its meaning or are refused with the reason:\n"
+            "see --help-mooncake. Bools: bare --flag, --noflag, true/false/1/0.\n"
             "Durations (MS, S, US) take a unit too: 500ms, 5s, 10m, 1h.\n"
             "  --config FILE             JSON config file (also CRESCENT_CONFIG); flags win\n");
     for (size_t i = 0; i < SETTING_COUNT; i++) {
@@ -268,12 +287,11 @@ void cr_daemon_config_usage(FILE *out) {
     }
     fprintf(out,
             "  --no-pin                  same as --pin-threads false\n"
-            "  --port, --rpc_port PORT   Mooncake's: the port of --rpc-address\n"
-            "  --rpc_address HOST        Mooncake's (a host, not an endpoint): the host of\n"
-            "                            --rpc-address\n"
-            "  --rpc_thread_num, --max_threads N\n"
-            "                            Mooncake's: accepted with a warning; crescentd's RPC\n"
-            "                            gateway is one actor thread\n"
+            "  --flagfile FILE           gflags' flag file: one --flag=value a line, '#' comments\n"
+            "  --print-config            print the resolved settings as a --config file and exit\n"
+            "  --help-mooncake           Mooncake master's flags: each honoured (crescent's\n"
+            "                            setting, or the one value crescent does) or refused, and\n"
+            "                            why (docs/mooncake.md)\n"
             "  --help                    print this help and exit\n"
             "  --version                 print the version and exit\n"
             "\n"
@@ -348,9 +366,9 @@ static bool apply_text(const struct setting *s, const char *text, struct cr_daem
     char *field = (char *)config + s->offset;
     switch (s->type) {
     case SETTING_STRING:
-        if (text[0] == '\0' || strlen(text) >= CR_CONFIG_ADDRESS_MAX) {
-            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: must be 1 to %u characters", s->name,
-                     CR_CONFIG_ADDRESS_MAX - 1);
+        if ((text[0] == '\0' && !empty_ok(s)) || strlen(text) >= CR_CONFIG_ADDRESS_MAX) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: must be %u to %u characters", s->name,
+                     empty_ok(s) ? 0u : 1u, CR_CONFIG_ADDRESS_MAX - 1);
             return false;
         }
         snprintf(field, CR_CONFIG_ADDRESS_MAX, "%s", text);
@@ -546,75 +564,45 @@ bool cr_daemon_config_load_file(const char *path, struct cr_daemon_config *confi
 
 enum {
     OPT_HELP = 1000,
+    OPT_HELP_MOONCAKE,
+    OPT_PRINT_CONFIG,
     OPT_VERSION,
     OPT_CONFIG,
     OPT_NO_PIN,
-    OPT_RPC_PORT,    /* Mooncake's --port / --rpc_port */
-    OPT_RPC_HOST,    /* Mooncake's --rpc_address HOST (crescent's --rpc-address is an endpoint) */
-    OPT_RPC_THREADS, /* Mooncake's --rpc_thread_num / --max_threads */
     OPT_SETTING,
 };
 
-/* Mooncake master's flags without a crescent setting of the same name. */
-static const struct {
-    const char *name;
-    int id;
-} mooncake_flags[] = {
-    {"port", OPT_RPC_PORT},           {"rpc_port", OPT_RPC_PORT},
-    {"rpc-port", OPT_RPC_PORT},       {"rpc_thread_num", OPT_RPC_THREADS},
-    {"max_threads", OPT_RPC_THREADS},
-};
-#define MOONCAKE_FLAG_COUNT (sizeof(mooncake_flags) / sizeof(mooncake_flags[0]))
-
-/* "tcp://HOST:PORT" with the host or the port replaced. */
-static bool set_rpc_part(char endpoint[CR_CONFIG_ADDRESS_MAX], const char *host, const char *port,
-                         char error[CR_CONFIG_ERROR_MAX]) {
-    const char *scheme_end = strstr(endpoint, "://");
-    const char *colon = strrchr(endpoint, ':');
-    if (scheme_end == NULL || colon == NULL || colon < scheme_end + 3) {
-        snprintf(error, CR_CONFIG_ERROR_MAX,
-                 "--port/--rpc_address: the RPC address '%s' is not tcp://HOST:PORT", endpoint);
-        return false;
-    }
-    char old_host[CR_CONFIG_ADDRESS_MAX];
-    snprintf(old_host, sizeof(old_host), "%.*s", (int)(colon - scheme_end - 3), scheme_end + 3);
-    char updated[CR_CONFIG_ADDRESS_MAX];
-    int n = snprintf(updated, sizeof(updated), "%.*s%s:%s", (int)(scheme_end + 3 - endpoint),
-                     endpoint, host != NULL ? host : old_host, port != NULL ? port : colon + 1);
-    if (n < 0 || (size_t)n >= sizeof(updated)) {
-        snprintf(error, CR_CONFIG_ERROR_MAX, "--rpc_address: '%s' is too long", host);
-        return false;
-    }
-    memcpy(endpoint, updated, sizeof(updated));
-    return true;
-}
-
-/* Mooncake's flags that map onto crescent's settings (applied after the others). */
-static bool apply_mooncake_flag(int opt, const char *value, struct cr_daemon_config *config,
-                                char error[CR_CONFIG_ERROR_MAX]) {
-    uint32_t n;
-    if (opt == OPT_RPC_THREADS) {
-        if (!parse_u32(value, &n)) {
-            snprintf(error, CR_CONFIG_ERROR_MAX, "rpc_thread_num: '%s' is not a whole number",
-                     value);
-            return false;
+/* The resolved settings as a config file (--print-config): every key, so the
+ * output can be saved and given back with --config. */
+static void print_config(const struct cr_daemon_config *config, FILE *out) {
+    json_t *doc = json_object();
+    const char *base = (const char *)config;
+    for (size_t i = 0; i < SETTING_COUNT && doc != NULL; i++) {
+        const struct setting *s = &settings[i];
+        char key[64];
+        snprintf(key, sizeof(key), "%s", s->name);
+        for (char *c = key; *c != '\0'; c++)
+            if (*c == '-') *c = '_';
+        static const char *const levels[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+        json_t *v = NULL;
+        switch (s->type) {
+        case SETTING_STRING: v = json_string(base + s->offset); break;
+        case SETTING_U32: v = json_integer(*(const uint32_t *)(const void *)(base + s->offset)); break;
+        case SETTING_BOOL: v = json_boolean(*(const bool *)(base + s->offset)); break;
+        case SETTING_LOG_LEVEL:
+            v = json_string(levels[*(const enum cr_log_level *)(const void *)(base + s->offset)]);
+            break;
+        case SETTING_RATIO: v = json_real(*(const double *)(const void *)(base + s->offset)); break;
+        case SETTING_SIZE:
+            v = json_integer((json_int_t)*(const uint64_t *)(const void *)(base + s->offset));
+            break;
         }
-        CR_WARN("config", "--rpc_thread_num/--max_threads %u has no effect: crescentd's RPC "
-                          "gateway is one actor thread feeding the store master",
-                n);
-        return true;
+        json_object_set_new(doc, key, v);
     }
-    if (opt == OPT_RPC_PORT) {
-        if (!parse_u32(value, &n) || n > 65535) {
-            snprintf(error, CR_CONFIG_ERROR_MAX, "port: '%s' is not a port from 0 to 65535",
-                     value);
-            return false;
-        }
-        /* Mooncake: rpc_port 0 means "use --port". */
-        return n == 0 || set_rpc_part(config->rpc_address, NULL, value, error);
-    }
-    assert(opt == OPT_RPC_HOST);
-    return set_rpc_part(config->rpc_address, value, NULL, error);
+    char *text = doc != NULL ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (text != NULL) fprintf(out, "%s\n", text);
+    free(text);
+    json_decref(doc);
 }
 
 /* Finds --config first so the file applies before the other flags. */
@@ -627,11 +615,11 @@ static const char *find_config_path(int argc, char **argv) {
     return path;
 }
 
-enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_daemon_config *config,
-                                             char error[CR_CONFIG_ERROR_MAX]) {
+static enum cr_config_action parse_args(int argc, char **argv, struct cr_daemon_config *config,
+                                        char error[CR_CONFIG_ERROR_MAX]) {
     /* Every setting also in gflags' spelling (underscores), as Mooncake's
-     * master takes them, and Mooncake's own names for the rest. */
-    struct option options[2 * SETTING_COUNT + MOONCAKE_FLAG_COUNT + 5];
+     * master takes them; Mooncake's other flags were rewritten before. */
+    struct option options[2 * SETTING_COUNT + 7];
     char underscored[SETTING_COUNT][64];
     size_t n = 0;
     for (size_t i = 0; i < SETTING_COUNT; i++) {
@@ -643,27 +631,21 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
             options[n++] = (struct option){underscored[i], required_argument, NULL,
                                            OPT_SETTING + (int)i};
     }
-    for (size_t i = 0; i < MOONCAKE_FLAG_COUNT; i++)
-        options[n++] = (struct option){mooncake_flags[i].name, required_argument, NULL,
-                                       mooncake_flags[i].id};
     options[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    options[n++] = (struct option){"help-mooncake", no_argument, NULL, OPT_HELP_MOONCAKE};
+    options[n++] = (struct option){"print-config", no_argument, NULL, OPT_PRINT_CONFIG};
     options[n++] = (struct option){"version", no_argument, NULL, OPT_VERSION};
     options[n++] = (struct option){"config", required_argument, NULL, OPT_CONFIG};
     options[n++] = (struct option){"no-pin", no_argument, NULL, OPT_NO_PIN};
     options[n] = (struct option){0};
     assert(n < sizeof(options) / sizeof(options[0]));
-    /* Mooncake's flags that edit the RPC address wait until --rpc-address is in. */
-    struct {
-        int opt;
-        const char *value;
-    } deferred[16];
-    size_t deferred_count = 0;
 
     const char *path = find_config_path(argc, argv);
     if (path != NULL && *path != '\0') {
         snprintf(config->config_path, sizeof(config->config_path), "%s", path);
         if (!cr_daemon_config_load_file(path, config, error)) return CR_CONFIG_EXIT_USAGE;
     }
+    bool print = false;
     opterr = 0;
     optind = 1;
     for (;;) {
@@ -675,30 +657,26 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
             cr_daemon_config_usage(stdout);
             return CR_CONFIG_EXIT_OK;
         }
+        if (opt == OPT_HELP_MOONCAKE) {
+            cr_mooncake_flags_print(stdout);
+            return CR_CONFIG_EXIT_OK;
+        }
         if (opt == OPT_VERSION) {
             puts("crescentd " CRESCENT_VERSION);
             return CR_CONFIG_EXIT_OK;
+        }
+        if (opt == OPT_PRINT_CONFIG) {
+            print = true;
+            continue;
         }
         if (opt == OPT_CONFIG) continue; /* applied above */
         if (opt == OPT_NO_PIN) {
             config->pin_threads = false;
             continue;
         }
-        if (opt >= OPT_SETTING && strcmp(options[index].name, "rpc_address") == 0 &&
-            strstr(optarg, "://") == NULL)
-            opt = OPT_RPC_HOST; /* Mooncake's --rpc_address is a host */
         if (opt >= OPT_SETTING && opt < OPT_SETTING + (int)SETTING_COUNT) {
             if (!apply_text(&settings[opt - OPT_SETTING], optarg, config, error))
                 return CR_CONFIG_EXIT_USAGE;
-            continue;
-        }
-        if (opt == OPT_RPC_PORT || opt == OPT_RPC_HOST || opt == OPT_RPC_THREADS) {
-            if (deferred_count == sizeof(deferred) / sizeof(deferred[0])) {
-                snprintf(error, CR_CONFIG_ERROR_MAX, "too many --port/--rpc_address flags");
-                return CR_CONFIG_EXIT_USAGE;
-            }
-            deferred[deferred_count].opt = opt;
-            deferred[deferred_count++].value = optarg;
             continue;
         }
         const char *bad = argv[optind - 1];
@@ -712,8 +690,21 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
         snprintf(error, CR_CONFIG_ERROR_MAX, "unexpected argument '%s' (see --help)", argv[optind]);
         return CR_CONFIG_EXIT_USAGE;
     }
-    for (size_t i = 0; i < deferred_count; i++)
-        if (!apply_mooncake_flag(deferred[i].opt, deferred[i].value, config, error))
-            return CR_CONFIG_EXIT_USAGE;
-    return validate(config, error) ? CR_CONFIG_RUN : CR_CONFIG_EXIT_USAGE;
+    if (!validate(config, error)) return CR_CONFIG_EXIT_USAGE;
+    if (print) {
+        print_config(config, stdout);
+        return CR_CONFIG_EXIT_OK;
+    }
+    return CR_CONFIG_RUN;
+}
+
+enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_daemon_config *config,
+                                             char error[CR_CONFIG_ERROR_MAX]) {
+    int n = 0;
+    char **args = NULL;
+    if (!cr_mooncake_flags_rewrite(argc, argv, &n, &args, error, CR_CONFIG_ERROR_MAX))
+        return CR_CONFIG_EXIT_USAGE;
+    enum cr_config_action action = parse_args(n, args, config, error);
+    cr_mooncake_argv_free(n, args);
+    return action;
 }

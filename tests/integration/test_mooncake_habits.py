@@ -1,6 +1,6 @@
 """Mooncake operators' habits: gflags spellings (underscores, -flag=value,
---port, --rpc_address HOST, --metrics_port, --rpc_thread_num), durations with
-units, and Mooncake master's HTTP endpoints on --metrics-port in its shapes."""
+--metrics_port), durations with units, and Mooncake master's HTTP endpoints on
+--metrics-port in its shapes.  Every Mooncake flag: test_mooncake_flags.py."""
 import json
 import subprocess
 
@@ -24,8 +24,8 @@ def test_gflags_spellings_and_durations(daemon, tmp_path):
     rpc_port, metrics_port = free_port(), free_port()
     conf = tmp_path / "crescent.json"
     conf.write_text(json.dumps({"default_kv_lease_ttl": "2s"}))
-    d = daemon("--config", str(conf), "--rpc_address", "127.0.0.1", "--port", str(rpc_port),
-               "--metrics_port", str(metrics_port), "-client_ttl=1m", "--rpc_thread_num", "8")
+    d = daemon("--config", str(conf), "--rpc-address", f"tcp://127.0.0.1:{rpc_port}",
+               "--metrics_port", str(metrics_port), "-client_ttl=1m", "--enable_ha=false")
     rpc = f"tcp://127.0.0.1:{rpc_port}"
     ping = json.loads(ctl(rpc, "ping", "--json").stdout)
     assert ping["client_ttl_ms"] == 60000
@@ -54,7 +54,7 @@ def test_bad_values_exit_2_naming_the_flag(flag, value):
 
 def test_help_lists_mooncake_spellings():
     out = subprocess.run([binary("crescentd"), "--help"], capture_output=True, text=True).stdout
-    for text in ("--default_kv_lease_ttl", "--metrics-port", "--port", "--rpc_thread_num",
+    for text in ("--default_kv_lease_ttl", "--metrics-port", "--help-mooncake", "--flagfile",
                  "500ms, 5s, 10m"):
         assert text in out, text
 
@@ -86,3 +86,59 @@ def test_mooncake_endpoints(daemon):
     status, body = http_get(port, "/metrics")
     assert status == 200 and b"# TYPE crescent_segments_objects gauge" in body
 
+
+
+def hold_port(port):
+    """A listening socket on 127.0.0.1:port, or None when another process has it."""
+    import socket
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        return s
+    except OSError:
+        s.close()
+        return None
+
+
+def test_default_metrics_port_taken_is_skipped_like_the_other_defaults(daemon):
+    held = hold_port(9003)  # or another process holds it: taken either way
+    try:
+        d = daemon("--metrics-port", "9003", "--log-level", "INFO")
+        assert http_get(d.port, "/health")[0] == 200
+        code, err = d.stop()
+    finally:
+        if held is not None:
+            held.close()
+    assert code == 0
+    assert "--metrics-port 9003 (the default) skipped" in err, err
+    ready = [l for l in err.splitlines() if " ready: " in l]
+    assert ready and "rpc=tcp://127.0.0.1:" in ready[0] and "metrics=off" in ready[0], err
+
+
+def test_chosen_metrics_port_taken_exits_2():
+    import socket
+    port = free_port()
+    held = hold_port(port)
+    assert held is not None
+    try:
+        r = subprocess.run([binary("crescentd"), "--no-pin", "--metrics-port", str(port),
+                            "--http-address", f"127.0.0.1:{free_port()}",
+                            "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                            "--rpc-tcp-address", "", "--rpc-shm-path", "off",
+                            "--event-address", f"tcp://127.0.0.1:{free_port()}",
+                            "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+                            "--local-segment-size", "0"],
+                           capture_output=True, text=True, timeout=30)
+    finally:
+        held.close()
+    assert r.returncode == 2 and "--metrics-port" in r.stderr, r.stderr
+
+
+def test_ready_line_names_rpc_and_metrics(daemon):
+    d = daemon("--log-level", "INFO")
+    port = d.args[d.args.index("--metrics-port") + 1]
+    rpc = d.args[d.args.index("--rpc-address") + 1]
+    _, err = d.stop()
+    ready = [l for l in err.splitlines() if " ready: " in l][0]
+    assert f"rpc={rpc}" in ready and f"metrics=127.0.0.1:{port}" in ready, ready
