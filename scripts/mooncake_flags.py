@@ -12,7 +12,9 @@ Columns: flag, type, default (as gflags prints it), help (one line).
 
     scripts/mooncake_flags.py --markdown zig-out/bin/crescentd > docs/mooncake-flags.md.part
 
-prints docs/mooncake.md's flag table: each reference flag with what crescentd
+    scripts/mooncake_flags.py --endpoints master_admin_service.cpp COMMIT > docs/mooncake-endpoints.tsv
+
+lists the reference's admin routes (method, path).  --markdown prints docs/mooncake.md's flag table: each reference flag with what crescentd
 does with it (crescentd --help-mooncake), for pasting between the markers."""
 import re
 import subprocess
@@ -61,7 +63,20 @@ def markdown(crescentd):
         print(f"| `--{name}` | {kind} | `{default}` | {what} |")
 
 
+def endpoints(source, commit):
+    """docs/mooncake-endpoints.tsv from master_admin_service.cpp's RegisterHandler."""
+    text = open(source).read()
+    found = re.findall(r'set_http_handler<(\w+)>\(\s*"([^"]+)"', text)
+    print(f"# master_admin_service.cpp's routes, kvcache-ai/Mooncake commit {commit}; "
+          f"{len(found)} routes; regenerate with scripts/mooncake_flags.py --endpoints")
+    print("method\tpath")
+    for method, path in found:
+        print(f"{'DELETE' if method == 'DEL' else method}\t{path}")
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--endpoints":
+        return endpoints(sys.argv[2], sys.argv[3])
     if len(sys.argv) == 3 and sys.argv[1] == "--markdown":
         return markdown(sys.argv[2])
     if len(sys.argv) != 3:

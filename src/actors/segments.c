@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -753,7 +754,19 @@ static void on_admin(struct segments_state *st, struct cr_msg *msg) {
     struct cr_store_admin_counters counters = {.events_sent = st->events_sent,
                                                .events_dropped = st->events_dropped,
                                                .zombie_reclaims = st->zombie_reclaims};
-    int rc = cr_store_admin_render(st->store, st->now_ms, &counters, a->query, a->json_out);
+    int rc;
+    if (a->query->kind == CR_MASTER_ADMIN_REMOVE_ALL) {
+        /* The one admin mutation (Mooncake's POST /api/v1/remove_all): its
+         * store events go out at the round's end like a call's. */
+        uint64_t n = cr_store_remove_all(st->store, a->query->tenant, a->query->force, st->now_ms);
+        *a->json_out = NULL;
+        rc = asprintf(a->json_out, "{\"removed_count\":%llu}", (unsigned long long)n) < 0
+                 ? CR_ERR_NOMEM
+                 : CR_OK;
+        if (rc != CR_OK) *a->json_out = NULL;
+    } else {
+        rc = cr_store_admin_render(st->store, st->now_ms, &counters, a->query, a->json_out);
+    }
     if (msg->flags & CR_MSG_ASK)
         cr_reply(msg, rc);
     else

@@ -52,6 +52,9 @@ static const struct setting settings[] = {
      "with a warning when taken"},
     {"metrics-host", SETTING_STRING, FIELD(metrics_host), 0, 0, "HOST",
      "host --metrics-port listens on; '': the host of --http-address"},
+    {"mooncake-query-key", SETTING_STRING, FIELD(mooncake_query_key), 0, 0, "FORM",
+     "--metrics-port's /query_key answers as Mooncake does now (wrapped: {\"success\":true,"
+     "\"data\":[...]}) or did before mid-2026 (bare: one descriptor a line)"},
     {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
      "HTTP worker threads running handlers (idle connections take none)"},
     {"http-connections-max", SETTING_U32, FIELD(http_connections_max), 1, 1000000, "N",
@@ -197,6 +200,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
     config->log_level = CR_LOG_INFO;
+    snprintf(config->mooncake_query_key, sizeof(config->mooncake_query_key), "wrapped");
     snprintf(config->rpc_address, sizeof(config->rpc_address), "tcp://127.0.0.1:50051");
     snprintf(config->rpc_tcp_address, sizeof(config->rpc_tcp_address), "%s",
              CR_CONFIG_RPC_TCP_DEFAULT);
@@ -457,6 +461,12 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
         (!parse_u32(config->data_rdma_gid_index, &gid) || gid > 255)) {
         snprintf(error, CR_CONFIG_ERROR_MAX, "data-rdma-gid-index: '%s' is not auto or 0..255",
                  config->data_rdma_gid_index);
+        return false;
+    }
+    if (strcmp(config->mooncake_query_key, "wrapped") != 0 &&
+        strcmp(config->mooncake_query_key, "bare") != 0) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "mooncake-query-key: '%s' is not wrapped or bare",
+                 config->mooncake_query_key);
         return false;
     }
     const char *colon = strrchr(config->http_address, ':');

@@ -26,6 +26,7 @@ struct cr_daemon_config {
     char http_address[CR_CONFIG_ADDRESS_MAX]; /* host:port */
     uint32_t metrics_port; /* Mooncake master's HTTP endpoints; 0: off */
     char metrics_host[CR_CONFIG_ADDRESS_MAX]; /* where metrics_port listens; "": http_address's host */
+    char mooncake_query_key[CR_CONFIG_ADDRESS_MAX]; /* /query_key's form: "wrapped" or "bare" */
     uint32_t http_threads;
     uint32_t http_connections_max;
     uint32_t http_idle_timeout_ms;

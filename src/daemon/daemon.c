@@ -81,11 +81,18 @@ static int start_metrics_http(struct daemon *d) {
     metrics_address(&d->config, address, sizeof(address));
     if (cr_http_front_create(&d->metrics_front) != CR_OK ||
         cr_http_admin_register_mooncake(d->metrics_front, &d->admin) != CR_OK ||
-        cr_mooncake_routes_register(d->metrics_front, &d->subsystems) != CR_OK) {
+        cr_mooncake_routes_register(d->metrics_front, &d->subsystems,
+                                    strcmp(d->config.mooncake_query_key, "bare") == 0) != CR_OK) {
         CR_ERROR("daemon", "cannot set up the --metrics-port routes");
         return 1;
     }
     char error[512];
+    struct cr_admin_token token; /* its mutations (remove_all, ...) need it as the front's do */
+    if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
+        cr_http_front_set_admin_token(d->metrics_front, token.text) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
     struct cr_http_front_limits limits;
     cr_http_front_limits_default(&limits);
     limits.workers = 4; /* scrapers and scripts: a few workers are plenty */

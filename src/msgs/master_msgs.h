@@ -155,6 +155,8 @@ enum cr_master_admin_kind {
     CR_MASTER_ADMIN_OBJECT = 4,   /* tenant, key */
     CR_MASTER_ADMIN_STATS = 5,
     CR_MASTER_ADMIN_KEYS = 6,     /* every key of every tenant: {"keys": [...]} */
+    CR_MASTER_ADMIN_REMOVE_ALL = 7, /* a mutation: tenant (NULL: every one), force:
+                                       {"removed_count": N} (cr_store_remove_all) */
 };
 
 /* Ask: segments renders the answer as JSON text into *json_out (malloc'd;
@@ -168,6 +170,7 @@ struct cr_master_admin_query {
     uint32_t limit;
     uint64_t wall_now_ms; /* CLOCK_REALTIME when asked: object times are shown in ISO 8601 */
     bool hide_owner;      /* the asker is no admin (crescentd has an admin token): owner null */
+    bool force;           /* REMOVE_ALL: leased objects too */
 };
 
 struct cr_msg_master_admin {

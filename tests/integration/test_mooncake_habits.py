@@ -70,11 +70,7 @@ def test_mooncake_endpoints(daemon):
     status, body = http_get(port, "/get_all_keys")
     assert status == 200 and sorted(body.decode().split()) == ["k1", "k2"]
     assert http_get(port, "/get_all_segments") == (200, b"seg0\n")
-    status, body = http_get(port, "/query_key?key=k1")
-    assert status == 200
-    assert json.loads(body.decode().splitlines()[0]) == {
-        "size": 4096, "buffer_address": 0, "protocol": "tcp", "transport_endpoint": "10.0.0.5:1"}
-    assert http_get(port, "/query_key?key=nope") == (404, b"OBJECT_NOT_FOUND")
+    # /query_key and the other admin endpoints: test_mooncake_admin.py
     assert http_get(port, "/query_segment?segment=seg0") == (
         200, b"seg0\nUsed(bytes): 8192\nCapacity(bytes) : 67108864\n")
     assert http_get(port, "/query_segment?segment=nope")[0] == 500
