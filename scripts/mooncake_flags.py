@@ -14,7 +14,9 @@ Columns: flag, type, default (as gflags prints it), help (one line).
 
     scripts/mooncake_flags.py --endpoints master_admin_service.cpp COMMIT > docs/mooncake-endpoints.tsv
 
-lists the reference's admin routes (method, path).  --markdown prints docs/mooncake.md's flag table: each reference flag with what crescentd
+lists the reference's admin routes (method, path);
+    scripts/mooncake_flags.py --metrics SAVED_METRICS COMMIT > docs/mooncake-metrics.tsv
+lists the metric families a bare mooncake_master serves on /metrics (curl it first).  --markdown prints docs/mooncake.md's flag table: each reference flag with what crescentd
 does with it (crescentd --help-mooncake), for pasting between the markers."""
 import re
 import subprocess
@@ -74,7 +76,23 @@ def endpoints(source, commit):
         print(f"{'DELETE' if method == 'DEL' else method}\t{path}")
 
 
+def metrics(path, commit):
+    """docs/mooncake-metrics.tsv from a bare mooncake_master's GET /metrics (saved)."""
+    helps, types = {}, {}
+    for line in open(path):
+        m = re.match(r"^# (HELP|TYPE) (\S+) ?(.*)$", line.rstrip("\n"))
+        if m:
+            (helps if m.group(1) == "HELP" else types)[m.group(2)] = m.group(3)
+    print(f"# mooncake_master's GET /metrics, kvcache-ai/Mooncake commit {commit}; "
+          f"{len(types)} metrics; regenerate with scripts/mooncake_flags.py --metrics")
+    print("name\ttype\thelp")
+    for name in types:
+        print(f"{name}\t{types[name]}\t{helps.get(name, '')}")
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--metrics":
+        return metrics(sys.argv[2], sys.argv[3])
     if len(sys.argv) == 4 and sys.argv[1] == "--endpoints":
         return endpoints(sys.argv[2], sys.argv[3])
     if len(sys.argv) == 3 and sys.argv[1] == "--markdown":

@@ -232,3 +232,52 @@ def test_side_by_side_with_mooncake_master(daemon):
         except subprocess.TimeoutExpired:
             mc.kill()
             mc.wait()
+
+
+def reference_metrics():
+    path = os.path.join(ROOT, "docs", "mooncake-metrics.tsv")
+    with open(path) as f:
+        rows = [l.rstrip("\n").split("\t") for l in f if not l.startswith("#")][1:]
+    return {name: (type_, help_) for name, type_, help_ in rows}
+
+
+def families(text):
+    helps, types, values = {}, {}, {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name, _, h = line[7:].partition(" ")
+            helps[name] = h
+        elif line.startswith("# TYPE "):
+            name, _, t = line[7:].partition(" ")
+            types[name] = t
+        elif line and not line.startswith("#"):
+            name, _, v = line.rpartition(" ")
+            values[name] = float(v)
+    return helps, types, values
+
+
+def test_metrics_port_serves_mooncakes_names(served):
+    d, rpc, port = served
+    ref = reference_metrics()
+    assert len(ref) == 131
+    status, ctype, body = request(port, "GET", "/metrics")
+    assert (status, ctype) == (200, "text/plain; version=0.0.4")
+    helps, types, values = families(body.decode())
+    assert len(types) >= 50, sorted(types)
+    for name in types:
+        assert name in ref, f"{name} is not one of Mooncake's families"
+        assert (types[name], helps[name]) == ref[name], name
+        assert name in values, name
+    assert values["master_total_capacity_bytes"] == 64 << 20
+    assert values["master_allocated_bytes"] == 3 * 4096
+    assert values["master_key_count"] == 3
+    assert values["master_active_clients"] == 1
+    assert values["master_put_start_requests_total"] == 3
+    assert values["master_mount_segment_requests_total"] == 1
+    assert values["master_promotion_in_flight"] == 0
+    assert not any(n.startswith("crescent_") for n in types)
+    # the main front keeps crescent's own names
+    _, _, main = request(d.port, "GET", "/metrics")
+    main_types = families(main.decode())[1]
+    assert "crescent_rpc_requests_put_start_total" in main_types
+    assert not any(n.startswith("master_") for n in main_types)
