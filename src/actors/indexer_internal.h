@@ -6,6 +6,7 @@
 #ifndef CRESCENT_ACTORS_INDEXER_INTERNAL_H
 #define CRESCENT_ACTORS_INDEXER_INTERNAL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -287,5 +288,25 @@ void indexer_instance_claimed(struct indexer_state *st, uint16_t id);
 /* Removes instance id from the index (its blocks go) and clears its load,
  * hit counters and store keys; the id may then be reused. */
 void indexer_instance_forget(struct indexer_state *st, uint16_t id);
+
+/* The instance's info slot, grown on demand; NULL when out of memory. */
+struct indexer_instance_info *indexer_instance_info_get(struct indexer_state *st, uint16_t id);
+
+/* ---- indexer_route.c ---- */
+
+/* Answers a /query or /route ask into *result_out (owned by the asker).
+ * Returns CR_OK, CR_ERR_NOMEM, or the index's refusal. */
+int indexer_query(struct indexer_state *st, const struct cr_indexer_query *q,
+                  struct cr_indexer_result **result_out);
+/* Files a load report; returns CR_OK or a refusal (unknown instance at the
+ * load-only bound). */
+int indexer_load(struct indexer_state *st, const struct cr_indexer_load *load);
+/* Drops load-only instances whose reports expired (all of them when force). */
+void indexer_load_only_sweep(struct indexer_state *st, bool force);
+
+/* ---- indexer_views.c ---- */
+
+json_t *indexer_services_json(const struct indexer_state *st);
+json_t *indexer_global_view_json(const struct indexer_state *st);
 
 #endif

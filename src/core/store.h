@@ -431,98 +431,6 @@ int cr_store_get_replica_list_by_regex(
 int cr_store_remove_by_regex(cr_store *store, const char *tenant, const char *pattern,
                              bool force, uint64_t now_ms, uint64_t *removed);
 
-/* ---- copy/move tasks (store_tasks.c; the tasks actor drives them) -------- */
-
-/* What a task reserved, to name it again at commit or rollback: the object
- * by slot and generation (a key removed and put again is another object),
- * each reserved replica by segment and offset. */
-struct cr_store_task_ref {
-    uint32_t object_id;
-    uint32_t generation;
-    uint32_t target_count;
-    uint32_t target_segment[CR_STORE_REPLICAS_MAX];
-    uint64_t target_offset[CR_STORE_REPLICAS_MAX];
-    uint32_t source_segment;
-    uint64_t source_offset;
-    uint64_t size;
-};
-
-struct cr_store_task_reservation {
-    struct cr_store_task_ref ref;
-    struct cr_store_replica_desc source; /* a COMPLETE replica to read */
-    struct cr_uuid source_owner;         /* the client that mounted its segment */
-    struct cr_store_replica_list targets; /* reserved, status PROCESSING */
-    bool has_checksum;                    /* PutEnd's, for the executor to verify */
-    uint64_t checksum;
-};
-
-/* Reserves one replica of a complete object on each segment of targets[0..n)
- * (PROCESSING: allocated, never in a replica list or event until committed)
- * and names the replica to read: on `source` when given, else the first
- * complete one.  While reserved the object is not evicted and not removed
- * without force; a forced removal or a client's expiry parks the reserved
- * space instead of freeing it, until both put_start_release_timeout_ms and
- * task_timeout_ms have passed since the reservation, so an executor still
- * writing cannot corrupt the next object placed there.
- * Returns CR_OK and fills *out, or (changing nothing):
- * CR_ERR_OBJECT_NOT_FOUND (no such key), CR_ERR_OBJECT_NOT_READY (put not
- * ended), CR_ERR_SEGMENT_NOT_FOUND (source or a target not mounted),
- * CR_ERR_INVALID_PARAMS (n 0 or too many replicas, a target named twice or
- * equal to the source, source holding no complete replica, a target already
- * holding one), CR_ERR_NO_AVAILABLE_HANDLE (a target has no room),
- * CR_ERR_NOMEM (255 tasks on the object).  Descriptors point into store
- * memory (valid until the next change). */
-int cr_store_task_reserve(cr_store *store, const struct cr_store_key *key, const char *source,
-                          const char *const *targets, uint32_t n, uint64_t now_ms,
-                          struct cr_store_task_reservation *out);
-
-/* Makes the reserved replicas COMPLETE (they become readable and the
- * object's UPDATE event lists them).  With release_source, then drops the
- * source replica unless a lease protects it (one UPDATE event in all when it
- * goes at once).  Ends the reservation either way.  Returns CR_OK,
- * CR_ERR_OBJECT_HAS_LEASE (committed, source kept: *lease_deadline_ms says
- * until when; call cr_store_task_release_source later), or, changing
- * nothing but ending the reservation and freeing what is left of it,
- * CR_ERR_OBJECT_NOT_FOUND (the object was removed or a reserved replica's
- * segment unmounted meanwhile). */
-int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
-                         bool release_source, uint64_t now_ms, uint64_t *lease_deadline_ms);
-
-/* Frees the reserved replicas that still exist and ends the reservation;
- * readers never saw them, so no event.  An object left without replicas
- * is freed.  Never fails (a vanished object is fine). */
-void cr_store_task_rollback(cr_store *store, const struct cr_store_task_ref *ref);
-
-/* What a re-check of a task found (cr_store_task_recheck). */
-struct cr_store_task_recheck {
-    bool moved;          /* a new source and new target reservations (res) */
-    bool source_lost;    /* the source replica or its owner's segment is gone */
-    bool executor_known; /* the old executor is still a client of the store */
-    struct cr_store_task_reservation res; /* when moved; ref == the new *ref */
-};
-
-/* After a segment was unmounted or a client expired: checks a task's
- * reservation (ref) and its source, read by `executor`.  Source replica
- * still COMPLETE on a segment `executor` owns, targets still reserved:
- * CR_OK, nothing changed.  Source gone: a COMPLETE replica on a segment of
- * another client becomes the source (that client the executor, never
- * `executor` again, out->res.source_owner) and every target is
- * reserved again on its segment, while the old target space is parked until
- * task_timeout_ms from now (the lost executor may be stopped, not dead, and
- * write there late); *ref becomes the new reservation, out->moved is set.
- * Errors, the reservation rolled back (as cr_store_task_rollback):
- * CR_ERR_OBJECT_NOT_FOUND (object removed, a target segment unmounted, or no
- * other client's complete replica to copy from), CR_ERR_NO_AVAILABLE_HANDLE (a target
- * segment has no room for the new reservation). */
-int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
-                          const struct cr_uuid *executor, uint64_t now_ms,
-                          struct cr_store_task_recheck *out);
-
-/* A committed move's source, released once unleased: CR_OK (dropped, UPDATE
- * event; also when it is already gone), CR_ERR_OBJECT_HAS_LEASE with
- * *lease_deadline_ms, CR_ERR_OBJECT_NOT_FOUND (the object is gone). */
-int cr_store_task_release_source(cr_store *store, const struct cr_store_task_ref *ref,
-                                 uint64_t now_ms, uint64_t *lease_deadline_ms);
 /* The same calls in slices, so that a caller can serve others in between.
  * _new compiles the pattern and holds the tenant (a pattern that does not
  * compile gives a finished scan holding that refusal); returns CR_OK or
@@ -548,75 +456,6 @@ int cr_store_get_replica_list_by_scan(
 int cr_store_remove_by_scan(cr_store *store, const struct cr_store_regex_scan *scan, bool force,
                             uint64_t now_ms, uint64_t *removed);
 
-/* ---- eviction (mechanism; the lease/eviction actor decides) -------------- */
-
-/* Room used, in bytes and in counts.  max_objects and the segments'
- * allocation tables are limits on counts that fill independently of the
- * bytes (a million small objects fill the object table of a store whose
- * segments are nearly empty), so eviction watches both. */
-struct cr_store_usage {
-    uint64_t capacity_bytes;
-    uint64_t used_bytes;
-    double ratio; /* used / capacity; 0 when nothing is mounted */
-    uint64_t objects;     /* live, in-flight puts included */
-    uint64_t max_objects;
-    /* The fuller of objects / max_objects and, over the mounted segments,
-     * allocations / max_allocations_per_segment. */
-    double count_ratio;
-};
-void cr_store_usage(const cr_store *store, struct cr_store_usage *out);
-
-struct cr_evict_candidate {
-    uint32_t object_id;
-    uint32_t generation;
-    uint64_t size_bytes; /* bytes freed if evicted (all replicas) */
-    uint64_t last_access_ms;
-    bool soft_pinned;
-};
-
-/* Redis-style sampling: draws random object slots and returns up to
- * sample_size evictable ones (complete, unleased, not hard-pinned) into out.
- * *rng is the caller's xorshift state (non-zero).  Returns the count. */
-size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_ms,
-                                           uint64_t *rng, size_t sample_size,
-                                           struct cr_evict_candidate *out);
-
-/* Pure policy: reorders pool[0..n) (duplicates removed) so that the victims
- * come first and returns their count: oldest non-soft-pinned first until
- * both bytes_to_free and objects_to_free are reached; soft-pinned ones
- * (oldest first) only when allow_soft_pinned and the others do not suffice. */
-size_t cr_evict_choose(struct cr_evict_candidate *pool, size_t n, uint64_t bytes_to_free,
-                       uint64_t objects_to_free, bool allow_soft_pinned);
-
-/* Bytes one eviction pass should free: 0 below the high watermark (unless
- * alloc_failed), else capacity * max(eviction_ratio, ratio - high + eviction_ratio). */
-uint64_t cr_evict_bytes_to_free(const cr_store_config *cfg, const struct cr_store_usage *usage,
-                                bool alloc_failed);
-
-/* Objects one eviction pass should free (the count watermark, with the
- * byte watermark's ratios): 0 while count_ratio is below
- * eviction_high_watermark_ratio, else
- * objects * max(eviction_ratio, count_ratio - high + eviction_ratio), at
- * least 1.  A segment whose allocation table nears full is relieved by
- * evicting that share of all objects (sampling does not aim at a segment). */
-uint64_t cr_evict_objects_to_free(const cr_store_config *cfg, const struct cr_store_usage *usage);
-
-/* Revalidates (same generation, complete, unleased, not hard-pinned) and
- * frees the object, publishing UPDATE with no replicas.  Returns true when it
- * was evicted. */
-bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, uint64_t now_ms);
-
-/* Frees the space of zombie puts whose PutStart is older than
- * put_start_release_timeout_ms: parked replicas of preempted puts and
- * in-flight puts never ended.  Returns the bytes reclaimed. */
-uint64_t cr_store_reclaim_discarded(cr_store *store, uint64_t now_ms);
-
-/* One complete pass for callers that do not split policy and mechanism:
- * reclaims zombies, then samples/chooses/evicts in rounds until
- * bytes_to_free and objects_to_free are reached or no progress.  Returns
- * the bytes freed. */
-uint64_t cr_store_evict_pass(cr_store *store, uint64_t now_ms, uint64_t *rng,
-                             uint64_t bytes_to_free, uint64_t objects_to_free);
 
 /* ---- listing and stats ---------------------------------------------------- */
 
@@ -690,5 +529,11 @@ struct cr_store_stats {
     uint64_t max_objects;
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
+
+
+/* The copy/move tasks' and the eviction mechanism's calls, split out by
+ * responsibility; they need the declarations above. */
+#include "core/store_evict.h"
+#include "core/store_tasks.h"
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/store.h"
+#include "crescent/error.h"
 
 #define CR_STORE_NONE UINT32_MAX
 /* Objects live in fixed chunks so that growing the slab never moves them
@@ -258,5 +259,32 @@ void cr_store_discarded_drop_segment(cr_store *store, uint32_t segment);
 /* Evicts one object, the oldest of a small sample, to make room in a full
  * object table.  Returns false when none of the sample could be evicted. */
 bool cr_store_evict_for_room(cr_store *store, uint64_t now_ms);
+
+/* store_segments.c: frees segment `id`'s slot, allocator and name; its
+ * objects' replicas must already be dropped (cr_store_obj_drop_segment).
+ * Used by unmount and by cr_store_destroy. */
+void cr_store_segment_release(cr_store *store, uint32_t id);
+
+/* Lookups shared by the object files (store_objects.c, store_reads.c,
+ * store_remove.c); inline because they sit on every read's path. */
+/* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */
+static inline uint32_t cr_store_find_key(const cr_store *store, const struct cr_store_key *k) {
+    int t = cr_store_tenant_lookup(store, k->tenant);
+    if (t < 0 || k->key == NULL) return CR_STORE_NONE;
+    return cr_store_obj_find(store, (uint16_t)t, k->key, k->key_len, k->hash);
+}
+
+/* cr_store_find_key for the plain (unhashed) forms. */
+static inline uint32_t cr_store_find_plain(const cr_store *store, const char *tenant,
+                                           const char *key, uint32_t key_len) {
+    if (key == NULL) return CR_STORE_NONE;
+    struct cr_store_key k;
+    cr_store_key_make(tenant, key, key_len, &k);
+    return cr_store_find_key(store, &k);
+}
+
+static inline int cr_store_not_found(cr_store *store) {
+    return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object not found");
+}
 
 #endif

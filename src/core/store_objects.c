@@ -1,5 +1,6 @@
-/* Store objects: the (tenant, key) hash table, the object slab, the
- * allocation strategy and the put / get / remove operations.
+/* Store objects: the (tenant, key) hash table, the object slab, keys, the
+ * allocation strategy and the put operations (PutStart, PutEnd, PutRevoke).
+ * Reads and views are store_reads.c, removals store_remove.c.
  *
  * Objects sit in fixed chunks of a slab addressed by a 32-bit id; recycled
  * ids carry a generation so that an eviction decided earlier can be checked
@@ -348,21 +349,6 @@ void cr_store_key_make_next(struct cr_store_key_maker *maker, const char *tenant
     *out = key_seeded(tenant, maker->seed, key, key_len);
 }
 
-/* Finds a key; returns CR_STORE_NONE for unknown tenants and keys. */
-static uint32_t find_key(const cr_store *store, const struct cr_store_key *k) {
-    int t = cr_store_tenant_lookup(store, k->tenant);
-    if (t < 0 || k->key == NULL) return CR_STORE_NONE;
-    return cr_store_obj_find(store, (uint16_t)t, k->key, k->key_len, k->hash);
-}
-
-/* find_key for the plain (unhashed) forms. */
-static uint32_t find_plain(const cr_store *store, const char *tenant, const char *key,
-                           uint32_t key_len) {
-    if (key == NULL) return CR_STORE_NONE;
-    struct cr_store_key k;
-    cr_store_key_make(tenant, key, key_len, &k);
-    return find_key(store, &k);
-}
 
 void cr_store_prefetch(const cr_store *store, const struct cr_store_key *k, bool deep) {
     assert(store != NULL && k != NULL);
@@ -400,9 +386,6 @@ void cr_store_prefetch_batch(const cr_store *store, const struct cr_store_key *k
     if (i + PREFETCH_AHEAD < n) cr_store_prefetch(store, &keys[i + PREFETCH_AHEAD], true);
 }
 
-static int not_found(cr_store *store) {
-    return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object not found");
-}
 
 int cr_store_validate_key(cr_store *store, const char *key, uint32_t key_len) {
     assert(store != NULL);
@@ -705,7 +688,7 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
 
 int cr_store_put_end(cr_store *store, const struct cr_uuid *client, const char *tenant,
                      const char *key, uint32_t key_len, uint64_t now_ms) {
-    if (key == NULL) return not_found(store);
+    if (key == NULL) return cr_store_not_found(store);
     struct cr_store_key k;
     cr_store_key_make(tenant, key, key_len, &k);
     return cr_store_put_end_k(store, client, &k, NULL, now_ms);
@@ -715,8 +698,8 @@ int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
                        const struct cr_store_key *key, const uint64_t *checksum,
                        uint64_t now_ms) {
     assert(store != NULL && client != NULL && key != NULL);
-    uint32_t id = find_key(store, key);
-    if (id == CR_STORE_NONE) return not_found(store);
+    uint32_t id = cr_store_find_key(store, key);
+    if (id == CR_STORE_NONE) return cr_store_not_found(store);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (!cr_uuid_equal(&obj->owner, client))
         return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT, "put started by another client");
@@ -743,7 +726,7 @@ int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
 
 int cr_store_put_revoke(cr_store *store, const struct cr_uuid *client, const char *tenant,
                         const char *key, uint32_t key_len) {
-    if (key == NULL) return not_found(store);
+    if (key == NULL) return cr_store_not_found(store);
     struct cr_store_key k;
     cr_store_key_make(tenant, key, key_len, &k);
     return cr_store_put_revoke_k(store, client, &k);
@@ -752,8 +735,8 @@ int cr_store_put_revoke(cr_store *store, const struct cr_uuid *client, const cha
 int cr_store_put_revoke_k(cr_store *store, const struct cr_uuid *client,
                           const struct cr_store_key *key) {
     assert(store != NULL && client != NULL && key != NULL);
-    uint32_t id = find_key(store, key);
-    if (id == CR_STORE_NONE) return not_found(store);
+    uint32_t id = cr_store_find_key(store, key);
+    if (id == CR_STORE_NONE) return cr_store_not_found(store);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (!cr_uuid_equal(&obj->owner, client))
         return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT, "put started by another client");
@@ -761,257 +744,4 @@ int cr_store_put_revoke_k(cr_store *store, const struct cr_uuid *client,
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "put already ended");
     cr_store_obj_free(store, id);
     return CR_OK;
-}
-
-/* ---- reads ------------------------------------------------------------------- */
-
-static int read_object(cr_store *store, const struct cr_store_key *key, uint64_t now_ms,
-                       struct cr_store_obj **out) {
-    uint32_t id = find_key(store, key);
-    if (id == CR_STORE_NONE) return not_found(store);
-    struct cr_store_obj *obj = cr_store_obj_at(store, id);
-    if (obj->state != CR_OBJ_COMPLETE)
-        return cr_store_fail(store, CR_ERR_OBJECT_NOT_READY, "put has not ended");
-    cr_store_obj_grant_lease(store, obj, now_ms);
-    *out = obj;
-    return CR_OK;
-}
-
-int cr_store_exist_key(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
-                       uint64_t now_ms) {
-    if (key == NULL) return not_found(store);
-    struct cr_store_key k;
-    cr_store_key_make(tenant, key, key_len, &k);
-    return cr_store_exist_key_k(store, &k, now_ms);
-}
-
-int cr_store_exist_key_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms) {
-    assert(store != NULL && key != NULL);
-    struct cr_store_obj *obj;
-    return read_object(store, key, now_ms, &obj);
-}
-
-int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *key,
-                              uint32_t key_len, uint64_t now_ms,
-                              struct cr_store_replica_list *out) {
-    out->count = 0;
-    out->has_checksum = false;
-    out->lease_ms = 0;
-    if (key == NULL) return not_found(store);
-    struct cr_store_key k;
-    cr_store_key_make(tenant, key, key_len, &k);
-    return cr_store_get_replica_list_k(store, &k, now_ms, out);
-}
-
-int cr_store_get_replica_list_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms,
-                                struct cr_store_replica_list *out) {
-    assert(store != NULL && key != NULL && out != NULL);
-    out->count = 0;
-    out->has_checksum = false;
-    out->lease_ms = 0;
-    struct cr_store_obj *obj;
-    int rc = read_object(store, key, now_ms, &obj);
-    if (rc != CR_OK) return rc;
-    cr_store_obj_fill_list(store, obj, true, out);
-    out->lease_ms = obj->lease_deadline_ms - now_ms; /* >= the TTL: just granted */
-    return CR_OK;
-}
-
-int cr_store_set_hard_pin(cr_store *store, const char *tenant, const char *key,
-                          uint32_t key_len, bool pinned) {
-    assert(store != NULL);
-    uint32_t id = find_plain(store, tenant, key, key_len);
-    if (id == CR_STORE_NONE) return not_found(store);
-    cr_store_obj_at(store, id)->hard_pinned = pinned;
-    return CR_OK;
-}
-
-/* ---- removal ------------------------------------------------------------------- */
-
-int cr_store_remove(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
-                    bool force, uint64_t now_ms) {
-    if (key == NULL) return not_found(store);
-    struct cr_store_key k;
-    cr_store_key_make(tenant, key, key_len, &k);
-    return cr_store_remove_k(store, &k, force, now_ms);
-}
-
-int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool force,
-                      uint64_t now_ms) {
-    assert(store != NULL && key != NULL);
-    uint32_t id = find_key(store, key);
-    if (id == CR_STORE_NONE) return not_found(store);
-    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
-    if (!force && obj->state == CR_OBJ_INFLIGHT)
-        return cr_store_fail(store, CR_ERR_OBJECT_NOT_READY, "put has not ended");
-    if (!force && cr_store_obj_leased(obj, now_ms))
-        return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE,
-                             "object is leased: the lease expires in %.1f s (or remove with force)",
-                             (double)(obj->lease_deadline_ms - now_ms) / 1000.0);
-    if (!force && obj->tasks > 0)
-        return cr_store_fail(store, CR_ERR_OBJECT_HAS_LEASE,
-                             "object has %u copy/move task(s) in flight (or remove with force)",
-                             obj->tasks);
-    cr_store_obj_remove(store, id);
-    return CR_OK;
-}
-
-uint64_t cr_store_remove_all(cr_store *store, const char *tenant, bool force, uint64_t now_ms) {
-    assert(store != NULL);
-    int t = (tenant != NULL) ? cr_store_tenant_lookup(store, tenant) : -1;
-    if (tenant != NULL && t < 0) return 0;
-    /* Holds the tenant across the loop: its name goes into the event after
-     * its last object may have gone. */
-    if (t >= 0) cr_store_tenant_ref(store, (uint16_t)t);
-    uint64_t removed = 0;
-    for (uint32_t id = 0; id < store->slab_high; id++) {
-        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
-        if (obj->state != CR_OBJ_COMPLETE || (t >= 0 && obj->tenant != (uint16_t)t)) continue;
-        if (!force && cr_store_obj_busy(obj, now_ms)) continue;
-        cr_store_obj_free(store, id);
-        removed++;
-    }
-    if (store->sink.on_event != NULL) {
-        struct cr_store_change ev = {.kind = CR_STORE_CHANGE_REMOVE_ALL,
-                                    .tenant = (t >= 0) ? cr_store_tenant_name(store, (uint16_t)t)
-                                                       : NULL,
-                                    .removed_count = removed};
-        store->sink.on_event(store->sink.ctx, &ev);
-    }
-    if (t >= 0) cr_store_tenant_unref(store, (uint16_t)t);
-    return removed;
-}
-
-/* Drops replica r (already released or parked by the caller's choice). */
-static void obj_drop_replica(cr_store *store, struct cr_store_obj *obj, uint32_t r) {
-    assert(r < obj->replica_count);
-    cr_store_replica_release(store, &obj->replicas[r]);
-    obj->replicas[r] = obj->replicas[--obj->replica_count];
-    store->replica_count--;
-}
-
-/* After replicas were dropped: publish the change, free the object if empty. */
-static bool obj_after_drop(cr_store *store, uint32_t id) {
-    struct cr_store_obj *obj = cr_store_obj_at(store, id);
-    if (obj->state == CR_OBJ_COMPLETE) cr_store_obj_emit_update(store, obj);
-    if (obj->replica_count > 0) return false;
-    cr_store_obj_free(store, id);
-    return true;
-}
-
-void cr_store_obj_drop_segment(cr_store *store, uint32_t segment, uint64_t *freed) {
-    assert(store != NULL && freed != NULL);
-    for (uint32_t id = 0; id < store->slab_high; id++) {
-        struct cr_store_obj *obj = cr_store_obj_at(store, id);
-        if (obj->state == CR_OBJ_FREE) continue;
-        bool dropped = false;
-        for (uint32_t r = 0; r < obj->replica_count;) {
-            if (obj->replicas[r].segment != segment) {
-                r++;
-                continue;
-            }
-            obj_drop_replica(store, obj, r);
-            dropped = true;
-        }
-        if (dropped && obj_after_drop(store, id)) (*freed)++;
-    }
-}
-
-void cr_store_obj_revoke_client(cr_store *store, const struct cr_uuid *client) {
-    assert(store != NULL && client != NULL);
-    uint32_t id = store->inflight_head;
-    while (id != CR_STORE_NONE) {
-        struct cr_store_obj *obj = cr_store_obj_at(store, id);
-        uint32_t next = obj->link_next;
-        if (cr_uuid_equal(&obj->owner, client)) cr_store_obj_free(store, id);
-        id = next;
-    }
-}
-
-static bool clear_one(cr_store *store, uint32_t id, const struct cr_uuid *client, int segment,
-                      uint64_t now_ms) {
-    struct cr_store_obj *obj = cr_store_obj_at(store, id);
-    if (obj->state != CR_OBJ_COMPLETE || !cr_uuid_equal(&obj->owner, client) ||
-        cr_store_obj_busy(obj, now_ms))
-        return false;
-    if (segment < 0) {
-        while (obj->replica_count > 0) obj_drop_replica(store, obj, 0);
-        obj_after_drop(store, id);
-        return true;
-    }
-    for (uint32_t r = 0; r < obj->replica_count; r++) {
-        if (obj->replicas[r].segment != (uint32_t)segment) continue;
-        obj_drop_replica(store, obj, r);
-        obj_after_drop(store, id);
-        return true;
-    }
-    return false;
-}
-
-int cr_store_batch_replica_clear(cr_store *store, const char *tenant, const char *const *keys,
-                                 const uint32_t *key_lens, size_t n,
-                                 const struct cr_uuid *client, const char *segment_name,
-                                 uint64_t now_ms, bool *cleared) {
-    assert(store != NULL && client != NULL);
-    assert(n == 0 || (keys != NULL && key_lens != NULL && cleared != NULL));
-    for (size_t i = 0; i < n; i++) {
-        int rc = cr_store_validate_key(store, keys[i], key_lens[i]);
-        if (rc != CR_OK) return rc;
-    }
-    int segment = -1;
-    if (segment_name != NULL && segment_name[0] != '\0') {
-        segment = cr_store_segment_lookup(store, segment_name);
-        if (segment < 0)
-            return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND, "segment %s is not mounted",
-                                 segment_name);
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t id = find_plain(store, tenant, keys[i], key_lens[i]);
-        cleared[i] = id != CR_STORE_NONE && clear_one(store, id, client, segment, now_ms);
-    }
-    return CR_OK;
-}
-
-/* ---- views ---------------------------------------------------------------------- */
-
-static void object_view(const cr_store *store, uint32_t id, uint64_t now_ms,
-                        struct cr_store_object_view *out) {
-    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
-    bool soft = cr_store_obj_soft_pinned(store, obj, now_ms);
-    *out = (struct cr_store_object_view){
-        .object_id = id, .generation = obj->generation,
-        .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
-        .key_len = obj->key_len, .size_bytes = obj->size,
-        .complete = obj->state == CR_OBJ_COMPLETE, .soft_pinned = soft,
-        .hard_pinned = obj->hard_pinned, .put_start_ms = obj->put_start_ms,
-        .lease_deadline_ms = obj->lease_deadline_ms, .last_access_ms = obj->last_access_ms,
-        .owner = obj->owner};
-    cr_store_obj_fill_list(store, obj, false, &out->replicas);
-}
-
-int cr_store_object_find(const cr_store *store, const char *tenant, const char *key,
-                         uint32_t key_len, uint64_t now_ms, struct cr_store_object_view *out) {
-    assert(store != NULL && out != NULL);
-    uint32_t id = find_plain(store, tenant, key, key_len);
-    if (id == CR_STORE_NONE) return CR_ERR_OBJECT_NOT_FOUND;
-    object_view(store, id, now_ms, out);
-    return CR_OK;
-}
-
-size_t cr_store_list_objects(const cr_store *store, const char *tenant, const char *prefix,
-                             uint64_t now_ms, uint32_t *cursor, size_t limit,
-                             struct cr_store_object_view *out) {
-    assert(store != NULL && cursor != NULL);
-    assert(out != NULL || limit == 0);
-    int t = (tenant != NULL) ? cr_store_tenant_lookup(store, tenant) : -1;
-    if (tenant != NULL && t < 0) return 0;
-    size_t plen = prefix ? strlen(prefix) : 0;
-    size_t count = 0;
-    for (; *cursor < store->slab_high && count < limit; (*cursor)++) {
-        const struct cr_store_obj *obj = cr_store_obj_at(store, *cursor);
-        if (obj->state == CR_OBJ_FREE || (t >= 0 && obj->tenant != (uint16_t)t)) continue;
-        if (plen > 0 && (obj->key_len < plen || memcmp(obj->key, prefix, plen) != 0)) continue;
-        object_view(store, *cursor, now_ms, &out[count++]);
-    }
-    return count;
 }

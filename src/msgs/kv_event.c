@@ -11,7 +11,9 @@
  *   2. msgpack_unpack builds the object tree in a zone pre-sized from the
  *      scan, so it never grows a chunk; strings and bins point into the payload.
  *   3. decode_batch type-checks every field and writes normalized events
- *      into the output arena.  The batch is published only if all succeed. */
+ *      into the output arena.  The batch is published only if all succeed.
+ * Passes 1 and 2 are kv_event_scan.c (once per batch); this file is pass 3,
+ * the arena and the API. */
 #include "msgs/kv_event.h"
 
 #include <assert.h>
@@ -23,43 +25,11 @@
 #include <string.h>
 
 #include "crescent/error.h"
+#include "msgs/kv_event_internal.h"
 
 #define ARENA_MIN_CHUNK_BYTES ((size_t)64 * 1024)
-#define ZONE_MIN_CHUNK_BYTES ((size_t)64 * 1024)
 
-/* ---- private types ---------------------------------------------------- */
-
-struct arena_chunk {
-    struct arena_chunk *next;
-    size_t cap;
-    size_t used;
-    max_align_t data[]; /* cap bytes */
-};
-
-/* Bump allocator rewound per batch.  When a batch needed more than one chunk,
- * the rewind replaces them by one chunk of the combined size, so after the
- * first few batches of a given shape decoding stops calling malloc. */
-struct kv_arena {
-    struct arena_chunk *head;
-    struct arena_chunk *cur;
-};
-
-struct cr_kv_decoder {
-    msgpack_zone zone;
-    size_t zone_chunk_bytes;
-    const void *zone_head; /* the zone's only chunk, to assert it never grows */
-    bool zone_live;
-    struct kv_arena arena;
-    struct cr_kv_batch batch;
-};
-
-/* Where the decoder is, for error messages. */
-struct kv_ctx {
-    struct cr_kv_decoder *dec;
-    char *err;
-    size_t err_size;
-    long event_index; /* -1 outside the events array */
-};
+/* ---- private types (the decoder's state is in kv_event_internal.h) ---- */
 
 /* vLLM/SGLang event fields, in BlockStored's positional order. */
 enum vllm_field {
@@ -119,7 +89,7 @@ static const enum vllm_field vllm_removed_positions[] = {VF_HASHES, VF_MEDIUM, V
 
 /* ---- errors ----------------------------------------------------------- */
 
-__attribute__((format(printf, 2, 3))) static int kv_fail(struct kv_ctx *c, const char *fmt, ...) {
+int cr_kv_fail(struct kv_ctx *c, const char *fmt, ...) {
     assert(c != NULL && fmt != NULL);
     if (c->err == NULL || c->err_size == 0) return CR_ERR_PROTOCOL;
     size_t used = 0;
@@ -215,161 +185,6 @@ static int ctx_alloc(struct kv_ctx *c, size_t bytes, void **out) {
     return CR_OK;
 }
 
-/* ---- pass 1: raw scan ------------------------------------------------- */
-
-static uint32_t read_be(const uint8_t *p, unsigned width) {
-    uint32_t v = 0;
-    for (unsigned i = 0; i < width; i++) v = (v << 8) | p[i];
-    return v;
-}
-
-/* Sizes one msgpack item at p (avail > 0 bytes): *size is its own encoding
- * (header and body, children excluded), *children its element count (2n for
- * maps).  Returns false for 0xc1 or a header cut short. */
-static bool scan_item(const uint8_t *p, size_t avail, size_t *size, size_t *children) {
-    assert(avail > 0);
-    uint8_t b = p[0];
-    *children = 0;
-    *size = 1;
-    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) return true;
-    if (b <= 0x9f) { /* fixmap, fixarray */
-        *children = b <= 0x8f ? 2u * (b & 0x0fu) : (b & 0x0fu);
-        return true;
-    }
-    if (b <= 0xbf) { /* fixstr */
-        *size = 1u + (b & 0x1fu);
-        return true;
-    }
-    /* hdr: bytes before the body; lw: width of a length field at p[1]; fixed body. */
-    unsigned hdr = 1, lw = 0;
-    size_t body = 0;
-    switch (b) {
-    case 0xc4: case 0xd9: lw = 1; break;
-    case 0xc5: case 0xda: lw = 2; break;
-    case 0xc6: case 0xdb: lw = 4; break;
-    case 0xc7: lw = 1; body = 1; break; /* ext: +1 type byte */
-    case 0xc8: lw = 2; body = 1; break;
-    case 0xc9: lw = 4; body = 1; break;
-    case 0xca: body = 4; break;
-    case 0xcb: body = 8; break;
-    case 0xcc: case 0xd0: body = 1; break;
-    case 0xcd: case 0xd1: body = 2; break;
-    case 0xce: case 0xd2: body = 4; break;
-    case 0xcf: case 0xd3: body = 8; break;
-    case 0xd4: body = 2; break;
-    case 0xd5: body = 3; break;
-    case 0xd6: body = 5; break;
-    case 0xd7: body = 9; break;
-    case 0xd8: body = 17; break;
-    case 0xdc: case 0xde: lw = 2; break;
-    case 0xdd: case 0xdf: lw = 4; break;
-    default: return false; /* 0xc1 */
-    }
-    hdr += lw;
-    if (avail < hdr) return false;
-    size_t n = lw ? read_be(p + 1, lw) : 0;
-    if (b >= 0xdc && b <= 0xdf) {
-        *children = b >= 0xde ? 2 * n : n;
-        *size = hdr;
-    } else {
-        *size = hdr + body + n;
-    }
-    return true;
-}
-
-/* Sizes the common fixed-width scalars (fixints, uint8..64, int8..64)
- * without the switch: token arrays are almost entirely these, and a
- * branch-free size keeps the mix of uint16/uint32 token ids cheap. */
-static inline size_t scan_fast_size(uint8_t b) {
-    if (b <= 0x7f || b >= 0xe0) return 1;
-    if ((unsigned)(b - 0xcc) <= 7u) return 1u + (1u << (b & 3u));
-    return 0;
-}
-
-/* Validates framing without allocating; sets *zone_bytes to the storage
- * msgpack_unpack will take from its zone. */
-static int scan_payload(struct kv_ctx *c, const uint8_t *p, size_t len, size_t *zone_bytes) {
-    assert(c != NULL && zone_bytes != NULL);
-    size_t remaining[CR_KV_MAX_DEPTH];
-    unsigned depth = 0;
-    size_t off = 0, objects = 0;
-    do {
-        if (depth > 0) {
-            /* Runs of scalars (token ids, hashes) in a tight loop. */
-            size_t left = remaining[depth - 1];
-            while (left > 0 && off < len) {
-                size_t step = scan_fast_size(p[off]);
-                if (step == 0) break;
-                off += step;
-                left--;
-            }
-            if (off > len) return kv_fail(c, "truncated msgpack at byte %zu", len);
-            remaining[depth - 1] = left;
-            if (left == 0) {
-                depth--;
-                while (depth > 0 && --remaining[depth - 1] == 0) depth--;
-                continue;
-            }
-        }
-        size_t size, children = 0;
-        if (off >= len) return kv_fail(c, "truncated msgpack at byte %zu", off);
-        size = scan_fast_size(p[off]);
-        if (size == 0 && !scan_item(p + off, len - off, &size, &children))
-            return kv_fail(c, "malformed msgpack at byte %zu", off);
-        if (size > len - off) return kv_fail(c, "truncated msgpack at byte %zu", off);
-        off += size;
-        if (children > len - off)
-            return kv_fail(c, "msgpack container at byte %zu claims %zu elements, %zu bytes left",
-                           off - size, children, len - off);
-        objects += children;
-        if (children > 0) {
-            if (depth == CR_KV_MAX_DEPTH)
-                return kv_fail(c, "msgpack nested deeper than %u", CR_KV_MAX_DEPTH);
-            remaining[depth++] = children;
-            continue;
-        }
-        while (depth > 0 && --remaining[depth - 1] == 0) depth--;
-    } while (depth > 0);
-    if (off != len) return kv_fail(c, "%zu trailing bytes after the batch", len - off);
-    *zone_bytes = objects * sizeof(msgpack_object);
-    return CR_OK;
-}
-
-/* ---- pass 2: msgpack-c ------------------------------------------------ */
-
-/* Makes the zone's first chunk hold `need` bytes, so that msgpack_unpack
- * never adds a chunk (and msgpack_zone_clear never frees one). */
-static int zone_reserve(struct cr_kv_decoder *dec, size_t need) {
-    assert(dec != NULL);
-    if (dec->zone_live && need <= dec->zone_chunk_bytes) return CR_OK;
-    size_t cap = dec->zone_chunk_bytes ? dec->zone_chunk_bytes : ZONE_MIN_CHUNK_BYTES;
-    while (cap < need) cap *= 2;
-    if (dec->zone_live) msgpack_zone_destroy(&dec->zone);
-    dec->zone_live = msgpack_zone_init(&dec->zone, cap);
-    dec->zone_chunk_bytes = dec->zone_live ? cap : 0;
-    dec->zone_head = dec->zone_live ? dec->zone.chunk_list.head : NULL;
-    return dec->zone_live ? CR_OK : CR_ERR_NOMEM;
-}
-
-static int unpack_payload(struct kv_ctx *c, const void *payload, size_t len,
-                          msgpack_object *root) {
-    assert(c != NULL && root != NULL);
-    size_t zone_bytes = 0;
-    int rc = scan_payload(c, payload, len, &zone_bytes);
-    if (rc != CR_OK) return rc;
-    /* Slack for the zone's alignment of each array/map allocation. */
-    rc = zone_reserve(c->dec, zone_bytes + 64);
-    if (rc != CR_OK) return kv_fail(c, "out of memory"), CR_ERR_NOMEM;
-    msgpack_zone_clear(&c->dec->zone);
-    size_t off = 0;
-    msgpack_unpack_return ret = msgpack_unpack(payload, len, &off, &c->dec->zone, root);
-    /* The scan accepted exactly one complete object, so msgpack-c must too. */
-    if (ret != MSGPACK_UNPACK_SUCCESS)
-        return kv_fail(c, "msgpack-c rejected the payload (%d)", (int)ret);
-    assert(c->dec->zone.chunk_list.head == c->dec->zone_head);
-    return CR_OK;
-}
-
 /* ---- pass 3: field getters -------------------------------------------- */
 
 static bool obj_is_str(const msgpack_object *o, const char *lit) {
@@ -398,17 +213,17 @@ static int get_hash_list(struct kv_ctx *c, const msgpack_object *o, const char *
                          const char *field, struct cr_kv_event *out) {
     assert(c != NULL && out != NULL);
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return kv_fail(c, "%s.%s is %s, not an array", ev, field, obj_type_name(o));
+        return cr_kv_fail(c, "%s.%s is %s, not an array", ev, field, obj_type_name(o));
     uint32_t n = o->via.array.size;
     if (n > CR_KV_MAX_HASHES_PER_EVENT)
-        return kv_fail(c, "%s.%s has %u hashes, limit %u", ev, field, n,
+        return cr_kv_fail(c, "%s.%s has %u hashes, limit %u", ev, field, n,
                        CR_KV_MAX_HASHES_PER_EVENT);
     uint64_t *hashes;
     int rc = ctx_alloc(c, (size_t)n * sizeof(*hashes), (void **)&hashes);
     if (rc != CR_OK) return rc;
     for (uint32_t i = 0; i < n; i++) {
         if (!hash_value(&o->via.array.ptr[i], &hashes[i]))
-            return kv_fail(c, "%s.%s[%u] is %s, not an int or bin", ev, field, i,
+            return cr_kv_fail(c, "%s.%s[%u] is %s, not an int or bin", ev, field, i,
                            obj_type_name(&o->via.array.ptr[i]));
     }
     out->hashes = hashes;
@@ -422,7 +237,7 @@ static int get_opt_hash(struct kv_ctx *c, const msgpack_object *o, const char *e
     *has = false;
     if (o->type == MSGPACK_OBJECT_NIL) return CR_OK;
     if (!hash_value(o, out))
-        return kv_fail(c, "%s.%s is %s, not an int, bin or nil", ev, field, obj_type_name(o));
+        return cr_kv_fail(c, "%s.%s is %s, not an int, bin or nil", ev, field, obj_type_name(o));
     *has = true;
     return CR_OK;
 }
@@ -433,10 +248,10 @@ static int get_tokens(struct kv_ctx *c, const msgpack_object *o, const char *ev,
     assert(c != NULL && out != NULL);
     if (o->type == MSGPACK_OBJECT_NIL) return out->has_token_ids = false, CR_OK;
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return kv_fail(c, "%s.%s is %s, not an array", ev, field, obj_type_name(o));
+        return cr_kv_fail(c, "%s.%s is %s, not an array", ev, field, obj_type_name(o));
     uint32_t n = o->via.array.size;
     if (n > CR_KV_MAX_TOKENS_PER_EVENT)
-        return kv_fail(c, "%s.%s has %u tokens, limit %u", ev, field, n,
+        return cr_kv_fail(c, "%s.%s has %u tokens, limit %u", ev, field, n,
                        CR_KV_MAX_TOKENS_PER_EVENT);
     uint32_t *ids;
     int rc = ctx_alloc(c, (size_t)n * sizeof(*ids), (void **)&ids);
@@ -444,7 +259,7 @@ static int get_tokens(struct kv_ctx *c, const msgpack_object *o, const char *ev,
     const msgpack_object *items = o->via.array.ptr;
     for (uint32_t i = 0; i < n; i++) {
         if (items[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER || items[i].via.u64 > UINT32_MAX)
-            return kv_fail(c, "%s.%s[%u] is not a u32 token id", ev, field, i);
+            return cr_kv_fail(c, "%s.%s[%u] is not a u32 token id", ev, field, i);
         ids[i] = (uint32_t)items[i].via.u64;
     }
     out->has_token_ids = true;
@@ -457,9 +272,9 @@ static int get_u64(struct kv_ctx *c, const msgpack_object *o, const char *ev, co
                    uint64_t max, uint64_t *out) {
     assert(c != NULL && out != NULL);
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return kv_fail(c, "%s.%s is %s, not a non-negative int", ev, field, obj_type_name(o));
+        return cr_kv_fail(c, "%s.%s is %s, not a non-negative int", ev, field, obj_type_name(o));
     if (o->via.u64 > max)
-        return kv_fail(c, "%s.%s %llu exceeds %llu", ev, field, (unsigned long long)o->via.u64,
+        return cr_kv_fail(c, "%s.%s %llu exceeds %llu", ev, field, (unsigned long long)o->via.u64,
                        (unsigned long long)max);
     *out = o->via.u64;
     return CR_OK;
@@ -492,7 +307,7 @@ static int get_opt_i64(struct kv_ctx *c, const msgpack_object *o, const char *ev
     } else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX) {
         *out = (int64_t)o->via.u64;
     } else {
-        return kv_fail(c, "%s.%s is %s, not an int64 or nil", ev, field, obj_type_name(o));
+        return cr_kv_fail(c, "%s.%s is %s, not an int64 or nil", ev, field, obj_type_name(o));
     }
     *has = true;
     return CR_OK;
@@ -506,10 +321,10 @@ static int get_str(struct kv_ctx *c, const msgpack_object *o, const char *ev, co
     out->len = 0;
     if (nil_ok && o->type == MSGPACK_OBJECT_NIL) return CR_OK;
     if (o->type != MSGPACK_OBJECT_STR)
-        return kv_fail(c, "%s.%s is %s, not a string", ev, field, obj_type_name(o));
+        return cr_kv_fail(c, "%s.%s is %s, not a string", ev, field, obj_type_name(o));
     uint32_t n = o->via.str.size;
     if (n > CR_KV_MAX_STRING_BYTES)
-        return kv_fail(c, "%s.%s is %u bytes, limit %u", ev, field, n, CR_KV_MAX_STRING_BYTES);
+        return cr_kv_fail(c, "%s.%s is %u bytes, limit %u", ev, field, n, CR_KV_MAX_STRING_BYTES);
     char *copy;
     int rc = ctx_alloc(c, (size_t)n + 1, (void **)&copy);
     if (rc != CR_OK) return rc;
@@ -548,16 +363,16 @@ static int get_replicas(struct kv_ctx *c, const msgpack_object *o, const char *e
                         struct cr_kv_event *out) {
     assert(c != NULL && out != NULL);
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return kv_fail(c, "%s.replicas is %s, not an array", ev, obj_type_name(o));
+        return cr_kv_fail(c, "%s.replicas is %s, not an array", ev, obj_type_name(o));
     uint32_t n = o->via.array.size;
     if (n > CR_KV_MAX_REPLICAS)
-        return kv_fail(c, "%s.replicas has %u entries, limit %u", ev, n, CR_KV_MAX_REPLICAS);
+        return cr_kv_fail(c, "%s.replicas has %u entries, limit %u", ev, n, CR_KV_MAX_REPLICAS);
     struct cr_kv_replica *reps;
     int rc = ctx_alloc(c, (size_t)n * sizeof(*reps), (void **)&reps);
     for (uint32_t i = 0; rc == CR_OK && i < n; i++) {
         const msgpack_object *pair = &o->via.array.ptr[i];
         if (pair->type != MSGPACK_OBJECT_ARRAY || pair->via.array.size != 2)
-            return kv_fail(c, "%s.replicas[%u] is not a [type, location] pair", ev, i);
+            return cr_kv_fail(c, "%s.replicas[%u] is not a [type, location] pair", ev, i);
         rc = get_str(c, &pair->via.array.ptr[0], ev, "replicas.type", false, &reps[i].type);
         if (rc == CR_OK)
             rc = get_str(c, &pair->via.array.ptr[1], ev, "replicas.location", false,
@@ -576,7 +391,7 @@ static int check_stored(struct kv_ctx *c, const struct cr_kv_event *ev, const ch
     if (!ev->has_token_ids || ev->block_size == 0) return CR_OK;
     uint64_t want = (uint64_t)ev->hash_count * ev->block_size;
     if (ev->token_count != want)
-        return kv_fail(c, "%s.token_ids length %u != %u blocks * %u", name, ev->token_count,
+        return cr_kv_fail(c, "%s.token_ids length %u != %u blocks * %u", name, ev->token_count,
                        ev->hash_count, ev->block_size);
     return CR_OK;
 }
@@ -624,11 +439,11 @@ static int decode_vllm_array(struct kv_ctx *c, const msgpack_object_array *a,
     uint32_t fields = a->size - 1;
     int rc = CR_OK;
     if (ev->kind == CR_KV_EVENT_STORED) {
-        if (a->size < 5) return kv_fail(c, "%s has %u elements, need >= 5", name, a->size);
+        if (a->size < 5) return cr_kv_fail(c, "%s has %u elements, need >= 5", name, a->size);
         for (uint32_t i = 0; rc == CR_OK && i < fields && i < VF_COUNT; i++)
             rc = vllm_set_field(c, ev, (enum vllm_field)i, &a->ptr[i + 1], name);
     } else if (ev->kind == CR_KV_EVENT_REMOVED) {
-        if (a->size < 2) return kv_fail(c, "%s has %u elements, need >= 2", name, a->size);
+        if (a->size < 2) return cr_kv_fail(c, "%s has %u elements, need >= 2", name, a->size);
         for (uint32_t i = 0; rc == CR_OK && i < fields && i < 3; i++)
             rc = vllm_set_field(c, ev, vllm_removed_positions[i], &a->ptr[i + 1], name);
     }
@@ -713,7 +528,7 @@ static int decode_store_array(struct kv_ctx *c, const msgpack_object_array *a,
     ev->dialect = CR_KV_DIALECT_STORE;
     if (ev->kind == CR_KV_EVENT_CLEARED) return CR_OK;
     uint32_t need = ev->kind == CR_KV_EVENT_STORED ? 8 : 3;
-    if (a->size < need) return kv_fail(c, "%s has %u elements, need %u", name, a->size, need);
+    if (a->size < need) return cr_kv_fail(c, "%s has %u elements, need %u", name, a->size, need);
     const msgpack_object *f = a->ptr;
     int rc = get_str(c, &f[1], name, "key", false, &ev->key);
     if (rc == CR_OK) rc = get_replicas(c, &f[2], name, ev);
@@ -758,10 +573,10 @@ static const struct event_name *event_name_find(const msgpack_object *o,
 static int decode_array_event(struct kv_ctx *c, const msgpack_object_array *a,
                               struct cr_kv_event *ev) {
     assert(c != NULL && ev != NULL);
-    if (a->size == 0) return kv_fail(c, "empty event array");
+    if (a->size == 0) return cr_kv_fail(c, "empty event array");
     const struct event_name *en = event_name_find(
         &a->ptr[0], array_event_names, sizeof(array_event_names) / sizeof(array_event_names[0]));
-    if (en == NULL) return kv_fail(c, "unknown event type (%s)", obj_type_name(&a->ptr[0]));
+    if (en == NULL) return cr_kv_fail(c, "unknown event type (%s)", obj_type_name(&a->ptr[0]));
     ev->kind = en->kind;
     return en->store ? decode_store_array(c, a, ev, en->name)
                      : decode_vllm_array(c, a, ev, en->name);
@@ -779,12 +594,12 @@ static int decode_map_event(struct kv_ctx *c, const msgpack_object_map *m,
             vllm ? event_name_find(val, array_event_names, 3)
                  : event_name_find(val, std_event_names, 3);
         if (en == NULL)
-            return kv_fail(c, "unknown %s value (%s)", vllm ? "type" : "event_type",
+            return cr_kv_fail(c, "unknown %s value (%s)", vllm ? "type" : "event_type",
                            obj_type_name(val));
         ev->kind = en->kind;
         return vllm ? decode_vllm_map(c, m, ev, en->name) : decode_std_map(c, m, ev, en->name);
     }
-    return kv_fail(c, "map event has neither \"type\" nor \"event_type\"");
+    return cr_kv_fail(c, "map event has neither \"type\" nor \"event_type\"");
 }
 
 static int decode_event(struct kv_ctx *c, const msgpack_object *o, struct cr_kv_event *ev) {
@@ -792,7 +607,7 @@ static int decode_event(struct kv_ctx *c, const msgpack_object *o, struct cr_kv_
     memset(ev, 0, sizeof(*ev));
     if (o->type == MSGPACK_OBJECT_ARRAY) return decode_array_event(c, &o->via.array, ev);
     if (o->type == MSGPACK_OBJECT_MAP) return decode_map_event(c, &o->via.map, ev);
-    return kv_fail(c, "event is %s, not an array or map", obj_type_name(o));
+    return cr_kv_fail(c, "event is %s, not an array or map", obj_type_name(o));
 }
 
 /* ---- pass 3: batch ---------------------------------------------------- */
@@ -806,8 +621,8 @@ static int get_ts(struct kv_ctx *c, const msgpack_object *o, double *out) {
     else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
         ts = (double)o->via.u64 / 1000.0;
     else
-        return kv_fail(c, "batch ts is %s, not a float or int", obj_type_name(o));
-    if (!isfinite(ts) || ts < 0) return kv_fail(c, "batch ts is negative or not finite");
+        return cr_kv_fail(c, "batch ts is %s, not a float or int", obj_type_name(o));
+    if (!isfinite(ts) || ts < 0) return cr_kv_fail(c, "batch ts is negative or not finite");
     *out = ts;
     return CR_OK;
 }
@@ -825,17 +640,17 @@ static int map_batch_fields(struct kv_ctx *c, const msgpack_object_map *m,
                  obj_is_str(key, "dp_rank"))
             *dp = val;
     }
-    if (*ts == NULL || *events == NULL) return kv_fail(c, "map batch lacks \"ts\" or \"events\"");
+    if (*ts == NULL || *events == NULL) return cr_kv_fail(c, "map batch lacks \"ts\" or \"events\"");
     return CR_OK;
 }
 
 static int decode_events(struct kv_ctx *c, const msgpack_object *o, struct cr_kv_batch *b) {
     assert(c != NULL && b != NULL);
     if (o->type != MSGPACK_OBJECT_ARRAY)
-        return kv_fail(c, "batch events is %s, not an array", obj_type_name(o));
+        return cr_kv_fail(c, "batch events is %s, not an array", obj_type_name(o));
     uint32_t n = o->via.array.size;
     if (n > CR_KV_MAX_EVENTS_PER_BATCH)
-        return kv_fail(c, "batch has %u events, limit %u", n, CR_KV_MAX_EVENTS_PER_BATCH);
+        return cr_kv_fail(c, "batch has %u events, limit %u", n, CR_KV_MAX_EVENTS_PER_BATCH);
     struct cr_kv_event *events;
     int rc = ctx_alloc(c, (size_t)n * sizeof(*events), (void **)&events);
     for (uint32_t i = 0; rc == CR_OK && i < n; i++) {
@@ -854,7 +669,7 @@ static int decode_batch(struct kv_ctx *c, const msgpack_object *root, struct cr_
     memset(b, 0, sizeof(*b));
     if (root->type == MSGPACK_OBJECT_ARRAY) {
         uint32_t n = root->via.array.size;
-        if (n != 2 && n != 3) return kv_fail(c, "batch array has %u elements, not 2 or 3", n);
+        if (n != 2 && n != 3) return cr_kv_fail(c, "batch array has %u elements, not 2 or 3", n);
         ts = &root->via.array.ptr[0];
         events = &root->via.array.ptr[1];
         dp = n == 3 ? &root->via.array.ptr[2] : NULL;
@@ -862,7 +677,7 @@ static int decode_batch(struct kv_ctx *c, const msgpack_object *root, struct cr_
         int rc = map_batch_fields(c, &root->via.map, &ts, &events, &dp);
         if (rc != CR_OK) return rc;
     } else {
-        return kv_fail(c, "batch is %s, not an array or map", obj_type_name(root));
+        return cr_kv_fail(c, "batch is %s, not an array or map", obj_type_name(root));
     }
     int rc = get_ts(c, ts, &b->ts);
     if (rc == CR_OK && dp != NULL)
@@ -878,7 +693,7 @@ int cr_kv_decoder_create(struct cr_kv_decoder **out) {
     struct cr_kv_decoder *dec = calloc(1, sizeof(*dec));
     if (dec == NULL) return CR_ERR_NOMEM;
     dec->arena.head = dec->arena.cur = arena_chunk_new(ARENA_MIN_CHUNK_BYTES);
-    if (dec->arena.head == NULL || zone_reserve(dec, ZONE_MIN_CHUNK_BYTES) != CR_OK) {
+    if (dec->arena.head == NULL || cr_kv_zone_reserve(dec, ZONE_MIN_CHUNK_BYTES) != CR_OK) {
         cr_kv_decoder_destroy(dec);
         return CR_ERR_NOMEM;
     }
@@ -901,10 +716,10 @@ int cr_kv_decode(struct cr_kv_decoder *dec, const void *payload, size_t len,
     *out = NULL;
     if (err != NULL && err_size > 0) err[0] = '\0';
     if (len > CR_KV_MAX_PAYLOAD_BYTES)
-        return kv_fail(&c, "payload is %zu bytes, limit %u", len, CR_KV_MAX_PAYLOAD_BYTES);
+        return cr_kv_fail(&c, "payload is %zu bytes, limit %u", len, CR_KV_MAX_PAYLOAD_BYTES);
     arena_reset(&dec->arena);
     msgpack_object root;
-    int rc = unpack_payload(&c, payload, len, &root);
+    int rc = cr_kv_unpack_payload(&c, payload, len, &root);
     if (rc == CR_OK) rc = decode_batch(&c, &root, &dec->batch);
     if (rc != CR_OK) return rc;
     *out = &dec->batch;

@@ -28,7 +28,20 @@
  * Ownership: the edge allocates each cr_master_call and owns it until
  * cr_edge_submit takes it (true); `done` hands it back, and the edge frees
  * it (cr_master_call_free) after queueing its reply.  A call whose client
- * went away meanwhile still comes back through `done`: the edge drops it. */
+ * went away meanwhile still comes back through `done`: the edge drops it.
+ *
+ * Calls go both ways between an edge (src/rpc) and segments
+ * (src/actors/segments.c), by design; each step has one owner:
+ *   - segments owns the loop, the store and the round: it calls the edge's
+ *     ops below (wire, ready, done, flush) and implements cr_edge_watch,
+ *     cr_edge_submit and the other cr_edge_* calls the edge makes;
+ *   - the edge owns its sockets and framing: bytes in, whole frames out,
+ *     replies queued and written;
+ *   - a request then travels down src/rpc and never back up: frame (the
+ *     edge) -> envelope, method lookup, decode and validate (rpc_intake.c,
+ *     with rpc_codec.c and rpc_batch.c) -> the method (rpc_methods.c on the
+ *     store, or a message to the actor that owns it) -> the reply packed
+ *     (rpc_fast_pack.c, else rpc_codec.c) -> `done` -> the edge writes it. */
 #ifndef CRESCENT_ACTORS_EDGE_H
 #define CRESCENT_ACTORS_EDGE_H
 

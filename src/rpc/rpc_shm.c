@@ -1,7 +1,8 @@
 /* The same-host shared-memory endpoint, server side (see rpc_shm.h and
- * msgs/rpc_shm.h).  Single-threaded: every function runs on its owner's
- * thread. */
-#include "rpc/rpc_shm.h"
+ * msgs/rpc_shm.h): clients' rings (reading requests, writing replies) and
+ * the owner's calls.  The set-up socket is rpc_shm_setup.c.  Single-threaded:
+ * every function runs on its owner's thread. */
+#include "rpc/rpc_shm_internal.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -20,71 +21,6 @@
 #include "msgs/rpc_stream.h"
 #include "rdma/xfer_shm.h"
 
-#define SHM_EVENTS 64u
-#define SHM_READ_BUDGET (256u << 10) /* bytes taken from one ring per poll: fairness */
-#define SHM_OUT_MAX (64u << 20)      /* unwritten reply bytes that close a client */
-#define SHM_IN_MIN (4u << 10)
-#define SHM_ACCEPT_BATCH 64u
-/* epoll tags: the kind in the high half, the client's slot in the low. */
-#define TAG_LISTEN 1ull
-#define TAG_SOCK 2ull
-#define TAG_WAKE 3ull
-#define TAG_REFUSE 4ull
-#define REFUSING_MAX 8u /* refusals waiting for their client's hello */
-#define TAG(kind, slot) ((kind) << 32 | (uint64_t)(slot))
-
-struct client {
-    int sock;      /* the set-up socket: its EOF ends the client */
-    int to_server; /* eventfd the client writes to wake us */
-    int to_client; /* eventfd we write to wake it */
-    bool ready;    /* the hello was answered with the rings */
-    void *map;
-    struct cr_rpc_shm_ring req, rep;
-    uint8_t *in; /* bytes copied out of the request ring, not yet a whole frame */
-    size_t in_len, in_cap;
-    struct cr_rpc_stream_out out; /* reply bytes not yet in the reply ring */
-    uint32_t in_flight;
-    uint32_t slot;
-    bool dirty;
-    struct client *next_dirty;
-    int pid;
-};
-
-struct cr_rpc_shm_server {
-    int listen_fd, epoll_fd;
-    char path[CR_RPC_SHM_PATH_MAX + 1];
-    bool file; /* a path in the file system: unlinked at close */
-    uint32_t ring_bytes, queue_max, clients_max;
-    cr_rpc_shm_frame_fn on_frame;
-    void *ctx;
-    struct client **clients; /* by slot */
-    uint32_t *generation;    /* by slot; bumped at every close */
-    uint32_t *free_slots, free_count;
-    uint32_t *ready, ready_count; /* slots of ready clients: what poll scans */
-    struct client *dirty;
-    struct cr_rpc_shm_stats stats;
-    uint64_t last_log_ns;
-    /* A refused client is answered after its hello arrived: a Unix socket
-     * closed before the peer's hello makes the peer's send fail (EPIPE),
-     * and one closed with the hello unread resets the peer; either way it
-     * would not read why it was refused. */
-    struct {
-        int fd; /* -1: free */
-        int32_t status;
-        char text[160];
-    } refusing[REFUSING_MAX];
-};
-
-static uint64_t client_id(const struct cr_rpc_shm_server *srv, const struct client *c) {
-    return (uint64_t)srv->generation[c->slot] << 32 | c->slot;
-}
-
-static void wake(int fd) {
-    uint64_t one = 1;
-    if (write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-        CR_ERROR("rpc_shm", "eventfd write failed: %s", strerror(errno));
-}
-
 /* ------------------------------------------------------------------------ */
 /* Clients */
 
@@ -96,7 +32,7 @@ static void ready_remove(struct cr_rpc_shm_server *srv, uint32_t slot) {
     }
 }
 
-static void client_close(struct cr_rpc_shm_server *srv, struct client *c, const char *why) {
+void cr_rpc_shm_client_close(struct cr_rpc_shm_server *srv, struct client *c, const char *why) {
     CR_DEBUG("rpc_shm", "closing shm client pid %d: %s", c->pid, why);
     epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->sock, NULL);
     close(c->sock);
@@ -129,7 +65,7 @@ static bool client_flush(struct cr_rpc_shm_server *srv, struct client *c, uint32
         int64_t room = cr_rpc_shm_ring_room(&c->rep);
         if (room < 0) {
             srv->stats.closed_malformed++;
-            client_close(srv, c, "it moved its reply ring's head outside the ring");
+            cr_rpc_shm_client_close(srv, c, "it moved its reply ring's head outside the ring");
             return false;
         }
         size_t n = c->out.len - c->out.off;
@@ -152,7 +88,7 @@ static bool client_flush(struct cr_rpc_shm_server *srv, struct client *c, uint32
     }
     if (c->out.len - c->out.off > SHM_OUT_MAX) {
         srv->stats.closed_slow++;
-        client_close(srv, c, "its unread replies passed 64 MiB");
+        cr_rpc_shm_client_close(srv, c, "its unread replies passed 64 MiB");
         return false;
     }
     return true;
@@ -195,7 +131,7 @@ static bool take_frames(struct cr_rpc_shm_server *srv, struct client *c, uint32_
                  CR_RPC_REQUEST_HEADER_BYTES, CR_RPC_STREAM_REQUEST_MAX);
         if (reply_bytes(srv, c, 0, CR_ERR_PROTOCOL, (const uint8_t *)text, strlen(text)) &&
             client_flush(srv, c, NULL))
-            client_close(srv, c, "malformed frame");
+            cr_rpc_shm_client_close(srv, c, "malformed frame");
         return false;
     }
     c->in_len -= pos;
@@ -226,13 +162,13 @@ static void client_read(struct cr_rpc_shm_server *srv, struct client *c, uint32_
         int64_t readable = cr_rpc_shm_ring_readable(&c->req);
         if (readable < 0) {
             srv->stats.closed_malformed++;
-            client_close(srv, c, "it moved its request ring's tail outside the ring");
+            cr_rpc_shm_client_close(srv, c, "it moved its request ring's tail outside the ring");
             return;
         }
         if (readable == 0) return;
         size_t n = (size_t)readable < budget ? (size_t)readable : budget;
         if (!reserve_in(c, n)) {
-            client_close(srv, c, "out of memory for its input buffer");
+            cr_rpc_shm_client_close(srv, c, "out of memory for its input buffer");
             return;
         }
         cr_rpc_shm_ring_take(&c->req, c->in + c->in_len, n);
@@ -244,214 +180,6 @@ static void client_read(struct cr_rpc_shm_server *srv, struct client *c, uint32_
         }
         if (!take_frames(srv, c, work)) return;
     }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Set-up */
-
-static void send_welcome(int sock, const struct cr_rpc_shm_welcome *w, const int *fds) {
-    struct iovec iov = {.iov_base = (void *)w, .iov_len = sizeof(*w)};
-    union {
-        char buf[CMSG_SPACE(CR_RPC_SHM_FDS * sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fds != NULL) {
-        msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof(control.buf);
-        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-        cmsg->cmsg_level = SOL_SOCKET;
-        cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN(CR_RPC_SHM_FDS * sizeof(int));
-        memcpy(CMSG_DATA(cmsg), fds, CR_RPC_SHM_FDS * sizeof(int));
-    }
-    if (sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(*w))
-        CR_DEBUG("rpc_shm", "welcome not sent: %s", strerror(errno));
-}
-
-/* Answers the hello with an error.  The hello is read first: a Unix
- * socket closed with unread bytes resets the peer, which would then never
- * read the answer. */
-static void refuse(int sock, int32_t status, const char *text) {
-    struct cr_rpc_shm_hello hello;
-    ssize_t n = recv(sock, &hello, sizeof(hello), MSG_DONTWAIT);
-    (void)n; /* a hello not sent yet, or read already: nothing to drain */
-    struct cr_rpc_shm_welcome w = {.magic = CR_RPC_SHM_MAGIC, .status = status};
-    snprintf(w.text, sizeof(w.text), "%s", text);
-    send_welcome(sock, &w, NULL);
-}
-
-/* Makes the client's memfd and eventfds.  False with `why` set. */
-static bool client_rings(struct cr_rpc_shm_server *srv, struct client *c, int *memfd,
-                         char *why, size_t why_size) {
-    size_t bytes = cr_rpc_shm_map_bytes(srv->ring_bytes);
-    *memfd = memfd_create("crescent-rpc-shm", MFD_CLOEXEC);
-    if (*memfd < 0 || ftruncate(*memfd, (off_t)bytes) != 0) {
-        snprintf(why, why_size, "memfd of %zu bytes: %s", bytes, strerror(errno));
-        return false;
-    }
-    c->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *memfd, 0);
-    if (c->map == MAP_FAILED) {
-        c->map = NULL;
-        snprintf(why, why_size, "mmap of %zu bytes: %s", bytes, strerror(errno));
-        return false;
-    }
-    c->to_server = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    c->to_client = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_WAKE, c->slot)};
-    if (c->to_server < 0 || c->to_client < 0 ||
-        epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, c->to_server, &ev) != 0) {
-        snprintf(why, why_size, "eventfd: %s", strerror(errno));
-        return false;
-    }
-    struct cr_rpc_shm_header *h = c->map;
-    h->magic = CR_RPC_SHM_MAGIC;
-    h->version = CR_RPC_SHM_VERSION;
-    h->ring_bytes = srv->ring_bytes;
-    uint8_t *rings = (uint8_t *)c->map + CR_RPC_SHM_HEADER_BYTES;
-    cr_rpc_shm_ring_init(&c->req, &h->requests, rings, srv->ring_bytes);
-    cr_rpc_shm_ring_init(&c->rep, &h->replies, rings + srv->ring_bytes, srv->ring_bytes);
-    return true;
-}
-
-/* The client's hello: answered with its rings, or it is closed. */
-static void client_hello(struct cr_rpc_shm_server *srv, struct client *c) {
-    struct cr_rpc_shm_hello hello;
-    ssize_t n = recv(c->sock, &hello, sizeof(hello), MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (n != (ssize_t)sizeof(hello) || hello.magic != CR_RPC_SHM_MAGIC ||
-        hello.version != CR_RPC_SHM_VERSION) {
-        if (n > 0) {
-            srv->stats.closed_malformed++;
-            refuse(c->sock, CR_ERR_PROTOCOL, "not a crescent shm hello of this version");
-        }
-        client_close(srv, c, n == 0 ? "it left before its hello" : "bad hello");
-        return;
-    }
-    int memfd = -1;
-    char why[200];
-    if (!client_rings(srv, c, &memfd, why, sizeof(why))) {
-        CR_WARN("rpc_shm", "shm client pid %d dropped: %s", c->pid, why);
-        refuse(c->sock, CR_ERR_NOMEM, why);
-        if (memfd >= 0) close(memfd);
-        client_close(srv, c, why);
-        return;
-    }
-    struct cr_rpc_shm_welcome w = {.magic = CR_RPC_SHM_MAGIC, .status = CR_OK,
-                                   .ring_bytes = srv->ring_bytes};
-    int fds[CR_RPC_SHM_FDS] = {memfd, c->to_server, c->to_client};
-    send_welcome(c->sock, &w, fds);
-    close(memfd); /* both mappings keep it alive */
-    c->ready = true;
-    srv->ready[srv->ready_count++] = c->slot;
-}
-
-/* SO_PEERCRED: only crescentd's own user or root may connect (the
- * abstract socket has no file permissions; see rdma/xfer_shm.h). */
-static bool peer_allowed(struct cr_rpc_shm_server *srv, int fd, int *pid) {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred);
-    *pid = known ? (int)cred.pid : -1;
-    if (known && cr_xfer_shm_peer_allowed(geteuid(), cred.uid)) return true;
-    srv->stats.refused_peer++;
-    if (cr_log_ratelimit(&srv->last_log_ns, cr_monotonic_ns(), 10ull * 1000000000u))
-        CR_WARN("rpc_shm", "shm client pid %d uid %d refused: only uid %u (crescentd's user) or "
-                "root may use %s", *pid, known ? (int)cred.uid : -1, (unsigned)geteuid(),
-                srv->path);
-    return false;
-}
-
-/* Refuses a client once its hello is there (at once if it is, else when
- * its socket becomes readable; with REFUSING_MAX refusals waiting, at once).
- * Takes fd. */
-static void refuse_client(struct cr_rpc_shm_server *srv, int fd, int32_t status,
-                          const char *text) {
-    struct cr_rpc_shm_hello hello;
-    uint32_t i = 0;
-    while (i < REFUSING_MAX && srv->refusing[i].fd >= 0) i++;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_REFUSE, i)};
-    if (recv(fd, &hello, sizeof(hello), MSG_PEEK | MSG_DONTWAIT) > 0 || i == REFUSING_MAX ||
-        epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        refuse(fd, status, text);
-        close(fd);
-        return;
-    }
-    srv->refusing[i].fd = fd;
-    srv->refusing[i].status = status;
-    snprintf(srv->refusing[i].text, sizeof(srv->refusing[i].text), "%s", text);
-}
-
-static void refusal_ready(struct cr_rpc_shm_server *srv, uint32_t i) {
-    assert(i < REFUSING_MAX && srv->refusing[i].fd >= 0);
-    int fd = srv->refusing[i].fd;
-    epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-    refuse(fd, srv->refusing[i].status, srv->refusing[i].text);
-    close(fd);
-    srv->refusing[i].fd = -1;
-}
-
-static void accept_some(struct cr_rpc_shm_server *srv, uint32_t *work) {
-    for (unsigned i = 0; i < SHM_ACCEPT_BATCH; i++) {
-        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
-            return;
-        }
-        int pid;
-        if (!peer_allowed(srv, fd, &pid)) {
-            refuse_client(srv, fd, CR_ERR_ILLEGAL_CLIENT, "only crescentd's own user or root "
-                          "may use its shm endpoint");
-            continue;
-        }
-        if (srv->free_count == 0) {
-            srv->stats.refused_full++;
-            char text[160];
-            snprintf(text, sizeof(text), "%u shm clients are connected "
-                     "(--rpc-shm-clients-max): try again later or use crescent://",
-                     srv->clients_max);
-            if (cr_log_ratelimit(&srv->last_log_ns, cr_monotonic_ns(), 10ull * 1000000000u))
-                CR_WARN("rpc_shm", "shm client pid %d refused: %s", pid, text);
-            refuse_client(srv, fd, CR_ERR_AGAIN, text);
-            continue;
-        }
-        struct client *c = calloc(1, sizeof(*c));
-        if (c == NULL) {
-            close(fd);
-            continue;
-        }
-        c->sock = fd;
-        c->to_server = c->to_client = -1;
-        c->pid = pid;
-        c->slot = srv->free_slots[--srv->free_count];
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_SOCK, c->slot)};
-        if (epoll_ctl(srv->epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            srv->free_slots[srv->free_count++] = c->slot;
-            free(c);
-            close(fd);
-            continue;
-        }
-        srv->clients[c->slot] = c;
-        srv->stats.clients_open++;
-        srv->stats.accepted++;
-        (*work)++;
-        client_hello(srv, c); /* usually already sent */
-    }
-}
-
-/* The set-up socket of a ready client is readable: it closed (EOF), or it
- * sent something it must not. */
-static void client_sock_event(struct cr_rpc_shm_server *srv, struct client *c) {
-    if (!c->ready) {
-        client_hello(srv, c);
-        return;
-    }
-    uint8_t byte;
-    ssize_t n = recv(c->sock, &byte, sizeof(byte), MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    if (n > 0) srv->stats.closed_malformed++;
-    client_close(srv, c, n == 0 ? "it closed its socket" : n > 0 ? "it wrote after its hello"
-                                                          : strerror(errno));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -530,7 +258,7 @@ void cr_rpc_shm_server_close(struct cr_rpc_shm_server *srv) {
     }
     srv->dirty = NULL;
     for (uint32_t i = 0; srv->clients != NULL && i < srv->clients_max; i++)
-        if (srv->clients[i] != NULL) client_close(srv, srv->clients[i], "crescentd stops");
+        if (srv->clients[i] != NULL) cr_rpc_shm_client_close(srv, srv->clients[i], "crescentd stops");
     for (uint32_t i = 0; i < REFUSING_MAX; i++)
         if (srv->refusing[i].fd >= 0) close(srv->refusing[i].fd);
     if (srv->listen_fd >= 0) {
@@ -559,11 +287,11 @@ uint32_t cr_rpc_shm_server_serve(struct cr_rpc_shm_server *srv) {
         uint64_t kind = events[i].data.u64 >> 32;
         uint32_t slot = (uint32_t)events[i].data.u64;
         if (kind == TAG_LISTEN) {
-            accept_some(srv, &work);
+            cr_rpc_shm_accept_some(srv, &work);
             continue;
         }
         if (kind == TAG_REFUSE) {
-            refusal_ready(srv, slot);
+            cr_rpc_shm_refusal_ready(srv, slot);
             continue;
         }
         assert(slot < srv->clients_max);
@@ -575,7 +303,7 @@ uint32_t cr_rpc_shm_server_serve(struct cr_rpc_shm_server *srv) {
                 CR_ERROR("rpc_shm", "eventfd read failed: %s", strerror(errno));
         } else {
             uint64_t before = srv->stats.clients_open;
-            client_sock_event(srv, c);
+            cr_rpc_shm_client_sock_event(srv, c);
             work += before != srv->stats.clients_open;
         }
     }

@@ -283,4 +283,11 @@ void cr_runtime_flush_wakes(void);
  * a blocking wait hook, exit), which must leave no receiver asleep. */
 void cr_runtime_flush_all_wakes(void);
 
+/* actor_loop.c: an actor thread's body, from its start hook to its stop
+ * hook (pthread_create's start routine, called by cr_runtime_spawn). */
+void *cr_actor_main(void *arg);
+
+/* runtime.c: makes `actor` the calling thread's cr_current_actor(). */
+void cr_runtime_set_current_actor(struct cr_actor *actor);
+
 #endif
