@@ -740,9 +740,16 @@ static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply 
 }
 
 static void on_tick(struct segments_state *st) {
+    uint32_t mounted = cr_store_mounted_count(st->store);
     uint32_t expired = cr_store_expire_clients(st->store, st->now_ms);
-    if (expired > 0)
-        CR_INFO("segments", "%u client(s) missed their TTL: segments unmounted", expired);
+    uint32_t unmounted = mounted - cr_store_mounted_count(st->store);
+    /* Every crescentctl call is a client that goes silent: only clients that
+     * held segments are news. */
+    if (unmounted > 0)
+        CR_INFO("segments", "%u client(s) missed their TTL: %u segment(s) unmounted", expired,
+                unmounted);
+    else if (expired > 0)
+        CR_DEBUG("segments", "%u client(s) without segments forgotten after their TTL", expired);
     if (expired > 0 || st->task_recheck_due) tell_tasks_recheck(st);
     struct cr_msg tick = {.type = CR_MSG_SEGMENTS_TICK};
     if (cr_actor_timer_after(st->self, SEGMENTS_TICK_NS, &tick, NULL) != CR_OK)

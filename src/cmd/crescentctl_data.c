@@ -137,8 +137,8 @@ int ctl_data_put(cr_client *c, bool json, const char *command, const char *tenan
     return CTL_EXIT_OK;
 }
 
-int ctl_data_get(cr_client *c, const char *command, const char *tenant, const char *key,
-                 const char *path) {
+int ctl_data_get(cr_client *c, bool json, const char *command, const char *tenant,
+                 const char *key, const char *path) {
     struct progress p;
     progress_init(&p, command, key);
     void *data = NULL;
@@ -160,5 +160,8 @@ int ctl_data_get(cr_client *c, const char *command, const char *tenant, const ch
         return CTL_EXIT_SERVER_FAILURE;
     }
     progress_done(&p, len);
+    if (json && !to_stdout)
+        ctl_emit(json_pack("{s:s, s:s, s:I}", "key", key, "file", path, "size_bytes",
+                           (json_int_t)len));
     return CTL_EXIT_OK;
 }

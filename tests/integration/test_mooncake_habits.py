@@ -80,7 +80,7 @@ def test_mooncake_endpoints(daemon):
     assert summary.startswith("Storage: 8.00 KB / 64.00 MB (0.0%) | Keys: 2 |"), summary
     assert "PutStart=2, PutEnd=2" in summary
     status, body = http_get(port, "/metrics")
-    assert status == 200 and b"# TYPE crescent_segments_objects gauge" in body
+    assert status == 200 and b"# TYPE master_key_count gauge" in body  # Mooncake's names
 
 
 
@@ -138,3 +138,22 @@ def test_ready_line_names_rpc_and_metrics(daemon):
     _, err = d.stop()
     ready = [l for l in err.splitlines() if " ready: " in l][0]
     assert f"rpc={rpc}" in ready and f"metrics=127.0.0.1:{port}" in ready, ready
+
+
+def test_ttl_log_names_only_clients_that_held_segments(daemon):
+    """A client that only wrote into crescentd's own segment is forgotten
+    quietly after its TTL; a client whose segments are unmounted is news."""
+    from conftest import wait_for
+    d = daemon("--client-ttl", "1", "--log-level", "INFO", "--local-segment-size", "64M")
+    rpc = d.args[d.args.index("--rpc-address") + 1]
+
+    def expired():
+        return json.loads(http_get(d.port, "/api/v1/stats")[1])["clients_expired"]
+
+    ctl(rpc, "put-start", "k1", "4K")  # a client without segments of its own
+    wait_for(lambda: expired() >= 1, "the writing client's expiry", timeout=60)
+    ctl(rpc, "mount", "seg0", "64M", "--endpoint", "10.0.0.5:1")
+    wait_for(lambda: expired() >= 2, "the mounting client's expiry", timeout=60)
+    _, err = d.stop()
+    lines = [l for l in err.splitlines() if "missed their TTL" in l]
+    assert len(lines) == 1 and "1 client(s) missed their TTL: 1 segment(s) unmounted" in lines[0], err
