@@ -65,3 +65,40 @@ def test_keygen_names_the_files_it_wrote(tmp_path):
     assert doc["secret_key_file"] == f"{tmp_path}/c.key"
     assert doc["public_key_file"] == f"{tmp_path}/c.pub"
     assert (tmp_path / "c.pub").read_text().strip() == doc["public_key"]
+
+
+def keygen(tmp_path, name):
+    prefix = tmp_path / name
+    subprocess.run([binary("crescentctl"), "keygen", str(prefix)], check=True,
+                   capture_output=True)
+    return (prefix.with_suffix(".pub").read_text().strip(),
+            prefix.with_suffix(".key").read_text().strip(), prefix)
+
+
+def test_zmq_endpoint_down_fails_at_once(tmp_path):
+    import socket
+    import time
+    from conftest import free_port
+    port = free_port()  # nothing listens there
+    t0 = time.monotonic()
+    r = subprocess.run([binary("crescentctl"), "--rpc", f"tcp://127.0.0.1:{port}",
+                        "--timeout-ms", "20000", "ping"], capture_output=True, text=True,
+                       timeout=60, env={"CRESCENT_CLIENT_ID": CLIENT})
+    took = time.monotonic() - t0
+    assert r.returncode == 3 and "nothing accepts connections" in r.stderr, r.stderr
+    assert took < 15, took  # the timeout was 20 s; refused is known at once
+
+
+def test_curve_daemon_and_a_client_without_keys_says_why(daemon, tmp_path):
+    server_pub, _, server = keygen(tmp_path, "server")
+    alice_pub, _, _ = keygen(tmp_path, "alice")
+    clients = tmp_path / "clients"
+    clients.mkdir()
+    (clients / "alice.pub").write_text(alice_pub + "\n")
+    d = daemon("--curve-secret-key-file", str(server) + ".key", "--curve-clients", str(clients))
+    rpc = d.args[d.args.index("--rpc-address") + 1]
+    r = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "20000", "ping"],
+                       capture_output=True, text=True, timeout=60,
+                       env={"CRESCENT_CLIENT_ID": CLIENT})
+    assert r.returncode == 3, r.stderr
+    assert "CurveZMQ" in r.stderr and "is it running" not in r.stderr, r.stderr
