@@ -118,6 +118,7 @@ struct bench_worker {
     uint64_t start_ns;               /* shared start of the run (warm-up begins) */
     uint64_t measure_ns;             /* start of the measured phase */
     uint64_t end_ns;                 /* end of the measured phase (duration mode) */
+    uint64_t stop_ns;                /* no send after this: end_ns plus a grace (duration mode) */
     uint64_t rng;
     uint64_t sent_scheduled;         /* open loop: sends due so far (the next is due at
                                         start_ns + sent_scheduled / per-connection rate) */

@@ -187,7 +187,7 @@ bool bench_may_issue(struct bench_worker *w, uint64_t due_ns, uint64_t issued_me
                       bool *measured) {
     *measured = due_ns >= w->measure_ns;
     if (w->opt->count > 0) return !*measured || issued_measured < w->quota;
-    return due_ns < w->end_ns;
+    return due_ns < w->end_ns && bench_now_ns() < w->stop_ns;
 }
 
 static int submit_first(struct bench_worker *w, struct slot *s) {
