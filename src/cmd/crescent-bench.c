@@ -263,6 +263,14 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         fprintf(stderr, "crescent-bench: --batch and --mount-fake are for the store workloads\n");
         return BENCH_EXIT_USAGE;
     }
+    if (opt->indexer && opt->depth > 1) {
+        /* Each connection sends one HTTP request and reads its answer before
+         * the next (no pipelining): a depth would be reported but not run. */
+        fprintf(stderr, "crescent-bench: query/route send one request at a time per "
+                "connection: drop --depth, use --connections %u for %u in flight\n",
+                opt->connections * opt->depth, opt->connections * opt->depth);
+        return BENCH_EXIT_USAGE;
+    }
     if (opt->indexer && opt->prompt_tokens < opt->block_size) {
         fprintf(stderr, "crescent-bench: --prompt-tokens %u is below --block-size %u: no block "
                 "to cache\n", opt->prompt_tokens, opt->block_size);
@@ -596,6 +604,8 @@ static void merge(const struct run *r, struct bench_totals *t) {
         if (w->measured_last_ns > last) last = w->measured_last_ns;
     }
     t->elapsed_s = last > first ? (double)(last - first) / 1e9 : 0.0;
+    uint64_t measure = r->opt.connections > 0 ? r->workers[0].measure_ns : 0;
+    t->span_s = last > measure && last != 0 ? (double)(last - measure) / 1e9 : 0.0;
     /* Each connection's sends per second, summed: (n - 1) intervals between n sends. */
     for (unsigned i = 0; i < r->opt.connections; i++) {
         const struct bench_worker *w = &r->workers[i];

@@ -155,6 +155,8 @@ struct bench_totals {
     size_t status_kinds;
     uint64_t statuses_other;
     double elapsed_s;                /* measured phase: first send to last completion */
+    double span_s;                   /* from the measured phase's start to its last completion:
+                                        the timeline's last second covers span_s - (n - 1) */
     double sent_rate;                /* measured sends per second, over all connections */
     struct cr_latency_hist *hist[OP_KINDS + 1]; /* [OP_KINDS]: every operation */
     struct bench_second *seconds;

@@ -160,6 +160,13 @@ static json_t *timeline_json(const struct bench_totals *t) {
         json_t *o = json_object();
         json_object_set_new(o, "second", json_integer(s));
         json_object_set_new(o, "ops", json_integer((json_int_t)x->ops));
+        /* The last second is partial (the window's end, in-flight calls
+         * finishing): its rate is its ops over the part it covers, not a
+         * collapse to a fraction of the others. */
+        double covered = t->span_s - (double)s;
+        double span = covered >= 1.0 || covered <= 0.0 ? 1.0 : covered;
+        json_object_set_new(o, "span_s", json_real(span));
+        json_object_set_new(o, "ops_per_s", json_real((double)x->ops / span));
         json_object_set_new(o, "errors", json_integer((json_int_t)x->errors));
         json_object_set_new(o, "latency_mean_us",
                             json_real(x->ops ? x->latency_sum_ns / 1000.0 / (double)x->ops : 0.0));

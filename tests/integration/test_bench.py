@@ -189,9 +189,13 @@ def test_usage_errors(store, tmp_path):
     for args in (["--workload", "nope"], ["--depth", "0"], ["--mix", "1:1:1:1"],
                  ["--workload", "remove"], ["--distribution", "pareto"], ["extra"],
                  ["--workload", "query", "--prompt-tokens", "8"],
-                 ["--workload", "query", "--batch", "4"], ["--prompts", "70000"]):
+                 ["--workload", "query", "--batch", "4"], ["--prompts", "70000"],
+                 ["--workload", "route", "--depth", "4"]):
         rc, doc, text = bench(store, tmp_path, *args)
         assert rc == 2 and "crescent-bench:" in text, (args, text)
+    # query/route run no depth: refused rather than reported and not run
+    rc, _, text = bench(store, tmp_path, "--workload", "query", "--depth", "4")
+    assert rc == 2 and "--connections 4" in text, text
     p = subprocess.run([binary("crescent-bench"), "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "--rate" in p.stdout and "--mount-fake" in p.stdout
 
@@ -249,3 +253,17 @@ def test_duration_is_honoured_when_the_rate_cannot_be_met(store, tmp_path):
     assert rc == 0, text
     assert took < 30, took  # the backlog of 10 M sends would take minutes
     assert doc["sent_rate_ops_s"] < rate / 2, doc["sent_rate_ops_s"]
+
+
+def test_timeline_rates_the_trailing_partial_second_by_its_span(store, tmp_path):
+    """A 2.5 s window: the third second covers about half a second, and its
+    rate is its operations over that half, not a collapse to half the rate."""
+    rc, doc, text = bench(store, tmp_path, "--mount-fake", "--workload", "exist",
+                          "--duration", "2.5", "--warmup", "0.2", "--keys", "1000")
+    assert rc == 0, text
+    t = doc["timeline"]
+    assert len(t) == 3, t
+    assert all(s["span_s"] == 1.0 for s in t[:-1])
+    assert 0.3 < t[-1]["span_s"] < 0.9, t[-1]
+    for s in t:
+        assert abs(s["ops_per_s"] - s["ops"] / s["span_s"]) < 1e-6 * max(1, s["ops_per_s"])
