@@ -583,6 +583,7 @@ static void merge(const struct run *r, struct bench_totals *t) {
             cr_latency_hist_merge(t->hist[op], w->hist[op]);
             cr_latency_hist_merge(t->hist[OP_KINDS], w->hist[op]);
         }
+        cr_latency_hist_merge(t->uncorrected, w->uncorrected);
         t->keys_done += w->keys_done;
         t->errors += w->errors;
         t->statuses_other += w->statuses_other;
@@ -630,10 +631,12 @@ static bool allocate(struct run *r, struct bench_totals *t) {
     t->seconds = calloc(BENCH_SECONDS_MAX, sizeof(*t->seconds));
     bool ok = r->workers != NULL && r->threads != NULL && t->seconds != NULL;
     for (int op = 0; ok && op <= OP_KINDS; op++) ok = (t->hist[op] = new_hist()) != NULL;
+    ok = ok && (t->uncorrected = new_hist()) != NULL;
     for (unsigned i = 0; ok && i < n; i++) {
         r->workers[i].seconds = calloc(BENCH_SECONDS_MAX, sizeof(struct bench_second));
         ok = r->workers[i].seconds != NULL;
         for (int op = 0; ok && op < OP_KINDS; op++) ok = (r->workers[i].hist[op] = new_hist()) != NULL;
+        ok = ok && (r->workers[i].uncorrected = new_hist()) != NULL;
     }
     return ok;
 }
@@ -644,8 +647,10 @@ static void release(struct run *r, struct bench_totals *t) {
         free(r->workers[i].value);
         free(r->workers[i].seconds);
         for (int op = 0; op < OP_KINDS; op++) free(r->workers[i].hist[op]);
+        free(r->workers[i].uncorrected);
     }
     for (int op = 0; op <= OP_KINDS; op++) free(t->hist[op]);
+    free(t->uncorrected);
     free(t->seconds);
     free(r->workers);
     free(r->threads);

@@ -141,6 +141,7 @@ struct bench_worker {
     uint64_t sent_count;
     struct bench_second *seconds;    /* BENCH_SECONDS_MAX */
     struct cr_latency_hist *hist[OP_KINDS];
+    struct cr_latency_hist *uncorrected; /* every op, from its send (wrk2's --u_latency) */
     char failure[256];               /* why the worker stopped early; "" if it did not */
     void *value;                     /* put-bytes, get-bytes: object_bytes, this worker's */
 };
@@ -159,6 +160,7 @@ struct bench_totals {
                                         the timeline's last second covers span_s - (n - 1) */
     double sent_rate;                /* measured sends per second, over all connections */
     struct cr_latency_hist *hist[OP_KINDS + 1]; /* [OP_KINDS]: every operation */
+    struct cr_latency_hist *uncorrected;        /* every operation, from its send */
     struct bench_second *seconds;
     unsigned seconds_used;
 };
@@ -175,7 +177,7 @@ bool bench_may_issue(struct bench_worker *w, uint64_t due_ns, uint64_t issued_me
                      bool *measured);
 void bench_note_sent(struct bench_worker *w, uint64_t due_ns, uint64_t sent_ns, uint64_t nth);
 void bench_record(struct bench_worker *w, enum bench_op op, bool measured, uint64_t intended_ns,
-                  unsigned keys, int status);
+                  uint64_t sent_ns, unsigned keys, int status);
 uint64_t bench_pick_key(struct bench_worker *w);
 void bench_sleep_until(uint64_t when_ns);
 
