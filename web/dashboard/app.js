@@ -54,10 +54,13 @@ function lookup(model, path) {
 
 // Every [data-field] shows one number of the model; data-value keeps it raw
 // (the browser test compares it with the API's answer).
+// data-unless="a.b,c.d": the value means nothing while any of those is 0 (a
+// hit rate with no route asked, or no block indexed): shown as "–", not 0 % or 100 %.
 function renderFields(model) {
   for (const el of document.querySelectorAll("[data-field]")) {
     const value = lookup(model, el.dataset.field);
-    el.textContent = format(value, el.dataset.format);
+    const moot = (el.dataset.unless || "").split(",").some((p) => p && !lookup(model, p));
+    el.textContent = moot ? "–" : format(value, el.dataset.format);
     el.dataset.value = value === undefined || value === null ? "" : String(value);
   }
 }
@@ -120,7 +123,9 @@ function renderPublishers(services) {
     cell(row, p.last_seq === null ? "–" : String(p.last_seq), "num");
     cell(row, format(p.counters.events), "num").dataset.value = p.counters.events;
     cell(row, format(p.counters.gaps), "num");
-    cell(row, format(p.route.hit_rate, "percent"), "num").dataset.value = p.route.hit_rate;
+    // No route asked of it yet: no rate to show (not 0.0 %).
+    cell(row, p.route.request_tokens ? format(p.route.hit_rate, "percent") : "–",
+         "num").dataset.value = p.route.hit_rate;
   }
 }
 
