@@ -197,3 +197,6 @@ def test_route_hit_rate_without_routes_is_not_a_number(daemon, browser):
     fields = shown_fields(browser)
     assert fields["index.route.requests"][1] == "0"
     assert fields["index.route.hit_rate"][1] == "–", fields["index.route.hit_rate"]
+    assert "rate.exists" in fields and "rate.removes" in fields
+    if browser.execute_script("return document.body.dataset.polls") == "1":
+        assert fields["rate.puts"][1] == "–"  # one sample makes no rate, not a 0
