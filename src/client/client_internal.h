@@ -257,8 +257,9 @@ int cr_client_tcp_open(cr_client *c, const char *endpoint, char *error, size_t e
 
 /* client_monitor.c: watch the ZMQ socket's connection (before zmq_connect);
  * wait up to wait_ms for a reply or an event: CR_OK (a reply waits, or the
- * handshake succeeded: c->link_up), CR_ERR_AGAIN (nothing yet), or CR_ERR_IO
- * with the reason (refused or unreachable; handshake turned down). */
+ * handshake succeeded: c->link_up), CR_ERR_AGAIN (nothing yet), or
+ * CR_ERR_RPC_FAIL with the reason (refused or unreachable; handshake turned
+ * down; CR_ERR_IO: zmq_poll failed). */
 int cr_client_monitor_open(cr_client *c, char *error, size_t error_size);
 int cr_client_monitor_wait(cr_client *c, int wait_ms);
 void cr_client_monitor_close(cr_client *c);

@@ -2,7 +2,8 @@
  * once with the reason instead of waiting out its timeout: a refused or
  * unreachable connection (nothing listens at the endpoint), or a handshake
  * crescentd turned down (CurveZMQ on there, keys missing or not allowed
- * here).  libzmq reports both only as events on a monitor socket; once a
+ * here); both are CR_ERR_RPC_FAIL (crescentctl: exit 3, unreachable).  libzmq
+ * reports both only as events on a monitor socket; once a
  * handshake succeeds the monitor is no longer read and calls take the usual
  * blocking path (client_call.c), so an established client pays nothing. */
 #include <errno.h>
@@ -71,14 +72,14 @@ int cr_client_monitor_wait(cr_client *c, int wait_ms) {
             return CR_OK;
         }
         if (event == ZMQ_EVENT_CONNECT_RETRIED)
-            return cr_client_fail(c, CR_ERR_IO,
+            return cr_client_fail(c, CR_ERR_RPC_FAIL,
                                   "nothing accepts connections at %s (refused or unreachable): "
                                   "is crescentd running there? (its --rpc-address)",
                                   endpoint[0] ? endpoint : "the --rpc endpoint");
         if (event & (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH))
             return cr_client_fail(
-                c, CR_ERR_IO,
+                c, CR_ERR_RPC_FAIL,
                 "crescentd at %s turned down the connection's handshake: it runs CurveZMQ "
                 "(--curve-secret-key-file) and this client %s (CRESCENT_CURVE_SERVER_KEY, "
                 "CRESCENT_CURVE_PUBLIC_KEY, CRESCENT_CURVE_SECRET_KEY; its public key in "

@@ -207,7 +207,8 @@ static void close_client(const struct ctl *ctl, cr_client *c) {
 /* Reports a failed call; the exit status says whose fault it was. */
 static int failed(cr_client *c, const char *command, int rc) {
     ctl_error(command, "%s", cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
-    if (rc == CR_ERR_TIMEOUT || rc == CR_ERR_IO) return CTL_EXIT_UNREACHABLE;
+    if (rc == CR_ERR_TIMEOUT || rc == CR_ERR_IO || rc == CR_ERR_RPC_FAIL)
+        return CTL_EXIT_UNREACHABLE;
     return CTL_EXIT_SERVER_FAILURE;
 }
 
