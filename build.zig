@@ -86,6 +86,7 @@ pub fn build(b: *std.Build) void {
     addProtoSources(libcrescent_so, proto);
     b.installArtifact(libcrescent_so);
     b.installDirectory(.{ .source_dir = .{ .path = "include/crescent" }, .install_dir = .header, .install_subdir = "crescent" });
+    installPkgConfig(b);
 
     // Programs: crescentd, crescentctl, crescent-bench and crescent-store
     // (src/cmd/crescent_store.c), plus the test tools the Python tests drive.
@@ -139,6 +140,33 @@ pub fn build(b: *std.Build) void {
 
     addSanitizerSteps(b, sources, proto);
     addFuzzStep(b, sources, proto);
+}
+
+/// The libraries libcrescent.a itself needs (its undefined symbols: ZMQ,
+/// protobuf-c, verbs, xxhash, pthread), for `pkg-config --static --libs
+/// crescent`; tests/integration/test_install.py links a program with them.
+const client_libs_private = "-lzmq -lprotobuf-c -libverbs -lxxhash -lpthread";
+
+/// lib/pkgconfig/crescent.pc, naming the install prefix (`zig build install
+/// --prefix P`), so a C program builds with `pkg-config --cflags --libs crescent`.
+fn installPkgConfig(b: *std.Build) void {
+    const pc = b.fmt(
+        \\prefix={s}
+        \\libdir=${{prefix}}/lib
+        \\includedir=${{prefix}}/include
+        \\
+        \\Name: crescent
+        \\Description: libcrescent, the client of crescentd's store master and transfers
+        \\Version: 0.1.0
+        \\Cflags: -I${{includedir}}
+        \\Libs: -L${{libdir}} -lcrescent
+        \\Libs.private: {s}
+        \\
+    , .{ b.install_prefix, client_libs_private });
+    const files = b.addWriteFiles();
+    const path = files.add("crescent.pc", pc);
+    const install = b.addInstallFileWithDir(path, .lib, "pkgconfig/crescent.pc");
+    b.getInstallStep().dependOn(&install.step);
 }
 
 /// libFuzzer needs clang (Debian's libclang-rt-14-dev); each target is built

@@ -152,8 +152,10 @@ int cr_indexer_endpoint_check(const struct cr_daemon_config *config, const char 
     char metrics[CR_CONFIG_ADDRESS_MAX + 8] = "";
     char http_host[CR_CONFIG_ADDRESS_MAX];
     long http_port = 0;
-    if (config->metrics_port != 0 &&
-        split_host_port(config->http_address, http_host, sizeof(http_host), &http_port))
+    if (config->metrics_port != 0 && config->metrics_host[0] != '\0')
+        snprintf(metrics, sizeof(metrics), "%s:%u", config->metrics_host, config->metrics_port);
+    else if (config->metrics_port != 0 &&
+             split_host_port(config->http_address, http_host, sizeof(http_host), &http_port))
         snprintf(metrics, sizeof(metrics), "%s:%u", http_host, config->metrics_port);
     const struct {
         const char *flag, *address;

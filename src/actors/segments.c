@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -719,10 +720,17 @@ static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply 
 }
 
 static void on_tick(struct segments_state *st) {
+    uint32_t mounted = cr_store_mounted_count(st->store);
     uint32_t expired = cr_store_expire_clients(st->store, st->now_ms);
     if (expired > 0 && st->feed_on) cr_durable_feed_note_segments(&st->feed);
-    if (expired > 0)
-        CR_INFO("segments", "%u client(s) missed their TTL: segments unmounted", expired);
+    uint32_t unmounted = mounted - cr_store_mounted_count(st->store);
+    /* Every crescentctl call is a client that goes silent: only clients that
+     * held segments are news. */
+    if (unmounted > 0)
+        CR_INFO("segments", "%u client(s) missed their TTL: %u segment(s) unmounted", expired,
+                unmounted);
+    else if (expired > 0)
+        CR_DEBUG("segments", "%u client(s) without segments forgotten after their TTL", expired);
     if (expired > 0 || st->task_recheck_due) tell_tasks_recheck(st);
     struct cr_msg tick = {.type = CR_MSG_SEGMENTS_TICK};
     if (cr_actor_timer_after(st->self, SEGMENTS_TICK_NS, &tick, NULL) != CR_OK)
@@ -734,7 +742,19 @@ static void on_admin(struct segments_state *st, struct cr_msg *msg) {
     struct cr_store_admin_counters counters = {.events_sent = st->events_sent,
                                                .events_dropped = st->events_dropped,
                                                .zombie_reclaims = st->zombie_reclaims};
-    int rc = cr_store_admin_render(st->store, st->now_ms, &counters, a->query, a->json_out);
+    int rc;
+    if (a->query->kind == CR_MASTER_ADMIN_REMOVE_ALL) {
+        /* The one admin mutation (Mooncake's POST /api/v1/remove_all): its
+         * store events go out at the round's end like a call's. */
+        uint64_t n = cr_store_remove_all(st->store, a->query->tenant, a->query->force, st->now_ms);
+        *a->json_out = NULL;
+        rc = asprintf(a->json_out, "{\"removed_count\":%llu}", (unsigned long long)n) < 0
+                 ? CR_ERR_NOMEM
+                 : CR_OK;
+        if (rc != CR_OK) *a->json_out = NULL;
+    } else {
+        rc = cr_store_admin_render(st->store, st->now_ms, &counters, a->query, a->json_out);
+    }
     if (msg->flags & CR_MSG_ASK)
         cr_reply(msg, rc);
     else

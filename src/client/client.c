@@ -124,6 +124,7 @@ static int open_socket(cr_client *c, const char *endpoint, const struct cr_clien
         keys = (struct cr_curve_client_keys){options->curve_server_key, options->curve_public_key,
                                              options->curve_secret_key};
     int rc = cr_curve_client_setup(c->socket, &keys, error, error_size);
+    if (rc == CR_OK) rc = cr_client_monitor_open(c, error, error_size);
     if (rc != CR_OK) return rc;
     if (zmq_connect(c->socket, endpoint) != 0) {
         int code = errno;
@@ -202,6 +203,7 @@ void cr_client_close(cr_client *c) {
     if (c == NULL) return;
     cr_client_tcp_close(c);
     cr_client_shm_close(c);
+    cr_client_monitor_close(c);
     if (c->socket != NULL) zmq_close(c->socket);
     if (c->context != NULL && c->uses_process_context) process_context_release();
     free(c->admin_token);

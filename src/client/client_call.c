@@ -215,6 +215,12 @@ static int recv_reply(cr_client *c, int64_t timeout_ms, struct reply *r) {
             return rc == CR_ERR_AGAIN ? CR_ERR_TIMEOUT : rc;
         }
         int wait_ms = left > INT_MAX ? INT_MAX : (int)left;
+        if (!c->link_up && c->monitor != NULL) {
+            /* Before the first handshake: fail at once when it cannot happen. */
+            int rc = cr_client_monitor_wait(c, wait_ms);
+            if (rc != CR_OK && rc != CR_ERR_AGAIN) return rc;
+            continue;
+        }
         if (wait_ms != c->rcvtimeo_ms) {
             if (zmq_setsockopt(c->socket, ZMQ_RCVTIMEO, &wait_ms, sizeof(wait_ms)) != 0)
                 return cr_client_fail(c, CR_ERR_IO, "zmq_setsockopt(ZMQ_RCVTIMEO): %s",

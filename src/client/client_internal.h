@@ -49,6 +49,10 @@ struct cr_client {
     void *context;
     bool uses_process_context;      /* false: the caller's own context */
     void *socket;
+    /* ZMQ_PAIR reading the socket's connection events until the first
+     * handshake (client_monitor.c); link_up: one succeeded. */
+    void *monitor;
+    bool link_up;
     int rcvtimeo_ms;                /* the socket's ZMQ_RCVTIMEO now (-1: ZMQ's default) */
     int timeout_ms;
     int64_t (*clock_ms)(void *ctx); /* monotonic milliseconds; tests inject their own */
@@ -250,6 +254,15 @@ int64_t cr_client_pending_next_deadline(const cr_client *c);
  * connection is made by the first send.  CR_OK, CR_ERR_INVALID_PARAMS or
  * CR_ERR_NOMEM with `error` set. */
 int cr_client_tcp_open(cr_client *c, const char *endpoint, char *error, size_t error_size);
+
+/* client_monitor.c: watch the ZMQ socket's connection (before zmq_connect);
+ * wait up to wait_ms for a reply or an event: CR_OK (a reply waits, or the
+ * handshake succeeded: c->link_up), CR_ERR_AGAIN (nothing yet), or
+ * CR_ERR_RPC_FAIL with the reason (refused or unreachable; handshake turned
+ * down; CR_ERR_IO: zmq_poll failed). */
+int cr_client_monitor_open(cr_client *c, char *error, size_t error_size);
+int cr_client_monitor_wait(cr_client *c, int wait_ms);
+void cr_client_monitor_close(cr_client *c);
 void cr_client_tcp_close(cr_client *c);
 
 /* Writes one whole frame (length prefix included), connecting first when

@@ -127,6 +127,7 @@ struct bench_worker {
     uint64_t start_ns;               /* shared start of the run (warm-up begins) */
     uint64_t measure_ns;             /* start of the measured phase */
     uint64_t end_ns;                 /* end of the measured phase (duration mode) */
+    uint64_t stop_ns;                /* no send after this: end_ns plus a grace (duration mode) */
     uint64_t rng;
     uint64_t sent_scheduled;         /* open loop: sends due so far (the next is due at
                                         start_ns + sent_scheduled / per-connection rate) */
@@ -149,6 +150,7 @@ struct bench_worker {
     uint64_t sent_count;
     struct bench_second *seconds;    /* BENCH_SECONDS_MAX */
     struct cr_latency_hist *hist[OP_KINDS];
+    struct cr_latency_hist *uncorrected; /* every op, from its send (wrk2's --u_latency) */
     char failure[256];               /* why the worker stopped early; "" if it did not */
     void *value;                     /* put-bytes, get-bytes: object_bytes, this worker's */
 };
@@ -163,8 +165,11 @@ struct bench_totals {
     size_t status_kinds;
     uint64_t statuses_other;
     double elapsed_s;                /* measured phase: first send to last completion */
+    double span_s;                   /* from the measured phase's start to its last completion:
+                                        the timeline's last second covers span_s - (n - 1) */
     double sent_rate;                /* measured sends per second, over all connections */
     struct cr_latency_hist *hist[OP_KINDS + 1]; /* [OP_KINDS]: every operation */
+    struct cr_latency_hist *uncorrected;        /* every operation, from its send */
     struct bench_second *seconds;
     unsigned seconds_used;
 };
@@ -181,7 +186,7 @@ bool bench_may_issue(struct bench_worker *w, uint64_t due_ns, uint64_t issued_me
                      bool *measured);
 void bench_note_sent(struct bench_worker *w, uint64_t due_ns, uint64_t sent_ns, uint64_t nth);
 void bench_record(struct bench_worker *w, enum bench_op op, bool measured, uint64_t intended_ns,
-                  unsigned keys, int status);
+                  uint64_t sent_ns, unsigned keys, int status);
 uint64_t bench_pick_key(struct bench_worker *w);
 void bench_sleep_until(uint64_t when_ns);
 

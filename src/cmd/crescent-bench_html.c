@@ -69,7 +69,7 @@ static const char page_script[] =
     "              v == null ? '' : fmt(v)},\n"
     "             {label: 'max latency', scale: 'us', stroke: '#d62728', value: (u, v) =>\n"
     "              v == null ? '' : fmt(v)}]},\n"
-    "    [t.map(s => s.second), t.map(s => s.ops), t.map(s => s.latency_mean_us),\n"
+    "    [t.map(s => s.second), t.map(s => s.ops_per_s), t.map(s => s.latency_mean_us),\n"
     "     t.map(s => s.latency_max_us)], document.getElementById('timeline'));\n"
     "}\n";
 

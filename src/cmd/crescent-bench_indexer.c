@@ -415,13 +415,14 @@ void bench_indexer_run(struct bench_worker *w) {
         if (!bench_may_issue(w, due, issued_measured, &measured)) break;
         if (due > now) bench_sleep_until(due);
         w->sent_scheduled++;
-        if (measured) bench_note_sent(w, due, bench_now_ns(), issued_measured++);
+        uint64_t sent = bench_now_ns();
+        if (measured) bench_note_sent(w, due, sent, issued_measured++);
         uint64_t p = bench_pick_key(w);
         int status = 0;
         size_t at = 0;
         int rc = bench_http_exchange(&h, opt, ix->requests[p], ix->request_lens[p], &status, &at);
         if (rc == CR_OK && status != 200) rc = status; /* an HTTP status, counted by its code */
-        bench_record(w, op, measured, due, 1, rc);
+        bench_record(w, op, measured, due, sent, 1, rc);
     }
     if (h.fd >= 0) close(h.fd);
     free(h.buf);

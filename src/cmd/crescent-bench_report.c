@@ -76,6 +76,9 @@ void bench_print_summary(FILE *out, const struct bench_options *opt,
     int kinds = 0;
     for (int op = 0; op < OP_KINDS; op++) kinds += t->ops[op] > 0;
     if (kinds > 1) print_row(out, "all", t->ops_all, t->elapsed_s, t->hist[OP_KINDS]);
+    /* wrk2's --u_latency: from each send, hiding the queueing an open loop
+     * that falls behind causes; the rows above count from when each was due. */
+    print_row(out, "uncorr.", t->ops_all, t->elapsed_s, t->uncorrected);
     char name[16];
     for (size_t i = 0; i < t->status_kinds; i++)
         fprintf(out, "errors: %-24s %" PRIu64 "\n", bench_status_name(t->statuses[i].status, name),
@@ -160,6 +163,13 @@ static json_t *timeline_json(const struct bench_totals *t) {
         json_t *o = json_object();
         json_object_set_new(o, "second", json_integer(s));
         json_object_set_new(o, "ops", json_integer((json_int_t)x->ops));
+        /* The last second is partial (the window's end, in-flight calls
+         * finishing): its rate is its ops over the part it covers, not a
+         * collapse to a fraction of the others. */
+        double covered = t->span_s - (double)s;
+        double span = covered >= 1.0 || covered <= 0.0 ? 1.0 : covered;
+        json_object_set_new(o, "span_s", json_real(span));
+        json_object_set_new(o, "ops_per_s", json_real((double)x->ops / span));
         json_object_set_new(o, "errors", json_integer((json_int_t)x->errors));
         json_object_set_new(o, "latency_mean_us",
                             json_real(x->ops ? x->latency_sum_ns / 1000.0 / (double)x->ops : 0.0));
@@ -178,6 +188,7 @@ json_t *bench_json_document(const struct bench_options *opt, const struct bench_
         if (t->ops[op] > 0) json_object_set_new(lat, bench_op_names[op], latency_json(t->hist[op]));
     }
     json_object_set_new(lat, "all", latency_json(t->hist[OP_KINDS]));
+    json_object_set_new(doc, "latency_uncorrected_us", latency_json(t->uncorrected));
     char name[16];
     for (size_t i = 0; i < t->status_kinds; i++)
         json_object_set_new(errors, bench_status_name(t->statuses[i].status, name),

@@ -31,6 +31,7 @@ struct slot {
     uint64_t request_id;
     uint64_t key;          /* key-space index (get, exist) or fresh index (put, remove) */
     uint64_t intended_ns;  /* when the request was due: latency starts here */
+    uint64_t sent_ns;      /* when it was sent: the uncorrected latency starts here */
 };
 
 struct bench_zipf {
@@ -148,9 +149,11 @@ static void note_status(struct bench_worker *w, int status) {
     w->statuses_other++;
 }
 
-/* One finished operation of `keys` keys that was due at intended_ns. */
+/* One finished operation of `keys` keys that was due at intended_ns and sent
+ * at sent_ns: its latency counts from when it was due (coordinated omission
+ * corrected); the uncorrected view, from the send, is kept beside it. */
 void bench_record(struct bench_worker *w, enum bench_op op, bool measured, uint64_t intended_ns,
-                   unsigned keys, int status) {
+                  uint64_t sent_ns,                    unsigned keys, int status) {
     if (!measured) return;
     uint64_t now = bench_now_ns();
     uint64_t latency = now > intended_ns ? now - intended_ns : 0;
@@ -158,6 +161,7 @@ void bench_record(struct bench_worker *w, enum bench_op op, bool measured, uint6
     w->keys_done += keys;
     if (status != CR_OK) note_status(w, status);
     cr_latency_hist_record(w->hist[op], latency);
+    cr_latency_hist_record(w->uncorrected, now > sent_ns ? now - sent_ns : 0);
     uint64_t second = (now - w->measure_ns) / 1000000000u;
     if (second >= BENCH_SECONDS_MAX) second = BENCH_SECONDS_MAX - 1;
     struct bench_second *s = &w->seconds[second];
@@ -187,7 +191,7 @@ bool bench_may_issue(struct bench_worker *w, uint64_t due_ns, uint64_t issued_me
                       bool *measured) {
     *measured = due_ns >= w->measure_ns;
     if (w->opt->count > 0) return !*measured || issued_measured < w->quota;
-    return due_ns < w->end_ns;
+    return due_ns < w->end_ns && bench_now_ns() < w->stop_ns;
 }
 
 static int submit_first(struct bench_worker *w, struct slot *s) {
@@ -231,7 +235,7 @@ static bool complete(struct bench_worker *w, struct slot *s, int status) {
         }
     }
     if (status == CR_OK && s->op == OP_PUT) remember_removable(w, s->key);
-    bench_record(w, s->op, s->measured, s->intended_ns, 1, status);
+    bench_record(w, s->op, s->measured, s->intended_ns, s->sent_ns, 1, status);
     s->busy = false;
     return true;
 }
@@ -281,13 +285,13 @@ static bool fill_slots(struct bench_worker *w, struct slot *slots, unsigned *in_
         if (!bench_may_issue(w, due, *issued_measured, &measured)) return false;
         struct slot *s = &slots[i];
         *s = (struct slot){.busy = true, .op = pick_op(w), .measured = measured,
-                           .intended_ns = due};
+                           .intended_ns = due, .sent_ns = now};
         if (measured) bench_note_sent(w, due, now, (*issued_measured)++);
         if (w->opt->rate > 0.0) *next_due_ns = w->start_ns + (uint64_t)(interval_ns *
                                   (double)(++w->sent_scheduled));
         int rc = submit_first(w, s);
         if (rc != CR_OK) {
-            bench_record(w, s->op, measured, due, 1, rc);
+            bench_record(w, s->op, measured, due, now, 1, rc);
             s->busy = false;
             continue;
         }
@@ -426,10 +430,11 @@ static void run_serial(struct bench_worker *w, int (*once)(struct bench_worker *
         if (!bench_may_issue(w, due, issued_measured, &measured)) return;
         if (due > now) bench_sleep_until(due);
         w->sent_scheduled++;
-        if (measured) bench_note_sent(w, due, bench_now_ns(), issued_measured++);
+        uint64_t sent = bench_now_ns();
+        if (measured) bench_note_sent(w, due, sent, issued_measured++);
         enum bench_op op;
         int rc = once(w, &op);
-        bench_record(w, op, measured, due, keys, rc);
+        bench_record(w, op, measured, due, sent, keys, rc);
     }
 }
 

@@ -35,7 +35,8 @@ void ctl_error(const char *command, const char *fmt, ...) {
 }
 
 void ctl_emit(json_t *doc) {
-    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    /* 15 digits: a double such as 930.979 prints as written, not as 930.97900000000004. */
+    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     if (text != NULL) puts(text);
     free(text);
     json_decref(doc);

@@ -37,8 +37,10 @@ struct cr_client;
 struct cr_replicate_config;
 int ctl_data_put(struct cr_client *c, bool json, const char *command, const char *tenant,
                  const char *key, const char *path, const struct cr_replicate_config *config);
-int ctl_data_get(struct cr_client *c, const char *command, const char *tenant, const char *key,
-                 const char *path);
+/* --json with a FILE: {"key","file","size_bytes"} on stdout once written; to
+ * stdout the bytes are the output, as without --json. */
+int ctl_data_get(struct cr_client *c, bool json, const char *command, const char *tenant,
+                 const char *key, const char *path);
 
 /* Reports an error of `command` (NULL: crescentctl itself): a line on stderr,
  * or with --json collected into the one {"error", "command", "exit_code"}

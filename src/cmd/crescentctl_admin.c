@@ -238,7 +238,6 @@ static bool write_key(const char *path, const char *key, mode_t mode) {
 /* `keygen PREFIX`: the secret key goes to PREFIX.key (owner-only), the public
  * one to PREFIX.pub (README, "Exposing crescentd safely").  Local: no crescentd. */
 static int cmd_keygen(const struct ctl *ctl, int argc, char **argv) {
-    (void)ctl;
     if (argc != 2 || argv[1][0] == '-') {
         ctl_error("keygen", "wants one PREFIX (writes PREFIX.key and PREFIX.pub)");
         return CTL_EXIT_USAGE;
@@ -248,11 +247,20 @@ static int cmd_keygen(const struct ctl *ctl, int argc, char **argv) {
         ctl_error("keygen", "this libzmq cannot make CURVE keys (built without libsodium)");
         return CTL_EXIT_SERVER_FAILURE;
     }
+    char pub_path[4096];
     snprintf(path, sizeof(path), "%s.key", argv[1]);
     if (!write_key(path, secret, 0600)) return CTL_EXIT_SERVER_FAILURE;
-    snprintf(path, sizeof(path), "%s.pub", argv[1]);
-    if (!write_key(path, public, 0644)) return CTL_EXIT_SERVER_FAILURE;
+    snprintf(pub_path, sizeof(pub_path), "%s.pub", argv[1]);
+    if (!write_key(pub_path, public, 0644)) return CTL_EXIT_SERVER_FAILURE;
+    if (ctl->json) {
+        ctl_emit(json_pack("{s:s, s:s, s:s}", "public_key", public, "secret_key_file", path,
+                           "public_key_file", pub_path));
+        return CTL_EXIT_OK;
+    }
+    /* stdout stays the public key alone (scripts take it with $(...)); what was
+     * written goes to stderr. */
     printf("%s\n", public);
+    fprintf(stderr, "wrote %s (secret key, 0600) and %s (public key, 0644)\n", path, pub_path);
     return CTL_EXIT_OK;
 }
 

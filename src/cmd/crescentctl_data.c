@@ -98,12 +98,14 @@ static int write_all(int fd, const uint8_t *buf, size_t len) {
     return 0;
 }
 
-/* TIMEOUT means crescentd did not answer (exit 3); everything else was an
- * answer or a transfer failure that the message explains (exit 1). */
+/* TIMEOUT or RPC_FAIL means crescentd did not answer or could not be reached
+ * (exit 3); everything else was an answer or a transfer failure that the
+ * message explains (exit 1). */
 static int data_failed(cr_client *c, const char *command, int rc) {
     if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr); /* over a progress line */
     ctl_error(command, "%s", cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
-    return rc == CR_ERR_TIMEOUT ? CTL_EXIT_UNREACHABLE : CTL_EXIT_SERVER_FAILURE;
+    return rc == CR_ERR_TIMEOUT || rc == CR_ERR_RPC_FAIL ? CTL_EXIT_UNREACHABLE
+                                                         : CTL_EXIT_SERVER_FAILURE;
 }
 
 int ctl_data_put(cr_client *c, bool json, const char *command, const char *tenant,
@@ -137,8 +139,8 @@ int ctl_data_put(cr_client *c, bool json, const char *command, const char *tenan
     return CTL_EXIT_OK;
 }
 
-int ctl_data_get(cr_client *c, const char *command, const char *tenant, const char *key,
-                 const char *path) {
+int ctl_data_get(cr_client *c, bool json, const char *command, const char *tenant,
+                 const char *key, const char *path) {
     struct progress p;
     progress_init(&p, command, key);
     void *data = NULL;
@@ -160,5 +162,8 @@ int ctl_data_get(cr_client *c, const char *command, const char *tenant, const ch
         return CTL_EXIT_SERVER_FAILURE;
     }
     progress_done(&p, len);
+    if (json && !to_stdout)
+        ctl_emit(json_pack("{s:s, s:s, s:I}", "key", key, "file", path, "size_bytes",
+                           (json_int_t)len));
     return CTL_EXIT_OK;
 }

@@ -207,7 +207,8 @@ static void close_client(const struct ctl *ctl, cr_client *c) {
 /* Reports a failed call; the exit status says whose fault it was. */
 static int failed(cr_client *c, const char *command, int rc) {
     ctl_error(command, "%s", cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
-    if (rc == CR_ERR_TIMEOUT || rc == CR_ERR_IO) return CTL_EXIT_UNREACHABLE;
+    if (rc == CR_ERR_TIMEOUT || rc == CR_ERR_IO || rc == CR_ERR_RPC_FAIL)
+        return CTL_EXIT_UNREACHABLE;
     return CTL_EXIT_SERVER_FAILURE;
 }
 
@@ -502,7 +503,8 @@ static int cmd_get(const struct ctl *ctl, int argc, char **argv) {
         return rc;
     cr_client *c;
     if ((rc = open_client(ctl, argv[0], &a, &c)) != 0) return rc;
-    rc = ctl_data_get(c, argv[0], a.tenant, argv[a.first], left == 2 ? argv[a.first + 1] : NULL);
+    rc = ctl_data_get(c, ctl->json, argv[0], a.tenant, argv[a.first],
+                      left == 2 ? argv[a.first + 1] : NULL);
     close_client(ctl, c);
     return rc;
 }
@@ -784,6 +786,51 @@ static int cmd_store_stats(const struct ctl *ctl, int argc, char **argv) {
     return CTL_EXIT_OK;
 }
 
+/* segments: GET /api/v1/segments as one line per mounted segment. */
+static int cmd_segments(const struct ctl *ctl, int argc, char **argv) {
+    struct store_args a;
+    int rc = parse_args(argc, argv, 0, 0, &a);
+    if (rc != 0) return rc;
+    int status = 0;
+    char *body = NULL;
+    char error[256] = "";
+    rc = cr_admin_http_get(ctl->http_address, "/api/v1/segments", ctl->timeout_ms, &status,
+                           &body, error, sizeof(error));
+    if (rc != CR_OK) {
+        ctl_error(argv[0], "%s", error[0] ? error : cr_strerror(rc));
+        return rc == CR_ERR_INVALID_PARAMS ? CTL_EXIT_USAGE : CTL_EXIT_UNREACHABLE;
+    }
+    json_t *root = json_loads(body, 0, NULL);
+    free(body);
+    json_t *list = json_object_get(root, "segments");
+    if (status != 200 || !json_is_array(list)) {
+        ctl_error(argv[0], "unexpected answer (HTTP %d)", status);
+        json_decref(root);
+        return CTL_EXIT_SERVER_FAILURE;
+    }
+    if (ctl->json) {
+        ctl_emit(root);
+        return CTL_EXIT_OK;
+    }
+    printf("%-24s %14s %14s %7s  %-8s %s\n", "NAME", "SIZE", "USED", "USED%", "PROTOCOL",
+           "ENDPOINT");
+    size_t i;
+    json_t *seg;
+    json_array_foreach(list, i, seg) {
+        double size = (double)json_integer_value(json_object_get(seg, "size"));
+        double used = (double)json_integer_value(json_object_get(seg, "used_bytes"));
+        const char *name = json_string_value(json_object_get(seg, "name"));
+        const char *protocol = json_string_value(json_object_get(seg, "protocol"));
+        const char *endpoint = json_string_value(json_object_get(seg, "endpoint"));
+        printf("%-24s %14.0f %14.0f %6.1f%%  %-8s %s\n", name ? name : "?", size, used,
+               size > 0 ? used / size * 100.0 : 0.0, protocol ? protocol : "?",
+               endpoint ? endpoint : "?");
+    }
+    printf("%zu segment%s\n", json_array_size(list), json_array_size(list) == 1 ? "" : "s");
+    json_decref(root);
+    return CTL_EXIT_OK;
+}
+
 #define RPC_NOTE "Over the store RPC (--rpc, default $CRESCENT_RPC or tcp://127.0.0.1:50051).\n"
 #define TENANT_OPT "  --tenant T         the key space (default \"default\")\n"
 #define CLIENT_OPT                                                                         \
@@ -874,5 +921,9 @@ const struct ctl_command ctl_store_commands[] = {
      cmd_store_stats,
      "GET /api/v1/stats on --http as name-value lines.  No arguments.\n"
      "\nExample:\n  crescentctl store-stats\n"},
+    {"segments", "", "the mounted segments: size, use, protocol, endpoint (HTTP)", cmd_segments,
+     "GET /api/v1/segments on --http, one line per segment, then the count.  No arguments.\n"
+     "--json: the /api/v1/segments document.\n"
+     "\nExample:\n  crescentctl segments\n  crescentctl segments --json\n"},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -73,7 +73,8 @@ static int open_client(const struct ctl *ctl, const char *command, cr_client **o
 static int failed(cr_client *c, const char *command, int rc) {
     ctl_error(command, "%s",
               cr_client_last_error(c)[0] ? cr_client_last_error(c) : cr_strerror(rc));
-    if (rc == CR_ERR_TIMEOUT || rc == CR_ERR_IO) return CTL_EXIT_UNREACHABLE;
+    if (rc == CR_ERR_TIMEOUT || rc == CR_ERR_IO || rc == CR_ERR_RPC_FAIL)
+        return CTL_EXIT_UNREACHABLE;
     if (rc == CR_ERR_INVALID_PARAMS && cr_client_last_error(c)[0] == '\0') return CTL_EXIT_USAGE;
     return CTL_EXIT_SERVER_FAILURE;
 }

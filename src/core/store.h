@@ -218,6 +218,11 @@ int cr_store_client_check_secret(cr_store *store, const struct cr_uuid *client,
  * Returns the number of clients expired. */
 uint32_t cr_store_expire_clients(cr_store *store, uint64_t now_ms);
 
+/* Segments mounted now (O(1)): the segments actor compares it around an
+ * expiry, so it reports the TTL unmounting segments, not every CLI call's
+ * client being forgotten. */
+uint32_t cr_store_mounted_count(const cr_store *store);
+
 /* For each client_ids[i], calls fn(ctx, i, host, host_len) once per distinct
  * host of its segments' endpoints ("host" of "host:port", "v6" of "[v6]:port").
  * Clients without segments produce no call.  Returns CR_OK. */

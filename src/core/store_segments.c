@@ -10,6 +10,11 @@
 #include "core/store_internal.h"
 #include "crescent/error.h"
 
+uint32_t cr_store_mounted_count(const cr_store *store) {
+    assert(store != NULL);
+    return store->mounted_count;
+}
+
 int cr_store_segment_lookup(const cr_store *store, const char *name) {
     assert(store != NULL && name != NULL);
     uint64_t h = XXH3_64bits(name, strlen(name));

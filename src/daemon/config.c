@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/size_text.h"
+#include "mooncake/flags.h"
 #include "crescent/version.h"
 
 enum setting_type {
@@ -28,13 +29,32 @@ struct setting {
     const char *help;
 };
 
+/* String settings for which '' is a value (off, none, every one, the
+ * default's meaning), also on the command line: --rpc-tcp-address ''. */
+static const char *const empty_allowed[] = {
+    "metrics-host", "rpc-tcp-address", "data-rdma-devices", "curve-secret-key-file",
+    "curve-clients", "admin-token-file", "indexer-config", "state-dir",
+};
+
+static bool empty_ok(const struct setting *s) {
+    for (size_t i = 0; i < sizeof(empty_allowed) / sizeof(empty_allowed[0]); i++)
+        if (strcmp(s->name, empty_allowed[i]) == 0) return true;
+    return false;
+}
+
 #define FIELD(field) offsetof(struct cr_daemon_config, field)
 
 static const struct setting settings[] = {
     {"http-address", SETTING_STRING, FIELD(http_address), 0, 0, "HOST:PORT",
      "address of the HTTP front (admin API, /health, /metrics)"},
     {"metrics-port", SETTING_U32, FIELD(metrics_port), 0, 65535, "PORT",
-     "Mooncake master's HTTP endpoints on the --http-address host; 0: off"},
+     "Mooncake master's HTTP endpoints and metric names; 0: off; the default is skipped "
+     "with a warning when taken"},
+    {"metrics-host", SETTING_STRING, FIELD(metrics_host), 0, 0, "HOST",
+     "host --metrics-port listens on; '': the host of --http-address"},
+    {"mooncake-query-key", SETTING_STRING, FIELD(mooncake_query_key), 0, 0, "FORM",
+     "--metrics-port's /query_key answers as Mooncake does now (wrapped: {\"success\":true,"
+     "\"data\":[...]}) or did before mid-2026 (bare: one descriptor a line)"},
     {"http-threads", SETTING_U32, FIELD(http_threads), 1, 256, "N",
      "HTTP worker threads running handlers (idle connections take none)"},
     {"http-connections-max", SETTING_U32, FIELD(http_connections_max), 1, 1000000, "N",
@@ -198,7 +218,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
     snprintf(config->durability, sizeof(config->durability), "async");
     config->snapshot_every_records = 1000000;
-    config->metrics_port = 9003; /* as Mooncake's master */
+    config->metrics_port = CR_CONFIG_METRICS_PORT_DEFAULT; /* as Mooncake's master */
     config->http_threads = 16;
     config->http_connections_max = 4096; /* as cr_http_front_limits_default */
     config->http_idle_timeout_ms = 60000;
@@ -208,6 +228,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->ring_slots = 4096;
     config->ask_timeout_ms = 2000;
     config->log_level = CR_LOG_INFO;
+    snprintf(config->mooncake_query_key, sizeof(config->mooncake_query_key), "wrapped");
     snprintf(config->rpc_address, sizeof(config->rpc_address), "tcp://127.0.0.1:50051");
     snprintf(config->rpc_tcp_address, sizeof(config->rpc_tcp_address), "%s",
              CR_CONFIG_RPC_TCP_DEFAULT);
@@ -289,6 +310,8 @@ void cr_daemon_config_usage(FILE *out) {
             "\n"
             "Options (each also a key of the JSON config file, and a flag, with '_' for '-' as\n"
             "Mooncake's master spells them: --default_kv_lease_ttl; -flag=value works too).\n"
+            "Mooncake master's own flags work with its meaning or are refused with the reason:\n"
+            "see --help-mooncake. Bools: bare --flag, --noflag, true/false/1/0.\n"
             "Durations (MS, S, US) take a unit too: 500ms, 5s, 10m, 1h.\n"
             "  --config FILE             JSON config file (also CRESCENT_CONFIG); flags win\n");
     for (size_t i = 0; i < SETTING_COUNT; i++) {
@@ -302,12 +325,17 @@ void cr_daemon_config_usage(FILE *out) {
     }
     fprintf(out,
             "  --no-pin                  same as --pin-threads false\n"
-            "  --port, --rpc_port PORT   Mooncake's: the port of --rpc-address\n"
+            "  --port, --rpc_port PORT   Mooncake's: the port of --mooncake-rpc-address\n"
             "  --rpc_address HOST        Mooncake's (a host, not an endpoint): the host of\n"
-            "                            --rpc-address\n"
+            "                            --mooncake-rpc-address\n"
             "  --rpc_thread_num, --max_threads N\n"
             "                            Mooncake's: accepted with a warning; crescentd's RPC\n"
             "                            gateway is one actor thread\n"
+            "  --flagfile FILE           gflags' flag file: one --flag=value a line, '#' comments\n"
+            "  --print-config            print the resolved settings as a --config file and exit\n"
+            "  --help-mooncake           Mooncake master's flags: each honoured (crescent's\n"
+            "                            setting, or the one value crescent does) or refused, and\n"
+            "                            why (docs/mooncake.md)\n"
             "  --help                    print this help and exit\n"
             "  --version                 print the version and exit\n"
             "\n"
@@ -382,9 +410,9 @@ static bool apply_text(const struct setting *s, const char *text, struct cr_daem
     char *field = (char *)config + s->offset;
     switch (s->type) {
     case SETTING_STRING:
-        if (text[0] == '\0' || strlen(text) >= CR_CONFIG_ADDRESS_MAX) {
-            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: must be 1 to %u characters", s->name,
-                     CR_CONFIG_ADDRESS_MAX - 1);
+        if ((text[0] == '\0' && !empty_ok(s)) || strlen(text) >= CR_CONFIG_ADDRESS_MAX) {
+            snprintf(error, CR_CONFIG_ERROR_MAX, "%s: must be %u to %u characters", s->name,
+                     empty_ok(s) ? 0u : 1u, CR_CONFIG_ADDRESS_MAX - 1);
             return false;
         }
         snprintf(field, CR_CONFIG_ADDRESS_MAX, "%s", text);
@@ -479,6 +507,12 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
         (!parse_u32(config->data_rdma_gid_index, &gid) || gid > 255)) {
         snprintf(error, CR_CONFIG_ERROR_MAX, "data-rdma-gid-index: '%s' is not auto or 0..255",
                  config->data_rdma_gid_index);
+        return false;
+    }
+    if (strcmp(config->mooncake_query_key, "wrapped") != 0 &&
+        strcmp(config->mooncake_query_key, "bare") != 0) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "mooncake-query-key: '%s' is not wrapped or bare",
+                 config->mooncake_query_key);
         return false;
     }
     const char *colon = strrchr(config->http_address, ':');
@@ -586,6 +620,8 @@ bool cr_daemon_config_load_file(const char *path, struct cr_daemon_config *confi
 
 enum {
     OPT_HELP = 1000,
+    OPT_HELP_MOONCAKE,
+    OPT_PRINT_CONFIG,
     OPT_VERSION,
     OPT_CONFIG,
     OPT_NO_PIN,
@@ -673,6 +709,39 @@ static void mooncake_takes_zmq_port(struct cr_daemon_config *config) {
             "moves to %s (set --rpc-address to choose)", config->rpc_address);
 }
 
+/* The resolved settings as a config file (--print-config): every key, so the
+ * output can be saved and given back with --config. */
+static void print_config(const struct cr_daemon_config *config, FILE *out) {
+    json_t *doc = json_object();
+    const char *base = (const char *)config;
+    for (size_t i = 0; i < SETTING_COUNT && doc != NULL; i++) {
+        const struct setting *s = &settings[i];
+        char key[64];
+        snprintf(key, sizeof(key), "%s", s->name);
+        for (char *c = key; *c != '\0'; c++)
+            if (*c == '-') *c = '_';
+        static const char *const levels[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+        json_t *v = NULL;
+        switch (s->type) {
+        case SETTING_STRING: v = json_string(base + s->offset); break;
+        case SETTING_U32: v = json_integer(*(const uint32_t *)(const void *)(base + s->offset)); break;
+        case SETTING_BOOL: v = json_boolean(*(const bool *)(base + s->offset)); break;
+        case SETTING_LOG_LEVEL:
+            v = json_string(levels[*(const enum cr_log_level *)(const void *)(base + s->offset)]);
+            break;
+        case SETTING_RATIO: v = json_real(*(const double *)(const void *)(base + s->offset)); break;
+        case SETTING_SIZE:
+            v = json_integer((json_int_t)*(const uint64_t *)(const void *)(base + s->offset));
+            break;
+        }
+        json_object_set_new(doc, key, v);
+    }
+    char *text = doc != NULL ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (text != NULL) fprintf(out, "%s\n", text);
+    free(text);
+    json_decref(doc);
+}
+
 /* Finds --config first so the file applies before the other flags. */
 static const char *find_config_path(int argc, char **argv) {
     const char *path = getenv("CRESCENT_CONFIG");
@@ -683,11 +752,11 @@ static const char *find_config_path(int argc, char **argv) {
     return path;
 }
 
-enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_daemon_config *config,
-                                             char error[CR_CONFIG_ERROR_MAX]) {
+static enum cr_config_action parse_args(int argc, char **argv, struct cr_daemon_config *config,
+                                        char error[CR_CONFIG_ERROR_MAX]) {
     /* Every setting also in gflags' spelling (underscores), as Mooncake's
      * master takes them, and Mooncake's own names for the rest. */
-    struct option options[2 * SETTING_COUNT + MOONCAKE_FLAG_COUNT + 5];
+    struct option options[2 * SETTING_COUNT + MOONCAKE_FLAG_COUNT + 7];
     char underscored[SETTING_COUNT][64];
     size_t n = 0;
     for (size_t i = 0; i < SETTING_COUNT; i++) {
@@ -703,6 +772,8 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
         options[n++] = (struct option){mooncake_flags[i].name, required_argument, NULL,
                                        mooncake_flags[i].id};
     options[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    options[n++] = (struct option){"help-mooncake", no_argument, NULL, OPT_HELP_MOONCAKE};
+    options[n++] = (struct option){"print-config", no_argument, NULL, OPT_PRINT_CONFIG};
     options[n++] = (struct option){"version", no_argument, NULL, OPT_VERSION};
     options[n++] = (struct option){"config", required_argument, NULL, OPT_CONFIG};
     options[n++] = (struct option){"no-pin", no_argument, NULL, OPT_NO_PIN};
@@ -720,6 +791,7 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
         snprintf(config->config_path, sizeof(config->config_path), "%s", path);
         if (!cr_daemon_config_load_file(path, config, error)) return CR_CONFIG_EXIT_USAGE;
     }
+    bool print = false;
     opterr = 0;
     optind = 1;
     for (;;) {
@@ -731,9 +803,17 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
             cr_daemon_config_usage(stdout);
             return CR_CONFIG_EXIT_OK;
         }
+        if (opt == OPT_HELP_MOONCAKE) {
+            cr_mooncake_flags_print(stdout);
+            return CR_CONFIG_EXIT_OK;
+        }
         if (opt == OPT_VERSION) {
             puts("crescentd " CRESCENT_VERSION);
             return CR_CONFIG_EXIT_OK;
+        }
+        if (opt == OPT_PRINT_CONFIG) {
+            print = true;
+            continue;
         }
         if (opt == OPT_CONFIG) continue; /* applied above */
         if (opt == OPT_NO_PIN) {
@@ -772,5 +852,21 @@ enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_da
         if (!apply_mooncake_flag(deferred[i].opt, deferred[i].value, config, error))
             return CR_CONFIG_EXIT_USAGE;
     mooncake_takes_zmq_port(config);
-    return validate(config, error) ? CR_CONFIG_RUN : CR_CONFIG_EXIT_USAGE;
+    if (!validate(config, error)) return CR_CONFIG_EXIT_USAGE;
+    if (print) {
+        print_config(config, stdout);
+        return CR_CONFIG_EXIT_OK;
+    }
+    return CR_CONFIG_RUN;
+}
+
+enum cr_config_action cr_daemon_config_parse(int argc, char **argv, struct cr_daemon_config *config,
+                                             char error[CR_CONFIG_ERROR_MAX]) {
+    int n = 0;
+    char **args = NULL;
+    if (!cr_mooncake_flags_rewrite(argc, argv, &n, &args, error, CR_CONFIG_ERROR_MAX))
+        return CR_CONFIG_EXIT_USAGE;
+    enum cr_config_action action = parse_args(n, args, config, error);
+    cr_mooncake_argv_free(n, args);
+    return action;
 }

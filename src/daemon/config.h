@@ -20,11 +20,15 @@
 #define CR_CONFIG_RPC_TCP_DEFAULT "127.0.0.1:50052"
 /* Mooncake's master protocol (coro_rpc): docs/mooncake.md says why 50053. */
 #define CR_CONFIG_MOONCAKE_RPC_DEFAULT "127.0.0.1:50053"
+/* --metrics-port's default (Mooncake's): best effort in the same way. */
+#define CR_CONFIG_METRICS_PORT_DEFAULT 9003u
 
 struct cr_daemon_config {
     char config_path[CR_CONFIG_ADDRESS_MAX]; /* empty: none */
     char http_address[CR_CONFIG_ADDRESS_MAX]; /* host:port */
-    uint32_t metrics_port; /* Mooncake master's HTTP endpoints on http_address's host; 0: off */
+    uint32_t metrics_port; /* Mooncake master's HTTP endpoints; 0: off */
+    char metrics_host[CR_CONFIG_ADDRESS_MAX]; /* where metrics_port listens; "": http_address's host */
+    char mooncake_query_key[CR_CONFIG_ADDRESS_MAX]; /* /query_key's form: "wrapped" or "bare" */
     uint32_t http_threads;
     uint32_t http_connections_max;
     uint32_t http_idle_timeout_ms;

@@ -60,18 +60,31 @@ static int start_runtime(struct daemon *d) {
     return cr_subsystems_spawn(d->rt, &d->config, &d->subsystems);
 }
 
-/* Mooncake master's HTTP endpoints on --metrics-port (host of --http-address),
- * so scrapers and scripts written for Mooncake keep working.  Returns 0, or
- * the exit status to use. */
+/* Where --metrics-port listens: --metrics-host, or the host of --http-address. */
+static void metrics_address(const struct cr_daemon_config *c, char *out, size_t size) {
+    if (c->metrics_host[0] != '\0') {
+        bool v6 = strchr(c->metrics_host, ':') != NULL && c->metrics_host[0] != '[';
+        snprintf(out, size, v6 ? "[%s]:%u" : "%s:%u", c->metrics_host, c->metrics_port);
+        return;
+    }
+    const char *colon = strrchr(c->http_address, ':');
+    snprintf(out, size, "%.*s:%u", (int)(colon - c->http_address), c->http_address,
+             c->metrics_port);
+}
+
+/* Mooncake master's HTTP endpoints on --metrics-port, so scrapers and
+ * scripts written for Mooncake keep working.  Like the native RPC's default
+ * address, the default port is best effort: taken, crescentd starts without
+ * it and says so; a port the user chose must bind.  Returns 0, or the exit
+ * status to use. */
 static int start_metrics_http(struct daemon *d) {
     if (d->config.metrics_port == 0) return 0;
     char address[CR_CONFIG_ADDRESS_MAX + 8];
-    const char *colon = strrchr(d->config.http_address, ':');
-    snprintf(address, sizeof(address), "%.*s:%u", (int)(colon - d->config.http_address),
-             d->config.http_address, d->config.metrics_port);
+    metrics_address(&d->config, address, sizeof(address));
     if (cr_http_front_create(&d->metrics_front) != CR_OK ||
         cr_http_admin_register_mooncake(d->metrics_front, &d->admin) != CR_OK ||
-        cr_mooncake_routes_register(d->metrics_front, &d->subsystems) != CR_OK) {
+        cr_mooncake_routes_register(d->metrics_front, &d->subsystems,
+                                    strcmp(d->config.mooncake_query_key, "bare") == 0) != CR_OK) {
         CR_ERROR("daemon", "cannot set up the --metrics-port routes");
         return 1;
     }
@@ -82,12 +95,26 @@ static int start_metrics_http(struct daemon *d) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }
+    struct cr_admin_token token; /* its mutations (remove_all, ...) need it as the front's do */
+    if (!cr_admin_token_read(d->config.admin_token_file, &token, error, sizeof(error)) ||
+        cr_http_front_set_admin_token(d->metrics_front, token.text) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
     struct cr_http_front_limits limits;
     cr_http_front_limits_default(&limits);
     limits.workers = 4; /* scrapers and scripts: a few workers are plenty */
     limits.connections_max = d->config.http_connections_max;
     limits.idle_timeout_ms = d->config.http_idle_timeout_ms;
     if (cr_http_front_start(d->metrics_front, address, &limits, error, sizeof(error)) != CR_OK) {
+        if (d->config.metrics_port == CR_CONFIG_METRICS_PORT_DEFAULT) {
+            CR_WARN("daemon", "--metrics-port %u (the default) skipped: %s; Mooncake's "
+                              "endpoints are off (give --metrics-port PORT, or 0 to say so)",
+                    d->config.metrics_port, error);
+            cr_http_front_destroy(d->metrics_front);
+            d->metrics_front = NULL;
+            return 0;
+        }
         fprintf(stderr, "crescentd: --metrics-port: %s (--metrics-port 0 turns it off)\n", error);
         return 2;
     }
@@ -204,8 +231,11 @@ int cr_daemon_main(int argc, char **argv) {
         shutdown_all(&d);
         return exit_status;
     }
-    CR_INFO("daemon", "crescentd %s ready: http=%s actors=%u pinning=%s", CRESCENT_VERSION,
-            d.config.http_address, cr_runtime_actor_count(d.rt), d.config.pin_threads ? "on" : "off");
+    char metrics[CR_CONFIG_ADDRESS_MAX + 8] = "off";
+    if (d.metrics_front != NULL) metrics_address(&d.config, metrics, sizeof(metrics));
+    CR_INFO("daemon", "crescentd %s ready: http=%s rpc=%s metrics=%s actors=%u pinning=%s",
+            CRESCENT_VERSION, d.config.http_address, d.config.rpc_address, metrics,
+            cr_runtime_actor_count(d.rt), d.config.pin_threads ? "on" : "off");
     int sig = wait_for_signal(&signals);
     CR_INFO("daemon", "%s received: stopping intake, draining actors", strsignal(sig));
     shutdown_all(&d);

@@ -9,6 +9,7 @@
 #include "crescent/error.h"
 #include "crescent/version.h"
 #include "http/metrics.h"
+#include "http/mooncake_metrics.h"
 #include "msgs/indexer_msgs.h"
 
 static uint64_t uptime_s(const struct cr_http_admin *admin) {
@@ -218,9 +219,26 @@ static void metrics_summary(void *ctx, const struct cr_http_request *req,
     resp->body = cr_buf_take(&b, &resp->body_len);
 }
 
+/* GET /metrics on --metrics-port: Mooncake master's families (mooncake_metrics.c);
+ * crescent's own crescent_* families stay on the main front. */
+static void metrics_mooncake(void *ctx, const struct cr_http_request *req,
+                             struct cr_http_response *resp) {
+    (void)req;
+    const struct cr_http_admin *admin = ctx;
+    struct cr_metrics_actor actors[CR_METRICS_ENTRIES_MAX];
+    uint32_t count;
+    collect(admin, actors, &count, NULL);
+    struct cr_buf b;
+    cr_buf_init(&b);
+    cr_mooncake_metrics_render(&b, actors, count);
+    resp->status = 200;
+    resp->content_type = "text/plain; version=0.0.4";
+    resp->body = cr_buf_take(&b, &resp->body_len);
+}
+
 int cr_http_admin_register_mooncake(struct cr_http_front *front, struct cr_http_admin *admin) {
     int rc = cr_http_front_add_route(front, "GET", "/health", health, admin);
-    if (rc == CR_OK) rc = cr_http_front_add_route(front, "GET", "/metrics", metrics, admin);
+    if (rc == CR_OK) rc = cr_http_front_add_route(front, "GET", "/metrics", metrics_mooncake, admin);
     if (rc == CR_OK)
         rc = cr_http_front_add_route(front, "GET", "/metrics/summary", metrics_summary, admin);
     return rc;

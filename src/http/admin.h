@@ -17,8 +17,8 @@ struct cr_http_admin {
 
 int cr_http_admin_register(struct cr_http_front *front, struct cr_http_admin *admin);
 
-/* The --metrics-port front's share: /health, /metrics and Mooncake master's
- * /metrics/summary (one line: storage, keys, clients, requests, eviction).
+/* The --metrics-port front's share: /health, /metrics in Mooncake master's
+ * metric names (mooncake_metrics.h) and its /metrics/summary (one line: storage, keys, clients, requests, eviction).
  * `admin` must be the one registered on the main front (its route latencies). */
 int cr_http_admin_register_mooncake(struct cr_http_front *front, struct cr_http_admin *admin);
 

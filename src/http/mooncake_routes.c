@@ -3,9 +3,7 @@
  *
  *   GET /get_all_keys            every key, one per line
  *   GET /get_all_segments        every segment name, one per line
- *   GET /query_key?key=K         one line per replica buffer of K (tenant "default"):
- *                                {"size":N,"buffer_address":A,"protocol":P,"transport_endpoint":E}
- *                                404 with the error name when K is unknown
+ *   (the admin endpoints, /query_key among them: mooncake_admin.c)
  *   GET /query_segment?segment=S "S\nUsed(bytes): U\nCapacity(bytes) : C\n";
  *                                500 "Failed to query segment" when S is unknown
  *
@@ -20,6 +18,7 @@
 #include "core/buf.h"
 #include "crescent/error.h"
 #include "http/front.h"
+#include "http/mooncake_admin.h"
 #include "http/store_routes.h"
 
 #define MOONCAKE_TEXT "text/plain; version=0.0.4" /* what Mooncake's master sends */
@@ -93,35 +92,6 @@ static void get_all_segments(void *ctx, const struct cr_http_request *req,
     json_decref(doc);
 }
 
-static void query_key(void *ctx, const struct cr_http_request *req,
-                      struct cr_http_response *resp) {
-    char key[CR_STORE_KEY_LEN_MAX + 1];
-    if (!query_param(req, "key", key, sizeof(key)) || key[0] == '\0') {
-        respond_plain(resp, 400, "query_key wants ?key=KEY (1 to 4096 bytes)");
-        return;
-    }
-    struct cr_master_admin_query q = {
-        .kind = CR_MASTER_ADMIN_OBJECT, .name = key, .tenant = CR_STORE_DEFAULT_TENANT};
-    json_t *doc = ask_json(ctx, &q, resp, 404, NULL);
-    if (doc == NULL) return;
-    struct cr_buf b;
-    cr_buf_init(&b);
-    size_t i;
-    json_t *r;
-    json_array_foreach(json_object_get(doc, "replicas"), i, r) {
-        json_t *line = json_pack("{s:O, s:O, s:O, s:O}", "size", json_object_get(r, "size"),
-                                 "buffer_address", json_object_get(r, "buffer"), "protocol",
-                                 json_object_get(r, "protocol"), "transport_endpoint",
-                                 json_object_get(r, "endpoint"));
-        char *text = line != NULL ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-        if (text != NULL) cr_buf_appendf(&b, "%s\n", text);
-        free(text);
-        json_decref(line);
-    }
-    json_decref(doc);
-    respond_text(resp, 200, &b);
-}
-
 static void query_segment(void *ctx, const struct cr_http_request *req,
                           struct cr_http_response *resp) {
     char name[CR_STORE_NAME_LEN_MAX + 1];
@@ -141,19 +111,19 @@ static void query_segment(void *ctx, const struct cr_http_request *req,
     respond_text(resp, 200, &b);
 }
 
-int cr_mooncake_routes_register(struct cr_http_front *front, struct cr_subsystems *peers) {
+int cr_mooncake_routes_register(struct cr_http_front *front, struct cr_subsystems *peers,
+                                bool query_key_is_bare) {
     static const struct {
         const char *path;
         cr_http_handler handler;
     } routes[] = {
         {"/get_all_keys", get_all_keys},
         {"/get_all_segments", get_all_segments},
-        {"/query_key", query_key},
         {"/query_segment", query_segment},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         int rc = cr_http_front_add_route(front, "GET", routes[i].path, routes[i].handler, peers);
         if (rc != CR_OK) return rc;
     }
-    return CR_OK;
+    return cr_mooncake_admin_register(front, peers, query_key_is_bare);
 }

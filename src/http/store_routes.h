@@ -35,9 +35,10 @@ int cr_store_routes_ask(struct cr_subsystems *peers, struct cr_master_admin_quer
                         char **json_out);
 
 /* Mooncake master's store endpoints, in its shapes (text/plain, one item per
- * line): GET /query_key?key=, /get_all_keys, /get_all_segments,
- * /query_segment?segment=.  For the --metrics-port front. */
-int cr_mooncake_routes_register(struct cr_http_front *front, struct cr_subsystems *peers);
+ * line): GET /get_all_keys, /get_all_segments, /query_segment?segment=, and
+ * its admin endpoints (http/mooncake_admin.h).  For the --metrics-port front. */
+int cr_mooncake_routes_register(struct cr_http_front *front, struct cr_subsystems *peers,
+                                bool query_key_is_bare);
 
 /* Adds the routes; handlers ask peers->actors[CR_SUBSYSTEM_SEGMENTS]. */
 int cr_store_routes_register(struct cr_http_front *front, struct cr_subsystems *peers);

@@ -155,6 +155,8 @@ enum cr_master_admin_kind {
     CR_MASTER_ADMIN_OBJECT = 4,   /* tenant, key */
     CR_MASTER_ADMIN_STATS = 5,
     CR_MASTER_ADMIN_KEYS = 6,     /* every key of every tenant: {"keys": [...]} */
+    CR_MASTER_ADMIN_REMOVE_ALL = 7, /* a mutation: tenant (NULL: every one), force:
+                                       {"removed_count": N} (cr_store_remove_all) */
 };
 
 /* Ask: segments renders the answer as JSON text into *json_out (malloc'd;
@@ -172,6 +174,7 @@ struct cr_master_admin_query {
      * whether the walk is done (out); NULL: the whole walk in one answer. */
     uint32_t *cursor;
     bool *done;
+    bool force;           /* REMOVE_ALL: leased objects too */
 };
 
 struct cr_msg_master_admin {

@@ -189,9 +189,13 @@ def test_usage_errors(store, tmp_path):
     for args in (["--workload", "nope"], ["--depth", "0"], ["--mix", "1:1:1:1"],
                  ["--workload", "remove"], ["--distribution", "pareto"], ["extra"],
                  ["--workload", "query", "--prompt-tokens", "8"],
-                 ["--workload", "query", "--batch", "4"], ["--prompts", "70000"]):
+                 ["--workload", "query", "--batch", "4"], ["--prompts", "70000"],
+                 ["--workload", "route", "--depth", "4"]):
         rc, doc, text = bench(store, tmp_path, *args)
         assert rc == 2 and "crescent-bench:" in text, (args, text)
+    # query/route run no depth: refused rather than reported and not run
+    rc, _, text = bench(store, tmp_path, "--workload", "query", "--depth", "4")
+    assert rc == 2 and "--connections 4" in text, text
     p = subprocess.run([binary("crescent-bench"), "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "--rate" in p.stdout and "--mount-fake" in p.stdout
 
@@ -233,3 +237,40 @@ def test_value_workloads_move_bytes_and_clean_up(daemon, tmp_path, workload):
 def test_value_workloads_refuse_fake_segments(store, tmp_path):
     rc, _, text = bench(store, tmp_path, "--workload", "put-bytes", "--mount-fake")
     assert rc == 2 and "drop --batch, --depth and --mount-fake" in text
+
+
+def test_duration_is_honoured_when_the_rate_cannot_be_met(store, tmp_path):
+    """A rate far beyond what the machine does: the run stops sending a grace
+    (1 s here) after its 2 s window instead of sending its backlog (a 3 s run
+    once took 82 s), and says the rate was not held."""
+    import time
+    rate = 5e6
+    t0 = time.monotonic()
+    rc, doc, text = bench(store, tmp_path, "--mount-fake", "--workload", "exist", "--rate",
+                          str(rate), "--connections", "2", "--depth", "64", "--duration", "2",
+                          "--warmup", "0", "--keys", "1000")
+    took = time.monotonic() - t0
+    assert rc == 0, text
+    assert took < 30, took  # the backlog of 10 M sends takes over a minute here
+    assert doc["operations"] > 0
+    assert doc["sent_rate_ops_s"] < rate / 2, doc["sent_rate_ops_s"]
+    # wrk2's uncorrected view, from each send, hides the queueing behind the
+    # schedule that the corrected one (from when each was due) shows
+    corrected, uncorrected = doc["latency_us"]["all"], doc["latency_uncorrected_us"]
+    assert uncorrected["count"] == corrected["count"] == doc["operations"]
+    assert uncorrected["p50"] * 10 < corrected["p50"], (uncorrected, corrected)
+    assert "uncorr." in text
+
+
+def test_timeline_rates_the_trailing_partial_second_by_its_span(store, tmp_path):
+    """A 2.5 s window: the third second covers about half a second, and its
+    rate is its operations over that half, not a collapse to half the rate."""
+    rc, doc, text = bench(store, tmp_path, "--mount-fake", "--workload", "exist",
+                          "--duration", "2.5", "--warmup", "0.2", "--keys", "1000")
+    assert rc == 0, text
+    t = doc["timeline"]
+    assert len(t) == 3, t
+    assert all(s["span_s"] == 1.0 for s in t[:-1])
+    assert 0.3 < t[-1]["span_s"] < 0.9, t[-1]
+    for s in t:
+        assert abs(s["ops_per_s"] - s["ops"] / s["span_s"]) < 1e-6 * max(1, s["ops_per_s"])

@@ -115,6 +115,9 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
         for part in rest.split("."):
             expected = expected[part]
         assert float(value) == pytest.approx(float(expected)), (field, value, expected)
+        if field == "index.route.hit_rate" and model["index"]["blocks"] == 0:
+            assert text == "–", text  # no block indexed: no rate, not 0 % or 100 %
+            continue
         assert text not in ("", "–"), field
         checked += 1
     assert checked >= 15
@@ -183,3 +186,18 @@ def test_dashboard_with_admin_token(daemon, browser, tmp_path):
     assert browser.execute_script("return sessionStorage.getItem('crescent-token')") == token
     fields = shown_fields(browser)
     assert fields["stats.objects"][0] == str(api(d, "/api/v1/stats")["objects"])
+
+
+def test_route_hit_rate_without_routes_is_not_a_number(daemon, browser):
+    """No route asked yet: the card shows "–", not 0.0 % (nor 100 % with no
+    block indexed)."""
+    d = daemon()
+    browser.get(f"http://127.0.0.1:{d.port}/")
+    wait_for(lambda: int(browser.execute_script("return document.body.dataset.polls || 0")) >= 1,
+             "a poll of the API")
+    fields = shown_fields(browser)
+    assert fields["index.route.requests"][1] == "0"
+    assert fields["index.route.hit_rate"][1] == "–", fields["index.route.hit_rate"]
+    assert "rate.exists" in fields and "rate.removes" in fields
+    if browser.execute_script("return document.body.dataset.polls") == "1":
+        assert fields["rate.puts"][1] == "–"  # one sample makes no rate, not a 0

@@ -2,7 +2,8 @@
 --port, --rpc_address HOST, --metrics_port, --rpc_thread_num), durations with
 units, and Mooncake master's HTTP endpoints on --metrics-port in its shapes.
 --port/--rpc_port and --rpc_address address the Mooncake master endpoint
-(coro_rpc, docs/mooncake.md), as they address mooncake_master's."""
+(coro_rpc, docs/mooncake.md), as they address mooncake_master's.  Every Mooncake
+flag: test_mooncake_flags.py."""
 import json
 import socket
 import struct
@@ -77,7 +78,7 @@ def test_bad_values_exit_2_naming_the_flag(flag, value):
 
 def test_help_lists_mooncake_spellings():
     out = subprocess.run([binary("crescentd"), "--help"], capture_output=True, text=True).stdout
-    for text in ("--default_kv_lease_ttl", "--metrics-port", "--port", "--rpc_thread_num",
+    for text in ("--default_kv_lease_ttl", "--metrics-port", "--help-mooncake", "--flagfile",
                  "500ms, 5s, 10m"):
         assert text in out, text
 
@@ -93,11 +94,7 @@ def test_mooncake_endpoints(daemon):
     status, body = http_get(port, "/get_all_keys")
     assert status == 200 and sorted(body.decode().split()) == ["k1", "k2"]
     assert http_get(port, "/get_all_segments") == (200, b"seg0\n")
-    status, body = http_get(port, "/query_key?key=k1")
-    assert status == 200
-    assert json.loads(body.decode().splitlines()[0]) == {
-        "size": 4096, "buffer_address": 0, "protocol": "tcp", "transport_endpoint": "10.0.0.5:1"}
-    assert http_get(port, "/query_key?key=nope") == (404, b"OBJECT_NOT_FOUND")
+    # /query_key and the other admin endpoints: test_mooncake_admin.py
     assert http_get(port, "/query_segment?segment=seg0") == (
         200, b"seg0\nUsed(bytes): 8192\nCapacity(bytes) : 67108864\n")
     assert http_get(port, "/query_segment?segment=nope")[0] == 500
@@ -107,5 +104,80 @@ def test_mooncake_endpoints(daemon):
     assert summary.startswith("Storage: 8.00 KB / 64.00 MB (0.0%) | Keys: 2 |"), summary
     assert "PutStart=2, PutEnd=2" in summary
     status, body = http_get(port, "/metrics")
-    assert status == 200 and b"# TYPE crescent_segments_objects gauge" in body
+    assert status == 200 and b"# TYPE master_key_count gauge" in body  # Mooncake's names
 
+
+
+def hold_port(port):
+    """A listening socket on 127.0.0.1:port, or None when another process has it."""
+    import socket
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        return s
+    except OSError:
+        s.close()
+        return None
+
+
+def test_default_metrics_port_taken_is_skipped_like_the_other_defaults(daemon):
+    held = hold_port(9003)  # or another process holds it: taken either way
+    try:
+        d = daemon("--metrics-port", "9003", "--log-level", "INFO")
+        assert http_get(d.port, "/health")[0] == 200
+        code, err = d.stop()
+    finally:
+        if held is not None:
+            held.close()
+    assert code == 0
+    assert "--metrics-port 9003 (the default) skipped" in err, err
+    ready = [l for l in err.splitlines() if " ready: " in l]
+    assert ready and "rpc=tcp://127.0.0.1:" in ready[0] and "metrics=off" in ready[0], err
+
+
+def test_chosen_metrics_port_taken_exits_2():
+    import socket
+    port = free_port()
+    held = hold_port(port)
+    assert held is not None
+    try:
+        r = subprocess.run([binary("crescentd"), "--no-pin", "--metrics-port", str(port),
+                            "--http-address", f"127.0.0.1:{free_port()}",
+                            "--rpc-address", f"tcp://127.0.0.1:{free_port()}",
+                            "--rpc-tcp-address", "", "--rpc-shm-path", "off",
+                            "--event-address", f"tcp://127.0.0.1:{free_port()}",
+                            "--replay-address", f"tcp://127.0.0.1:{free_port()}",
+                            "--local-segment-size", "0"],
+                           capture_output=True, text=True, timeout=30)
+    finally:
+        held.close()
+    assert r.returncode == 2 and "--metrics-port" in r.stderr, r.stderr
+
+
+def test_ready_line_names_rpc_and_metrics(daemon):
+    d = daemon("--log-level", "INFO")
+    port = d.args[d.args.index("--metrics-port") + 1]
+    rpc = d.args[d.args.index("--rpc-address") + 1]
+    _, err = d.stop()
+    ready = [l for l in err.splitlines() if " ready: " in l][0]
+    assert f"rpc={rpc}" in ready and f"metrics=127.0.0.1:{port}" in ready, ready
+
+
+def test_ttl_log_names_only_clients_that_held_segments(daemon):
+    """A client that only wrote into crescentd's own segment is forgotten
+    quietly after its TTL; a client whose segments are unmounted is news."""
+    from conftest import wait_for
+    d = daemon("--client-ttl", "1", "--log-level", "INFO", "--local-segment-size", "64M")
+    rpc = d.args[d.args.index("--rpc-address") + 1]
+
+    def expired():
+        return json.loads(http_get(d.port, "/api/v1/stats")[1])["clients_expired"]
+
+    ctl(rpc, "put-start", "k1", "4K")  # a client without segments of its own
+    wait_for(lambda: expired() >= 1, "the writing client's expiry", timeout=60)
+    ctl(rpc, "mount", "seg0", "64M", "--endpoint", "10.0.0.5:1")
+    wait_for(lambda: expired() >= 2, "the mounting client's expiry", timeout=60)
+    _, err = d.stop()
+    lines = [l for l in err.splitlines() if "missed their TTL" in l]
+    assert len(lines) == 1 and "1 client(s) missed their TTL: 1 segment(s) unmounted" in lines[0], err

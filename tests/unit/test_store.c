@@ -644,10 +644,12 @@ static void test_client_expiry(void **state) {
     assert_int_equal(put_start(s, &CLIENT_B, NULL, "b-writes", 1, false, "b0", 0, NULL), CR_OK);
     assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 9000, NULL), CR_OK);
     assert_int_equal(cr_store_expire_clients(s, 10000), 0);
+    assert_int_equal(cr_store_mounted_count(s), 2);
     bool known = false;
     assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 15000, &known), CR_OK);
     assert_true(known);
     assert_int_equal(cr_store_expire_clients(s, 10001), 1);
+    assert_int_equal(cr_store_mounted_count(s), 1); /* A's segment went with A */
     struct cr_store_segment_view v;
     assert_int_equal(cr_store_segment_find(s, "a0", &v), CR_ERR_SEGMENT_NOT_FOUND);
     assert_int_equal(cr_store_segment_find(s, "b0", &v), CR_OK);

@@ -54,10 +54,13 @@ function lookup(model, path) {
 
 // Every [data-field] shows one number of the model; data-value keeps it raw
 // (the browser test compares it with the API's answer).
+// data-unless="a.b,c.d": the value means nothing while any of those is 0 (a
+// hit rate with no route asked, or no block indexed): shown as "–", not 0 % or 100 %.
 function renderFields(model) {
   for (const el of document.querySelectorAll("[data-field]")) {
     const value = lookup(model, el.dataset.field);
-    el.textContent = format(value, el.dataset.format);
+    const moot = (el.dataset.unless || "").split(",").some((p) => p && !lookup(model, p));
+    el.textContent = moot ? "–" : format(value, el.dataset.format);
     el.dataset.value = value === undefined || value === null ? "" : String(value);
   }
 }
@@ -120,7 +123,9 @@ function renderPublishers(services) {
     cell(row, p.last_seq === null ? "–" : String(p.last_seq), "num");
     cell(row, format(p.counters.events), "num").dataset.value = p.counters.events;
     cell(row, format(p.counters.gaps), "num");
-    cell(row, format(p.route.hit_rate, "percent"), "num").dataset.value = p.route.hit_rate;
+    // No route asked of it yet: no rate to show (not 0.0 %).
+    cell(row, p.route.request_tokens ? format(p.route.hit_rate, "percent") : "–",
+         "num").dataset.value = p.route.hit_rate;
   }
 }
 
@@ -181,6 +186,8 @@ const noChart = { plot: { setData() {} }, data: [[]] };
 const charts = chartsMissing ? { ops: noChart, usage: noChart, events: noChart } : {
   ops: makeChart("chart-ops", [{ label: "puts/s", color: "#3b5bdb" },
                                { label: "gets/s", color: "#1f8a4c" },
+                               { label: "exists/s", color: "#e67700" },
+                               { label: "removes/s", color: "#862e9c" },
                                { label: "evictions/s", color: "#c53030" }], (v) => v.toFixed(1)),
   usage: makeChart("chart-usage", [{ label: "used", color: "#3b5bdb" }], formatBytes),
   events: makeChart("chart-events", [{ label: "events/s", color: "#7048e8" }], (v) => v.toFixed(1)),
@@ -196,8 +203,9 @@ function counters(actors) {
   return byName;
 }
 
+// null on the first poll: one sample makes no rate (shown as "–", not a 0).
 function rate(now, before, pick) {
-  if (before === null) return 0;
+  if (before === null) return null;
   const seconds = (now.t - before.t) / 1000;
   return seconds > 0 ? Math.max(0, (pick(now) - pick(before)) / seconds) : 0;
 }
@@ -210,21 +218,28 @@ async function poll() {
       api("/api/v1/objects?limit=20"), api("/api/v1/tasks", true)]);
   const c = counters(actors.actors);
   const rpc = c.rpc || {};
+  // Requests over every RPC endpoint: ZMQ (rpc), native (rpc_tcp), shm (rpc_shm).
+  const requests = (...names) => ["rpc", "rpc_tcp", "rpc_shm"].reduce(
+    (sum, actor) => sum + names.reduce((s, n) => s + ((c[actor] || {})["requests_" + n + "_total"] || 0), 0), 0);
   const sample = {
     t: Date.now(),
-    puts: (rpc.requests_put_start_total || 0) + (rpc.requests_batch_put_start_total || 0),
-    gets: (rpc.requests_get_replica_list_total || 0) +
-          (rpc.requests_batch_get_replica_list_total || 0),
+    puts: requests("put_start", "batch_put_start"),
+    gets: requests("get_replica_list", "batch_get_replica_list"),
+    exists: requests("exist_key", "batch_exist_key"),
+    removes: requests("remove", "batch_remove", "remove_by_regex", "remove_all"),
     evictions: stats.evictions, events: events.events_sent,
   };
   const model = {
     stats, events, index, rpc, tasks,
     rate: {
       puts: rate(sample, previous, (s) => s.puts), gets: rate(sample, previous, (s) => s.gets),
+      exists: rate(sample, previous, (s) => s.exists),
+      removes: rate(sample, previous, (s) => s.removes),
       evictions: rate(sample, previous, (s) => s.evictions),
       events: rate(sample, previous, (s) => s.events),
     },
   };
+  const first = previous === null;
   previous = sample;
   renderFields(model);
   renderSegments(segments.segments);
@@ -232,9 +247,14 @@ async function poll() {
   renderObjects(objects.objects);
   renderTasks(tasks);
   const t = sample.t / 1000;
-  push(charts.ops, t, [model.rate.puts, model.rate.gets, model.rate.evictions]);
-  push(charts.usage, t, [stats.used_bytes]);
-  push(charts.events, t, [model.rate.events]);
+  // From the second poll: one point alone draws an axis years wide and zeros
+  // that were never measured.
+  if (!first) {
+    push(charts.ops, t, [model.rate.puts, model.rate.gets, model.rate.exists,
+                         model.rate.removes, model.rate.evictions]);
+    push(charts.usage, t, [stats.used_bytes]);
+    push(charts.events, t, [model.rate.events]);
+  }
   const pill = document.getElementById("health");
   pill.textContent = health.status === "ok" ? "healthy" : "degraded: " + health.unresponsive.join(", ");
   pill.className = "pill " + (health.status === "ok" ? "ok" : "bad");

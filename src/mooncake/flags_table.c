@@ -1,0 +1,158 @@
+/* One line per flag of Mooncake's master at kvcache-ai/Mooncake 3b5a594
+ * (docs/mooncake-flags.tsv, sorted as there).  What each kind means is in
+ * flags.h; a refusal names crescent's equivalent or says why there is none.
+ * Switching a flag to honoured is its line becoming SETTING (with the crescent
+ * setting that now carries its meaning), or WHEN with the value now built. */
+#include "mooncake/flags.h"
+
+#define SETTING(name, is_bool, setting) {name, is_bool, CR_MC_SETTING, setting, NULL}
+#define WHEN(name, is_bool, value, reason) {name, is_bool, CR_MC_WHEN, value, reason}
+#define IGNORED(name, is_bool) \
+    {name, is_bool, CR_MC_IGNORED, NULL, "deprecated in the reference, which ignores it too"}
+#define REFUSED(name, is_bool, reason) {name, is_bool, CR_MC_REFUSED, NULL, reason}
+
+/* Reasons shared by families of flags. */
+#define HA_YET "not supported yet: crescentd has no standbys (high availability on etcd is " \
+               "being built); its metadata is durable under --state-dir (--durability, " \
+               "--snapshot-every-records; docs/durability.md)"
+#define RPC_KNOB "crescent's Mooncake endpoint (--mooncake-rpc-address, or --rpc_port/--port/" \
+                 "--rpc_address) is served on the store's own thread and has no such knob"
+#define META_CLEANUP "crescent's HTTP metadata server (--enable-http-metadata-server) keeps " \
+                     "a key until it is deleted; clients delete their own at close"
+#define TIERS "crescent has no storage tiers below memory (disk offload, NFS/3FS file " \
+              "segments, NoF SSD, promotion): every replica is in a mounted memory segment"
+#define KV_EVENTS "crescent always publishes its store events as ZMQ PUB batches at " \
+                  "--event-address (topic --event-topic, replay at --replay-address; " \
+                  "docs/http-api.md), not the RFC #1527 publisher"
+#define NO_K8S "crescent has no Kubernetes label routing; give clients --rpc-address"
+#define NO_CXL "crescent has no CXL memory segments; mount memory segments (crescentctl mount)"
+#define NO_HEAT "crescent adds no replicas by access heat: replicas come from the put's " \
+                "replica count and copy tasks (crescentctl copy)"
+
+static const struct cr_mooncake_flag table[] = {
+    WHEN("allocation_strategy", false, "random",
+         "crescent places a replica in the preferred segment, then random segments (the "
+         "reference's 'random'); other strategies are not built"),
+    SETTING("allow_evict_soft_pinned_objects", true, "allow-evict-soft-pinned-objects"),
+    REFUSED("batch_oplog_retry_timeout_sec", false, HA_YET),
+    SETTING("client_ttl", false, "client-ttl"),
+    REFUSED("cluster_id", false, HA_YET),
+    REFUSED("config_path", false,
+            "Mooncake's master config file: write it as a --flagfile (one --key=value a "
+            "line; every key is the flag of the same name) or as crescent's --config JSON"),
+    REFUSED("cxl_path", false, NO_CXL),
+    REFUSED("cxl_size", false, NO_CXL),
+    SETTING("default_kv_lease_ttl", false, "default-kv-lease-ttl"),
+    SETTING("default_kv_soft_pin_ttl", false, "default-kv-soft-pin-ttl"),
+    REFUSED("dynamic_replication_admission_qps_threshold", false, NO_HEAT),
+    REFUSED("dynamic_replication_heat_window_seconds", false, NO_HEAT),
+    REFUSED("dynamic_replication_max_memory_replicas", false, NO_HEAT),
+    WHEN("dynamic_replication_mode", false, "off", NO_HEAT),
+    WHEN("enable_cxl", true, "false", NO_CXL),
+    REFUSED("enable_disk_eviction", true, TIERS),
+    WHEN("enable_ha", true, "false", HA_YET),
+    SETTING("enable_http_metadata_server", true, "enable-http-metadata-server"),
+    REFUSED("enable_kv_events", true, KV_EVENTS),
+    WHEN("enable_metadata_cleanup_on_timeout", true, "false", META_CLEANUP),
+    WHEN("enable_metric_reporting", true, "false",
+         "crescentd does not log its metrics periodically: scrape /metrics (crescent_*) or "
+         "--metrics-port's /metrics (Mooncake's names), or GET /metrics/summary"),
+    WHEN("enable_multi_tenants", true, "false",
+         "crescent keeps tenants' keys apart always, without strict admission: "
+         "--max-tenants-per-client bounds them"),
+    WHEN("enable_offload", true, "false", TIERS),
+    WHEN("enable_oplog", true, "false", HA_YET),
+    WHEN("enable_snapshot", true, "false", HA_YET),
+    WHEN("enable_snapshot_restore", true, "false", HA_YET),
+    REFUSED("etcd_endpoints", false, HA_YET),
+    SETTING("eviction_high_watermark_ratio", false, "eviction-high-watermark-ratio"),
+    SETTING("eviction_ratio", false, "eviction-ratio"),
+    REFUSED("global_file_segment_size", false, TIERS),
+    REFUSED("ha_backend_connstring", false, HA_YET),
+    REFUSED("ha_backend_type", false, HA_YET),
+    SETTING("http_metadata_server_host", false, "http-metadata-server-host"),
+    SETTING("http_metadata_server_port", false, "http-metadata-server-port"),
+    IGNORED("kv_events_additional_salt", false),
+    REFUSED("kv_events_backend_id", false, KV_EVENTS),
+    REFUSED("kv_events_bind_endpoint", false,
+            "crescent's store events are at --event-address (ZMQ PUB, on by default)"),
+    IGNORED("kv_events_block_size", false),
+    IGNORED("kv_events_dp_rank", false),
+    REFUSED("kv_events_emit_legacy_compat", true, KV_EVENTS),
+    REFUSED("kv_events_emit_object_key", true, KV_EVENTS),
+    IGNORED("kv_events_lora_name", false),
+    IGNORED("kv_events_model_name", false),
+    REFUSED("kv_events_queue_capacity", false,
+            "crescent's event queue is the PUB socket's --event-send-hwm (messages) and "
+            "--replay-batches for replay"),
+    IGNORED("kv_events_tenant_id", false),
+    REFUSED("max_kv_soft_pin_ttl", false,
+            "a put cannot ask crescent for its own soft-pin TTL: every soft-pinned object "
+            "has --default-kv-soft-pin-ttl"),
+    REFUSED("max_retry_attempts", false,
+            "crescent does not retry copy/move tasks: one not reported within "
+            "--task-timeout-sec is rolled back and FAILED; submit it again"),
+    SETTING("max_threads", false, "max_threads"),
+    SETTING("max_total_finished_tasks", false, "task-retention"),
+    REFUSED("max_total_pending_tasks", false,
+            "crescent bounds pending and processing tasks together: --task-max-in-flight"),
+    REFUSED("max_total_processing_tasks", false,
+            "crescent bounds pending and processing tasks together: --task-max-in-flight"),
+    WHEN("memory_allocator", false, "offset",
+         "crescent's segments use its offset allocator (the reference's 'offset'); "
+         "cachelib is not built"),
+    SETTING("metrics_host", false, "metrics-host"),
+    SETTING("metrics_port", false, "metrics-port"),
+    REFUSED("nof_eviction_high_watermark_ratio", false, TIERS),
+    REFUSED("nof_eviction_ratio", false, TIERS),
+    REFUSED("nof_heartbeat_failures_threshold", false, TIERS),
+    REFUSED("nof_heartbeat_interval_sec", false, TIERS),
+    REFUSED("nof_heartbeat_probe_timeout_ms", false, TIERS),
+    REFUSED("offload_cap_ratio", false, TIERS),
+    WHEN("offload_force_evict", true, "false", TIERS),
+    WHEN("offload_on_evict", true, "false", TIERS),
+    REFUSED("offloading_queue_limit", false, TIERS),
+    REFUSED("oplog_batch_max_entries", false, HA_YET),
+    REFUSED("oplog_poll_interval_ms", false, HA_YET),
+    REFUSED("pending_task_timeout_sec", false,
+            "crescent has one timeout from a task's creation to its report: --task-timeout-sec"),
+    REFUSED("pod_name", false, NO_K8S),
+    REFUSED("pod_namespace", false, NO_K8S),
+    SETTING("port", false, "port"),
+    REFUSED("processing_task_timeout_sec", false,
+            "crescent has one timeout from a task's creation to its report: --task-timeout-sec"),
+    REFUSED("promotion_admission_threshold", false, TIERS),
+    REFUSED("promotion_max_per_heartbeat", false, TIERS),
+    WHEN("promotion_on_hit", true, "false", TIERS),
+    REFUSED("promotion_queue_limit", false, TIERS),
+    SETTING("put_start_discard_timeout_sec", false, "put-start-discard-timeout-sec"),
+    SETTING("put_start_release_timeout_sec", false, "put-start-release-timeout-sec"),
+    REFUSED("quota_bytes", false, TIERS),
+    REFUSED("root_fs_dir", false, TIERS),
+    SETTING("rpc_address", false, "rpc_address"),
+    REFUSED("rpc_conn_timeout_seconds", false, RPC_KNOB),
+    REFUSED("rpc_enable_tcp_no_delay", true, RPC_KNOB),
+    REFUSED("rpc_interface", false, RPC_KNOB),
+    SETTING("rpc_port", false, "rpc_port"),
+    SETTING("rpc_thread_num", false, "rpc_thread_num"),
+    REFUSED("snapshot_backup_dir", false, HA_YET),
+    REFUSED("snapshot_catalog_backend_connstring", false, HA_YET),
+    REFUSED("snapshot_catalog_backend_type", false, HA_YET),
+    REFUSED("snapshot_catalog_store_connstring", false, HA_YET),
+    REFUSED("snapshot_catalog_store_type", false, HA_YET),
+    REFUSED("snapshot_child_timeout_seconds", false, HA_YET),
+    REFUSED("snapshot_interval_seconds", false, HA_YET),
+    REFUSED("snapshot_object_store_type", false, HA_YET),
+    REFUSED("snapshot_payload_backend_type", false, HA_YET),
+    REFUSED("snapshot_payload_store_type", false, HA_YET),
+    REFUSED("snapshot_retention_count", false, HA_YET),
+    REFUSED("tenant_quota_connector_type", false,
+            "crescent has no tenant quota connector: tenant quotas are not built"),
+    REFUSED("tenant_quota_connector_uri", false,
+            "crescent has no tenant quota connector: tenant quotas are not built"),
+};
+
+const struct cr_mooncake_flag *cr_mooncake_flags(size_t *count) {
+    *count = sizeof(table) / sizeof(table[0]);
+    return table;
+}
