@@ -8,8 +8,12 @@
  * interleaved rounds, medians of rounds, GB/s of the object bytes per second
  * of this thread's CPU time (steadier than wall time on a shared machine):
  *   memcpy              the copy alone (the issue's ceiling);
- *   copy, then hash     memcpy of a block, then XXH3 over the destination
- *                       (a second pass from memory: the old read path);
+ *   copy all, hash all  every block copied, then each block's XXH3 over
+ *                       the destination (the batch read path before the
+ *                       chunked copy: ops copied during the poll, the hashes
+ *                       after it, from memory or L3);
+ *   copy, then hash     memcpy of a block, then its XXH3 (a 256 KiB block may
+ *                       still be in L2 when its hash reads it);
  *   chunked N KiB       memcpy N KiB, feed those N KiB to XXH3's streaming
  *                       state while they are in cache, next N KiB
  *                       (libcrescent's read path, src/client/client_copy.c, at
@@ -36,11 +40,11 @@
 #define TOTAL_BYTES ((size_t)BLOCKS * BLOCK_BYTES)
 #define CALLS_PER_ROUND 20u
 
-enum { MEMCPY, COPY_THEN_HASH, CHUNK_16K, CHUNK_32K, CHUNK_64K, CHUNK_128K, HOT_HASH, CASES };
-static const char *const names[CASES] = {"memcpy", "copy, then hash", "chunked 16 KiB",
+enum { MEMCPY, COPY_ALL_HASH_ALL, COPY_THEN_HASH, CHUNK_16K, CHUNK_32K, CHUNK_64K, CHUNK_128K, HOT_HASH, CASES };
+static const char *const names[CASES] = {"memcpy", "copy all, then hash all", "copy, then hash", "chunked 16 KiB",
                                          "chunked 32 KiB", "chunked 64 KiB", "chunked 128 KiB",
                                          "hash of a cache-hot 64 KiB chunk"};
-static const size_t chunk_of[CASES] = {0, 0, 16384, 32768, 65536, 131072, 0};
+static const size_t chunk_of[CASES] = {0, 0, 0, 16384, 32768, 65536, 131072, 0};
 
 static uint64_t expected[BLOCKS];
 static volatile uint64_t sink;
@@ -59,6 +63,14 @@ static uint64_t copy_chunked(uint8_t *dst, const uint8_t *src, size_t len, size_
 /* One call: the whole 8 MiB as the case moves it.  Returns false when a
  * verified case computed a wrong hash. */
 static bool run_case(int c, uint8_t *dst, const uint8_t *src) {
+    if (c == COPY_ALL_HASH_ALL) {
+        for (uint32_t b = 0; b < BLOCKS; b++)
+            memcpy(dst + (size_t)b * BLOCK_BYTES, src + (size_t)b * BLOCK_BYTES, BLOCK_BYTES);
+        bool ok = true;
+        for (uint32_t b = 0; b < BLOCKS; b++)
+            ok &= XXH3_64bits(dst + (size_t)b * BLOCK_BYTES, BLOCK_BYTES) == expected[b];
+        return ok;
+    }
     for (uint32_t b = 0; b < BLOCKS; b++) {
         uint8_t *d = dst + (size_t)b * BLOCK_BYTES;
         const uint8_t *s = src + (size_t)b * BLOCK_BYTES;
