@@ -4,9 +4,10 @@
  * One engine serves the single and batch forms: a set of items, each with
  * its replica list from the master and a local buffer, is moved by
  * submitting every op at once to the cr_client's transfer client and
- * polling until none is in flight.  A write is one attempt per replica (all
- * must succeed); a read is one attempt at a time per item, the next replica
- * after a failure. */
+ * polling until none is in flight (a read of a same-host replica is copied
+ * from its mapping and hashed at once instead, client_copy.h).  A write is
+ * one attempt per replica (all must succeed); a read is one attempt at a
+ * time per item, the next replica after a failure. */
 #include <arpa/inet.h>
 #include <assert.h>
 #include <ifaddrs.h>
@@ -23,6 +24,7 @@
 #include <xxh_x86dispatch.h>
 #endif
 
+#include "client/client_copy.h"
 #include "client/client_internal.h"
 #include "rdma/xfer.h"
 
@@ -254,6 +256,8 @@ struct read_item {
     struct attempt attempt;
     bool active;              /* an attempt is in flight this round */
     bool done;
+    bool mapped;              /* the attempt copied from a same-host mapping, and */
+    uint64_t hash;            /* (checksummed lists) the XXH3-64 of what it wrote */
     int status;               /* the latest failure */
     char why[CR_XFER_MESSAGE_MAX + 96];
 };
@@ -268,7 +272,12 @@ static void read_next(cr_client *c, struct read_item *it) {
         return;
     }
     const struct cr_replica *r = &it->list->replicas[it->order[it->tried++]];
-    submit_replica(c, CR_XFER_READ, r, it->out->buf, it->out->len, &it->attempt);
+    /* Same host: copy and hash chunk by chunk now, while each chunk is in
+     * cache, rather than a copy op and then a second pass to hash. */
+    it->mapped = cr_client_read_mapped(c->xfer, r, it->out->buf, it->out->len,
+                                       it->list->has_checksum ? &it->hash : NULL) == CR_OK;
+    if (it->mapped) it->attempt = (struct attempt){0}; /* done, nothing in flight */
+    else submit_replica(c, CR_XFER_READ, r, it->out->buf, it->out->len, &it->attempt);
     it->active = true;
 }
 
@@ -296,8 +305,9 @@ static void read_judge(cr_client *c, struct read_item *it) {
                  (unsigned long long)it->list->lease_ttl_ms);
         return;
     }
-    if (it->list->has_checksum && XXH3_64bits(it->out->buf, it->out->len) !=
-                                      it->list->checksum_xxh3) {
+    if (it->list->has_checksum &&
+        (it->mapped ? it->hash : XXH3_64bits(it->out->buf, it->out->len)) !=
+            it->list->checksum_xxh3) {
         it->status = CR_ERR_CHECKSUM;
         snprintf(it->why, sizeof(it->why), "replica on '%s': bytes do not match the put's "
                  "checksum", seg);
