@@ -16,6 +16,7 @@ import pytest
 
 from conftest import free_port, http_get, wait_for
 from test_indexer import post_json
+from test_metrics import metrics as strict_metrics
 
 BS = 16
 NS = "namespace.dynamo.component"
@@ -209,6 +210,7 @@ def test_dynamo_workers_over_nats(daemon, nats_port):
         worker.pub(KV, {"worker_id": 8, "data": "Cleared"})
         wait_for(lambda: "8" not in query(d, toks), "worker 8 cleared")
         assert stats(d)["nats_workers"] == 2
+        strict_metrics(d)  # every new family has its HELP and TYPE
     finally:
         stop.set()
         reporter.join()
