@@ -14,7 +14,8 @@
  *   kv-hit-rate   KVHitRateEvent {"isl_tokens", "hit_tokens", "worker_id"} (published).
  *
  * Block hashes are u64 (serde prints them unsigned, so half are above
- * INT64_MAX); negative, fractional or larger values are refused.
+ * INT64_MAX); negative, fractional or larger values are refused (a decimal
+ * string is taken as well: that is how values above INT64_MAX reach jansson).
  *
  * Every payload is validated whole before success: on failure nothing is
  * returned but the cause (for counters) and one line naming the fault.
