@@ -29,7 +29,7 @@ const c_flags = [_][]const u8{
 const system_libs = [_][]const u8{
     "ck",       "zmq",     "msgpackc", "protobuf-c", "civetweb",
     "jansson",  "xxhash",  "pcre2-8",  "ibverbs",    "m",
-    "pthread",  "http_parser",
+    "pthread",  "http_parser", "nats",
 };
 
 /// Everything linked into crescentd and the tests, in link order of the

@@ -11,11 +11,15 @@ packages=(
     # libraries crescent links
     libck-dev libzmq3-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler
     libibverbs-dev libcivetweb-dev libxxhash-dev libpcre2-dev libjansson-dev libhttp-parser-dev
+    # NATS client (crescentd subscribes to Dynamo's KV-event subjects)
+    libnats-dev
     # C unit tests
     libcmocka-dev
     # foreign-client tests (Debian's own python3 sees these)
     python3 python3-zmq python3-msgpack python3-protobuf python3-pytest python3-requests
     protobuf-compiler curl
+    # the NATS server tests/integration/test_nats.py starts on loopback
+    nats-server
     # the Python client's `pip install ./python` (tests/integration/test_python_client.py)
     python3-pip python3-setuptools
     # MooncakeDistributedStore's callers (SGLang, LMCache, vLLM) run unmodified with

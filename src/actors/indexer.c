@@ -31,6 +31,7 @@ void cr_indexer_result_free(struct cr_indexer_result *result) { free(result); }
 
 static void state_free(struct indexer_state *st) {
     if (st == NULL) return;
+    indexer_nats_free(st);
     indexer_sources_close(st);
     for (uint32_t i = 0; i < st->instance_cap; i++)
         cr_prefix_map_free(&st->instances[i].store_keys);
@@ -167,7 +168,7 @@ static int indexer_start(struct cr_actor *self, void *state) {
     if (st->saved_count > 0)
         CR_INFO("indexer", "%u of %u publishers saved in %s restored", restored, st->saved_count,
                 st->persist_path);
-    return CR_OK;
+    return indexer_nats_start(st, self);
 }
 
 struct indexer_instance_info *indexer_instance_info_get(struct indexer_state *st, uint16_t id) {
@@ -235,6 +236,7 @@ static void store_event(struct indexer_state *st, struct cr_msg *msg) {
 static int handle_ask(struct indexer_state *st, struct cr_msg *msg) {
     /* /global_view lists instances: expired load-only ones must be gone. */
     indexer_load_only_sweep(st, msg->type == CR_MSG_INDEXER_GLOBAL_VIEW);
+    indexer_nats_sweep(st);
     switch (msg->type) {
     case CR_MSG_INDEXER_REGISTER: {
         struct cr_msg_indexer_register *b = CR_MSG_BODY(msg, struct cr_msg_indexer_register);
@@ -273,6 +275,10 @@ static void indexer_handle(struct cr_actor *self, void *state, struct cr_msg *ms
         store_event(st, msg);
         return;
     }
+    if (msg->type == CR_MSG_INDEXER_NATS) {
+        indexer_nats_handle(st, CR_MSG_BODY(msg, struct cr_msg_indexer_nats));
+        return;
+    }
     bool known = msg->type >= CR_MSG_INDEXER_REGISTER && msg->type <= CR_MSG_INDEXER_GLOBAL_VIEW;
     if (known && (msg->flags & CR_MSG_ASK)) {
         cr_reply(msg, handle_ask(st, msg));
@@ -295,6 +301,7 @@ static void indexer_wait_hook(struct cr_actor *self, void *state, int wake_fd, i
 
 static void indexer_stop(struct cr_actor *self, void *state) {
     (void)self;
+    indexer_nats_stop(state);
     indexer_sources_close(state); /* sockets are closed on the thread that used them */
 }
 
@@ -302,6 +309,8 @@ static void indexer_discard(void *state, struct cr_msg *msg) {
     (void)state;
     if (msg->type == CR_MSG_STORE_EVENT)
         cr_store_event_chain_release(CR_MSG_BODY(msg, struct cr_msg_store_event)->chain);
+    if (msg->type == CR_MSG_INDEXER_NATS)
+        indexer_nats_discard(CR_MSG_BODY(msg, struct cr_msg_indexer_nats));
 }
 
 #define STAT(name_, value_)                                                                        \
@@ -357,6 +366,7 @@ static void indexer_stats(struct cr_actor *self, void *state, struct cr_actor_st
     STAT("route_requests_total", st->routes);
     STAT("route_request_tokens_total", st->route_request_tokens);
     STAT("route_hit_tokens_total", st->route_hit_tokens);
+    indexer_nats_stats(st, out);
 }
 
 static const struct cr_actor_ops indexer_ops = {

@@ -148,6 +148,11 @@ struct indexer_instance_info {
      * load_ns, the time of its last report. */
     bool load_only;
     uint64_t load_ns;
+    /* A Dynamo worker seen on NATS (indexer_nats.c): its blocks and load
+     * come from there; stale when its metrics are older than --nats-stale-ms. */
+    bool nats_worker, nats_stale;
+    int64_t nats_worker_id;
+    uint64_t nats_metrics_ns; /* last metrics (or first sight) */
 };
 
 struct indexer_state {
@@ -194,6 +199,7 @@ struct indexer_state {
     uint32_t load_only_count; /* instances with load_only set */
     uint64_t load_only_sweep_ns; /* when expired load-only instances are next looked for */
     uint64_t load_only_expired, load_only_rejected;
+    struct indexer_nats *nats; /* NULL without --nats-url */
 };
 
 /* ---- indexer_conf.c ---- */
@@ -310,6 +316,29 @@ int indexer_query(struct indexer_state *st, const struct cr_indexer_query *q,
 int indexer_load(struct indexer_state *st, const struct cr_indexer_load *load);
 /* Drops load-only instances whose reports expired (all of them when force). */
 void indexer_load_only_sweep(struct indexer_state *st, bool force);
+
+/* ---- indexer_nats.c (Dynamo's subjects over NATS) ---- */
+
+struct cr_actor;
+struct cr_actor_stats;
+/* With --nats-url: connects (retrying in the background if the server is
+ * not up yet) and subscribes; libnats' threads only hand messages over with
+ * cr_send.  Returns CR_OK, or an error with a line logged. */
+int indexer_nats_start(struct indexer_state *st, struct cr_actor *self);
+/* Drains the subscriptions (no callback runs after it) and closes. */
+void indexer_nats_stop(struct indexer_state *st);
+void indexer_nats_free(struct indexer_state *st);
+/* A CR_MSG_INDEXER_NATS message: decoded, checked, applied, freed. */
+void indexer_nats_handle(struct indexer_state *st, struct cr_msg_indexer_nats *body);
+void indexer_nats_discard(struct cr_msg_indexer_nats *body);
+/* Marks workers whose metrics went silent stale (at most every 100 ms). */
+void indexer_nats_sweep(struct indexer_state *st);
+/* Whether instance id is a stale Dynamo worker (/route leaves it out). */
+bool indexer_nats_stale(const struct indexer_state *st, uint16_t id);
+/* After a /route chose instance best: the KVHitRateEvent, if it is a worker. */
+void indexer_nats_routed(struct indexer_state *st, uint16_t best, uint64_t isl_tokens,
+                         uint64_t hit_tokens);
+void indexer_nats_stats(const struct indexer_state *st, struct cr_actor_stats *out);
 
 /* ---- indexer_views.c ---- */
 

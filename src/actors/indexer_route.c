@@ -172,7 +172,8 @@ static void route_pick(struct indexer_state *st, const struct cr_indexer_query *
     for (uint32_t i = 0; i < n; i++) {
         if (st->route_hits[cand[i]] & ROUTE_SEEN) continue; /* listed twice (hit and source) */
         st->route_hits[cand[i]] |= ROUTE_SEEN;
-        if (!q->include_unhealthy && route_unhealthy(st->route_hits[cand[i]])) {
+        if (!q->include_unhealthy &&
+            (route_unhealthy(st->route_hits[cand[i]]) || indexer_nats_stale(st, cand[i]))) {
             r->excluded++;
             continue;
         }
@@ -197,6 +198,7 @@ static void route_pick(struct indexer_state *st, const struct cr_indexer_query *
     r->candidates = distinct;
     r->best_tokens = best_hit;
     if (best >= 0) route_count(st, q, (uint16_t)best, best_hit);
+    if (best >= 0) indexer_nats_routed(st, (uint16_t)best, q->request_tokens, best_hit);
 }
 
 int indexer_query(struct indexer_state *st, const struct cr_indexer_query *q,

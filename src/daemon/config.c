@@ -33,7 +33,8 @@ struct setting {
  * default's meaning), also on the command line: --rpc-tcp-address ''. */
 static const char *const empty_allowed[] = {
     "metrics-host", "rpc-tcp-address", "data-rdma-devices", "curve-secret-key-file",
-    "curve-clients", "admin-token-file", "indexer-config", "state-dir",
+    "curve-clients", "admin-token-file", "indexer-config", "state-dir", "nats-url",
+    "nats-hit-rate-subject", "nats-model",
 };
 
 static bool empty_ok(const struct setting *s) {
@@ -209,6 +210,27 @@ static const struct setting settings[] = {
     {"snapshot-every-records", SETTING_U32, FIELD(snapshot_every_records), 0, UINT32_MAX, "N",
      "with --state-dir, a snapshot of the store after every N log records; the logs before "
      "it are then removed (0: never; the log grows)"},
+    /* Dynamo over NATS */
+    {"nats-url", SETTING_STRING, FIELD(nats_url), 0, 0, "URL",
+     "NATS server to take Dynamo's KV events and load metrics from (nats://HOST:PORT); '' off"},
+    {"nats-namespace", SETTING_STRING, FIELD(nats_namespace), 0, 0, "NS",
+     "Dynamo namespace: subjects are namespace.NS.component.COMPONENT.SUBJECT"},
+    {"nats-component", SETTING_STRING, FIELD(nats_component), 0, 0, "NAME",
+     "the workers' Dynamo component ('*': any component)"},
+    {"nats-kv-subject", SETTING_STRING, FIELD(nats_kv_subject), 0, 0, "SUBJECT",
+     "last token of the RouterEvent subject"},
+    {"nats-metrics-subject", SETTING_STRING, FIELD(nats_metrics_subject), 0, 0, "SUBJECT",
+     "last token of the ForwardPassMetrics subject"},
+    {"nats-router-component", SETTING_STRING, FIELD(nats_router_component), 0, 0, "NAME",
+     "component the hit-rate events are published under"},
+    {"nats-hit-rate-subject", SETTING_STRING, FIELD(nats_hit_rate_subject), 0, 0, "SUBJECT",
+     "last token of the KVHitRateEvent subject published after each /route; '' none"},
+    {"nats-model", SETTING_STRING, FIELD(nats_model), 0, 0, "NAME",
+     "model the workers' blocks are filed under (the 'model' of /query and /route)"},
+    {"nats-block-size", SETTING_U32, FIELD(nats_block_size), 1, 1u << 20, "N",
+     "tokens per KV block of the Dynamo workers"},
+    {"nats-stale-ms", SETTING_U32, FIELD(nats_stale_ms), 1, 86400000, "MS",
+     "a worker whose load metrics are silent this long is stale: /route leaves it out"},
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -279,6 +301,14 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
      * about 64 MiB per publisher. */
     config->indexer_engine_hashes_max = 1u << 20;
     config->indexer_max_message_mb = 64; /* a 2M-token event is ~10 MB of msgpack */
+    snprintf(config->nats_namespace, sizeof(config->nats_namespace), "dynamo");
+    snprintf(config->nats_component, sizeof(config->nats_component), "VllmWorker");
+    snprintf(config->nats_kv_subject, sizeof(config->nats_kv_subject), "kv_events");
+    snprintf(config->nats_metrics_subject, sizeof(config->nats_metrics_subject), "load_metrics");
+    snprintf(config->nats_router_component, sizeof(config->nats_router_component), "Router");
+    snprintf(config->nats_hit_rate_subject, sizeof(config->nats_hit_rate_subject), "kv-hit-rate");
+    config->nats_block_size = 16;  /* vLLM's default block size */
+    config->nats_stale_ms = 5000;  /* 50 of Dynamo's 100 ms metrics periods */
 }
 
 static void default_text(const struct setting *s, char *out, size_t size) {

@@ -106,6 +106,19 @@ struct cr_daemon_config {
     char state_dir[CR_CONFIG_ADDRESS_MAX];        /* registrations and the store's log; "" none */
     char durability[CR_CONFIG_ADDRESS_MAX];       /* none, async or sync (src/durable) */
     uint32_t snapshot_every_records;              /* log records between snapshots; 0 never */
+
+    /* Dynamo's KV events over NATS (seed 003, src/actors/indexer_nats.c); "" url: off.
+     * Subjects are namespace.<ns>.component.<component>.<subject>. */
+    char nats_url[CR_CONFIG_ADDRESS_MAX];
+    char nats_namespace[CR_CONFIG_ADDRESS_MAX];
+    char nats_component[CR_CONFIG_ADDRESS_MAX];        /* the workers' component ("*": any) */
+    char nats_kv_subject[CR_CONFIG_ADDRESS_MAX];       /* RouterEvent */
+    char nats_metrics_subject[CR_CONFIG_ADDRESS_MAX];  /* ForwardPassMetrics */
+    char nats_router_component[CR_CONFIG_ADDRESS_MAX]; /* where hit-rate events go */
+    char nats_hit_rate_subject[CR_CONFIG_ADDRESS_MAX]; /* KVHitRateEvent; "" none */
+    char nats_model[CR_CONFIG_ADDRESS_MAX];            /* model name the workers' blocks file under */
+    uint32_t nats_block_size;                          /* tokens per block of the workers */
+    uint32_t nats_stale_ms;                            /* metrics silent this long: stale */
 };
 
 /* Outcome of parsing: run, print help/version and exit 0, or exit 2. */

@@ -28,6 +28,16 @@ enum cr_indexer_msg_type {
     CR_MSG_INDEXER_LOAD = CR_MSG_INDEXER_FIRST + 3,        /* ask: cr_msg_indexer_load */
     CR_MSG_INDEXER_SERVICES = CR_MSG_INDEXER_FIRST + 4,    /* ask: cr_msg_indexer_json */
     CR_MSG_INDEXER_GLOBAL_VIEW = CR_MSG_INDEXER_FIRST + 5, /* ask: cr_msg_indexer_json */
+    CR_MSG_INDEXER_NATS = CR_MSG_INDEXER_FIRST + 6,        /* send: cr_msg_indexer_nats */
+};
+
+/* A message libnats delivered on a Dynamo subject (src/actors/indexer_nats.c),
+ * handed from libnats' delivery thread to the indexer's: the natsMsg is
+ * owned by the message (natsMsg_Destroy'd by the indexer, or by discard). */
+enum cr_indexer_nats_kind { CR_INDEXER_NATS_KV = 0, CR_INDEXER_NATS_METRICS = 1 };
+struct cr_msg_indexer_nats {
+    void *nats_msg; /* natsMsg * */
+    uint32_t kind;  /* enum cr_indexer_nats_kind */
 };
 
 /* One publisher registration (the conductor's /register body). */
