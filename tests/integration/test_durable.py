@@ -145,3 +145,43 @@ def test_newer_format_and_damaged_logs_are_refused(daemon, tmp_path):
                      + (5).to_bytes(8, "little"))
     err = start_fails(daemon, state)
     assert snap.name in err and "truncated" in err, err
+
+
+def test_event_seq_continues_across_restart(daemon, tmp_path):
+    """With --state-dir the publisher's numbers survive a restart, even a
+    kill -9: the first batch after it is numbered above every batch before,
+    and a replay asked from before it starts at the first batch there is."""
+    from test_events import Plane, recv_batch, replay, wait_kept
+    state = tmp_path / "state"
+    extra = ("--state-dir", str(state), "--durability", "none", "--event-batch-max", "1")
+    p = Plane(daemon, *extra)
+    for i in range(5):
+        p.put(f"before-{i}")
+    wait_kept(p, 4)
+    before = p.events_info()
+    assert before["first_seq"] == 0 and before["last_seq"] >= 4
+    p.client.close()
+    p.daemon.proc.kill()  # no shutdown: the mark on disk must already cover them
+    p.daemon.proc.wait()
+    p.ctx.destroy(linger=0)
+
+    p2 = Plane(daemon, *extra)
+    try:
+        start = p2.events_info()["first_seq"]
+        assert start > before["last_seq"], (start, before)
+        sub = p2.subscriber()
+        first = p2.ready(sub) - 1  # the fence's seq: a batch of this run
+        assert first >= start
+        p2.put("after-0")
+        seq, events = recv_batch(sub, p2.topic)
+        assert seq > before["last_seq"] and events[0][1] == "after-0"
+        wait_kept(p2, seq)
+        info = p2.events_info()
+        assert info["first_seq"] == start and info["replay"]["oldest_seq"] == start
+        # A replay from a seq of the first run: the answer starts at the first
+        # batch this run kept, and says so by its number; nothing is reused.
+        got = replay(p2.dealer(), 2)
+        assert got[0][0] == start and all(s >= start for s, _ in got), got[:3]
+        assert p2.events_info()["replay"]["sessions_clamped"] == 1
+    finally:
+        p2.close()
