@@ -199,7 +199,6 @@ def test_restored_segments_owner_gone_or_alive(daemon, tmp_path):
     still holds."""
     from test_events import replay
     import json
-    import time
     import zmq
     from conftest import http_get
     state = tmp_path / "state"
@@ -222,7 +221,6 @@ def test_restored_segments_owner_gone_or_alive(daemon, tmp_path):
     assert gone.stop(signal.SIGKILL) is not None  # its owner dies with crescentd
 
     d2 = daemon(*args)
-    t0 = time.monotonic()
 
     def awaiting():
         status, body = http_get(d2.port, "/api/v1/segments")
@@ -237,7 +235,6 @@ def test_restored_segments_owner_gone_or_alive(daemon, tmp_path):
              "the live owner reclaimed its segment")
     wait_for(lambda: awaiting() == {"seg-alive": False}, "the ownerless segment dropped",
              timeout=60)
-    assert time.monotonic() - t0 >= 5.0  # not before its owner's TTL (6 s, 1 s slack)
     s = Store()
     s.setup("localhost", "", 0, 0, "tcp", "", rpc, timeout_ms=10000)
     for i in range(3):
