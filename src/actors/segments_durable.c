@@ -155,8 +155,10 @@ int segments_durable_start(struct segments_state *st) {
     uint64_t now_ms = cr_runtime_now_ns(rt) / 1000000u;
     uint32_t cursor = 0;
     struct cr_store_segment_view view;
-    while (cr_store_segment_next(st->store, &cursor, &view))
+    while (cr_store_segment_next(st->store, &cursor, &view)) {
         (void)cr_store_client_ping(st->store, &view.owner, now_ms, NULL);
+        cr_store_client_set_awaiting(st->store, &view.owner); /* until it calls */
+    }
     const struct cr_durable_recovery *r = &st->recovery;
     CR_INFO("segments", "restored from %s in %.3f s: %u log(s), %llu records, %u segments, "
             "%llu objects (%llu dropped: no replica could be placed; %llu replicas dropped)",

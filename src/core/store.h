@@ -181,6 +181,13 @@ int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, cons
 int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t now_ms,
                          bool *was_known);
 
+/* After a restart: marks a restored client (one the log named as a segment's
+ * owner) as not heard from yet; its segments show awaiting_owner until its
+ * next call of its own (any touch clears the mark) or its expiry after the
+ * TTL.  An unknown client is ignored. */
+void cr_store_client_set_awaiting(cr_store *store, const struct cr_uuid *client);
+bool cr_store_client_awaiting(const cr_store *store, const struct cr_uuid *client);
+
 /* A client's secret: issued by the master at the client's first Mount or
  * Ping (the caller draws the bytes from getrandom: the store stays pure) and
  * required on its later state-changing calls, so a client id read from
@@ -506,6 +513,7 @@ struct cr_store_segment_view {
     uint64_t size;
     uint64_t used_bytes;
     uint32_t allocation_count;
+    bool awaiting_owner; /* restored by a restart; its owner has not called since */
 };
 
 /* Iterates mounted segments: start with *cursor = 0; returns false at the end. */

@@ -62,6 +62,7 @@ int cr_store_client_touch(cr_store *store, const struct cr_uuid *client, uint64_
         store->client_count++;
     }
     if (now_ms > store->clients[i].last_seen_ms) store->clients[i].last_seen_ms = now_ms;
+    store->clients[i].awaiting = false;
     return CR_OK;
 }
 
@@ -75,6 +76,20 @@ int cr_store_client_ping(cr_store *store, const struct cr_uuid *client, uint64_t
     if (was_known != NULL) *was_known = known;
     if (!known) return CR_OK;
     return cr_store_client_touch(store, client, now_ms);
+}
+
+void cr_store_client_set_awaiting(cr_store *store, const struct cr_uuid *client) {
+    assert(store != NULL && client != NULL);
+    bool found;
+    uint32_t i = client_slot(store, client, &found);
+    if (found) store->clients[i].awaiting = true;
+}
+
+bool cr_store_client_awaiting(const cr_store *store, const struct cr_uuid *client) {
+    assert(store != NULL && client != NULL);
+    bool found;
+    uint32_t i = client_slot(store, client, &found);
+    return found && store->clients[i].awaiting;
 }
 
 int cr_store_client_issue_secret(cr_store *store, const struct cr_uuid *client,

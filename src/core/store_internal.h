@@ -97,6 +97,8 @@ struct cr_store_client {
     uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES]; /* issued once; goes with the client */
     bool has_secret;
     bool in_use;
+    bool awaiting; /* restored from the log, not heard from since (its segments
+                      await their owner; any call of its own clears it) */
 };
 
 /* A tenant lives while something holds its id: each of its objects

@@ -202,8 +202,8 @@ static const struct setting settings[] = {
     {"indexer-max-message-mb", SETTING_U32, FIELD(indexer_max_message_mb), 1, 2047, "MB",
      "largest message taken from a publisher (ZMQ_MAXMSGSIZE); a larger one drops the link"},
     {"state-dir", SETTING_STRING, FIELD(state_dir), 0, 0, "DIR",
-     "directory kept across restarts: publishers registered with /register, and the store's "
-     "metadata log (--durability)"},
+     "directory kept across restarts: publishers registered with /register, the store's "
+     "metadata log (--durability) and the event sequence (numbers continue, never reused)"},
     {"durability", SETTING_STRING, FIELD(durability), 0, 0, "MODE",
      "with --state-dir, how the store's metadata is kept: none, async (synced every 10 ms) or "
      "sync (a mutating call is answered once its record is on disk); docs/durability.md"},

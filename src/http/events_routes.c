@@ -1,6 +1,8 @@
 /* GET /api/v1/events: what the publisher sent and what the replay actor keeps.
  *
- * {"seq": next seq, "last_seq": seq of the newest batch sent or null,
+ * {"seq": next seq, "first_seq": seq this run started at (with --state-dir
+ *  above every seq an earlier run sent), "last_seq": seq of the newest batch
+ *  sent by this run or null,
  *  "batches_sent", "events_sent", "events_by_type": {"BlockStoreEvent": n, ...},
  *  "events_pending", "send_drops", "encode_errors", "handoff_drops",
  *  "replay": {"sessions_served", "sessions_clamped", "malformed_requests",
@@ -44,9 +46,9 @@ static json_t *events_json(const struct cr_publisher_info *p, const struct cr_re
     for (int k = 0; k < CR_STORE_EVENT_KIND_COUNT; k++)
         json_object_set_new(by_type, cr_store_event_kind_name((cr_store_event_kind)k),
                             json_u64(p->events_by_kind[k]));
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "seq",
-                     json_u64(p->next_seq), "last_seq",
-                     json_seq_or_null(p->next_seq > 0, p->next_seq - 1), "batches_sent",
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "seq",
+                     json_u64(p->next_seq), "first_seq", json_u64(p->first_seq), "last_seq",
+                     json_seq_or_null(p->batches_sent > 0, p->next_seq - 1), "batches_sent",
                      json_u64(p->batches_sent), "events_sent", json_u64(p->events_sent),
                      "events_by_type", by_type, "events_pending", json_u64(p->events_pending),
                      "send_drops", json_u64(p->send_drops), "encode_errors",

@@ -29,7 +29,9 @@ struct cr_msg_event_batch {
 
 /* The publisher's counters. */
 struct cr_publisher_info {
-    uint64_t next_seq;       /* seq the next batch gets (= batches sent) */
+    uint64_t next_seq;       /* seq the next batch gets */
+    uint64_t first_seq;      /* seq this process started at (above every seq an
+                                earlier run of a --state-dir used); history starts there */
     uint64_t batches_sent;
     uint64_t events_sent;
     uint64_t events_by_kind[CR_STORE_EVENT_KIND_COUNT];

@@ -4,7 +4,10 @@ bytes go to a crescent-store, with snapshots taken every 150 records meanwhile,
 comes back with every acknowledged put readable with its bytes intact and no
 acknowledged removal undone; a torn log tail is cut and said; a log of a newer
 format, or damaged before a newer log, and a truncated snapshot are refused
-with the file named."""
+with the file named.  After a restart the event plane's numbers continue
+above the last run's, and restored segments await their owners: a live one
+keeps its objects, a dead one's segment is dropped after --client-ttl with a
+removal event per object."""
 import hashlib
 import os
 import signal
@@ -145,3 +148,110 @@ def test_newer_format_and_damaged_logs_are_refused(daemon, tmp_path):
                      + (5).to_bytes(8, "little"))
     err = start_fails(daemon, state)
     assert snap.name in err and "truncated" in err, err
+
+
+def test_event_seq_continues_across_restart(daemon, tmp_path):
+    """With --state-dir the publisher's numbers survive a restart, even a
+    kill -9: the first batch after it is numbered above every batch before,
+    and a replay asked from before it starts at the first batch there is."""
+    from test_events import Plane, recv_batch, replay, wait_kept
+    state = tmp_path / "state"
+    extra = ("--state-dir", str(state), "--durability", "none", "--event-batch-max", "1")
+    p = Plane(daemon, *extra)
+    for i in range(5):
+        p.put(f"before-{i}")
+    wait_kept(p, 4)
+    before = p.events_info()
+    assert before["first_seq"] == 0 and before["last_seq"] >= 4
+    p.client.close()
+    p.daemon.proc.kill()  # no shutdown: the mark on disk must already cover them
+    p.daemon.proc.wait()
+    p.ctx.destroy(linger=0)
+
+    p2 = Plane(daemon, *extra)
+    try:
+        start = p2.events_info()["first_seq"]
+        assert start > before["last_seq"], (start, before)
+        sub = p2.subscriber()
+        first = p2.ready(sub) - 1  # the fence's seq: a batch of this run
+        assert first >= start
+        p2.put("after-0")
+        seq, events = recv_batch(sub, p2.topic)
+        assert seq > before["last_seq"] and events[0][1] == "after-0"
+        wait_kept(p2, seq)
+        info = p2.events_info()
+        assert info["first_seq"] == start and info["replay"]["oldest_seq"] == start
+        # A replay from a seq of the first run: the answer starts at the first
+        # batch this run kept, and says so by its number; nothing is reused.
+        got = replay(p2.dealer(), 2)
+        assert got[0][0] == start and all(s >= start for s, _ in got), got[:3]
+        assert p2.events_info()["replay"]["sessions_clamped"] == 1
+    finally:
+        p2.close()
+
+
+def test_restored_segments_owner_gone_or_alive(daemon, tmp_path):
+    """After a restart each restored segment waits --client-ttl for its owner.
+    The owner that is still running (a crescent-store) pings and keeps its
+    segment and objects; the one that died with crescentd is expired, its
+    segment dropped with its objects, and each dropped object published as a
+    removal (a BlockUpdateEvent with no replicas) that the replay buffer
+    still holds."""
+    from test_events import replay
+    import json
+    import zmq
+    from conftest import http_get
+    state = tmp_path / "state"
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    replay_addr = f"tcp://127.0.0.1:{free_port()}"
+    args = ("--rpc-address", rpc, "--replay-address", replay_addr, "--state-dir", str(state),
+            "--durability", "sync", "--client-ttl", "6")
+    d = daemon(*args)
+    alive = StoreServer(rpc, tmp_path / "alive.log", "seg-alive")
+    gone = StoreServer(rpc, tmp_path / "gone.log", "seg-gone")
+    wait_for(lambda: stats(d)["segments"] == 2, "both segments mounted")
+    s = Store()
+    s.setup("localhost", "", 0, 0, "tcp", "", rpc, timeout_ms=10000)
+    for i in range(3):
+        s.put(f"kept-{i}", b"k" * 4096, {"preferred_segment": "seg-alive"})
+        s.put(f"lost-{i}", b"l" * 4096, {"preferred_segment": "seg-gone"})
+    s.close()
+    d.proc.kill()
+    d.proc.wait()
+    assert gone.stop(signal.SIGKILL) is not None  # its owner dies with crescentd
+
+    d2 = daemon(*args)
+
+    def awaiting():
+        status, body = http_get(d2.port, "/api/v1/segments")
+        assert status == 200
+        return {g["name"]: g["awaiting_owner"] for g in json.loads(body)["segments"]}
+
+    # Both come back awaiting their owners; the live one's next ping (every
+    # 200 ms) reclaims its segment, the dead one's stays awaiting until the TTL.
+    first = awaiting()
+    assert first.get("seg-gone") is True and "seg-alive" in first, first
+    wait_for(lambda: awaiting() == {"seg-alive": False, "seg-gone": True},
+             "the live owner reclaimed its segment")
+    wait_for(lambda: awaiting() == {"seg-alive": False}, "the ownerless segment dropped",
+             timeout=60)
+    s = Store()
+    s.setup("localhost", "", 0, 0, "tcp", "", rpc, timeout_ms=10000)
+    for i in range(3):
+        assert s.get(f"kept-{i}") == b"k" * 4096
+        with pytest.raises(CrescentError) as e:
+            s.get(f"lost-{i}")
+        assert e.value.name == "OBJECT_NOT_FOUND"
+    s.close()
+
+    ctx = zmq.Context()
+    try:
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(replay_addr)
+        events = [e for _, batch in replay(dealer, 0) for e in batch]
+    finally:
+        ctx.destroy(linger=0)
+    removed = sorted(e[1] for e in events if e[0] == "BlockUpdateEvent" and e[2] == [])
+    assert removed == [f"lost-{i}" for i in range(3)], events
+    assert alive.stop(signal.SIGKILL) is not None

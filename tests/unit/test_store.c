@@ -677,6 +677,32 @@ static void test_client_expiry(void **state) {
     cr_store_destroy(s);
 }
 
+/* After a restart the restored owners are marked awaiting: their segments
+ * say so until the owner's own next call, or until the TTL expires them. */
+static void test_client_awaiting(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount(s, &CLIENT_A, "a0", 0, 64 * KIB, "10.0.0.1:1");
+    mount(s, &CLIENT_B, "b0", 0, 64 * KIB, "10.0.0.2:1");
+    struct cr_store_segment_view v;
+    assert_int_equal(cr_store_segment_find(s, "a0", &v), CR_OK);
+    assert_false(v.awaiting_owner);
+    cr_store_client_set_awaiting(s, &CLIENT_A);
+    cr_store_client_set_awaiting(s, &CLIENT_B);
+    cr_store_client_set_awaiting(s, &CLIENT_C); /* unknown: ignored */
+    assert_false(cr_store_client_awaiting(s, &CLIENT_C));
+    assert_int_equal(cr_store_segment_find(s, "a0", &v), CR_OK);
+    assert_true(v.awaiting_owner);
+    assert_int_equal(cr_store_client_ping(s, &CLIENT_B, 5000, NULL), CR_OK);
+    assert_int_equal(cr_store_segment_find(s, "b0", &v), CR_OK);
+    assert_false(v.awaiting_owner); /* B reclaimed it */
+    assert_int_equal(cr_store_segment_find(s, "a0", &v), CR_OK);
+    assert_true(v.awaiting_owner);
+    assert_int_equal(cr_store_expire_clients(s, 10001), 1); /* A never called */
+    assert_int_equal(cr_store_segment_find(s, "a0", &v), CR_ERR_SEGMENT_NOT_FOUND);
+    cr_store_destroy(s);
+}
+
 /* A client's secret: issued once to a known client, checked in full,
  * gone with the client at expiry (then the id is free for anyone). */
 static void test_client_secret(void **state) {
@@ -1459,6 +1485,7 @@ int main(void) {
         cmocka_unit_test(test_evict_revalidates),
         cmocka_unit_test(test_zombie_preempt_and_reclaim),
         cmocka_unit_test(test_client_expiry),
+        cmocka_unit_test(test_client_awaiting),
         cmocka_unit_test(test_client_secret),
         cmocka_unit_test(test_client_secret_goes_to_its_connection),
         cmocka_unit_test(test_many_clients_expire),
