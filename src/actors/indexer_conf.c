@@ -149,7 +149,7 @@ int cr_indexer_endpoint_check(const struct cr_daemon_config *config, const char 
         return CR_ERR_INVALID_PARAMS;
     }
     if (config == NULL) return CR_OK;
-    char metrics[CR_CONFIG_ADDRESS_MAX + 8] = "";
+    char metrics[CR_CONFIG_ADDRESS_MAX + 16] = ""; /* HOST:PORT, the port up to 10 digits */
     char http_host[CR_CONFIG_ADDRESS_MAX];
     long http_port = 0;
     if (config->metrics_port != 0 && config->metrics_host[0] != '\0')

@@ -84,7 +84,7 @@ static void print_members(const char *prefix, json_t *obj) {
         char name[128];
         snprintf(name, sizeof(name), "%s%s", prefix, key);
         if (json_is_object(value)) {
-            char nested[128];
+            char nested[sizeof(name) + 1]; /* name and a dot */
             snprintf(nested, sizeof(nested), "%s.", name);
             print_members(nested, value);
         } else if (json_is_real(value)) {

@@ -78,8 +78,12 @@ int cr_seqmark_load(const char *dir, uint64_t *mark, char *err, size_t err_len) 
 
 int cr_seqmark_store(const char *dir, uint64_t mark, char *err, size_t err_len) {
     assert(dir != NULL);
-    char path[PATH_MAX], tmp[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%s", dir, CR_SEQMARK_FILE);
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    int n = snprintf(path, sizeof(path), "%s/%s", dir, CR_SEQMARK_FILE);
+    if (n < 0 || (size_t)n >= sizeof(path)) {
+        snprintf(err, err_len, "%s: the state directory's path is too long", dir);
+        return CR_ERR_INVALID_PARAMS;
+    }
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         snprintf(err, err_len, "%s: cannot create the state directory: %s", dir,
