@@ -30,6 +30,11 @@ static void test_a_spike_of_free_memory_is_trimmed_once(void **unused) {
 
 static void test_trim_tick_gives_freed_pages_back(void **unused) {
     (void)unused;
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan's malloc is its own allocator: glibc's mallinfo2 and malloc_trim
+     * never see these blocks.  The plain build (zig build test) runs this. */
+    skip();
+#endif
     /* 256 MiB in small blocks, nearly all freed: glibc keeps them until a trim. */
     enum { N = 256 * 1024 };
     void **blocks = malloc(N * sizeof(*blocks));
