@@ -25,39 +25,9 @@
 #include "actors/indexer_internal.h"
 #include "core/log.h"
 #include "crescent/error.h"
+#include "daemon/state_dir.h"
 
 #define STATE_FILE "indexer-registrations.json"
-
-/* --state-dir must be a directory crescentd can write: one that is not
- * (a regular file, a read-only mount) would start and never save. */
-static int check_dir(const char *dir, char *error, size_t error_size) {
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        snprintf(error, error_size, "--state-dir %.200s: cannot create it: %s", dir,
-                 strerror(errno));
-        return CR_ERR_INVALID_PARAMS;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0) {
-        snprintf(error, error_size, "--state-dir %.200s: %s", dir, strerror(errno));
-        return CR_ERR_INVALID_PARAMS;
-    }
-    if (!S_ISDIR(sb.st_mode)) {
-        snprintf(error, error_size, "--state-dir %.200s: not a directory (name a directory; "
-                 "crescentd keeps %s in it)", dir, STATE_FILE);
-        return CR_ERR_INVALID_PARAMS;
-    }
-    char probe[CR_CONFIG_ADDRESS_MAX + 64];
-    snprintf(probe, sizeof(probe), "%s/.crescentd-write-probe-%ld", dir, (long)getpid());
-    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(error, error_size, "--state-dir %.200s: cannot write there: %s", dir,
-                 strerror(errno));
-        return CR_ERR_INVALID_PARAMS;
-    }
-    close(fd);
-    unlink(probe);
-    return CR_OK;
-}
 
 /* A saved registration passes what a /register body passes after parsing
  * (cr_indexer_conf_load did that): its endpoints are not crescentd's own
@@ -76,7 +46,7 @@ int indexer_persist_load(struct indexer_state *st, const char *dir, char *error,
                          size_t error_size) {
     assert(st != NULL && dir != NULL);
     if (dir[0] == '\0') return CR_OK;
-    int rc = check_dir(dir, error, error_size);
+    int rc = cr_daemon_state_dir_check(dir, error, error_size);
     if (rc != CR_OK) return rc;
     int n = snprintf(st->persist_path, sizeof(st->persist_path), "%s/%s", dir, STATE_FILE);
     if (n < 0 || (size_t)n >= sizeof(st->persist_path) - 8) { /* room for ".tmp" */

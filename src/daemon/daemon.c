@@ -17,6 +17,7 @@
 #include "crescent/error.h"
 #include "crescent/version.h"
 #include "daemon/config.h"
+#include "daemon/state_dir.h"
 #include "http/admin.h"
 #include "daemon/admin_token.h"
 #include "http/dashboard.h"
@@ -213,6 +214,12 @@ int cr_daemon_main(int argc, char **argv) {
         return 2;
     }
     cr_log_set_level(d.config.log_level);
+    /* Before any actor: segments restores the store's log from it at start. */
+    if (d.config.state_dir[0] != '\0' &&
+        cr_daemon_state_dir_check(d.config.state_dir, error, sizeof(error)) != CR_OK) {
+        fprintf(stderr, "crescentd: %s\n", error);
+        return 2;
+    }
 
     sigset_t signals;
     sigemptyset(&signals);

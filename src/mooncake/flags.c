@@ -188,9 +188,11 @@ static bool expand(struct args *out, int argc, char **argv, int depth, char *err
             negated = f != NULL && f->is_bool;
             if (!negated) f = NULL;
         }
-        /* crescent's --rpc-address is an endpoint (tcp://...), not Mooncake's host. */
+        /* crescent's --rpc-address (its own spelling, or an endpoint tcp://...
+         * in any spelling) is crescent's ZMQ endpoint, not Mooncake's host. */
         if (f != NULL && strcmp(f->name, "rpc_address") == 0 &&
-            ((value != NULL && strstr(value, "://") != NULL) ||
+            (strcmp(name, "rpc-address") == 0 ||
+             (value != NULL && strstr(value, "://") != NULL) ||
              (value == NULL && i + 1 < argc && strstr(argv[i + 1], "://") != NULL)))
             f = NULL;
         if (f == NULL) {

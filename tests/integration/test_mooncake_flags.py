@@ -166,8 +166,10 @@ def test_flagfile(tmp_path):
 def test_crescent_rpc_address_endpoint_is_not_mooncakes_host():
     conf = resolved("--rpc_address", "tcp://127.0.0.1:6000")
     assert conf["rpc_address"] == "tcp://127.0.0.1:6000"
-    r = crescentd("--rpc_address", "127.0.0.1")
-    assert r.returncode == 2 and "not supported yet" in r.stderr
+    # A host is Mooncake's: the host of the Mooncake endpoint, crescent's stays.
+    conf = resolved("--rpc_address", "127.0.0.2")
+    assert conf["mooncake_rpc_address"] == "127.0.0.2:50053"
+    assert conf["rpc_address"] == "tcp://127.0.0.1:50051"
 
 
 @pytest.mark.parametrize("args", [["--rpc-tcp-address", ""], ["--rpc-tcp-address="],
