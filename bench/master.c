@@ -70,6 +70,7 @@ struct worker {
     uint64_t errors;
     int first_error;
     bool failed;           /* could not connect: the case is invalid */
+    char why[256];         /* what failed, when failed */
     char key_head[KEY_BYTES - 21]; /* room left for 20 digits and the NUL */
     size_t key_head_len;
     struct slot slots[DEPTH_MAX];
@@ -192,9 +193,13 @@ static void *worker_main(void *arg) {
                                         .zmq_context = w->opt->shared_context};
     char error[256];
     struct cr_version version;
-    if (cr_client_open(w->opt->endpoint, &options, &c, error, sizeof(error)) != CR_OK ||
-        cr_client_get_version(c, &version) != CR_OK) /* connected before the clock starts */
+    if (cr_client_open(w->opt->endpoint, &options, &c, error, sizeof(error)) != CR_OK) {
         w->failed = true;
+        snprintf(w->why, sizeof(w->why), "%s", error);
+    } else if (cr_client_get_version(c, &version) != CR_OK) { /* connected before the clock starts */
+        w->failed = true;
+        snprintf(w->why, sizeof(w->why), "%s", cr_client_last_error(c));
+    }
     pthread_barrier_wait(w->ready);
     pthread_barrier_wait(w->go);
     if (!w->failed) run_pipeline(c, w);
@@ -229,8 +234,10 @@ static bool run_case(const struct options *opt, enum workload workload, int thre
     uint64_t errors = 0;
     int first_error = CR_OK;
     bool ok = true;
+    const char *why = "";
     for (int t = 0; t < threads; t++) {
         struct worker *w = &workers[t];
+        if (w->failed && why[0] == '\0') why = w->why;
         for (size_t i = 0; i < w->latency.count; i++)
             bench_latency_add(&all, w->latency.samples_ns[i]);
         if (w->errors > 0 && first_error == CR_OK) first_error = w->first_error;
@@ -241,7 +248,7 @@ static bool run_case(const struct options *opt, enum workload workload, int thre
     char name[96];
     snprintf(name, sizeof(name), "rpc %-24s threads=%-3d", workload_names[workload], threads);
     if (!ok) {
-        printf("%-44s failed: a worker could not reach %s\n", name, opt->endpoint);
+        printf("%-44s failed: a worker could not reach %s: %s\n", name, opt->endpoint, why);
     } else {
         bench_report(name, all.count, elapsed, &all); /* successful operations only */
         if (errors > 0)

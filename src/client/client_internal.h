@@ -53,6 +53,7 @@ struct cr_client {
      * handshake (client_monitor.c); link_up: one succeeded. */
     void *monitor;
     bool link_up;
+    uint32_t connect_retries; /* CONNECT_RETRIED events seen before link_up */
     int rcvtimeo_ms;                /* the socket's ZMQ_RCVTIMEO now (-1: ZMQ's default) */
     int timeout_ms;
     int64_t (*clock_ms)(void *ctx); /* monotonic milliseconds; tests inject their own */

@@ -71,7 +71,10 @@ int cr_client_monitor_wait(cr_client *c, int wait_ms) {
             c->link_up = true;
             return CR_OK;
         }
-        if (event == ZMQ_EVENT_CONNECT_RETRIED)
+        /* The second retry, not the first: one refused connect can be a
+         * passing one (a listener's backlog under load), which libzmq
+         * retries by itself 100 ms later; two in a row is nobody there. */
+        if (event == ZMQ_EVENT_CONNECT_RETRIED && ++c->connect_retries >= 2)
             return cr_client_fail(c, CR_ERR_RPC_FAIL,
                                   "nothing accepts connections at %s (refused or unreachable): "
                                   "is crescentd running there? (its --rpc-address)",
