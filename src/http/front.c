@@ -78,6 +78,7 @@ struct cr_http_front {
     struct cr_admin_token admin; /* len 0: none */
     struct cr_http_names hosts, origins; /* browsers.h: who may reach it from a browser */
     _Atomic uint64_t refused_host, refused_origin, refused_type, refused_token;
+    bool any_body_type; /* a peer's protocol, not a browser's JSON API (http_meta.c) */
     struct cr_http_front_limits limits;
     int listen_fd, epoll_fd, wake_fd;
     bool started, io_started;
@@ -303,7 +304,8 @@ static bool browser_allowed(struct cr_http_front *front, const struct cr_http_re
         cr_http_respond_error(resp, 403, "origin not allowed", detail);
         return false;
     }
-    if (changes && req->body_len > 0 && !cr_http_body_type_allowed(req->content_type)) {
+    if (changes && req->body_len > 0 && !front->any_body_type &&
+        !cr_http_body_type_allowed(req->content_type)) {
         bump(&front->refused_type);
         snprintf(detail, sizeof(detail),
                  "%s %s: the body's Content-Type is '%.100s'; send application/json "
@@ -774,4 +776,9 @@ void cr_http_front_destroy(struct cr_http_front *front) {
     if (front->wake_fd >= 0) close(front->wake_fd);
     free(front->conns);
     free(front);
+}
+
+void cr_http_front_accept_any_body(struct cr_http_front *front) {
+    assert(front != NULL);
+    front->any_body_type = true;
 }

@@ -120,4 +120,9 @@ void cr_http_respond_json(struct cr_http_response *resp, int status, char *json_
 void cr_http_respond_error(struct cr_http_response *resp, int status, const char *error,
                            const char *detail);
 
+/* Lets bodies of any Content-Type through (the Host and Origin checks
+ * stay): for a front that serves a peer's own protocol, such as Mooncake's
+ * HTTP metadata server, whose Transfer Engine PUTs descriptors as it does. */
+void cr_http_front_accept_any_body(struct cr_http_front *front);
+
 #endif

@@ -172,6 +172,7 @@ int cr_mc_meta_start(const char *address, struct cr_mc_meta **out, char *error,
     if (m == NULL) return CR_ERR_NOMEM;
     pthread_mutex_init(&m->lock, NULL);
     int rc = cr_http_front_create(&m->front);
+    if (rc == CR_OK) cr_http_front_accept_any_body(m->front);
     if (rc == CR_OK) rc = cr_http_front_add_route(m->front, "GET", "/metadata", on_get, m);
     if (rc == CR_OK) rc = cr_http_front_add_route(m->front, "PUT", "/metadata", on_put, m);
     if (rc == CR_OK) rc = cr_http_front_add_route(m->front, "DELETE", "/metadata", on_delete, m);
