@@ -17,7 +17,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "actors/task_exec.h"
+#include "client/task_exec.h"
 #include "core/log.h"
 #include "crescent/error.h"
 #include "harness.h"

@@ -64,11 +64,14 @@ struct cr_host_options {
      * keep-alive thread mounts once it answers; a name already mounted by
      * another client still fails the start. */
     bool mount_when_master_answers;
-    /* NULL: the keep-alive thread pings with cr_client_heartbeat.  Otherwise
+    /* NULL: the keep-alive thread pings with cr_client_heartbeat_tasks and
+     * runs the copy/move tasks whose source is this segment that the ping
+     * hands out (through a transfer client of the host's, with the transports
+     * above), reporting each to the master before the next ping.  Otherwise
      * it calls this instead, on the keep-alive thread, with the host's own
      * master client, which it must fill as cr_client_heartbeat does (status,
      * *ttl_ms, *known) and may use for more calls; *again = true pings again
-     * at once.  crescent-store takes and runs its copy/move tasks here. */
+     * at once; no copy/move task is run unless this does it. */
     int (*heartbeat)(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again);
     void *heartbeat_arg;
 };
@@ -102,6 +105,7 @@ struct cr_host_stats {
     uint64_t pings_failed;  /* pings the master did not answer */
     uint64_t remounts;      /* successful remounts after the master forgot this client */
     bool mounted;           /* the last mount or remount succeeded */
+    uint64_t tasks_run;     /* copy/move tasks run and reported (default heartbeat) */
 };
 void cr_host_get_stats(const cr_host *host, struct cr_host_stats *out);
 

@@ -173,7 +173,7 @@ class HostOptions(ctypes.Structure):
 
 class HostStats(ctypes.Structure):
     _fields_ = [("pings", c_u64), ("pings_failed", c_u64), ("remounts", c_u64),
-                ("mounted", c_bool)]
+                ("mounted", c_bool), ("tasks_run", c_u64)]
 
 
 def _declare_host(lib):

@@ -193,7 +193,7 @@ class _Host:
         s = _lib.HostStats()
         lib.cr_host_get_stats(self.handle, ctypes.byref(s))
         return {"pings": s.pings, "pings_failed": s.pings_failed, "remounts": s.remounts,
-                "mounted": s.mounted}
+                "mounted": s.mounted, "tasks_run": s.tasks_run}
 
     def stop(self):
         rc = OK
@@ -232,9 +232,11 @@ def _local_address(local_hostname):
 
 from crescent.mooncake_methods import _Methods  # noqa: E402  (the calls, split by size)
 from crescent.mooncake_tensors import _Tensors  # noqa: E402
+from crescent.mooncake_tp import _TensorParallel  # noqa: E402
+from crescent.mooncake_replicas import _Replicas  # noqa: E402
 
 
-class MooncakeDistributedStore(_Methods, _Tensors):
+class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Replicas):
     """Mooncake's MooncakeDistributedStore over crescentd (see the module doc)."""
 
     def __init__(self):

@@ -29,7 +29,7 @@
 #include "actors/data_tasks.h"
 #include "rpc/rpc_codec.h"
 #include "actors/subsystems.h"
-#include "actors/task_exec.h"
+#include "client/task_exec.h"
 #include "core/log.h"
 #include "crescent/error.h"
 #include "daemon/config.h"

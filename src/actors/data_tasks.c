@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "actors/task_exec.h"
+#include "client/task_exec.h"
 #include "crescent/error.h"
 #include "rdma/xfer.h"
 

@@ -1,7 +1,8 @@
 /* The embedded store server (include/crescent/host.h): a segment of this
  * process's memory, served by a transfer server on its own thread and kept
- * mounted by a keep-alive thread.  crescent-store does the same as a program
- * (src/cmd/crescent_store.c), with the copy/move tasks on top. */
+ * mounted by a keep-alive thread, which also runs the copy/move tasks whose
+ * source is this segment (handed out with its pings; client/task_exec.h).
+ * crescent-store is this as a program (src/cmd/crescent_store.c). */
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -14,13 +15,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/task_exec.h"
 #include "core/log.h"
 #include "crescent/host.h"
 #include "rdma/xfer.h"
 
+/* Copy/move tasks taken per heartbeat: a round of this many pings again at
+ * once, since more may be waiting. */
+#define TASKS_PER_ROUND 16u
+
 struct cr_host {
     struct cr_xfer_segment segment;
     struct cr_xfer_server *xfer;
+    struct cr_xfer_client *exec;    /* runs the tasks (NULL with a caller's heartbeat) */
     cr_client *master;              /* the keep-alive thread's after start */
     char segment_name[CR_XFER_SEGMENT_NAME_MAX + 1];
     char master_endpoint[CR_CLIENT_ENDPOINT_MAX + 16];
@@ -34,7 +41,7 @@ struct cr_host {
     atomic_bool stop;
     pthread_mutex_t lock;           /* with `wake`: the keep-alive thread's sleep */
     pthread_cond_t wake;
-    _Atomic uint64_t pings, pings_failed, remounts;
+    _Atomic uint64_t pings, pings_failed, remounts, tasks_run;
     atomic_bool mounted;
 };
 
@@ -118,6 +125,23 @@ static bool sleep_unless_stopped(struct cr_host *h, uint64_t wait_ms) {
     return !atomic_load(&h->stop);
 }
 
+/* The default heartbeat: the ping that also hands out the copy/move tasks
+ * whose source is this segment (seed 004), run and reported here, on the
+ * keep-alive thread, before the next ping. */
+static int heartbeat_with_tasks(struct cr_host *h, uint64_t *ttl_ms, bool *known, bool *again) {
+    struct cr_task_assignments tasks;
+    int rc = cr_client_heartbeat_tasks(h->master, TASKS_PER_ROUND, ttl_ms, known, &tasks);
+    if (rc != CR_OK) return rc;
+    int ran = cr_task_exec_run_all(h->master, h->exec, &tasks);
+    cr_client_task_assignments_free(&tasks);
+    if (ran > 0) {
+        atomic_fetch_add_explicit(&h->tasks_run, (uint64_t)ran, memory_order_relaxed);
+        CR_INFO("host", "segment '%s': ran %d copy/move task(s)", h->segment_name, ran);
+    }
+    *again = ran == (int)TASKS_PER_ROUND;
+    return CR_OK;
+}
+
 /* Pings; remounts when the master has forgotten this client (restarted, or
  * pings were missed past its TTL) or the last mount failed. */
 static void *keepalive(void *arg) {
@@ -129,7 +153,7 @@ static void *keepalive(void *arg) {
         bool known = true, again = false;
         int rc = h->heartbeat != NULL
                      ? h->heartbeat(h->heartbeat_arg, h->master, &ttl_ms, &known, &again)
-                     : cr_client_heartbeat(h->master, &ttl_ms, &known);
+                     : heartbeat_with_tasks(h, &ttl_ms, &known, &again);
         if (rc != CR_OK) {
             atomic_fetch_add_explicit(&h->pings_failed, 1, memory_order_relaxed);
             if (!down)
@@ -180,6 +204,19 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
         set_error(error, size, "cannot serve transfers on %s: %s",
                   o->data_address ? o->data_address : "127.0.0.1:0", cr_strerror(rc));
         return rc;
+    }
+    if (o->heartbeat == NULL) {
+        struct cr_xfer_client_config cc = {.shm_disabled = o->no_shm,
+                                           .verbs_disabled = o->no_verbs,
+                                           .rdma_devices = o->rdma_devices,
+                                           .rdma_gid_index_set = o->rdma_gid_index_set,
+                                           .rdma_gid_index = o->rdma_gid_index};
+        rc = cr_xfer_client_create(&cc, &h->exec);
+        if (rc != CR_OK) {
+            set_error(error, size, "cannot create the transfer client for copy/move tasks: %s",
+                      cr_strerror(rc));
+            return rc;
+        }
     }
     snprintf(h->segment_name, sizeof(h->segment_name), "%s",
              o->segment_name != NULL && o->segment_name[0] != '\0'
@@ -280,6 +317,7 @@ int cr_host_stop(cr_host *h) {
     if (h->serving) pthread_join(h->serve_thread, NULL);
     cr_client_close(h->master);
     cr_xfer_server_destroy(h->xfer);
+    cr_xfer_client_destroy(h->exec);
     if (h->segment.fd >= 0 && h->segment.base != NULL) cr_xfer_segment_free(&h->segment);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->lock);
@@ -318,4 +356,5 @@ void cr_host_get_stats(const cr_host *h, struct cr_host_stats *out) {
     out->pings_failed = atomic_load_explicit(&h->pings_failed, memory_order_relaxed);
     out->remounts = atomic_load_explicit(&h->remounts, memory_order_relaxed);
     out->mounted = atomic_load_explicit(&h->mounted, memory_order_relaxed);
+    out->tasks_run = atomic_load_explicit(&h->tasks_run, memory_order_relaxed);
 }

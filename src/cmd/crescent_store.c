@@ -13,7 +13,7 @@
  *      missed pings for longer than the client TTL and lost its segment);
  *   5. with each heartbeat (this program's hook into the host), runs the
  *      copy/move tasks whose source is its segment, handed out in the Ping
- *      response (actors/task_exec.h: read, verify, write, report);
+ *      response (client/task_exec.h: read, verify, write, report);
  *   6. on SIGTERM or SIGINT unmounts and exits 0.
  *
  * The main thread takes the signals with sigwait, so no code runs in a
@@ -29,7 +29,7 @@
 
 #include "cmd/crescent_store.h"
 #include "core/log.h"
-#include "actors/task_exec.h"
+#include "client/task_exec.h"
 #include "crescent/client.h"
 #include "crescent/error.h"
 #include "crescent/host.h"
@@ -59,7 +59,7 @@ static int default_cpu(void) {
 
 /* The host's heartbeat (on its keep-alive thread): the ping that also hands
  * out the copy/move tasks whose source is this segment (seed 004), run and
- * reported here (actors/task_exec.h).  After a full round it asks to ping
+ * reported here (client/task_exec.h).  After a full round it asks to ping
  * again at once, since more may be waiting. */
 static int heartbeat(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again) {
     struct store_server *s = arg;

@@ -1,4 +1,4 @@
-/* Unit tests for the copy/move executor (src/actors/task_exec.c): real bytes
+/* Unit tests for the copy/move executor (src/client/task_exec.c): real bytes
  * through the transfer layer, between two segments served by a server on its
  * own thread (as crescent-store runs one), over tcp and over shm. */
 #include <setjmp.h>
@@ -16,7 +16,7 @@
 
 #include <zmq.h>
 
-#include "actors/task_exec.h"
+#include "client/task_exec.h"
 #include "crescent/client.h"
 #include "crescent/error.h"
 #include "master.pb-c.h"

@@ -1,7 +1,7 @@
 /* An executor's round: fetch, run, report (see task_exec.h). */
 #include <stdio.h>
 
-#include "actors/task_exec.h"
+#include "client/task_exec.h"
 #include "core/log.h"
 #include "crescent/client.h"
 

@@ -9,8 +9,8 @@
  * Blocking on the caller's thread: the caller's transfer client is polled
  * until every op completed or failed (the transfer layer fails ops that make
  * no progress for its op timeout, so this ends). */
-#ifndef CRESCENT_ACTORS_TASK_EXEC_H
-#define CRESCENT_ACTORS_TASK_EXEC_H
+#ifndef CRESCENT_CLIENT_TASK_EXEC_H
+#define CRESCENT_CLIENT_TASK_EXEC_H
 
 #include <stdbool.h>
 #include <stddef.h>

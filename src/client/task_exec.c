@@ -1,5 +1,5 @@
 /* The executor's side of a copy/move task (see task_exec.h). */
-#include "actors/task_exec.h"
+#include "client/task_exec.h"
 
 #include <assert.h>
 #include <stdio.h>
