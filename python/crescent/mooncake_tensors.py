@@ -7,6 +7,8 @@ module and by crescent's read back alike.  torch is imported on first use."""
 import ctypes
 import struct
 
+INVALID_PARAMS = -600
+
 
 _MAGIC, _VERSION, _MAX_DIMS = 0x4D4F4F4E, 1, 8
 _HEADER = struct.Struct("<IHHiiIIQQ")           # TensorObjectHeader, 40 bytes
@@ -71,6 +73,18 @@ def _parse(buf, length):
     return code, shape, offset, nbytes
 
 
+def _is_tensor_object(buffer_ptr, size):
+    """Whether [buffer_ptr, +size) holds a whole tensor object (header + data)."""
+    if not buffer_ptr or size < _METADATA_SIZE:
+        return False
+    return _parse(memoryview((ctypes.c_ubyte * size).from_address(buffer_ptr)), size) is not None
+
+
+def _all_tensor_objects(keys, buffer_ptrs, sizes):
+    return (len(keys) == len(buffer_ptrs) == len(sizes)
+            and all(_is_tensor_object(p, n) for p, n in zip(buffer_ptrs, sizes)))
+
+
 def _deserialize_tensor(data):
     """A CPU tensor from a stored object's bytes, or None."""
     view = memoryview(data).cast("B")
@@ -112,6 +126,44 @@ class _Tensors:
         return self.batch_put_from_multi_buffers(list(keys), ptrs, sizes, config)
 
     batch_pub_tensor = batch_put_tensor
+
+    def upsert_pub_tensor(self, key, tensor, config=None):
+        return self.upsert_tensor(key, tensor, config)
+
+    def batch_upsert_tensor(self, keys, tensors_list):
+        return self.batch_upsert_pub_tensor(keys, tensors_list)
+
+    def batch_upsert_pub_tensor(self, keys, tensors_list, config=None):
+        """Per key 0 or a negative ErrorCode (-600 for every key when the
+        two lists differ in length)."""
+        keys, tensors_list = list(keys), list(tensors_list)
+        if len(keys) != len(tensors_list):
+            return [INVALID_PARAMS] * len(keys)
+        return [self.upsert_tensor(k, t, config) for k, t in zip(keys, tensors_list)]
+
+    def upsert_tensor_from(self, key, buffer_ptr, size):
+        """Upserts an object already laid out as header + data at buffer_ptr
+        (-600 when it is not a tensor object)."""
+        if not _is_tensor_object(buffer_ptr, size):
+            return INVALID_PARAMS
+        return self.upsert_from(key, buffer_ptr, size)
+
+    def batch_upsert_tensor_from(self, keys, buffer_ptrs, sizes):
+        """Per key 0 or negative; every key -600, nothing stored, when any
+        buffer is not a whole tensor object (the reference checks them all
+        first)."""
+        keys = list(keys)
+        if not _all_tensor_objects(keys, buffer_ptrs, sizes):
+            return [INVALID_PARAMS] * len(keys)
+        return [self.upsert_from(k, p, n) for k, p, n in zip(keys, buffer_ptrs, sizes)]
+
+    def batch_put_tensor_from(self, keys, buffer_ptrs, sizes):
+        """Puts objects already laid out as header + data; every key -600,
+        nothing stored, when any buffer is not a whole tensor object."""
+        keys = list(keys)
+        if not _all_tensor_objects(keys, buffer_ptrs, sizes):
+            return [INVALID_PARAMS] * len(keys)
+        return self.batch_put_from(keys, list(buffer_ptrs), list(sizes))
 
     def get_tensor(self, key):
         """The tensor, or None."""

@@ -102,6 +102,34 @@ r += [tl(s.get_tensor_with_tp("full", 1, 2, 0)), tl(s.get_tensor_with_tp("full",
 result = r
 """
 
+# The tensor upsert and _from forms.
+SCENARIO_UPSERT = r"""
+import torch
+s = store
+r = []
+t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+def tl(x):
+    return None if x is None else x.tolist()
+r += [s.put_tensor("a", t), s.upsert_pub_tensor("a", t * 2), tl(s.get_tensor("a"))]
+r += [s.batch_upsert_tensor(["a", "b"], [t * 3, t]), tl(s.get_tensor("a")), tl(s.get_tensor("b"))]
+r += [s.batch_upsert_pub_tensor(["c"], [t, t])]
+from mooncake.store import ReplicateConfig
+r += [s.batch_upsert_pub_tensor(["c"], [t * 4], ReplicateConfig()), tl(s.get_tensor("c"))]
+raw = s.get("a")
+buf = ctypes.create_string_buffer(4096); bufs["up"] = buf
+a = ctypes.addressof(buf)
+ctypes.memmove(a, raw, len(raw))
+ctypes.memmove(a + 2048, b"not a tensor" * 30, 360)
+r += [s.upsert_tensor_from("b", a, len(raw)), tl(s.get_tensor("b")),
+      s.upsert_tensor_from("b", a + 2048, 360), tl(s.get_tensor("b"))]
+r += [s.batch_upsert_tensor_from(["d", "e"], [a, a + 2048], [len(raw), 360]),
+      tl(s.get_tensor("d")), s.is_exist("e")]
+r += [s.batch_put_tensor_from(["f", "g", "a"], [a, a + 2048, a + 2048], [len(raw), 360, 360]),
+      tl(s.get_tensor("f")), s.is_exist("g")]
+r += [s.batch_put_tensor_from(["h"], [a, a], [len(raw), len(raw)])]
+result = r
+"""
+
 
 def _reference(tmp_path, peers, scenario):  # noqa: F811
     binary = os.path.join(REAL_MOONCAKE, "bin", "mooncake_master")
@@ -128,9 +156,9 @@ def _reference(tmp_path, peers, scenario):  # noqa: F811
         real.wait(timeout=10)
 
 
-@pytest.mark.parametrize("name", ["replicas", "tp"])
+@pytest.mark.parametrize("name", ["replicas", "tp", "upsert"])
 def test_matches_the_real_module(master, peers, tmp_path, name):  # noqa: F811
-    scenario = {"replicas": SCENARIO_REPLICAS, "tp": SCENARIO_TP}[name]
+    scenario = {"replicas": SCENARIO_REPLICAS, "tp": SCENARIO_TP, "upsert": SCENARIO_UPSERT}[name]
     theirs = _reference(tmp_path, peers, scenario)
     ours = peers()
     assert setup_engine(ours, master) == 0
