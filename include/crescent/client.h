@@ -402,6 +402,34 @@ struct cr_get_buffer {
 };
 int cr_client_batch_get_into(cr_client *c, const char *tenant, struct cr_get_buffer *items,
                              size_t count);
+/* ---- byte ranges of objects whose replicas the caller holds ------------ *
+ * A put in parts (Mooncake's put sessions): cr_client_batch_put_start
+ * reserves the objects and returns their replica lists; cr_client_write_ranges
+ * writes ranges of each into every replica, as often as needed; then
+ * cr_client_batch_put_end makes them readable (without a checksum: reads of
+ * such an object are not verified) or cr_client_batch_put_revoke drops them.
+ * A ranged read (Mooncake's get sessions, get_into_ranges) reads with a list
+ * from cr_client_get_replica_list / _batch_ (which grants a lease: read
+ * within it); a range is not checksummed (only a whole object can be).
+ *
+ * Each range names its object's list, a window [offset, offset + len) of
+ * the object, and the caller's buffer; `status` is set per range: CR_OK,
+ * CR_ERR_INVALID_PARAMS (the window is outside the object, or the list has
+ * no usable replica), or the transfer's failure (a write fails when any
+ * replica's fails; a read tries the next complete replica, same host first).
+ * The call returns CR_OK when every range's status is CR_OK, else the first
+ * failing range's status (cr_client_last_error says which and why).  Every
+ * range is moved at once, in parallel. */
+struct cr_range {
+    const struct cr_replica_list *list;
+    uint64_t offset;
+    void *buf;
+    size_t len;
+    int status; /* out */
+};
+int cr_client_write_ranges(cr_client *c, struct cr_range *ranges, size_t count);
+int cr_client_read_ranges(cr_client *c, struct cr_range *ranges, size_t count);
+
 /* ---- copy/move tasks (seed 004) --------------------------------------- *
  * A task copies a complete object onto other segments (copy) or onto one
  * other segment, dropping the source replica (move).  crescentd reserves the

@@ -11,6 +11,7 @@ OK = 0
 INVALID_PARAMS = -600
 OBJECT_NOT_FOUND = -704
 OBJECT_ALREADY_EXISTS = -705
+OBJECT_NOT_READY = -707        # crescent's status for an object still being put
 
 _exist_key = lib.cr_client_exist_key
 _byref = ctypes.byref
@@ -60,6 +61,8 @@ class _Methods:
             if self._client is None:
                 return INVALID_PARAMS
             rc = _exist_key(self._client, self._tenant, _key(key), _byref(exists))
+        if rc == OBJECT_NOT_READY:   # being put: not there yet, as the reference says
+            return 0
         return (1 if exists.value else 0) if rc == OK else _ms._code(rc)
 
     def batch_is_exist(self, keys):
@@ -67,8 +70,8 @@ class _Methods:
         statuses = self._statuses(lib.cr_client_batch_exist_key, keys)
         if isinstance(statuses, int):
             return [statuses] * len(keys)
-        return [1 if s == OK else 0 if s == OBJECT_NOT_FOUND else _ms._code(s)
-                for s in statuses]
+        return [1 if s == OK else 0 if s in (OBJECT_NOT_FOUND, OBJECT_NOT_READY)
+                else _ms._code(s) for s in statuses]
 
     def get_size(self, key):
         """The object's size in bytes, or a negative ErrorCode (-704)."""

@@ -234,9 +234,10 @@ from crescent.mooncake_methods import _Methods  # noqa: E402  (the calls, split 
 from crescent.mooncake_tensors import _Tensors  # noqa: E402
 from crescent.mooncake_tp import _TensorParallel  # noqa: E402
 from crescent.mooncake_replicas import _Replicas  # noqa: E402
+from crescent.mooncake_ranges import _Ranges  # noqa: E402
 
 
-class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Replicas):
+class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Replicas, _Ranges):
     """Mooncake's MooncakeDistributedStore over crescentd (see the module doc)."""
 
     def __init__(self):

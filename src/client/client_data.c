@@ -42,13 +42,6 @@ struct cr_client_local_hosts {
     char text[LOCAL_ADDRESSES_MAX][INET6_ADDRSTRLEN];
 };
 
-/* One replica being read or written: its ops left and its first failure. */
-struct attempt {
-    uint32_t pending;
-    int status;
-    char why[CR_XFER_MESSAGE_MAX];
-};
-
 static void attempt_done(void *arg, int status, const char *message) {
     struct attempt *a = arg;
     assert(a->pending > 0);
@@ -74,7 +67,7 @@ void cr_client_data_close(cr_client *c) {
     c->local_hosts = NULL;
 }
 
-static int data_open(cr_client *c) {
+int cr_client_data_open(cr_client *c) {
     if (c->xfer != NULL) return CR_OK;
     int rc = cr_xfer_client_create(NULL, &c->xfer);
     if (rc != CR_OK)
@@ -84,7 +77,7 @@ static int data_open(cr_client *c) {
 
 int cr_client_register_buffer(cr_client *c, void *addr, size_t len) {
     assert(c != NULL);
-    int rc = data_open(c);
+    int rc = cr_client_data_open(c);
     if (rc != CR_OK) return rc;
     rc = cr_xfer_client_register(c->xfer, addr, len);
     if (rc != CR_OK)
@@ -107,7 +100,7 @@ int cr_client_unregister_buffer(cr_client *c, void *addr) {
 
 /* Polls until every submitted op has completed.  The transfer layer fails
  * ops that make no progress for its op timeout, so this ends. */
-static void drain(cr_client *c) {
+void cr_client_drain(cr_client *c) {
     while (cr_xfer_client_in_flight(c->xfer) > 0) cr_xfer_client_poll(c->xfer, POLL_SLICE_MS);
 }
 
@@ -118,13 +111,16 @@ static int submit(cr_client *c, const struct cr_xfer_op *op) {
     return rc;
 }
 
-/* Queues the ops that move one replica to or from [base, base + len): one per
- * handle, each handle covering the next handle->size bytes of the object.  A
- * failure before anything was queued is recorded in the attempt. */
-static void submit_replica(cr_client *c, enum cr_xfer_opcode opcode, const struct cr_replica *r,
-                           uint8_t *base, size_t len, struct attempt *a) {
+/* Queues the ops that move bytes [offset, offset + len) of one replica's
+ * object (laid out as its handles in order, object_len bytes in all) to or
+ * from [base, base + len): one op per handle the window touches.  A failure
+ * before anything was queued is recorded in the attempt. */
+void cr_client_submit_window(cr_client *c, enum cr_xfer_opcode opcode, const struct cr_replica *r,
+                             uint64_t object_len, uint64_t offset, uint8_t *base, size_t len,
+                             struct attempt *a) {
+    assert(offset <= object_len && len <= object_len - offset);
     *a = (struct attempt){0};
-    uint64_t off = 0;
+    uint64_t at = 0; /* where handle h starts in the object */
     for (size_t h = 0; h < r->handle_count; h++) {
         const struct cr_buf_handle *bh = &r->handles[h];
         if (bh->transport_endpoint == NULL || bh->transport_endpoint[0] == '\0') {
@@ -132,17 +128,20 @@ static void submit_replica(cr_client *c, enum cr_xfer_opcode opcode, const struc
                          bh->segment_name);
             return;
         }
-        if (bh->size_bytes > len - off) {
+        if (bh->size_bytes > object_len - at) {
             attempt_fail(a, CR_ERR_PROTOCOL, "segment '%s': the replica is longer than the "
                          "object", bh->segment_name);
             return;
         }
-        if (bh->size_bytes == 0) continue; /* nothing to move (base may be NULL) */
-        struct iovec iov = {.iov_base = base + off, .iov_len = bh->size_bytes};
+        uint64_t from = offset > at ? offset : at;
+        uint64_t to = offset + len < at + bh->size_bytes ? offset + len : at + bh->size_bytes;
+        at += bh->size_bytes;
+        if (from >= to) continue; /* outside the window, or an empty handle */
+        struct iovec iov = {.iov_base = base + (from - offset), .iov_len = (size_t)(to - from)};
         struct cr_xfer_op op = {.opcode = opcode, .endpoint = bh->transport_endpoint,
-                                .segment = bh->segment_name, .remote_addr = bh->buffer,
+                                .segment = bh->segment_name,
+                                .remote_addr = bh->buffer + (from - (at - bh->size_bytes)),
                                 .iov = &iov, .iov_count = 1, .done = attempt_done, .arg = a};
-        off += bh->size_bytes;
         int rc = submit(c, &op);
         if (rc != CR_OK) {
             attempt_fail(a, rc, "%s", cr_xfer_client_last_error(c->xfer));
@@ -150,12 +149,18 @@ static void submit_replica(cr_client *c, enum cr_xfer_opcode opcode, const struc
         }
         a->pending++;
     }
-    if (off != len) attempt_fail(a, CR_ERR_PROTOCOL, "%s", "the replica's handles do not "
-                                 "cover the object");
+    if (at != object_len) attempt_fail(a, CR_ERR_PROTOCOL, "%s", "the replica's handles do not "
+                                       "cover the object");
+}
+
+/* The whole object: [0, len). */
+static void submit_replica(cr_client *c, enum cr_xfer_opcode opcode, const struct cr_replica *r,
+                           uint8_t *base, size_t len, struct attempt *a) {
+    cr_client_submit_window(c, opcode, r, len, 0, base, len, a);
 }
 
 /* Bytes of an object as one replica lays them out (the sum of its handles). */
-static uint64_t replica_bytes(const struct cr_replica *r) {
+uint64_t cr_client_replica_bytes(const struct cr_replica *r) {
     uint64_t n = 0;
     for (size_t h = 0; h < r->handle_count; h++) n += r->handles[h].size_bytes;
     return n;
@@ -225,7 +230,7 @@ static bool replica_readable(const struct cr_replica *rep) {
  * transfer layer serves those by shm), then the rest in the master's order.
  * Only a list with a choice is ranked (and looks at this host's addresses).
  * Returns how many. */
-static size_t rank_replicas(cr_client *c, const struct cr_replica_list *list, size_t *order) {
+size_t cr_client_rank_replicas(cr_client *c, const struct cr_replica_list *list, size_t *order) {
     size_t n = 0;
     for (size_t r = 0; r < list->count; r++)
         if (replica_readable(&list->replicas[r])) order[n++] = r;
@@ -324,11 +329,11 @@ static void read_all(cr_client *c, struct read_item *items, size_t n) {
     for (size_t i = 0; i < n; i++) {
         struct read_item *it = &items[i];
         if (it->done) continue;
-        it->ranked = rank_replicas(c, it->list, it->order);
+        it->ranked = cr_client_rank_replicas(c, it->list, it->order);
         read_next(c, it);
     }
     for (bool again = true; again;) {
-        drain(c);
+        cr_client_drain(c);
         again = false;
         for (size_t i = 0; i < n; i++) {
             if (!items[i].active) continue;
@@ -354,7 +359,7 @@ static bool read_prepare(struct read_item *it) {
         snprintf(it->why, sizeof(it->why), "the master listed %zu replicas", list->count);
         return false;
     }
-    out->len = (size_t)replica_bytes(&list->replicas[0]);
+    out->len = (size_t)cr_client_replica_bytes(&list->replicas[0]);
     if (out->len > out->cap) {
         out->status = it->status = CR_ERR_INVALID_PARAMS;
         snprintf(it->why, sizeof(it->why), "the object has %zu bytes, the buffer %zu",
@@ -367,7 +372,7 @@ static bool read_prepare(struct read_item *it) {
 
 static int single_get(cr_client *c, const char *tenant, const char *key, void *buf, size_t cap,
                       bool allocate, void **data_out, size_t *len) {
-    int rc = data_open(c);
+    int rc = cr_client_data_open(c);
     if (rc != CR_OK) return rc;
     struct cr_replica_list list;
     int64_t started = c->clock_ms(c->clock_ctx);
@@ -377,7 +382,7 @@ static int single_get(cr_client *c, const char *tenant, const char *key, void *b
     struct cr_get_buffer out = {.key = key, .buf = buf, .cap = cap};
     struct read_item it = {.list = &list, .out = &out, .started_ms = started};
     if (allocate && list.count > 0) { /* size the buffer from the list */
-        out.cap = (size_t)replica_bytes(&list.replicas[0]);
+        out.cap = (size_t)cr_client_replica_bytes(&list.replicas[0]);
         out.buf = malloc(out.cap > 0 ? out.cap : 1);
         if (out.buf == NULL) {
             cr_client_replica_list_free(&list);
@@ -412,7 +417,7 @@ int cr_client_get_into(cr_client *c, const char *tenant, const char *key, void *
 int cr_client_batch_get_into(cr_client *c, const char *tenant, struct cr_get_buffer *items,
                              size_t count) {
     assert(c != NULL && (items != NULL || count == 0));
-    int rc = data_open(c);
+    int rc = cr_client_data_open(c);
     if (rc != CR_OK) return rc;
     const char **keys = malloc((count > 0 ? count : 1) * sizeof(*keys));
     struct read_item *reads = calloc(count > 0 ? count : 1, sizeof(*reads));
@@ -460,7 +465,7 @@ static void write_all(cr_client *c, const struct cr_replica_list *lists,
             submit_replica(c, CR_XFER_WRITE, &lists[i].replicas[r], (uint8_t *)items[i].data,
                            items[i].len, a++);
     }
-    drain(c);
+    cr_client_drain(c);
     a = attempts;
     for (size_t i = 0; i < n; i++) {
         if (start[i] != CR_OK) continue;
@@ -485,7 +490,7 @@ int cr_client_put(cr_client *c, const char *tenant, const char *key, const void 
     assert(c != NULL);
     struct cr_put_data item = {.key = key, .data = data, .len = len, .config = config};
     int rc = check_put_item(c, &item);
-    if (rc == CR_OK) rc = data_open(c);
+    if (rc == CR_OK) rc = cr_client_data_open(c);
     if (rc != CR_OK) return rc;
     uint64_t checksum = XXH3_64bits(data, len); /* before the bytes leave */
     struct cr_put_item start = {.key = key, .size_bytes = len, .config = config};
@@ -541,7 +546,7 @@ static int end_or_revoke_batch(cr_client *c, const char *tenant, struct cr_put_d
 int cr_client_batch_put(cr_client *c, const char *tenant, struct cr_put_data *items,
                         size_t count) {
     assert(c != NULL && (items != NULL || count == 0));
-    int rc = count > 0 && count <= CR_CLIENT_BATCH_MAX ? data_open(c)
+    int rc = count > 0 && count <= CR_CLIENT_BATCH_MAX ? cr_client_data_open(c)
              : cr_client_fail(c, CR_ERR_INVALID_PARAMS, "a batch holds 1 to %u puts, not %zu",
                               CR_CLIENT_BATCH_MAX, count);
     for (size_t i = 0; rc == CR_OK && i < count; i++) rc = check_put_item(c, &items[i]);

@@ -13,6 +13,7 @@
 #include "crescent/client.h"
 #include "master.pb-c.h"
 #include "msgs/pb_wire.h"
+#include "rdma/xfer.h"
 
 #define CR_CLIENT_ERROR_MAX 512u
 
@@ -199,6 +200,27 @@ void cr_client_uuid_from_pb(const Crescent__Master__UUID *in, uint8_t id[CR_CLIE
 
 /* Frees the transfer client, if one was made. */
 void cr_client_data_close(cr_client *c);
+/* Opens the client's transfer client on first use. */
+int cr_client_data_open(cr_client *c);
+/* Polls until no submitted transfer op is in flight. */
+void cr_client_drain(cr_client *c);
+/* order[] = the complete replicas of `list`, same-host first; returns how many. */
+size_t cr_client_rank_replicas(cr_client *c, const struct cr_replica_list *list, size_t *order);
+/* The bytes of an object as replica r lays them out (its handles' sum). */
+uint64_t cr_client_replica_bytes(const struct cr_replica *r);
+
+/* One replica being read or written: its ops left and its first failure. */
+struct attempt {
+    uint32_t pending;
+    int status;
+    char why[CR_XFER_MESSAGE_MAX];
+};
+/* Queues the ops moving bytes [offset, offset + len) of replica r's object
+ * (object_len bytes) to (CR_XFER_WRITE) or from (CR_XFER_READ) base; the
+ * attempt counts them down as they complete (cr_client_drain). */
+void cr_client_submit_window(cr_client *c, enum cr_xfer_opcode opcode, const struct cr_replica *r,
+                             uint64_t object_len, uint64_t offset, uint8_t *base, size_t len,
+                             struct attempt *a);
 
 /* ---- client_rpc.c ---- */
 

@@ -130,6 +130,45 @@ r += [s.batch_put_tensor_from(["h"], [a, a], [len(raw), len(raw)])]
 result = r
 """
 
+# Put and get sessions, ranged reads.
+SCENARIO_RANGES = r"""
+s = store
+r = []
+buf = ctypes.create_string_buffer(1 << 16); bufs["ranges"] = buf
+a = ctypes.addressof(buf)
+s.register_buffer(a, 1 << 16)
+ctypes.memmove(a, bytes(range(256)) * 4, 1024)
+r += [s.batch_put_session_start(["p1", "p2", "p1"], [100, 50, 10])]
+r += [s.is_exist("p1")]
+r += [s.batch_put_from_multi_buffer_ranges(["p1", "p2", "nos"], [[a, a + 10], [a + 100], [a]],
+                                           [[60, 40], [50], [5]], [[0, 60], [0], [0]])]
+r += [s.batch_put_session_end(["p1", "p2", "nos"])]
+r += [s.get("p1"), s.get("p2")]
+r += [s.batch_put_session_start(["p1", "p3"], [100, 20])]
+r += [s.batch_put_session_revoke(["p3", "nos"]), s.is_exist("p3")]
+r += [s.batch_put_session_start(["p4"], [100]),
+      s.batch_put_from_multi_buffer_ranges(["p4"], [[a]], [[10]], [[0]]),
+      s.batch_put_session_end(["p4"]), s.get("p4")[:10], len(s.get("p4"))]
+r += [s.batch_put_session_start(["p5"], [100]),
+      s.batch_put_from_multi_buffer_ranges(["p5"], [[a]], [[10]], [[95]]),
+      s.batch_put_session_revoke(["p5"]), s.is_exist("p5")]
+r += [s.batch_get_session_start(["p1", "nokey", "p2"])]
+b = a + 8192
+r += [s.batch_get_into_multi_buffer_ranges(["p1", "nokey", "p2"], [[b, b + 100], [b], [b + 200]],
+                                           [[10, 5], [4], [50]], [[0, 90], [0], [0]]),
+      bytes(buf[8192:8202]), bytes(buf[8292:8297]), bytes(buf[8392:8442])]
+r += [s.batch_get_into_multi_buffer_ranges(["p1"], [[b]], [[10]], [[95]])]
+r += [s.batch_get_into_multi_buffer_ranges(["p4"], [[b]], [[4]], [[0]])]
+r += [s.batch_get_session_end(["p1", "nokey", "p2"])]
+c = a + 16384
+r += [s.get_into_ranges([c, c + 1000], [["p1", "p2"], ["p1"]], [[[0, 10], [20]], [[0]]],
+                        [[[0, 50], [0]], [[5]]], [[[5, 5], [10]], [[3]]]),
+      bytes(buf[16384:16384 + 30]), bytes(buf[17384:17387])]
+r += [s.get_into_ranges([c], [["nokey"]], [[[0]]], [[[0]]], [[[3]]])]
+r += [s.get_into_ranges([c], [["p1"]], [[[0]]], [[[99]]], [[[3]]])]
+result = r
+"""
+
 
 def _reference(tmp_path, peers, scenario):  # noqa: F811
     binary = os.path.join(REAL_MOONCAKE, "bin", "mooncake_master")
@@ -156,9 +195,10 @@ def _reference(tmp_path, peers, scenario):  # noqa: F811
         real.wait(timeout=10)
 
 
-@pytest.mark.parametrize("name", ["replicas", "tp", "upsert"])
+@pytest.mark.parametrize("name", ["replicas", "tp", "upsert", "ranges"])
 def test_matches_the_real_module(master, peers, tmp_path, name):  # noqa: F811
-    scenario = {"replicas": SCENARIO_REPLICAS, "tp": SCENARIO_TP, "upsert": SCENARIO_UPSERT}[name]
+    scenario = {"replicas": SCENARIO_REPLICAS, "tp": SCENARIO_TP, "upsert": SCENARIO_UPSERT,
+                "ranges": SCENARIO_RANGES}[name]
     theirs = _reference(tmp_path, peers, scenario)
     ours = peers()
     assert setup_engine(ours, master) == 0

@@ -299,6 +299,73 @@ static void test_host_serves_a_get_over_tcp(void **unused) {
     host_round_trip(true);
 }
 
+/* Byte ranges (cr_client_write_ranges / cr_client_read_ranges) of an object
+ * laid out as two handles far apart in the host's segment, so windows that
+ * straddle them and end at the last byte are checked; a window outside the
+ * object fails alone, with the others moved. */
+static void host_ranges(bool no_shm) {
+    enum { FIRST = 3000, SECOND = 5000, GAP = 10000 };
+    struct master *m = master_start();
+    cr_host *h = host_start(m, no_shm);
+    uint8_t *base = (uint8_t *)cr_host_base(h) + OBJECT_OFFSET;
+    memset(base, 0, GAP + SECOND);
+    char *segment = (char *)cr_host_segment_name(h), *endpoint = (char *)cr_host_endpoint(h);
+    struct cr_buf_handle handles[2] = {
+        {segment, FIRST, (uint64_t)(uintptr_t)base, 0, endpoint},
+        {segment, SECOND, (uint64_t)(uintptr_t)(base + GAP), 0, endpoint}};
+    struct cr_replica replica = {CR_REPLICA_COMPLETE, 2, handles};
+    struct cr_replica_list list = {.status = CR_OK, .count = 1, .replicas = &replica};
+    cr_client *c = NULL;
+    char error[256];
+    assert_int_equal(cr_client_open(m->endpoint, NULL, &c, error, sizeof(error)), CR_OK);
+
+    uint8_t data[FIRST + SECOND];
+    for (size_t i = 0; i < sizeof(data); i++) data[i] = (uint8_t)(i * 7u + 3u);
+    struct cr_range writes[4] = {
+        {&list, 0, data, 100, -1},
+        {&list, FIRST - 50, data + FIRST - 50, 200, -1},        /* straddles the handles */
+        {&list, FIRST + SECOND - 10, data + FIRST + SECOND - 10, 10, -1}, /* the last bytes */
+        {&list, FIRST + SECOND - 10, data, 11, -1}};             /* one byte past the end */
+    assert_int_equal(cr_client_write_ranges(c, writes, 4), CR_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(cr_client_last_error(c), "range 3"));
+    for (int i = 0; i < 3; i++) assert_int_equal(writes[i].status, CR_OK);
+    assert_int_equal(writes[3].status, CR_ERR_INVALID_PARAMS);
+    assert_memory_equal(base, data, 100);
+    assert_memory_equal(base + FIRST - 50, data + FIRST - 50, 50);
+    assert_memory_equal(base + GAP, data + FIRST, 150);
+    assert_memory_equal(base + GAP + SECOND - 10, data + FIRST + SECOND - 10, 10);
+    assert_int_equal(base[100], 0); /* nothing outside the windows */
+    assert_int_equal(base[GAP + 150], 0);
+
+    memcpy(base, data, FIRST);
+    memcpy(base + GAP, data + FIRST, SECOND);
+    uint8_t got[3][400];
+    memset(got, 0, sizeof(got));
+    struct cr_range reads[3] = {{&list, FIRST - 200, got[0], 400, -1},
+                                {&list, 17, got[1], 1, -1},
+                                {&list, FIRST + SECOND - 400, got[2], 400, -1}};
+    assert_int_equal(cr_client_read_ranges(c, reads, 3), CR_OK);
+    assert_memory_equal(got[0], data + FIRST - 200, 400);
+    assert_int_equal(got[1][0], data[17]);
+    assert_memory_equal(got[2], data + FIRST + SECOND - 400, 400);
+    struct cr_range none = {NULL, 0, got[0], 1, -1};
+    assert_int_equal(cr_client_read_ranges(c, &none, 1), CR_ERR_INVALID_PARAMS);
+
+    cr_client_close(c);
+    assert_int_equal(cr_host_stop(h), CR_OK);
+    master_stop(m);
+}
+
+static void test_host_ranges_over_shm(void **unused) {
+    (void)unused;
+    host_ranges(false);
+}
+
+static void test_host_ranges_over_tcp(void **unused) {
+    (void)unused;
+    host_ranges(true);
+}
+
 static void test_host_start_refuses_bad_options(void **unused) {
     (void)unused;
     cr_host *h = (cr_host *)&h;
@@ -314,6 +381,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_serves_a_get_over_shm),
         cmocka_unit_test(test_host_serves_a_get_over_tcp),
+        cmocka_unit_test(test_host_ranges_over_shm),
+        cmocka_unit_test(test_host_ranges_over_tcp),
         cmocka_unit_test(test_host_start_refuses_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
