@@ -222,9 +222,12 @@ static void store_event(struct indexer_state *st, struct cr_msg *msg) {
     /* The engine-hash bound is for external publishers: the store's own
      * objects are bounded by its memory, and it may hold more of them. */
     cr_prefix_index_set_engine_max(st->index, 0);
+    struct indexer_hash_keys hash_keys = {st->config.store_hash_key_model,
+                                          st->config.store_hash_key_block_size};
     for (const cr_store_event *event = body->chain->head; event != NULL; event = event->next) {
-        if (info == NULL || cr_indexer_store_apply(st->index, event, id, &info->store_keys,
-                                                   &st->store_counters) != CR_OK)
+        if (info == NULL || cr_indexer_store_apply_keyed(st->index, event, id, &info->store_keys,
+                                                         &st->store_counters,
+                                                         &hash_keys) != CR_OK)
             st->store_skipped++;
     }
     cr_store_event_chain_release(body->chain);

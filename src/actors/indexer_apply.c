@@ -18,6 +18,7 @@ struct store_block {
     const uint32_t *tokens;
     size_t token_count;
     uint8_t media_mask; /* bit per medium id */
+    const struct indexer_hash_keys *hash_keys; /* NULL: objects without tokens are orphans */
 };
 
 #define STORE_RUN_MAX 64u /* blocks of one store object: far above any real object */
@@ -295,9 +296,58 @@ int cr_indexer_batch_apply(struct cr_prefix_index *index, const struct indexer_t
 
 /* ---- store blocks ---- */
 
+bool cr_indexer_seq_hash_of(const char *s, size_t len, uint64_t *out) {
+    assert(s != NULL || len == 0);
+    bool hex = len > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    uint64_t base = hex ? 16 : 10, v = 0;
+    size_t i = hex ? 2 : 0;
+    if (i == len) return false;
+    for (; i < len; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9'             ? c - '0'
+                : hex && c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : hex && c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                              : -1;
+        if (d < 0 || v > (UINT64_MAX - (uint64_t)d) / base) return false;
+        v = v * base + (uint64_t)d;
+    }
+    *out = v;
+    return true;
+}
+
+/* An object put without tokens (Mooncake's client has no way to send them)
+ * whose id (block hash, else key) is a sequence hash: one block under the
+ * configured model and block size, named by that hash, as Mooncake's own
+ * master publishes such keys (RFC #1527 events with seq_hashes, no tokens,
+ * model and block size from the indexer's side). */
+static int store_hash_key(struct cr_prefix_index *index, uint32_t pub, const struct store_block *sb,
+                          struct cr_prefix_map *keys, struct indexer_counters *counters) {
+    const char *id = sb->block_hash_len > 0 ? sb->block_hash : sb->key;
+    size_t id_len = sb->block_hash_len > 0 ? sb->block_hash_len : sb->key_len;
+    uint64_t seq;
+    if (sb->hash_keys == NULL || sb->hash_keys->block_size == 0 ||
+        !cr_indexer_seq_hash_of(id, id_len, &seq)) {
+        counters->orphans++; /* no tokens and no hash: nothing a prompt can match */
+        return CR_ERR_OBJECT_NOT_FOUND;
+    }
+    struct cr_prefix_context_key key = {
+        .tenant = sb->tenant, .model = sb->hash_keys->model, .block_size = sb->hash_keys->block_size};
+    uint32_t context;
+    int rc = context_for(index, &key, counters, &context);
+    if (rc == CR_ERR_NOMEM) counters->orphans++;
+    for (uint8_t m = 0; m < CR_PREFIX_MEDIA_MAX && rc == CR_OK; m++) {
+        if (sb->media_mask & (1u << m))
+            rc = cr_prefix_index_stored_hashes(index, pub, context, NULL, &seq, 1, m);
+    }
+    if (rc != CR_OK) return rc;
+    counters->blocks_stored++;
+    return cr_prefix_map_put(keys, str_id(sb->key, sb->key_len), seq);
+}
+
 static int store_block_stored(struct cr_prefix_index *index, uint32_t pub,
                               const struct store_block *sb, struct cr_prefix_map *keys,
                               struct indexer_counters *counters) {
+    if (sb->token_count == 0) return store_hash_key(index, pub, sb, keys, counters);
     uint32_t bs = sb->block_size;
     size_t run = bs != 0 ? sb->token_count / bs : 0;
     if (run == 0 || run > STORE_RUN_MAX || run * bs != sb->token_count) {
@@ -376,6 +426,13 @@ static uint8_t store_event_media(const struct cr_store_event *ev) {
 int cr_indexer_store_apply(struct cr_prefix_index *index, const struct cr_store_event *event,
                            uint16_t instance, struct cr_prefix_map *keys,
                            struct indexer_counters *counters) {
+    return cr_indexer_store_apply_keyed(index, event, instance, keys, counters, NULL);
+}
+
+int cr_indexer_store_apply_keyed(struct cr_prefix_index *index, const struct cr_store_event *event,
+                                 uint16_t instance, struct cr_prefix_map *keys,
+                                 struct indexer_counters *counters,
+                                 const struct indexer_hash_keys *hash_keys) {
     assert(index != NULL && event != NULL && keys != NULL && counters != NULL);
     uint32_t pub;
     int rc = cr_prefix_index_publisher(index, instance, 0, &pub);
@@ -405,6 +462,7 @@ int cr_indexer_store_apply(struct cr_prefix_index *index, const struct cr_store_
         .tokens = info->token_ids,
         .token_count = info->token_count,
         .media_mask = mask,
+        .hash_keys = hash_keys,
     };
     return store_block_stored(index, pub, &sb, keys, counters);
 }

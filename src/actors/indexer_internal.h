@@ -262,6 +262,28 @@ int cr_indexer_store_apply(struct cr_prefix_index *index, const struct cr_store_
                            uint16_t instance, struct cr_prefix_map *keys,
                            struct indexer_counters *counters);
 
+/* How the store files an object put without token ids whose id (block hash,
+ * else key) is a sequence hash, a u64 in decimal or 0x hex (Mooncake's
+ * ParseSeqHashFromObjectKey): one block of `block_size` tokens under
+ * `model`, named by that hash (/query_by_hash finds it).  block_size 0:
+ * such objects are orphans, as without it. */
+struct indexer_hash_keys {
+    const char *model;
+    uint32_t block_size;
+};
+
+/* cr_indexer_store_apply, with hash-keyed objects filed as hash_keys says
+ * (NULL: not filed, counted as orphans). */
+int cr_indexer_store_apply_keyed(struct cr_prefix_index *index, const struct cr_store_event *event,
+                                 uint16_t instance, struct cr_prefix_map *keys,
+                                 struct indexer_counters *counters,
+                                 const struct indexer_hash_keys *hash_keys);
+
+/* Whether s (len bytes, the whole of it) is a u64 in decimal or in hex after
+ * "0x"/"0X", as Mooncake reads keys; stricter than its std::stoull: no sign,
+ * no whitespace.  Sets *out. */
+bool cr_indexer_seq_hash_of(const char *s, size_t len, uint64_t *out);
+
 /* ---- indexer_sources.c ---- */
 
 int indexer_source_add(struct indexer_state *st, const struct cr_indexer_registration *reg,

@@ -550,6 +550,8 @@ int cr_segments_edge_add(void *segments_state, struct cr_edge *edge) {
     struct segments_state *st = segments_state;
     struct cr_edge_host *h = &st->host;
     if (h->count == CR_EDGES_MAX) {
+        CR_ERROR("segments", "cannot serve the RPC endpoint %s: segments serves at most %u "
+                 "endpoints (CR_EDGES_MAX in src/rpc/edge.h)", edge->name, CR_EDGES_MAX);
         edge->ops->destroy(edge);
         return CR_ERR_NOMEM;
     }
@@ -719,9 +721,20 @@ static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply 
     free(apply->victims);
 }
 
+/* A client the store forgot after its TTL: edges that keep state per client
+ * (Mooncake's: the secret it adds to the client's calls, its segments'
+ * metadata keys) drop it. */
+static void edges_client_gone(void *arg, const struct cr_uuid *client) {
+    struct cr_edge_host *h = arg;
+    for (uint32_t i = 0; i < h->count; i++)
+        if (h->edges[i]->ops->client_gone != NULL)
+            h->edges[i]->ops->client_gone(h->edges[i], client);
+}
+
 static void on_tick(struct segments_state *st) {
     uint32_t mounted = cr_store_mounted_count(st->store);
-    uint32_t expired = cr_store_expire_clients(st->store, st->now_ms);
+    uint32_t expired =
+        cr_store_expire_clients_each(st->store, st->now_ms, edges_client_gone, &st->host);
     if (expired > 0 && st->feed_on) cr_durable_feed_note_segments(&st->feed);
     uint32_t unmounted = mounted - cr_store_mounted_count(st->store);
     /* Every crescentctl call is a client that goes silent: only clients that

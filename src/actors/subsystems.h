@@ -55,6 +55,10 @@ struct cr_subsystems {
     void *states[CR_SUBSYSTEM_COUNT];
     const struct cr_daemon_config *config;
     uint64_t ask_timeout_ns; /* for HTTP routes that ask an actor */
+    /* Mooncake's HTTP metadata server when served (set before spawn, freed
+     * after the actors stop): the Mooncake edge removes an expired
+     * client's keys from it (--enable-metadata-cleanup-on-timeout). */
+    struct cr_mc_meta *metadata;
 };
 
 /* What one subsystem provides.  Each lives in src/actors/<name>.c. */

@@ -225,6 +225,12 @@ int cr_store_client_check_secret(cr_store *store, const struct cr_uuid *client,
  * Returns the number of clients expired. */
 uint32_t cr_store_expire_clients(cr_store *store, uint64_t now_ms);
 
+/* As cr_store_expire_clients, calling gone(arg, id) for each client it
+ * forgets, after its segments are unmounted (gone NULL: none). */
+uint32_t cr_store_expire_clients_each(cr_store *store, uint64_t now_ms,
+                                      void (*gone)(void *arg, const struct cr_uuid *client),
+                                      void *arg);
+
 /* Segments mounted now (O(1)): the segments actor compares it around an
  * expiry, so it reports the TTL unmounting segments, not every CLI call's
  * client being forgotten. */

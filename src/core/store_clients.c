@@ -160,6 +160,12 @@ static void client_unmount_all(cr_store *store, const struct cr_uuid *client) {
 }
 
 uint32_t cr_store_expire_clients(cr_store *store, uint64_t now_ms) {
+    return cr_store_expire_clients_each(store, now_ms, NULL, NULL);
+}
+
+uint32_t cr_store_expire_clients_each(cr_store *store, uint64_t now_ms,
+                                      void (*gone)(void *arg, const struct cr_uuid *client),
+                                      void *arg) {
     assert(store != NULL);
     uint32_t expired = 0;
     for (uint32_t i = 0; i <= store->clients_mask;) {
@@ -173,6 +179,7 @@ uint32_t cr_store_expire_clients(cr_store *store, uint64_t now_ms) {
         client_unmount_all(store, &id);
         cr_store_obj_revoke_client(store, &id);
         client_delete(store, i); /* may shift a later client into slot i */
+        if (gone != NULL) gone(arg, &id);
         expired++;
     }
     store->counters.clients_expired += expired;

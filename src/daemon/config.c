@@ -35,6 +35,7 @@ static const char *const empty_allowed[] = {
     "metrics-host", "rpc-tcp-address", "data-rdma-devices", "curve-secret-key-file",
     "curve-clients", "admin-token-file", "indexer-config", "state-dir", "nats-url",
     "nats-hit-rate-subject", "nats-model", "http-allowed-hosts", "http-allowed-origins",
+    "store-hash-key-model",
 };
 
 static bool empty_ok(const struct setting *s) {
@@ -98,6 +99,15 @@ static const struct setting settings[] = {
      "port of the HTTP metadata server"},
     {"http-metadata-server-host", SETTING_STRING, FIELD(http_metadata_server_host), 0, 0, "HOST",
      "address the HTTP metadata server listens on (loopback unless told)"},
+    {"enable-metadata-cleanup-on-timeout", SETTING_BOOL,
+     FIELD(enable_metadata_cleanup_on_timeout), 0, 0, "BOOL",
+     "when a Mooncake client misses its TTL, remove its segments' keys (mooncake/ram/NAME, "
+     "mooncake/rpc_meta/NAME) from the HTTP metadata server, as Mooncake's master does"},
+    {"store-hash-key-model", SETTING_STRING, FIELD(store_hash_key_model), 0, 0, "NAME",
+     "model under which the indexer files stored objects without token ids whose key is a "
+     "sequence hash (decimal or 0x hex u64, as Mooncake's keys: docs/mooncake.md)"},
+    {"store-hash-key-block-size", SETTING_U32, FIELD(store_hash_key_block_size), 0, 1u << 20, "N",
+     "tokens per block of those objects (one block each); 0 leaves them unindexed"},
     {"rpc-tcp-connections-max", SETTING_U32, FIELD(rpc_tcp_connections_max), 1, 1000000, "N",
      "open native RPC connections; one more is accepted and closed at once"},
     {"rpc-tcp-queue-max", SETTING_U32, FIELD(rpc_tcp_queue_max), 1, 65536, "N",
@@ -309,6 +319,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->nats_hit_rate_subject, sizeof(config->nats_hit_rate_subject), "kv-hit-rate");
     config->nats_block_size = 16;  /* vLLM's default block size */
     config->nats_stale_ms = 5000;  /* 50 of Dynamo's 100 ms metrics periods */
+    config->store_hash_key_block_size = 16; /* as --nats-block-size */
 }
 
 static void default_text(const struct setting *s, char *out, size_t size) {

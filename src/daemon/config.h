@@ -49,6 +49,9 @@ struct cr_daemon_config {
     bool rpc_tcp_with_curve;                      /* serve it (loopback only) with CURVE on */
     char mooncake_rpc_address[CR_CONFIG_ADDRESS_MAX]; /* Mooncake's coro_rpc, host:port; "" off */
     bool enable_http_metadata_server;              /* Mooncake's metadata server (src/mooncake) */
+    bool enable_metadata_cleanup_on_timeout;       /* its keys go with an expired client */
+    char store_hash_key_model[CR_CONFIG_ADDRESS_MAX]; /* hash-keyed objects' model (indexer) */
+    uint32_t store_hash_key_block_size;            /* and block size; 0: not indexed */
     uint32_t http_metadata_server_port;
     char http_metadata_server_host[CR_CONFIG_ADDRESS_MAX];
     char rpc_shm_path[CR_CONFIG_ADDRESS_MAX];     /* same-host shm set-up socket; "auto", "off" */

@@ -58,6 +58,7 @@ static int start_runtime(struct daemon *d) {
         return status;
     }
     d->subsystems.ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u;
+    d->subsystems.metadata = d->metadata; /* started first: the Mooncake edge may clean it */
     return cr_subsystems_spawn(d->rt, &d->config, &d->subsystems);
 }
 
@@ -172,20 +173,20 @@ static int start_http(struct daemon *d) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }
-    int rc = start_metrics_http(d);
-    return rc != 0 ? rc : start_metadata_http(d);
+    return start_metrics_http(d);
 }
 
 static void shutdown_all(struct daemon *d) {
     /* Intake first: no HTTP request may ask an actor that is stopping. */
     cr_http_front_destroy(d->metrics_front);
     d->metrics_front = NULL;
-    cr_mc_meta_stop(d->metadata);
-    d->metadata = NULL;
     cr_http_front_destroy(d->front);
     d->front = NULL;
     if (d->rt != NULL) cr_runtime_destroy(d->rt);
     d->rt = NULL;
+    /* After the actors: the segments thread may remove keys until it stops. */
+    cr_mc_meta_stop(d->metadata);
+    d->metadata = NULL;
     cr_subsystems_free(&d->subsystems);
     cr_runtime_thread_release();
 }
@@ -229,8 +230,11 @@ int cr_daemon_main(int argc, char **argv) {
 
     /* A subsystem that cannot use its address or settings is a usage error
      * (exit 2), like a bad flag; anything else failing to start is exit 1. */
-    int status = start_runtime(&d);
-    int exit_status = status == CR_OK                   ? start_http(&d)
+    /* The metadata server first: the actors are given it (start_runtime). */
+    int exit_status = start_metadata_http(&d);
+    int status = exit_status == 0 ? start_runtime(&d) : CR_OK;
+    if (exit_status == 0)
+        exit_status = status == CR_OK                   ? start_http(&d)
                       : status == CR_ERR_IO ||
                               status == CR_ERR_INVALID_PARAMS ? 2
                                                              : 1;

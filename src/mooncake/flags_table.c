@@ -17,8 +17,6 @@
                "--snapshot-every-records; docs/durability.md)"
 #define RPC_KNOB "crescent's Mooncake endpoint (--mooncake-rpc-address, or --rpc_port/--port/" \
                  "--rpc_address) is served on the store's own thread and has no such knob"
-#define META_CLEANUP "crescent's HTTP metadata server (--enable-http-metadata-server) keeps " \
-                     "a key until it is deleted; clients delete their own at close"
 #define TIERS "crescent has no storage tiers below memory (disk offload, NFS/3FS file " \
               "segments, NoF SSD, promotion): every replica is in a mounted memory segment"
 #define KV_EVENTS "crescent always publishes its store events as ZMQ PUB batches at " \
@@ -53,7 +51,7 @@ static const struct cr_mooncake_flag table[] = {
     WHEN("enable_ha", true, "false", HA_YET),
     SETTING("enable_http_metadata_server", true, "enable-http-metadata-server"),
     REFUSED("enable_kv_events", true, KV_EVENTS),
-    WHEN("enable_metadata_cleanup_on_timeout", true, "false", META_CLEANUP),
+    SETTING("enable_metadata_cleanup_on_timeout", true, "enable-metadata-cleanup-on-timeout"),
     WHEN("enable_metric_reporting", true, "false",
          "crescentd does not log its metrics periodically: scrape /metrics (crescent_*) or "
          "--metrics-port's /metrics (Mooncake's names), or GET /metrics/summary"),

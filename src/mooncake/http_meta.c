@@ -23,9 +23,12 @@ struct entry {
 
 struct cr_mc_meta {
     struct cr_http_front *front;
-    pthread_mutex_t lock; /* the map: the front's two workers share it */
+    /* The map: the front's two workers share it, and the segments thread
+     * removes an expired client's keys (cr_mc_meta_forget_segment). */
+    pthread_mutex_t lock;
     struct entry *buckets[META_BUCKETS];
     size_t count;
+    char prefix[CR_MC_META_PREFIX_MAX]; /* "mooncake/" or "mooncake/CLUSTER/" */
 };
 
 static uint32_t hash(const char *s) {
@@ -159,6 +162,28 @@ static void on_delete(void *ctx, const struct cr_http_request *req,
     text(resp, 200, "metadata deleted");
 }
 
+size_t cr_mc_meta_forget_segment(struct cr_mc_meta *m, const char *name) {
+    assert(m != NULL && name != NULL);
+    size_t removed = 0;
+    for (int i = 0; i < 2; i++) {
+        char key[CR_MC_META_KEY_MAX + 1];
+        int n = snprintf(key, sizeof(key), "%s%s%s", m->prefix, i == 0 ? "ram/" : "rpc_meta/",
+                         name);
+        if (n < 0 || (size_t)n >= sizeof(key)) continue; /* longer than any key it holds */
+        pthread_mutex_lock(&m->lock);
+        struct entry **at = find(m, key), *gone = *at;
+        if (gone != NULL) {
+            *at = gone->next;
+            m->count--;
+        }
+        pthread_mutex_unlock(&m->lock);
+        if (gone == NULL) continue;
+        free(gone->key), free(gone->value), free(gone);
+        removed++;
+    }
+    return removed;
+}
+
 static void on_health(void *ctx, const struct cr_http_request *req,
                       struct cr_http_response *resp) {
     (void)ctx, (void)req;
@@ -171,6 +196,11 @@ int cr_mc_meta_start(const char *address, struct cr_mc_meta **out, char *error,
     struct cr_mc_meta *m = calloc(1, sizeof(*m));
     if (m == NULL) return CR_ERR_NOMEM;
     pthread_mutex_init(&m->lock, NULL);
+    /* As Mooncake's master and Transfer Engine name the keys. */
+    const char *cluster = getenv("MC_METADATA_CLUSTER_ID");
+    size_t cl = cluster != NULL ? strlen(cluster) : 0;
+    snprintf(m->prefix, sizeof(m->prefix), "mooncake/%s%s", cl > 0 ? cluster : "",
+             cl > 0 && cluster[cl - 1] != '/' ? "/" : "");
     int rc = cr_http_front_create(&m->front);
     if (rc == CR_OK) cr_http_front_accept_any_body(m->front);
     if (rc == CR_OK) rc = cr_http_front_add_route(m->front, "GET", "/metadata", on_get, m);

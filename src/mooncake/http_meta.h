@@ -14,9 +14,10 @@
  * A missing or empty key is 400 "Missing key parameter", as the reference answers.
  *
  * The keys live in memory only (as the reference's).  Its own HTTP front
- * (http/front.h) serves it on two workers; the map is theirs alone, under
- * one mutex: a few descriptors per client, read at connect, never on the
- * store's path. */
+ * (http/front.h) serves it on two workers; the map is theirs, under one
+ * mutex, which the segments thread also takes when a client expires with
+ * --enable-metadata-cleanup-on-timeout: a few descriptors per client, read
+ * at connect, never on the store's path. */
 #ifndef CRESCENT_MOONCAKE_HTTP_META_H
 #define CRESCENT_MOONCAKE_HTTP_META_H
 
@@ -27,11 +28,19 @@ struct cr_mc_meta;
 #define CR_MC_META_KEY_MAX 4096u
 #define CR_MC_META_VALUE_MAX (1u << 20)
 #define CR_MC_META_KEYS_MAX (1u << 20)
+#define CR_MC_META_PREFIX_MAX 256u
 
 /* Starts serving on HOST:PORT.  CR_ERR_IO with one line in `error` when it
  * cannot (a busy port); CR_ERR_NOMEM. */
 int cr_mc_meta_start(const char *address, struct cr_mc_meta **out, char *error,
                      size_t error_size);
+/* Removes the keys Mooncake's Transfer Engine publishes for segment `name`
+ * (PREFIX ram/NAME and PREFIX rpc_meta/NAME, PREFIX "mooncake/" or, with
+ * MC_METADATA_CLUSTER_ID set, "mooncake/ID/", as Mooncake's master removes
+ * them when it expires a client).  Any thread; takes the map's lock.
+ * Returns the keys removed (0 to 2). */
+size_t cr_mc_meta_forget_segment(struct cr_mc_meta *meta, const char *name);
+
 /* Stops serving and frees every key; NULL is ignored. */
 void cr_mc_meta_stop(struct cr_mc_meta *meta);
 

@@ -218,6 +218,26 @@ void cr_mc_state_free(struct cr_mc_state *st) {
     *st = (struct cr_mc_state){0};
 }
 
+size_t cr_mc_state_forget_client(struct cr_mc_state *st, const struct cr_mc_uuid *client,
+                                 void (*segment)(void *arg, const char *name), void *arg) {
+    assert(st != NULL && client != NULL);
+    size_t kept = 0, gone = 0;
+    for (size_t i = 0; i < st->segment_count; i++) {
+        if (!uuid_eq(&st->segments[i].client, client)) {
+            st->segments[kept++] = st->segments[i];
+            continue;
+        }
+        if (segment != NULL) segment(arg, st->segments[i].name);
+        gone++;
+    }
+    st->segment_count = kept;
+    kept = 0;
+    for (size_t i = 0; i < st->secret_count; i++)
+        if (!uuid_eq(&st->secrets[i].client, client)) st->secrets[kept++] = st->secrets[i];
+    st->secret_count = kept;
+    return gone;
+}
+
 static bool grow(void **items, size_t *cap, size_t count, size_t size) {
     if (count < *cap) return true;
     size_t ncap = *cap < 8 ? 8 : *cap * 2;

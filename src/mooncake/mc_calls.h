@@ -78,6 +78,13 @@ struct cr_mc_state {
 
 void cr_mc_state_free(struct cr_mc_state *st);
 
+/* Forgets `client` (the store expired it): its secret and the segments it
+ * mounted, calling segment(arg, name) for each of those first (NULL: none).
+ * Returns the segments forgotten.  Without it the tables only grew: a
+ * client id is new at every Mooncake client start. */
+size_t cr_mc_state_forget_client(struct cr_mc_state *st, const struct cr_mc_uuid *client,
+                                 void (*segment)(void *arg, const char *name), void *arg);
+
 struct cr_mc_fn; /* one Mooncake call (mc_calls.c's table) */
 
 /* The call with coro_rpc function id `id`, or NULL.  *name is set to the

@@ -46,8 +46,10 @@
 #include "core/log.h"
 #include "crescent/error.h"
 #include "daemon/config.h"
+#include "mooncake/http_meta.h"
 #include "mooncake/mc_calls.h"
 #include "mooncake/mc_edge.h"
+#include "rpc/rpc_codec.h"
 #include "rpc/edge.h"
 
 #define MC_REQ_HEADER 20u
@@ -100,6 +102,10 @@ struct mc_edge {
     struct cr_mc_state state;
     char address[CR_CONFIG_ADDRESS_MAX];
     uint64_t unsupported, bad_args, closed_malformed, last_log_ns;
+    /* Mooncake's HTTP metadata server, when an expired client's keys are
+     * removed from it (--enable-metadata-cleanup-on-timeout); else NULL. */
+    struct cr_mc_meta *meta;
+    uint64_t clients_forgotten, meta_keys_removed;
 };
 
 static uint64_t now_ns(struct mc_edge *st) { return cr_edge_now_ns(&st->edge); }
@@ -455,9 +461,39 @@ static uint32_t mc_ready(struct cr_edge *edge, uint64_t tag, uint32_t events) {
     return st->taken - before;
 }
 
-static void mc_wire(struct cr_edge *edge, const struct cr_subsystems *peers) {
-    (void)peers;
+static void forget_segment(void *arg, const char *name) {
+    struct mc_edge *st = arg;
+    if (st->meta != NULL) st->meta_keys_removed += cr_mc_meta_forget_segment(st->meta, name);
+}
+
+/* The store expired a client: its secret and segments are dropped here (the
+ * tables grew by one client per Mooncake client start), and with cleanup on
+ * its segments' Transfer Engine keys leave the metadata server, as Mooncake's
+ * master removes them. */
+static void mc_client_gone(struct cr_edge *edge, const struct cr_uuid *client) {
     struct mc_edge *st = (struct mc_edge *)edge;
+    Crescent__Master__UUID pb;
+    cr_rpc_uuid_to_pb(client, &pb);
+    struct cr_mc_uuid id = {pb.first, pb.second};
+    uint64_t keys = st->meta_keys_removed;
+    size_t segments = cr_mc_state_forget_client(&st->state, &id, forget_segment, st);
+    st->clients_forgotten++;
+    if (st->meta_keys_removed > keys)
+        CR_INFO("mooncake", "client %016llx-%016llx missed its TTL: %llu metadata key(s) of its "
+                "%zu segment(s) removed", (unsigned long long)id.first,
+                (unsigned long long)id.second,
+                (unsigned long long)(st->meta_keys_removed - keys), segments);
+}
+
+static void mc_wire(struct cr_edge *edge, const struct cr_subsystems *peers) {
+    struct mc_edge *st = (struct mc_edge *)edge;
+    if (peers->config->enable_metadata_cleanup_on_timeout) {
+        st->meta = peers->metadata;
+        if (st->meta == NULL)
+            CR_WARN("mooncake", "--enable-metadata-cleanup-on-timeout: crescentd serves no HTTP "
+                    "metadata server (--enable-http-metadata-server), so there is none to "
+                    "clean; a metadata server elsewhere is not cleaned");
+    }
     if (st->listen_fd >= 0 && !st->listen_added)
         st->listen_added = cr_edge_watch(edge, st->listen_fd, EPOLLIN, MC_LISTEN_TAG);
     if (st->listen_added)
@@ -481,6 +517,8 @@ static void mc_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     add_stat(out, "unsupported_calls_total", st->unsupported);
     add_stat(out, "bad_arguments_total", st->bad_args);
     add_stat(out, "connections_closed_malformed_total", st->closed_malformed);
+    add_stat(out, "clients_forgotten_total", st->clients_forgotten);
+    add_stat(out, "metadata_keys_removed_total", st->meta_keys_removed);
 }
 
 static void mc_destroy(struct cr_edge *edge) {
@@ -511,6 +549,7 @@ static const struct cr_edge_ops mc_ops = {
     .flush = mc_flush,
     .stats = mc_stats,
     .destroy = mc_destroy,
+    .client_gone = mc_client_gone,
 };
 
 /* Binds HOST:PORT.  The default address taken leaves the endpoint off

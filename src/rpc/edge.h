@@ -53,7 +53,11 @@
 #include "runtime/runtime.h"
 #include "msgs/master_msgs.h"
 
-#define CR_EDGES_MAX 4u /* edges one segments actor serves */
+/* Edges one segments actor serves: crescentd has four (ZMQ, native, shm,
+ * Mooncake's); the rest is room for the next, and adding one past it fails
+ * crescentd's start saying so (cr_segments_edge_add).  Calls carry the
+ * index + 1 in a byte. */
+#define CR_EDGES_MAX 16u
 /* An edge's tags for its fds: the top byte is segments' (which edge). */
 #define CR_EDGE_TAG_MAX ((1ull << 56) - 1)
 
@@ -89,6 +93,9 @@ struct cr_edge_ops {
      * (segments then does not block).  disarm follows the wait. */
     bool (*arm)(struct cr_edge *edge);
     void (*disarm)(struct cr_edge *edge);
+    /* Optional: the store forgot `client` after its TTL (its segments are
+     * unmounted): drop what the edge keeps for it. */
+    void (*client_gone)(struct cr_edge *edge, const struct cr_uuid *client);
 };
 
 /* The common head of every edge (an edge embeds it first). */
@@ -130,7 +137,8 @@ uint64_t cr_edge_now_ns(const struct cr_edge *edge);
 
 /* Attaches an edge to a segments actor's state (from cr_segments_def.create),
  * on the main thread before spawn.  The segments state owns the edge from
- * here on, even on failure (CR_ERR_NOMEM: CR_EDGES_MAX reached). */
+ * here on, even on failure (CR_ERR_NOMEM: CR_EDGES_MAX reached, logged
+ * naming the edge). */
 int cr_segments_edge_add(void *segments_state, struct cr_edge *edge);
 
 /* The native TCP endpoint (rpc_tcp.c, --rpc-tcp-address).  Binds now (a

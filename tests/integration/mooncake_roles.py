@@ -4,6 +4,7 @@ client (PYTHONPATH = ../shared/mooncake, Debian's /usr/bin/python3):
   mooncake_roles.py A MASTER METADATA READY DONE   hosts a segment, puts, waits
   mooncake_roles.py B MASTER METADATA              gets from A's segment, removes
   mooncake_roles.py C MASTER METADATA              calls upsert (a call crescentd does not serve)
+  mooncake_roles.py D MASTER METADATA READY        hosts a segment and idles until killed
 
 Each prints one JSON line of what every call returned, for the test to
 compare between mooncake_master and crescentd."""
@@ -15,6 +16,7 @@ import time
 from mooncake.store import MooncakeDistributedStore
 
 VALUE = bytes(range(256)) * 400 + b"tail"  # 102404 bytes, not one repeated byte
+HASH_KEYS = ["0x1f2e3d4c5b6a7988", "1234567890123456789"]
 
 
 def setup(master, metadata):
@@ -30,6 +32,8 @@ def role_a(master, metadata, ready, done):
         out["put"] = s.put("k", VALUE)
         out["put_duplicate"] = s.put("k", b"other")
         out["put_batch"] = s.put_batch(["b1", "b2", "c1"], [b"1" * 1000, b"2" * 2000, b"3" * 3000])
+        # Keys in Mooncake's block-hash form (a u64 sequence hash, hex or decimal).
+        out["put_hash_keys"] = s.put_batch(HASH_KEYS, [b"h" * 500, b"d" * 500])
         out["is_exist"] = s.is_exist("k")
     print(json.dumps(out), flush=True)
     open(ready, "w").write("ready")
@@ -76,10 +80,21 @@ def role_c(master, metadata):
     print(json.dumps(out), flush=True)
 
 
+def role_d(master, metadata, ready):
+    """Mounts a segment (its Transfer Engine publishes the segment's keys on
+    the metadata server), says its name, then waits to be killed."""
+    s, rc = setup(master, metadata)
+    print(json.dumps({"setup": rc, "name": s.get_hostname() if rc == 0 else ""}), flush=True)
+    open(ready, "w").write("ready")
+    time.sleep(600)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "A":
         role_a(*sys.argv[2:6])
     elif sys.argv[1] == "B":
         role_b(*sys.argv[2:4])
+    elif sys.argv[1] == "D":
+        role_d(*sys.argv[2:5])
     else:
         role_c(*sys.argv[2:4])

@@ -7,8 +7,10 @@ puts (one key, a duplicate, a batch); B, another process, gets A's bytes over
 Mooncake's Transfer Engine and runs is_exist, the batch forms, remove of a
 missing key and of a key under its read lease, remove_by_regex, batch_remove
 and remove_all.  Every answer must equal mooncake_master's.  Then the puts
-must have reached crescent's event plane and its indexer, and the HTTP
-metadata server must answer GET/PUT/DELETE as the reference's does.
+must have reached crescent's event plane, and the indexer must hold the
+keys in Mooncake's block-hash form as blocks (/query_by_hash) until they are
+removed, and the HTTP metadata server must answer GET/PUT/DELETE as the
+reference's does.
 
 Mooncake's client and master are ../shared/mooncake relative to the checkout
 (built unmodified at the commit docs/mooncake.md names; CRESCENT_MOONCAKE_DIR
@@ -20,6 +22,7 @@ import pathlib
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import msgpack
@@ -32,6 +35,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MC = pathlib.Path(os.environ.get("CRESCENT_MOONCAKE_DIR") or ROOT.parent / "shared" / "mooncake")
 ROLES = pathlib.Path(__file__).with_name("mooncake_roles.py")
 LEASE_MS = "3000"
+HASH_KEYS = ["0x1f2e3d4c5b6a7988", "1234567890123456789"]  # as mooncake_roles.py puts
 
 pytestmark = pytest.mark.skipif(
     not (MC / "bin" / "mooncake_master").exists(),
@@ -72,6 +76,16 @@ def run_pair(master, metadata, tmp, between=None):
     assert b.returncode == 0, b.stderr[-3000:]
     assert a.returncode == 0, (tmp / "a.err").read_text()[-3000:]
     return json.loads(out_a.strip().splitlines()[-1]), json.loads(b.stdout.strip().splitlines()[-1])
+
+
+def query_by_hash(port, hashes):
+    """The indexer's answer for these sequence hashes under the store's
+    defaults for hash-keyed objects (--store-hash-key-model '', block size 16)."""
+    body = json.dumps({"model": "", "block_size": 16, "seq_hashes": hashes}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/query_by_hash", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
 
 
 def http(method, port, path, body=None):
@@ -136,26 +150,36 @@ def test_mooncake_client_on_crescentd_answers_as_on_mooncake_master(daemon, refe
     seen = {}
 
     def crescent_client_sees_the_put():
-        """crescent's own client reads the object Mooncake's client put."""
+        """crescent's own client reads the object Mooncake's client put, and
+        the indexer holds the hash-keyed ones as blocks of the store."""
         zmq_rpc = d.args[d.args.index("--rpc-address") + 1]
         r = subprocess.run([binary("crescentctl"), "--rpc", zmq_rpc, "--json", "replicas", "k"],
                            capture_output=True, text=True, timeout=60)
         seen["rc"], seen["out"] = r.returncode, r.stdout + r.stderr
+        for h in HASH_KEYS:  # each key one block: found alone (the store's events are lazy)
+            wait_for(lambda: query_by_hash(d.port, [h]).get("default", {}).get(
+                "crescent-store", {}).get("longest_matched") == 16, f"block {h} indexed",
+                timeout=30)
+        seen["indexed"] = query_by_hash(d.port, HASH_KEYS)
 
     a, b = run_pair(f"127.0.0.1:{rpc}", f"http://127.0.0.1:{meta}/metadata",
                     tmp_path / "crescentd", between=crescent_client_sees_the_put)
     # The reference's answers are what they should be (so equality means something).
-    assert ref_a == {"setup": 0, "put": 0, "put_duplicate": 0, "put_batch": 0, "is_exist": 1}
+    assert ref_a == {"setup": 0, "put": 0, "put_duplicate": 0, "put_batch": 0,
+                     "put_hash_keys": 0, "is_exist": 1}
     assert ref_b["get_equal"] and ref_b["remove_under_lease"] == -706
     assert ref_b["remove_missing"] == -704 and ref_b["batch_is_exist"] == [1, 1, 0]
     assert (a, b) == (ref_a, ref_b)
     assert seen["rc"] == 0 and "102404" in seen["out"], seen
+    # Both hash-keyed objects are blocks of the store's instance, in memory.
+    store = seen["indexed"]["default"]["crescent-store"]
+    assert store["longest_matched"] == 32 and store["CPU"] == 32, seen["indexed"]
 
     # The event plane published the puts (seed 000 batches), and the indexer
     # took the store's events.
     keys = set()
     deadline = time.monotonic() + 30
-    while not {"k", "b1", "b2", "c1"} <= keys and time.monotonic() < deadline:
+    while not {"k", "b1", "b2", "c1", *HASH_KEYS} <= keys and time.monotonic() < deadline:
         if sub.poll(1000):
             _, _, payload = sub.recv_multipart()
             for event in msgpack.unpackb(payload, raw=False)[1]:
@@ -163,10 +187,14 @@ def test_mooncake_client_on_crescentd_answers_as_on_mooncake_master(daemon, refe
                     keys.add(event[1])
     sub.close()
     ctx.term()
-    assert {"k", "b1", "b2", "c1"} <= keys, keys
+    assert {"k", "b1", "b2", "c1", *HASH_KEYS} <= keys, keys
     status, body = http_get(d.port, "/global_view")
     assert status == 200
-    assert json.loads(body)["store"]["events"] >= 4
+    store = json.loads(body)["store"]
+    assert store["events"] >= 6 and store["blocks_stored"] >= 2, store
+    # B's remove_all took them out of the index too.
+    wait_for(lambda: query_by_hash(d.port, HASH_KEYS) == {}, "hash-keyed blocks removed",
+             timeout=30)
 
     # The HTTP metadata server answers as the reference's.
     for method, path, data in METADATA_CALLS:
@@ -184,3 +212,50 @@ def test_mooncake_client_on_crescentd_answers_as_on_mooncake_master(daemon, refe
     code, err = d.stop()
     assert code == 0
     assert "Mooncake's UpsertStart" in err and "UNAVAILABLE_IN_CURRENT_MODE" in err, err[-2000:]
+
+
+def metadata_keys_after_kill(master, meta_port, tmp):
+    """Role D mounts a segment and is killed (-9): the segment's Transfer
+    Engine keys, before, and once the master expired the client."""
+    tmp.mkdir()
+    ready = tmp / "ready"
+    d = subprocess.Popen(["/usr/bin/python3", str(ROLES), "D", master,
+                          f"http://127.0.0.1:{meta_port}/metadata", str(ready)],
+                         env=client_env(), stdout=subprocess.PIPE,
+                         stderr=open(tmp / "d.err", "w"), text=True)
+    try:
+        wait_for(lambda: ready.exists() or d.poll() is not None, "process D ready", timeout=120)
+        out = json.loads(d.stdout.readline())
+        assert out["setup"] == 0 and out["name"], (out, (tmp / "d.err").read_text()[-2000:])
+    finally:
+        d.kill()
+        d.wait(timeout=30)
+    # Encoded as the Transfer Engine sends it (the reference matches the key as sent).
+    name = urllib.parse.quote(out["name"], safe="")
+    paths = [f"/metadata?key=mooncake%2F{kind}%2F{name}" for kind in ("ram", "rpc_meta")]
+    before = [http("GET", meta_port, p)[0] for p in paths]
+    wait_for(lambda: all(http("GET", meta_port, p)[0] == 404 for p in paths),
+             "the expired client's metadata keys removed", timeout=60)
+    return before
+
+
+def test_expired_clients_metadata_keys_are_removed(daemon, tmp_path):
+    """--enable_metadata_cleanup_on_timeout=true: when crescentd expires a
+    Mooncake client (--client_ttl), the keys its Transfer Engine published for
+    its segment (mooncake/ram/NAME, mooncake/rpc_meta/NAME) leave the metadata
+    server, as Mooncake's master means to do.  (mooncake_master at the pinned
+    commit tries and removes nothing: its metadata server keeps a key as the
+    Transfer Engine sent it, URL-encoded, and its cleanup looks for the decoded
+    name, "ram_key_removed=0" in its log; so this is not compared with it.)"""
+    rpc, meta = free_port(), free_port()
+    d = daemon("--rpc_port", str(rpc), "--http_metadata_server_port", str(meta),
+               "--enable_http_metadata_server=true", "--http_metadata_server_host", "127.0.0.1",
+               "--enable_metadata_cleanup_on_timeout=true", "--client_ttl", "2")
+    before = metadata_keys_after_kill(f"127.0.0.1:{rpc}", meta, tmp_path / "crescentd")
+    assert before == [200, 200]
+    status, body = http_get(d.port, "/metrics")
+    assert status == 200
+    text = body.decode()
+    assert "crescent_mooncake_rpc_metadata_keys_removed_total 2" in text, \
+        [line for line in text.splitlines() if "mooncake_rpc" in line]
+    assert "crescent_mooncake_rpc_clients_forgotten_total 1" in text

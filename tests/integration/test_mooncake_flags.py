@@ -58,6 +58,7 @@ SETTING_VALUES = {
     "put_start_discard_timeout_sec": ("40", 40),
     "put_start_release_timeout_sec": ("700", 700),
     "enable_http_metadata_server": ("true", True),
+    "enable_metadata_cleanup_on_timeout": ("true", True),
     "http_metadata_server_host": ("127.0.0.2", "127.0.0.2"),
     "http_metadata_server_port": ("18080", 18080),
     # Mooncake's RPC flags edit the host or port of its own endpoint

@@ -352,6 +352,81 @@ static void test_store_multi_block_object_leaves_whole(void **state) {
     assert_int_equal(longest(f, "t1", "", CR_INDEXER_STORE_INSTANCE, 100, 3 * BS, NULL), 0);
 }
 
+/* Blocks found by sequence hash in the hash-keyed context (model "hk",
+ * block size 16) of tenant t1. */
+static uint32_t longest_by_hash(struct fx *f, const uint64_t *hashes, size_t n) {
+    struct cr_prefix_context_key key = {.tenant = "t1", .model = "hk", .block_size = 16};
+    uint32_t context;
+    if (cr_prefix_index_context(f->ix, &key, false, &context) != CR_OK) return 0;
+    const struct cr_prefix_match *m;
+    size_t count;
+    assert_int_equal(cr_prefix_index_query(f->ix, context, hashes, n, NULL, 0, &m, &count), CR_OK);
+    return count == 1 ? m[0].longest_tokens : 0;
+}
+
+static struct cr_store_event *plain_put(const char *key) {
+    cr_store_replica rep = {.type = CR_REPLICA_MEMORY, .location = cr_event_str_c("tcp://x:1")};
+    cr_store_event_info info = {0}; /* Mooncake's PutStart: no model, hash or tokens */
+    cr_store_event *ev = NULL;
+    assert_int_equal(cr_store_event_new_block_store(cr_event_str_c(key), &rep, 1, &info, &ev),
+                     CR_OK);
+    return ev;
+}
+
+/* Objects put without tokens whose key is a sequence hash (Mooncake's keys)
+ * are one block each, named by it; other keys, or no hash-key settings, are
+ * orphans as before; a removal (no replicas left) takes the block out. */
+static void test_store_hash_keyed_objects_are_blocks(void **state) {
+    struct fx *f = *state;
+    uint16_t s1;
+    assert_int_equal(cr_prefix_index_instance_add(f->ix, CR_INDEXER_STORE_INSTANCE, "t1", &s1),
+                     CR_OK);
+    const struct indexer_hash_keys hk = {"hk", 16};
+    uint64_t h[2] = {0x1f2e3d4c5b6a7988ull, 1234567890123456789ull};
+    cr_store_event *ev = plain_put("0x1f2e3d4c5b6a7988");
+    /* Without the settings (the old path): an orphan, nothing filed. */
+    assert_int_equal(cr_indexer_store_apply(f->ix, ev, s1, &f->keys, &f->counters),
+                     CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(longest_by_hash(f, h, 1), 0);
+    assert_int_equal(cr_indexer_store_apply_keyed(f->ix, ev, s1, &f->keys, &f->counters, &hk),
+                     CR_OK);
+    cr_store_event_free(ev);
+    ev = plain_put("1234567890123456789");
+    assert_int_equal(cr_indexer_store_apply_keyed(f->ix, ev, s1, &f->keys, &f->counters, &hk),
+                     CR_OK);
+    cr_store_event_free(ev);
+    assert_int_equal(longest_by_hash(f, h, 2), 32);
+    uint64_t orphans = f->counters.orphans;
+    ev = plain_put("k");
+    assert_int_equal(cr_indexer_store_apply_keyed(f->ix, ev, s1, &f->keys, &f->counters, &hk),
+                     CR_ERR_OBJECT_NOT_FOUND);
+    cr_store_event_free(ev);
+    assert_int_equal(f->counters.orphans, orphans + 1);
+    /* The hex-keyed object is removed: only the decimal one is left. */
+    assert_int_equal(
+        cr_store_event_new_block_update(cr_event_str_c("0x1f2e3d4c5b6a7988"), NULL, 0, &ev), CR_OK);
+    assert_int_equal(cr_indexer_store_apply_keyed(f->ix, ev, s1, &f->keys, &f->counters, &hk),
+                     CR_OK);
+    cr_store_event_free(ev);
+    assert_int_equal(longest_by_hash(f, h, 2), 0);
+    assert_int_equal(longest_by_hash(f, &h[1], 1), 16);
+}
+
+static void test_seq_hash_of_reads_keys_as_mooncake_does(void **state) {
+    (void)state;
+    uint64_t v = 0;
+    assert_true(cr_indexer_seq_hash_of("0", 1, &v) && v == 0);
+    assert_true(cr_indexer_seq_hash_of("18446744073709551615", 20, &v) && v == UINT64_MAX);
+    assert_true(cr_indexer_seq_hash_of("0xFFffFFffFFffFFff", 18, &v) && v == UINT64_MAX);
+    assert_true(cr_indexer_seq_hash_of("0X10", 4, &v) && v == 16);
+    assert_true(cr_indexer_seq_hash_of("0012", 4, &v) && v == 12);
+    const char *no[] = {"", "0x", "18446744073709551616", "0x10000000000000000", "12a", "-1",
+                        " 12", "+5", "0xg", "k", "1.5"};
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        assert_false(cr_indexer_seq_hash_of(no[i], strlen(no[i]), &v));
+    assert_true(cr_indexer_seq_hash_of("123", 2, &v) && v == 12); /* its length ends it, not NUL */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_chain_continues_from_parent, setup, teardown),
@@ -360,6 +435,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_clear_is_per_publisher_and_groups_skipped, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_events_scoped_by_tenant, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_hash_keyed_objects_are_blocks, setup, teardown),
+        cmocka_unit_test(test_seq_hash_of_reads_keys_as_mooncake_does),
         cmocka_unit_test_setup_teardown(test_store_multi_block_object_leaves_whole, setup,
                                         teardown),
     };

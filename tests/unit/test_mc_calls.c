@@ -16,6 +16,7 @@
 #include "crescent/error.h"
 #include "master.pb-c.h"
 #include "mooncake/mc_calls.h"
+#include "mooncake/mc_internal.h"
 
 static size_t unhex(const char *hex, uint8_t *out, size_t cap) {
     size_t n = strlen(hex) / 2;
@@ -264,6 +265,38 @@ static void test_regex_map(void **state) {
     cr_mc_state_free(&st);
 }
 
+/* The store expired a client: its secret and the segments it mounted are
+ * forgotten, each segment named to the callback; another client's stay. */
+static void note_name(void *arg, const char *name) {
+    char *out = arg;
+    strcat(out, name);
+    strcat(out, ";");
+}
+
+static void test_forget_client(void **state) {
+    (void)state;
+    struct cr_mc_state st = {0};
+    struct cr_mc_uuid a = {1, 2}, b = {3, 4};
+    struct cr_mc_segment seg = {.id = {10, 1}, .client = a, .name = "a0", .protocol = "tcp"};
+    assert_true(cr_mc_segment_note(&st, &seg));
+    seg.id.second = 2, snprintf(seg.name, sizeof(seg.name), "a1");
+    assert_true(cr_mc_segment_note(&st, &seg));
+    seg.id.second = 3, seg.client = b, snprintf(seg.name, sizeof(seg.name), "b0");
+    assert_true(cr_mc_segment_note(&st, &seg));
+    ProtobufCBinaryData secret = {4, (uint8_t *)"abcd"};
+    cr_mc_secret_note(&st, &a, &secret);
+    cr_mc_secret_note(&st, &b, &secret);
+    char names[64] = "";
+    assert_int_equal(cr_mc_state_forget_client(&st, &a, note_name, names), 2);
+    assert_string_equal(names, "a0;a1;");
+    assert_null(cr_mc_secret_of(&st, &a));
+    assert_non_null(cr_mc_secret_of(&st, &b));
+    assert_int_equal(st.segment_count, 1);
+    assert_string_equal(st.segments[0].name, "b0");
+    assert_int_equal(cr_mc_state_forget_client(&st, &a, NULL, NULL), 0);
+    cr_mc_state_free(&st);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_local_answers),
@@ -271,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_get_exist_remove),
         cmocka_unit_test(test_truncated_and_foreign),
         cmocka_unit_test(test_regex_map),
+        cmocka_unit_test(test_forget_client),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
