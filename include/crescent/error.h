@@ -34,6 +34,8 @@ enum cr_status {
     CR_ERR_OBJECT_ALREADY_EXISTS = -705, /* the key exists or is being written */
     CR_ERR_OBJECT_HAS_LEASE = -706,    /* a reader holds a lease on the object */
     CR_ERR_OBJECT_NOT_READY = -707,    /* the put has not ended (no PutEnd yet) */
+    CR_ERR_TENANT_QUOTA_EXCEEDED = -1700, /* the tenant's quota has no room for the put */
+    CR_ERR_TENANT_NOT_EMPTY = -1702,   /* the tenant still holds objects */
     CR_ERR_RPC_FAIL = -900,            /* the RPC could not be carried out */
 };
 

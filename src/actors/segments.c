@@ -40,6 +40,8 @@
 #include "msgs/store_msgs.h"
 #include "msgs/task_msgs.h"
 #include "actors/segments_internal.h"
+#include "actors/segments_recent.h"
+#include "http/mooncake_quotas.h"
 
 static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", "mooncake_rpc", NULL};
 
@@ -160,6 +162,8 @@ static int events_add(struct segments_state *st, const struct cr_store_change *e
 static void on_store_event(void *ctx, const struct cr_store_change *ev) {
     struct segments_state *st = ctx;
     if (st->feed_on) cr_durable_feed_note(&st->feed, ev);
+    if (ev->kind == CR_STORE_CHANGE_STORE)
+        segments_recent_note(st->recent, ev->tenant, ev->key, ev->key_len);
     if (st->peers == NULL) {
         st->events_dropped += 2;
         return;
@@ -765,6 +769,12 @@ static void on_admin(struct segments_state *st, struct cr_msg *msg) {
                  ? CR_ERR_NOMEM
                  : CR_OK;
         if (rc != CR_OK) *a->json_out = NULL;
+    } else if (a->query->kind == CR_MASTER_ADMIN_RECENT_OBJECTS) {
+        rc = segments_recent_render(st->recent, st->store, st->now_ms, a->query, a->json_out);
+    } else if (a->query->kind == CR_MASTER_ADMIN_QUOTAS ||
+               a->query->kind == CR_MASTER_ADMIN_QUOTA_SET ||
+               a->query->kind == CR_MASTER_ADMIN_QUOTA_DELETE) {
+        rc = cr_mooncake_quotas_apply(st->store, a->query, a->json_out);
     } else {
         rc = cr_store_admin_render(st->store, st->now_ms, &counters, a->query, a->json_out);
     }
@@ -920,6 +930,7 @@ static void segments_destroy(void *arg) {
     segments_durable_free(st);
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
+    segments_recent_free(st->recent);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->destroy(st->host.edges[i]);
     if (st->host.epoll_fd >= 0) close(st->host.epoll_fd);
     cr_wait_timer_close(&st->host.timer);
@@ -961,10 +972,12 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
     }
     struct cr_store_event_sink sink = {.on_event = on_store_event, .ctx = st};
     st->arena = cr_rpc_arena_new();
-    rc = st->arena != NULL ? cr_store_create(&cfg, &sink, &st->store) : CR_ERR_NOMEM;
+    st->recent = segments_recent_new();
+    rc = st->arena != NULL && st->recent != NULL ? cr_store_create(&cfg, &sink, &st->store) : CR_ERR_NOMEM;
     if (rc != CR_OK) {
         CR_ERROR("segments", "cannot create the store: %s", cr_strerror(rc));
         cr_rpc_arena_free(st->arena);
+        segments_recent_free(st->recent);
         free(st);
         return rc;
     }

@@ -189,6 +189,7 @@ struct segments_state {
     uint32_t snapshot_cursor;
     uint64_t snapshot_count;
     uint64_t snapshots_begun;
+    struct segments_recent *recent; /* the last objects put (segments_recent.c) */
 };
 
 /* segments.c: a finished call goes back to its edge or gateway. */

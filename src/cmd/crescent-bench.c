@@ -53,7 +53,9 @@ static void usage(FILE *out) {
         "                        remove Remove(force) of keys put before the run (needs --count; no warm-up)\n"
         "                        mix    by --mix ratio; its removes take keys its puts created\n"
         "                      put-bytes | get-bytes: values through the data plane\n"
-        "                        put-bytes  Put of --object-bytes of value under a fresh key\n"
+        "                        put-bytes  Put of --object-bytes of value under a fresh key;\n"
+        "                                   past --keys (default 16) values per connection\n"
+        "                                   the oldest is removed, untimed\n"
         "                        get-bytes  get_into of a key of the key space (preloaded with values)\n"
         "                        (one call at a time per connection; ops/s, GB/s, percentiles;\n"
         "                        --keys defaults to 16 here; --object-bytes up to 1 GiB)\n"
@@ -96,8 +98,8 @@ static void usage(FILE *out) {
         "Load\n"
         "  --connections N     connections, each driven by its own thread (default 1; --threads\n"
         "                      is the same: a libcrescent client belongs to one thread)\n"
-        "  --depth N           requests in flight per connection (default 1; max %u; store\n"
-        "                      workloads: query/route send one at a time per connection)\n"
+        "  --depth N           requests in flight per connection (default 1; max %u; the\n"
+        "                      store's pipelined calls, query/route's HTTP/1.1 pipelining)\n"
         "  --rate R            open loop: R operations/s over all connections, latency counted\n"
         "                      from when each was due (coordinated omission corrected, as wrk2;\n"
         "                      the uncorr. row and latency_uncorrected_us count from each send);\n"
@@ -308,14 +310,6 @@ static int parse_options(int argc, char **argv, struct bench_options *opt) {
         fprintf(stderr, "crescent-bench: --batch and --mount-fake are for the store workloads\n");
         return BENCH_EXIT_USAGE;
     }
-    if (opt->indexer && opt->depth > 1) {
-        /* Each connection sends one HTTP request and reads its answer before
-         * the next (no pipelining): a depth would be reported but not run. */
-        fprintf(stderr, "crescent-bench: query/route send one request at a time per "
-                "connection: drop --depth, use --connections %u for %u in flight\n",
-                opt->connections * opt->depth, opt->connections * opt->depth);
-        return BENCH_EXIT_USAGE;
-    }
     if (opt->indexer && opt->prompt_tokens < opt->block_size) {
         fprintf(stderr, "crescent-bench: --prompt-tokens %u is below --block-size %u: no block "
                 "to cache\n", opt->prompt_tokens, opt->block_size);
@@ -485,7 +479,8 @@ static int set_up(struct run *r) {
         /* A base no real segment uses; the memory is never touched. */
         struct cr_segment_spec spec = {.name = r->segment, .base = UINT64_C(1) << 46,
                                        .size_bytes = opt->fake_segment_bytes,
-                                       .transport_endpoint = "127.0.0.1:9"};
+                                       .transport_endpoint = "127.0.0.1:9",
+                                       .protocol = "none"}; /* metadata only */
         if (cr_client_mount_segment(r->control, &spec) != CR_OK) {
             fprintf(stderr, "crescent-bench: --mount-fake: mounting %s failed: %s\n", r->segment,
                     cr_client_last_error(r->control));

@@ -100,6 +100,9 @@ struct bench_http {
     int fd;                  /* -1: not connected */
     char *buf;               /* the last response: head and body */
     size_t cap;
+    size_t have;             /* bytes in buf: the last response and what followed it */
+    size_t consumed;         /* the last response's end (the next one starts there) */
+    char saved;              /* the byte at buf[consumed], overwritten by the body's NUL */
 };
 
 /* The indexer workloads' shared, read-only-while-running state. */
@@ -141,6 +144,7 @@ struct bench_worker {
     uint64_t put_next;               /* fresh keys this worker has put (named by number) */
     uint64_t preloaded;              /* fresh keys put for it before the run (remove) */
     uint64_t remove_next;            /* preloaded keys removed so far (oldest first) */
+    uint64_t trimmed;                /* put-bytes: fresh keys [0, trimmed) removed in the run */
     uint64_t removable[BENCH_REMOVABLE_MAX]; /* ring: fresh keys whose put succeeded (mix) */
     uint64_t removable_head, removable_tail;
     uint64_t measured_first_ns;      /* first measured send, last measured completion */

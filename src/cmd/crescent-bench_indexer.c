@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -68,17 +69,27 @@ static int send_all(int fd, const char *data, size_t len) {
 }
 
 /* Reads one response with a Content-Length; *status_out is its HTTP status,
- * the body starts at h->buf + *body_at.  CR_ERR_IO when the peer closed first. */
+ * the body starts at h->buf + *body_at.  CR_ERR_IO when the peer closed first.
+ * With pipelined requests one recv may take the start of the next answer:
+ * those bytes stay in h->buf past h->consumed (the byte the body's NUL
+ * overwrote kept in h->saved) and are the start of the next read. */
 static int read_response(struct bench_http *h, int *status_out, size_t *body_at) {
-    size_t have = 0;
-    char *end = NULL;
+    size_t have = h->have - h->consumed;
+    if (have > 0) {
+        h->buf[h->consumed] = h->saved;
+        memmove(h->buf, h->buf + h->consumed, have);
+    }
+    h->have = have, h->consumed = 0;
+    h->buf[have] = '\0';
+    char *end = strstr(h->buf, "\r\n\r\n");
     while (end == NULL) {
-        if (have == HTTP_HEAD_MAX) return CR_ERR_PROTOCOL;
+        if (have >= HTTP_HEAD_MAX) return CR_ERR_PROTOCOL;
         ssize_t n = recv(h->fd, h->buf + have, HTTP_HEAD_MAX - have, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? CR_ERR_TIMEOUT
                                                                               : CR_ERR_IO;
         have += (size_t)n;
+        h->have = have;
         h->buf[have] = '\0';
         end = strstr(h->buf, "\r\n\r\n");
     }
@@ -99,9 +110,18 @@ static int read_response(struct bench_http *h, int *status_out, size_t *body_at)
         if (n <= 0) return n < 0 ? CR_ERR_TIMEOUT : CR_ERR_IO;
         have += (size_t)n;
     }
+    h->have = have;
+    h->consumed = head + length;
+    h->saved = h->buf[head + length];
     h->buf[head + length] = '\0';
     *body_at = head;
     return CR_OK;
+}
+
+static void http_close(struct bench_http *h) {
+    if (h->fd >= 0) close(h->fd);
+    h->fd = -1;
+    h->have = h->consumed = 0;
 }
 
 /* Sends `request` (a whole HTTP request) and reads the answer, reconnecting
@@ -116,8 +136,7 @@ int bench_http_exchange(struct bench_http *h, const struct bench_options *opt,
         int rc = send_all(h->fd, request, len);
         if (rc == CR_OK) rc = read_response(h, status, body_at);
         if (rc == CR_OK) return CR_OK;
-        close(h->fd);
-        h->fd = -1;
+        http_close(h);
         if (rc != CR_ERR_IO) return rc;
     }
     return CR_ERR_IO;
@@ -395,35 +414,106 @@ void bench_indexer_clean_up(struct bench_indexer *ix) {
 
 /* ---- the measured loop ------------------------------------------------------ */
 
+/* A request sent on the worker's connection whose answer is not read yet. */
+struct sent_request {
+    uint64_t due_ns, sent_ns;
+    bool measured;
+};
+
+/* Reads the oldest unanswered request's answer (HTTP/1.1 answers a
+ * connection's requests in order) and records it; a connection lost fails
+ * every request still on it, and the next send reconnects. */
+static void read_oldest(struct bench_worker *w, struct bench_http *h, enum bench_op op,
+                        struct sent_request *ring, unsigned *head, unsigned *count) {
+    int status = 0;
+    size_t at = 0;
+    int rc = read_response(h, &status, &at);
+    if (rc == CR_OK && status != 200) rc = status; /* an HTTP status, counted by its code */
+    unsigned lost = rc == CR_OK || rc > 0 ? 1 : *count;
+    if (lost > 1 || (rc != CR_OK && rc <= 0)) http_close(h);
+    for (unsigned i = 0; i < lost; i++) {
+        const struct sent_request *r = &ring[*head];
+        bench_record(w, op, r->measured, r->due_ns, r->sent_ns, 1, rc);
+        *head = (*head + 1) % w->opt->depth;
+        (*count)--;
+    }
+}
+
+/* Whether the connection has an answer to read within timeout_ms. */
+static bool answer_ready(const struct bench_http *h, int timeout_ms) {
+    if (h->have > h->consumed) return true;
+    struct pollfd p = {.fd = h->fd, .events = POLLIN};
+    return poll(&p, 1, timeout_ms) > 0;
+}
+
+/* --depth requests in flight on one keep-alive connection (HTTP/1.1
+ * pipelining): each is sent when due while fewer than --depth are
+ * unanswered, and answers are read as they come; --depth 1 is a request,
+ * then its answer. */
 void bench_indexer_run(struct bench_worker *w) {
     const struct bench_options *opt = w->opt;
     const struct bench_indexer *ix = w->indexer;
     struct bench_http h = {.fd = -1, .buf = malloc(HTTP_HEAD_MAX + 1), .cap = HTTP_HEAD_MAX + 1};
-    if (h.buf == NULL) {
+    struct sent_request *ring = calloc(opt->depth, sizeof(*ring));
+    if (h.buf == NULL || ring == NULL) {
         snprintf(w->failure, sizeof(w->failure), "out of memory");
+        free(h.buf);
+        free(ring);
         return;
     }
     enum bench_op op = opt->mix[OP_ROUTE] > 0 ? OP_ROUTE : OP_QUERY;
     double interval_ns = opt->rate > 0.0 ? 1e9 * opt->connections / opt->rate : 0.0;
     uint64_t issued_measured = 0;
-    for (;;) {
+    unsigned head = 0, count = 0;
+    bool issuing = true;
+    while (issuing || count > 0) {
         uint64_t now = bench_now_ns();
         uint64_t due = opt->rate > 0.0
                            ? w->start_ns + (uint64_t)(interval_ns * (double)w->sent_scheduled)
                            : now;
+        if (!issuing || count == opt->depth) {
+            read_oldest(w, &h, op, ring, &head, &count);
+            continue;
+        }
+        if (due > now && count > 0) {
+            /* Not due yet: read what is answered meanwhile. */
+            if (answer_ready(&h, (int)((due - now + 999999) / 1000000)))
+                read_oldest(w, &h, op, ring, &head, &count);
+            continue;
+        }
         bool measured;
-        if (!bench_may_issue(w, due, issued_measured, &measured)) break;
+        if (!bench_may_issue(w, due, issued_measured, &measured)) {
+            issuing = false;
+            continue;
+        }
         if (due > now) bench_sleep_until(due);
         w->sent_scheduled++;
         uint64_t sent = bench_now_ns();
         if (measured) bench_note_sent(w, due, sent, issued_measured++);
         uint64_t p = bench_pick_key(w);
-        int status = 0;
-        size_t at = 0;
-        int rc = bench_http_exchange(&h, opt, ix->requests[p], ix->request_lens[p], &status, &at);
-        if (rc == CR_OK && status != 200) rc = status; /* an HTTP status, counted by its code */
-        bench_record(w, op, measured, due, sent, 1, rc);
+        int rc = CR_OK;
+        /* Nothing asked, yet something to read: the server closed the idle
+         * connection (or broke the protocol); start a new one. */
+        if (h.fd >= 0 && count == 0 && answer_ready(&h, 0)) http_close(&h);
+        if (h.fd < 0) rc = http_connect(opt->http_address, opt->timeout_ms, &h.fd);
+        if (rc == CR_OK) rc = send_all(h.fd, ix->requests[p], ix->request_lens[p]);
+        if (rc != CR_OK) {
+            /* This request failed, and with it every one still on the connection. */
+            bench_record(w, op, measured, due, sent, 1, rc);
+            while (count > 0) {
+                const struct sent_request *r = &ring[head];
+                bench_record(w, op, r->measured, r->due_ns, r->sent_ns, 1, rc);
+                head = (head + 1) % opt->depth;
+                count--;
+            }
+            http_close(&h);
+            continue;
+        }
+        ring[(head + count) % opt->depth] =
+            (struct sent_request){.due_ns = due, .sent_ns = sent, .measured = measured};
+        count++;
     }
-    if (h.fd >= 0) close(h.fd);
+    http_close(&h);
     free(h.buf);
+    free(ring);
 }

@@ -39,7 +39,7 @@ static void describe(FILE *out, const struct bench_options *opt) {
                 opt->mix[OP_EXIST], opt->mix[OP_REMOVE]);
     fprintf(out, " ======\n  %s, tenant %s; %u connection%s x depth %u, batch %u; ",
             opt->indexer ? opt->http_address : opt->rpc_address, opt->tenant, opt->connections, opt->connections == 1 ? "" : "s",
-            opt->batch > 1 || opt->indexer ? 1 : opt->depth, opt->batch);
+            opt->batch > 1 ? 1 : opt->depth, opt->batch);
     if (opt->rate > 0)
         fprintf(out, "open loop at %.0f ops/s (latency from the intended send time)\n", opt->rate);
     else

@@ -410,6 +410,19 @@ static int value_once(struct bench_worker *w, enum bench_op *op) {
     return rc == CR_OK && len != w->opt->object_bytes ? CR_ERR_INVALID_PARAMS : rc;
 }
 
+/* put-bytes keeps at most --keys of its values per connection: past that the
+ * oldest is removed (after the put's time was taken), so the run measures
+ * puts without filling the deployment's memory, which would evict its users'
+ * objects, or be refused NO_AVAILABLE_HANDLE between two eviction passes.
+ * A removal that fails is left to the clean-up. */
+static void trim_values(struct bench_worker *w) {
+    while (w->put_next - w->trimmed > w->opt->keys) {
+        char key[BENCH_KEY_BYTES];
+        bench_key_fresh(w->opt, w->index, w->trimmed++, key);
+        (void)cr_client_remove(w->client, w->opt->tenant, key, true);
+    }
+}
+
 static int batch_picked(struct bench_worker *w, enum bench_op *op) {
     *op = pick_op(w);
     return batch_once(w, op);
@@ -435,6 +448,7 @@ static void run_serial(struct bench_worker *w, int (*once)(struct bench_worker *
         enum bench_op op;
         int rc = once(w, &op);
         bench_record(w, op, measured, due, sent, keys, rc);
+        if (once == value_once && op == OP_PUT) trim_values(w);
     }
 }
 

@@ -26,6 +26,9 @@ static const struct status_text status_table[] = {
     {CR_ERR_OBJECT_ALREADY_EXISTS, "OBJECT_ALREADY_EXISTS", "object exists or is being written"},
     {CR_ERR_OBJECT_HAS_LEASE, "OBJECT_HAS_LEASE", "object is leased by a reader"},
     {CR_ERR_OBJECT_NOT_READY, "OBJECT_NOT_READY", "object is still being written"},
+    {CR_ERR_TENANT_QUOTA_EXCEEDED, "TENANT_QUOTA_EXCEEDED",
+     "the tenant's quota has no room for the object"},
+    {CR_ERR_TENANT_NOT_EMPTY, "TENANT_NOT_EMPTY", "the tenant still holds objects"},
     {CR_ERR_RPC_FAIL, "RPC_FAIL", "the RPC failed"},
 };
 

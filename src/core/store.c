@@ -186,11 +186,12 @@ static int store_alloc_tables(cr_store *s) {
     s->clients = calloc(client_size, sizeof(*s->clients));
     s->tenants = calloc(c->max_tenants, sizeof(*s->tenants));
     s->discarded = calloc(c->max_discarded, sizeof(*s->discarded));
+    s->quotas = calloc(c->max_tenants, sizeof(*s->quotas));
     s->table_mask = table_size - 1;
     s->table_shift = 32u - (uint32_t)__builtin_ctz(table_size);
     s->clients_mask = client_size - 1;
     bool ok = s->chunks && s->table && s->segments && s->mounted && s->clients && s->tenants &&
-              s->discarded;
+              s->discarded && s->quotas;
     return ok ? CR_OK : CR_ERR_NOMEM;
 }
 
@@ -237,6 +238,7 @@ void cr_store_destroy(cr_store *s) {
     free(s->clients);
     free(s->tenants);
     free(s->discarded);
+    cr_store_quotas_free(s);
     free(s);
 }
 

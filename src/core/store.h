@@ -567,6 +567,28 @@ size_t cr_store_list_objects_slice(const cr_store *store, const char *tenant, co
 int cr_store_object_find(const cr_store *store, const char *tenant, const char *key,
                          uint32_t key_len, uint64_t now_ms, struct cr_store_object_view *out);
 
+/* ---- tenant quotas (store_quota.c) ------------------------------------------ */
+
+#define CR_STORE_QUOTA_MAX ((UINT64_C(1) << 63) - 1) /* bytes, as the reference's */
+
+struct cr_store_quota_view {
+    const char *tenant; /* valid until the next change of the store */
+    uint64_t requested_bytes;
+    uint64_t effective_bytes; /* requested, or its share when requests pass the capacity */
+    uint64_t charged_bytes;   /* replica bytes the tenant holds now */
+    bool over_quota;
+};
+
+/* Sets a tenant's quota (CR_ERR_INVALID_PARAMS outside [1, CR_STORE_QUOTA_MAX],
+ * CR_ERR_NOMEM past max_tenants policies). */
+int cr_store_quota_set(cr_store *store, const char *tenant, uint64_t bytes,
+                       struct cr_store_quota_view *out);
+/* CR_ERR_OBJECT_NOT_FOUND without a policy, CR_ERR_TENANT_NOT_EMPTY while the
+ * tenant holds objects. */
+int cr_store_quota_delete(cr_store *store, const char *tenant);
+int cr_store_quota_get(const cr_store *store, const char *tenant, struct cr_store_quota_view *out);
+bool cr_store_quota_next(const cr_store *store, uint32_t *cursor, struct cr_store_quota_view *out);
+
 struct cr_store_stats {
     uint64_t capacity_bytes;
     uint64_t used_bytes;

@@ -109,7 +109,14 @@ struct cr_store_tenant {
     char *name;
     uint64_t seed;
     uint32_t refs;
+    uint64_t charged; /* replica bytes of its objects (store_quota.c) */
     struct cr_uuid creator; /* the client whose put created it (max_tenants_per_client) */
+};
+
+/* A tenant's quota policy (store_quota.c). */
+struct cr_store_quota {
+    char *name;
+    uint64_t requested;
 };
 
 /* A replica of a preempted put, parked until its release timeout. */
@@ -168,6 +175,10 @@ struct cr_store {
     struct cr_store_discarded *discarded;
     uint32_t discarded_count;
 
+    struct cr_store_quota *quotas; /* max_tenants slots, [0, quota_count) set */
+    uint32_t quota_count;
+    uint64_t quota_requested_sum;
+
     uint64_t capacity_bytes;
     uint64_t used_bytes;
     uint64_t replica_count;
@@ -178,6 +189,12 @@ struct cr_store {
      * when the object is larger than every mounted segment. */
     bool no_room_evictable;
 };
+
+/* store_quota.c: a tenant's replica bytes go up or down; a PutStart of
+ * `bytes` more is admitted or refused TENANT_QUOTA_EXCEEDED. */
+void cr_store_tenant_charge(cr_store *store, uint16_t tenant, uint64_t bytes, bool add);
+int cr_store_quota_admit(cr_store *store, const char *tenant, uint64_t bytes);
+void cr_store_quotas_free(cr_store *store);
 
 /* Records the message for cr_store_last_error and returns `status`. */
 int cr_store_fail(cr_store *store, int status, const char *fmt, ...)

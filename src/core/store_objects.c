@@ -214,6 +214,8 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
             cr_store_replica_release(store, rep);
     }
     store->replica_count -= obj->replica_count;
+    cr_store_tenant_charge(store, obj->tenant, cr_store_alloc_bytes(obj->size) * obj->replica_count,
+                           false);
     cr_store_obj_free_key(obj);
     free(obj->meta);
     uint32_t generation = obj->generation + 1;
@@ -621,6 +623,8 @@ static int plan_commit(cr_store *store, struct put_plan *plan, const struct cr_u
     /* The new object's reference, taken before a preempted object of the
      * same tenant drops its own: that may be the tenant's last. */
     cr_store_tenant_ref(store, plan->tenant);
+    cr_store_tenant_charge(store, plan->tenant, cr_store_alloc_bytes(p->value_length) * plan->count,
+                           true);
     if (plan->existing != CR_STORE_NONE) preempt(store, plan->existing);
     int rc = cr_store_client_touch(store, client, now_ms);
     assert(rc == CR_OK); /* room was checked */
@@ -659,6 +663,11 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
     if (rc == CR_OK && !slab_has_room(store)) (void)cr_store_evict_for_room(store, now_ms);
     if (rc == CR_OK) rc = plan_check_existing(store, &plan, client, p, now_ms);
     if (rc == CR_OK) rc = plan_check_room(store, client);
+    /* The tenant's quota, charged per replica asked for (value_length and
+     * replica_num are bounded by put_validate: no overflow). */
+    if (rc == CR_OK)
+        rc = cr_store_quota_admit(store, p->tenant,
+                                  cr_store_alloc_bytes(p->value_length) * p->replica_num);
     if (rc != CR_OK) return rc;
     if (p->key_len > CR_STORE_KEY_INLINE) {
         plan.key_copy = malloc(p->key_len);

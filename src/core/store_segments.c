@@ -35,8 +35,12 @@ static int segment_check_params(cr_store *store, const struct cr_uuid *client,
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "segment name empty or too long");
     if (!string_ok(p->endpoint, CR_STORE_ENDPOINT_LEN_MAX))
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "endpoint empty or too long");
-    if (p->protocol == NULL || (strcmp(p->protocol, "tcp") != 0 && strcmp(p->protocol, "rdma")))
-        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "protocol must be tcp or rdma");
+    /* "none": mounted for metadata only (crescent-bench --mount-fake): no
+     * data path serves it, and the dashboard marks it and leaves it out of
+     * the capacity it shows. */
+    if (p->protocol == NULL || (strcmp(p->protocol, "tcp") != 0 && strcmp(p->protocol, "rdma") != 0 &&
+                                strcmp(p->protocol, "none") != 0))
+        return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "protocol must be tcp, rdma or none");
     if (p->size == 0) return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "segment size is 0");
     if (p->size < store->cfg.min_segment_size_bytes)
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS,

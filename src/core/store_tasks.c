@@ -33,6 +33,7 @@ static struct cr_store_obj *ref_object(cr_store *store, const struct cr_store_ta
 
 static void drop_replica(cr_store *store, struct cr_store_obj *obj, uint32_t r) {
     cr_store_replica_release(store, &obj->replicas[r]);
+    cr_store_tenant_charge(store, obj->tenant, cr_store_alloc_bytes(obj->size), false);
     obj->replicas[r] = obj->replicas[--obj->replica_count];
     store->replica_count--;
 }
@@ -163,6 +164,7 @@ int cr_store_task_reserve(cr_store *store, const struct cr_store_key *key, const
         out->ref.target_offset[i] = reserved[i].offset;
     }
     store->replica_count += n;
+    cr_store_tenant_charge(store, obj->tenant, cr_store_alloc_bytes(obj->size) * n, true);
     obj->tasks++;
     obj->task_reserved_ms = now_ms;
     int at[CR_STORE_REPLICAS_MAX];

@@ -89,6 +89,28 @@ static void health(void *ctx, const struct cr_http_request *req, struct cr_http_
     json_decref(obj);
 }
 
+/* GET /health on --metrics-port: Mooncake master's shape (its HandleHealth):
+ * always 200 "ok"; one master, the leader, serving; service_ready says
+ * whether every actor answers (crescent's own /health says which do not). */
+static void health_mooncake(void *ctx, const struct cr_http_request *req,
+                            struct cr_http_response *resp) {
+    (void)req;
+    const struct cr_http_admin *admin = ctx;
+    struct cr_metrics_actor actors[CR_METRICS_ENTRIES_MAX];
+    uint32_t count;
+    uint32_t up = collect(admin, actors, &count, NULL);
+    json_t *obj = json_pack("{s:s, s:s, s:s, s:b, s:n, s:n}", "status", "ok", "role", "leader",
+                            "ha_state", "serving", "service_ready",
+                            up == cr_runtime_actor_count(admin->rt), "leader_address",
+                            "view_version");
+    char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(obj);
+    resp->status = text != NULL ? 200 : 503;
+    resp->content_type = "application/json; charset=utf-8";
+    resp->body = text;
+    resp->body_len = text != NULL ? strlen(text) : 0;
+}
+
 static void metrics(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
     (void)req;
     const struct cr_http_admin *admin = ctx;
@@ -237,7 +259,7 @@ static void metrics_mooncake(void *ctx, const struct cr_http_request *req,
 }
 
 int cr_http_admin_register_mooncake(struct cr_http_front *front, struct cr_http_admin *admin) {
-    int rc = cr_http_front_add_route(front, "GET", "/health", health, admin);
+    int rc = cr_http_front_add_route(front, "GET", "/health", health_mooncake, admin);
     if (rc == CR_OK) rc = cr_http_front_add_route(front, "GET", "/metrics", metrics_mooncake, admin);
     if (rc == CR_OK)
         rc = cr_http_front_add_route(front, "GET", "/metrics/summary", metrics_summary, admin);

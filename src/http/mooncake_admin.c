@@ -12,8 +12,9 @@
  *   POST /api/v1/remove_all[?force=true&tenant_id=T]   (admin token)
  *   GET  /role, /ha_status, /leader  a single master: leader, serving, no HA view
  *   GET  /kv_events/status           the RFC #1527 publisher: off in crescent
- *   /api/v1/tenant_quotas, /api/v1/drain_jobs[/query|/cancel]: the reference's
- *                                    answer when the mode is off (409, -1011), saying why
+ *   /api/v1/tenant_quotas (GET, PUT, DELETE): mooncake_quotas.c
+ *   /api/v1/drain_jobs[/query|/cancel]: the reference's answer when the mode
+ *                                    is off (409, -1011), saying why
  *
  * A descriptor is {"size_","buffer_address_","protocol_","transport_endpoint_"}.
  * Handlers ask the segments actor for crescent's JSON and rewrite it here. */
@@ -27,6 +28,7 @@
 #include "crescent/error.h"
 #include "http/front.h"
 #include "http/mooncake_admin.h"
+#include "http/mooncake_quotas.h"
 #include "http/store_routes.h"
 
 /* Mooncake's ErrorCode values (mooncake-store/include/types.h). */
@@ -351,21 +353,6 @@ static void kv_events_status(void *ctx, const struct cr_http_request *req,
                                      "dropped_events", 0, "skipped_unparsed_keys", 0));
 }
 
-static void tenant_quotas(void *ctx, const struct cr_http_request *req,
-                          struct cr_http_response *resp) {
-    (void)ctx;
-    char tenant[CR_STORE_NAME_LEN_MAX + 1];
-    /* As the reference: a change names its tenant before the mode is looked at. */
-    if (strcmp(req->method, "GET") != 0 &&
-        (!query_param(req, "tenant_id", tenant, sizeof(tenant)) || tenant[0] == '\0')) {
-        respond_mc_error(resp, 400, MC_INVALID_PARAMS, "Missing or invalid tenant_id");
-        return;
-    }
-    respond_mc_error(resp, 409, MC_UNAVAILABLE_IN_CURRENT_MODE,
-                     "UNAVAILABLE_IN_CURRENT_MODE: crescent has no tenant quotas (the "
-                     "reference's --enable_multi_tenants mode, which crescentd refuses)");
-}
-
 static void drain_jobs(void *ctx, const struct cr_http_request *req,
                        struct cr_http_response *resp) {
     (void)ctx;
@@ -396,13 +383,18 @@ int cr_mooncake_admin_register(struct cr_http_front *front, struct cr_subsystems
         {"GET", "/ha_status", ha_status, false},
         {"GET", "/leader", leader, false},
         {"GET", "/kv_events/status", kv_events_status, false},
-        {"GET", "/api/v1/tenant_quotas", tenant_quotas, false},
-        {"PUT", "/api/v1/tenant_quotas", tenant_quotas, true},
-        {"DELETE", "/api/v1/tenant_quotas", tenant_quotas, true},
+        {"GET", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, false},
+        {"PUT", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, true},
+        {"DELETE", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, true},
         {"POST", "/api/v1/drain_jobs", drain_jobs, true},
         {"GET", "/api/v1/drain_jobs/query", drain_jobs, false},
         {"POST", "/api/v1/drain_jobs/cancel", drain_jobs, true},
     };
+    /* Operators change the reference's admin API with `curl -X PUT --data BODY`
+     * (form-encoded) and its master takes any body: so does this front.  The
+     * Host and Origin checks stay (a cross-site page's request is refused),
+     * and the changes need the admin token when crescentd has one. */
+    cr_http_front_accept_any_body(front);
     int rc = cr_http_front_add_route(front, "GET", "/query_key",
                                      query_key_is_bare ? query_key_bare : query_key_wrapped, peers);
     for (size_t i = 0; rc == CR_OK && i < sizeof(routes) / sizeof(routes[0]); i++) {

@@ -148,6 +148,33 @@ static int render_keys(const cr_store *store, uint64_t now_ms, json_t **out) {
     return CR_OK;
 }
 
+int cr_store_admin_render_keys(const cr_store *store, uint64_t now_ms,
+                               const struct cr_master_admin_query *q, const char *const *tenants,
+                               const char *const *keys, const uint32_t *lens, uint32_t n,
+                               char **json_out) {
+    assert(store != NULL && q != NULL && json_out != NULL);
+    uint32_t limit = q->limit == 0 ? OBJECTS_LIMIT_DEFAULT : q->limit;
+    size_t prefix_len = q->prefix != NULL ? strlen(q->prefix) : 0;
+    json_t *arr = json_array();
+    for (uint32_t i = 0; arr != NULL && i < n && json_array_size(arr) < limit; i++) {
+        bool seen = false; /* a key put again: its newest entry only */
+        for (uint32_t j = 0; j < i && !seen; j++)
+            seen = lens[j] == lens[i] && strcmp(tenants[j], tenants[i]) == 0 &&
+                   memcmp(keys[j], keys[i], lens[i]) == 0;
+        struct cr_store_object_view v;
+        if (seen || (prefix_len > 0 && (lens[i] < prefix_len ||
+                                        memcmp(keys[i], q->prefix, prefix_len) != 0)) ||
+            cr_store_object_find(store, tenants[i], keys[i], lens[i], now_ms, &v) != CR_OK)
+            continue;
+        json_array_append_new(arr, object_json(&v, now_ms, q->wall_now_ms, q->hide_owner));
+    }
+    json_t *doc = json_pack("{s:I, s:b, s:o}", "count", (json_int_t)json_array_size(arr),
+                            "truncated", 0, "objects", arr);
+    *json_out = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    return *json_out != NULL ? CR_OK : CR_ERR_NOMEM;
+}
+
 static json_t *render_stats(const cr_store *store, uint64_t now_ms,
                             const struct cr_store_admin_counters *c) {
     struct cr_store_stats s;
@@ -294,13 +321,14 @@ static void list_objects(struct cr_subsystems *peers, struct cr_master_admin_que
 static void get_objects(void *ctx, const struct cr_http_request *req,
                         struct cr_http_response *resp) {
     const char *prefix = "/api/v1/objects/";
-    char tenant[CR_STORE_NAME_LEN_MAX], pfx[CR_STORE_KEY_LEN_MAX + 1], limit[16];
+    char tenant[CR_STORE_NAME_LEN_MAX], pfx[CR_STORE_KEY_LEN_MAX + 1], limit[16], order[16];
     struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_OBJECTS, .hide_owner = !req->admin};
-    const char *limit_text = NULL;
+    const char *limit_text = NULL, *order_text = NULL;
     if (!query_var(req, "tenant", tenant, sizeof(tenant), &q.tenant) ||
         !query_var(req, "prefix", pfx, sizeof(pfx), &q.prefix) ||
-        !query_var(req, "limit", limit, sizeof(limit), &limit_text)) {
-        cr_http_respond_error(resp, 400, "bad query", "tenant, prefix or limit is too long");
+        !query_var(req, "limit", limit, sizeof(limit), &limit_text) ||
+        !query_var(req, "order", order, sizeof(order), &order_text)) {
+        cr_http_respond_error(resp, 400, "bad query", "tenant, prefix, limit or order is too long");
         return;
     }
     if (strncmp(req->path, prefix, strlen(prefix)) == 0 && req->path[strlen(prefix)] != '\0') {
@@ -318,6 +346,16 @@ static void get_objects(void *ctx, const struct cr_http_request *req,
             return;
         }
         q.limit = (uint32_t)v;
+    }
+    if (order_text != NULL && strcmp(order, "key") != 0) {
+        if (strcmp(order, "recent") != 0) {
+            cr_http_respond_error(resp, 400, "bad order", "order must be key or recent");
+            return;
+        }
+        /* The last objects put, newest first (at most 64 remembered). */
+        q.kind = CR_MASTER_ADMIN_RECENT_OBJECTS;
+        answer(ctx, &q, resp);
+        return;
     }
     list_objects(ctx, &q, resp);
 }

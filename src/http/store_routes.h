@@ -29,6 +29,14 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
                           const struct cr_store_admin_counters *counters,
                           const struct cr_master_admin_query *q, char **json_out);
 
+/* /api/v1/objects's JSON for the objects of these keys that exist, in the
+ * given order, each once, at most q->limit, matching q->prefix.  For the
+ * segments actor's thread (segments_recent.c). */
+int cr_store_admin_render_keys(const cr_store *store, uint64_t now_ms,
+                               const struct cr_master_admin_query *q, const char *const *tenants,
+                               const char *const *keys, const uint32_t *lens, uint32_t n,
+                               char **json_out);
+
 /* Asks the segments actor to render `q` (wall_now_ms is set here); on CR_OK
  * *json_out is the malloc'd JSON.  For HTTP workers. */
 int cr_store_routes_ask(struct cr_subsystems *peers, struct cr_master_admin_query *q,

@@ -145,9 +145,11 @@ static const struct cr_mooncake_flag table[] = {
     REFUSED("snapshot_payload_store_type", false, HA_YET),
     REFUSED("snapshot_retention_count", false, HA_YET),
     REFUSED("tenant_quota_connector_type", false,
-            "crescent has no tenant quota connector: tenant quotas are not built"),
+            "crescent keeps tenant quotas in memory, set with PUT /api/v1/tenant_quotas on "
+            "--metrics-port; it reads no policy file or etcd, so set them again after a restart"),
     REFUSED("tenant_quota_connector_uri", false,
-            "crescent has no tenant quota connector: tenant quotas are not built"),
+            "crescent keeps tenant quotas in memory, set with PUT /api/v1/tenant_quotas on "
+            "--metrics-port; it reads no policy file or etcd, so set them again after a restart"),
 };
 
 const struct cr_mooncake_flag *cr_mooncake_flags(size_t *count) {

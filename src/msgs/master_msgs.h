@@ -157,6 +157,10 @@ enum cr_master_admin_kind {
     CR_MASTER_ADMIN_KEYS = 6,     /* every key of every tenant: {"keys": [...]} */
     CR_MASTER_ADMIN_REMOVE_ALL = 7, /* a mutation: tenant (NULL: every one), force:
                                        {"removed_count": N} (cr_store_remove_all) */
+    CR_MASTER_ADMIN_RECENT_OBJECTS = 8, /* the last objects put, newest first: tenant, prefix, limit */
+    CR_MASTER_ADMIN_QUOTAS = 9,         /* Mooncake's tenant quotas: name (NULL: every one) */
+    CR_MASTER_ADMIN_QUOTA_SET = 10,     /* a mutation: name, quota_bytes */
+    CR_MASTER_ADMIN_QUOTA_DELETE = 11,  /* a mutation: name */
 };
 
 /* Ask: segments renders the answer as JSON text into *json_out (malloc'd;
@@ -175,6 +179,7 @@ struct cr_master_admin_query {
     uint32_t *cursor;
     bool *done;
     bool force;           /* REMOVE_ALL: leased objects too */
+    uint64_t quota_bytes; /* QUOTA_SET */
 };
 
 struct cr_msg_master_admin {

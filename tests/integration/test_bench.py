@@ -189,13 +189,9 @@ def test_usage_errors(store, tmp_path):
     for args in (["--workload", "nope"], ["--depth", "0"], ["--mix", "1:1:1:1"],
                  ["--workload", "remove"], ["--distribution", "pareto"], ["extra"],
                  ["--workload", "query", "--prompt-tokens", "8"],
-                 ["--workload", "query", "--batch", "4"], ["--prompts", "70000"],
-                 ["--workload", "route", "--depth", "4"]):
+                 ["--workload", "query", "--batch", "4"], ["--prompts", "70000"]):
         rc, doc, text = bench(store, tmp_path, *args)
         assert rc == 2 and "crescent-bench:" in text, (args, text)
-    # query/route run no depth: refused rather than reported and not run
-    rc, _, text = bench(store, tmp_path, "--workload", "query", "--depth", "4")
-    assert rc == 2 and "--connections 4" in text, text
     p = subprocess.run([binary("crescent-bench"), "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "--rate" in p.stdout and "--mount-fake" in p.stdout
 
@@ -274,3 +270,87 @@ def test_timeline_rates_the_trailing_partial_second_by_its_span(store, tmp_path)
     assert 0.3 < t[-1]["span_s"] < 0.9, t[-1]
     for s in t:
         assert abs(s["ops_per_s"] - s["ops"] / s["span_s"]) < 1e-6 * max(1, s["ops_per_s"])
+
+
+class SlowReplies:
+    """A loopback proxy in front of crescentd's HTTP front that holds each
+    answer back a little, and records per connection the most requests sent
+    whose answers had not come back yet: what --depth puts in flight."""
+
+    def __init__(self, target_port, delay_s=0.02):
+        import socket
+        import threading
+        self.target, self.delay = target_port, delay_s
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.most = []  # one per connection
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        import socket
+        import threading
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            state = {"asked": 0, "answered": 0, "most": 0}
+            with self.lock:
+                self.most.append(state)
+            threading.Thread(target=self.pump, args=(client, server, state, True), daemon=True).start()
+            threading.Thread(target=self.pump, args=(server, client, state, False), daemon=True).start()
+
+    def pump(self, src, dst, state, asking):
+        import time
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                try:
+                    dst.shutdown(1)
+                except OSError:
+                    pass
+                return
+            with self.lock:
+                if asking:
+                    state["asked"] += data.count(b"POST /")
+                    state["most"] = max(state["most"], state["asked"] - state["answered"])
+            if not asking:
+                time.sleep(self.delay)
+                with self.lock:
+                    state["answered"] += data.count(b"HTTP/1.1 ")
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.mark.parametrize("workload", ["query", "route"])
+def test_indexer_depth_is_run_not_just_reported(store, tmp_path, workload):
+    """--depth N keeps N requests in flight on each connection (HTTP/1.1
+    pipelining), and the JSON says so; --depth 1 keeps one."""
+    d, rpc = store
+    for depth in (1, 4):
+        proxy = SlowReplies(d.port)
+        try:
+            rc, doc, text = bench((d, rpc), tmp_path, "--workload", workload, "--prompts", "20",
+                                  "--prompt-tokens", "64", "--instances", "2", "--depth",
+                                  str(depth), "--duration", "1", "--warmup", "0.2",
+                                  "--http", f"127.0.0.1:{proxy.port}")
+        finally:
+            proxy.close()
+        assert rc == 0, text
+        check_document(doc)
+        assert doc["errors"] == 0 and doc["options"]["depth"] == depth
+        assert f"x depth {depth}," in text
+        # the measured connection: the one that asked the most
+        assert max(s["most"] for s in proxy.most) == depth, proxy.most

@@ -102,9 +102,13 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
     assert browser.find_element("id", "error").get_attribute("hidden") is not None, \
         browser.find_element("id", "error").text
     actors = {a["name"]: a.get("counters", {}) for a in api(d, "/api/v1/actors")["actors"]}
-    model = {"stats": api(d, "/api/v1/stats"), "events": api(d, "/api/v1/events"),
+    stats = api(d, "/api/v1/stats")
+    model = {"stats": stats, "events": api(d, "/api/v1/events"),
              "index": api(d, "/global_view"), "rpc": actors["rpc"],
-             "tasks": api(d, "/api/v1/tasks")}
+             "tasks": api(d, "/api/v1/tasks"),
+             # no metadata-only segment here: the memory is every segment's
+             "capacity": {"memory": stats["capacity_bytes"], "used": stats["used_bytes"],
+                          "ratio": stats["usage_ratio"], "metadata_only": 0}}
     checked = 0
     for field, (value, text) in fields.items():
         section, _, rest = field.partition(".")
@@ -115,6 +119,8 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
         for part in rest.split("."):
             expected = expected[part]
         assert float(value) == pytest.approx(float(expected)), (field, value, expected)
+        if field == "capacity.metadata_only":
+            continue  # shown only beside a metadata-only segment
         if field == "index.route.hit_rate" and model["index"]["blocks"] == 0:
             assert text == "–", text  # no block indexed: no rate, not 0 % or 100 %
             continue
@@ -123,7 +129,7 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
     assert checked >= 15
     assert fields["stats.objects"] == ["5", "5"]
     assert fields["stats.segments"][0] == "2"
-    assert fields["stats.capacity_bytes"][1] == "1.25 GiB"
+    assert fields["capacity.memory"][1] == "1.25 GiB"
     assert fields["index.route.requests"][0] == "1"
 
     rows = browser.execute_script(
@@ -201,3 +207,59 @@ def test_route_hit_rate_without_routes_is_not_a_number(daemon, browser):
     assert "rate.exists" in fields and "rate.removes" in fields
     if browser.execute_script("return document.body.dataset.polls") == "1":
         assert fields["rate.puts"][1] == "–"  # one sample makes no rate, not a 0
+
+
+def test_recent_objects_first_and_metadata_only_segments_marked(daemon, browser):
+    """"Recent objects" lists the last put first (not the first keys of the
+    table), and a segment mounted for metadata only (crescent-bench
+    --mount-fake's protocol "none") is marked and not counted as capacity."""
+    d = daemon("--client-ttl", "600")
+    ctl(d, "mount", "seg0", "1G", "--endpoint", "10.0.0.5:12345")
+    ctl(d, "mount", "fake0", "4G", "--endpoint", "127.0.0.1:9", "--base", "0x400000000000",
+        "--protocol", "none")
+    keys = ["zeta", "alpha", "mu", "beta"]
+    for key in keys:
+        ctl(d, "put-start", key, "64K", "--preferred", "seg0")
+        ctl(d, "put-end", key)
+    ctl(d, "put-start", "omega", "1M", "--preferred", "fake0")
+    ctl(d, "put-end", "omega")
+    ctl(d, "rm", "alpha")
+    recent = api(d, "/api/v1/objects?order=recent&limit=3")
+    assert [o["key"] for o in recent["objects"]] == ["omega", "beta", "mu"]
+    assert http_get(d.port, "/api/v1/objects?order=newest")[0] == 400
+    browser.get(f"http://127.0.0.1:{d.port}/")
+    wait_for(lambda: int(browser.execute_script("return document.body.dataset.polls || 0")) >= 1,
+             "a poll of the API")
+    shown = browser.execute_script(
+        "return [...document.querySelectorAll('#objects tbody tr')].map(r => r.cells[1].textContent);")
+    assert shown == ["omega", "beta", "mu", "zeta"]
+    marks = browser.execute_script(
+        "return [...document.querySelectorAll('#segments tbody tr')].map(r =>"
+        " [r.dataset.name, r.cells[2].dataset.fake, r.cells[2].textContent]);")
+    assert sorted(marks) == [["fake0", "true", "none (metadata only, not capacity)"],
+                             ["seg0", "false", "tcp"]]
+    fields = shown_fields(browser)
+    assert fields["capacity.memory"][1] == "1.00 GiB", fields["capacity.memory"]
+    assert float(fields["capacity.used"][0]) == 4 * 64 * 1024 - 64 * 1024
+    assert fields["capacity.metadata_only"][1] == "4.00 GiB"
+    assert browser.find_element("id", "metadata-only").is_displayed()
+
+
+def test_first_poll_draws_no_false_zeros_and_a_present_time_axis(daemon, browser):
+    """One sample makes no rate: the first poll shows "–" for every rate (no
+    0), and the charts' time axis is around now, not years away."""
+    d = daemon()
+    browser.get(f"http://127.0.0.1:{d.port}/")
+    wait_for(lambda: int(browser.execute_script("return document.body.dataset.polls || 0")) >= 1,
+             "a poll of the API")
+    fields = shown_fields(browser)
+    rates = {k: v for k, v in fields.items() if k.startswith("rate.")}
+    assert {"rate.puts", "rate.gets", "rate.exists", "rate.removes"} <= set(rates)
+    if int(browser.execute_script("return document.body.dataset.polls")) == 1:
+        assert all(text == "–" for _, text in rates.values()), rates
+    labels = browser.execute_script(
+        "return [...document.querySelectorAll('.uplot .u-axis')].map(a => a.textContent);")
+    year = time.gmtime().tm_year
+    for text in labels:
+        for other in (str(year + 1), str(year + 2), str(year + 3)):
+            assert other not in text, labels

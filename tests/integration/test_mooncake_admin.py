@@ -163,13 +163,13 @@ def test_single_master_role_and_modes_that_crescent_lacks(served):
     _, _, port = served
     assert request(port, "GET", "/role")[::2] == (200, b"leader")
     assert request(port, "GET", "/ha_status")[::2] == (200, b"serving")
+    assert json.loads(request(port, "GET", "/health")[2]) == {
+        "status": "ok", "role": "leader", "ha_state": "serving", "service_ready": True,
+        "leader_address": None, "view_version": None}
     assert json.loads(request(port, "GET", "/leader")[2]) == {
         "present": False, "leader_address": None, "view_version": None}
     assert json.loads(request(port, "GET", "/kv_events/status")[2])["enabled"] is False
-    for method, path in (("GET", "/api/v1/tenant_quotas"),
-                         ("PUT", "/api/v1/tenant_quotas?tenant_id=t1"),
-                         ("DELETE", "/api/v1/tenant_quotas?tenant_id=t1"),
-                         ("POST", "/api/v1/drain_jobs"),
+    for method, path in (("POST", "/api/v1/drain_jobs"),
                          ("POST", "/api/v1/drain_jobs/cancel?job_id=1-2"),
                          ("GET", "/api/v1/drain_jobs/query?job_id=1-2")):
         status, _, body = request(port, method, path, token=TOKEN)
@@ -179,16 +179,84 @@ def test_single_master_role_and_modes_that_crescent_lacks(served):
     assert request(port, "PUT", "/api/v1/tenant_quotas")[0] == 401
 
 
+def snapshot(tenant, requested, charged=0):
+    return {"tenant_id": tenant, "requested_quota_bytes": requested,
+            "effective_quota_bytes": requested, "charged_bytes": charged,
+            "admission_closed": False, "over_quota": charged > requested,
+            "has_explicit_policy": True}
+
+
+def test_tenant_quotas_are_set_read_deleted_and_enforced_at_put(served):
+    _, rpc, port = served
+    q = "/api/v1/tenant_quotas"
+    assert json.loads(request(port, "GET", q)[2]) == {"success": True, "data": []}
+    body = b'{"requested_quota_bytes":12288}'
+    assert request(port, "PUT", q + "?tenant_id=t1", body=body)[0] == 401  # the token
+    status, ctype, out = request(port, "PUT", q + "?tenant_id=t1", token=TOKEN, body=body)
+    assert (status, ctype) == (200, "application/json; charset=utf-8")
+    assert json.loads(out) == {"success": True, "data": snapshot("t1", 12288)}
+    request(port, "PUT", q + "?tenant_id=a0", token=TOKEN, body=b'{"requested_quota_bytes":1}')
+    # Listed by tenant name, as the reference's std::map.
+    assert [t["tenant_id"] for t in json.loads(request(port, "GET", q)[2])["data"]] == ["a0", "t1"]
+    # Puts of tenant t1 are charged per replica and refused past the quota
+    # with Mooncake's TENANT_QUOTA_EXCEEDED; other tenants are not limited.
+    ctl(rpc, "put-start", "q1", "8K", "--tenant", "t1")
+    ctl(rpc, "put-end", "q1", "--tenant", "t1")
+    assert json.loads(request(port, "GET", q + "?tenant_id=t1")[2])["data"] == \
+        snapshot("t1", 12288, 8192)
+    r = subprocess.run([binary("crescentctl"), "--rpc", rpc, "put-start", "q2", "8K", "--tenant",
+                        "t1"], capture_output=True, text=True, timeout=60,
+                       env={"CRESCENT_CLIENT_ID": CLIENT})
+    assert r.returncode == 1 and "TENANT_QUOTA_EXCEEDED" in r.stderr, r.stderr
+    ctl(rpc, "put-start", "q3", "4K", "--tenant", "t1")  # what is left still fits
+    ctl(rpc, "put-start", "big", "1M", "--tenant", "t2")
+    # A tenant holding objects keeps its policy: the reference's TENANT_NOT_EMPTY.
+    status, _, out = request(port, "DELETE", q + "?tenant_id=t1", token=TOKEN)
+    assert status == 409 and json.loads(out)["error_code"] == -1702
+    # A lower quota: over quota, every new put refused.
+    status, _, out = request(port, "PUT", q + "?tenant_id=t1", token=TOKEN,
+                             body=b'{"requested_quota_bytes":4096}')
+    assert json.loads(out)["data"]["over_quota"] is True
+    status, _, _ = request(port, "POST", "/api/v1/remove_all?force=true&tenant_id=t1",
+                           token=TOKEN)
+    assert status == 200
+    ctl(rpc, "put-revoke", "q3", "--tenant", "t1")
+    assert json.loads(request(port, "GET", q + "?tenant_id=t1")[2])["data"]["charged_bytes"] == 0
+    status, _, out = request(port, "DELETE", q + "?tenant_id=t1", token=TOKEN)
+    assert (status, json.loads(out)) == (200, {"success": True, "data": None})
+    status, _, out = request(port, "DELETE", q + "?tenant_id=t1", token=TOKEN)
+    assert status == 404 and json.loads(out)["error_code"] == -704
+    status, _, out = request(port, "GET", q + "?tenant_id=t1")
+    assert status == 404 and json.loads(out)["error_code"] == -704
+    # Bad requests, as the reference answers them.
+    for path, data in ((q, body), (q + "?tenant_id=t1", b""), (q + "?tenant_id=t1", b"xx"),
+                       (q + "?tenant_id=t1", b'{"requested_quota_bytes":0}')):
+        status, _, out = request(port, "PUT", path, token=TOKEN, body=data)
+        assert status == 400 and json.loads(out)["error_code"] == -600, (path, data, out)
+
+
 # Requests whose answers do not depend on data: the same to both masters.
-SIDE_BY_SIDE = [("GET", "/role"), ("GET", "/ha_status"), ("GET", "/leader"),
+SIDE_BY_SIDE = [("GET", "/health"), ("GET", "/role"), ("GET", "/ha_status"), ("GET", "/leader"),
                 ("GET", "/kv_events/status"), ("GET", "/query_key?key=nope"),
                 ("GET", "/batch_query_keys?keys=a,b"), ("GET", "/batch_query_keys"),
                 ("GET", "/api/v1/segments/status?segment=nope"),
-                ("GET", "/api/v1/segments/status"), ("GET", "/api/v1/tenant_quotas"),
-                ("DELETE", "/api/v1/tenant_quotas"), ("PUT", "/api/v1/tenant_quotas"),
-                ("DELETE", "/api/v1/tenant_quotas?tenant_id=t1"),
+                ("GET", "/api/v1/segments/status"),
                 ("GET", "/api/v1/drain_jobs/query"), ("POST", "/api/v1/drain_jobs/cancel"),
                 ("POST", "/api/v1/remove_all")]
+# Mooncake serves tenant quotas with --enable_multi_tenants=true (crescent always):
+# these run, in order, against a reference started so.
+QUOTAS_SIDE_BY_SIDE = [
+    ("GET", "/api/v1/tenant_quotas", None), ("DELETE", "/api/v1/tenant_quotas", None),
+    ("PUT", "/api/v1/tenant_quotas", None),
+    ("PUT", "/api/v1/tenant_quotas?tenant_id=t1", b"xx"),
+    ("PUT", "/api/v1/tenant_quotas?tenant_id=t1", b'{"requested_quota_bytes":0}'),
+    ("GET", "/api/v1/tenant_quotas?tenant_id=t1", None),
+    ("PUT", "/api/v1/tenant_quotas?tenant_id=t1", b'{"requested_quota_bytes":1048576}'),
+    ("PUT", "/api/v1/tenant_quotas?tenant_id=t0", b'{"requested_quota_bytes":2048}'),
+    ("GET", "/api/v1/tenant_quotas", None), ("GET", "/api/v1/tenant_quotas?tenant_id=t1", None),
+    ("DELETE", "/api/v1/tenant_quotas?tenant_id=t1", None),
+    ("DELETE", "/api/v1/tenant_quotas?tenant_id=t1", None),
+    ("GET", "/api/v1/tenant_quotas", None)]
 
 
 def shape(value):
@@ -199,40 +267,74 @@ def shape(value):
     return type(value).__name__
 
 
-@pytest.mark.skipif(not os.access(MOONCAKE_MASTER, os.X_OK), reason="no mooncake_master here")
-def test_side_by_side_with_mooncake_master(daemon):
+def start_reference(*extra):
     mc_port = free_port()
     mc = subprocess.Popen([MOONCAKE_MASTER, "--rpc_port", str(free_port()), "--rpc_address",
                            "127.0.0.1", "--metrics_host", "127.0.0.1", "--metrics_port",
-                           str(mc_port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           str(mc_port), *extra],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, up = time.monotonic() + 30, False
+    while time.monotonic() < deadline and not up and mc.poll() is None:
+        try:
+            up = request(mc_port, "GET", "/role")[0] == 200
+        except OSError:
+            time.sleep(0.1)
+    if not up:  # e.g. its libraries missing: scripts/setup.sh installs them
+        stop_reference(mc)
+        pytest.skip(f"{MOONCAKE_MASTER} did not start (exit {mc.poll()})")
+    return mc, mc_port
+
+
+def stop_reference(mc):
+    if mc.poll() is None:
+        mc.send_signal(signal.SIGTERM)
     try:
-        deadline, up = time.monotonic() + 30, False
-        while time.monotonic() < deadline and not up and mc.poll() is None:
-            try:
-                up = request(mc_port, "GET", "/role")[0] == 200
-            except OSError:
-                time.sleep(0.1)
-        if not up:  # e.g. its libraries missing: scripts/setup.sh installs them
-            pytest.skip(f"{MOONCAKE_MASTER} did not start (exit {mc.poll()})")
+        mc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        mc.kill()
+        mc.wait()
+
+
+def same_answer(ours, theirs, method, path):
+    assert ours[:2] == theirs[:2], (method, path, ours, theirs)
+    if theirs[1].startswith("application/json"):
+        a, b = json.loads(ours[2]), json.loads(theirs[2])
+        assert list(a) == list(b) and shape(a) == shape(b), (path, a, b)
+        if "error_code" in b:
+            assert a["error_code"] == b["error_code"], (path, a, b)
+        return a, b
+    assert ours[2] == theirs[2], (path, ours, theirs)
+    return None, None
+
+
+@pytest.mark.skipif(not os.access(MOONCAKE_MASTER, os.X_OK), reason="no mooncake_master here")
+def test_side_by_side_with_mooncake_master(daemon):
+    mc, mc_port = start_reference()
+    try:
         d = daemon()
         port = int(d.args[d.args.index("--metrics-port") + 1])
         for method, path in SIDE_BY_SIDE:
-            ours, theirs = request(port, method, path), request(mc_port, method, path)
-            assert ours[:2] == theirs[:2], (method, path, ours, theirs)
-            if theirs[1].startswith("application/json"):
-                a, b = json.loads(ours[2]), json.loads(theirs[2])
-                assert list(a) == list(b) and shape(a) == shape(b), (path, a, b)
-                if "error_code" in b:
-                    assert a["error_code"] == b["error_code"], (path, a, b)
-            else:
-                assert ours[2] == theirs[2], (path, ours, theirs)
+            same_answer(request(port, method, path), request(mc_port, method, path), method, path)
     finally:
-        mc.send_signal(signal.SIGTERM)
-        try:
-            mc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            mc.kill()
-            mc.wait()
+        stop_reference(mc)
+
+
+@pytest.mark.skipif(not os.access(MOONCAKE_MASTER, os.X_OK), reason="no mooncake_master here")
+def test_tenant_quotas_side_by_side_with_mooncake_master(daemon, tmp_path):
+    policy = tmp_path / "tenant_quotas.yaml"
+    policy.write_text("version: 1\n\ntenants: []\n")
+    mc, mc_port = start_reference("--enable_multi_tenants=true",
+                                  f"--tenant_quota_connector_uri={policy}")
+    try:
+        d = daemon()  # no segment in either: every effective quota is 0
+        port = int(d.args[d.args.index("--metrics-port") + 1])
+        for method, path, body in QUOTAS_SIDE_BY_SIDE:
+            a, b = same_answer(request(port, method, path, body=body),
+                               request(mc_port, method, path, body=body), method, path)
+            if b is not None and b.get("success"):
+                assert a == b, (method, path, a, b)
+    finally:
+        stop_reference(mc)
 
 
 def reference_metrics():

@@ -89,7 +89,8 @@ function renderSegments(list) {
     row.dataset.name = s.name;
     cell(row, s.name);
     cell(row, s.endpoint);
-    cell(row, s.protocol);
+    cell(row, s.protocol === "none" ? "none (metadata only, not capacity)" : s.protocol,
+         s.protocol === "none" ? "fake" : "").dataset.fake = s.protocol === "none";
     cell(row, formatBytes(s.size), "num").dataset.value = s.size;
     cell(row, formatBytes(s.used_bytes), "num").dataset.value = s.used_bytes;
     const bar = document.createElement("div");
@@ -215,7 +216,7 @@ async function poll() {
     await Promise.all([
       api("/health"), api("/api/v1/stats"), api("/api/v1/segments"), api("/api/v1/events"),
       api("/api/v1/actors"), api("/global_view"), api("/services"),
-      api("/api/v1/objects?limit=20"), api("/api/v1/tasks", true)]);
+      api("/api/v1/objects?limit=20&order=recent"), api("/api/v1/tasks", true)]);
   const c = counters(actors.actors);
   const rpc = c.rpc || {};
   // Requests over every RPC endpoint: ZMQ (rpc), native (rpc_tcp), shm (rpc_shm).
@@ -239,6 +240,15 @@ async function poll() {
       events: rate(sample, previous, (s) => s.events),
     },
   };
+  // Segments mounted for metadata only (protocol "none", e.g. crescent-bench
+  // --mount-fake) hold no memory: marked, and not counted as capacity.
+  const fake = segments.segments.filter((s) => s.protocol === "none");
+  const fakeBytes = fake.reduce((sum, s) => sum + s.size, 0);
+  const fakeUsed = fake.reduce((sum, s) => sum + s.used_bytes, 0);
+  const memory = stats.capacity_bytes - fakeBytes;
+  model.capacity = { memory, metadata_only: fakeBytes, used: stats.used_bytes - fakeUsed,
+                     ratio: memory > 0 ? (stats.used_bytes - fakeUsed) / memory : 0 };
+  document.getElementById("metadata-only").hidden = fake.length === 0;
   const first = previous === null;
   previous = sample;
   renderFields(model);
