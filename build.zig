@@ -30,6 +30,7 @@ const system_libs = [_][]const u8{
     "ck",       "zmq",     "msgpackc", "protobuf-c", "civetweb",
     "jansson",  "xxhash",  "pcre2-8",  "ibverbs",    "m",
     "pthread",  "http_parser", "nats",
+    "sodium", // keyed BLAKE2b for the data plane's capabilities (src/core/xfer_cap.c)
 };
 
 /// Everything linked into crescentd and the tests, in link order of the
@@ -143,9 +144,9 @@ pub fn build(b: *std.Build) void {
 }
 
 /// The libraries libcrescent.a itself needs (its undefined symbols: ZMQ,
-/// protobuf-c, verbs, xxhash, pthread), for `pkg-config --static --libs
+/// protobuf-c, verbs, xxhash, sodium, pthread), for `pkg-config --static --libs
 /// crescent`; tests/integration/test_install.py links a program with them.
-const client_libs_private = "-lzmq -lprotobuf-c -libverbs -lxxhash -lpthread";
+const client_libs_private = "-lzmq -lprotobuf-c -libverbs -lxxhash -lsodium -lpthread";
 
 /// lib/pkgconfig/crescent.pc, naming the install prefix (`zig build install
 /// --prefix P`), so a C program builds with `pkg-config --cflags --libs crescent`.
