@@ -257,17 +257,18 @@ fn program(
 /// tests/unit/test_*_loopback.c runs the transfer layer's verbs code against
 /// tests/unit/loopback_ibverbs.c, a TEST DOUBLE of libibverbs (see that
 /// file), linked INSTEAD of -libverbs: the test binary is built from the
-/// transfer layer's own sources (src/rdma, the log and the status texts) and
+/// transfer layer's own sources (src/rdma, the log, the status texts and the
+/// capability codec, with libsodium) and
 /// never links libibverbs.  Nothing else ever links the double.
 const loopback_double = "tests/unit/loopback_ibverbs.c";
-const loopback_libs = [_][]const u8{ "m", "pthread" };
+const loopback_libs = [_][]const u8{ "m", "pthread", "sodium" };
 
 fn isLoopbackTest(test_file: []const u8) bool {
     return std.mem.endsWith(u8, test_file, "_loopback.c");
 }
 
 fn isLoopbackSource(file: []const u8) bool {
-    return std.mem.startsWith(u8, file, "src/rdma/") or std.mem.eql(u8, file, "src/core/error.c") or std.mem.eql(u8, file, "src/core/log.c");
+    return std.mem.startsWith(u8, file, "src/rdma/") or std.mem.eql(u8, file, "src/core/error.c") or std.mem.eql(u8, file, "src/core/log.c") or std.mem.eql(u8, file, "src/core/xfer_cap.c");
 }
 
 fn loopbackTest(b: *std.Build, test_file: []const u8, target: std.zig.CrossTarget, optimize: std.builtin.OptimizeMode, server_files: []const []const u8) *std.Build.Step.Compile {

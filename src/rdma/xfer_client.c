@@ -310,6 +310,8 @@ uint32_t cr_xfer_op_take(struct cr_xfer_client *cli, const struct cr_xfer_op *op
     slot->arg = op->arg;
     slot->peer = peer;
     slot->remote_addr = op->remote_addr;
+    slot->has_cap = op->cap != NULL;
+    if (op->cap != NULL) slot->cap = *op->cap;
     slot->map = NULL;
     cli->in_flight++;
     return index;

@@ -122,6 +122,8 @@ struct xfer_op_slot {
     void *arg;
     struct xfer_peer *peer;
     uint64_t remote_addr;
+    bool has_cap;                     /* cap: the master's, sent with every tcp part */
+    struct cr_cap cap;
     struct xfer_shm_map *map;         /* shm ops: the segment */
     struct iovec iov[CR_XFER_OP_IOV_MAX];
     char segment[CR_XFER_SEGMENT_NAME_MAX + 1];
