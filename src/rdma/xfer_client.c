@@ -395,7 +395,7 @@ int cr_xfer_submit(struct cr_xfer_client *cli, const struct cr_xfer_op *op) {
     struct xfer_peer *peer = cr_xfer_client_peer(cli, op->endpoint);
     if (peer == NULL) return CR_ERR_INVALID_PARAMS;
     if (peer->shm_fd >= 0) {
-        struct xfer_shm_map *map = cr_xfer_shm_find_map(cli, peer, op->segment);
+        struct xfer_shm_map *map = cr_xfer_shm_find_map(cli, peer, op->segment, op->cap);
         if (map != NULL && map->local != NULL) {
             submit_shm(cli, peer, op, length, map);
             return CR_OK;

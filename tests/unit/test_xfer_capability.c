@@ -232,6 +232,46 @@ static void test_optional_still_checks_what_is_sent(void **state) {
     assert_int_equal(st.refused_capability[CR_CAP_MISSING], 0);
 }
 
+/* shm cannot be checked per access: the memfd is handed out only for a
+ * capability when the server requires them.  Without one the client's op
+ * goes by tcp (refused there too); with one the segment is mapped. */
+static void test_shm_map_needs_capability(void **state) {
+    (void)state;
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    atomic_store(&clock_ms, NOW);
+    assert_int_equal(cr_xfer_segment_alloc(SEGMENT_BYTES, &f->seg), CR_OK);
+    struct cr_xfer_server_config scfg = {.require_capability = true, .verbs_disabled = true,
+                                         .now_ms = test_clock};
+    assert_int_equal(cr_xfer_server_create(&scfg, &f->srv), CR_OK);
+    assert_int_equal(cr_xfer_server_register_segment(f->srv, "seg0", &f->seg), CR_OK);
+    assert_int_equal(cr_xfer_server_set_key(f->srv, "seg0", KEY), CR_OK);
+    snprintf(f->endpoint, sizeof(f->endpoint), "%s", cr_xfer_server_endpoint(f->srv));
+    struct cr_xfer_client_config cfg = {.verbs_disabled = true};
+    assert_int_equal(cr_xfer_client_create(&cfg, &f->cli), CR_OK);
+    server_start(f);
+    uint8_t buf[4096];
+    uint64_t at = seg_addr(f, 0);
+    assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg0", at, buf, sizeof(buf)),
+                     CR_ERR_ILLEGAL_CLIENT);
+    struct cr_xfer_server_stats st = server_stats(f);
+    assert_int_equal(st.shm_maps, 0);
+    assert_true(st.refused_capability[CR_CAP_MISSING] >= 2); /* the map request and the tcp read */
+    struct cr_cap rd = cap_for(KEY, at, sizeof(buf), CR_CAP_READ, NOW + 1000);
+    struct counter done = {0};
+    struct iovec iov = {buf, sizeof(buf)};
+    struct cr_xfer_op op = {.opcode = CR_XFER_READ, .endpoint = f->endpoint, .segment = "seg0",
+                            .remote_addr = at, .cap = &rd, .iov = &iov, .iov_count = 1,
+                            .done = count_done, .arg = &done};
+    assert_int_equal(cr_xfer_submit(f->cli, &op), CR_OK);
+    while (done.done < 1) cr_xfer_client_poll(f->cli, 100);
+    assert_int_equal(done.failed, 0);
+    assert_string_equal(cr_xfer_client_transport(f->cli, f->endpoint), "shm");
+    st = server_stats(f);
+    assert_int_equal(st.shm_maps, 1);
+    *state = f;
+}
+
 int main(void) {
     (void)round_trip; /* the shared fixture's helpers this file does not need */
     (void)setup_with;
@@ -241,6 +281,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_client_with_capability, setup_required, teardown),
         cmocka_unit_test_setup_teardown(test_optional_still_checks_what_is_sent, setup_optional,
                                         teardown),
+        cmocka_unit_test_teardown(test_shm_map_needs_capability, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
