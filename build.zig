@@ -30,6 +30,7 @@ const system_libs = [_][]const u8{
     "ck",       "zmq",     "msgpackc", "protobuf-c", "civetweb",
     "jansson",  "xxhash",  "pcre2-8",  "ibverbs",    "m",
     "pthread",  "http_parser", "nats",
+    "sodium", // keyed BLAKE2b for the data plane's capabilities (src/core/xfer_cap.c)
 };
 
 /// Everything linked into crescentd and the tests, in link order of the
@@ -143,9 +144,9 @@ pub fn build(b: *std.Build) void {
 }
 
 /// The libraries libcrescent.a itself needs (its undefined symbols: ZMQ,
-/// protobuf-c, verbs, xxhash, pthread), for `pkg-config --static --libs
+/// protobuf-c, verbs, xxhash, sodium, pthread), for `pkg-config --static --libs
 /// crescent`; tests/integration/test_install.py links a program with them.
-const client_libs_private = "-lzmq -lprotobuf-c -libverbs -lxxhash -lpthread";
+const client_libs_private = "-lzmq -lprotobuf-c -libverbs -lxxhash -lsodium -lpthread";
 
 /// lib/pkgconfig/crescent.pc, naming the install prefix (`zig build install
 /// --prefix P`), so a C program builds with `pkg-config --cflags --libs crescent`.
@@ -256,17 +257,18 @@ fn program(
 /// tests/unit/test_*_loopback.c runs the transfer layer's verbs code against
 /// tests/unit/loopback_ibverbs.c, a TEST DOUBLE of libibverbs (see that
 /// file), linked INSTEAD of -libverbs: the test binary is built from the
-/// transfer layer's own sources (src/rdma, the log and the status texts) and
+/// transfer layer's own sources (src/rdma, the log, the status texts and the
+/// capability codec, with libsodium) and
 /// never links libibverbs.  Nothing else ever links the double.
 const loopback_double = "tests/unit/loopback_ibverbs.c";
-const loopback_libs = [_][]const u8{ "m", "pthread" };
+const loopback_libs = [_][]const u8{ "m", "pthread", "sodium" };
 
 fn isLoopbackTest(test_file: []const u8) bool {
     return std.mem.endsWith(u8, test_file, "_loopback.c");
 }
 
 fn isLoopbackSource(file: []const u8) bool {
-    return std.mem.startsWith(u8, file, "src/rdma/") or std.mem.eql(u8, file, "src/core/error.c") or std.mem.eql(u8, file, "src/core/log.c");
+    return std.mem.startsWith(u8, file, "src/rdma/") or std.mem.eql(u8, file, "src/core/error.c") or std.mem.eql(u8, file, "src/core/log.c") or std.mem.eql(u8, file, "src/core/xfer_cap.c");
 }
 
 fn loopbackTest(b: *std.Build, test_file: []const u8, target: std.zig.CrossTarget, optimize: std.builtin.OptimizeMode, server_files: []const []const u8) *std.Build.Step.Compile {

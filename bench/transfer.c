@@ -12,7 +12,13 @@
  * Get, memcpy ceiling, shm 1 MiB Get, shm 4 KiB Get], each one client, and the
  * medians of the rounds with their ratios.
  *
- *   zig build bench && ./zig-out/bench/transfer [seconds_per_case]   (default 0.25) */
+ * `caps` as the second argument runs only the capability cost instead
+ * (issue 28): ROUNDS interleaved rounds of tcp Get and Put, 4 KiB and 1 MiB,
+ * one client, each op without and with a capability (the server holds the
+ * segment's key, so a capability sent is checked: one keyed BLAKE2b per
+ * request), the medians and their ratio; and the master's cost to sign one.
+ *
+ *   zig build bench && ./zig-out/bench/transfer [seconds_per_case] [caps]   (default 0.25) */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -49,6 +55,7 @@ struct worker {
     atomic_bool *stop;
     atomic_bool *go;
     atomic_int *ready;
+    const struct cr_cap *cap; /* sent with every op; NULL: none */
     uint64_t ops;
     int failures;
     struct bench_latency lat;
@@ -70,6 +77,28 @@ static void *server_main(void *arg) {
     return NULL;
 }
 
+static void op_done(void *arg, int status, const char *message) {
+    (void)message;
+    *(int *)arg = status;
+}
+
+/* cr_xfer_read/cr_xfer_write with the worker's capability on the op. */
+static int one_op(struct cr_xfer_client *cli, const struct worker *w, uint64_t addr, uint8_t *buf) {
+    if (w->cap == NULL)
+        return w->write ? cr_xfer_write(cli, w->endpoint, "seg0", addr, buf, w->size)
+                        : cr_xfer_read(cli, w->endpoint, "seg0", addr, buf, w->size);
+    int status = 1;
+    struct iovec iov = {buf, w->size};
+    struct cr_xfer_op op = {.opcode = w->write ? CR_XFER_WRITE : CR_XFER_READ,
+                            .endpoint = w->endpoint, .segment = "seg0", .remote_addr = addr,
+                            .cap = w->cap, .iov = &iov, .iov_count = 1, .done = op_done,
+                            .arg = &status};
+    int rc = cr_xfer_submit(cli, &op);
+    if (rc != CR_OK) return rc;
+    while (status == 1) cr_xfer_client_poll(cli, -1);
+    return status;
+}
+
 static void *worker_main(void *arg) {
     struct worker *w = arg;
     struct cr_xfer_client *cli;
@@ -79,15 +108,13 @@ static void *worker_main(void *arg) {
     memset(buf, 0x5a, w->size);
     uint64_t offset = w->start_offset;
     /* Warm-up op: connects (tcp) or maps the segment (shm). */
-    if (cr_xfer_read(cli, w->endpoint, "seg0", w->base + offset, buf, w->size) != CR_OK) abort();
+    if (one_op(cli, w, w->base + offset, buf) != CR_OK) abort();
     atomic_fetch_add(w->ready, 1);
     /* Every client connected before the clock starts: only timed ops count. */
     while (!atomic_load(w->go)) sched_yield();
     while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
         uint64_t t0 = bench_now_ns();
-        int rc = w->write
-                     ? cr_xfer_write(cli, w->endpoint, "seg0", w->base + offset, buf, w->size)
-                     : cr_xfer_read(cli, w->endpoint, "seg0", w->base + offset, buf, w->size);
+        int rc = one_op(cli, w, w->base + offset, buf);
         bench_latency_add(&w->lat, bench_now_ns() - t0);
         if (rc != CR_OK) w->failures++;
         w->ops++;
@@ -98,6 +125,8 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+static const struct cr_cap *case_cap; /* the capability run_case's workers send, or NULL */
+
 static struct result run_case(const char *endpoint, uint64_t base, bool shm, bool write,
                               size_t size, int clients, bool print) {
     struct worker *workers = calloc((size_t)clients, sizeof(*workers));
@@ -107,7 +136,7 @@ static struct result run_case(const char *endpoint, uint64_t base, bool shm, boo
         struct worker *w = &workers[i];
         *w = (struct worker){.endpoint = endpoint, .shm = shm, .write = write, .size = size,
                              .base = base, .start_offset = (uint64_t)i * 7 * MIB % SPAN_BYTES,
-                             .stop = &stop, .go = &go, .ready = &ready};
+                             .stop = &stop, .go = &go, .ready = &ready, .cap = case_cap};
         if (w->start_offset + size > SPAN_BYTES) w->start_offset = 0;
         bench_latency_init(&w->lat, SAMPLES_TOTAL / (size_t)clients);
         pthread_create(&w->thread, NULL, worker_main, w);
@@ -239,6 +268,59 @@ static void run_targets(const char *endpoint, uint64_t base, const uint8_t *span
            bench_median(shm_small_p50, ROUNDS));
 }
 
+/* The capability's cost: the same ops without and with one, interleaved. */
+static void run_capability_cost(const char *endpoint, uint64_t base, const uint8_t *key) {
+    struct cr_cap cap = {.addr = base, .length = SPAN_BYTES, .expiry_ms = UINT64_MAX - 60000,
+                         .mode = CR_CAP_READ | CR_CAP_WRITE};
+    cr_cap_sign(key, "seg0", 4, &cap);
+    enum { CASES = 4 };
+    static const struct { bool write; size_t size; const char *name; } cases[CASES] = {
+        {false, 4096, "tcp get 4 KiB"}, {true, 4096, "tcp put 4 KiB"},
+        {false, MIB, "tcp get 1 MiB"},  {true, MIB, "tcp put 1 MiB"}};
+    double ops[CASES][2][ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int c = 0; c < CASES; c++) {
+            for (int with = 0; with <= 1; with++) {
+                int w = (r % 2) ? 1 - with : with; /* alternate which goes first */
+                case_cap = w ? &cap : NULL;
+                ops[c][w][r] =
+                    run_case(endpoint, base, false, cases[c].write, cases[c].size, 1, false)
+                        .ops_per_s;
+            }
+            printf("round %d: %-14s %10.0f ops/s without, %10.0f ops/s with a capability\n",
+                   r + 1, cases[c].name, ops[c][0][r], ops[c][1][r]);
+        }
+    }
+    case_cap = NULL;
+    for (int c = 0; c < CASES; c++) {
+        double without = bench_median(ops[c][0], ROUNDS), with = bench_median(ops[c][1], ROUNDS);
+        printf("medians of %d rounds: %-14s %10.0f ops/s without, %10.0f with = %.1f%%\n",
+               ROUNDS, cases[c].name, without, with, 100 * with / without);
+    }
+    /* Per call, in this thread's CPU time (the machine's load inflates wall
+     * time, not the cycles spent): the master signs one capability per
+     * replica descriptor, the server checks one per request. */
+    enum { CALLS = 200000 };
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    for (uint32_t i = 0; i < CALLS; i++) {
+        cap.addr = base + i;
+        cr_cap_sign(key, "seg0", 4, &cap);
+        __asm__ volatile("" : : "r"(cap.mac) : "memory");
+    }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    double sign_ns = ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) / CALLS;
+    uint32_t ok = 0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    for (uint32_t i = 0; i < CALLS; i++)
+        ok += cr_cap_check(key, "seg0", 4, &cap, CR_CAP_READ, cap.addr, 4096, 0, 0) == CR_CAP_OK;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    double check_ns = ((double)(c1.tv_sec - c0.tv_sec) * 1e9 + (double)(c1.tv_nsec - c0.tv_nsec)) / CALLS;
+    if (ok != CALLS) abort();
+    printf("cr_cap_sign %.0f ns, cr_cap_check %.0f ns per call (thread CPU time, %d calls)\n",
+           sign_ns, check_ns, CALLS);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) seconds_per_case = atof(argv[1]);
     if (seconds_per_case <= 0) seconds_per_case = 0.25;
@@ -253,8 +335,19 @@ int main(int argc, char **argv) {
     const char *endpoint = cr_xfer_server_endpoint(srv);
     uint64_t base = (uint64_t)(uintptr_t)seg.base;
     struct server_run run = {.srv = srv};
+    uint8_t key[CR_CAP_KEY_BYTES];
+    if (cr_cap_key_generate(key) != 0 || cr_xfer_server_set_key(srv, "seg0", key) != CR_OK)
+        return 1;
     pthread_t server_thread;
     pthread_create(&server_thread, NULL, server_main, &run);
+    if (argc > 2 && strcmp(argv[2], "caps") == 0) {
+        run_capability_cost(endpoint, base, key);
+        atomic_store(&run.stop, true);
+        pthread_join(server_thread, NULL);
+        cr_xfer_server_destroy(srv);
+        cr_xfer_segment_free(&seg);
+        return 0;
+    }
 
     printf("ceilings: bare loopback tcp %.2f GB/s, memcpy 1 MiB %.2f GB/s\n",
            tcp_ceiling_gb_per_s(), memcpy_ceiling_gb_per_s(seg.base));

@@ -11,6 +11,7 @@ packages=(
     # libraries crescent links
     libck-dev libzmq3-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler
     libibverbs-dev libcivetweb-dev libxxhash-dev libpcre2-dev libjansson-dev libhttp-parser-dev
+    libsodium-dev
     # NATS client (crescentd subscribes to Dynamo's KV-event subjects)
     libnats-dev
     # C unit tests

@@ -298,6 +298,9 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
     add_stat(out, "transfer_connections_open", x.connections_open);
     add_stat(out, "transfer_shm_refused_total", x.shm_refused_peer);
     add_stat(out, "transfer_shm_refused_unsealed_total", x.shm_refused_unsealed);
+    uint64_t cap_refused = 0;
+    for (int v = 0; v < CR_CAP_VERDICTS; v++) cap_refused += x.refused_capability[v];
+    add_stat(out, "transfer_capability_refused_total", cap_refused);
 }
 
 static void data_destroy(void *arg) {

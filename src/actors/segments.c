@@ -280,7 +280,7 @@ static void on_task_create(struct segments_state *st, struct cr_msg *ask,
         struct cr_msg fwd = {.type = CR_MSG_TASK_CREATE};
         struct cr_msg_task_create *body = CR_MSG_BODY(&fwd, struct cr_msg_task_create);
         body->call = call, body->detail = detail;
-        if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) {
+        if (cr_send_try(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) {
             tasks_sent(st, call);
             return;
         }
@@ -301,6 +301,10 @@ static void on_task_op(struct segments_state *st, struct cr_task_op *op) {
     cr_task_store_run_op(st->store, st->now_ms, op);
     struct cr_msg done = {.type = CR_MSG_TASK_OP_DONE};
     CR_MSG_BODY(&done, struct cr_msg_task_op)->op = op;
+    /* cr_send, which may wait on a full ring: a verdict must not be lost
+     * (tasks holds the reservation until it comes), and tasks sends at most
+     * one op per task in flight; the calls that share this ring are sent
+     * with cr_send_try and refused "busy" instead of waiting. */
     if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &done) != CR_OK) {
         st->task_ops_dropped++; /* tasks is stopping: its deadlines are gone too */
         free(op);
@@ -314,7 +318,7 @@ static void tell_tasks_recheck(struct segments_state *st) {
     st->task_recheck_due = true;
     if (st->peers == NULL || st->peers->actors[CR_SUBSYSTEM_TASKS] == NULL) return;
     struct cr_msg msg = {.type = CR_MSG_TASKS_RECHECK};
-    if (cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &msg) == CR_OK)
+    if (cr_send_try(st->peers->actors[CR_SUBSYSTEM_TASKS], &msg) == CR_OK)
         st->task_recheck_due = false;
 }
 
@@ -326,7 +330,7 @@ static void tell_tasks_recheck(struct segments_state *st) {
 static bool ping_to_tasks(struct segments_state *st, struct cr_master_call *call) {
     struct cr_msg fwd = {.type = CR_MSG_MASTER_CALL};
     CR_MSG_BODY(&fwd, struct cr_msg_master_call)->call = call;
-    if (tasks_room(st, call) && cr_send(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) {
+    if (tasks_room(st, call) && cr_send_try(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) {
         tasks_sent(st, call);
         return true;
     }
@@ -749,6 +753,9 @@ static void on_tick(struct segments_state *st) {
     else if (expired > 0)
         CR_DEBUG("segments", "%u client(s) without segments forgotten after their TTL", expired);
     if (expired > 0 || st->task_recheck_due) tell_tasks_recheck(st);
+    /* The lease count of the stats, for a table too big to walk per scrape:
+     * 262144 slots a second (~5 ms), so 5 M objects are counted every ~20 s. */
+    cr_store_lease_census_step(st->store, st->now_ms, 262144u);
     struct cr_msg tick = {.type = CR_MSG_SEGMENTS_TICK};
     if (cr_actor_timer_after(st->self, SEGMENTS_TICK_NS, &tick, NULL) != CR_OK)
         CR_ERROR("segments", "cannot arm the client-expiry timer: clients will not expire");

@@ -589,13 +589,28 @@ int cr_store_quota_delete(cr_store *store, const char *tenant);
 int cr_store_quota_get(const cr_store *store, const char *tenant, struct cr_store_quota_view *out);
 bool cr_store_quota_next(const cr_store *store, uint32_t *cursor, struct cr_store_quota_view *out);
 
+/* Object slots up to which cr_store_get_stats counts active leases itself
+ * (~1 ms); a bigger table is counted by cr_store_lease_census_step in
+ * slices, and the stats give the last whole count: /metrics scrapes and
+ * /api/v1/stats at 5 M objects walked the table on the store's thread
+ * each time. */
+#define CR_STORE_STATS_EXACT_SLOTS 65536u
+
+/* Walks at most slots_max object slots of the lease census from where the
+ * last step stopped; when a walk reaches the end, its count becomes the one
+ * cr_store_get_stats gives for big tables and a new walk starts.  Returns
+ * true when this step finished a walk. */
+bool cr_store_lease_census_step(cr_store *store, uint64_t now_ms, uint32_t slots_max);
+
 struct cr_store_stats {
     uint64_t capacity_bytes;
     uint64_t used_bytes;
     uint64_t object_count;      /* complete and in-flight */
     uint64_t inflight_puts;
     uint64_t replica_count;
-    uint64_t active_leases;     /* counted at call time (walks the objects) */
+    uint64_t active_leases;     /* counted at call time up to CR_STORE_STATS_EXACT_SLOTS
+                                   object slots; past that, the last whole census
+                                   (cr_store_lease_census_step) */
     uint64_t segment_count;
     uint64_t client_count;
     uint64_t evictions;

@@ -148,6 +148,9 @@ struct cr_store {
     struct cr_store_obj **chunks; /* max_objects / CHUNK rounded up */
     uint32_t chunk_count;         /* chunks allocated */
     uint32_t slab_high;           /* slots ever handed out */
+    uint32_t lease_census_cursor; /* cr_store_lease_census_step: next slot */
+    uint64_t lease_census_partial;/* leases counted by the walk under way */
+    uint64_t lease_census;        /* the last whole walk's count */
     uint32_t free_head;           /* free list of recycled slots */
     uint32_t object_count;
 

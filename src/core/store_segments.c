@@ -296,10 +296,30 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
     out->discarded_parked = store->discarded_count;
     out->index_slots = (uint64_t)store->table_mask + 1;
     out->max_objects = store->cfg.max_objects;
+    out->active_leases = store->lease_census;
+    if (store->slab_high > CR_STORE_STATS_EXACT_SLOTS) return;
     out->active_leases = 0;
     for (uint32_t id = 0; id < store->slab_high; id++) {
         const struct cr_store_obj *obj = cr_store_obj_at(store, id);
         if (obj->state != CR_OBJ_FREE && cr_store_obj_leased(obj, now_ms)) out->active_leases++;
     }
+}
+
+bool cr_store_lease_census_step(cr_store *store, uint64_t now_ms, uint32_t slots_max) {
+    assert(store != NULL && slots_max > 0);
+    uint32_t id = store->lease_census_cursor;
+    if (id > store->slab_high) id = store->slab_high; /* the table shrank under the walk */
+    uint32_t end = store->slab_high - id > slots_max ? id + slots_max : store->slab_high;
+    for (; id < end; id++) {
+        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+        if (obj->state != CR_OBJ_FREE && cr_store_obj_leased(obj, now_ms))
+            store->lease_census_partial++;
+    }
+    store->lease_census_cursor = id;
+    if (id < store->slab_high) return false;
+    store->lease_census = store->lease_census_partial;
+    store->lease_census_partial = 0;
+    store->lease_census_cursor = 0;
+    return true;
 }
 

@@ -25,6 +25,7 @@ static const struct {
     {"tasks_replies_delayed_total", "Times an answer had to wait for a full ring back to its gateway."},
     {"tasks_replies_lost_total", "Answers to a gateway that was stopping."},
     {"data_transfer_shm_refused_unsealed_total", "shm map requests refused: the segment's memfd size is not sealed."},
+    {"data_transfer_capability_refused_total", "Transfer requests refused by the capability check (missing, forged, expired, out of range, wrong mode)."},
     {"segments_capacity_bytes", "Bytes of all mounted segments."},
     {"segments_used_bytes", "Bytes allocated to replicas."},
     {"segments_objects", "Objects in the store (complete or being put)."},

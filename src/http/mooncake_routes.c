@@ -72,14 +72,34 @@ static void lines_of(struct cr_http_response *resp, json_t *list, const char *fi
     respond_text(resp, 200, &b);
 }
 
+/* Asked in slices (store_routes.c's render_keys), a line per key as each
+ * slice comes, so the store's thread serves RPCs and /health between them. */
 static void get_all_keys(void *ctx, const struct cr_http_request *req,
                          struct cr_http_response *resp) {
     (void)req;
-    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_KEYS};
-    json_t *doc = ask_json(ctx, &q, resp, 500, "Failed to get all keys");
-    if (doc == NULL) return;
-    lines_of(resp, json_object_get(doc, "keys"), NULL);
-    json_decref(doc);
+    uint32_t cursor = 0;
+    bool done = false;
+    struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_KEYS, .cursor = &cursor,
+                                      .done = &done};
+    struct cr_buf b;
+    cr_buf_init(&b);
+    while (!done) {
+        json_t *doc = ask_json(ctx, &q, resp, 500, "Failed to get all keys");
+        if (doc == NULL) {
+            cr_buf_free(&b);
+            return;
+        }
+        size_t i;
+        json_t *item;
+        json_array_foreach(json_object_get(doc, "keys"), i, item) {
+            const char *key = json_string_value(item);
+            if (key == NULL) continue;
+            cr_buf_append(&b, key, strlen(key));
+            cr_buf_append(&b, "\n", 1);
+        }
+        json_decref(doc);
+    }
+    respond_text(resp, 200, &b);
 }
 
 static void get_all_segments(void *ctx, const struct cr_http_request *req,

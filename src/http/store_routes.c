@@ -127,8 +127,13 @@ static int render_objects(const cr_store *store, uint64_t now_ms,
     return CR_OK;
 }
 
-/* Every key, in chunks of OBJECTS_LIMIT_MAX views (Mooncake's /get_all_keys). */
-static int render_keys(const cr_store *store, uint64_t now_ms, json_t **out) {
+/* Keys (Mooncake's /get_all_keys).  With q->cursor, one slice: at most
+ * OBJECTS_LIMIT_MAX keys from at most OBJECTS_SLICE_SLOTS slots, *q->done
+ * once the walk reached the end (the asker asks again from *q->cursor), so
+ * the store's thread serves others between slices; without, every key in
+ * one answer (the walk of 5 M objects held the thread for seconds). */
+static int render_keys(const cr_store *store, uint64_t now_ms,
+                       const struct cr_master_admin_query *q, json_t **out) {
     struct cr_store_object_view *views = malloc(OBJECTS_LIMIT_MAX * sizeof(*views));
     json_t *keys = json_array();
     if (views == NULL || keys == NULL) {
@@ -136,13 +141,16 @@ static int render_keys(const cr_store *store, uint64_t now_ms, json_t **out) {
         json_decref(keys);
         return CR_ERR_NOMEM;
     }
-    uint32_t cursor = 0;
-    size_t n;
+    uint32_t whole = 0, *cursor = q->cursor != NULL ? q->cursor : &whole;
+    bool done = false;
     do {
-        n = cr_store_list_objects(store, NULL, NULL, now_ms, &cursor, OBJECTS_LIMIT_MAX, views);
+        size_t n = cr_store_list_objects_slice(store, NULL, NULL, now_ms, cursor,
+                                               OBJECTS_LIMIT_MAX, OBJECTS_SLICE_SLOTS, views,
+                                               &done);
         for (size_t i = 0; i < n; i++)
             json_array_append_new(keys, bytes_json(views[i].key, views[i].key_len));
-    } while (n == OBJECTS_LIMIT_MAX);
+    } while (!done && q->cursor == NULL);
+    if (q->done != NULL) *q->done = done;
     free(views);
     *out = json_pack("{s:o}", "keys", keys);
     return CR_OK;
@@ -216,7 +224,7 @@ int cr_store_admin_render(const cr_store *store, uint64_t now_ms,
         break;
     }
     case CR_MASTER_ADMIN_STATS: doc = render_stats(store, now_ms, counters); break;
-    case CR_MASTER_ADMIN_KEYS: rc = render_keys(store, now_ms, &doc); break;
+    case CR_MASTER_ADMIN_KEYS: rc = render_keys(store, now_ms, q, &doc); break;
     default: return CR_ERR_INVALID_PARAMS;
     }
     if (rc != CR_OK) return rc;

@@ -41,6 +41,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "core/xfer_cap.h"
+
 #define CR_XFER_SEGMENT_NAME_MAX 255u /* bytes, without the NUL */
 #define CR_XFER_ENDPOINT_MAX 63u      /* "host:port", without the NUL */
 #define CR_XFER_OP_IOV_MAX 16u        /* local scatter-gather entries per op */
@@ -98,6 +100,19 @@ struct cr_xfer_server_config {
     uint8_t rdma_gid_index;
     uint32_t max_connections;      /* 0: 1024; more are accepted and closed at once */
     uint64_t max_request_bytes;    /* 0: 1 GiB; a longer request is malformed */
+    /* Data-plane capabilities (core/xfer_cap.h): when set, a tcp READ or WRITE
+     * (and a verbs KEY) without a capability the segment's key verifies is
+     * refused before a byte moves; a segment with no key set is then not
+     * served at all.  When clear, a capability sent is still checked on a
+     * segment that has a key (a wrong one is refused), and requests without
+     * one are served as before. */
+    bool require_capability;
+    uint32_t capability_skew_ms;   /* 0: CR_CAP_SKEW_MS_DEFAULT; how far past its
+                                      expiry (by this server's clock) a capability holds */
+    /* The clock capabilities are checked against, Unix ms; NULL: CLOCK_REALTIME.
+     * Tests inject one. */
+    uint64_t (*now_ms)(void *arg);
+    void *now_arg;
 };
 
 struct cr_xfer_server_stats {
@@ -120,6 +135,10 @@ struct cr_xfer_server_stats {
     uint64_t verbs_hellos_refused; /* hellos answered "no verbs here" or failed */
     uint64_t verbs_keys;           /* segment keys handed out */
     uint64_t verbs_keys_missing;   /* keys asked for unknown (or unregistered) segments */
+    uint64_t capability_checked;   /* requests whose capability allowed them */
+    /* Requests refused by the capability check, by cause (enum cr_cap_verdict:
+     * missing, no_key, bad_mac, expired, out_of_range, wrong_mode; [0] unused). */
+    uint64_t refused_capability[CR_CAP_VERDICTS];
 };
 
 /* Creates a server listening on cfg->tcp_address (cfg may be NULL: all
@@ -141,6 +160,13 @@ int cr_xfer_server_register(struct cr_xfer_server *srv, const char *name, void *
  * server duplicates seg->fd; the caller keeps ownership of seg. */
 int cr_xfer_server_register_segment(struct cr_xfer_server *srv, const char *name,
                                     const struct cr_xfer_segment *seg);
+
+/* Sets the key capabilities for segment `name` are verified with (the one
+ * the master signs them with, agreed at MountSegment).  A later call
+ * replaces it: capabilities signed with the old key are refused from then
+ * on.  Returns CR_OK or CR_ERR_SEGMENT_NOT_FOUND. */
+int cr_xfer_server_set_key(struct cr_xfer_server *srv, const char *name,
+                           const uint8_t key[CR_CAP_KEY_BYTES]);
 
 /* Removes a segment: later requests naming it are refused.  Returns CR_OK or
  * CR_ERR_SEGMENT_NOT_FOUND.  Requests already being served finish first only
@@ -189,6 +215,9 @@ struct cr_xfer_op {
     const char *endpoint;     /* the server's "host:port" */
     const char *segment;      /* segment name as registered */
     uint64_t remote_addr;     /* inside the segment: base + offset */
+    const struct cr_cap *cap; /* the master's capability for this range, copied at
+                                 submit (sent with every tcp stripe, and with the
+                                 verbs KEY); NULL: none */
     const struct iovec *iov;  /* local buffers; the array is copied at submit, */
     uint32_t iov_count;       /* the memory must live until completion (<= 16) */
     cr_xfer_done_fn done;

@@ -310,6 +310,8 @@ uint32_t cr_xfer_op_take(struct cr_xfer_client *cli, const struct cr_xfer_op *op
     slot->arg = op->arg;
     slot->peer = peer;
     slot->remote_addr = op->remote_addr;
+    slot->has_cap = op->cap != NULL;
+    if (op->cap != NULL) slot->cap = *op->cap;
     slot->map = NULL;
     cli->in_flight++;
     return index;
@@ -393,7 +395,7 @@ int cr_xfer_submit(struct cr_xfer_client *cli, const struct cr_xfer_op *op) {
     struct xfer_peer *peer = cr_xfer_client_peer(cli, op->endpoint);
     if (peer == NULL) return CR_ERR_INVALID_PARAMS;
     if (peer->shm_fd >= 0) {
-        struct xfer_shm_map *map = cr_xfer_shm_find_map(cli, peer, op->segment);
+        struct xfer_shm_map *map = cr_xfer_shm_find_map(cli, peer, op->segment, op->cap);
         if (map != NULL && map->local != NULL) {
             submit_shm(cli, peer, op, length, map);
             return CR_OK;

@@ -122,6 +122,8 @@ struct xfer_op_slot {
     void *arg;
     struct xfer_peer *peer;
     uint64_t remote_addr;
+    bool has_cap;                     /* cap: the master's, sent with every tcp part */
+    struct cr_cap cap;
     struct xfer_shm_map *map;         /* shm ops: the segment */
     struct iovec iov[CR_XFER_OP_IOV_MAX];
     char segment[CR_XFER_SEGMENT_NAME_MAX + 1];
@@ -164,7 +166,7 @@ uint32_t cr_xfer_op_take(struct cr_xfer_client *cli, const struct cr_xfer_op *op
 bool cr_xfer_shm_connect(struct cr_xfer_client *cli, struct xfer_peer *peer, char *why,
                          size_t why_size);
 struct xfer_shm_map *cr_xfer_shm_find_map(struct cr_xfer_client *cli, struct xfer_peer *peer,
-                                          const char *segment);
+                                          const char *segment, const struct cr_cap *cap);
 void cr_xfer_shm_run(struct cr_xfer_client *cli);
 void cr_xfer_shm_disconnect(struct xfer_peer *peer);
 

@@ -102,13 +102,17 @@ static int receive_reply(struct cr_xfer_client *cli, struct xfer_peer *peer,
 }
 
 /* Asks the server for a segment and maps it.  Returns CR_OK,
- * CR_ERR_SEGMENT_NOT_FOUND (not registered, or plain memory: use tcp), or
+ * CR_ERR_SEGMENT_NOT_FOUND (not registered, or plain memory: use tcp),
+ * CR_ERR_ILLEGAL_CLIENT (the server wants a capability: this op goes by tcp,
+ * a later op with one asks again), or
  * CR_ERR_IO / CR_ERR_PROTOCOL / CR_ERR_NOMEM. */
 static int map_segment(struct cr_xfer_client *cli, struct xfer_peer *peer,
-                       const char *segment, struct xfer_shm_map *map) {
+                       const char *segment, const struct cr_cap *cap, struct xfer_shm_map *map) {
     struct cr_xfer_shm_request req = {.magic = CR_XFER_SHM_MAGIC,
-                                      .name_len = (uint8_t)strlen(segment)};
+                                      .name_len = (uint8_t)strlen(segment),
+                                      .has_cap = cap != NULL};
     memcpy(req.name, segment, req.name_len);
+    if (cap != NULL) cr_cap_encode(cap, req.cap);
     if (send(peer->shm_fd, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req)) {
         snprintf(cli->last_error, sizeof(cli->last_error), "%s: shm map request: %s",
                  peer->endpoint, strerror(errno));
@@ -166,7 +170,7 @@ static bool any_mapped(const struct xfer_peer *peer) {
 }
 
 struct xfer_shm_map *cr_xfer_shm_find_map(struct cr_xfer_client *cli, struct xfer_peer *peer,
-                                          const char *segment) {
+                                          const char *segment, const struct cr_cap *cap) {
     assert(peer->shm_fd >= 0);
     size_t len = strlen(segment);
     struct xfer_shm_map *free_map = NULL;
@@ -179,7 +183,7 @@ struct xfer_shm_map *cr_xfer_shm_find_map(struct cr_xfer_client *cli, struct xfe
         if (!map->used && free_map == NULL) free_map = map;
     }
     if (free_map == NULL) return NULL;
-    int rc = map_segment(cli, peer, segment, free_map);
+    int rc = map_segment(cli, peer, segment, cap, free_map);
     if ((rc == CR_ERR_IO || rc == CR_ERR_PROTOCOL) && !any_mapped(peer)) {
         /* The socket accepted and then closed: the server refused this
          * process (another user, see xfer_server_shm.c) or went away.  With
@@ -245,7 +249,7 @@ int cr_xfer_client_map(struct cr_xfer_client *cli, const char *endpoint, const c
     if (peer->shm_fd < 0) return CR_ERR_AGAIN;
     if (segment == NULL || !cr_xfer_name_valid(segment, strlen(segment)))
         return CR_ERR_INVALID_PARAMS;
-    struct xfer_shm_map *map = cr_xfer_shm_find_map(cli, peer, segment);
+    struct xfer_shm_map *map = cr_xfer_shm_find_map(cli, peer, segment, NULL);
     if (map == NULL || map->local == NULL) return CR_ERR_AGAIN;
     if (!cr_xfer_range_inside(map->base, map->size, remote_addr, len)) {
         snprintf(cli->last_error, sizeof(cli->last_error),

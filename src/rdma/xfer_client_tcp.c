@@ -127,7 +127,8 @@ static int gather_unsent(struct xfer_tcp_conn *c, struct iovec *iov) {
         struct cr_xfer_request req = {
             .op = op->opcode == CR_XFER_WRITE ? CR_XFER_FRAME_WRITE : CR_XFER_FRAME_READ,
             .name_len = op->segment_len, .request_id = p->request_id,
-            .addr = p->remote_addr, .length = p->length, .name = op->segment};
+            .addr = p->remote_addr, .length = p->length, .name = op->segment,
+            .has_cap = op->has_cap, .cap = op->cap};
         size_t header_len = cr_xfer_request_encode(&req, c->headers[k]);
         if (skip < header_len) iov[n++] = (struct iovec){c->headers[k] + skip, header_len - skip};
         uint64_t payload_skip = skip > header_len ? skip - header_len : 0;
@@ -149,7 +150,7 @@ static void advance_sent(struct xfer_tcp_conn *c, uint64_t bytes) {
         const struct xfer_part *p = part_at(c, c->sent);
         const struct xfer_op_slot *op = &c->cli->ops[p->op];
         uint64_t total = CR_XFER_REQUEST_HEADER_BYTES + op->segment_len +
-                         (op->opcode == CR_XFER_WRITE ? p->length : 0);
+                         (op->has_cap ? CR_CAP_BYTES : 0) + (op->opcode == CR_XFER_WRITE ? p->length : 0);
         uint64_t left = total - c->send_offset;
         if (bytes < left) {
             c->send_offset += bytes;
@@ -219,6 +220,8 @@ static bool take_responses(struct xfer_tcp_conn *c) {
                      (unsigned long long)p->remote_addr, (unsigned long long)p->length,
                      resp.status == CR_ERR_SEGMENT_NOT_FOUND ? "refused: no such segment"
                      : resp.status == CR_ERR_INVALID_PARAMS  ? "out of bounds"
+                     : resp.status == CR_ERR_ILLEGAL_CLIENT
+                         ? "refused: no valid capability for it (the server's log says why)"
                                                              : cr_strerror(resp.status));
             cr_xfer_tcp_fail(c, resp.status, reason);
             return false;

@@ -259,7 +259,8 @@ bool cr_xfer_verbs_peer_connect(struct cr_xfer_client *cli, struct xfer_peer *pe
 /* The cached key of `segment`, asked for with KEY when not cached.  NULL:
  * tcp for this op (not registered on the peer's device, no such segment --
  * tcp then says so -- or the control connection failed: v->failed). */
-static const struct xfer_verbs_key *segment_key(struct xfer_peer *peer, const char *segment) {
+static const struct xfer_verbs_key *segment_key(struct xfer_peer *peer, const char *segment,
+                                                const struct cr_cap *cap) {
     struct xfer_verbs_peer *v = peer->verbs;
     size_t len = strlen(segment);
     for (uint32_t i = 0; i < CR_XFER_VERBS_KEYS_MAX; i++) {
@@ -267,8 +268,11 @@ static const struct xfer_verbs_key *segment_key(struct xfer_peer *peer, const ch
         if (k->used && k->name_len == len && memcmp(k->name, segment, len) == 0)
             return k->tcp_only ? NULL : k;
     }
+    /* The first op's capability goes with the KEY: the server hands an rkey
+     * out only for one (when it requires them). */
     struct cr_xfer_request req = {.op = CR_XFER_FRAME_KEY, .name_len = (uint8_t)len,
-                                  .name = segment};
+                                  .name = segment, .has_cap = cap != NULL};
+    if (cap != NULL) req.cap = *cap;
     uint8_t answer[CR_XFER_VERBS_KEY_BYTES];
     int32_t status = CR_OK;
     uint64_t got = 0;
@@ -327,7 +331,7 @@ int cr_xfer_verbs_submit(struct cr_xfer_client *cli, struct xfer_peer *peer,
         CR_INFO("xfer", "peer %s: verbs reconnected", peer->endpoint);
     }
     if (peer->verbs->failed) return CR_XFER_VERBS_USE_TCP;
-    const struct xfer_verbs_key *k = segment_key(peer, op->segment);
+    const struct xfer_verbs_key *k = segment_key(peer, op->segment, op->cap);
     if (k == NULL || !cr_xfer_range_inside(k->key.base, k->key.size, op->remote_addr, length))
         return CR_XFER_VERBS_USE_TCP; /* tcp answers with the refusal and its message */
     uint32_t index = cli->free_op; /* the slot cr_xfer_op_take takes: its wr_id */

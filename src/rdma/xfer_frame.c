@@ -68,30 +68,38 @@ int cr_xfer_request_parse(const uint8_t *buf, size_t len, uint64_t max_length,
     uint8_t op = buf[0];
     uint8_t name_len = buf[1];
     if (op < CR_XFER_FRAME_READ || op > CR_XFER_FRAME_KEY) return CR_ERR_PROTOCOL;
-    if (buf[2] != 0 || buf[3] != 0) return CR_ERR_PROTOCOL;
-    if (op == CR_XFER_FRAME_HELLO) return parse_hello(buf, len, out, consumed);
+    uint16_t flags = (uint16_t)(buf[2] | buf[3] << 8);
+    if ((flags & ~CR_XFER_FLAG_CAP) != 0) return CR_ERR_PROTOCOL;
+    bool has_cap = (flags & CR_XFER_FLAG_CAP) != 0;
+    if (op == CR_XFER_FRAME_HELLO)
+        return has_cap ? CR_ERR_PROTOCOL : parse_hello(buf, len, out, consumed);
     if (name_len == 0) return CR_ERR_PROTOCOL;
     uint64_t addr = load_u64(buf + 8);
     uint64_t length = load_u64(buf + 16);
     if (length > max_length || addr + length < addr) return CR_ERR_PROTOCOL;
     if (op == CR_XFER_FRAME_KEY && (addr != 0 || length != 0)) return CR_ERR_PROTOCOL;
-    if (len < CR_XFER_REQUEST_HEADER_BYTES + name_len) return CR_ERR_AGAIN;
+    size_t need = CR_XFER_REQUEST_HEADER_BYTES + name_len + (has_cap ? CR_CAP_BYTES : 0);
+    if (len < need) return CR_ERR_AGAIN;
     const char *name = (const char *)buf + CR_XFER_REQUEST_HEADER_BYTES;
     if (!cr_xfer_name_valid(name, name_len)) return CR_ERR_PROTOCOL;
+    struct cr_cap cap = {0};
+    if (has_cap && cr_cap_decode(buf + CR_XFER_REQUEST_HEADER_BYTES + name_len, &cap) != 0)
+        return CR_ERR_PROTOCOL;
     *out = (struct cr_xfer_request){.op = op, .name_len = name_len,
                                     .request_id = load_u32(buf + 4), .addr = addr,
-                                    .length = length, .name = name};
-    *consumed = CR_XFER_REQUEST_HEADER_BYTES + name_len;
+                                    .length = length, .name = name, .has_cap = has_cap,
+                                    .cap = cap};
+    *consumed = need;
     return CR_OK;
 }
 
 size_t cr_xfer_request_encode(const struct cr_xfer_request *req, uint8_t *out) {
     assert(req->op >= CR_XFER_FRAME_READ && req->op <= CR_XFER_FRAME_KEY);
     bool hello = req->op == CR_XFER_FRAME_HELLO;
-    assert(hello ? req->name_len == 0 && req->hello != NULL : req->name_len > 0);
+    assert(hello ? req->name_len == 0 && req->hello != NULL && !req->has_cap : req->name_len > 0);
     out[0] = req->op;
     out[1] = req->name_len;
-    out[2] = 0;
+    out[2] = req->has_cap ? CR_XFER_FLAG_CAP : 0;
     out[3] = 0;
     store_u32(out + 4, req->request_id);
     store_u64(out + 8, hello ? 0 : req->addr);
@@ -101,7 +109,9 @@ size_t cr_xfer_request_encode(const struct cr_xfer_request *req, uint8_t *out) {
         return CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES;
     }
     memcpy(out + CR_XFER_REQUEST_HEADER_BYTES, req->name, req->name_len);
-    return CR_XFER_REQUEST_HEADER_BYTES + req->name_len;
+    if (!req->has_cap) return CR_XFER_REQUEST_HEADER_BYTES + req->name_len;
+    cr_cap_encode(&req->cap, out + CR_XFER_REQUEST_HEADER_BYTES + req->name_len);
+    return CR_XFER_REQUEST_HEADER_BYTES + req->name_len + CR_CAP_BYTES;
 }
 
 int cr_xfer_response_parse(const uint8_t *buf, struct cr_xfer_response *out) {

@@ -5,10 +5,14 @@
  *   u8  op          1 READ, 2 WRITE, 3 HELLO, 4 KEY (verbs setup, below)
  *   u8  name_len    1..255, the segment name's bytes follow the header
  *                   (0 for HELLO, which names no segment)
- *   u16 zero        must be 0 (room for flags; nonzero is refused)
+ *   u16 flags       bit 0 CR_XFER_FLAG_CAP: a capability (CR_CAP_BYTES,
+ *                   core/xfer_cap.h) follows the name, before a WRITE's
+ *                   payload (READ, WRITE and KEY only); other bits must be 0
  *   u32 request_id  echoed in the response
  *   u64 addr        remote address: segment base + offset
  *   u64 length      bytes; a WRITE's payload follows the name
+ * A capability that does not decode (its mode, its reserved bytes) makes the
+ * frame malformed; whether it allows the request is the server's check.
  * Response, server -> client, 16 bytes:
  *   u32 request_id
  *   i32 status      CR_OK or a crescent status; not OK closes the connection
@@ -37,9 +41,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/xfer_cap.h"
+
 #define CR_XFER_REQUEST_HEADER_BYTES 24u
 #define CR_XFER_RESPONSE_BYTES 16u
-#define CR_XFER_REQUEST_MAX_BYTES (CR_XFER_REQUEST_HEADER_BYTES + 255u) /* >= a HELLO */
+#define CR_XFER_REQUEST_MAX_BYTES \
+    (CR_XFER_REQUEST_HEADER_BYTES + 255u + CR_CAP_BYTES) /* >= a HELLO */
+#define CR_XFER_FLAG_CAP 0x0001u
 
 enum {
     CR_XFER_FRAME_READ = 1,
@@ -56,6 +64,8 @@ struct cr_xfer_request {
     uint64_t length;
     const char *name; /* points into the parsed buffer; not NUL-terminated */
     const uint8_t *hello; /* HELLO: the CR_XFER_VERBS_HELLO_BYTES after the header */
+    bool has_cap;         /* CR_XFER_FLAG_CAP: cap holds the decoded capability */
+    struct cr_cap cap;
 };
 
 struct cr_xfer_response {
@@ -65,10 +75,11 @@ struct cr_xfer_response {
 };
 
 /* Decodes one request header from buf[0, len).  Returns CR_OK and sets *out
- * and *consumed (header + name bytes, or header + hello), CR_ERR_AGAIN if buf
- * holds less than a whole header and name (or hello) (nothing set), or
- * CR_ERR_PROTOCOL (unknown op, empty name, a name byte that is NUL, '/' or not
- * printable ASCII, nonzero reserved field, length above max_length, or
+ * and *consumed (header + name bytes [+ capability], or header + hello),
+ * CR_ERR_AGAIN if buf holds less than a whole header and name (or hello, or
+ * capability) (nothing set), or CR_ERR_PROTOCOL (unknown op, empty name, a
+ * name byte that is NUL, '/' or not printable ASCII, an unknown flag, a
+ * capability on a HELLO or one that does not decode, length above max_length, or
  * addr + length wrapping; a HELLO with a name, an address, another length or
  * a hello that does not decode; a KEY with an address or a length). */
 int cr_xfer_request_parse(const uint8_t *buf, size_t len, uint64_t max_length,
@@ -76,7 +87,8 @@ int cr_xfer_request_parse(const uint8_t *buf, size_t len, uint64_t max_length,
 
 /* Encodes a request into out (room for CR_XFER_REQUEST_MAX_BYTES); returns
  * the bytes written.  name_len must be 1..255 (0 for HELLO, whose req->hello
- * bytes are written after the header). */
+ * bytes are written after the header); req->has_cap adds the flag and
+ * req->cap after the name. */
 size_t cr_xfer_request_encode(const struct cr_xfer_request *req, uint8_t *out);
 
 /* Decodes a response (CR_XFER_RESPONSE_BYTES).  Returns CR_OK, or

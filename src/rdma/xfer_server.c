@@ -12,6 +12,9 @@
  * segment must exist and contain [addr, addr + length) (else: counted, an
  * error response is sent best effort, the connection is closed).  A bad
  * client costs only its own connection; everyone else keeps being served.
+ * With capabilities (xfer_server_cap.c) the request's capability must then
+ * allow it (else: counted by cause, refused with CR_ERR_ILLEGAL_CLIENT,
+ * connection closed).
  *
  * Hot path: no allocation after accept.  A connection owns a receive buffer
  * (RX_BYTES) and a ring of TX_SLOTS queued responses.  Bytes of a WRITE that
@@ -230,6 +233,12 @@ static bool tx_flush(struct xfer_conn *c) {
 static void refuse(struct xfer_conn *c, const struct cr_xfer_request *req, int status) {
     struct cr_xfer_server *srv = c->srv;
     uint64_t now = cr_xfer_now_ns();
+    if (status == CR_ERR_ILLEGAL_CLIENT) {
+        /* a capability refusal: counted and logged by cr_xfer_server_cap_check */
+        if (c->tx_count < TX_SLOTS) tx_push(c, req->request_id, status, NULL, 0);
+        c->closing = true;
+        return;
+    }
     if (status == CR_ERR_SEGMENT_NOT_FOUND) {
         srv->stats.refused_no_segment++;
     } else {
@@ -252,6 +261,16 @@ static bool serve_setup(struct xfer_conn *c, const struct cr_xfer_request *req) 
     uint8_t key[CR_XFER_VERBS_KEY_BYTES];
     uint64_t len = 0;
     if (req->op == CR_XFER_FRAME_KEY) {
+        /* An rkey opens the whole segment to one-sided access the server never
+         * sees: it is handed out only for a capability (any mode, any range). */
+        const struct cr_xfer_server_segment *seg =
+            cr_xfer_server_find(srv, req->name, req->name_len);
+        if (seg != NULL &&
+            cr_xfer_server_cap_check(srv, c->peer, seg, 0, 0, 0, req->has_cap, &req->cap) !=
+                CR_CAP_OK) {
+            refuse(c, req, CR_ERR_ILLEGAL_CLIENT);
+            return false;
+        }
         int status = cr_xfer_server_verbs_key(srv, req->name, req->name_len, key, &len);
         struct tx_slot *slot = tx_push(c, req->request_id, status, NULL, len);
         memcpy(slot->key, key, len);
@@ -278,6 +297,12 @@ static bool serve_request(struct xfer_conn *c, const struct cr_xfer_request *req
     }
     if (!cr_xfer_range_inside((uintptr_t)seg->base, seg->size, req->addr, req->length)) {
         refuse(c, req, CR_ERR_INVALID_PARAMS);
+        return false;
+    }
+    uint8_t mode = req->op == CR_XFER_FRAME_READ ? CR_CAP_READ : CR_CAP_WRITE;
+    if (cr_xfer_server_cap_check(srv, c->peer, seg, mode, req->addr, req->length, req->has_cap,
+                                 &req->cap) != CR_CAP_OK) {
+        refuse(c, req, CR_ERR_ILLEGAL_CLIENT);
         return false;
     }
     uint8_t *at = seg->base + (req->addr - (uintptr_t)seg->base);

@@ -19,6 +19,8 @@ struct cr_xfer_server_segment {
     uint64_t size;
     int fd; /* our dup of the memfd, or -1: plain memory, tcp only */
     struct cr_xfer_verbs_region region; /* on every verbs device, or count 0: no verbs */
+    bool has_key;                       /* capabilities are checked with key */
+    uint8_t key[CR_CAP_KEY_BYTES];
 };
 
 struct xfer_conn;
@@ -38,6 +40,11 @@ struct cr_xfer_server {
     uint32_t max_connections;
     uint64_t max_request_bytes;
     uint64_t last_refusal_log_ns;
+    bool require_capability;
+    uint64_t capability_skew_ms;
+    uint64_t (*now_ms)(void *arg);
+    void *now_arg;
+    uint64_t last_cap_log_ns[CR_CAP_VERDICTS]; /* per cause: its first, then once a minute */
     struct cr_xfer_verbs_device *verbs[CR_XFER_VERBS_DEVICES_MAX];
     uint32_t verbs_count;               /* devices opened; 0: none (verbs_why says why) */
     char verbs_why[160];                /* the devices' names, or why there are none */
@@ -46,6 +53,14 @@ struct cr_xfer_server {
     struct cr_xfer_server_stats stats;
     struct cr_xfer_server_segment segments[CR_XFER_SERVER_SEGMENTS_MAX];
 };
+
+/* The capability check of a request on seg (xfer_server_cap.c): CR_CAP_OK
+ * when it may go on; else counted and logged (per cause, rate-limited).
+ * mode 0 is a verbs KEY: any valid, unexpired capability for the segment. */
+enum cr_cap_verdict cr_xfer_server_cap_check(struct cr_xfer_server *srv, const char *peer,
+                                             const struct cr_xfer_server_segment *seg,
+                                             uint8_t mode, uint64_t addr, uint64_t length,
+                                             bool has_cap, const struct cr_cap *cap);
 
 const struct cr_xfer_server_segment *cr_xfer_server_find(const struct cr_xfer_server *srv,
                                                          const char *name, size_t len);

@@ -62,6 +62,11 @@ int cr_xfer_server_create(const struct cr_xfer_server_config *cfg,
     srv->max_connections = cfg->max_connections ? cfg->max_connections : DEFAULT_MAX_CONNECTIONS;
     srv->max_request_bytes =
         cfg->max_request_bytes ? cfg->max_request_bytes : DEFAULT_MAX_REQUEST_BYTES;
+    srv->require_capability = cfg->require_capability;
+    srv->capability_skew_ms =
+        cfg->capability_skew_ms ? cfg->capability_skew_ms : CR_CAP_SKEW_MS_DEFAULT;
+    srv->now_ms = cfg->now_ms;
+    srv->now_arg = cfg->now_arg;
     srv->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (srv->epoll_fd < 0) {
         CR_ERROR("xfer", "epoll_create1 failed: %s", strerror(errno));

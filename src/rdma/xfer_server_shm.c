@@ -182,8 +182,10 @@ void cr_xfer_shm_readable(void *tag) {
     struct cr_xfer_shm_request req;
     ssize_t n = recv(c->fd, &req, sizeof(req), 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    struct cr_cap cap = {0};
     if (n != (ssize_t)sizeof(req) || req.magic != CR_XFER_SHM_MAGIC ||
-        !cr_xfer_name_valid(req.name, req.name_len)) {
+        !cr_xfer_name_valid(req.name, req.name_len) || req.has_cap > 1 ||
+        (req.has_cap && cr_cap_decode(req.cap, &cap) != 0)) {
         if (n > 0) srv->stats.refused_malformed++;
         shm_close(c);
         return;
@@ -198,6 +200,10 @@ void cr_xfer_shm_readable(void *tag) {
             CR_WARN("xfer", "%s: segment %.*s is not mapped over shm: its memfd's size is not "
                     "sealed (F_SEAL_SHRINK), so a client could shrink it under this process; "
                     "that client will use tcp", srv->endpoint, (int)req.name_len, req.name);
+    } else if (seg != NULL && seg->fd >= 0 &&
+               cr_xfer_server_cap_check(srv, "an shm client", seg, 0, 0, 0, req.has_cap, &cap) !=
+                   CR_CAP_OK) {
+        reply.status = CR_ERR_ILLEGAL_CLIENT; /* no memfd: its ops go by tcp, checked there */
     } else if (seg != NULL && seg->fd >= 0) {
         reply.status = CR_OK;
         reply.slot = (uint32_t)(seg - srv->segments);

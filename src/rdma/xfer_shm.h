@@ -11,13 +11,19 @@
 
 #include "rdma/xfer.h"
 
-#define CR_XFER_SHM_MAGIC 0x31534d58u /* "XMS1" */
+#define CR_XFER_SHM_MAGIC 0x32534d58u /* "XMS2": with the capability (XMS1 had none) */
 #define CR_XFER_SHM_CONTROL_BYTES 4096u /* one generation per segment slot */
 
+/* cap: the capability of the op that made the client ask (core/xfer_cap.h
+ * wire form), when has_cap; a server that requires capabilities hands a
+ * segment's memfd out only for one (any mode and range, not expired): the
+ * mapping then reads and writes the whole segment without the server. */
 struct cr_xfer_shm_request {
     uint32_t magic;
     uint8_t name_len;
+    uint8_t has_cap;
     char name[CR_XFER_SEGMENT_NAME_MAX];
+    uint8_t cap[CR_CAP_BYTES];
 };
 
 /* With status CR_OK, two fds ride along (SCM_RIGHTS): the segment's memfd and

@@ -140,10 +140,13 @@ bool cr_rpc_intake_forward(struct cr_rpc_intake *in, struct cr_master_call *call
     struct cr_msg msg = {.type = CR_MSG_MASTER_CALL};
     CR_MSG_BODY(&msg, struct cr_msg_master_call)->call = call;
     call->reply_to = in->self;
-    /* cr_send waits up to send_wait_ns on a full ring: that wait is the
-     * backpressure a flood of requests deserves. */
-    struct cr_actor *to = cr_rpc_intake_for_tasks(call) ? in->tasks : in->segments;
-    int rc = to != NULL ? cr_send(to, &msg) : CR_ERR_SHUTDOWN;
+    /* To tasks: never wait on a full ring (cr_send_try), the edge runs on
+     * segments' thread and a wait of up to send_wait_ns (100 ms) there held
+     * every RPC; the call is refused "busy" instead.  To segments: cr_send,
+     * as before. */
+    bool to_tasks = cr_rpc_intake_for_tasks(call);
+    struct cr_actor *to = to_tasks ? in->tasks : in->segments;
+    int rc = to == NULL ? CR_ERR_SHUTDOWN : to_tasks ? cr_send_try(to, &msg) : cr_send(to, &msg);
     if (rc != CR_OK) {
         in->not_ready++;
         cr_rpc_refusal_text(out, rc, "the store master is busy or stopping; retry");

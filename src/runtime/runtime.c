@@ -274,8 +274,10 @@ static int send_wait_full(struct cr_actor *to, struct cr_ring *ring, struct cr_m
     }
 }
 
-/* Enqueues a copy of *msg for `to`, waiting on a full ring; no wake. */
-static int send_enqueue(struct cr_actor *to, const struct cr_msg *msg, struct cr_actor *self) {
+/* Enqueues a copy of *msg for `to`, waiting on a full ring (unless !wait:
+ * then CR_ERR_AGAIN at once, counted as a send failure); no wake. */
+static int send_enqueue_wait(struct cr_actor *to, const struct cr_msg *msg,
+                             struct cr_actor *self, bool wait) {
     assert(to != NULL && msg != NULL);
     assert(msg->type != CR_MSG_INVALID);
     if (atomic_load_explicit(&to->run_state, memory_order_acquire) >= CR_ACTOR_STOPPING)
@@ -284,8 +286,15 @@ static int send_enqueue(struct cr_actor *to, const struct cr_msg *msg, struct cr
     if (ring == NULL) return CR_ERR_NOMEM;
     struct cr_msg copy = *msg;
     copy.sender = self != NULL ? self->id : CR_SENDER_EXTERNAL;
-    if (!cr_ring_enqueue(ring, &copy)) return send_wait_full(to, ring, &copy);
-    return CR_OK;
+    if (cr_ring_enqueue(ring, &copy)) return CR_OK;
+    if (wait) return send_wait_full(to, ring, &copy);
+    atomic_fetch_add_explicit(&to->ring_full, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&to->send_failures, 1, memory_order_relaxed);
+    return CR_ERR_AGAIN;
+}
+
+static int send_enqueue(struct cr_actor *to, const struct cr_msg *msg, struct cr_actor *self) {
+    return send_enqueue_wait(to, msg, self, true);
 }
 
 /* A send from an actor of the same runtime, outside its wait hook, may
@@ -309,6 +318,17 @@ int cr_send(struct cr_actor *to, const struct cr_msg *msg) {
      * handler that sends to a parked actor per message would otherwise pay a
      * wake syscall each time, and the receiver a park, for one message.
      * Asks wake at once: the asker blocks next. */
+    if (wake_may_wait(self, to, msg))
+        defer_wake(self, to);
+    else
+        cr_mailbox_wake(to);
+    return CR_OK;
+}
+
+int cr_send_try(struct cr_actor *to, const struct cr_msg *msg) {
+    struct cr_actor *self = tls_actor;
+    int rc = send_enqueue_wait(to, msg, self, false);
+    if (rc != CR_OK) return rc;
     if (wake_may_wait(self, to, msg))
         defer_wake(self, to);
     else

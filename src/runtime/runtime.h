@@ -250,6 +250,12 @@ void cr_runtime_destroy(struct cr_runtime *rt);
  * On error the caller still owns the message's payload. */
 int cr_send(struct cr_actor *to, const struct cr_msg *msg);
 
+/* cr_send that never waits: a full ring answers CR_ERR_AGAIN at once
+ * (counted in the receiver's send_failures), for a sender that has a
+ * better answer than a stall (segments refusing a call "busy" rather than
+ * holding every RPC for up to send_wait_ns). */
+int cr_send_try(struct cr_actor *to, const struct cr_msg *msg);
+
 /* cr_send for a stream whose receiver need not wake per round: store
  * events, which a parked publisher would otherwise be woken for (an eventfd
  * write on the sender, a park with membarrier on the receiver) a few

@@ -4,8 +4,8 @@
  * (the first 8 bytes pick the length limit) and parses request after request
  * the way the server does, skipping each WRITE's payload.  Every accepted
  * request must re-encode to exactly the bytes it was parsed from and satisfy
- * the limits (a HELLO carries a hello that decodes, a KEY no address or
- * length); a refusal must leave the output untouched.  The verbs hello and key
+ * the limits (a HELLO carries a hello that decodes and no capability, a KEY
+ * no address or length, a capability flag its decoded capability); a refusal must leave the output untouched.  The verbs hello and key
  * decoders get the same bytes and must re-encode what they accept.  The same bytes are
  * fed to the response parser and to cr_xfer_range_inside, whose answer is
  * checked against 128-bit arithmetic.  Build and run: tests/fuzz/README.md. */
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "crescent/error.h"
+#include "core/xfer_cap.h"
 #include "rdma/xfer_frame.h"
 #include "rdma/xfer_verbs.h"
 
@@ -29,12 +30,14 @@ static void check_request(const uint8_t *at, size_t len, uint64_t max_length,
     if (used > len || req->op < CR_XFER_FRAME_READ || req->op > CR_XFER_FRAME_KEY) abort();
     if (req->op == CR_XFER_FRAME_HELLO) {
         struct cr_xfer_verbs_hello hello;
-        if (used != CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES ||
+        if (used != CR_XFER_REQUEST_HEADER_BYTES + CR_XFER_VERBS_HELLO_BYTES || req->has_cap ||
             req->name_len != 0 || req->hello != at + CR_XFER_REQUEST_HEADER_BYTES ||
             cr_xfer_verbs_hello_decode(req->hello, CR_XFER_VERBS_HELLO_BYTES, &hello) != CR_OK)
             abort();
     } else {
-        if (used != CR_XFER_REQUEST_HEADER_BYTES + req->name_len) abort();
+        if (used != CR_XFER_REQUEST_HEADER_BYTES + req->name_len + (req->has_cap ? CR_CAP_BYTES : 0))
+            abort();
+        if (req->has_cap && (req->cap.mode < CR_CAP_READ || req->cap.mode > 3)) abort();
         if (req->length > max_length || req->addr + req->length < req->addr) abort();
         if (!cr_xfer_name_valid(req->name, req->name_len)) abort();
         if (req->op == CR_XFER_FRAME_KEY && (req->addr != 0 || req->length != 0)) abort();
@@ -59,6 +62,16 @@ static void check_verbs_setup(const uint8_t *data, size_t size) {
     }
 }
 
+/* The capability decoder: what it accepts re-encodes to the same bytes. */
+static void check_cap(const uint8_t *data, size_t size) {
+    if (size < CR_CAP_BYTES) return;
+    struct cr_cap cap;
+    if (cr_cap_decode(data, &cap) != 0) return;
+    uint8_t again[CR_CAP_BYTES];
+    cr_cap_encode(&cap, again);
+    if (memcmp(again, data, CR_CAP_BYTES) != 0) abort();
+}
+
 static void check_range(const uint8_t *data, size_t size) {
     if (size < 32) return;
     uint64_t base = load64(data), seg = load64(data + 8), addr = load64(data + 16),
@@ -71,6 +84,7 @@ static void check_range(const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_range(data, size);
+    check_cap(data, size);
     check_verbs_setup(data, size);
     if (size >= CR_XFER_RESPONSE_BYTES) {
         struct cr_xfer_response resp;

@@ -181,3 +181,23 @@ def test_ttl_log_names_only_clients_that_held_segments(daemon):
     _, err = d.stop()
     lines = [l for l in err.splitlines() if "missed their TTL" in l]
     assert len(lines) == 1 and "1 client(s) missed their TTL: 1 segment(s) unmounted" in lines[0], err
+
+
+def test_get_all_keys_over_several_slices(daemon):
+    """/get_all_keys is asked in slices of at most 1000 keys (issue 28): 2500
+    keys come back each exactly once, across the slices' cursors."""
+    from master_client import MasterClient
+    d = daemon()
+    rpc = d.args[d.args.index("--rpc-address") + 1]
+    port = int(d.args[d.args.index("--metrics-port") + 1])
+    keys = [f"key-{i:05d}" for i in range(2500)]
+    with MasterClient(rpc) as c:
+        c.mount_segment("seg0", 64 << 20)
+        for i in range(0, len(keys), 500):
+            c.batch_put_start([(k, 64) for k in keys[i:i + 500]])
+            c.batch_put_end(keys[i:i + 500])
+    status, body = http_get(port, "/get_all_keys")
+    assert status == 200
+    got = body.decode().split("\n")
+    assert got[-1] == ""  # every key ends its line
+    assert sorted(got[:-1]) == keys

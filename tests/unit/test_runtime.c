@@ -411,6 +411,45 @@ static void test_ring_full(void **unused) {
     fixture_free(fx);
 }
 
+/* cr_send_try on a full ring answers CR_ERR_AGAIN without waiting: with
+ * send_wait_ns at 60 s, a waiting send would take a minute (the bound below
+ * is generous for a loaded machine and far below that). */
+static void test_send_try_never_waits(void **unused) {
+    (void)unused;
+    struct cr_runtime_config config;
+    cr_runtime_config_default(&config);
+    config.ring_slots = 8;
+    config.send_wait_ns = 60000000000ull;
+    struct fixture *fx = fixture_new(&config);
+    struct cr_msg block = {.type = MSG_TEST_BLOCK};
+    assert_int_equal(cr_send(fx->actor, &block), CR_OK);
+    while (!atomic_load(&fx->state.blocked)) sched_yield();
+    uint32_t accepted = 0;
+    int rc = CR_OK;
+    uint64_t start = now_ns();
+    for (uint64_t seq = 0; rc == CR_OK; seq++) {
+        struct cr_msg msg = {.type = CR_MSG_TEST_SEQ};
+        CR_MSG_BODY(&msg, struct cr_msg_test_seq)->seq = seq;
+        rc = cr_send_try(fx->actor, &msg);
+        if (rc == CR_OK) accepted++;
+        assert_true(accepted <= 8);
+    }
+    assert_int_equal(rc, CR_ERR_AGAIN);
+    assert_true(now_ns() - start < 10000000000ull);
+    assert_int_equal(accepted, 7);
+    atomic_store(&fx->state.release, 1);
+    uint64_t deadline = now_ns() + 30000000000u;
+    while (atomic_load(&fx->state.received_seen) < 7) {
+        assert_true(now_ns() < deadline);
+        sched_yield();
+    }
+    assert_int_equal(query(fx).received, 7);
+    struct cr_actor_stats s = stats(fx->actor);
+    assert_true(s.ring_full >= 1);
+    assert_int_equal(s.send_failures, 1);
+    fixture_free(fx);
+}
+
 static void test_shutdown_in_flight(void **unused) {
     (void)unused;
     struct cr_runtime_config config;
@@ -1041,6 +1080,7 @@ int main(void) {
         cmocka_unit_test(test_ask_reply),
         cmocka_unit_test(test_ask_timeout),
         cmocka_unit_test(test_ring_full),
+        cmocka_unit_test(test_send_try_never_waits),
         cmocka_unit_test(test_shutdown_in_flight),
         cmocka_unit_test(test_timers_manual_clock),
         cmocka_unit_test(test_config_and_spawn_errors),

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "core/store.h"
+#include "core/store_internal.h" /* the lease census's count, below the stats */
 #include "crescent/error.h"
 
 #define KIB 1024ull
@@ -122,6 +123,39 @@ static uint64_t used(cr_store *s) {
 }
 
 /* ---- tests ---- */
+
+/* The lease census (cr_store_lease_census_step) walks in slices and gives
+ * the last whole walk's count; the stats count themselves below
+ * CR_STORE_STATS_EXACT_SLOTS slots. */
+static void test_lease_census(void **state) {
+    (void)state;
+    cr_store *s = make_store(NULL);
+    mount_n(s, &CLIENT_A, 1, 1024 * KIB);
+    put(s, NULL, "a", 0);
+    put(s, NULL, "b", 0);
+    put(s, NULL, "c", 0);
+    assert_int_equal(get(s, NULL, "a", 1000), CR_OK);
+    assert_int_equal(get(s, NULL, "c", 1000), CR_OK);
+    /* slices of one slot: no count until the walk ends, then the whole count */
+    assert_false(cr_store_lease_census_step(s, 1001, 1));
+    assert_false(cr_store_lease_census_step(s, 1001, 1));
+    assert_int_equal(s->lease_census, 0);
+    assert_true(cr_store_lease_census_step(s, 1001, 1));
+    assert_int_equal(s->lease_census, 2);
+    assert_true(cr_store_lease_census_step(s, 1001, 100)); /* a new walk, whole in one step */
+    assert_int_equal(s->lease_census, 2);
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 1001, &st);
+    assert_int_equal(st.active_leases, 2); /* small table: counted by the stats themselves */
+    /* after the leases end, the next whole walk counts none */
+    assert_false(cr_store_lease_census_step(s, 100000, 2));
+    assert_int_equal(s->lease_census, 2); /* the last whole walk's, until this one ends */
+    assert_true(cr_store_lease_census_step(s, 100000, 2));
+    assert_int_equal(s->lease_census, 0);
+    cr_store_get_stats(s, 100000, &st);
+    assert_int_equal(st.active_leases, 0);
+    cr_store_destroy(s);
+}
 
 static void test_config(void **state) {
     (void)state;
@@ -1470,6 +1504,7 @@ static void test_listing_and_table_churn(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_lease_census),
         cmocka_unit_test(test_two_phase_put),
         cmocka_unit_test(test_put_end_other_client),
         cmocka_unit_test(test_put_end_checksum),

@@ -69,7 +69,7 @@ static void test_frame_refuses_malformed(void **state) {
                                  .addr = 4096, .length = 100, .name = "seg0"};
     size_t len = cr_xfer_request_encode(&in, good);
     struct { size_t at; uint8_t value; } cases[] = {
-        {0, 0}, {0, 3}, {1, 0}, {2, 1}, {3, 0x80}, {CR_XFER_REQUEST_HEADER_BYTES, '/'},
+        {0, 0}, {0, 3}, {1, 0}, {2, 2}, {3, 0x80}, {CR_XFER_REQUEST_HEADER_BYTES, '/'},
         {CR_XFER_REQUEST_HEADER_BYTES + 1, 0}, {CR_XFER_REQUEST_HEADER_BYTES + 2, 0x7f},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -295,7 +295,7 @@ static void test_malformed_frames_close_only_that_connection(void **state) {
     const uint8_t garbage[][CR_XFER_REQUEST_HEADER_BYTES + 4] = {
         {9, 4, 0, 0},                          /* unknown op */
         {1, 0, 0, 0},                          /* empty segment name */
-        {1, 4, 1, 0},                          /* reserved field set */
+        {1, 4, 2, 0},                          /* unknown flag set */
         {2, 4, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
          0xff, 0xff, 0xff, 0xff, 's', 'e', 'g', '0'}, /* length above the limit */
         {1, 4, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
