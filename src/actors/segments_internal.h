@@ -126,6 +126,8 @@ struct segments_state {
     struct cr_actor *self;
     struct cr_subsystems *peers; /* NULL until WIRE */
     uint64_t now_ms;             /* runtime clock, refreshed per message */
+    struct cr_ha_gate *ha;       /* --ha etcd: the fence (segments_ha.c); NULL off */
+    uint64_t ha_refused;         /* calls refused NOT_LEADER */
     uint64_t rng;                /* eviction sampling */
     uint64_t last_evict_needed_ms;
     uint64_t calls;
@@ -204,5 +206,14 @@ void segments_durable_hold(struct segments_state *st, struct cr_master_call *cal
 void segments_durable_synced(struct segments_state *st, const struct cr_msg_durable_synced *m);
 /* Frees the calls still held (segments is destroyed: never answered). */
 void segments_durable_free(struct segments_state *st);
+
+/* HA (segments_ha.c): the fence's gate, made when --ha etcd is on (CR_OK or
+ * CR_ERR_NOMEM); a call refused NOT_LEADER when this node may not answer it
+ * now (true: answered, the caller is done with it); the gate freed. */
+struct cr_daemon_config;
+int segments_ha_create(struct segments_state *st, const struct cr_daemon_config *config);
+bool segments_ha_refuse(struct segments_state *st, struct cr_master_call *call,
+                        struct cr_msg *ask_msg);
+void segments_ha_free(struct segments_state *st);
 
 #endif
