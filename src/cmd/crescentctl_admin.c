@@ -56,6 +56,53 @@ static int cmd_health(const struct ctl *ctl, int argc, char **argv) {
     return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
 }
 
+/* HA (docs/ha.md): this crescentd's role, term and leader, from /health. */
+static int cmd_ha(const struct ctl *ctl, int argc, char **argv) {
+    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+    int status;
+    char *body;
+    int rc = fetch(ctl, "/health", &status, &body);
+    if (rc != 0) return rc;
+    json_t *root = json_loads(body, 0, NULL);
+    free(body);
+    json_t *ha = json_object_get(root, "ha");
+    if (!json_is_object(ha)) {
+        ctl_error("ha", "this crescentd runs without HA (start it with --ha etcd)");
+        json_decref(root);
+        return CTL_EXIT_SERVER_FAILURE;
+    }
+    if (ctl->json) {
+        ctl_emit(json_incref(ha));
+        json_decref(root);
+        return CTL_EXIT_OK;
+    }
+    json_t *leader = json_object_get(ha, "leader"), *counts = json_object_get(ha, "counts");
+    const char *rpc = json_string_value(json_object_get(leader, "rpc"));
+    const char *http = json_string_value(json_object_get(leader, "http"));
+    printf("role %s, term %lld, leader %s (http %s), lease TTL %lld ms\n",
+           json_string_value(json_object_get(ha, "role")) ?: "?",
+           (long long)json_integer_value(json_object_get(ha, "term")), rpc ? rpc : "none",
+           http ? http : "-", (long long)json_integer_value(json_object_get(ha, "lease_ttl_ms")));
+    printf("etcd %s; elections %lld, step-downs %lld, leader changes seen %lld, lease renew "
+           "failures %lld\n",
+           json_string_value(json_object_get(ha, "etcd_endpoint")) ?: "?",
+           (long long)json_integer_value(json_object_get(counts, "elections")),
+           (long long)json_integer_value(json_object_get(counts, "step_downs")),
+           (long long)json_integer_value(json_object_get(counts, "leaders_seen")),
+           (long long)json_integer_value(json_object_get(counts, "renew_failures")));
+    json_t *lag = json_object_get(ha, "lag");
+    if (json_is_object(lag))
+        printf("lag %lld records, %lld ms\n",
+               (long long)json_integer_value(json_object_get(lag, "records")),
+               (long long)json_integer_value(json_object_get(lag, "ms")));
+    else
+        printf("lag: not reported (no replication stream on this crescentd)\n");
+    const char *last = json_string_value(json_object_get(ha, "last_etcd_error"));
+    if (last != NULL) printf("last etcd error: %s\n", last);
+    json_decref(root);
+    return CTL_EXIT_OK;
+}
+
 static long long field(json_t *obj, const char *key) {
     return (long long)json_integer_value(json_object_get(obj, key));
 }
@@ -269,6 +316,13 @@ const struct ctl_command ctl_admin_commands[] = {
      "GET /health on --http.  No arguments.\n"
      "\nExample:\n  crescentctl health\n  ok (HTTP 200) version 0.1.0, uptime 42s, 7 actors\n"
      "  crescentctl health --json   # the /health document\n"},
+    {"ha", "", "HA on etcd: this crescentd's role, term, leader and lag", cmd_ha,
+     "GET /health on --http and prints its \"ha\" object: role (leader or standby),\n"
+     "term (the etcd revision of the election, the fencing token), the leader's RPC\n"
+     "and HTTP addresses, the lease TTL, election counters and the replication lag\n"
+     "when this crescentd streams a log (docs/ha.md).  --json: the object as is.\n"
+     "\nExample:\n  crescentctl --http 10.0.0.2:13333 ha\n"
+     "  role standby, term 4, leader tcp://10.0.0.1:50051 (http 10.0.0.1:13333), lease TTL 5000 ms\n"},
     {"stats", "", "per-actor counters, then the store, event plane and indexer", cmd_stats,
      "GET /api/v1/actors, /api/v1/stats and /api/v1/events on --http: a table of the\n"
      "actors' runtime counters, then the store's, the event plane's and the prefix\n"
