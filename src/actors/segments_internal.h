@@ -131,6 +131,7 @@ struct segments_state {
     uint64_t calls;
     uint64_t call_errors;     /* responses whose status_code is not OK */
     uint64_t replies_dropped; /* MASTER_DONE that could not be sent */
+    uint64_t not_leader_refusals; /* mutating calls refused: not the leader */
     uint64_t events_sent;
     uint64_t events_dropped;
     uint64_t evict_polls;
@@ -204,5 +205,11 @@ void segments_durable_hold(struct segments_state *st, struct cr_master_call *cal
 void segments_durable_synced(struct segments_state *st, const struct cr_msg_durable_synced *m);
 /* Frees the calls still held (segments is destroyed: never answered). */
 void segments_durable_free(struct segments_state *st);
+
+/* segments_repl.c: replication (docs/durability.md, "Replication") */
+/* A mutating call on a master that does not lead now (a standby, a fenced
+ * leader) is answered "not the leader" here: true when it was. */
+bool segments_repl_refuse(struct segments_state *st, struct cr_master_call *call,
+                          struct cr_msg *ask_msg);
 
 #endif
