@@ -35,7 +35,6 @@ enum cr_status {
     CR_ERR_OBJECT_HAS_LEASE = -706,    /* a reader holds a lease on the object */
     CR_ERR_OBJECT_NOT_READY = -707,    /* the put has not ended (no PutEnd yet) */
     CR_ERR_RPC_FAIL = -900,            /* the RPC could not be carried out */
-    CR_ERR_NOT_LEADER = -1100,         /* this master is a standby (HA): ask the leader */
 };
 
 /* Returns a static, human-readable description of `status`; never NULL. */

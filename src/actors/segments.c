@@ -450,6 +450,7 @@ static void serve_call(struct segments_state *st, struct cr_master_call *call,
     bool ask = ask_msg != NULL;
     const char *tenant, *pattern;
     if (st->ha != NULL && segments_ha_refuse(st, call, ask_msg)) return;
+    if (segments_repl_refuse(st, call, ask_msg)) return; /* a standby: not the leader */
     if (cr_task_method_creates(call->method)) {
         st->calls++;
         on_task_create(st, ask_msg, call);
@@ -879,6 +880,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "calls_total", st->calls);
     add_stat(out, "call_errors_total", st->call_errors);
     add_stat(out, "replies_dropped_total", st->replies_dropped);
+    add_stat(out, "not_leader_refusals_total", st->not_leader_refusals);
     add_stat(out, "events_sent_total", st->events_sent);
     add_stat(out, "events_dropped_total", st->events_dropped);
     add_stat(out, "evict_polls_total", st->evict_polls);

@@ -360,13 +360,14 @@ static int call_once(cr_client *c, uint16_t method, const ProtobufCMessage *requ
 }
 
 /* A call, and for an etcd:// client the leader followed (client_follow.c):
- * NOT_LEADER (nothing was done) is sent again to the new leader; a lost
+ * "not the leader" (RPC_FAIL with that reason: nothing was done) is sent again to the new leader; a lost
  * answer only for a call that is safe to repeat.  At most three leaders. */
 static int call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
                 ProtobufCMessage **response, cr_client_decode_fn decode, void *ctx) {
     int rc = call_once(c, method, request, response, decode, ctx);
     for (int tries = 0; c->follow != NULL && tries < 3; tries++) {
-        bool refused = rc == CR_ERR_NOT_LEADER;
+        bool refused = rc == CR_ERR_RPC_FAIL && strncmp(c->error, "crescentd: not the leader",
+                                                        strlen("crescentd: not the leader")) == 0;
         if (!refused && rc != CR_ERR_TIMEOUT && rc != CR_ERR_IO && rc != CR_ERR_SHUTDOWN)
             return rc;
         char first[CR_CLIENT_ERROR_MAX];

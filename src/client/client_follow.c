@@ -6,10 +6,11 @@
  * (src/ha/etcd.h, every endpoint tried in turn) and the client connects to
  * the leader's native endpoint (crescent://), or its ZMQ one (tcp://) when
  * CURVE keys are set or it has no native one.  A blocking call that the
- * server refuses NOT_LEADER (it did nothing), or that gets no answer, makes
+ * server refuses as "not the leader" (it did nothing: durable/role.h's
+ * status, a message starting so), or that gets no answer, makes
  * the client read the key again, waiting up to its timeout for a leader of
  * another term, reconnect, and send the call again when that is safe: a
- * NOT_LEADER refusal always is; after a lost answer, only calls that change
+ * refusal always is; after a lost answer, only calls that change
  * nothing or may be repeated (reads, Ping, GetVersion, QueryTask).  Others
  * fail with the reason.  Pipelined calls (cr_client_submit/poll) are not
  * resent: their completions say what happened, and the next blocking call

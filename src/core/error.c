@@ -27,9 +27,6 @@ static const struct status_text status_table[] = {
     {CR_ERR_OBJECT_HAS_LEASE, "OBJECT_HAS_LEASE", "object is leased by a reader"},
     {CR_ERR_OBJECT_NOT_READY, "OBJECT_NOT_READY", "object is still being written"},
     {CR_ERR_RPC_FAIL, "RPC_FAIL", "the RPC failed"},
-    {CR_ERR_NOT_LEADER, "NOT_LEADER",
-     "this crescentd is not the leader (a standby, or a leader whose lease ended); ask the "
-     "leader named in etcd"},
 };
 
 static const struct status_text *status_find(int status) {

@@ -215,7 +215,7 @@ static const struct setting settings[] = {
     /* High availability on etcd (docs/ha.md) */
     {"ha", SETTING_STRING, FIELD(ha), 0, 0, "BACKEND",
      "high availability: 'etcd' elects one leader among crescentds of --cluster-id on an etcd "
-     "lease; the others are standbys that answer NOT_LEADER naming it; '' off"},
+     "lease; the others are standbys that refuse mutating calls naming it; '' off"},
     {"enable-ha", SETTING_BOOL, FIELD(enable_ha), 0, 0, NULL,
      "the same as --ha etcd (Mooncake's spelling)"},
     {"etcd-endpoints", SETTING_STRING, FIELD(etcd_endpoints), 0, 0, "H:P;H:P",

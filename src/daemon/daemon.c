@@ -23,6 +23,7 @@
 #include "daemon/admin_token.h"
 #include "http/dashboard.h"
 #include "http/front.h"
+#include "http/ha_routes.h"
 #include "http/store_routes.h"
 #include "mooncake/http_meta.h"
 
@@ -148,7 +149,7 @@ static int start_http(struct daemon *d) {
                                       .ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u};
     if (cr_http_front_create(&d->front) != CR_OK || cr_http_admin_register(d->front, &d->admin) != CR_OK ||
         cr_subsystems_register_routes(&d->subsystems, d->front) != CR_OK ||
-        cr_dashboard_register(d->front) != CR_OK) {
+        cr_dashboard_register(d->front) != CR_OK || cr_ha_routes_register(d->front) != CR_OK) {
         CR_ERROR("daemon", "cannot set up the HTTP routes");
         return 1;
     }

@@ -1,7 +1,8 @@
 /* The fence between the HA thread (ha.c), which wins and loses elections,
  * and the segments actor, which answers store calls: a leader may answer
  * calls only until the deadline its lease allows (elect.h), and a standby
- * answers none but GetVersion, naming the leader instead (NOT_LEADER).
+ * answers no mutating call, naming the leader instead ("not the leader",
+ * durable/role.h's CR_ROLE_NOT_LEADER_STATUS).
  *
  * Threads: the HA thread writes; segments reads the deadline with one
  * acquire load per call (its own clock, CLOCK_MONOTONIC, against the

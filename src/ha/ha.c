@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "crescent/error.h"
 #include "daemon/config.h"
+#include "durable/role.h"
 #include "ha/etcd.h"
 
 struct cr_ha {
@@ -34,6 +35,10 @@ struct cr_ha {
     /* What the gate says now (to log changes once). */
     bool was_leader;
     int64_t published_term;
+    /* What the role contract (durable/role.h) was last told: the term it
+     * leads or follows at (0: nothing yet), and whether as leader. */
+    int64_t role_term;
+    bool role_leader;
 };
 
 bool cr_ha_enabled(const struct cr_daemon_config *c) {
@@ -156,6 +161,8 @@ static bool self_value(struct cr_ha *ha, const struct cr_daemon_config *c) {
     return true;
 }
 
+static void drive_role(struct cr_ha *ha);
+
 /* Moves the fence and the view to what the election says now.  A role
  * change is logged once. */
 static void publish(struct cr_ha *ha) {
@@ -198,6 +205,38 @@ static void publish(struct cr_ha *ha) {
         CR_INFO("ha", "standby of term %lld: the leader is %s", (long long)e->term, e->leader.value);
     ha->was_leader = leader;
     ha->published_term = e->term;
+    drive_role(ha);
+}
+
+/* Tells the role contract (durable/role.h) what the election decided, once
+ * per change: lead at the term won, or follow the leader's replication
+ * address at its term.  A request the journal cannot take yet is asked
+ * again at the next step.  Without a known leader (or one that names no
+ * replication address) there is nothing to follow: the gate alone refuses
+ * mutating calls then. */
+static void drive_role(struct cr_ha *ha) {
+    struct cr_elect *e = &ha->elect;
+    bool leader = e->role == CR_ELECT_LEADER;
+    if (e->term == ha->role_term && leader == ha->role_leader) return;
+    char err[256] = "";
+    int rc = CR_OK;
+    if (leader) {
+        rc = cr_role_request_leader((uint64_t)e->term, err, sizeof(err));
+    } else {
+        if (!e->leader.found || strcmp(e->leader.value, ha->self) == 0) return;
+        json_t *v = json_loads(e->leader.value, 0, NULL);
+        const char *addr = json_string_value(json_object_get(v, "replication"));
+        if (addr != NULL && addr[0] != '\0')
+            rc = cr_role_request_follow(addr, (uint64_t)e->term, err, sizeof(err));
+        json_decref(v);
+        if (addr == NULL) return;
+    }
+    if (rc == CR_ERR_AGAIN) return; /* the journal is not running yet */
+    if (rc != CR_OK)
+        CR_WARN("ha", "the store master refused to %s term %lld: %s", leader ? "lead at" : "follow at",
+                (long long)e->term, err);
+    ha->role_term = e->term;
+    ha->role_leader = leader;
 }
 
 /* Notes a failed request (the election counts it too). */

@@ -22,6 +22,7 @@
 struct cr_daemon_config;
 struct cr_ha;
 struct cr_buf;
+struct json_t;
 
 /* Whether the config turns HA on (--ha etcd or --enable-ha). */
 bool cr_ha_enabled(const struct cr_daemon_config *config);
@@ -48,9 +49,11 @@ int cr_ha_start(const struct cr_daemon_config *config, struct cr_ha_gate *gate,
  * later. */
 void cr_ha_stop(struct cr_ha *ha);
 
-/* /health's "ha" object (NULL out of memory), and the Prometheus lines
- * (crescent_ha_*) appended to buf. */
-struct json_t *cr_ha_health_json(struct cr_ha_gate *gate);
+/* Adds the election's view to /health's "ha" object (durable/role.h's):
+ * "election": {role, term, leader (the key's addresses), lease_ttl_ms,
+ * writable_for_ms, etcd_endpoint, last_etcd_error, counts}; and the
+ * Prometheus lines (crescent_ha_*) appended to buf. */
+void cr_ha_health_add(struct json_t *ha, struct cr_ha_gate *gate);
 void cr_ha_render_metrics(struct cr_buf *buf, struct cr_ha_gate *gate);
 
 #endif

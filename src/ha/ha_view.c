@@ -8,9 +8,9 @@
 #include "core/histogram.h"
 #include "ha/ha.h"
 
-json_t *cr_ha_health_json(struct cr_ha_gate *gate) {
+void cr_ha_health_add(json_t *ha, struct cr_ha_gate *gate) {
     struct cr_ha_view *v = malloc(sizeof(*v));
-    if (v == NULL) return NULL;
+    if (v == NULL) return;
     cr_ha_gate_view(gate, v);
     json_t *leader = v->leader_value[0] != '\0' ? json_loads(v->leader_value, 0, NULL) : NULL;
     json_t *out = json_pack(
@@ -23,7 +23,7 @@ json_t *cr_ha_health_json(struct cr_ha_gate *gate) {
         "leaders_seen", (json_int_t)v->elect.leaders_seen, "renew_failures",
         (json_int_t)v->elect.renew_failures);
     free(v);
-    return out;
+    if (out != NULL) json_object_set_new(ha, "election", out);
 }
 
 void cr_ha_render_metrics(struct cr_buf *buf, struct cr_ha_gate *gate) {

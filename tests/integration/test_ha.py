@@ -7,7 +7,8 @@ loopback (one member, or three), crescentd with --ha etcd.
   succeed again; the time from the kill to the first successful put is
   measured against 2 x the lease TTL;
 - the leader SIGSTOPped past its lease: a standby takes over; after SIGCONT
-  the old leader refuses every write (NOT_LEADER), steps down and follows;
+  the old leader refuses every write ("not the leader"), steps down and
+  follows;
   no write lands on it;
 - etcd killed: the leader keeps answering until its lease could end, never
   after, then refuses; with etcd back, a leader is elected again;
@@ -35,7 +36,7 @@ os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcre
 from crescent import CrescentError, Store  # noqa: E402
 
 TTL = 2  # seconds: short, so failovers are quick
-NOT_LEADER = -1100
+NOT_LEADER = -900  # RPC_FAIL, with a reason starting "not the leader" (durable/role.h)
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 pytestmark = pytest.mark.skipif(not os.access(ETCD, os.X_OK),
@@ -124,13 +125,14 @@ class Node:
         wait_for(lambda: self.ha() is not None, f"{name} answering /health", timeout=30)
 
     def ha(self):
+        """/health's view of the election (its "ha" object's "election")."""
         if self.proc.poll() is not None:
             raise AssertionError(f"{self.name} exited: {self.text()}")
         try:
             status, body = http_get(self.http, "/health", timeout=2)
         except OSError:
             return None
-        return json.loads(body).get("ha") if status == 200 else None
+        return json.loads(body).get("ha", {}).get("election") if status == 200 else None
 
     def text(self):
         with open(self.log_path, "rb") as f:
