@@ -29,19 +29,20 @@ const c_flags = [_][]const u8{
 const system_libs = [_][]const u8{
     "ck",       "zmq",     "msgpackc", "protobuf-c", "civetweb",
     "jansson",  "xxhash",  "pcre2-8",  "ibverbs",    "m",
-    "pthread",  "http_parser", "nats",
-    "sodium", // keyed BLAKE2b for the data plane's capabilities (src/core/xfer_cap.c)
+    "pthread",  "http_parser", "nats",     "curl",
+    "sodium", // keyed BLAKE2b for the data plane's capabilities (src/core/xfer_cap.c), base64 for etcd
 };
 
 /// Everything linked into crescentd and the tests, in link order of the
 /// modules: the daemon's actors and front, then messages, then pure cores.
-const server_dirs = [_][]const u8{ "src/daemon", "src/durable", "src/actors", "src/rpc", "src/mooncake", "src/runtime", "src/http", "src/rdma", "src/msgs", "src/core" };
+const server_dirs = [_][]const u8{ "src/daemon", "src/ha", "src/durable", "src/actors", "src/rpc", "src/mooncake", "src/runtime", "src/http", "src/rdma", "src/msgs", "src/core" };
 
 /// The public client library: RPC client plus what it shares with the server:
-/// the transfer layer (src/rdma, which Put/Get move bytes with) and the log.
+/// the transfer layer (src/rdma, which Put/Get move bytes with), the log, and
+/// the etcd client that resolves an etcd:// endpoint's leader (src/ha/etcd*.c).
 const client_dirs = [_][]const u8{"src/client"};
 const client_shared_dirs = [_][]const u8{"src/rdma"};
-const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c" };
+const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c", "src/ha/etcd.c", "src/ha/etcd_json.c" };
 
 const Sources = struct {
     server: []const []const u8,
@@ -144,9 +145,9 @@ pub fn build(b: *std.Build) void {
 }
 
 /// The libraries libcrescent.a itself needs (its undefined symbols: ZMQ,
-/// protobuf-c, verbs, xxhash, sodium, pthread), for `pkg-config --static --libs
+/// protobuf-c, verbs, xxhash, curl, jansson, sodium, pthread), for `pkg-config --static --libs
 /// crescent`; tests/integration/test_install.py links a program with them.
-const client_libs_private = "-lzmq -lprotobuf-c -libverbs -lxxhash -lsodium -lpthread";
+const client_libs_private = "-lzmq -lprotobuf-c -libverbs -lxxhash -lcurl -ljansson -lsodium -lpthread";
 
 /// lib/pkgconfig/crescent.pc, naming the install prefix (`zig build install
 /// --prefix P`), so a C program builds with `pkg-config --cflags --libs crescent`.

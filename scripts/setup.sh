@@ -11,7 +11,8 @@ packages=(
     # libraries crescent links
     libck-dev libzmq3-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler
     libibverbs-dev libcivetweb-dev libxxhash-dev libpcre2-dev libjansson-dev libhttp-parser-dev
-    libsodium-dev
+    # etcd's JSON gateway (src/ha: leader election, clients' etcd:// endpoints)
+    libcurl4-openssl-dev libsodium-dev
     # NATS client (crescentd subscribes to Dynamo's KV-event subjects)
     libnats-dev
     # C unit tests
@@ -21,6 +22,8 @@ packages=(
     protobuf-compiler curl
     # the NATS server tests/integration/test_nats.py starts on loopback
     nats-server
+    # the etcd tests/integration/test_ha*.py start on loopback (one member and three)
+    etcd-server etcd-client
     # the Python client's `pip install ./python` (tests/integration/test_python_client.py)
     python3-pip python3-setuptools
     # MooncakeDistributedStore's callers (SGLang, LMCache, vLLM) run unmodified with

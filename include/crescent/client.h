@@ -119,11 +119,18 @@ struct cr_client_options {
 /* Creates a client connected (in the background, as ZMQ does) to `endpoint`
  * ("tcp://host:port"; "crescent://host:port", crescentd's native endpoint;
  * "shm://NAME", its same-host shared-memory endpoint, docs/rpc-shm.md: the
- * rings are set up by the first call).  `options` may be NULL.  Returns CR_OK and *out, or
+ * rings are set up by the first call; "etcd://HOST:PORT;HOST:PORT[/ID]": the
+ * leader elected in etcd, read at open (waiting up to the timeout for one)
+ * and followed when it changes, docs/ha.md).  `options` may be NULL.  Returns CR_OK and *out, or
  * CR_ERR_INVALID_PARAMS (bad endpoint or timeout), CR_ERR_IO, CR_ERR_NOMEM;
  * on failure *out is NULL and `error` (if not NULL) holds the reason. */
 int cr_client_open(const char *endpoint, const struct cr_client_options *options,
                    cr_client **out, char *error, size_t error_size);
+
+/* For an etcd:// client (endpoint "etcd://HOST:PORT;HOST:PORT[/CLUSTER_ID]",
+ * docs/ha.md): the leader's endpoint it is connected to now, and that
+ * leader's term in *term (may be NULL).  NULL for any other endpoint. */
+const char *cr_client_leader(const cr_client *c, long long *term);
 
 /* Closes the socket and context; requests in flight are abandoned.  NULL is ok. */
 void cr_client_close(cr_client *client);

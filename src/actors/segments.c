@@ -457,6 +457,8 @@ static void serve_call(struct segments_state *st, struct cr_master_call *call,
                        struct cr_msg *ask_msg) {
     bool ask = ask_msg != NULL;
     const char *tenant, *pattern;
+    if (st->ha != NULL && segments_ha_refuse(st, call, ask_msg)) return;
+    if (segments_repl_refuse(st, call, ask_msg)) return; /* a standby: not the leader */
     if (cr_task_method_creates(call->method)) {
         st->calls++;
         on_task_create(st, ask_msg, call);
@@ -908,6 +910,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "calls_total", st->calls);
     add_stat(out, "call_errors_total", st->call_errors);
     add_stat(out, "replies_dropped_total", st->replies_dropped);
+    add_stat(out, "not_leader_refusals_total", st->not_leader_refusals);
     add_stat(out, "events_sent_total", st->events_sent);
     add_stat(out, "events_dropped_total", st->events_dropped);
     add_stat(out, "evict_polls_total", st->evict_polls);
@@ -920,6 +923,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "task_pings_unforwarded_total", st->task_pings_unforwarded);
     add_stat(out, "calls_at_tasks", st->at_tasks);
     add_stat(out, "tasks_busy_total", st->tasks_busy);
+    if (st->ha != NULL) add_stat(out, "ha_refused_total", st->ha_refused);
     add_stat(out, "log_records_total", st->feed.records);
     add_stat(out, "log_calls_held_total", st->calls_held);
     add_stat(out, "log_blocks_dropped_total", st->log_blocks_dropped + st->feed.failures);
@@ -935,6 +939,7 @@ static void segments_destroy(void *arg) {
     if (st->remove_all_active) cr_store_remove_all_cancel(st->store, &st->remove_all);
     cr_master_call_free_chain(st->regex_head);
     segments_durable_free(st);
+    segments_ha_free(st);
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
     segments_recent_free(st->recent);
@@ -1005,6 +1010,10 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
         cr_wait_timer_close(&st->host.timer);
     }
     st->client_ttl_ms = cfg.client_live_ttl_ms;
+    if (segments_ha_create(st, config) != CR_OK) {
+        segments_destroy(st);
+        return CR_ERR_NOMEM;
+    }
     st->durability = cr_durability_of(config);
     st->state_dir = config->state_dir; /* the config outlives the actors */
     st->snapshot_every = config->snapshot_every_records;

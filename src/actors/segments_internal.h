@@ -126,11 +126,14 @@ struct segments_state {
     struct cr_actor *self;
     struct cr_subsystems *peers; /* NULL until WIRE */
     uint64_t now_ms;             /* runtime clock, refreshed per message */
+    struct cr_ha_gate *ha;       /* --ha etcd: the fence (segments_ha.c); NULL off */
+    uint64_t ha_refused;         /* calls refused "not the leader" by the election's fence */
     uint64_t rng;                /* eviction sampling */
     uint64_t last_evict_needed_ms;
     uint64_t calls;
     uint64_t call_errors;     /* responses whose status_code is not OK */
     uint64_t replies_dropped; /* MASTER_DONE that could not be sent */
+    uint64_t not_leader_refusals; /* mutating calls refused: not the leader */
     uint64_t events_sent;
     uint64_t events_dropped;
     uint64_t evict_polls;
@@ -205,5 +208,23 @@ void segments_durable_hold(struct segments_state *st, struct cr_master_call *cal
 void segments_durable_synced(struct segments_state *st, const struct cr_msg_durable_synced *m);
 /* Frees the calls still held (segments is destroyed: never answered). */
 void segments_durable_free(struct segments_state *st);
+
+/* HA (segments_ha.c): the fence's gate, made when --ha etcd is on (CR_OK or
+ * CR_ERR_NOMEM); a mutating call refused "not the leader" when this node may
+ * not answer it now (true: answered, the caller is done with it); the gate freed. */
+struct cr_daemon_config;
+int segments_ha_create(struct segments_state *st, const struct cr_daemon_config *config);
+bool segments_ha_refuse(struct segments_state *st, struct cr_master_call *call,
+                        struct cr_msg *ask_msg);
+void segments_ha_free(struct segments_state *st);
+
+/* segments_repl.c: replication (docs/durability.md, "Replication") */
+/* A mutating call on a master that does not lead now (a standby, a fenced
+ * leader) is answered "not the leader" here: true when it was. */
+bool segments_repl_refuse(struct segments_state *st, struct cr_master_call *call,
+                          struct cr_msg *ask_msg);
+/* The calls that change the store or its tasks (segments_repl.c): what a
+ * master that does not lead refuses. */
+bool segments_call_mutates(uint16_t method);
 
 #endif

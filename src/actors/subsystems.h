@@ -91,6 +91,10 @@ extern const struct cr_subsystem_def cr_replay_def;
 int cr_subsystems_spawn(struct cr_runtime *rt, const struct cr_daemon_config *config,
                         struct cr_subsystems *out);
 
+/* The HA fence of the segments actor's state (src/ha/gate.h); NULL when
+ * --ha is off.  Lives as long as that state. */
+struct cr_ha_gate *cr_segments_ha_gate(void *segments_state);
+
 /* Lets every subsystem add its HTTP routes. */
 int cr_subsystems_register_routes(struct cr_subsystems *subsystems, struct cr_http_front *front);
 

@@ -83,8 +83,9 @@ static void process_context_release(void) {
     pthread_mutex_unlock(&process_context_lock);
 }
 
-static int open_socket(cr_client *c, const char *endpoint, const struct cr_client_options *options,
-                       char *error, size_t error_size) {
+int cr_client_transport_open(cr_client *c, const char *endpoint,
+                             const struct cr_client_options *options, char *error,
+                             size_t error_size) {
     if (strncmp(endpoint, CR_CLIENT_NATIVE_SCHEME, strlen(CR_CLIENT_NATIVE_SCHEME)) == 0) {
         struct cr_curve_client_keys keys = {0};
         if (options != NULL)
@@ -190,7 +191,9 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
         }
         c->has_secret = true;
     }
-    int rc = open_socket(c, endpoint, options, error, error_size);
+    int rc = strncmp(endpoint, CR_CLIENT_ETCD_SCHEME, strlen(CR_CLIENT_ETCD_SCHEME)) == 0
+                 ? cr_client_follow_open(c, endpoint, options, error, error_size)
+                 : cr_client_transport_open(c, endpoint, options, error, error_size);
     if (rc != CR_OK) {
         cr_client_close(c);
         return rc;
@@ -199,13 +202,23 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
     return CR_OK;
 }
 
-void cr_client_close(cr_client *c) {
-    if (c == NULL) return;
+void cr_client_transport_close(cr_client *c) {
     cr_client_tcp_close(c);
+    c->rx_len = c->rx_cap = c->rx_taken = 0;
     cr_client_shm_close(c);
     cr_client_monitor_close(c);
     if (c->socket != NULL) zmq_close(c->socket);
+    c->socket = NULL;
+    c->link_up = false;
+    c->connect_retries = 0;
     if (c->context != NULL && c->uses_process_context) process_context_release();
+    c->context = NULL;
+}
+
+void cr_client_close(cr_client *c) {
+    if (c == NULL) return;
+    cr_client_transport_close(c);
+    cr_client_follow_close(c);
     free(c->admin_token);
     free(c->scratch);
     free(c->stash);

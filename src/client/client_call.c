@@ -327,8 +327,8 @@ static int finish_call(cr_client *c, uint16_t method, struct reply *r,
     return CR_OK;
 }
 
-static int call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
-                ProtobufCMessage **response, cr_client_decode_fn decode, void *ctx) {
+static int call_once(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                     ProtobufCMessage **response, cr_client_decode_fn decode, void *ctx) {
     c->error[0] = '\0';
     uint64_t id = cr_client_make_id(c->next_seq++, true, method);
     int rc = send_request(c, method, id, request);
@@ -357,6 +357,36 @@ static int call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
         set_aside(c, &r);
         reply_close(&r);
     }
+}
+
+/* A call, and for an etcd:// client the leader followed (client_follow.c):
+ * "not the leader" (RPC_FAIL with that reason: nothing was done) is sent again to the new leader; a lost
+ * answer only for a call that is safe to repeat.  At most three leaders. */
+static int call(cr_client *c, uint16_t method, const ProtobufCMessage *request,
+                ProtobufCMessage **response, cr_client_decode_fn decode, void *ctx) {
+    int rc = call_once(c, method, request, response, decode, ctx);
+    for (int tries = 0; c->follow != NULL && tries < 3; tries++) {
+        bool refused = rc == CR_ERR_RPC_FAIL && strncmp(c->error, "crescentd: not the leader",
+                                                        strlen("crescentd: not the leader")) == 0;
+        if (!refused && rc != CR_ERR_TIMEOUT && rc != CR_ERR_IO && rc != CR_ERR_SHUTDOWN)
+            return rc;
+        char first[CR_CLIENT_ERROR_MAX];
+        snprintf(first, sizeof(first), "%s", c->error);
+        /* A refusal or a second silence: wait for another term; a first
+         * silence may be a broken connection to the same leader. */
+        int frc = cr_client_follow_leader(c, refused || tries > 0);
+        if (frc != CR_OK) {
+            char why[CR_CLIENT_ERROR_MAX];
+            snprintf(why, sizeof(why), "%s", c->error);
+            return cr_client_fail(c, rc, "%.200s; following the leader: %.280s", first, why);
+        }
+        if (!refused && !cr_client_follow_retry_safe(method))
+            return cr_client_fail(c, rc, "%.200s; the call may or may not have been applied by "
+                                  "the old leader, so it is not sent again (now connected to "
+                                  "the leader in etcd)", first);
+        rc = call_once(c, method, request, response, decode, ctx);
+    }
+    return rc;
 }
 
 int cr_client_call(cr_client *c, uint16_t method, const ProtobufCMessage *request,

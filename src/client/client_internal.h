@@ -33,6 +33,10 @@ struct cr_client_pending {
 
 /* Endpoints with this scheme use the native TCP transport (client_tcp.c). */
 #define CR_CLIENT_NATIVE_SCHEME "crescent://"
+/* Endpoints with this scheme follow the leader etcd names (client_follow.c). */
+#define CR_CLIENT_ETCD_SCHEME "etcd://"
+
+struct cr_client_follow; /* client_follow.c */
 
 struct cr_client_shm; /* client_shm.c */
 
@@ -86,6 +90,8 @@ struct cr_client {
     /* This host's interface addresses, to rank same-host replicas first
      * (client_data.c): read when a Get first has a choice, then kept a while. */
     struct cr_client_local_hosts *local_hosts;
+    /* etcd://: the leader followed (client_follow.c); NULL for other endpoints. */
+    struct cr_client_follow *follow;
 };
 
 /* What the allocation-free scanner reads from a response body: field 1
@@ -287,6 +293,27 @@ int cr_client_monitor_open(cr_client *c, char *error, size_t error_size);
 int cr_client_monitor_wait(cr_client *c, int wait_ms);
 void cr_client_monitor_close(cr_client *c);
 void cr_client_tcp_close(cr_client *c);
+
+/* The transport of an endpoint (tcp://, ipc://, crescent://, shm://):
+ * opened (client.c) and closed, the client kept (client_follow.c reconnects
+ * it to a new leader). */
+int cr_client_transport_open(cr_client *c, const char *endpoint,
+                             const struct cr_client_options *options, char *error,
+                             size_t error_size);
+void cr_client_transport_close(cr_client *c);
+
+/* ---- client_follow.c ---- */
+int cr_client_follow_open(cr_client *c, const char *endpoint,
+                          const struct cr_client_options *options, char *error,
+                          size_t error_size);
+void cr_client_follow_close(cr_client *c);
+/* Whether a call whose answer was lost may be sent again (changes nothing
+ * or may be repeated). */
+bool cr_client_follow_retry_safe(uint16_t method);
+/* Reads the leader from etcd (one of another term when new_term), waiting
+ * up to the client's timeout, and reconnects to it.  CR_OK or the status
+ * with the reason in c->error. */
+int cr_client_follow_leader(cr_client *c, bool new_term);
 
 /* Writes one whole frame (length prefix included), connecting first when
  * not connected, by `deadline` (client clock).  CR_OK or a recorded error. */

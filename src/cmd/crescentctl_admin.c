@@ -56,6 +56,64 @@ static int cmd_health(const struct ctl *ctl, int argc, char **argv) {
     return status == 200 ? 0 : CTL_EXIT_SERVER_FAILURE;
 }
 
+/* HA (docs/ha.md): this crescentd's role, term and leader, from /health. */
+static int cmd_ha(const struct ctl *ctl, int argc, char **argv) {
+    if (no_arguments(argc, argv)) return CTL_EXIT_USAGE;
+    int status;
+    char *body;
+    int rc = fetch(ctl, "/health", &status, &body);
+    if (rc != 0) return rc;
+    json_t *root = json_loads(body, 0, NULL);
+    free(body);
+    json_t *ha = json_object_get(root, "ha");
+    if (!json_is_object(ha) || (json_object_get(ha, "election") == NULL &&
+                                strcmp(json_string_value(json_object_get(ha, "role")) ?: "",
+                                       "none") == 0)) {
+        ctl_error("ha", "this crescentd runs without HA (start it with --ha etcd)");
+        json_decref(root);
+        return CTL_EXIT_SERVER_FAILURE;
+    }
+    if (ctl->json) {
+        ctl_emit(json_incref(ha));
+        json_decref(root);
+        return CTL_EXIT_OK;
+    }
+    /* "election": the etcd election's view (src/ha); the rest: the store
+     * master's role contract (durable/role.h), lag included. */
+    json_t *el = json_object_get(ha, "election");
+    json_t *leader = json_object_get(el, "leader"), *counts = json_object_get(el, "counts");
+    const char *rpc = json_string_value(json_object_get(leader, "rpc"));
+    const char *http = json_string_value(json_object_get(leader, "http"));
+    printf("role %s, term %lld, leader %s (http %s), lease TTL %lld ms\n",
+           json_string_value(json_object_get(el != NULL ? el : ha, "role")) ?: "?",
+           (long long)json_integer_value(json_object_get(el != NULL ? el : ha, "term")),
+           rpc ? rpc : "none", http ? http : "-",
+           (long long)json_integer_value(json_object_get(el, "lease_ttl_ms")));
+    printf("store master: %s, term %lld%s\n", json_string_value(json_object_get(ha, "role")) ?: "?",
+           (long long)json_integer_value(json_object_get(ha, "term")),
+           json_is_true(json_object_get(ha, "fenced")) ? ", fenced" : "");
+    if (el != NULL)
+        printf("etcd %s; elections %lld, step-downs %lld, leader changes seen %lld, lease renew "
+               "failures %lld\n",
+               json_string_value(json_object_get(el, "etcd_endpoint")) ?: "?",
+               (long long)json_integer_value(json_object_get(counts, "elections")),
+               (long long)json_integer_value(json_object_get(counts, "step_downs")),
+               (long long)json_integer_value(json_object_get(counts, "leaders_seen")),
+               (long long)json_integer_value(json_object_get(counts, "renew_failures")));
+    if (json_object_get(ha, "lag_records") != NULL)
+        printf("lag %lld records, %lld ms (stream %s)\n",
+               (long long)json_integer_value(json_object_get(ha, "lag_records")),
+               (long long)json_integer_value(json_object_get(ha, "lag_ms")),
+               json_is_true(json_object_get(ha, "connected")) ? "up" : "down");
+    else if (json_object_get(ha, "standbys") != NULL)
+        printf("standbys connected: %lld\n",
+               (long long)json_integer_value(json_object_get(ha, "standbys")));
+    const char *last = json_string_value(json_object_get(el, "last_etcd_error"));
+    if (last != NULL) printf("last etcd error: %s\n", last);
+    json_decref(root);
+    return CTL_EXIT_OK;
+}
+
 static long long field(json_t *obj, const char *key) {
     return (long long)json_integer_value(json_object_get(obj, key));
 }
@@ -269,6 +327,14 @@ const struct ctl_command ctl_admin_commands[] = {
      "GET /health on --http.  No arguments.\n"
      "\nExample:\n  crescentctl health\n  ok (HTTP 200) version 0.1.0, uptime 42s, 7 actors\n"
      "  crescentctl health --json   # the /health document\n"},
+    {"ha", "", "HA on etcd: this crescentd's role, term, leader and lag", cmd_ha,
+     "GET /health on --http and prints its \"ha\" object: the election's role\n"
+     "(leader or standby), term (the etcd revision of the election, the fencing\n"
+     "token), the leader's RPC and HTTP addresses, the lease TTL and counters; the\n"
+     "store master's role and term as applied, and a standby's replication lag in\n"
+     "records and ms (docs/ha.md).  --json: the object as is.\n"
+     "\nExample:\n  crescentctl --http 10.0.0.2:13333 ha\n"
+     "  role standby, term 4, leader tcp://10.0.0.1:50051 (http 10.0.0.1:13333), lease TTL 5000 ms\n"},
     {"stats", "", "per-actor counters, then the store, event plane and indexer", cmd_stats,
      "GET /api/v1/actors, /api/v1/stats and /api/v1/events on --http: a table of the\n"
      "actors' runtime counters, then the store's, the event plane's and the prefix\n"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/size_text.h"
+#include "ha/ha.h"
 #include "mooncake/flags.h"
 #include "crescent/version.h"
 
@@ -36,6 +37,7 @@ static const char *const empty_allowed[] = {
     "curve-clients", "admin-token-file", "indexer-config", "state-dir", "nats-url",
     "nats-hit-rate-subject", "nats-model", "http-allowed-hosts", "http-allowed-origins",
     "store-hash-key-model",
+    "ha", "etcd-endpoints", "ha-advertise-host",
 };
 
 static bool empty_ok(const struct setting *s) {
@@ -220,6 +222,22 @@ static const struct setting settings[] = {
     {"snapshot-every-records", SETTING_U32, FIELD(snapshot_every_records), 0, UINT32_MAX, "N",
      "with --state-dir, a snapshot of the store after every N log records; the logs before "
      "it are then removed (0: never; the log grows)"},
+    /* High availability on etcd (docs/ha.md) */
+    {"ha", SETTING_STRING, FIELD(ha), 0, 0, "BACKEND",
+     "high availability: 'etcd' elects one leader among crescentds of --cluster-id on an etcd "
+     "lease; the others are standbys that refuse mutating calls naming it; '' off"},
+    {"enable-ha", SETTING_BOOL, FIELD(enable_ha), 0, 0, NULL,
+     "the same as --ha etcd (Mooncake's spelling)"},
+    {"etcd-endpoints", SETTING_STRING, FIELD(etcd_endpoints), 0, 0, "H:P;H:P",
+     "etcd's client endpoints for --ha etcd, tried in turn ('127.0.0.1:2379;10.0.0.2:2379')"},
+    {"cluster-id", SETTING_STRING, FIELD(cluster_id), 0, 0, "ID",
+     "the cluster the leader is elected for: its key is /crescent/ID/leader in etcd"},
+    {"ha-lease-ttl", SETTING_U32, FIELD(ha_lease_ttl), 2, 3600, "SECONDS",
+     "the leader's etcd lease: renewed every third of it; a leader that cannot renew stops "
+     "answering calls before it ends, and a standby takes over within about twice it"},
+    {"ha-advertise-host", SETTING_STRING, FIELD(ha_advertise_host), 0, 0, "HOST",
+     "the host clients reach this crescentd at, written in the leader key; '': each bound "
+     "address's own host (which must then not be 0.0.0.0)"},
     /* Dynamo over NATS */
     {"nats-url", SETTING_STRING, FIELD(nats_url), 0, 0, "URL",
      "NATS server to take Dynamo's KV events and load metrics from (nats://HOST:PORT); '' off"},
@@ -250,6 +268,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
     snprintf(config->durability, sizeof(config->durability), "async");
     config->snapshot_every_records = 1000000;
+    snprintf(config->cluster_id, sizeof(config->cluster_id), "crescent");
+    config->ha_lease_ttl = 5;
     config->metrics_port = CR_CONFIG_METRICS_PORT_DEFAULT; /* as Mooncake's master */
     config->http_threads = 16;
     config->http_connections_max = 4096; /* as cr_http_front_limits_default */
@@ -543,6 +563,7 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
                  config->durability);
         return false;
     }
+    if (!cr_ha_config_check(config, error, CR_CONFIG_ERROR_MAX)) return false;
     uint32_t gid;
     if (strcmp(config->data_rdma_gid_index, "auto") != 0 &&
         (!parse_u32(config->data_rdma_gid_index, &gid) || gid > 255)) {

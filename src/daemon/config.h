@@ -110,6 +110,15 @@ struct cr_daemon_config {
     char durability[CR_CONFIG_ADDRESS_MAX];       /* none, async or sync (src/durable) */
     uint32_t snapshot_every_records;              /* log records between snapshots; 0 never */
 
+    /* High availability on etcd (src/ha, docs/ha.md): off unless ha is "etcd" or
+     * enable_ha (Mooncake's --enable_ha) is set. */
+    char ha[16];                                   /* "" off, or "etcd" */
+    bool enable_ha;                                /* the same as --ha etcd */
+    char etcd_endpoints[CR_CONFIG_ADDRESS_MAX];    /* "h1:2379;h2:2379" */
+    char cluster_id[CR_CONFIG_ADDRESS_MAX];        /* the election's key: /crescent/<id>/leader */
+    uint32_t ha_lease_ttl;                         /* seconds */
+    char ha_advertise_host[CR_CONFIG_ADDRESS_MAX]; /* host put in the key; "": each address's */
+
     /* Dynamo's KV events over NATS (seed 003, src/actors/indexer_nats.c); "" url: off.
      * Subjects are namespace.<ns>.component.<component>.<subject>. */
     char nats_url[CR_CONFIG_ADDRESS_MAX];

@@ -18,10 +18,12 @@
 #include "crescent/version.h"
 #include "daemon/config.h"
 #include "daemon/state_dir.h"
+#include "ha/ha.h"
 #include "http/admin.h"
 #include "daemon/admin_token.h"
 #include "http/dashboard.h"
 #include "http/front.h"
+#include "http/ha_routes.h"
 #include "http/store_routes.h"
 #include "mooncake/http_meta.h"
 
@@ -33,6 +35,7 @@ struct daemon {
     struct cr_http_front *metrics_front; /* --metrics-port: Mooncake's endpoints; NULL when 0 */
     struct cr_mc_meta *metadata;         /* --enable-http-metadata-server; NULL when off */
     struct cr_http_admin admin;
+    struct cr_ha *ha; /* --ha etcd: the election thread; NULL off */
 };
 
 /* The longest a store event waits for segments to wake the publisher and
@@ -142,11 +145,12 @@ static int start_metadata_http(struct daemon *d) {
 
 static int start_http(struct daemon *d) {
     d->admin = (struct cr_http_admin){.rt = d->rt,
+                                      .ha = cr_segments_ha_gate(d->subsystems.states[CR_SUBSYSTEM_SEGMENTS]),
                                       .started_ns = cr_monotonic_ns(),
                                       .ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u};
     if (cr_http_front_create(&d->front) != CR_OK || cr_http_admin_register(d->front, &d->admin) != CR_OK ||
         cr_subsystems_register_routes(&d->subsystems, d->front) != CR_OK ||
-        cr_dashboard_register(d->front) != CR_OK) {
+        cr_dashboard_register(d->front) != CR_OK || cr_ha_routes_register(d->front) != CR_OK) {
         CR_ERROR("daemon", "cannot set up the HTTP routes");
         return 1;
     }
@@ -177,6 +181,9 @@ static int start_http(struct daemon *d) {
 }
 
 static void shutdown_all(struct daemon *d) {
+    /* First: a leader closes its fence and resigns, so a standby takes over now. */
+    cr_ha_stop(d->ha);
+    d->ha = NULL;
     /* Intake first: no HTTP request may ask an actor that is stopping. */
     cr_http_front_destroy(d->metrics_front);
     d->metrics_front = NULL;
@@ -241,6 +248,15 @@ int cr_daemon_main(int argc, char **argv) {
     if (exit_status != 0) {
         shutdown_all(&d);
         return exit_status;
+    }
+    if (cr_ha_enabled(&d.config)) {
+        /* Last: every endpoint is bound (its address goes into the leader key). */
+        struct cr_ha_gate *gate = cr_segments_ha_gate(d.subsystems.states[CR_SUBSYSTEM_SEGMENTS]);
+        if (cr_ha_start(&d.config, gate, &d.ha, error, sizeof(error)) != CR_OK) {
+            fprintf(stderr, "crescentd: %s\n", error);
+            shutdown_all(&d);
+            return 2;
+        }
     }
     char metrics[CR_CONFIG_ADDRESS_MAX + 8] = "off";
     if (d.metrics_front != NULL) metrics_address(&d.config, metrics, sizeof(metrics));

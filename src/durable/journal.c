@@ -31,6 +31,7 @@
 #include "daemon/config.h"
 #include "durable/durable.h"
 #include "durable/files.h"
+#include "durable/role.h"
 #include "msgs/durable_msgs.h"
 
 #define JOURNAL_IOV_MAX 64u /* blocks per writev (IOV_MAX is 1024) */
@@ -241,6 +242,19 @@ static void journal_async_due(struct journal_state *st) {
         journal_sync(st); /* no timer slot: sync now rather than late */
 }
 
+/* A role request (durable/role.h), in order with the log. */
+static void journal_role_request(struct journal_state *st, const struct cr_role_request *req) {
+    (void)st;
+    if (req->kind == CR_ROLE_REQUEST_LEAD) {
+        cr_role_set(CR_ROLE_LEADER, req->term, "");
+        CR_INFO("journal", "leading at term %llu", (unsigned long long)req->term);
+    } else {
+        cr_role_set(CR_ROLE_STANDBY, req->term, req->addr);
+        CR_INFO("journal", "standby of %s (term %llu)", req->addr,
+                (unsigned long long)req->term);
+    }
+}
+
 static void journal_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
     struct journal_state *st = arg;
     (void)self;
@@ -279,6 +293,12 @@ static void journal_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
         free(a->block);
         return;
     }
+    case CR_MSG_ROLE_REQUEST: {
+        struct cr_role_request *req = msg->body.ptr[0];
+        journal_role_request(st, req);
+        free(req);
+        return;
+    }
     default:
         if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
     }
@@ -301,6 +321,7 @@ static void journal_round_end(struct cr_actor *self, void *arg) {
 
 static int journal_start(struct cr_actor *self, void *arg) {
     ((struct journal_state *)arg)->self = self;
+    cr_role_attach(self);
     return CR_OK;
 }
 
@@ -308,6 +329,7 @@ static int journal_start(struct cr_actor *self, void *arg) {
 static void journal_stop(struct cr_actor *self, void *arg) {
     (void)self;
     struct journal_state *st = arg;
+    cr_role_attach(NULL);
     if (st->fd < 0) return;
     journal_write(st);
     journal_sync(st);
@@ -318,6 +340,7 @@ static void journal_discard(void *arg, struct cr_msg *msg) {
     if (msg->type == CR_MSG_DURABLE_APPEND || msg->type == CR_MSG_DURABLE_SNAPSHOT_PART ||
         msg->type == CR_MSG_DURABLE_SNAPSHOT_END)
         free(CR_MSG_BODY(msg, struct cr_msg_durable_append)->block);
+    if (msg->type == CR_MSG_ROLE_REQUEST) free(msg->body.ptr[0]);
 }
 
 static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {

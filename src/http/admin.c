@@ -1,5 +1,6 @@
 /* /health, /metrics and /api/v1/actors (see admin.h). */
 #include "http/admin.h"
+#include "http/ha_routes.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "core/buf.h"
 #include "crescent/error.h"
 #include "crescent/version.h"
+#include "ha/ha.h"
 #include "http/metrics.h"
 #include "http/mooncake_metrics.h"
 #include "msgs/indexer_msgs.h"
@@ -85,6 +87,11 @@ static void health(void *ctx, const struct cr_http_request *req, struct cr_http_
     json_t *obj = json_pack("{s:s, s:s, s:I, s:i, s:o}", "status", up == total ? "ok" : "degraded",
                             "version", CRESCENT_VERSION, "uptime_seconds",
                             (json_int_t)uptime_s(admin), "actors", (int)total, "unresponsive", down);
+    if (obj != NULL) {
+        json_t *ha = cr_ha_json(); /* role, term, lag (durable/role.h) */
+        if (ha != NULL && admin->ha != NULL) cr_ha_health_add(ha, admin->ha); /* the election */
+        json_object_set_new(obj, "ha", ha);
+    }
     cr_http_respond_json(resp, up == total ? 200 : 503, obj ? json_dumps(obj, JSON_COMPACT) : NULL);
     json_decref(obj);
 }
@@ -135,6 +142,7 @@ static void metrics(void *ctx, const struct cr_http_request *req, struct cr_http
     cr_metrics_render_refusals(&buf, &refused);
     json_t *services = publishers(admin);
     cr_metrics_render_publishers(&buf, services);
+    if (admin->ha != NULL) cr_ha_render_metrics(&buf, admin->ha);
     json_decref(services);
     free(room);
     free(routes);

@@ -8,11 +8,14 @@
 #include "runtime/runtime.h"
 #include "http/front.h"
 
+struct cr_ha_gate;
+
 struct cr_http_admin {
     struct cr_runtime *rt;
     uint64_t started_ns;     /* CLOCK_MONOTONIC at start */
     uint64_t ask_timeout_ns; /* per actor */
     const struct cr_http_front *front; /* set by cr_http_admin_register: route latencies */
+    struct cr_ha_gate *ha;             /* --ha etcd: role, term, leader (src/ha); NULL off */
 };
 
 int cr_http_admin_register(struct cr_http_front *front, struct cr_http_admin *admin);

@@ -12,9 +12,9 @@
 #define REFUSED(name, is_bool, reason) {name, is_bool, CR_MC_REFUSED, NULL, reason}
 
 /* Reasons shared by families of flags. */
-#define HA_YET "not supported yet: crescentd has no standbys (high availability on etcd is " \
-               "being built); its metadata is durable under --state-dir (--durability, " \
-               "--snapshot-every-records; docs/durability.md)"
+#define HA_YET "crescent keeps no op log or snapshots in etcd: its metadata is durable " \
+               "under --state-dir (--durability, --snapshot-every-records; docs/durability.md) " \
+               "and its leader is elected on an etcd lease (--enable_ha, docs/ha.md)"
 #define RPC_KNOB "crescent's Mooncake endpoint (--mooncake-rpc-address, or --rpc_port/--port/" \
                  "--rpc_address) is served on the store's own thread and has no such knob"
 #define TIERS "crescent has no storage tiers below memory (disk offload, NFS/3FS file " \
@@ -34,7 +34,7 @@ static const struct cr_mooncake_flag table[] = {
     SETTING("allow_evict_soft_pinned_objects", true, "allow-evict-soft-pinned-objects"),
     REFUSED("batch_oplog_retry_timeout_sec", false, HA_YET),
     SETTING("client_ttl", false, "client-ttl"),
-    REFUSED("cluster_id", false, HA_YET),
+    SETTING("cluster_id", false, "cluster-id"),
     REFUSED("config_path", false,
             "Mooncake's master config file: write it as a --flagfile (one --key=value a "
             "line; every key is the flag of the same name) or as crescent's --config JSON"),
@@ -48,7 +48,7 @@ static const struct cr_mooncake_flag table[] = {
     WHEN("dynamic_replication_mode", false, "off", NO_HEAT),
     WHEN("enable_cxl", true, "false", NO_CXL),
     REFUSED("enable_disk_eviction", true, TIERS),
-    WHEN("enable_ha", true, "false", HA_YET),
+    SETTING("enable_ha", true, "enable-ha"),
     SETTING("enable_http_metadata_server", true, "enable-http-metadata-server"),
     REFUSED("enable_kv_events", true, KV_EVENTS),
     SETTING("enable_metadata_cleanup_on_timeout", true, "enable-metadata-cleanup-on-timeout"),
@@ -62,12 +62,14 @@ static const struct cr_mooncake_flag table[] = {
     WHEN("enable_oplog", true, "false", HA_YET),
     WHEN("enable_snapshot", true, "false", HA_YET),
     WHEN("enable_snapshot_restore", true, "false", HA_YET),
-    REFUSED("etcd_endpoints", false, HA_YET),
+    SETTING("etcd_endpoints", false, "etcd-endpoints"),
     SETTING("eviction_high_watermark_ratio", false, "eviction-high-watermark-ratio"),
     SETTING("eviction_ratio", false, "eviction-ratio"),
     REFUSED("global_file_segment_size", false, TIERS),
-    REFUSED("ha_backend_connstring", false, HA_YET),
-    REFUSED("ha_backend_type", false, HA_YET),
+    REFUSED("ha_backend_connstring", false,
+            "crescent's HA backend is etcd: give its endpoints with --etcd_endpoints"),
+    WHEN("ha_backend_type", false, "etcd",
+         "crescent's HA backend is etcd only (--enable_ha, --etcd_endpoints; docs/ha.md)"),
     SETTING("http_metadata_server_host", false, "http-metadata-server-host"),
     SETTING("http_metadata_server_port", false, "http-metadata-server-port"),
     IGNORED("kv_events_additional_salt", false),

@@ -34,6 +34,9 @@ enum cr_durable_msg_type {
      * the journal syncs and renames the snapshot, then drops the logs and
      * snapshots it makes redundant. */
     CR_MSG_DURABLE_SNAPSHOT_END = CR_MSG_STORE_FIRST + 55,
+    /* any thread → journal: body.ptr[0] a malloc'd cr_role_request
+     * (durable/role.h), carried out in order with the log stream. */
+    CR_MSG_ROLE_REQUEST = CR_MSG_STORE_FIRST + 56,
 };
 
 struct cr_msg_durable_append {

@@ -59,6 +59,9 @@ SETTING_VALUES = {
     "put_start_release_timeout_sec": ("700", 700),
     "enable_http_metadata_server": ("true", True),
     "enable_metadata_cleanup_on_timeout": ("true", True),
+    "cluster_id": ("prod-a", "prod-a"),
+    "enable_ha": ("true", True),
+    "etcd_endpoints": ("10.0.0.1:2379;10.0.0.2:2379", "10.0.0.1:2379;10.0.0.2:2379"),
     "http_metadata_server_host": ("127.0.0.2", "127.0.0.2"),
     "http_metadata_server_port": ("18080", 18080),
     # Mooncake's RPC flags edit the host or port of its own endpoint
@@ -151,9 +154,9 @@ def test_flagfile(tmp_path):
     assert (conf["client_ttl"], conf["eviction_ratio"], conf["metrics_port"]) == (11, 0.2, 0)
     # flags after the file win, as in gflags
     assert resolved("--flagfile", str(outer), "--client_ttl=12")["client_ttl"] == 12
-    outer.write_text("--enable_ha=true\n")
+    outer.write_text("--enable_oplog=true\n")
     r = crescentd(f"--flagfile={outer}")
-    assert r.returncode == 2 and "--enable_ha" in r.stderr
+    assert r.returncode == 2 and "--enable_oplog" in r.stderr
     outer.write_text("client_ttl=3\n")
     r = crescentd(f"--flagfile={outer}")
     assert r.returncode == 2 and ":1:" in r.stderr

@@ -48,18 +48,18 @@ static void test_settings_and_value_forms(void **state) {
 static void test_when_ignored_and_refused(void **state) {
     (void)state;
     char out[512], err[512];
-    const char *ok[] = {"crescentd", "--enable_ha=false", "--noenable_ha", "--memory_allocator",
+    const char *ok[] = {"crescentd", "--enable_oplog=false", "--noenable_oplog", "--memory_allocator",
                         "offset", "--kv_events_model_name", "m", NULL};
     assert_true(rewrite(ok, out, sizeof(out), err, sizeof(err)));
     assert_string_equal(out, "");
-    const char *ha[] = {"crescentd", "--enable_ha", NULL};
+    const char *ha[] = {"crescentd", "--enable_oplog", NULL};
     assert_false(rewrite(ha, out, sizeof(out), err, sizeof(err)));
-    assert_non_null(strstr(err, "--enable_ha=true"));
-    assert_non_null(strstr(err, "not supported yet"));
+    assert_non_null(strstr(err, "--enable_oplog=true"));
+    assert_non_null(strstr(err, "no op log"));
     const char *cxl[] = {"crescentd", "--cxl_size=1", NULL};
     assert_false(rewrite(cxl, out, sizeof(out), err, sizeof(err)));
     assert_non_null(strstr(err, "crescent has no CXL"));
-    const char *bad_bool[] = {"crescentd", "--enable_ha=perhaps", NULL};
+    const char *bad_bool[] = {"crescentd", "--enable_oplog=perhaps", NULL};
     assert_false(rewrite(bad_bool, out, sizeof(out), err, sizeof(err)));
     assert_non_null(strstr(err, "not true or false"));
     const char *no_value[] = {"crescentd", "--client_ttl", NULL};
