@@ -56,6 +56,7 @@ struct tx_slot {
     uint64_t payload_len;
     uint8_t key[CR_XFER_VERBS_KEY_BYTES]; /* a KEY's answer */
     void *owned; /* a reader segment's staged bytes (the payload), freed once sent */
+    uint64_t owned_cap;
 };
 
 struct xfer_conn {
@@ -73,6 +74,8 @@ struct xfer_conn {
     uint64_t tx_sent;        /* bytes of the head slot already sent */
     bool closing;            /* refused: flush, then close */
     struct cr_xfer_verbs *verbs; /* the QP set of a client's HELLO, or NULL */
+    void *spare;             /* the last reader buffer sent, kept for the next read: */
+    uint64_t spare_cap;      /* a fresh 1 MiB malloc is an mmap and 256 page faults */
     uint8_t hello[CR_XFER_VERBS_HELLO_BYTES]; /* our answer to it */
     struct tx_slot tx[TX_SLOTS];
     uint8_t rx[RX_BYTES];
@@ -170,6 +173,7 @@ int cr_xfer_server_unregister(struct cr_xfer_server *srv, const char *name) {
 static void conn_close(struct xfer_conn *c) {
     struct cr_xfer_server *srv = c->srv;
     for (uint32_t i = 0; i < c->tx_count; i++) free(c->tx[(c->tx_head + i) % TX_SLOTS].owned);
+    free(c->spare);
     epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     cr_xfer_server_verbs_hangup(srv, c->verbs);
@@ -200,6 +204,20 @@ static struct tx_slot *tx_push(struct xfer_conn *c, uint32_t request_id, int sta
     slot->payload_len = payload_len;
     slot->owned = NULL;
     return slot;
+}
+
+/* A sent slot's reader buffer: kept as the connection's spare (the larger
+ * of the two), the other freed. */
+static void release_owned(struct xfer_conn *c, struct tx_slot *slot) {
+    if (slot->owned == NULL) return;
+    if (slot->owned_cap > c->spare_cap) {
+        free(c->spare);
+        c->spare = slot->owned;
+        c->spare_cap = slot->owned_cap;
+    } else {
+        free(slot->owned);
+    }
+    slot->owned = NULL;
 }
 
 /* Sends queued responses with as few writev calls as the socket allows.
@@ -239,8 +257,7 @@ static bool tx_flush(struct xfer_conn *c) {
                 break;
             }
             left -= slot_left;
-            free(slot->owned);
-            slot->owned = NULL;
+            release_owned(c, slot);
             c->tx_sent = 0;
             c->tx_head = (c->tx_head + 1) % TX_SLOTS;
             c->tx_count--;
@@ -293,7 +310,7 @@ static bool serve_setup(struct xfer_conn *c, const struct cr_xfer_request *req) 
 }
 
 /* A READ of a reader segment: its bytes staged in a buffer the slot owns
- * (one allocation per read: the disk read behind it costs far more).  A
+ * (the connection's spare when it is large enough, else a new one).  A
  * reader's failure is an answer, not a refusal: the connection stays. */
 static bool serve_reader(struct xfer_conn *c, const struct cr_xfer_server_segment *seg,
                          const struct cr_xfer_request *req) {
@@ -302,16 +319,32 @@ static bool serve_reader(struct xfer_conn *c, const struct cr_xfer_server_segmen
         refuse(c, req, CR_ERR_INVALID_PARAMS); /* read-only: a WRITE's payload is not taken */
         return false;
     }
-    void *bytes = req->length > 0 ? malloc(req->length) : NULL;
+    void *bytes = NULL;
+    uint64_t cap = 0;
+    if (req->length > 0 && c->spare_cap >= req->length) {
+        bytes = c->spare;
+        cap = c->spare_cap;
+        c->spare = NULL;
+        c->spare_cap = 0;
+    } else if (req->length > 0) {
+        bytes = malloc(req->length);
+        cap = req->length;
+    }
     int status = req->length > 0 && bytes == NULL ? CR_ERR_NOMEM
                  : seg->reader(seg->reader_arg, req->addr, req->length, bytes);
     if (status != CR_OK) {
-        free(bytes);
+        if (c->spare == NULL) {
+            c->spare = bytes;
+            c->spare_cap = cap;
+        } else {
+            free(bytes);
+        }
         tx_push(c, req->request_id, status, NULL, 0);
         return true;
     }
     struct tx_slot *slot = tx_push(c, req->request_id, CR_OK, bytes, req->length);
     slot->owned = bytes;
+    slot->owned_cap = cap;
     srv->stats.requests_read++;
     srv->stats.bytes_read += req->length;
     return true;
