@@ -35,7 +35,7 @@ const system_libs = [_][]const u8{
 
 /// Everything linked into crescentd and the tests, in link order of the
 /// modules: the daemon's actors and front, then messages, then pure cores.
-const server_dirs = [_][]const u8{ "src/daemon", "src/ha", "src/durable", "src/actors", "src/rpc", "src/mooncake", "src/runtime", "src/http", "src/rdma", "src/msgs", "src/core" };
+const server_dirs = [_][]const u8{ "src/daemon", "src/ha", "src/durable", "src/actors", "src/rpc", "src/mooncake", "src/runtime", "src/http", "src/rdma", "src/msgs", "src/tier", "src/core" };
 
 /// The public client library: RPC client plus what it shares with the server:
 /// the transfer layer (src/rdma, which Put/Get move bytes with), the log, and

@@ -170,10 +170,27 @@ struct cr_buf_handle {
     char *transport_endpoint;      /* "" when the server sent none */
 };
 
+/* The tier a replica lives on (ReplicaInfo.Medium; seed 000's "memory",
+ * "disk", "local_disk"). */
+#ifndef CR_REPLICA_MEDIUM_DEFINED
+#define CR_REPLICA_MEDIUM_DEFINED
+enum cr_replica_medium {
+    CR_MEDIUM_MEMORY = 0,     /* in a segment: read through its handles */
+    CR_MEDIUM_DISK = 1,       /* a file of the shared file tier: file_path */
+    CR_MEDIUM_LOCAL_DISK = 2, /* a store server's SSD: endpoint, segment_name */
+};
+#endif
+
 struct cr_replica {
     enum cr_replica_status status;
-    size_t handle_count;
+    size_t handle_count;            /* 0 for disk and local_disk replicas */
     struct cr_buf_handle *handles;
+    enum cr_replica_medium medium;
+    char *file_path;    /* disk: the file; "" otherwise */
+    char *endpoint;     /* local_disk: the server's transport endpoint; "" otherwise */
+    char *segment_name; /* local_disk: the server's segment; "" otherwise */
+    uint64_t object_size; /* disk, local_disk: the value's bytes */
+    uint64_t position;    /* local_disk: where the server keeps it */
 };
 
 /* One object's replicas; `key` is set only by the regex form. `status` is

@@ -74,7 +74,17 @@ struct cr_host_options {
      * at once; no copy/move task is run unless this does it. */
     int (*heartbeat)(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again);
     void *heartbeat_arg;
+    /* NULL: nothing more.  Otherwise a second, read-only segment named
+     * "<segment name>" CR_HOST_SSD_SUFFIX is served (by tcp) with this
+     * function's bytes: a store server's SSD tier (docs/tiers-ssd.md), where
+     * addr is an SSD object's id.  It fills dst with len bytes and returns
+     * CR_OK or the read's failure; it runs on the transfer thread. */
+    int (*ssd_read)(void *arg, uint64_t addr, uint64_t len, void *dst);
+    void *ssd_read_arg;
 };
+
+/* The suffix of the SSD tier's segment name at the transfer server. */
+#define CR_HOST_SSD_SUFFIX "#ssd"
 
 /* Starts hosting.  Returns CR_OK and *out, or on failure (nothing left
  * running, *out NULL, `error` holding a sentence naming the cause):

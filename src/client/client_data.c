@@ -223,7 +223,8 @@ static bool endpoint_is_local(const char *endpoint, const struct cr_client_local
 }
 
 static bool replica_readable(const struct cr_replica *rep) {
-    return rep->status == CR_REPLICA_COMPLETE && rep->handle_count > 0;
+    return rep->status == CR_REPLICA_COMPLETE && rep->medium == CR_MEDIUM_MEMORY &&
+           rep->handle_count > 0;
 }
 
 /* order[] = the complete replicas of `list`, same-host ones first (the

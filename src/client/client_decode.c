@@ -30,7 +30,10 @@ enum {
     F_LEASE = 4,    /* GetReplicaListResponse: optional uint64 lease_ttl_ms */
     F_ERROR = 15,   /* every response: optional string error_message */
 };
-enum { R_HANDLES = 1, R_STATUS = 2 };                   /* ReplicaInfo */
+enum { /* ReplicaInfo */
+    R_HANDLES = 1, R_STATUS = 2, R_MEDIUM = 3, R_FILE_PATH = 4, R_ENDPOINT = 5,
+    R_SEGMENT = 6, R_OBJECT_SIZE = 7, R_POSITION = 8,
+};
 enum { H_NAME = 1, H_SIZE = 2, H_BUFFER = 3, H_STATUS = 4, H_ENDPOINT = 5 }; /* BufHandle */
 
 struct wire {
@@ -132,27 +135,68 @@ static bool handle_walk(struct wire w, struct sizes *sz, struct cr_buf_handle *o
     return true;
 }
 
+/* A ReplicaInfo string field (file_path, endpoint, segment_name): counted,
+ * or copied to *strings with *dst pointing at it. */
+static void replica_string(const struct field *f, struct sizes *sz, char **dst, char **strings) {
+    sz->string_bytes += f->sub.len + 1;
+    if (dst == NULL) return;
+    char *s = *strings;
+    memcpy(s, f->sub.p, f->sub.len);
+    s[f->sub.len] = '\0';
+    *strings += f->sub.len + 1;
+    *dst = s;
+}
+
+/* The replica's three strings start as "" (three bytes of its block). */
+#define REPLICA_DEFAULT_STRING_BYTES 3u
+
 /* Walks a ReplicaInfo: counts its handles (out NULL) or fills `out`, its
  * handles from *handles on. */
 static bool replica_walk(struct wire w, struct sizes *sz, struct cr_replica *out,
                          struct cr_buf_handle **handles, char **strings) {
     struct field f = {0};
     int more;
+    sz->string_bytes += REPLICA_DEFAULT_STRING_BYTES;
     if (out != NULL) {
         out->status = CR_REPLICA_UNDEFINED; /* required with a default, as above */
         out->handle_count = 0;
         out->handles = NULL;
+        out->medium = CR_MEDIUM_MEMORY;
+        out->object_size = out->position = 0;
+        char *empty = *strings;
+        memset(empty, 0, REPLICA_DEFAULT_STRING_BYTES);
+        *strings += REPLICA_DEFAULT_STRING_BYTES;
+        out->file_path = empty;
+        out->endpoint = empty + 1;
+        out->segment_name = empty + 2;
     }
     while ((more = next_field(&w, &f)) == 1) {
+        bool string = f.number == R_FILE_PATH || f.number == R_ENDPOINT || f.number == R_SEGMENT;
+        bool scalar = f.number == R_STATUS || f.number == R_MEDIUM ||
+                      f.number == R_OBJECT_SIZE || f.number == R_POSITION;
+        if ((string && f.type != WIRE_LEN) || (scalar && f.type != WIRE_VARINT)) return false;
         if (f.number == R_HANDLES) {
             if (f.type != WIRE_LEN) return false;
             sz->handles++;
             struct cr_buf_handle *h = out != NULL ? (*handles)++ : NULL;
             if (!handle_walk(f.sub, sz, h, strings)) return false;
             if (out != NULL && out->handle_count++ == 0) out->handles = h;
+        } else if (string) {
+            char **dst = out == NULL ? NULL
+                         : f.number == R_FILE_PATH ? &out->file_path
+                         : f.number == R_ENDPOINT  ? &out->endpoint
+                                                   : &out->segment_name;
+            replica_string(&f, sz, dst, strings);
+        } else if (out == NULL) {
+            continue;
         } else if (f.number == R_STATUS) {
-            if (f.type != WIRE_VARINT) return false;
-            if (out != NULL) out->status = (enum cr_replica_status)as_int32(f.varint);
+            out->status = (enum cr_replica_status)as_int32(f.varint);
+        } else if (f.number == R_MEDIUM) {
+            out->medium = (enum cr_replica_medium)as_int32(f.varint);
+        } else if (f.number == R_OBJECT_SIZE) {
+            out->object_size = f.varint;
+        } else if (f.number == R_POSITION) {
+            out->position = f.varint;
         }
     }
     return more == 0;

@@ -41,6 +41,10 @@ int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size
     memset(out, 0, sizeof(*out)); /* key and status are the caller's to set */
     size_t handles = 0, string_bytes = 0;
     for (size_t i = 0; i < count; i++) {
+        const Crescent__Master__ReplicaInfo *in = infos[i];
+        string_bytes += (in->file_path != NULL ? strlen(in->file_path) : 0) + 1;
+        string_bytes += (in->endpoint != NULL ? strlen(in->endpoint) : 0) + 1;
+        string_bytes += (in->segment_name != NULL ? strlen(in->segment_name) : 0) + 1;
         handles += infos[i]->n_handles;
         for (size_t j = 0; j < infos[i]->n_handles; j++) {
             const Crescent__Master__BufHandle *h = infos[i]->handles[j];
@@ -56,6 +60,12 @@ int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size
         const Crescent__Master__ReplicaInfo *in = infos[i];
         struct cr_replica *r = &b.replicas[i];
         r->status = (enum cr_replica_status)in->status;
+        r->medium = in->has_medium ? (enum cr_replica_medium)in->medium : CR_MEDIUM_MEMORY;
+        r->file_path = put_string(&b.strings, in->file_path);
+        r->endpoint = put_string(&b.strings, in->endpoint);
+        r->segment_name = put_string(&b.strings, in->segment_name);
+        r->object_size = in->has_object_size ? in->object_size : 0;
+        r->position = in->has_position ? in->position : 0;
         r->handle_count = in->n_handles;
         r->handles = in->n_handles > 0 ? next : NULL;
         for (size_t j = 0; j < in->n_handles; j++, next++) {

@@ -224,9 +224,20 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
     rc = o->memory != NULL
              ? cr_xfer_server_register(h->xfer, h->segment_name, h->segment.base, h->segment.size)
              : cr_xfer_server_register_segment(h->xfer, h->segment_name, &h->segment);
-    if (rc != CR_OK)
+    if (rc != CR_OK) {
         set_error(error, size, "cannot register segment '%s': %s", h->segment_name,
                   cr_strerror(rc));
+        return rc;
+    }
+    if (o->ssd_read != NULL) {
+        char name[sizeof(h->segment_name) + sizeof(CR_HOST_SSD_SUFFIX)];
+        snprintf(name, sizeof(name), "%s%s", h->segment_name, CR_HOST_SSD_SUFFIX);
+        rc = cr_xfer_server_register_reader(h->xfer, name, o->ssd_read, o->ssd_read_arg);
+        if (rc != CR_OK)
+            set_error(error, size, "cannot register the SSD tier as '%s': %s (a segment name "
+                      "of at most %zu bytes)", name, cr_strerror(rc),
+                      (size_t)CR_XFER_SEGMENT_NAME_MAX - strlen(CR_HOST_SSD_SUFFIX));
+    }
     return rc;
 }
 

@@ -41,6 +41,7 @@ struct store_server {
     struct cr_xfer_client *exec; /* runs the copy/move tasks this server is handed */
     struct cr_store_options opt;
     cr_host *host;               /* libcrescent's hosted segment (include/crescent/host.h) */
+    struct cr_store_ssd ssd;     /* --ssd-dir: the SSD tier (crescent_store_ssd.c) */
 };
 
 /* The CPU the transfer thread takes when --cpu was not given: one of the
@@ -76,6 +77,7 @@ static int heartbeat(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known
 /* ---- setup and teardown ------------------------------------------------- */
 
 static int start(struct store_server *s) {
+    if (cr_store_ssd_open(&s->ssd, &s->opt) != CR_OK) return 2;
     bool gid_set = s->opt.rdma_gid_index >= 0;
     uint8_t gid = (uint8_t)(gid_set ? s->opt.rdma_gid_index : 0);
     struct cr_xfer_client_config xcc = {.shm_disabled = s->opt.no_shm,
@@ -102,7 +104,9 @@ static int start(struct store_server *s) {
                                  .pin_serve_thread = s->opt.cpu >= 0, .serve_cpu = s->opt.cpu,
                                  /* a master not up yet is not fatal */
                                  .mount_when_master_answers = true,
-                                 .heartbeat = heartbeat, .heartbeat_arg = s};
+                                 .heartbeat = heartbeat, .heartbeat_arg = s,
+                                 .ssd_read = s->ssd.store != NULL ? cr_store_ssd_read : NULL,
+                                 .ssd_read_arg = &s->ssd};
     char error[512];
     int rc = cr_host_start(&ho, &s->host, error, sizeof(error));
     if (rc == CR_ERR_SEGMENT_ALREADY_EXISTS) {
@@ -138,6 +142,7 @@ static int wait_for_signal(const struct store_server *s, const sigset_t *signals
 static void stop(struct store_server *s) {
     (void)cr_host_stop(s->host); /* unmounts (logging a failure), joins, frees */
     cr_xfer_client_destroy(s->exec);
+    cr_store_ssd_close(&s->ssd);
 }
 
 int main(int argc, char **argv) {

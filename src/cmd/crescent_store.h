@@ -20,6 +20,9 @@ struct cr_store_options {
     int cpu;                 /* CR_STORE_CPU_AUTO, CR_STORE_CPU_NONE or a CPU number */
     uint32_t ping_interval_ms;
     uint32_t timeout_ms;     /* per RPC to the master */
+    char ssd_dir[4096];      /* "": no SSD tier (docs/tiers-ssd.md) */
+    uint64_t ssd_size;       /* bytes of SSD files, > 0 with ssd_dir */
+    uint32_t promotion_hits; /* SSD reads within the window that ask for promotion */
 };
 
 enum { CR_STORE_OPTIONS_RUN = 0, CR_STORE_OPTIONS_HELP = 1, CR_STORE_OPTIONS_USAGE = 2 };
@@ -28,5 +31,32 @@ enum { CR_STORE_OPTIONS_RUN = 0, CR_STORE_OPTIONS_HELP = 1, CR_STORE_OPTIONS_USA
  * to stdout) or _USAGE (one line naming the problem printed to stderr). */
 int cr_store_options_parse(int argc, char **argv, struct cr_store_options *out);
 
+
+/* ---- the SSD tier (crescent_store_ssd.c) --------------------------------- */
+
+#include <pthread.h>
+#include "tier/ssd_store.h"
+
+/* The server's SSD tier: the transfer thread reads it (the "#ssd" reader
+ * segment), the keep-alive thread writes it (offloads); one lock, held for a
+ * file's whole read or write: a disk operation costs far more than the lock,
+ * and the two sides never wait on each other for long. */
+struct cr_store_ssd {
+    pthread_mutex_t lock;
+    cr_ssd_store *store; /* NULL: no SSD tier */
+    uint64_t promotions_asked; /* reads that reached --promotion-hits */
+};
+
+/* Opens opt->ssd_dir (scanning and checking every file, logging what it
+ * dropped).  No --ssd-dir: CR_OK with no tier.  Returns CR_OK or the open's
+ * failure, with one line on stderr naming the flag and the cause. */
+int cr_store_ssd_open(struct cr_store_ssd *ssd, const struct cr_store_options *opt);
+
+/* cr_host_options.ssd_read: the len bytes of SSD object addr (its id), which
+ * must be the object's whole value, checked before they are handed out. */
+int cr_store_ssd_read(void *arg, uint64_t addr, uint64_t len, void *dst);
+
+/* Logs the tier's counters and closes it (files stay).  No tier: no-op. */
+void cr_store_ssd_close(struct cr_store_ssd *ssd);
 
 #endif

@@ -48,6 +48,14 @@ static void usage(FILE *out) {
             "  --ping-interval-ms MS    heartbeat period (default 1000; never longer than a\n"
             "                           quarter of the master's client TTL)\n"
             "  --timeout-ms MS          per request to the master (default 2000)\n"
+            "  --ssd-dir PATH           an SSD tier in this directory (created if missing):\n"
+            "                           objects evicted from memory are kept here, one\n"
+            "                           checksummed file each, and served from it\n"
+            "                           (docs/tiers-ssd.md); needs --ssd-size\n"
+            "  --ssd-size SIZE          bytes of SSD files at most: 64G, 1T; the least\n"
+            "                           recently used files go first\n"
+            "  --promotion-hits N       SSD reads within a minute that ask for the object to\n"
+            "                           be copied back to memory (default 2; 0: never)\n"
             "  --help, --version\n"
             "\n"
             "After a master restart (or when this server missed pings for longer than the\n"
@@ -79,7 +87,8 @@ static bool copy(char *dst, size_t cap, const char *src) {
 }
 
 enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_NO_VERBS, OPT_DEVICES, OPT_GID, OPT_CPU, OPT_NO_PIN,
-       OPT_PING, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
+       OPT_PING, OPT_TIMEOUT, OPT_SSD_DIR, OPT_SSD_SIZE, OPT_PROMOTION_HITS, OPT_HELP,
+       OPT_VERSION };
 
 static const struct option options[] = {
     {"master", required_argument, NULL, OPT_MASTER},
@@ -94,6 +103,9 @@ static const struct option options[] = {
     {"no-pin", no_argument, NULL, OPT_NO_PIN},
     {"ping-interval-ms", required_argument, NULL, OPT_PING},
     {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+    {"ssd-dir", required_argument, NULL, OPT_SSD_DIR},
+    {"ssd-size", required_argument, NULL, OPT_SSD_SIZE},
+    {"promotion-hits", required_argument, NULL, OPT_PROMOTION_HITS},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -136,6 +148,15 @@ static int apply(int opt, const char *arg, struct cr_store_options *o) {
                                                                  : bad("ping-interval-ms", arg, "want 1..3600000");
     case OPT_TIMEOUT:
         return parse_u32(arg, 1, 3600000, &o->timeout_ms) ? 0 : bad("timeout-ms", arg, "want 1..3600000");
+    case OPT_SSD_DIR:
+        return copy(o->ssd_dir, sizeof(o->ssd_dir), arg) ? 0
+                                                          : bad("ssd-dir", arg, "1 to 4095 bytes");
+    case OPT_SSD_SIZE:
+        return cr_parse_size(arg, &o->ssd_size) && o->ssd_size > 0
+                   ? 0 : bad("ssd-size", arg, "want bytes > 0, or a number with K, M, G or T");
+    case OPT_PROMOTION_HITS:
+        return parse_u32(arg, 0, 1000000, &o->promotion_hits)
+                   ? 0 : bad("promotion-hits", arg, "want 0..1000000");
     default: return CR_STORE_OPTIONS_USAGE;
     }
 }
@@ -143,7 +164,8 @@ static int apply(int opt, const char *arg, struct cr_store_options *o) {
 int cr_store_options_parse(int argc, char **argv, struct cr_store_options *o) {
     *o = (struct cr_store_options){.segment_size = 1ull << 30, .cpu = CR_STORE_CPU_AUTO,
                                    .rdma_gid_index = -1,
-                                   .ping_interval_ms = 1000, .timeout_ms = 2000};
+                                   .ping_interval_ms = 1000, .timeout_ms = 2000,
+                                   .promotion_hits = 2};
     snprintf(o->master, sizeof(o->master), "tcp://127.0.0.1:50051");
     snprintf(o->data_address, sizeof(o->data_address), "127.0.0.1:0");
     optind = 1;
@@ -169,6 +191,11 @@ int cr_store_options_parse(int argc, char **argv, struct cr_store_options *o) {
     if (optind < argc) {
         fprintf(stderr, "crescent-store: unexpected argument '%s' (--help lists the flags)\n",
                 argv[optind]);
+        return CR_STORE_OPTIONS_USAGE;
+    }
+    if ((o->ssd_dir[0] != '\0') != (o->ssd_size > 0)) {
+        fprintf(stderr, "crescent-store: --ssd-dir and --ssd-size go together (--help lists the "
+                "flags)\n");
         return CR_STORE_OPTIONS_USAGE;
     }
     return CR_STORE_OPTIONS_RUN;

@@ -230,18 +230,40 @@ static const char *replica_status_name(enum cr_replica_status s) {
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "?";
 }
 
+static const char *replica_tier_name(enum cr_replica_medium m) {
+    static const char *const names[] = {"memory", "disk", "local_disk"};
+    return (unsigned)m < sizeof(names) / sizeof(names[0]) ? names[m] : "?";
+}
+
+/* Disk: the file; local_disk: the server's endpoint and segment. */
+static void print_elsewhere(size_t i, const struct cr_replica *r) {
+    if (r->medium == CR_MEDIUM_DISK) {
+        printf("%-8zu %-11s %-12s %-20s %-18s %12" PRIu64 "  %s\n", i, "disk",
+               replica_status_name(r->status), "-", "-", r->object_size, r->file_path);
+        return;
+    }
+    printf("%-8zu %-11s %-12s %-20s 0x%016" PRIx64 " %12" PRIu64 "  %s\n", i,
+           replica_tier_name(r->medium), replica_status_name(r->status),
+           r->segment_name[0] ? r->segment_name : "-", r->position, r->object_size,
+           r->endpoint[0] ? r->endpoint : "-");
+}
+
 static void print_replicas(const struct cr_replica_list *list) {
-    printf("%-8s %-12s %-20s %-18s %12s  %s\n", "REPLICA", "STATUS", "SEGMENT", "BUFFER",
-           "SIZE", "ENDPOINT");
+    printf("%-8s %-11s %-12s %-20s %-18s %12s  %s\n", "REPLICA", "TIER", "STATUS", "SEGMENT",
+           "BUFFER", "SIZE", "ENDPOINT/FILE");
     for (size_t i = 0; i < list->count; i++) {
         const struct cr_replica *r = &list->replicas[i];
+        if (r->medium != CR_MEDIUM_MEMORY) {
+            print_elsewhere(i, r);
+            continue;
+        }
         for (size_t h = 0; h < r->handle_count; h++) {
             const struct cr_buf_handle *b = &r->handles[h];
-            printf("%-8zu %-12s %-20s 0x%016" PRIx64 " %12" PRIu64 "  %s\n", i,
+            printf("%-8zu %-11s %-12s %-20s 0x%016" PRIx64 " %12" PRIu64 "  %s\n", i, "memory",
                    replica_status_name(r->status), b->segment_name, b->buffer, b->size_bytes,
                    b->transport_endpoint[0] ? b->transport_endpoint : "-");
         }
-        if (r->handle_count == 0) printf("%-8zu %-12s (no buffers)\n", i,
+        if (r->handle_count == 0) printf("%-8zu %-11s %-12s (no buffers)\n", i, "memory",
                                          replica_status_name(r->status));
     }
 }
@@ -259,8 +281,17 @@ static json_t *replicas_json(const struct cr_replica_list *list) {
                                                      (json_int_t)b->size_bytes, "endpoint",
                                                      b->transport_endpoint));
         }
-        json_array_append_new(out, json_pack("{s:s, s:o}", "status",
-                                             replica_status_name(r->status), "buffers", buffers));
+        json_t *o = json_pack("{s:s, s:s, s:o}", "tier", replica_tier_name(r->medium), "status",
+                              replica_status_name(r->status), "buffers", buffers);
+        if (o != NULL && r->medium == CR_MEDIUM_DISK)
+            json_object_set_new(o, "file_path", json_string(r->file_path));
+        if (o != NULL && r->medium == CR_MEDIUM_LOCAL_DISK) {
+            json_object_set_new(o, "endpoint", json_string(r->endpoint));
+            json_object_set_new(o, "segment", json_string(r->segment_name));
+        }
+        if (o != NULL && r->medium != CR_MEDIUM_MEMORY)
+            json_object_set_new(o, "size_bytes", json_integer((json_int_t)r->object_size));
+        json_array_append_new(out, o);
     }
     return out;
 }

@@ -27,6 +27,8 @@
 #define CR_STORE_NAME_LEN_MAX 256u      /* segment names, tenants, protocols */
 #define CR_STORE_ENDPOINT_LEN_MAX 256u  /* "host:port" */
 #define CR_STORE_ERROR_LEN 256u
+/* A disk replica's file path (the shared file tier, docs/tiers.md). */
+#define CR_STORE_FILE_PATH_LEN_MAX 1024u
 #define CR_STORE_DEFAULT_TENANT "default"
 
 typedef struct cr_store cr_store;
@@ -82,8 +84,8 @@ enum cr_store_change_kind {
 };
 
 struct cr_store_event_replica {
-    const char *type;     /* "memory" */
-    const char *location; /* segment endpoint, "host:port" */
+    const char *type;     /* "memory", "disk" or "local_disk" (seed 000) */
+    const char *location; /* memory, local_disk: an endpoint "host:port"; disk: a file path */
 };
 
 /* Block metadata a PutStart may carry; published with the STORE event.
@@ -255,7 +257,31 @@ enum cr_replica_status {
     CR_REPLICA_FAILED = 5,
 };
 
-/* Where one replica lives.  buffer = segment base + allocation offset. */
+/* The tier a replica lives on (seed 000's replica types).
+ *  MEMORY      bytes in a mounted segment: segment, endpoint, buffer.
+ *  DISK        a file of the shared file tier (--root_fs_dir): file_path;
+ *              an object has at most one.
+ *  LOCAL_DISK  the SSD of the store server that owns a mounted segment:
+ *              segment (the server's), endpoint, owner, and in `buffer` the
+ *              position the server gave it; at most one per segment. */
+#ifndef CR_REPLICA_MEDIUM_DEFINED /* the same enum as crescent/client.h's */
+#define CR_REPLICA_MEDIUM_DEFINED
+enum cr_replica_medium {
+    CR_MEDIUM_MEMORY = 0,
+    CR_MEDIUM_DISK = 1,
+    CR_MEDIUM_LOCAL_DISK = 2,
+};
+#endif
+#define CR_MEDIUM_COUNT 3u
+
+/* "memory", "disk", "local_disk" (the seed's names); "?" out of range. */
+const char *cr_replica_medium_name(enum cr_replica_medium medium);
+/* Parses one of those names (len bytes); returns CR_OK or CR_ERR_INVALID_PARAMS. */
+int cr_replica_medium_parse(const char *name, size_t len, enum cr_replica_medium *out);
+
+/* Where one replica lives.  Memory: buffer = segment base + allocation
+ * offset.  Disk: segment_name "" and endpoint/protocol NULL, file_path set.
+ * Local disk: the server's segment and endpoint, buffer its SSD position. */
 struct cr_store_replica_desc {
     uint32_t segment_id;
     const char *segment_name;
@@ -264,6 +290,9 @@ struct cr_store_replica_desc {
     uint64_t buffer;
     uint64_t size;
     enum cr_replica_status status;
+    enum cr_replica_medium medium;
+    const char *file_path; /* DISK only; NULL otherwise */
+    struct cr_uuid owner;  /* LOCAL_DISK: the segment owner (Mooncake's client_id) */
 };
 
 /* One replica list, sized for the ceiling, with the object's checksum (the
@@ -623,6 +652,10 @@ struct cr_store_stats {
     uint64_t tenant_count;      /* tenants holding objects, and "default" (always there) */
     uint64_t index_slots;       /* of the key index (it doubles at half full) */
     uint64_t max_objects;
+    uint64_t disk_replicas;       /* shared file tier (CR_MEDIUM_DISK) */
+    uint64_t disk_bytes;          /* their objects' bytes */
+    uint64_t local_disk_replicas; /* store servers' SSDs (CR_MEDIUM_LOCAL_DISK) */
+    uint64_t local_disk_bytes;
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 
@@ -631,5 +664,6 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
  * responsibility; they need the declarations above. */
 #include "core/store_evict.h"
 #include "core/store_tasks.h"
+#include "core/store_tiers.h"
 
 #endif

@@ -17,14 +17,46 @@
 #define PASS_STALL_ROUNDS 4u
 #define ROOM_SAMPLE_SIZE 16u /* a PutStart's own eviction at a full table */
 
+/* Bytes the object holds in the memory pool (the other tiers' replicas
+ * hold none). */
 static uint64_t obj_bytes(const struct cr_store_obj *obj) {
     uint64_t bytes = 0;
-    for (uint32_t r = 0; r < obj->replica_count; r++) bytes += obj->replicas[r].size;
+    for (uint32_t r = 0; r < obj->replica_count; r++)
+        if (cr_store_rep_memory(&obj->replicas[r])) bytes += obj->replicas[r].size;
     return bytes;
 }
 
+static bool has_memory(const struct cr_store_obj *obj) {
+    for (uint32_t r = 0; r < obj->replica_count; r++)
+        if (cr_store_rep_memory(&obj->replicas[r])) return true;
+    return false;
+}
+
+/* An object with no memory replica frees no pool space: the file tier's
+ * own eviction deals with it. */
 static bool evictable(const struct cr_store_obj *obj, uint64_t now_ms) {
-    return obj->state == CR_OBJ_COMPLETE && !obj->hard_pinned && !cr_store_obj_busy(obj, now_ms);
+    return obj->state == CR_OBJ_COMPLETE && !obj->hard_pinned &&
+           !cr_store_obj_busy(obj, now_ms) && has_memory(obj);
+}
+
+/* Drops the memory replicas of an object that has replicas elsewhere and
+ * publishes its remaining ones; frees an object left with none. */
+static void evict_memory(cr_store *store, uint32_t id) {
+    struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    for (uint32_t r = 0; r < obj->replica_count;) {
+        if (!cr_store_rep_memory(&obj->replicas[r])) {
+            r++;
+            continue;
+        }
+        cr_store_replica_release(store, &obj->replicas[r]);
+        obj->replicas[r] = obj->replicas[--obj->replica_count];
+        store->replica_count--;
+    }
+    if (obj->replica_count == 0) {
+        cr_store_obj_remove(store, id);
+        return;
+    }
+    cr_store_obj_emit_update(store, obj);
 }
 
 size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_ms,
@@ -110,7 +142,11 @@ bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, ui
     if (obj->generation != generation || !evictable(obj, now_ms)) return false;
     store->counters.evictions++;
     store->counters.evicted_bytes += obj_bytes(obj);
-    cr_store_obj_remove(store, object_id);
+    bool elsewhere = false;
+    for (uint32_t r = 0; r < obj->replica_count; r++)
+        elsewhere = elsewhere || !cr_store_rep_memory(&obj->replicas[r]);
+    if (elsewhere) evict_memory(store, object_id);
+    else cr_store_obj_remove(store, object_id);
     return true;
 }
 

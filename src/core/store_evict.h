@@ -59,9 +59,11 @@ uint64_t cr_evict_bytes_to_free(const cr_store_config *cfg, const struct cr_stor
  * evicting that share of all objects (sampling does not aim at a segment). */
 uint64_t cr_evict_objects_to_free(const cr_store_config *cfg, const struct cr_store_usage *usage);
 
-/* Revalidates (same generation, complete, unleased, not hard-pinned) and
- * frees the object, publishing UPDATE with no replicas.  Returns true when it
- * was evicted. */
+/* Revalidates (same generation, complete, unleased, not hard-pinned, with
+ * a memory replica) and drops the object's memory replicas: an object with
+ * a disk or local_disk replica stays, publishing UPDATE with those; one
+ * with none is freed, publishing UPDATE with no replicas.  Returns true
+ * when it was evicted. */
 bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, uint64_t now_ms);
 
 /* Frees the space of zombie puts whose PutStart is older than

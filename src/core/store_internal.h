@@ -23,13 +23,27 @@ enum cr_store_obj_state {
     CR_OBJ_COMPLETE = 2,
 };
 
+/* A replica: memory (segment, allocation offset and node), disk (its
+ * file path, owned, in place of the offset; segment CR_STORE_NO_SEGMENT) or
+ * local_disk (the server's segment, the server's position in `offset`, no
+ * allocation).  24 bytes: the medium takes what was padding. */
+#define CR_STORE_NO_SEGMENT UINT16_MAX
 struct cr_store_replica {
-    uint64_t offset;
+    union {
+        uint64_t offset;
+        char *path; /* CR_MEDIUM_DISK: malloc'd, freed by cr_store_replica_release */
+    };
     uint64_t size;
     uint32_t node;
     uint16_t segment;
     uint8_t status; /* enum cr_replica_status */
+    uint8_t medium; /* enum cr_replica_medium */
 };
+_Static_assert(sizeof(struct cr_store_replica) == 24, "replicas stay 24 bytes");
+
+static inline bool cr_store_rep_memory(const struct cr_store_replica *r) {
+    return r->medium == CR_MEDIUM_MEMORY;
+}
 
 /* Block metadata copied at PutStart; one malloc holding strings and ids. */
 struct cr_store_meta_copy {
@@ -185,6 +199,9 @@ struct cr_store {
     uint64_t capacity_bytes;
     uint64_t used_bytes;
     uint64_t replica_count;
+    /* Replicas and bytes off the memory pool (store_tiers.c), by medium. */
+    uint64_t medium_replicas[CR_MEDIUM_COUNT];
+    uint64_t medium_bytes[CR_MEDIUM_COUNT];
     struct cr_store_stats counters; /* only the cumulative fields are kept here */
 
     char err[CR_STORE_ERROR_LEN];

@@ -269,13 +269,32 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
     for (uint32_t r = 0; r < obj->replica_count; r++) {
         const struct cr_store_replica *rep = &obj->replicas[r];
         if (complete_only && rep->status != CR_REPLICA_COMPLETE) continue;
+        struct cr_store_replica_desc *d = &out->replicas[out->count++];
+        if (rep->medium == CR_MEDIUM_DISK) {
+            *d = (struct cr_store_replica_desc){
+                .segment_id = CR_STORE_NO_SEGMENT, .segment_name = "", .size = obj->size,
+                .status = (enum cr_replica_status)rep->status, .medium = CR_MEDIUM_DISK,
+                .file_path = rep->path};
+            continue;
+        }
         const struct cr_store_segment *seg = &store->segments[rep->segment];
-        out->replicas[out->count++] = (struct cr_store_replica_desc){
+        bool local = rep->medium == CR_MEDIUM_LOCAL_DISK;
+        *d = (struct cr_store_replica_desc){
             .segment_id = rep->segment, .segment_name = seg->name,
             .endpoint = seg->endpoint, .protocol = seg->protocol,
-            .buffer = seg->base + rep->offset, .size = obj->size,
-            .status = (enum cr_replica_status)rep->status};
+            .buffer = local ? rep->offset : seg->base + rep->offset, .size = obj->size,
+            .status = (enum cr_replica_status)rep->status,
+            .medium = (enum cr_replica_medium)rep->medium,
+            .owner = local ? seg->owner : (struct cr_uuid){{0}}};
     }
+}
+
+/* The seed's [type, location] pair of one replica. */
+static struct cr_store_event_replica event_replica(const cr_store *store,
+                                                   const struct cr_store_replica *rep) {
+    const char *type = cr_replica_medium_name((enum cr_replica_medium)rep->medium);
+    if (rep->medium == CR_MEDIUM_DISK) return (struct cr_store_event_replica){type, rep->path};
+    return (struct cr_store_event_replica){type, store->segments[rep->segment].endpoint};
 }
 
 /* Publishes the object with its first replica_count replicas (0: it is gone). */
@@ -289,8 +308,7 @@ static void emit_object(cr_store *store, enum cr_store_change_kind kind,
     uint32_t n = 0;
     for (uint32_t r = 0; r < replica_count; r++)
         if (obj->replicas[r].status == CR_REPLICA_COMPLETE)
-            reps[n++] = (struct cr_store_event_replica){
-                "memory", store->segments[obj->replicas[r].segment].endpoint};
+            reps[n++] = event_replica(store, &obj->replicas[r]);
     struct cr_store_change ev = {
         .kind = kind, .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
         .key_len = obj->key_len, .replicas = reps, .replica_count = n,

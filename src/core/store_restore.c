@@ -2,6 +2,8 @@
 #include "core/store_restore.h"
 
 #include <assert.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/store_internal.h"
 #include "crescent/error.h"
@@ -16,6 +18,37 @@ static void placed_release(cr_store *store, struct placed *p) {
     p->count = 0;
 }
 
+/* A disk or local_disk replica: no segment space, so nothing to claim. */
+static bool place_other(cr_store *store, const struct cr_store_restore_object *o,
+                        const struct cr_store_restore_replica *r, struct placed *out) {
+    struct cr_store_replica rep = {.size = o->size, .status = CR_REPLICA_COMPLETE,
+                                   .medium = (uint8_t)r->medium};
+    for (uint32_t j = 0; j < out->count; j++)
+        if (out->replicas[j].medium == CR_MEDIUM_DISK && r->medium == CR_MEDIUM_DISK)
+            return false;
+    if (r->medium == CR_MEDIUM_DISK) {
+        size_t len = r->file_path != NULL ? strnlen(r->file_path, CR_STORE_FILE_PATH_LEN_MAX + 1)
+                                          : 0;
+        if (len == 0 || len > CR_STORE_FILE_PATH_LEN_MAX) return false;
+        if ((rep.path = malloc(len + 1)) == NULL) return false;
+        memcpy(rep.path, r->file_path, len + 1);
+        rep.segment = CR_STORE_NO_SEGMENT;
+    } else {
+        int seg = r->segment != NULL ? cr_store_segment_lookup(store, r->segment) : -1;
+        if (seg < 0) return false;
+        for (uint32_t j = 0; j < out->count; j++)
+            if (out->replicas[j].medium == CR_MEDIUM_LOCAL_DISK &&
+                out->replicas[j].segment == (uint32_t)seg)
+                return false;
+        rep.segment = (uint16_t)seg;
+        rep.offset = r->offset;
+    }
+    store->medium_replicas[rep.medium]++;
+    store->medium_bytes[rep.medium] += rep.size;
+    out->replicas[out->count++] = rep;
+    return true;
+}
+
 /* Claims each replica's range in its segment; the ones that cannot be are
  * counted and left out. */
 static void place_replicas(cr_store *store, const struct cr_store_restore_object *o,
@@ -24,10 +57,16 @@ static void place_replicas(cr_store *store, const struct cr_store_restore_object
     uint64_t want = cr_store_alloc_bytes(o->size);
     for (uint32_t i = 0; i < o->replica_count; i++) {
         const struct cr_store_restore_replica *r = &o->replicas[i];
+        if (r->medium != CR_MEDIUM_MEMORY) {
+            if ((unsigned)r->medium >= CR_MEDIUM_COUNT || !place_other(store, o, r, out))
+                (*dropped)++;
+            continue;
+        }
         int seg = r->segment != NULL ? cr_store_segment_lookup(store, r->segment) : -1;
         bool twice = false;
         for (uint32_t j = 0; j < out->count && seg >= 0; j++)
-            twice = twice || out->replicas[j].segment == (uint32_t)seg;
+            twice = twice || (out->replicas[j].segment == (uint32_t)seg &&
+                              out->replicas[j].medium == CR_MEDIUM_MEMORY);
         cr_offset_allocation a;
         if (seg < 0 || twice || r->size != want ||
             cr_offset_alloc_claim(store->segments[seg].alloc, r->offset, r->size, &a) != CR_OK) {

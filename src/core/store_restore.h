@@ -14,9 +14,11 @@
 #include "core/store.h"
 
 struct cr_store_restore_replica {
-    const char *segment; /* a mounted segment's name */
-    uint64_t offset;     /* within the segment */
-    uint64_t size;       /* bytes allocated */
+    enum cr_replica_medium medium; /* 0: memory */
+    const char *segment; /* memory, local_disk: a mounted segment's name */
+    uint64_t offset;     /* memory: within the segment; local_disk: the server's position */
+    uint64_t size;       /* memory: bytes allocated; otherwise the object's size */
+    const char *file_path; /* disk: the file */
 };
 
 struct cr_store_restore_object {
@@ -35,7 +37,8 @@ struct cr_store_restore_object {
 
 /* Adds a complete object with its replicas at their offsets (last access
  * now_ms, no lease), publishing no event.  A replica whose segment is not
- * mounted, whose range is taken or lies outside its segment, is left out
+ * mounted, whose range is taken or lies outside its segment (memory), a
+ * second disk replica or one with a bad path, is left out
  * and counted in *dropped_replicas (the caller logs them); an object left
  * with none is not added.  Returns CR_OK, CR_ERR_SEGMENT_NOT_FOUND (no
  * replica could be placed), CR_ERR_OBJECT_ALREADY_EXISTS (the key is

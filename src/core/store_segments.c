@@ -166,9 +166,19 @@ int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, cons
     return CR_OK;
 }
 
-/* Hands an allocation back to its segment and keeps the byte counters. */
+/* Hands an allocation back to its segment and keeps the byte counters.
+ * A disk replica frees its path; neither it nor a local_disk replica holds
+ * segment space. */
 void cr_store_replica_release(cr_store *store, const struct cr_store_replica *r) {
-    assert(store != NULL && r != NULL);
+    assert(store != NULL && r != NULL && r->medium < CR_MEDIUM_COUNT);
+    if (r->medium != CR_MEDIUM_MEMORY) {
+        assert(store->medium_replicas[r->medium] > 0 &&
+               store->medium_bytes[r->medium] >= r->size);
+        store->medium_replicas[r->medium]--;
+        store->medium_bytes[r->medium] -= r->size;
+        if (r->medium == CR_MEDIUM_DISK) free(r->path);
+        return;
+    }
     struct cr_store_segment *seg = &store->segments[r->segment];
     assert(seg->in_use && seg->used_bytes >= r->size);
     cr_offset_alloc_free(seg->alloc,
@@ -296,6 +306,10 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
     out->discarded_parked = store->discarded_count;
     out->index_slots = (uint64_t)store->table_mask + 1;
     out->max_objects = store->cfg.max_objects;
+    out->disk_replicas = store->medium_replicas[CR_MEDIUM_DISK];
+    out->disk_bytes = store->medium_bytes[CR_MEDIUM_DISK];
+    out->local_disk_replicas = store->medium_replicas[CR_MEDIUM_LOCAL_DISK];
+    out->local_disk_bytes = store->medium_bytes[CR_MEDIUM_LOCAL_DISK];
     out->active_leases = store->lease_census;
     if (store->slab_high > CR_STORE_STATS_EXACT_SLOTS) return;
     out->active_leases = 0;

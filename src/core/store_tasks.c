@@ -10,10 +10,12 @@
 #include "core/store_internal.h"
 #include "crescent/error.h"
 
-/* The replica of `obj` on `segment`, or -1. */
+/* The memory replica of `obj` on `segment`, or -1 (tasks copy memory to
+ * memory; the other tiers are the clients' and servers' to move). */
 static int replica_on(const struct cr_store_obj *obj, uint32_t segment) {
     for (uint32_t r = 0; r < obj->replica_count; r++)
-        if (obj->replicas[r].segment == segment) return (int)r;
+        if (obj->replicas[r].segment == segment && cr_store_rep_memory(&obj->replicas[r]))
+            return (int)r;
     return -1;
 }
 
@@ -43,7 +45,8 @@ static int pick_source(cr_store *store, const struct cr_store_obj *obj, const ch
                        int *segment_out) {
     if (source == NULL || source[0] == '\0') {
         for (uint32_t r = 0; r < obj->replica_count; r++)
-            if (obj->replicas[r].status == CR_REPLICA_COMPLETE) {
+            if (obj->replicas[r].status == CR_REPLICA_COMPLETE &&
+                cr_store_rep_memory(&obj->replicas[r])) {
                 *segment_out = obj->replicas[r].segment;
                 return (int)r;
             }
@@ -305,7 +308,7 @@ int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
      * late report of the old assignment could commit targets not written. */
     int next = -1;
     for (uint32_t r = 0; r < obj->replica_count && next < 0; r++)
-        if (obj->replicas[r].status == CR_REPLICA_COMPLETE &&
+        if (obj->replicas[r].status == CR_REPLICA_COMPLETE && cr_store_rep_memory(&obj->replicas[r]) &&
             !cr_uuid_equal(&store->segments[obj->replicas[r].segment].owner, executor))
             next = (int)r;
     rc = next < 0 ? cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,

@@ -59,6 +59,7 @@ static struct cr_durable_record *rec_start(struct cr_durable_feed *feed,
     rec->base = rec->size = rec->checksum = rec->record_count = 0;
     rec->key_len = rec->replica_count = 0;
     rec->flags = 0;
+    rec->file_path[0] = '\0';
     return rec;
 }
 
@@ -176,9 +177,21 @@ static bool object_record(struct cr_durable_feed *feed, const cr_store *store,
     for (uint32_t i = 0; v->complete && i < v->replicas.count; i++) {
         const struct cr_store_replica_desc *d = &v->replicas.replicas[i];
         if (d->status != CR_REPLICA_COMPLETE) continue; /* a task's reservation */
+        if (d->medium == CR_MEDIUM_DISK) { /* the file outlives every segment */
+            struct cr_durable_replica *r = &rec->replicas[rec->replica_count++];
+            *r = (struct cr_durable_replica){.medium = CR_MEDIUM_DISK, .size = v->size_bytes};
+            copy_str(rec->file_path, sizeof(rec->file_path), d->file_path);
+            continue;
+        }
         if (strcmp(d->segment_name, feed->volatile_segment) == 0) continue;
         struct cr_durable_replica *r = &rec->replicas[rec->replica_count++];
+        r->medium = (uint8_t)d->medium;
         copy_str(r->segment, sizeof(r->segment), d->segment_name);
+        if (d->medium == CR_MEDIUM_LOCAL_DISK) {
+            r->offset = d->buffer; /* the server's position, not an address */
+            r->size = v->size_bytes;
+            continue;
+        }
         r->offset = d->buffer - segment_base(feed, store, d);
         r->size = v->size_bytes > 0 ? v->size_bytes : 1; /* cr_store_alloc_bytes */
     }

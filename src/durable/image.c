@@ -166,6 +166,7 @@ int cr_durable_image_apply(void *ctx, const struct cr_durable_record *rec, char 
     switch (rec->type) {
     case CR_DURABLE_SEGMENT_MOUNT:
     case CR_DURABLE_OBJECT_PUT:
+    case CR_DURABLE_OBJECT_PUT_TIERED: /* never decoded as such: given back as OBJECT_PUT */
         rc = cr_durable_encode(rec, &body);
         if (rc != CR_OK) break;
         if (rec->type == CR_DURABLE_SEGMENT_MOUNT) {

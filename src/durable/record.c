@@ -50,16 +50,37 @@ static uint64_t get_u64(const uint8_t *p) {
 
 static size_t str_size(const char *s) { return 2 + strlen(s); }
 
+static void put_path(uint8_t **p, const char *s) {
+    size_t n = strlen(s);
+    assert(n > 0 && n <= CR_STORE_FILE_PATH_LEN_MAX);
+    put_u16(p, (uint16_t)n);
+    put_bytes(p, s, n);
+}
+
+/* Whether an OBJECT_PUT needs the tiered layout (a replica off memory). */
+static bool tiered(const struct cr_durable_record *r) {
+    for (uint32_t i = 0; r->type == CR_DURABLE_OBJECT_PUT && i < r->replica_count; i++)
+        if (r->replicas[i].medium != CR_MEDIUM_MEMORY) return true;
+    return false;
+}
+
+static size_t replica_size(const struct cr_durable_record *r, uint32_t i, bool with_medium) {
+    const struct cr_durable_replica *rep = &r->replicas[i];
+    if (rep->medium == CR_MEDIUM_DISK) return 1 + str_size(r->file_path) + 8;
+    return (with_medium ? 1 : 0) + str_size(rep->segment) + 8 + 8;
+}
+
 static size_t payload_size(const struct cr_durable_record *r) {
     switch (r->type) {
     case CR_DURABLE_SEGMENT_MOUNT:
         return 16 + 8 + 8 + str_size(r->name) + str_size(r->endpoint) + str_size(r->protocol);
     case CR_DURABLE_SEGMENT_UNMOUNT:
         return str_size(r->name);
-    case CR_DURABLE_OBJECT_PUT: {
+    case CR_DURABLE_OBJECT_PUT:
+    case CR_DURABLE_OBJECT_PUT_TIERED: { /* (the encoder picks the layout) */
         size_t n = str_size(r->tenant) + 4 + r->key_len + 8 + 1 + 8 + 16 + 1;
-        for (uint32_t i = 0; i < r->replica_count; i++)
-            n += str_size(r->replicas[i].segment) + 8 + 8;
+        bool with_medium = tiered(r);
+        for (uint32_t i = 0; i < r->replica_count; i++) n += replica_size(r, i, with_medium);
         return n;
     }
     case CR_DURABLE_OBJECT_REMOVE:
@@ -91,6 +112,7 @@ static void encode_payload(const struct cr_durable_record *r, uint8_t **p) {
         put_str(p, r->name);
         return;
     case CR_DURABLE_OBJECT_PUT:
+    case CR_DURABLE_OBJECT_PUT_TIERED:
     case CR_DURABLE_OBJECT_REMOVE:
         put_str(p, r->tenant);
         put_u32(p, r->key_len);
@@ -102,9 +124,16 @@ static void encode_payload(const struct cr_durable_record *r, uint8_t **p) {
         put_bytes(p, r->owner.b, 16);
         put_u8(p, (uint8_t)r->replica_count);
         for (uint32_t i = 0; i < r->replica_count; i++) {
-            put_str(p, r->replicas[i].segment);
-            put_u64(p, r->replicas[i].offset);
-            put_u64(p, r->replicas[i].size);
+            const struct cr_durable_replica *rep = &r->replicas[i];
+            if (tiered(r)) put_u8(p, rep->medium);
+            if (rep->medium == CR_MEDIUM_DISK) {
+                put_path(p, r->file_path);
+                put_u64(p, rep->size);
+                continue;
+            }
+            put_str(p, rep->segment);
+            put_u64(p, rep->offset);
+            put_u64(p, rep->size);
         }
         return;
     case CR_DURABLE_REMOVE_ALL:
@@ -118,7 +147,7 @@ static void encode_payload(const struct cr_durable_record *r, uint8_t **p) {
 
 int cr_durable_encode(const struct cr_durable_record *rec, struct cr_buf *out) {
     assert(rec != NULL && out != NULL);
-    assert(rec->type >= CR_DURABLE_SEGMENT_MOUNT && rec->type <= CR_DURABLE_TYPE_MAX);
+    assert(rec->type >= CR_DURABLE_SEGMENT_MOUNT && rec->type <= CR_DURABLE_SNAPSHOT_END);
     assert(rec->key_len <= CR_STORE_KEY_LEN_MAX);
     assert(rec->replica_count <= CR_STORE_REPLICAS_MAX);
     size_t total = cr_durable_encoded_size(rec);
@@ -126,7 +155,7 @@ int cr_durable_encode(const struct cr_durable_record *rec, struct cr_buf *out) {
     uint8_t *start = (uint8_t *)cr_buf_reserve(out, total);
     if (start == NULL) return CR_ERR_NOMEM;
     uint8_t *p = start + CR_DURABLE_FRAME_HEADER;
-    put_u8(&p, (uint8_t)rec->type);
+    put_u8(&p, (uint8_t)(tiered(rec) ? CR_DURABLE_OBJECT_PUT_TIERED : rec->type));
     put_u64(&p, rec->lsn);
     encode_payload(rec, &p);
     assert((size_t)(p - start) == total);
@@ -249,7 +278,7 @@ static void take_key(struct reader *r, struct cr_durable_record *out) {
     take_bytes(r, out->key, out->key_len, "key");
 }
 
-static void decode_object(struct reader *r, struct cr_durable_record *out) {
+static void decode_object(struct reader *r, struct cr_durable_record *out, bool with_medium) {
     out->size = take_u64(r, "object size");
     out->flags = take_u8(r, "object flags");
     if (!r->bad && (out->flags & ~CR_DURABLE_OBJ_FLAGS) != 0) {
@@ -263,8 +292,26 @@ static void decode_object(struct reader *r, struct cr_durable_record *out) {
         r->bad = true;
         r->what = "replica count";
     }
+    bool disk_seen = false;
     for (uint32_t i = 0; i < out->replica_count && !r->bad; i++) {
         struct cr_durable_replica *rep = &out->replicas[i];
+        rep->medium = with_medium ? take_u8(r, "replica medium") : CR_MEDIUM_MEMORY;
+        if (!r->bad && rep->medium >= CR_MEDIUM_COUNT) {
+            r->bad = true;
+            r->what = "replica medium";
+        }
+        if (rep->medium == CR_MEDIUM_DISK) {
+            take_str(r, out->file_path, CR_STORE_FILE_PATH_LEN_MAX, "disk replica path");
+            rep->segment[0] = '\0';
+            rep->offset = 0;
+            rep->size = take_u64(r, "disk replica size");
+            if (!r->bad && (disk_seen || out->file_path[0] == '\0')) {
+                r->bad = true;
+                r->what = "disk replica path";
+            }
+            disk_seen = true;
+            continue;
+        }
         take_str(r, rep->segment, CR_STORE_NAME_LEN_MAX, "replica segment");
         if (!r->bad && rep->segment[0] == '\0') {
             r->bad = true;
@@ -272,7 +319,8 @@ static void decode_object(struct reader *r, struct cr_durable_record *out) {
         }
         rep->offset = take_u64(r, "replica offset");
         rep->size = take_u64(r, "replica size");
-        if (!r->bad && (rep->size == 0 || rep->offset + rep->size < rep->offset)) {
+        if (!r->bad && rep->medium == CR_MEDIUM_MEMORY &&
+            (rep->size == 0 || rep->offset + rep->size < rep->offset)) {
             r->bad = true;
             r->what = "replica range";
         }
@@ -302,10 +350,13 @@ static void decode_payload(struct reader *r, struct cr_durable_record *out) {
         }
         return;
     case CR_DURABLE_OBJECT_PUT:
+    case CR_DURABLE_OBJECT_PUT_TIERED:
     case CR_DURABLE_OBJECT_REMOVE:
         take_str(r, out->tenant, CR_STORE_NAME_LEN_MAX, "tenant");
         take_key(r, out);
-        if (out->type == CR_DURABLE_OBJECT_PUT) decode_object(r, out);
+        if (out->type != CR_DURABLE_OBJECT_REMOVE)
+            decode_object(r, out, out->type == CR_DURABLE_OBJECT_PUT_TIERED);
+        if (out->type == CR_DURABLE_OBJECT_PUT_TIERED) out->type = CR_DURABLE_OBJECT_PUT;
         return;
     case CR_DURABLE_REMOVE_ALL:
         take_str(r, out->tenant, CR_STORE_NAME_LEN_MAX, "tenant");
@@ -335,6 +386,7 @@ int cr_durable_decode(const uint8_t *body, uint32_t body_len, struct cr_durable_
     out->checksum = 0;
     out->replica_count = 0;
     out->record_count = 0;
+    out->file_path[0] = '\0';
     decode_payload(&r, out);
     if (!r.bad && r.left != 0) {
         r.bad = true;

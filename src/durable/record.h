@@ -40,7 +40,13 @@ enum cr_durable_type {
     CR_DURABLE_OBJECT_REMOVE = 4, /* the key is gone */
     CR_DURABLE_REMOVE_ALL = 5,    /* every object of a tenant, or of all */
     CR_DURABLE_SNAPSHOT_END = 6,  /* a snapshot's last record */
-    CR_DURABLE_TYPE_MAX = 6,
+    /* On disk only: an OBJECT_PUT some of whose replicas are not in memory
+     * (each replica starts with its medium byte; a disk replica is its file
+     * path and size).  The encoder writes it for such objects, and type 3,
+     * byte for byte as before, for the rest; the decoder gives both back as
+     * CR_DURABLE_OBJECT_PUT.  Logs of earlier versions read unchanged. */
+    CR_DURABLE_OBJECT_PUT_TIERED = 7,
+    CR_DURABLE_TYPE_MAX = 7,
 };
 
 enum {
@@ -51,9 +57,10 @@ enum {
 };
 
 struct cr_durable_replica {
-    char segment[CR_STORE_NAME_LEN_MAX + 1];
-    uint64_t offset; /* within the segment (buffer - base) */
-    uint64_t size;   /* bytes allocated */
+    uint8_t medium;  /* enum cr_replica_medium; 0 memory */
+    char segment[CR_STORE_NAME_LEN_MAX + 1]; /* memory, local_disk; "" for disk */
+    uint64_t offset; /* memory: within the segment (buffer - base); local_disk: position */
+    uint64_t size;   /* memory: bytes allocated; else the object's size */
 };
 
 /* A decoded record.  Strings are NUL-terminated copies (names hold no NUL);
@@ -76,6 +83,8 @@ struct cr_durable_record {
     uint64_t checksum;
     uint32_t replica_count;
     struct cr_durable_replica replicas[CR_STORE_REPLICAS_MAX];
+    /* The disk replica's file (an object has at most one); "" when none. */
+    char file_path[CR_STORE_FILE_PATH_LEN_MAX + 1];
     /* SNAPSHOT_END: records before it in the snapshot */
     uint64_t record_count;
 };

@@ -88,8 +88,10 @@ static void restore_from(const struct cr_durable_record *rec, struct cr_store_re
         .replica_count = rec->replica_count};
     for (uint32_t i = 0; i < rec->replica_count; i++)
         o->replicas[i] = (struct cr_store_restore_replica){
+            .medium = (enum cr_replica_medium)rec->replicas[i].medium,
             .segment = rec->replicas[i].segment, .offset = rec->replicas[i].offset,
-            .size = rec->replicas[i].size};
+            .size = rec->replicas[i].size,
+            .file_path = rec->replicas[i].medium == CR_MEDIUM_DISK ? rec->file_path : NULL};
 }
 
 int cr_durable_materialize(const struct cr_durable_image *img, cr_store *store, uint64_t now_ms,

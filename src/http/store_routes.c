@@ -79,7 +79,16 @@ static json_t *object_json(const struct cr_store_object_view *v, uint64_t now_ms
     json_t *reps = json_array();
     for (uint32_t i = 0; i < v->replicas.count; i++) {
         const struct cr_store_replica_desc *d = &v->replicas.replicas[i];
-        json_array_append_new(reps, json_pack("{s:s, s:s, s:s, s:I, s:I, s:s}", "segment",
+        if (d->medium == CR_MEDIUM_DISK) { /* a file: no segment, endpoint or buffer */
+            json_array_append_new(reps, json_pack("{s:s, s:s, s:I, s:s}", "tier", "disk",
+                                                  "file_path", d->file_path, "size",
+                                                  (json_int_t)d->size, "status",
+                                                  status_name(d->status)));
+            continue;
+        }
+        /* memory: buffer is an address; local_disk: the server's position */
+        json_array_append_new(reps, json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "tier",
+                                              cr_replica_medium_name(d->medium), "segment",
                                               d->segment_name, "endpoint", d->endpoint,
                                               "protocol", d->protocol, "buffer",
                                               (json_int_t)d->buffer, "size", (json_int_t)d->size,

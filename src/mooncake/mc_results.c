@@ -40,31 +40,72 @@ static void put_err(struct cr_sp_writer *w, int32_t code) {
     cr_sp_put_u32(w, (uint32_t)code);
 }
 
-/* Replicas Mooncake can describe: one buffer each (a Mooncake put is one
- * slice; a crescent object of several slices has no Mooncake descriptor). */
+static bool is_medium(const Crescent__Master__ReplicaInfo *r,
+                      Crescent__Master__ReplicaInfo__Medium m) {
+    return (r->has_medium ? r->medium : CRESCENT__MASTER__REPLICA_INFO__MEDIUM__MEMORY) == m;
+}
+
+/* Replicas Mooncake can describe: a memory replica with one buffer (a
+ * Mooncake put is one slice; a crescent object of several slices has no
+ * Mooncake descriptor), and every disk and local_disk replica. */
+static bool describable_one(const Crescent__Master__ReplicaInfo *r) {
+    if (is_medium(r, CRESCENT__MASTER__REPLICA_INFO__MEDIUM__DISK) ||
+        is_medium(r, CRESCENT__MASTER__REPLICA_INFO__MEDIUM__LOCAL_DISK))
+        return true;
+    return is_medium(r, CRESCENT__MASTER__REPLICA_INFO__MEDIUM__MEMORY) && r->n_handles == 1;
+}
+
 static size_t describable(size_t n, Crescent__Master__ReplicaInfo *const *list) {
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += list[i]->n_handles == 1;
+    for (size_t i = 0; i < n; i++) k += describable_one(list[i]);
     return k;
+}
+
+static void put_cstr(struct cr_sp_writer *w, const char *s) {
+    if (s == NULL) s = "";
+    cr_sp_put_str(w, s, strlen(s));
+}
+
+/* Replica::Descriptor's variant, alternatives 2 and 3 (replica.h at the
+ * pinned commit): DiskDescriptor{string file_path, u64 object_size} and
+ * LocalDiskDescriptor{UUID client_id, u64 object_size, string
+ * transport_endpoint}; a UUID is its two u64 halves, raw. */
+static void put_elsewhere(struct cr_sp_writer *w, const Crescent__Master__ReplicaInfo *r) {
+    uint64_t size = r->has_object_size ? r->object_size : 0;
+    if (is_medium(r, CRESCENT__MASTER__REPLICA_INFO__MEDIUM__DISK)) {
+        cr_sp_put_u8(w, 2);
+        put_cstr(w, r->file_path);
+        cr_sp_put_u64(w, size);
+        return;
+    }
+    cr_sp_put_u8(w, 3);
+    cr_sp_put_u64(w, r->owner != NULL ? r->owner->first : 0);
+    cr_sp_put_u64(w, r->owner != NULL ? r->owner->second : 0);
+    cr_sp_put_u64(w, size);
+    put_cstr(w, r->endpoint);
 }
 
 static void put_descs(struct cr_sp_writer *w, const struct cr_mc_state *st, size_t n,
                       Crescent__Master__ReplicaInfo *const *list) {
     cr_sp_put_len(w, describable(n, list));
     for (size_t i = 0; i < n; i++) {
-        if (list[i]->n_handles != 1) continue;
-        const Crescent__Master__BufHandle *h = list[i]->handles[0];
+        if (!describable_one(list[i])) continue;
         /* crescent has no replica ids: the position, from 1, as Mooncake's
          * ids start at 1. */
         cr_sp_put_u64(w, i + 1);
-        cr_sp_put_u8(w, 0); /* variant alternative 0: MemoryDescriptor */
-        cr_sp_put_u64(w, h->size);
-        cr_sp_put_u64(w, h->buffer);
-        const char *proto = cr_mc_protocol_of(st, h->segment_name);
-        cr_sp_put_str(w, proto, strlen(proto));
-        const char *ep = h->transport_endpoint != NULL && h->transport_endpoint[0] != '\0'
-                             ? h->transport_endpoint : h->segment_name;
-        cr_sp_put_str(w, ep, strlen(ep));
+        if (list[i]->n_handles != 1) {
+            put_elsewhere(w, list[i]);
+        } else {
+            const Crescent__Master__BufHandle *h = list[i]->handles[0];
+            cr_sp_put_u8(w, 0); /* variant alternative 0: MemoryDescriptor */
+            cr_sp_put_u64(w, h->size);
+            cr_sp_put_u64(w, h->buffer);
+            const char *proto = cr_mc_protocol_of(st, h->segment_name);
+            cr_sp_put_str(w, proto, strlen(proto));
+            const char *ep = h->transport_endpoint != NULL && h->transport_endpoint[0] != '\0'
+                                 ? h->transport_endpoint : h->segment_name;
+            cr_sp_put_str(w, ep, strlen(ep));
+        }
         /* ReplicaStatus: the same numbering on both sides (UNDEFINED 0 ..
          * FAILED 5). */
         cr_sp_put_u32(w, (uint32_t)list[i]->status);

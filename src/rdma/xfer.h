@@ -168,6 +168,20 @@ int cr_xfer_server_register_segment(struct cr_xfer_server *srv, const char *name
 int cr_xfer_server_set_key(struct cr_xfer_server *srv, const char *name,
                            const uint8_t key[CR_CAP_KEY_BYTES]);
 
+/* Bytes that are not in memory (a store server's SSD tier): fills dst
+ * with the len bytes at addr of the reader segment (what addr means is the
+ * reader's: an SSD object's id), or returns a status (CR_ERR_OBJECT_NOT_FOUND,
+ * CR_ERR_CHECKSUM, ...) that the client gets as the op's failure.  Runs on
+ * the server's thread; it may block (a disk read). */
+typedef int (*cr_xfer_reader_fn)(void *arg, uint64_t addr, uint64_t len, void *dst);
+
+/* Registers a reader segment under `name`: READs of it are served by tcp
+ * with fn's bytes (staged in a buffer of len bytes, freed once sent: at most
+ * 64 per connection); WRITEs are refused; shm and verbs clients fall back to
+ * tcp for it.  Returns as cr_xfer_server_register. */
+int cr_xfer_server_register_reader(struct cr_xfer_server *srv, const char *name,
+                                   cr_xfer_reader_fn fn, void *arg);
+
 /* Removes a segment: later requests naming it are refused.  Returns CR_OK or
  * CR_ERR_SEGMENT_NOT_FOUND.  Requests already being served finish first only
  * in the sense that their bytes were moved before this returns (one thread). */

@@ -58,6 +58,8 @@ struct tx_slot {
     const uint8_t *payload; /* segment memory of a READ, a verbs answer, or NULL */
     uint64_t payload_len;
     uint8_t key[CR_XFER_VERBS_KEY_BYTES]; /* a KEY's answer */
+    void *owned; /* a reader segment's staged bytes (the payload), freed once sent */
+    uint64_t owned_cap;
 };
 
 struct xfer_conn {
@@ -75,6 +77,8 @@ struct xfer_conn {
     uint64_t tx_sent;        /* bytes of the head slot already sent */
     bool closing;            /* refused: flush, then close */
     struct cr_xfer_verbs *verbs; /* the QP set of a client's HELLO, or NULL */
+    void *spare;             /* the last reader buffer sent, kept for the next read: */
+    uint64_t spare_cap;      /* a fresh 1 MiB malloc is an mmap and 256 page faults */
     uint8_t hello[CR_XFER_VERBS_HELLO_BYTES]; /* our answer to it */
     struct tx_slot tx[TX_SLOTS];
     uint8_t rx[RX_BYTES];
@@ -132,6 +136,27 @@ int cr_xfer_server_register_segment(struct cr_xfer_server *srv, const char *name
     return add_segment(srv, name, seg->base, seg->size, seg->fd);
 }
 
+int cr_xfer_server_register_reader(struct cr_xfer_server *srv, const char *name,
+                                   cr_xfer_reader_fn fn, void *arg) {
+    assert(srv != NULL && fn != NULL);
+    size_t len = name == NULL ? 0 : strlen(name);
+    if (!cr_xfer_name_valid(name, len)) return CR_ERR_INVALID_PARAMS;
+    if (cr_xfer_server_find(srv, name, len) != NULL) return CR_ERR_SEGMENT_ALREADY_EXISTS;
+    for (uint32_t i = 0; i < CR_XFER_SERVER_SEGMENTS_MAX; i++) {
+        struct cr_xfer_server_segment *seg = &srv->segments[i];
+        if (seg->used) continue;
+        memcpy(seg->name, name, len + 1);
+        seg->name_len = (uint8_t)len;
+        seg->fd = -1; /* no memfd: shm clients use tcp; no region: so do verbs ones */
+        seg->reader = fn;
+        seg->reader_arg = arg;
+        seg->used = true;
+        cr_xfer_shm_bump(srv, i);
+        return CR_OK;
+    }
+    return CR_ERR_NOMEM;
+}
+
 int cr_xfer_server_unregister(struct cr_xfer_server *srv, const char *name) {
     assert(srv != NULL);
     size_t len = name == NULL ? 0 : strlen(name);
@@ -150,6 +175,8 @@ int cr_xfer_server_unregister(struct cr_xfer_server *srv, const char *name) {
 
 static void conn_close(struct xfer_conn *c) {
     struct cr_xfer_server *srv = c->srv;
+    for (uint32_t i = 0; i < c->tx_count; i++) free(c->tx[(c->tx_head + i) % TX_SLOTS].owned);
+    free(c->spare);
     epoll_ctl(srv->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     cr_xfer_server_verbs_hangup(srv, c->verbs);
@@ -178,7 +205,22 @@ static struct tx_slot *tx_push(struct xfer_conn *c, uint32_t request_id, int sta
     cr_xfer_response_encode(&resp, slot->header);
     slot->payload = payload;
     slot->payload_len = payload_len;
+    slot->owned = NULL;
     return slot;
+}
+
+/* A sent slot's reader buffer: kept as the connection's spare (the larger
+ * of the two), the other freed. */
+static void release_owned(struct xfer_conn *c, struct tx_slot *slot) {
+    if (slot->owned == NULL) return;
+    if (slot->owned_cap > c->spare_cap) {
+        free(c->spare);
+        c->spare = slot->owned;
+        c->spare_cap = slot->owned_cap;
+    } else {
+        free(slot->owned);
+    }
+    slot->owned = NULL;
 }
 
 /* Sends queued responses with as few writev calls as the socket allows.
@@ -218,6 +260,7 @@ static bool tx_flush(struct xfer_conn *c) {
                 break;
             }
             left -= slot_left;
+            release_owned(c, slot);
             c->tx_sent = 0;
             c->tx_head = (c->tx_head + 1) % TX_SLOTS;
             c->tx_count--;
@@ -285,6 +328,47 @@ static bool serve_setup(struct xfer_conn *c, const struct cr_xfer_request *req) 
     return false;
 }
 
+/* A READ of a reader segment: its bytes staged in a buffer the slot owns
+ * (the connection's spare when it is large enough, else a new one).  A
+ * reader's failure is an answer, not a refusal: the connection stays. */
+static bool serve_reader(struct xfer_conn *c, const struct cr_xfer_server_segment *seg,
+                         const struct cr_xfer_request *req) {
+    struct cr_xfer_server *srv = c->srv;
+    if (req->op != CR_XFER_FRAME_READ) {
+        refuse(c, req, CR_ERR_INVALID_PARAMS); /* read-only: a WRITE's payload is not taken */
+        return false;
+    }
+    void *bytes = NULL;
+    uint64_t cap = 0;
+    if (req->length > 0 && c->spare_cap >= req->length) {
+        bytes = c->spare;
+        cap = c->spare_cap;
+        c->spare = NULL;
+        c->spare_cap = 0;
+    } else if (req->length > 0) {
+        bytes = malloc(req->length);
+        cap = req->length;
+    }
+    int status = req->length > 0 && bytes == NULL ? CR_ERR_NOMEM
+                 : seg->reader(seg->reader_arg, req->addr, req->length, bytes);
+    if (status != CR_OK) {
+        if (c->spare == NULL) {
+            c->spare = bytes;
+            c->spare_cap = cap;
+        } else {
+            free(bytes);
+        }
+        tx_push(c, req->request_id, status, NULL, 0);
+        return true;
+    }
+    struct tx_slot *slot = tx_push(c, req->request_id, CR_OK, bytes, req->length);
+    slot->owned = bytes;
+    slot->owned_cap = cap;
+    srv->stats.requests_read++;
+    srv->stats.bytes_read += req->length;
+    return true;
+}
+
 /* Validates and starts one request.  Returns false when the connection must
  * stop reading (refused). */
 static bool serve_request(struct xfer_conn *c, const struct cr_xfer_request *req) {
@@ -295,6 +379,7 @@ static bool serve_request(struct xfer_conn *c, const struct cr_xfer_request *req
         refuse(c, req, CR_ERR_SEGMENT_NOT_FOUND);
         return false;
     }
+    if (seg->reader != NULL) return serve_reader(c, seg, req);
     if (!cr_xfer_range_inside((uintptr_t)seg->base, seg->size, req->addr, req->length)) {
         refuse(c, req, CR_ERR_INVALID_PARAMS);
         return false;

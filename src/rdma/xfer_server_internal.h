@@ -18,6 +18,10 @@ struct cr_xfer_server_segment {
     uint8_t *base;
     uint64_t size;
     int fd; /* our dup of the memfd, or -1: plain memory, tcp only */
+    /* A reader segment (cr_xfer_server_register_reader): no memory, reads
+     * are answered from reader's bytes (tcp only); base and size are 0. */
+    cr_xfer_reader_fn reader;
+    void *reader_arg;
     struct cr_xfer_verbs_region region; /* on every verbs device, or count 0: no verbs */
     bool has_key;                       /* capabilities are checked with key */
     uint8_t key[CR_CAP_KEY_BYTES];

@@ -26,6 +26,15 @@ enum {
     TAG_HANDLE_BUFFER = 3 << 3 | WIRE_VARINT,     /* BufHandle.buffer */
     TAG_HANDLE_STATUS = 4 << 3 | WIRE_VARINT,     /* BufHandle.status */
     TAG_HANDLE_ENDPOINT = 5 << 3 | WIRE_LEN,      /* BufHandle.transport_endpoint */
+    TAG_INFO_MEDIUM = 3 << 3 | WIRE_VARINT,       /* ReplicaInfo.medium */
+    TAG_INFO_FILE_PATH = 4 << 3 | WIRE_LEN,       /* ReplicaInfo.file_path */
+    TAG_INFO_ENDPOINT = 5 << 3 | WIRE_LEN,        /* ReplicaInfo.endpoint */
+    TAG_INFO_SEGMENT = 6 << 3 | WIRE_LEN,         /* ReplicaInfo.segment_name */
+    TAG_INFO_OBJECT_SIZE = 7 << 3 | WIRE_VARINT,  /* ReplicaInfo.object_size */
+    TAG_INFO_POSITION = 8 << 3 | WIRE_VARINT,     /* ReplicaInfo.position */
+    TAG_INFO_OWNER = 9 << 3 | WIRE_LEN,           /* ReplicaInfo.owner */
+    TAG_UUID_FIRST = 1 << 3 | WIRE_VARINT,        /* UUID.first */
+    TAG_UUID_SECOND = 2 << 3 | WIRE_VARINT,       /* UUID.second */
     WIRE_FIXED64 = 1,
     TAG_RESP_CHECKSUM = 3 << 3 | WIRE_FIXED64,    /* GetReplicaListResponse.checksum_xxh3 */
     TAG_RESP_LEASE = 4 << 3 | WIRE_VARINT,        /* GetReplicaListResponse.lease_ttl_ms */
@@ -66,9 +75,63 @@ struct replica_sizes {
     size_t name_len, endpoint_len;
     size_t handle_len; /* BufHandle body */
     size_t info_len;   /* ReplicaInfo body */
+    size_t path_len, owner_len;  /* disk, local_disk */
+    uint64_t owner_first, owner_second;
 };
 
+static size_t str_field_len(size_t n) { return 1 + varint_len(n) + n; }
+
+/* A disk or local_disk replica: status, medium and where it is; no handle. */
+static void replica_measure_elsewhere(const struct cr_store_replica_desc *d,
+                                      struct replica_sizes *z) {
+    z->info_len = 1 + varint_len((uint32_t)d->status) + 1 + 1 + 1 + varint_len(d->size);
+    if (d->medium == CR_MEDIUM_DISK) {
+        z->path_len = strlen(d->file_path);
+        z->info_len += str_field_len(z->path_len);
+        return;
+    }
+    z->name_len = strlen(d->segment_name);
+    z->endpoint_len = d->endpoint != NULL ? strlen(d->endpoint) : 0;
+    z->owner_first = z->owner_second = 0;
+    for (int i = 0; i < 8; i++) {
+        z->owner_first = z->owner_first << 8 | d->owner.b[i];
+        z->owner_second = z->owner_second << 8 | d->owner.b[8 + i];
+    }
+    z->owner_len = 1 + varint_len(z->owner_first) + 1 + varint_len(z->owner_second);
+    z->info_len += str_field_len(z->endpoint_len) + str_field_len(z->name_len) + 1 +
+                   varint_len(d->buffer) + str_field_len(z->owner_len);
+}
+
+static uint8_t *replica_write_elsewhere(const struct cr_store_replica_desc *d,
+                                        const struct replica_sizes *z, uint8_t *p) {
+    *p++ = TAG_INFO_STATUS;
+    p = put_varint(p, (uint32_t)d->status);
+    *p++ = TAG_INFO_MEDIUM;
+    *p++ = (uint8_t)d->medium;
+    if (d->medium == CR_MEDIUM_DISK) {
+        p = put_str(p, TAG_INFO_FILE_PATH, d->file_path, z->path_len);
+    } else {
+        p = put_str(p, TAG_INFO_ENDPOINT, d->endpoint != NULL ? d->endpoint : "",
+                    z->endpoint_len);
+        p = put_str(p, TAG_INFO_SEGMENT, d->segment_name, z->name_len);
+    }
+    *p++ = TAG_INFO_OBJECT_SIZE;
+    p = put_varint(p, d->size);
+    if (d->medium == CR_MEDIUM_LOCAL_DISK) {
+        *p++ = TAG_INFO_POSITION;
+        p = put_varint(p, d->buffer);
+        *p++ = TAG_INFO_OWNER;
+        p = put_varint(p, z->owner_len);
+        *p++ = TAG_UUID_FIRST;
+        p = put_varint(p, z->owner_first);
+        *p++ = TAG_UUID_SECOND;
+        p = put_varint(p, z->owner_second);
+    }
+    return p;
+}
+
 static void replica_measure(const struct cr_store_replica_desc *d, struct replica_sizes *z) {
+    if (d->medium != CR_MEDIUM_MEMORY) return replica_measure_elsewhere(d, z);
     z->name_len = strlen(d->segment_name);
     z->endpoint_len = d->endpoint != NULL ? strlen(d->endpoint) : 0;
     z->handle_len = 1 + varint_len(z->name_len) + z->name_len + 1 + varint_len(d->size) + 1 +
@@ -114,6 +177,10 @@ static uint8_t *replica_body_write(const struct cr_store_replica_list *list,
         const struct replica_sizes *z = &sizes[i];
         *p++ = TAG_RESP_REPLICA_LIST;
         p = put_varint(p, z->info_len);
+        if (d->medium != CR_MEDIUM_MEMORY) {
+            p = replica_write_elsewhere(d, z, p);
+            continue;
+        }
         *p++ = TAG_INFO_HANDLES;
         p = put_varint(p, z->handle_len);
         p = put_str(p, TAG_HANDLE_SEGMENT_NAME, d->segment_name, z->name_len);

@@ -94,7 +94,32 @@ static Crescent__Master__ReplicaInfo__ReplicaStatus replica_status(enum cr_repli
     return (Crescent__Master__ReplicaInfo__ReplicaStatus)s; /* same values, by design */
 }
 
-/* One ReplicaInfo (one handle) per replica.  Strings are not copied: they
+/* A disk or local_disk replica's fields (proto ReplicaInfo.medium ...). */
+static bool replica_pb_elsewhere(struct cr_rpc_arena *a, const struct cr_store_replica_desc *d,
+                                 Crescent__Master__ReplicaInfo *info) {
+    info->has_medium = true;
+    info->has_object_size = true;
+    info->object_size = d->size;
+    if (d->medium == CR_MEDIUM_DISK) {
+        info->medium = CRESCENT__MASTER__REPLICA_INFO__MEDIUM__DISK;
+        info->file_path = (char *)d->file_path;
+        return true;
+    }
+    assert(d->medium == CR_MEDIUM_LOCAL_DISK);
+    info->medium = CRESCENT__MASTER__REPLICA_INFO__MEDIUM__LOCAL_DISK;
+    info->endpoint = (char *)d->endpoint;
+    info->segment_name = (char *)d->segment_name;
+    info->has_position = true;
+    info->position = d->buffer;
+    Crescent__Master__UUID *owner = arena_alloc(a, sizeof(*owner));
+    if (owner == NULL) return false;
+    crescent__master__uuid__init(owner);
+    cr_rpc_uuid_to_pb(&d->owner, owner);
+    info->owner = owner;
+    return true;
+}
+
+/* One ReplicaInfo (one handle) per memory replica.  Strings are not copied: they
  * point at segment names and endpoints, which live as long as the segment,
  * and no method here unmounts before packing. */
 static Crescent__Master__ReplicaInfo **replicas_pb(struct cr_rpc_arena *a,
@@ -105,10 +130,17 @@ static Crescent__Master__ReplicaInfo **replicas_pb(struct cr_rpc_arena *a,
     for (uint32_t i = 0; out != NULL && i < list->count; i++) {
         const struct cr_store_replica_desc *d = &list->replicas[i];
         Crescent__Master__ReplicaInfo *info = arena_alloc(a, sizeof(*info));
+        if (info == NULL) return NULL;
+        crescent__master__replica_info__init(info);
+        info->status = replica_status(d->status);
+        out[i] = info;
+        if (d->medium != CR_MEDIUM_MEMORY) { /* no handle: where it is, by medium */
+            if (!replica_pb_elsewhere(a, d, info)) return NULL;
+            continue;
+        }
         Crescent__Master__BufHandle *h = arena_alloc(a, sizeof(*h));
         Crescent__Master__BufHandle **hs = arena_alloc(a, sizeof(*hs));
-        if (info == NULL || h == NULL || hs == NULL) return NULL;
-        crescent__master__replica_info__init(info);
+        if (h == NULL || hs == NULL) return NULL;
         crescent__master__buf_handle__init(h);
         h->segment_name = (char *)d->segment_name;
         h->size = d->size;
@@ -118,8 +150,6 @@ static Crescent__Master__ReplicaInfo **replicas_pb(struct cr_rpc_arena *a,
         hs[0] = h;
         info->n_handles = 1;
         info->handles = hs;
-        info->status = replica_status(d->status);
-        out[i] = info;
     }
     if (out != NULL) *count_out = list->count;
     return out;

@@ -74,9 +74,10 @@ def test_two_phase_put_across_invocations(store):
     assert rc == 0, err
     lines = out.splitlines()
     assert lines[0] == "k1: 1 replica"
-    assert lines[1].split() == ["REPLICA", "STATUS", "SEGMENT", "BUFFER", "SIZE", "ENDPOINT"]
-    assert lines[2].split()[1:3] == ["COMPLETE", "seg0"]
-    assert lines[2].split()[4:] == ["4096", "127.0.0.1:7000"]
+    assert lines[1].split() == ["REPLICA", "TIER", "STATUS", "SEGMENT", "BUFFER", "SIZE",
+                                "ENDPOINT/FILE"]
+    assert lines[2].split()[1:4] == ["memory", "COMPLETE", "seg0"]
+    assert lines[2].split()[5:] == ["4096", "127.0.0.1:7000"]
     rc, out, _ = ctl(store, "exist", "k1")
     assert rc == 0 and out.strip() == "k1 exists"
 

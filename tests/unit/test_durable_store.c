@@ -345,7 +345,8 @@ static void test_restore_refusals(void **unused) {
     mount(s, &CLIENT_A, "seg-a", 1ull << 40);
     struct cr_store_restore_object o = {.tenant = "", .key = "k", .key_len = 1, .size = 4096,
                                         .replica_count = 1};
-    o.replicas[0] = (struct cr_store_restore_replica){"seg-a", 0, 4096};
+    o.replicas[0] =
+        (struct cr_store_restore_replica){.segment = "seg-a", .offset = 0, .size = 4096};
     uint32_t dropped = 0;
     assert_int_equal(cr_store_restore_object(s, &o, 0, &dropped), CR_OK);
     assert_int_equal(cr_store_restore_object(s, &o, 0, &dropped), CR_ERR_OBJECT_ALREADY_EXISTS);
@@ -354,9 +355,11 @@ static void test_restore_refusals(void **unused) {
     o.replicas[0].offset = 2048; /* inside k's range */
     assert_int_equal(cr_store_restore_object(s, &o, 0, &dropped), CR_ERR_SEGMENT_NOT_FOUND);
     assert_int_equal(dropped, 1);
-    o.replicas[0] = (struct cr_store_restore_replica){"no-such-segment", 8192, 4096};
+    o.replicas[0] = (struct cr_store_restore_replica){
+        .segment = "no-such-segment", .offset = 8192, .size = 4096};
     assert_int_equal(cr_store_restore_object(s, &o, 0, &dropped), CR_ERR_SEGMENT_NOT_FOUND);
-    o.replicas[0] = (struct cr_store_restore_replica){"seg-a", (1 << 20) - 100, 4096};
+    o.replicas[0] = (struct cr_store_restore_replica){
+        .segment = "seg-a", .offset = (1 << 20) - 100, .size = 4096};
     assert_int_equal(cr_store_restore_object(s, &o, 0, &dropped), CR_ERR_SEGMENT_NOT_FOUND);
     struct cr_store_stats st;
     cr_store_get_stats(s, 0, &st);

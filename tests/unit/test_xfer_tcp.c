@@ -353,6 +353,41 @@ static void test_unknown_and_unregistered_segment(void **state) {
     free(other);
 }
 
+/* A reader segment (a store server's SSD tier): its bytes come from the
+ * reader; the reader's refusal is the op's failure and the connection keeps
+ * serving; WRITEs are refused. */
+static int fake_reader(void *arg, uint64_t addr, uint64_t len, void *dst) {
+    int *calls = arg;
+    (*calls)++;
+    if (addr != 7) return CR_ERR_OBJECT_NOT_FOUND;
+    for (uint64_t i = 0; i < len; i++) ((uint8_t *)dst)[i] = (uint8_t)(i * 3 + 1);
+    return CR_OK;
+}
+
+static void test_reader_segment(void **state) {
+    struct fixture *f = *state;
+    static int calls;
+    server_stop(f);
+    assert_int_equal(cr_xfer_server_register_reader(f->srv, "seg#ssd", fake_reader, &calls), CR_OK);
+    assert_int_equal(cr_xfer_server_register_reader(f->srv, "seg#ssd", fake_reader, &calls),
+                     CR_ERR_SEGMENT_ALREADY_EXISTS);
+    server_start(f);
+    static uint8_t buf[3 << 20];
+    assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg#ssd", 7, buf, sizeof(buf)), CR_OK);
+    for (size_t i = 0; i < sizeof(buf); i += 4099) assert_int_equal(buf[i], (uint8_t)(i * 3 + 1));
+    assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg#ssd", 8, buf, 16),
+                     CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(cr_xfer_read(f->cli, f->endpoint, "seg#ssd", 7, buf, 16), CR_OK);
+    assert_int_equal(calls, 3);
+    assert_int_equal(cr_xfer_write(f->cli, f->endpoint, "seg#ssd", 7, "hello", 5),
+                     CR_ERR_INVALID_PARAMS);
+    assert_int_equal(calls, 3);
+    assert_still_serving(f);
+    server_stop(f);
+    assert_int_equal(cr_xfer_server_unregister(f->srv, "seg#ssd"), CR_OK);
+    server_start(f);
+}
+
 static void test_invalid_ops_rejected_at_submit(void **state) {
     struct fixture *f = *state;
     uint8_t buf[8];
@@ -500,6 +535,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_malformed_frames_close_only_that_connection, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unknown_and_unregistered_segment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reader_segment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_ops_rejected_at_submit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_and_silent_peers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_transfer_server, setup, teardown),

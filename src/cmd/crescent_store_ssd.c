@@ -1,0 +1,65 @@
+/* crescent-store's SSD tier (see crescent_store.h and docs/tiers-ssd.md). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "cmd/crescent_store.h"
+#include "core/log.h"
+#include "crescent/error.h"
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int cr_store_ssd_open(struct cr_store_ssd *ssd, const struct cr_store_options *opt) {
+    *ssd = (struct cr_store_ssd){0};
+    pthread_mutex_init(&ssd->lock, NULL);
+    if (opt->ssd_dir[0] == '\0') return CR_OK;
+    struct cr_ssd_config cfg = {.dir = opt->ssd_dir, .capacity = opt->ssd_size,
+                                .promotion_hits = opt->promotion_hits};
+    struct cr_ssd_scan_report r;
+    char why[512];
+    int rc = cr_ssd_open(&cfg, &ssd->store, &r, why, sizeof(why));
+    if (rc != CR_OK) {
+        fprintf(stderr, "crescent-store: %s (--ssd-dir, --ssd-size)\n", why);
+        return rc;
+    }
+    CR_INFO("store", "SSD tier %s (%" PRIu64 " bytes): %" PRIu64 " object(s), %" PRIu64
+            " bytes kept; %" PRIu64 " bad file(s) dropped, %" PRIu64 " interrupted write(s) "
+            "removed, %" PRIu64 " evicted over --ssd-size", opt->ssd_dir, opt->ssd_size, r.kept,
+            r.kept_bytes, r.dropped, r.tmp_removed, r.over_capacity);
+    return CR_OK;
+}
+
+int cr_store_ssd_read(void *arg, uint64_t addr, uint64_t len, void *dst) {
+    struct cr_store_ssd *ssd = arg;
+    struct cr_ssd_object o;
+    bool promote = false;
+    char why[256];
+    pthread_mutex_lock(&ssd->lock);
+    int rc = CR_ERR_OBJECT_NOT_FOUND;
+    if (cr_ssd_lookup(ssd->store, addr, &o))
+        rc = o.value_len != len ? CR_ERR_INVALID_PARAMS /* the whole value, nothing else */
+             : cr_ssd_read(ssd->store, addr, dst, len, now_ms(), &len, &promote, why, sizeof(why));
+    if (promote) ssd->promotions_asked++;
+    pthread_mutex_unlock(&ssd->lock);
+    if (rc == CR_ERR_CHECKSUM) CR_WARN("store", "%s: not served", why);
+    return rc;
+}
+
+void cr_store_ssd_close(struct cr_store_ssd *ssd) {
+    if (ssd->store != NULL) {
+        struct cr_ssd_stats st;
+        cr_ssd_get_stats(ssd->store, &st);
+        CR_INFO("store", "SSD tier %s: %" PRIu64 " object(s), %" PRIu64 " of %" PRIu64 " bytes; "
+                "%" PRIu64 " written, %" PRIu64 " read, %" PRIu64 " evicted, %" PRIu64
+                " corrupt dropped, %" PRIu64 " promotion(s) asked", cr_ssd_dir(ssd->store),
+                st.objects, st.used, st.capacity, st.writes, st.reads, st.evictions,
+                st.corrupt_dropped, ssd->promotions_asked);
+        cr_ssd_close(ssd->store);
+        ssd->store = NULL;
+    }
+    pthread_mutex_destroy(&ssd->lock);
+}
