@@ -50,6 +50,7 @@
 #include "mooncake/mc_calls.h"
 #include "mooncake/mc_edge.h"
 #include "rpc/rpc_codec.h"
+#include "rpc/stream_listen.h"
 #include "rpc/edge.h"
 
 #define MC_REQ_HEADER 20u
@@ -555,44 +556,11 @@ static const struct cr_edge_ops mc_ops = {
 /* Binds HOST:PORT.  The default address taken leaves the endpoint off
  * (said at wire); an address the user chose that cannot be bound fails. */
 static int listen_on(struct mc_edge *st) {
-    char host[256];
-    const char *colon = strrchr(st->address, ':');
-    size_t hl = colon != NULL ? (size_t)(colon - st->address) : 0;
-    const char *h = st->address;
-    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') h++, hl -= 2;
-    if (colon == NULL || hl == 0 || hl >= sizeof(host) || colon[1] == '\0') {
-        fprintf(stderr, "crescentd: --mooncake-rpc-address '%s' is not HOST:PORT\n", st->address);
-        return CR_ERR_INVALID_PARAMS;
-    }
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
-    if (gai != 0) {
-        fprintf(stderr, "crescentd: cannot serve the Mooncake master RPC on %s: %s\n",
-                st->address, gai_strerror(gai));
-        return CR_ERR_IO;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-        int err = errno;
-        if (fd >= 0) close(fd);
-        freeaddrinfo(ai);
-        if (err == EADDRINUSE && strcmp(st->address, CR_CONFIG_MOONCAKE_RPC_DEFAULT) == 0) {
-            st->default_busy = true;
-            return CR_OK;
-        }
-        fprintf(stderr, "crescentd: cannot bind the Mooncake master RPC address %s: %s\n",
-                st->address, strerror(err));
-        return CR_ERR_IO;
-    }
-    freeaddrinfo(ai);
-    st->listen_fd = fd;
-    return CR_OK;
+    struct cr_stream_listen spec = {.address = st->address,
+                                    .flag = "--mooncake-rpc-address",
+                                    .what = "Mooncake master RPC",
+                                    .default_address = CR_CONFIG_MOONCAKE_RPC_DEFAULT};
+    return cr_stream_listen(&spec, &st->listen_fd, &st->default_busy);
 }
 
 int cr_mooncake_edge_create(const struct cr_daemon_config *config, struct cr_edge **out) {

@@ -46,6 +46,7 @@
 #include "crescent/error.h"
 #include "daemon/config.h"
 #include "msgs/rpc_stream.h"
+#include "rpc/stream_listen.h"
 
 #define RPC_TCP_EVENTS 64u
 #define RPC_TCP_READ_CHUNK (64u << 10)     /* bytes asked of read() at a time */
@@ -480,7 +481,8 @@ static void rpc_tcp_destroy(struct cr_edge *edge) {
 }
 
 /* Whether a bound address is on loopback (127.0.0.0/8, ::1). */
-static bool is_loopback(const struct sockaddr *sa) {
+static bool is_loopback(const void *address) {
+    const struct sockaddr *sa = address;
     if (sa->sa_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) ==
                127;
@@ -492,61 +494,30 @@ static bool is_loopback(const struct sockaddr *sa) {
     return false;
 }
 
-/* Binds HOST:PORT ([V6]:PORT).  With CURVE on, only a loopback address
- * and only with --rpc-tcp-with-curve: the native endpoint has no
- * encryption and no client keys, so next to a CURVE-protected ZMQ endpoint
- * it would be a way around CURVE for anyone who can reach it. */
+/* With CURVE on, only a loopback address and only with --rpc-tcp-with-curve:
+ * the native endpoint has no encryption and no client keys, so next to a
+ * CURVE-protected ZMQ endpoint it would be a way around CURVE for anyone
+ * who can reach it. */
+static bool loopback_or_refuse(const void *sa, const char *address, const void *arg) {
+    (void)arg;
+    if (is_loopback(sa)) return true;
+    fprintf(stderr, "crescentd: --rpc-tcp-address %s is not a loopback address, and the "
+            "native RPC endpoint has no encryption: with CURVE on it serves loopback only "
+            "(or turn it off with --rpc-tcp-address '')\n", address);
+    return false;
+}
+
+/* Binds HOST:PORT ([V6]:PORT); the default address taken leaves the
+ * endpoint off (said at WIRE: another crescentd on this host, each with its
+ * own --rpc-address, must not fail to start because the first took 50052). */
 static int listen_on(struct rpc_tcp_state *st, const struct cr_daemon_config *config) {
-    char host[256];
-    const char *address = st->address, *colon = strrchr(address, ':');
-    size_t hl = colon != NULL ? (size_t)(colon - address) : 0;
-    if (hl >= 2 && address[0] == '[' && address[hl - 1] == ']') address++, hl -= 2;
-    if (colon == NULL || hl == 0 || hl >= sizeof(host) || colon[1] == '\0') {
-        fprintf(stderr, "crescentd: --rpc-tcp-address '%s' is not HOST:PORT\n", st->address);
-        return CR_ERR_INVALID_PARAMS;
-    }
-    memcpy(host, address, hl);
-    host[hl] = '\0';
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
-    if (gai != 0) {
-        fprintf(stderr, "crescentd: cannot serve the native RPC on %s: %s\n", st->address,
-                gai_strerror(gai));
-        return CR_ERR_IO;
-    }
     bool curve = config->curve_secret_key_file[0] != '\0';
-    if (curve && !is_loopback(ai->ai_addr)) {
-        fprintf(stderr, "crescentd: --rpc-tcp-address %s is not a loopback address, and the "
-                "native RPC endpoint has no encryption: with CURVE on it serves loopback only "
-                "(or turn it off with --rpc-tcp-address '')\n", st->address);
-        freeaddrinfo(ai);
-        return CR_ERR_INVALID_PARAMS;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-        /* The default address is best effort: another crescentd on this
-         * host (each with its own --rpc-address) must not fail to start
-         * because the first took 50052.  Said at WIRE, once started. */
-        if (fd >= 0 && errno == EADDRINUSE &&
-            strcmp(st->address, CR_CONFIG_RPC_TCP_DEFAULT) == 0) {
-            close(fd);
-            freeaddrinfo(ai);
-            st->default_busy = true;
-            return CR_OK;
-        }
-        fprintf(stderr, "crescentd: cannot bind the native RPC address %s: %s\n", st->address,
-                strerror(errno));
-        if (fd >= 0) close(fd);
-        freeaddrinfo(ai);
-        return CR_ERR_IO;
-    }
-    freeaddrinfo(ai);
-    st->listen_fd = fd;
-    return CR_OK;
+    struct cr_stream_listen spec = {.address = st->address,
+                                    .flag = "--rpc-tcp-address",
+                                    .what = "native RPC",
+                                    .default_address = CR_CONFIG_RPC_TCP_DEFAULT,
+                                    .accept_address = curve ? loopback_or_refuse : NULL};
+    return cr_stream_listen(&spec, &st->listen_fd, &st->default_busy);
 }
 
 static const struct cr_edge_ops rpc_tcp_ops = {
