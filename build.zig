@@ -38,10 +38,11 @@ const system_libs = [_][]const u8{
 const server_dirs = [_][]const u8{ "src/daemon", "src/durable", "src/actors", "src/rpc", "src/mooncake", "src/runtime", "src/http", "src/rdma", "src/msgs", "src/core" };
 
 /// The public client library: RPC client plus what it shares with the server:
-/// the transfer layer (src/rdma, which Put/Get move bytes with) and the log.
+/// the transfer layer (src/rdma, which Put/Get move bytes with), the log and
+/// the data-plane capability codec the transfer layer's frames carry.
 const client_dirs = [_][]const u8{"src/client"};
 const client_shared_dirs = [_][]const u8{"src/rdma"};
-const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c" };
+const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c", "src/core/xfer_cap.c" };
 
 const Sources = struct {
     server: []const []const u8,
