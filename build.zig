@@ -38,11 +38,12 @@ const system_libs = [_][]const u8{
 const server_dirs = [_][]const u8{ "src/daemon", "src/ha", "src/durable", "src/actors", "src/rpc", "src/mooncake", "src/runtime", "src/http", "src/rdma", "src/msgs", "src/tier", "src/core" };
 
 /// The public client library: RPC client plus what it shares with the server:
-/// the transfer layer (src/rdma, which Put/Get move bytes with), the log, and
-/// the etcd client that resolves an etcd:// endpoint's leader (src/ha/etcd*.c).
+/// the transfer layer (src/rdma, which Put/Get move bytes with), the log, the
+/// data-plane capability codec the transfer layer's frames carry, and the etcd
+/// client that resolves an etcd:// endpoint's leader (src/ha/etcd*.c).
 const client_dirs = [_][]const u8{"src/client"};
 const client_shared_dirs = [_][]const u8{"src/rdma"};
-const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c", "src/ha/etcd.c", "src/ha/etcd_json.c" };
+const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c", "src/core/xfer_cap.c", "src/ha/etcd.c", "src/ha/etcd_json.c" };
 
 const Sources = struct {
     server: []const []const u8,
