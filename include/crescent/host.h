@@ -76,7 +76,7 @@ struct cr_host_options {
     void *heartbeat_arg;
     /* NULL: nothing more.  Otherwise a second, read-only segment named
      * "<segment name>" CR_HOST_SSD_SUFFIX is served (by tcp) with this
-     * function's bytes: a store server's SSD tier (docs/tiers-ssd.md), where
+     * function's bytes: a store server's SSD tier (docs/tiers.md, "Local SSD tier"), where
      * addr is an SSD object's id.  It fills dst with len bytes and returns
      * CR_OK or the read's failure; it runs on the transfer thread. */
     int (*ssd_read)(void *arg, uint64_t addr, uint64_t len, void *dst);

@@ -20,7 +20,7 @@ struct cr_store_options {
     int cpu;                 /* CR_STORE_CPU_AUTO, CR_STORE_CPU_NONE or a CPU number */
     uint32_t ping_interval_ms;
     uint32_t timeout_ms;     /* per RPC to the master */
-    char ssd_dir[4096];      /* "": no SSD tier (docs/tiers-ssd.md) */
+    char ssd_dir[4096];      /* "": no SSD tier (docs/tiers.md, "Local SSD tier") */
     uint64_t ssd_size;       /* bytes of SSD files, > 0 with ssd_dir */
     uint32_t promotion_hits; /* SSD reads within the window that ask for promotion */
 };

@@ -51,7 +51,7 @@ static void usage(FILE *out) {
             "  --ssd-dir PATH           an SSD tier in this directory (created if missing):\n"
             "                           objects evicted from memory are kept here, one\n"
             "                           checksummed file each, and served from it\n"
-            "                           (docs/tiers-ssd.md); needs --ssd-size\n"
+            "                           (docs/tiers.md); needs --ssd-size\n"
             "  --ssd-size SIZE          bytes of SSD files at most: 64G, 1T; the least\n"
             "                           recently used files go first\n"
             "  --promotion-hits N       SSD reads within a minute that ask for the object to\n"

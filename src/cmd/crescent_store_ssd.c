@@ -1,4 +1,4 @@
-/* crescent-store's SSD tier (see crescent_store.h and docs/tiers-ssd.md). */
+/* crescent-store's SSD tier (see crescent_store.h and docs/tiers.md, "Local SSD tier"). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <time.h>

@@ -1,4 +1,4 @@
-/* The header of one SSD-tier file (docs/tiers-ssd.md): what a store server
+/* The header of one SSD-tier file (docs/tiers.md, "Local SSD tier"): what a store server
  * writes before an offloaded object's value, and checks in full before it
  * serves a byte of the file.
  *

@@ -1,4 +1,4 @@
-/* The SSD tier of one store server (docs/tiers-ssd.md): objects offloaded
+/* The SSD tier of one store server (docs/tiers.md, "Local SSD tier"): objects offloaded
  * from its memory segment, one file each under --ssd-dir, bounded by
  * --ssd-size with its own LRU eviction.
  *

@@ -1,4 +1,4 @@
-"""crescent-store's SSD tier (docs/tiers-ssd.md): its flags, the check of
+"""crescent-store's SSD tier (docs/tiers.md, "Local SSD tier"): its flags, the check of
 every file at start (a corrupt file and an interrupted write are removed and
 counted, a file that is not the tier's is left alone), and the read-only
 "<segment>#ssd" reader segment on its transfer server: a READ of an id the
