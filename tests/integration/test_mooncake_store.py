@@ -10,6 +10,7 @@ scenario against its own master, and test_scenario_matches_the_real_module
 reruns it there when that module is installed, so the two are compared side
 by side, not only against a list written down once."""
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -184,8 +185,10 @@ def test_scenario_returns_the_reference_values(master, peers):
     assert p.run(SCENARIO) == REFERENCE
 
 
-def test_scenario_matches_the_real_module(master, peers, tmp_path):
-    """The same scenario through Mooncake's own module and master, when here."""
+@contextlib.contextmanager
+def real_module(peers, tmp_path):
+    """An engine process on Mooncake's own module, set up against its own
+    mooncake_master (started here, stopped after); skips when it is not here."""
     binary = os.path.join(REAL_MOONCAKE, "bin", "mooncake_master")
     if not os.access(binary, os.X_OK):
         pytest.skip(f"Mooncake's real module is not at {REAL_MOONCAKE} (MOONCAKE_DIR)")
@@ -204,13 +207,19 @@ def test_scenario_matches_the_real_module(master, peers, tmp_path):
             pytest.skip(f"Mooncake's real module does not import here: {e}")
         assert p.call("setup", "127.0.0.1", f"http://127.0.0.1:{http}/metadata", 32 * MiB,
                       16 * MiB, "tcp", "", f"127.0.0.1:{rpc}") == 0
-        theirs = p.run(SCENARIO)
-        ours = peers()
-        assert setup_engine(ours, master) == 0
-        assert ours.run(SCENARIO) == theirs
+        yield p
     finally:
         real.terminate()
         real.wait(timeout=10)
+
+
+def test_scenario_matches_the_real_module(master, peers, tmp_path):
+    """The same scenario through Mooncake's own module and master, when here."""
+    with real_module(peers, tmp_path) as p:
+        theirs = p.run(SCENARIO)
+    ours = peers()
+    assert setup_engine(ours, master) == 0
+    assert ours.run(SCENARIO) == theirs
 
 
 def test_setup_forms(master, peers):

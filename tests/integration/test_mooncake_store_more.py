@@ -8,14 +8,11 @@ Where this environment's reference cannot answer (its tensor code needs
 torch.uint16, which Debian's torch 1.13 lacks, for any dtype but float32),
 the scenarios use float32 and the other dtypes are checked against a
 round trip only."""
-import os
-import subprocess
 import time
 
 import pytest
 
-from conftest import free_port
-from test_mooncake_store import MiB, REAL_MOONCAKE, master, peers, setup_engine  # noqa: F401
+from test_mooncake_store import master, peers, real_module, setup_engine  # noqa: F401
 
 pytest.importorskip("torch")
 
@@ -170,36 +167,12 @@ result = r
 """
 
 
-def _reference(tmp_path, peers, scenario):  # noqa: F811
-    binary = os.path.join(REAL_MOONCAKE, "bin", "mooncake_master")
-    if not os.access(binary, os.X_OK):
-        pytest.skip(f"Mooncake's real module is not at {REAL_MOONCAKE} (MOONCAKE_DIR)")
-    rpc, http = free_port(), free_port()
-    log = open(tmp_path / "master.log", "w")
-    real = subprocess.Popen([binary, "--rpc_port", str(rpc), "--metrics_port", "0",
-                             "--enable_http_metadata_server=true", "--http_metadata_server_port",
-                             str(http), "--http_metadata_server_host", "127.0.0.1",
-                             "--rpc_address", "127.0.0.1", "--default_kv_lease_ttl", "500"],
-                            stdout=log, stderr=log)
-    try:
-        time.sleep(1.5)
-        try:
-            p = peers(pythonpath=REAL_MOONCAKE)
-        except AssertionError as e:
-            pytest.skip(f"Mooncake's real module does not import here: {e}")
-        assert p.call("setup", "127.0.0.1", f"http://127.0.0.1:{http}/metadata", 32 * MiB,
-                      16 * MiB, "tcp", "", f"127.0.0.1:{rpc}") == 0
-        return p.run(scenario)
-    finally:
-        real.terminate()
-        real.wait(timeout=10)
-
-
 @pytest.mark.parametrize("name", ["replicas", "tp", "upsert", "ranges"])
 def test_matches_the_real_module(master, peers, tmp_path, name):  # noqa: F811
     scenario = {"replicas": SCENARIO_REPLICAS, "tp": SCENARIO_TP, "upsert": SCENARIO_UPSERT,
                 "ranges": SCENARIO_RANGES}[name]
-    theirs = _reference(tmp_path, peers, scenario)
+    with real_module(peers, tmp_path) as p:
+        theirs = p.run(scenario)
     ours = peers()
     assert setup_engine(ours, master) == 0
     mine = ours.run(scenario)
