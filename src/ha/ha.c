@@ -223,6 +223,8 @@ static void drive_role(struct cr_ha *ha) {
     if (leader) {
         rc = cr_role_request_leader((uint64_t)e->term, err, sizeof(err));
     } else {
+        /* A leader of an older term is fenced by the contract too. */
+        if (e->term > 0) cr_role_see_term((uint64_t)e->term);
         if (!e->leader.found || strcmp(e->leader.value, ha->self) == 0) return;
         json_t *v = json_loads(e->leader.value, 0, NULL);
         const char *addr = json_string_value(json_object_get(v, "replication"));
