@@ -995,7 +995,9 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
     }
     st->client_ttl_ms = cfg.client_live_ttl_ms;
     st->durability = cr_durability_of(config);
-    st->standby = config->standby_of[0] != '\0';
+    struct cr_role_status role; /* a standby by flag, or made one before start (role.h) */
+    cr_role_get(&role);
+    st->standby = config->standby_of[0] != '\0' || role.role == CR_ROLE_STANDBY;
     st->repl_sync = config->replication_address[0] != '\0' &&
                     strcmp(config->replication, "sync") == 0;
     st->state_dir = config->state_dir; /* the config outlives the actors */

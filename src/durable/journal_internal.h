@@ -31,6 +31,7 @@ struct repl_peer {
     uint8_t *in;
     size_t in_len, in_cap;
     uint64_t acked;     /* a leader's peer: its last ACK */
+    size_t catchup_len; /* bytes its catch-up queued (allowed above REPL_OUT_MAX) */
     uint64_t inflight_lsn[REPL_INFLIGHT];
     uint64_t inflight_ns[REPL_INFLIGHT];
     uint32_t inflight_head, inflight_count;
@@ -52,6 +53,7 @@ struct repl_state {
     uint64_t behind_since_ns;
     uint64_t acked_sent;   /* a standby: the last ACK it sent */
     bool tick_armed;
+    uint64_t retry_at_ns;  /* a standby refused: no reconnect before */
     /* A snapshot the leader streams (a new standby): -1 none. */
     int snap_fd;
     uint64_t snap_lsn;

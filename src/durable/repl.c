@@ -344,6 +344,7 @@ static bool on_hello(struct journal_state *st, struct repl_peer *p, uint64_t lsn
     (void)cr_repl_put_records(&p->out, CR_REPL_RECORDS, st->repl.term, st->written_lsn, NULL, 0);
     p->hello = true;
     p->acked = lsn;
+    p->catchup_len = p->out.len - p->out_off;
     st->repl.catchups++;
     CR_INFO("journal", "replication: standby %s from lsn %" PRIu64 " (this leader at %" PRIu64
             ", term %" PRIu64 ")", p->name, lsn, st->written_lsn, st->repl.term);
@@ -379,7 +380,7 @@ void repl_stream(struct journal_state *st, uint8_t *const *blocks, const size_t 
             p->inflight_ns[at] = now;
             p->inflight_count++;
         }
-        if (p->out.len - p->out_off > REPL_OUT_MAX) {
+        if (p->out.len - p->out_off > REPL_OUT_MAX + p->catchup_len) {
             peer_close(st, p, "more than 256 MiB behind: it reconnects and catches up from "
                               "the log");
             continue;
@@ -424,7 +425,12 @@ static void on_accept(struct journal_state *st) {
 /* ---- the standby's side ---------------------------------------------------- */
 
 static void standby_connect(struct journal_state *st) {
-    if (st->repl.up != NULL || st->repl.leading || st->repl.leader[0] == '\0') return;
+    /* Not before crescentd wired its actors: records go to segments. */
+    if (st->repl.up != NULL || st->repl.leading || st->repl.leader[0] == '\0' ||
+        st->peers == NULL)
+        return;
+    if (st->repl.retry_at_ns != 0 && now_ns(st) < st->repl.retry_at_ns) return;
+    st->repl.retry_at_ns = 0;
     char err[512];
     int fd;
     bool in_progress = false;
@@ -444,8 +450,12 @@ static void standby_connect(struct journal_state *st) {
     peer_watch(st, p, true);
 }
 
-/* A copy of block[0..len) to segments, to apply. */
-static void send_apply(struct journal_state *st, const uint8_t *block, size_t len,
+/* A copy of block[0..len) to segments, to apply.  False when it could not
+ * be handed over (no memory, segments stopping or its ring full past the
+ * send wait): the caller then takes nothing of the frame and drops the
+ * link, so the log never holds a record the store lacks; the catch-up
+ * after the reconnect sends it again. */
+static bool send_apply(struct journal_state *st, const uint8_t *block, size_t len,
                        uint64_t last_lsn) {
     uint8_t *copy = malloc(len);
     struct cr_msg msg = {.type = CR_MSG_REPL_APPLY};
@@ -456,10 +466,12 @@ static void send_apply(struct journal_state *st, const uint8_t *block, size_t le
         cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
         free(copy);
         st->repl.apply_dropped++;
-        CR_ERROR("journal", "replication: records up to lsn %" PRIu64 " could not be handed to "
-                 "the store (no memory or segments stopping); they are in the log and a "
-                 "restart applies them", last_lsn);
+        CR_WARN("journal", "replication: records up to lsn %" PRIu64 " could not be handed to "
+                "the store (no memory, or segments busy or stopping): the link is dropped and "
+                "they are sent again", last_lsn);
+        return false;
     }
+    return true;
 }
 
 static bool term_ok(struct journal_state *st, struct repl_peer *p, uint64_t term) {
@@ -526,7 +538,11 @@ static bool on_snapshot(struct journal_state *st, struct repl_peer *p,
         }
         off += (size_t)w;
     }
-    if (f->records_len > 0) send_apply(st, f->records, f->records_len, st->repl.snap_lsn);
+    if (f->records_len > 0 && !send_apply(st, f->records, f->records_len, st->repl.snap_lsn)) {
+        snap_drop(st); /* the .tmp is removed at the next start; the store is not whole */
+        peer_close(st, p, "the snapshot could not be handed to the store");
+        return false;
+    }
     if (f->kind == CR_REPL_SNAP_PART) return true;
     /* The end: the file, its name, the directory; then the log at lsn + 1. */
     char tmp[CR_DURABLE_PATH_MAX], log_path[CR_DURABLE_PATH_MAX];
@@ -569,13 +585,13 @@ static bool on_records(struct journal_state *st, struct repl_peer *p,
     const uint8_t *r = f->records + skip;
     size_t len = f->records_len - skip;
     uint8_t *copy = malloc(len);
-    if (copy == NULL) {
-        peer_close(st, p, "out of memory for records");
+    if (copy == NULL || !send_apply(st, r, len, f->last_lsn)) {
+        free(copy);
+        peer_close(st, p, "records not taken");
         return false;
     }
     memcpy(copy, r, len);
     journal_take(st, copy, len, f->last_lsn);
-    send_apply(st, r, len, f->last_lsn);
     return true;
 }
 
@@ -584,7 +600,9 @@ static bool standby_frame(struct journal_state *st, struct repl_peer *p,
                           const struct cr_repl_frame *f) {
     switch (f->kind) {
     case CR_REPL_REFUSE:
-        CR_WARN("journal", "replication: leader %s refused this standby: %s", p->name, f->text);
+        CR_WARN("journal", "replication: leader %s refused this standby: %s (again in 1 s)",
+                p->name, f->text);
+        st->repl.retry_at_ns = now_ns(st) + 1000000000ull;
         peer_close(st, p, "refused by the leader");
         return false;
     case CR_REPL_RECORDS:
@@ -871,7 +889,13 @@ int repl_create(struct journal_state *st, const struct cr_daemon_config *config)
     struct repl_state *r = &st->repl;
     r->epfd = r->listen_fd = r->snap_fd = -1;
     r->sync = strcmp(config->replication, "sync") == 0;
-    r->leading = config->standby_of[0] == '\0';
+    /* A standby by flag, or made one before crescentd's actors were created
+     * (the HA election starts every master as a standby without a leader,
+     * role.h): it follows once told whom. */
+    struct cr_role_status before;
+    cr_role_get(&before);
+    bool preset_standby = before.role == CR_ROLE_STANDBY;
+    r->leading = config->standby_of[0] == '\0' && !preset_standby;
     bool listen_on = config->replication_address[0] != '\0';
     if (!listen_on && r->leading) return CR_OK; /* no replication */
     if (st->fd < 0) {
@@ -898,7 +922,7 @@ int repl_create(struct journal_state *st, const struct cr_daemon_config *config)
         cr_role_set(CR_ROLE_LEADER, 0, "");
     } else {
         snprintf(r->leader, sizeof(r->leader), "%s", config->standby_of);
-        cr_role_set(CR_ROLE_STANDBY, 0, r->leader);
+        cr_role_set(CR_ROLE_STANDBY, before.term, r->leader);
     }
     return CR_OK;
 }
@@ -909,7 +933,8 @@ void repl_start(struct journal_state *st) {
     arm_tick(st);
     if (!st->repl.leading)
         CR_INFO("journal", "standby of %s from lsn %" PRIu64 "; mutating calls are refused",
-                st->repl.leader, st->pending_lsn);
+                st->repl.leader[0] != '\0' ? st->repl.leader : "(a leader not named yet)",
+                st->pending_lsn);
 }
 
 void repl_destroy(struct journal_state *st) {

@@ -118,7 +118,11 @@ struct cr_role_request {
 };
 
 /* Sets the role (the journal, once a request is carried out, or at start
- * from the flags).  `leader` may be NULL (unchanged) or "" (none). */
+ * from the flags).  `leader` may be NULL (unchanged) or "" (none).
+ * Called with CR_ROLE_STANDBY before crescentd creates its actors (the HA
+ * election, before it knows who leads), it makes crescentd start as a
+ * standby that follows nobody yet and refuses mutating calls, whatever
+ * --standby-of says, until cr_role_request_leader or _follow. */
 void cr_role_set(enum cr_role role, uint64_t term, const char *leader);
 
 /* Notes a term seen; a LEADER of a lower term becomes fenced.  Returns the

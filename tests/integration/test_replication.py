@@ -160,3 +160,34 @@ def test_standby_survives_kill9_and_continues_from_its_log(daemon, tmp_path):
                 s.get(f"a-{i}")
     s.close()
     assert server.stop(signal.SIGKILL) is not None
+
+
+def test_standby_refuses_mutations_on_every_endpoint_and_serves_reads(daemon, tmp_path):
+    from master_client import connect
+    repl = f"127.0.0.1:{free_port()}"
+    port_a, port_b = free_port(), free_port()
+    leader = daemon(*leader_args(tmp_path, f"tcp://127.0.0.1:{port_a}", repl, mode="async"))
+    standby = daemon(*standby_args(tmp_path, "standby", f"tcp://127.0.0.1:{port_b}", repl))
+    native = standby.args[standby.args.index("--rpc-tcp-address") + 1]
+    c = connect(f"tcp://127.0.0.1:{port_a}")
+    assert c.mount_segment("seg-l", 1 << 20).status_code == 0
+    c.put("on-the-leader", 4096)
+    wait_for(lambda: ha(standby)["applied_lsn"] == ha(leader)["applied_lsn"] > 0,
+             "the standby applied the put")
+    for endpoint in (f"tcp://127.0.0.1:{port_b}", f"crescent://{native}",
+                     f"shm://@crescent-rpc/{port_b}"):
+        s = connect(endpoint)
+        r = s.mount_segment("seg-s", 1 << 20, base=0x20000000)
+        assert r.status_code == -900 and "not the leader; leader is " + repl in r.error_message, \
+            (endpoint, r)
+        r = s.put_start("on-the-standby", 4096)
+        assert r.status_code == -900 and "not the leader" in r.error_message, (endpoint, r)
+        r = s.get_replica_list("on-the-leader")
+        assert r.status_code == 0 and len(r.replica_list) == 1, (endpoint, r)
+        s.close()
+    metrics = http_get(standby.port, "/metrics")[1].decode()
+    assert "crescent_segments_not_leader_refusals_total 6" in metrics
+    assert "crescent_journal_repl_role 2" in metrics
+    health = json.loads(http_get(standby.port, "/health")[1])
+    assert health["ha"]["role"] == "standby" and health["ha"]["leader"] == repl
+    c.close()
