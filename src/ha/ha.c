@@ -146,6 +146,10 @@ static bool self_value(struct cr_ha *ha, const struct cr_daemon_config *c) {
     json_object_set_new(v, "event", json_string(buf));
     advertise(c->replay_address, h, buf, sizeof(buf));
     json_object_set_new(v, "replay", json_string(buf));
+    if (c->replication_address[0] != '\0') { /* where standbys stream the log from */
+        advertise(c->replication_address, h, buf, sizeof(buf));
+        json_object_set_new(v, "replication", json_string(buf));
+    }
     gethostname(hostname, sizeof(hostname) - 1);
     snprintf(node, sizeof(node), "%s/%d", hostname, (int)getpid());
     json_object_set_new(v, "node", json_string(node));
