@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -58,8 +59,11 @@ static pid_t start_etcd(int client_port, int peer_port, const char *dir) {
     snprintf(cluster, sizeof(cluster), "t=%s", peer);
     pid_t pid = fork();
     if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        freopen("/dev/null", "w", stderr);
+        int null_fd = open("/dev/null", O_WRONLY);
+        if (null_fd >= 0) {
+            dup2(null_fd, 1);
+            dup2(null_fd, 2);
+        }
         execl("/usr/bin/etcd", "etcd", "--name", "t", "--data-dir", dir, "--listen-client-urls",
               client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
               "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster, (char *)NULL);
