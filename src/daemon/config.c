@@ -35,6 +35,7 @@ static const char *const empty_allowed[] = {
     "metrics-host", "rpc-tcp-address", "data-rdma-devices", "curve-secret-key-file",
     "curve-clients", "admin-token-file", "indexer-config", "state-dir", "nats-url",
     "nats-hit-rate-subject", "nats-model", "http-allowed-hosts", "http-allowed-origins",
+    "replication-address", "standby-of",
 };
 
 static bool empty_ok(const struct setting *s) {
