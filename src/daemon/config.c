@@ -37,6 +37,7 @@ static const char *const empty_allowed[] = {
     "curve-clients", "admin-token-file", "indexer-config", "state-dir", "nats-url",
     "nats-hit-rate-subject", "nats-model", "http-allowed-hosts", "http-allowed-origins",
     "ha", "etcd-endpoints", "ha-advertise-host",
+    "replication-address", "standby-of",
 };
 
 static bool empty_ok(const struct setting *s) {
