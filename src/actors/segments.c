@@ -42,6 +42,7 @@
 #include "actors/segments_internal.h"
 #include "actors/segments_recent.h"
 #include "http/mooncake_quotas.h"
+#include "durable/role.h"
 
 static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", "mooncake_rpc", NULL};
 
@@ -161,6 +162,7 @@ static int events_add(struct segments_state *st, const struct cr_store_change *e
  * chain of its tenant. */
 static void on_store_event(void *ctx, const struct cr_store_change *ev) {
     struct segments_state *st = ctx;
+    if (st->standby) return; /* the leader's records, applied: the leader publishes them */
     if (st->feed_on) cr_durable_feed_note(&st->feed, ev);
     if (ev->kind == CR_STORE_CHANGE_STORE)
         segments_recent_note(st->recent, ev->tenant, ev->key, ev->key_len);
@@ -359,7 +361,7 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
         cr_durable_feed_note_segments(&st->feed);
     /* --durability sync: a call that changed the store is answered once its
      * round's records are on disk. */
-    bool hold = st->feed_on && st->durability == CR_DURABILITY_SYNC &&
+    bool hold = st->feed_on && (st->durability == CR_DURABILITY_SYNC || st->repl_sync) &&
                 st->feed.changes != changes;
     if (call->method == CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT) tell_tasks_recheck(st);
     if (run.no_space) notify_no_space(st);
@@ -721,7 +723,7 @@ static void on_evict_poll(struct segments_state *st, const struct cr_msg_evict_p
 }
 
 static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply *apply) {
-    for (uint32_t i = 0; i < apply->count; i++) {
+    for (uint32_t i = 0; i < apply->count && !st->standby; i++) { /* a standby: its leader evicts */
         const struct cr_evict_candidate *v = &apply->victims[i];
         if (cr_store_evict(st->store, v->object_id, v->generation, st->now_ms))
             st->evictions_applied++;
@@ -743,8 +745,12 @@ static void edges_client_gone(void *arg, const struct cr_uuid *client) {
 
 static void on_tick(struct segments_state *st) {
     uint32_t mounted = cr_store_mounted_count(st->store);
+    /* A standby's clients call its leader: it expires none (a promotion
+     * gives each its TTL again). */
     uint32_t expired =
-        cr_store_expire_clients_each(st->store, st->now_ms, edges_client_gone, &st->host);
+        st->standby ? 0
+                    : cr_store_expire_clients_each(st->store, st->now_ms, edges_client_gone,
+                                                   &st->host);
     if (expired > 0 && st->feed_on) cr_durable_feed_note_segments(&st->feed);
     uint32_t unmounted = mounted - cr_store_mounted_count(st->store);
     /* Every crescentctl call is a client that goes silent: only clients that
@@ -769,7 +775,10 @@ static void on_admin(struct segments_state *st, struct cr_msg *msg) {
                                                .events_dropped = st->events_dropped,
                                                .zombie_reclaims = st->zombie_reclaims};
     int rc;
-    if (a->query->kind == CR_MASTER_ADMIN_REMOVE_ALL) {
+    if (a->query->kind == CR_MASTER_ADMIN_REMOVE_ALL && !cr_role_accepts_writes()) {
+        *a->json_out = NULL; /* a standby: the leader removes */
+        rc = CR_ROLE_NOT_LEADER_STATUS;
+    } else if (a->query->kind == CR_MASTER_ADMIN_REMOVE_ALL) {
         /* The one admin mutation (Mooncake's POST /api/v1/remove_all): its
          * store events go out at the round's end like a call's. */
         uint64_t n = cr_store_remove_all(st->store, a->query->tenant, a->query->force, st->now_ms);
@@ -815,7 +824,14 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
     case CR_MSG_EVICT_APPLY:
         on_evict_apply(st, CR_MSG_BODY(msg, struct cr_msg_evict_apply));
         return;
+    case CR_MSG_REPL_APPLY:
+        segments_repl_apply(st, CR_MSG_BODY(msg, struct cr_msg_durable_append));
+        return;
+    case CR_MSG_REPL_ROLE:
+        segments_repl_role(st, CR_MSG_BODY(msg, struct cr_msg_repl_role));
+        return;
     case CR_MSG_ZOMBIE_RECLAIM:
+        if (st->standby) return;
         st->zombie_reclaims += cr_store_reclaim_discarded(st->store, st->now_ms) > 0;
         return;
     case CR_MSG_SEGMENTS_TICK: on_tick(st); return;
@@ -839,14 +855,17 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
 static int segments_start(struct cr_actor *self, void *arg) {
     struct segments_state *st = arg;
     st->self = self;
-    return segments_durable_start(st);
+    int rc = segments_durable_start(st);
+    st->repl_applied_lsn = st->recovery.last_lsn;
+    cr_role_note_applied(st->repl_applied_lsn);
+    return rc;
 }
 
 /* The round's batch is done: its replies go back now. */
 static void segments_round_end(struct cr_actor *self, void *arg) {
     (void)self;
     struct segments_state *st = arg;
-    if (st->feed_on) segments_durable_round_end(st);
+    if (st->feed_on && !st->standby) segments_durable_round_end(st);
     done_send_all(st);
     events_send(st);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->flush(st->host.edges[i]);
@@ -873,6 +892,8 @@ static void segments_discard(void *arg, struct cr_msg *msg) {
         free(CR_MSG_BODY(msg, struct cr_msg_evict_apply)->victims);
     else if (msg->type == CR_MSG_TASK_OP)
         free(CR_MSG_BODY(msg, struct cr_msg_task_op)->op);
+    else if (msg->type == CR_MSG_REPL_APPLY)
+        free(CR_MSG_BODY(msg, struct cr_msg_durable_append)->block);
 }
 
 static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
@@ -911,6 +932,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "call_errors_total", st->call_errors);
     add_stat(out, "replies_dropped_total", st->replies_dropped);
     add_stat(out, "not_leader_refusals_total", st->not_leader_refusals);
+    segments_repl_stats(st, out);
     add_stat(out, "events_sent_total", st->events_sent);
     add_stat(out, "events_dropped_total", st->events_dropped);
     add_stat(out, "evict_polls_total", st->evict_polls);
@@ -1015,6 +1037,11 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
         return CR_ERR_NOMEM;
     }
     st->durability = cr_durability_of(config);
+    struct cr_role_status role; /* a standby by flag, or made one before start (role.h) */
+    cr_role_get(&role);
+    st->standby = config->standby_of[0] != '\0' || role.role == CR_ROLE_STANDBY;
+    st->repl_sync = config->replication_address[0] != '\0' &&
+                    strcmp(config->replication, "sync") == 0;
     st->state_dir = config->state_dir; /* the config outlives the actors */
     st->snapshot_every = config->snapshot_every_records;
     st->done_cap = 1;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "actors/segments_internal.h"
+#include "durable/role.h"
 #include "core/log.h"
 #include "crescent/error.h"
 
@@ -53,6 +54,7 @@ void segments_durable_round_end(struct segments_state *st) {
         struct cr_msg msg = {.type = CR_MSG_DURABLE_APPEND};
         struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
         *a = (struct cr_msg_durable_append){.block = block, .len = len, .last_lsn = last_lsn};
+        cr_role_note_applied(last_lsn); /* /api/v1/ha: the last record made here */
         struct cr_actor *journal =
             st->peers != NULL ? st->peers->actors[CR_SUBSYSTEM_JOURNAL] : NULL;
         if (journal == NULL || cr_send(journal, &msg) != CR_OK) {

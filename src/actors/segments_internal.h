@@ -13,6 +13,7 @@
 #include "actors/subsystems.h"
 #include "core/store.h"
 #include "durable/durable.h"
+#include "durable/apply.h"
 #include "durable/feed.h"
 #include "msgs/durable_msgs.h"
 #include "msgs/master_msgs.h"
@@ -178,6 +179,15 @@ struct segments_state {
     const char *state_dir;
     struct cr_durable_feed feed;
     bool feed_on;
+    /* Replication (segments_repl.c): a standby applies its leader's records
+     * and makes none of its own; --replication sync holds calls as
+     * --durability sync does, until a standby has their records. */
+    bool standby;
+    bool repl_sync;
+    uint64_t repl_applied_lsn;
+    uint64_t repl_blocks_applied;
+    uint64_t repl_apply_errors;
+    struct cr_durable_apply_counts repl_counts;
     uint64_t synced_lsn;
     struct held_list round_held; /* this round's, lsn not known yet */
     struct held_group groups[HELD_GROUPS_MAX]; /* oldest first, from groups_head */
@@ -226,5 +236,10 @@ bool segments_repl_refuse(struct segments_state *st, struct cr_master_call *call
 /* The calls that change the store or its tasks (segments_repl.c): what a
  * master that does not lead refuses. */
 bool segments_call_mutates(uint16_t method);
+/* A block of the leader's records (CR_MSG_REPL_APPLY), applied to the store. */
+void segments_repl_apply(struct segments_state *st, struct cr_msg_durable_append *a);
+/* The journal's role change (CR_MSG_REPL_ROLE). */
+void segments_repl_role(struct segments_state *st, const struct cr_msg_repl_role *m);
+void segments_repl_stats(struct segments_state *st, struct cr_actor_stats *out);
 
 #endif

@@ -2,8 +2,10 @@
  * "Replication"): a master that does not lead now answers mutating calls
  * "not the leader" and serves the rest.  State: segments_internal.h. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "actors/segments_internal.h"
+#include "core/log.h"
 #include "durable/role.h"
 
 /* The calls that change the store or its tasks.  Ping is not one (a store
@@ -55,4 +57,76 @@ bool segments_repl_refuse(struct segments_state *st, struct cr_master_call *call
     }
     segments_finish(st, call);
     return true;
+}
+
+void segments_repl_apply(struct segments_state *st, struct cr_msg_durable_append *a) {
+    char err[512];
+    uint64_t last = 0;
+    if (!st->standby) {
+        /* Promoted meanwhile: the journal hands nothing after the promotion. */
+        free(a->block);
+        return;
+    }
+    int rc = cr_durable_apply_block(st->store, a->block, a->len, st->now_ms, &st->repl_counts,
+                                    &last, err, sizeof(err));
+    free(a->block);
+    st->repl_blocks_applied++;
+    if (rc != CR_OK) {
+        st->repl_apply_errors++;
+        CR_ERROR("segments", "replication: a record up to lsn %llu was not applied: %s (the "
+                 "standby's log has it: a restart applies it)", (unsigned long long)a->last_lsn,
+                 err);
+    }
+    if (a->last_lsn > st->repl_applied_lsn) st->repl_applied_lsn = a->last_lsn;
+    cr_role_note_applied(st->repl_applied_lsn);
+}
+
+/* Every restored segment's owner counts as seen now and awaits its call,
+ * as after a restart (docs/durability.md): it has --client-ttl to find the
+ * new leader. */
+static void owners_await(struct segments_state *st) {
+    uint32_t cursor = 0;
+    struct cr_store_segment_view v;
+    while (cr_store_segment_next(st->store, &cursor, &v)) {
+        (void)cr_store_client_ping(st->store, &v.owner, st->now_ms, NULL);
+        cr_store_client_set_awaiting(st->store, &v.owner);
+    }
+}
+
+void segments_repl_role(struct segments_state *st, const struct cr_msg_repl_role *m) {
+    if (m->standby) {
+        /* Stepped down: what this round changed still goes to the log. */
+        if (st->feed_on) segments_durable_round_end(st);
+        st->standby = true;
+        CR_INFO("segments", "standby from lsn %llu: mutating calls are refused",
+                (unsigned long long)m->last_lsn);
+        return;
+    }
+    /* Promoted: every record received is applied (the journal's messages
+     * come in order); the log goes on after the last. */
+    st->standby = false;
+    st->feed.next_lsn = m->last_lsn + 1;
+    st->feed.segments_dirty = true; /* the known segments are the recovered ones */
+    if (m->last_lsn > st->synced_lsn) st->synced_lsn = m->last_lsn;
+    st->repl_applied_lsn = m->last_lsn;
+    owners_await(st);
+    cr_role_note_applied(m->last_lsn);
+    cr_role_set(CR_ROLE_LEADER, m->term, "");
+    CR_INFO("segments", "leading at term %llu from lsn %llu", (unsigned long long)m->term,
+            (unsigned long long)m->last_lsn);
+}
+
+static void add(struct cr_actor_stats *out, const char *name, uint64_t value) {
+    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
+    out->extra[out->extra_count].name = name;
+    out->extra[out->extra_count].value = value;
+    out->extra_count++;
+}
+
+void segments_repl_stats(struct segments_state *st, struct cr_actor_stats *out) {
+    add(out, "repl_applied_lsn", st->repl_applied_lsn);
+    add(out, "repl_blocks_applied_total", st->repl_blocks_applied);
+    add(out, "repl_records_applied_total", st->repl_counts.records);
+    add(out, "repl_apply_errors_total", st->repl_apply_errors);
+    add(out, "repl_replicas_dropped_total", st->repl_counts.replicas_dropped);
 }

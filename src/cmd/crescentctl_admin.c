@@ -333,7 +333,7 @@ const struct ctl_command ctl_admin_commands[] = {
      "token), the leader's RPC and HTTP addresses, the lease TTL and counters; the\n"
      "store master's role and term as applied, and a standby's replication lag in\n"
      "records and ms (docs/ha.md).  --json: the object as is.\n"
-     "\nExample:\n  crescentctl --http 10.0.0.2:13333 ha\n"
+     "\nExample:\n  crescentctl ha\n  crescentctl --http 10.0.0.2:13333 ha\n"
      "  role standby, term 4, leader tcp://10.0.0.1:50051 (http 10.0.0.1:13333), lease TTL 5000 ms\n"},
     {"stats", "", "per-actor counters, then the store, event plane and indexer", cmd_stats,
      "GET /api/v1/actors, /api/v1/stats and /api/v1/events on --http: a table of the\n"

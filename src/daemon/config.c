@@ -38,6 +38,7 @@ static const char *const empty_allowed[] = {
     "nats-hit-rate-subject", "nats-model", "http-allowed-hosts", "http-allowed-origins",
     "store-hash-key-model",
     "ha", "etcd-endpoints", "ha-advertise-host",
+    "replication-address", "standby-of",
 };
 
 static bool empty_ok(const struct setting *s) {
@@ -219,6 +220,14 @@ static const struct setting settings[] = {
     {"durability", SETTING_STRING, FIELD(durability), 0, 0, "MODE",
      "with --state-dir, how the store's metadata is kept: none, async (synced every 10 ms) or "
      "sync (a mutating call is answered once its record is on disk); docs/durability.md"},
+    {"replication-address", SETTING_STRING, FIELD(replication_address), 0, 0, "HOST:PORT",
+     "with --state-dir, stream the store's log to standbys that connect here (off by default); "
+     "docs/durability.md, Replication"},
+    {"standby-of", SETTING_STRING, FIELD(standby_of), 0, 0, "HOST:PORT",
+     "run as a hot standby of the leader whose --replication-address this is: apply its log, "
+     "serve reads, refuse mutating calls (promote: POST /api/v1/ha/promote)"},
+    {"replication", SETTING_STRING, FIELD(replication), 0, 0, "MODE",
+     "async, or sync (a mutating call is answered once a standby has its record)"},
     {"snapshot-every-records", SETTING_U32, FIELD(snapshot_every_records), 0, UINT32_MAX, "N",
      "with --state-dir, a snapshot of the store after every N log records; the logs before "
      "it are then removed (0: never; the log grows)"},
@@ -267,6 +276,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     memset(config, 0, sizeof(*config));
     snprintf(config->http_address, sizeof(config->http_address), "127.0.0.1:13333");
     snprintf(config->durability, sizeof(config->durability), "async");
+    snprintf(config->replication, sizeof(config->replication), "async");
     config->snapshot_every_records = 1000000;
     snprintf(config->cluster_id, sizeof(config->cluster_id), "crescent");
     config->ha_lease_ttl = 5;
@@ -555,6 +565,18 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
         snprintf(error, CR_CONFIG_ERROR_MAX,
                  "curve-secret-key-file and curve-clients go together: set both to turn "
                  "CurveZMQ on, or neither");
+        return false;
+    }
+    if (strcmp(config->replication, "async") != 0 && strcmp(config->replication, "sync") != 0) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "replication: '%s' is not async or sync",
+                 config->replication);
+        return false;
+    }
+    if ((config->replication_address[0] != '\0' || config->standby_of[0] != '\0') &&
+        (config->state_dir[0] == '\0' || strcmp(config->durability, "none") == 0)) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "%s needs --state-dir with --durability async or "
+                 "sync: the log it streams is the one kept there",
+                 config->standby_of[0] != '\0' ? "standby-of" : "replication-address");
         return false;
     }
     if (strcmp(config->durability, "none") != 0 && strcmp(config->durability, "async") != 0 &&

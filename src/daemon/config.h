@@ -108,6 +108,9 @@ struct cr_daemon_config {
     uint32_t indexer_max_message_mb;              /* ZMQ_MAXMSGSIZE of SUB and DEALER */
     char state_dir[CR_CONFIG_ADDRESS_MAX];        /* registrations and the store's log; "" none */
     char durability[CR_CONFIG_ADDRESS_MAX];       /* none, async or sync (src/durable) */
+    char replication_address[CR_CONFIG_ADDRESS_MAX]; /* leader's listener for standbys; "" off */
+    char standby_of[CR_CONFIG_ADDRESS_MAX];       /* a standby's leader; "" not a standby */
+    char replication[CR_CONFIG_ADDRESS_MAX];      /* async or sync */
     uint32_t snapshot_every_records;              /* log records between snapshots; 0 never */
 
     /* High availability on etcd (src/ha, docs/ha.md): off unless ha is "etcd" or

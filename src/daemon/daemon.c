@@ -18,6 +18,7 @@
 #include "crescent/version.h"
 #include "daemon/config.h"
 #include "daemon/state_dir.h"
+#include "durable/role.h"
 #include "ha/ha.h"
 #include "http/admin.h"
 #include "daemon/admin_token.h"
@@ -228,6 +229,11 @@ int cr_daemon_main(int argc, char **argv) {
         fprintf(stderr, "crescentd: %s\n", error);
         return 2;
     }
+
+    /* HA with replication: every master starts as a standby following nobody
+     * (durable/role.h); the election makes one the leader, the others follow it. */
+    if (cr_ha_enabled(&d.config) && d.config.replication_address[0] != '\0')
+        cr_role_set(CR_ROLE_STANDBY, 0, "");
 
     sigset_t signals;
     sigemptyset(&signals);

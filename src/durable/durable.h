@@ -16,6 +16,7 @@
 #ifndef CRESCENT_DURABLE_DURABLE_H
 #define CRESCENT_DURABLE_DURABLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,6 +86,14 @@ int cr_durable_log_create(const char *dir, uint64_t first_lsn, char *path, size_
  * the logs that hold only records up to lsn (every log named before
  * store-<lsn + 1>.log), then syncs dir.  Returns CR_OK or CR_ERR_IO. */
 int cr_durable_drop_redundant(const char *dir, uint64_t lsn, char *err, size_t err_len);
+
+/* The state directory's logs (snapshots false) or finished snapshots
+ * (true), sorted by lsn (free with cr_durable_names_free); and the lsn a
+ * file's name carries.  Returns CR_OK, CR_ERR_IO or CR_ERR_NOMEM. */
+int cr_durable_list(const char *dir, bool snapshots, char ***names, uint32_t *count, char *err,
+                    size_t err_len);
+void cr_durable_names_free(char **names, uint32_t count);
+uint64_t cr_durable_name_lsn(const char *name);
 
 /* The path of snapshot `lsn`: ".snap", or ".tmp" while it is written. */
 void cr_durable_snapshot_path(const char *dir, uint64_t lsn, bool tmp, char *out, size_t size);

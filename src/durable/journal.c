@@ -32,40 +32,8 @@
 #include "durable/durable.h"
 #include "durable/files.h"
 #include "durable/role.h"
+#include "durable/journal_internal.h"
 #include "msgs/durable_msgs.h"
-
-#define JOURNAL_IOV_MAX 64u /* blocks per writev (IOV_MAX is 1024) */
-#define JOURNAL_ASYNC_SYNC_NS 10000000ull
-
-struct journal_state {
-    enum cr_durability mode;
-    char dir[CR_DURABLE_PATH_MAX];
-    char path[CR_DURABLE_PATH_MAX];
-    int fd; /* -1 when off */
-    struct cr_actor *self;
-    struct cr_subsystems *peers;
-    uint8_t *block[JOURNAL_IOV_MAX]; /* taken this round, not written yet */
-    size_t block_len[JOURNAL_IOV_MAX];
-    uint32_t pending;
-    uint64_t pending_lsn;     /* last lsn of the pending blocks */
-    uint64_t written_lsn;     /* written, maybe not synced */
-    uint64_t synced_lsn;
-    uint64_t told_lsn;        /* the last SYNCED segments was sent */
-    uint64_t unsynced_since_ns; /* 0: everything written is synced */
-    bool tick_armed;
-    bool failed;
-    uint64_t bytes;
-    uint64_t blocks;
-    uint64_t syncs;
-    uint64_t sync_ns_max;
-    struct cr_histogram sync_hist;
-    /* The snapshot being written (-1: none) and its lsn. */
-    int snap_fd;
-    uint64_t snap_lsn;
-    uint64_t snapshots;
-    uint64_t snapshot_bytes;
-    uint64_t snapshot_failures;
-};
 
 static void journal_fail(struct journal_state *st, const char *what, int err) {
     if (st->failed) return;
@@ -76,7 +44,7 @@ static void journal_fail(struct journal_state *st, const char *what, int err) {
     (void)raise(SIGTERM);
 }
 
-static void journal_sync(struct journal_state *st) {
+void journal_sync(struct journal_state *st) {
     if (st->unsynced_since_ns == 0 || st->failed) return;
     uint64_t t0 = cr_runtime_now_ns(cr_actor_runtime(st->self));
     if (fdatasync(st->fd) != 0) {
@@ -93,8 +61,11 @@ static void journal_sync(struct journal_state *st) {
 
 /* Writes the pending blocks with one writev (more when it writes short),
  * then frees them. */
-static void journal_write(struct journal_state *st) {
+void journal_write(struct journal_state *st) {
     if (st->pending == 0) return;
+    /* Standbys get the blocks as they go to the file (repl.c). */
+    if (st->repl.on && st->repl.leading)
+        repl_stream(st, st->block, st->block_len, st->pending, st->pending_lsn);
     struct iovec iov_all[JOURNAL_IOV_MAX];
     for (uint32_t i = 0; i < st->pending; i++)
         iov_all[i] = (struct iovec){.iov_base = st->block[i], .iov_len = st->block_len[i]};
@@ -215,11 +186,19 @@ static void snapshot_end(struct journal_state *st, const uint8_t *block, size_t 
     CR_INFO("journal", "snapshot %s written; the logs before it removed", path);
 }
 
-static void tell_synced(struct journal_state *st) {
-    if (st->peers == NULL) return;
+/* SYNCED to segments once the lsn it may answer calls up to moved: under
+ * --durability sync what is on disk, under --replication sync (leading)
+ * also what a standby acknowledged, the lower of the two. */
+void journal_release(struct journal_state *st) {
+    bool dsync = st->mode == CR_DURABILITY_SYNC;
+    bool rsync = st->repl.on && st->repl.sync && st->repl.leading;
+    if (st->peers == NULL || (!dsync && !rsync)) return;
+    uint64_t lsn = dsync ? st->synced_lsn : st->written_lsn;
+    if (rsync && st->repl.acked_lsn < lsn) lsn = st->repl.acked_lsn;
+    if (lsn <= st->told_lsn) return;
     struct cr_msg msg = {.type = CR_MSG_DURABLE_SYNCED};
-    CR_MSG_BODY(&msg, struct cr_msg_durable_synced)->lsn = st->synced_lsn;
-    st->told_lsn = st->synced_lsn;
+    CR_MSG_BODY(&msg, struct cr_msg_durable_synced)->lsn = lsn;
+    st->told_lsn = lsn;
     /* Segments stopping: its held calls are dropped, unanswered. */
     (void)cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg);
 }
@@ -242,17 +221,18 @@ static void journal_async_due(struct journal_state *st) {
         journal_sync(st); /* no timer slot: sync now rather than late */
 }
 
-/* A role request (durable/role.h), in order with the log. */
-static void journal_role_request(struct journal_state *st, const struct cr_role_request *req) {
-    (void)st;
-    if (req->kind == CR_ROLE_REQUEST_LEAD) {
-        cr_role_set(CR_ROLE_LEADER, req->term, "");
-        CR_INFO("journal", "leading at term %llu", (unsigned long long)req->term);
-    } else {
-        cr_role_set(CR_ROLE_STANDBY, req->term, req->addr);
-        CR_INFO("journal", "standby of %s (term %llu)", req->addr,
-                (unsigned long long)req->term);
+void journal_take(struct journal_state *st, uint8_t *block, size_t len, uint64_t last_lsn) {
+    if (st->fd < 0 || st->failed) {
+        free(block);
+        return;
     }
+    if (st->pending == JOURNAL_IOV_MAX) journal_write(st);
+    st->block[st->pending] = block;
+    st->block_len[st->pending] = len;
+    st->pending++;
+    st->blocks++;
+    assert(last_lsn > st->pending_lsn);
+    st->pending_lsn = last_lsn;
 }
 
 static void journal_handle(struct cr_actor *self, void *arg, struct cr_msg *msg) {
@@ -262,19 +242,10 @@ static void journal_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
     case CR_MSG_WIRE: st->peers = msg->body.ptr[0]; return;
     case CR_MSG_DURABLE_APPEND: {
         struct cr_msg_durable_append *a = CR_MSG_BODY(msg, struct cr_msg_durable_append);
-        if (st->fd < 0 || st->failed) {
-            free(a->block);
-            return;
-        }
-        if (st->pending == JOURNAL_IOV_MAX) journal_write(st);
-        st->block[st->pending] = a->block;
-        st->block_len[st->pending] = a->len;
-        st->pending++;
-        st->blocks++;
-        assert(a->last_lsn > st->pending_lsn);
-        st->pending_lsn = a->last_lsn;
+        journal_take(st, a->block, a->len, a->last_lsn);
         return;
     }
+    case CR_MSG_REPL_TICK: repl_tick(st); return;
     case CR_MSG_DURABLE_TICK:
         st->tick_armed = false;
         journal_sync(st);
@@ -295,7 +266,7 @@ static void journal_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
     }
     case CR_MSG_ROLE_REQUEST: {
         struct cr_role_request *req = msg->body.ptr[0];
-        journal_role_request(st, req);
+        repl_role_request(st, req);
         free(req);
         return;
     }
@@ -310,19 +281,31 @@ static void journal_round_end(struct cr_actor *self, void *arg) {
     struct journal_state *st = arg;
     if (st->fd < 0) return;
     journal_write(st);
-    if (st->mode == CR_DURABILITY_SYNC) {
+    if (st->mode == CR_DURABILITY_SYNC)
         journal_sync(st);
-        /* Also what a snapshot's start synced in this round. */
-        if (st->synced_lsn > st->told_lsn) tell_synced(st);
-    } else {
+    else
         journal_async_due(st);
-    }
+    /* Also what a snapshot's start synced in this round. */
+    journal_release(st);
 }
 
 static int journal_start(struct cr_actor *self, void *arg) {
-    ((struct journal_state *)arg)->self = self;
+    struct journal_state *st = arg;
+    st->self = self;
+    repl_start(st);
     cr_role_attach(self);
     return CR_OK;
+}
+
+/* The replication sockets (repl.c); without replication, the wake fd. */
+static void journal_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t timeout_ns) {
+    (void)self;
+    repl_wait(arg, wake_fd, timeout_ns);
+}
+
+static uint32_t journal_poll(struct cr_actor *self, void *arg) {
+    (void)self;
+    return repl_poll(arg);
 }
 
 /* Last: what segments sent before it stopped is written and synced. */
@@ -343,7 +326,7 @@ static void journal_discard(void *arg, struct cr_msg *msg) {
     if (msg->type == CR_MSG_ROLE_REQUEST) free(msg->body.ptr[0]);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
+void journal_add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
     if (out->extra_count == CR_ACTOR_STATS_EXTRA_MAX) return;
     out->extra[out->extra_count].name = name;
     out->extra[out->extra_count].value = value;
@@ -353,15 +336,15 @@ static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t valu
 static void journal_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     (void)self;
     const struct journal_state *st = arg;
-    add_stat(out, "log_bytes_total", st->bytes);
-    add_stat(out, "log_blocks_total", st->blocks);
-    add_stat(out, "log_syncs_total", st->syncs);
-    add_stat(out, "log_sync_ns_max", st->sync_ns_max);
-    add_stat(out, "log_written_lsn", st->written_lsn);
-    add_stat(out, "log_synced_lsn", st->synced_lsn);
-    add_stat(out, "snapshots_total", st->snapshots);
-    add_stat(out, "snapshot_bytes_total", st->snapshot_bytes);
-    add_stat(out, "snapshot_failures_total", st->snapshot_failures);
+    journal_add_stat(out, "log_bytes_total", st->bytes);
+    journal_add_stat(out, "log_blocks_total", st->blocks);
+    journal_add_stat(out, "log_syncs_total", st->syncs);
+    journal_add_stat(out, "log_sync_ns_max", st->sync_ns_max);
+    journal_add_stat(out, "log_written_lsn", st->written_lsn);
+    journal_add_stat(out, "log_synced_lsn", st->synced_lsn);
+    journal_add_stat(out, "snapshots_total", st->snapshots);
+    journal_add_stat(out, "snapshot_bytes_total", st->snapshot_bytes);
+    journal_add_stat(out, "snapshot_failures_total", st->snapshot_failures);
     if (out->histograms != NULL && out->histogram_count < out->histograms_max) {
         out->histograms[out->histogram_count++] = (struct cr_actor_histogram){
             .name = "fsync_duration_seconds",
@@ -370,6 +353,7 @@ static void journal_stats(struct cr_actor *self, void *arg, struct cr_actor_stat
             .label_value = "store",
             .h = st->sync_hist};
     }
+    repl_stats(st, out);
 }
 
 static int journal_create(const struct cr_daemon_config *config, void **state_out) {
@@ -390,6 +374,12 @@ static int journal_create(const struct cr_daemon_config *config, void **state_ou
         }
         st->synced_lsn = st->pending_lsn = st->told_lsn = st->written_lsn;
     }
+    int rc = repl_create(st, config);
+    if (rc != CR_OK) {
+        if (st->fd >= 0) close(st->fd);
+        free(st);
+        return rc;
+    }
     *state_out = st;
     return CR_OK;
 }
@@ -397,6 +387,7 @@ static int journal_create(const struct cr_daemon_config *config, void **state_ou
 static void journal_destroy(void *arg) {
     struct journal_state *st = arg;
     if (st == NULL) return;
+    repl_destroy(st);
     for (uint32_t i = 0; i < st->pending; i++) free(st->block[i]);
     if (st->fd >= 0) close(st->fd);
     if (st->snap_fd >= 0) { /* stopped mid-snapshot: recovery removes the .tmp */
@@ -412,6 +403,8 @@ static const struct cr_actor_ops journal_ops = {
     .discard = journal_discard,
     .round_end = journal_round_end,
     .stats = journal_stats,
+    .wait = journal_wait,
+    .poll = journal_poll,
     .park_fence = true,
 };
 

@@ -17,6 +17,7 @@
 #include "core/store_restore.h"
 #include "crescent/error.h"
 #include "daemon/config.h"
+#include "durable/apply.h"
 #include "durable/files.h"
 
 #define LOG_PREFIX "store-"
@@ -78,22 +79,6 @@ static int mount_all(const struct cr_durable_image *img, cr_store *store, uint64
     return CR_OK;
 }
 
-static void restore_from(const struct cr_durable_record *rec, struct cr_store_restore_object *o) {
-    *o = (struct cr_store_restore_object){
-        .tenant = rec->tenant, .key = rec->key, .key_len = rec->key_len, .size = rec->size,
-        .has_checksum = (rec->flags & CR_DURABLE_OBJ_CHECKSUM) != 0,
-        .checksum = rec->checksum,
-        .with_soft_pin = (rec->flags & CR_DURABLE_OBJ_SOFT_PIN) != 0,
-        .hard_pinned = (rec->flags & CR_DURABLE_OBJ_HARD_PIN) != 0, .owner = rec->owner,
-        .replica_count = rec->replica_count};
-    for (uint32_t i = 0; i < rec->replica_count; i++)
-        o->replicas[i] = (struct cr_store_restore_replica){
-            .medium = (enum cr_replica_medium)rec->replicas[i].medium,
-            .segment = rec->replicas[i].segment, .offset = rec->replicas[i].offset,
-            .size = rec->replicas[i].size,
-            .file_path = rec->replicas[i].medium == CR_MEDIUM_DISK ? rec->file_path : NULL};
-}
-
 int cr_durable_materialize(const struct cr_durable_image *img, cr_store *store, uint64_t now_ms,
                            struct cr_durable_recovery *out, char *err, size_t err_len) {
     assert(img != NULL && store != NULL && out != NULL);
@@ -114,7 +99,7 @@ int cr_durable_materialize(const struct cr_durable_image *img, cr_store *store, 
     if (rc == CR_OK) qsort(order, count, sizeof(*order), order_cmp);
     for (uint64_t i = 0; rc == CR_OK && i < count; i++) {
         cr_durable_image_object_get(img, order[i].ref, rec);
-        restore_from(rec, o);
+        cr_durable_restore_from(rec, o);
         uint32_t dropped = 0;
         int r = cr_store_restore_object(store, o, now_ms, &dropped);
         out->replicas_dropped += dropped;
@@ -420,4 +405,19 @@ int cr_durable_drop_redundant(const char *dir, uint64_t lsn, char *err, size_t e
     }
     free_names(names, count);
     return rc == CR_OK ? cr_durable_sync_dir(dir, err, err_len) : rc;
+}
+
+int cr_durable_list(const char *dir, bool snapshots, char ***names, uint32_t *count, char *err,
+                    size_t err_len) {
+    *count = 0;
+    return snapshots ? list_files(dir, SNAP_PREFIX, SNAP_SUFFIX, names, count, err, err_len)
+                     : list_logs(dir, names, count, err, err_len);
+}
+
+void cr_durable_names_free(char **names, uint32_t count) { free_names(names, count); }
+
+uint64_t cr_durable_name_lsn(const char *name) {
+    uint64_t lsn = 0;
+    if (!is_name(name, LOG_PREFIX, LOG_SUFFIX, &lsn)) (void)is_name(name, SNAP_PREFIX, SNAP_SUFFIX, &lsn);
+    return lsn;
 }

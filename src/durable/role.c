@@ -28,6 +28,8 @@ static _Atomic uint32_t g_standbys = 0;
 static _Atomic(struct cr_actor *) g_journal = NULL;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_leader[CR_ROLE_ADDR_MAX];
+static struct cr_role_standby g_list[CR_ROLE_STANDBYS_MAX]; /* under g_lock */
+static uint32_t g_list_count;
 
 const char *cr_role_name(enum cr_role role) {
     switch (role) {
@@ -106,6 +108,9 @@ void cr_role_get(struct cr_role_status *out) {
     out->standbys = atomic_load(&g_standbys);
     pthread_mutex_lock(&g_lock);
     memcpy(out->leader, g_leader, sizeof(out->leader));
+    uint32_t n = g_list_count < out->standbys ? g_list_count : out->standbys;
+    memcpy(out->standby, g_list, n * sizeof(g_list[0]));
+    out->standbys = n;
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -163,6 +168,15 @@ void cr_role_note_lag(uint64_t records, uint64_t ms, bool connected) {
 
 void cr_role_note_standbys(uint32_t count) {
     atomic_store_explicit(&g_standbys, count, memory_order_relaxed);
+}
+
+void cr_role_note_standby_list(const struct cr_role_standby *list, uint32_t count) {
+    if (count > CR_ROLE_STANDBYS_MAX) count = CR_ROLE_STANDBYS_MAX;
+    pthread_mutex_lock(&g_lock);
+    memcpy(g_list, list, count * sizeof(*list));
+    g_list_count = count;
+    pthread_mutex_unlock(&g_lock);
+    cr_role_note_standbys(count);
 }
 
 void cr_role_reset(void) {

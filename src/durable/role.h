@@ -45,6 +45,15 @@ enum cr_role {
     CR_ROLE_STANDBY = 2,
 };
 
+/* A leader's standby, as /api/v1/ha shows it. */
+#define CR_ROLE_STANDBYS_MAX 8u
+struct cr_role_standby {
+    char name[64];        /* its address as the leader sees it */
+    uint64_t acked_lsn;   /* the last record it acknowledged */
+    uint64_t lag_records; /* the leader's last lsn minus acked_lsn */
+    uint64_t lag_ms;      /* age of the oldest record sent and not acknowledged */
+};
+
 /* What /health, /metrics and `crescentctl ha` show. */
 struct cr_role_status {
     enum cr_role role;
@@ -59,6 +68,7 @@ struct cr_role_status {
     uint64_t lag_ms;
     bool connected;           /* a standby: its stream to the leader is up */
     uint32_t standbys;        /* a leader: standbys connected now */
+    struct cr_role_standby standby[CR_ROLE_STANDBYS_MAX]; /* the first `standbys` */
 };
 
 /* Asks crescentd to lead at `term` (> 0 with HA; 0 without): a standby
@@ -108,7 +118,11 @@ struct cr_role_request {
 };
 
 /* Sets the role (the journal, once a request is carried out, or at start
- * from the flags).  `leader` may be NULL (unchanged) or "" (none). */
+ * from the flags).  `leader` may be NULL (unchanged) or "" (none).
+ * Called with CR_ROLE_STANDBY before crescentd creates its actors (the HA
+ * election, before it knows who leads), it makes crescentd start as a
+ * standby that follows nobody yet and refuses mutating calls, whatever
+ * --standby-of says, until cr_role_request_leader or _follow. */
 void cr_role_set(enum cr_role role, uint64_t term, const char *leader);
 
 /* Notes a term seen; a LEADER of a lower term becomes fenced.  Returns the
@@ -119,6 +133,7 @@ uint64_t cr_role_see_term(uint64_t term);
 void cr_role_note_applied(uint64_t lsn);
 void cr_role_note_lag(uint64_t records, uint64_t ms, bool connected);
 void cr_role_note_standbys(uint32_t count);
+void cr_role_note_standby_list(const struct cr_role_standby *list, uint32_t count);
 
 /* Back to NONE, term 0 (tests; crescentd's start). */
 void cr_role_reset(void);

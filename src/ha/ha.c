@@ -146,6 +146,10 @@ static bool self_value(struct cr_ha *ha, const struct cr_daemon_config *c) {
     json_object_set_new(v, "event", json_string(buf));
     advertise(c->replay_address, h, buf, sizeof(buf));
     json_object_set_new(v, "replay", json_string(buf));
+    if (c->replication_address[0] != '\0') { /* where standbys stream the log from */
+        advertise(c->replication_address, h, buf, sizeof(buf));
+        json_object_set_new(v, "replication", json_string(buf));
+    }
     gethostname(hostname, sizeof(hostname) - 1);
     snprintf(node, sizeof(node), "%s/%d", hostname, (int)getpid());
     json_object_set_new(v, "node", json_string(node));
@@ -223,6 +227,8 @@ static void drive_role(struct cr_ha *ha) {
     if (leader) {
         rc = cr_role_request_leader((uint64_t)e->term, err, sizeof(err));
     } else {
+        /* A leader of an older term is fenced by the contract too. */
+        if (e->term > 0) cr_role_see_term((uint64_t)e->term);
         if (!e->leader.found || strcmp(e->leader.value, ha->self) == 0) return;
         json_t *v = json_loads(e->leader.value, 0, NULL);
         const char *addr = json_string_value(json_object_get(v, "replication"));

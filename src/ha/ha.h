@@ -9,8 +9,10 @@
  * The leader key is /crescent/<cluster-id>/leader; its value is a JSON
  * object of the leader's addresses, as clients reach them:
  *     {"rpc": "tcp://H:P", "native": "H:P", "mooncake": "H:P", "http": "H:P",
- *      "event": "tcp://H:P", "replay": "tcp://H:P", "node": "HOST/PID"}
- * ("native" and "mooncake" only when those endpoints are on). */
+ *      "event": "tcp://H:P", "replay": "tcp://H:P", "replication": "H:P",
+ *      "node": "HOST/PID"}
+ * ("native" and "mooncake" only when those endpoints are on, "replication"
+ * with --replication-address: where standbys stream the leader's log). */
 #ifndef CRESCENT_HA_HA_H
 #define CRESCENT_HA_HA_H
 

@@ -20,7 +20,16 @@ json_t *cr_ha_json(void) {
         json_object_set_new(o, "lag_records", json_integer((json_int_t)s.lag_records));
         json_object_set_new(o, "lag_ms", json_integer((json_int_t)s.lag_ms));
     }
-    if (s.role == CR_ROLE_LEADER) json_object_set_new(o, "standbys", json_integer(s.standbys));
+    if (s.role == CR_ROLE_LEADER) {
+        json_t *list = json_array();
+        for (uint32_t i = 0; i < s.standbys; i++)
+            json_array_append_new(
+                list, json_pack("{s:s, s:I, s:I, s:I}", "address", s.standby[i].name,
+                                "acked_lsn", (json_int_t)s.standby[i].acked_lsn, "lag_records",
+                                (json_int_t)s.standby[i].lag_records, "lag_ms",
+                                (json_int_t)s.standby[i].lag_ms));
+        json_object_set_new(o, "standbys", list);
+    }
     return o;
 }
 

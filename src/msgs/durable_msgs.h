@@ -37,6 +37,20 @@ enum cr_durable_msg_type {
     /* any thread → journal: body.ptr[0] a malloc'd cr_role_request
      * (durable/role.h), carried out in order with the log stream. */
     CR_MSG_ROLE_REQUEST = CR_MSG_STORE_FIRST + 56,
+    /* journal → itself: replication's 100 ms timer (reconnect, lag). */
+    CR_MSG_REPL_TICK = CR_MSG_STORE_FIRST + 57,
+    /* journal → segments (a standby): cr_msg_durable_append, a block of the
+     * leader's records to apply (the journal has it for its log too). */
+    CR_MSG_REPL_APPLY = CR_MSG_STORE_FIRST + 58,
+    /* journal → segments: cr_msg_repl_role; segments leads from the record
+     * after last_lsn at term, or (standby true) stops making records. */
+    CR_MSG_REPL_ROLE = CR_MSG_STORE_FIRST + 59,
+};
+
+struct cr_msg_repl_role {
+    uint64_t term;
+    uint64_t last_lsn;
+    bool standby;
 };
 
 struct cr_msg_durable_append {

@@ -1,0 +1,129 @@
+/* The journal actor's state, shared by journal.c (the log and snapshots)
+ * and repl.c (the replication stream, docs/durability.md "Replication").
+ * One thread: the journal's. */
+#ifndef CRESCENT_DURABLE_JOURNAL_INTERNAL_H
+#define CRESCENT_DURABLE_JOURNAL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+
+#include "actors/subsystems.h"
+#include "core/buf.h"
+#include "core/histogram.h"
+#include "durable/durable.h"
+#include "durable/role.h"
+
+#define REPL_PEERS_MAX 8u
+#define REPL_INFLIGHT 1024u /* lag samples per standby: sent lsn and when */
+
+/* One connection: a standby's to this leader, or this standby's to its
+ * leader (`up`). */
+struct repl_peer {
+    int fd;
+    bool up;            /* this standby's link to its leader */
+    bool connecting;    /* non-blocking connect under way */
+    bool hello;         /* a leader's peer: its HELLO came and it is streamed to */
+    bool watch_out;     /* EPOLLOUT asked for: out has bytes the socket did not take */
+    bool closing;       /* close once out is sent (a REFUSE) */
+    struct cr_buf out;
+    size_t out_off;
+    uint8_t *in;
+    size_t in_len, in_cap;
+    uint64_t acked;     /* a leader's peer: its last ACK */
+    size_t catchup_len; /* bytes its catch-up queued (allowed above REPL_OUT_MAX) */
+    uint64_t inflight_lsn[REPL_INFLIGHT];
+    uint64_t inflight_ns[REPL_INFLIGHT];
+    uint32_t inflight_head, inflight_count;
+    char name[64];      /* "host:port" of the other side */
+};
+
+struct repl_state {
+    bool on;               /* a listener or a leader to follow */
+    bool sync;             /* --replication sync */
+    bool leading;          /* this journal's log is made here and streamed */
+    int epfd, listen_fd;
+    bool wake_added;
+    struct repl_peer *peers[REPL_PEERS_MAX];
+    struct repl_peer *up;  /* a standby's link */
+    char leader[CR_ROLE_ADDR_MAX];
+    uint64_t term;
+    uint64_t acked_lsn;    /* the highest ACK of any standby */
+    uint64_t leader_lsn;   /* a standby: the leader's last lsn it knows of */
+    uint64_t behind_since_ns;
+    uint64_t acked_sent;   /* a standby: the last ACK it sent */
+    bool tick_armed;
+    uint64_t retry_at_ns;  /* a standby refused: no reconnect before */
+    /* A snapshot the leader streams (a new standby): -1 none. */
+    int snap_fd;
+    uint64_t snap_lsn;
+    bool snap_on;
+    /* Counters for /metrics. */
+    uint64_t bytes_sent, bytes_received, frames_sent, frames_received, reconnects, accepts;
+    uint64_t stale_refused, bad_frames, refused_hellos, catchups, snapshots_sent,
+        snapshots_received, apply_dropped;
+    struct cr_histogram lag_hist; /* a record's sending to its ACK */
+};
+
+#define JOURNAL_IOV_MAX 64u /* blocks per writev (IOV_MAX is 1024) */
+#define JOURNAL_ASYNC_SYNC_NS 10000000ull
+
+#define JOURNAL_IOV_MAX 64u /* blocks per writev (IOV_MAX is 1024) */
+#define JOURNAL_ASYNC_SYNC_NS 10000000ull
+
+struct journal_state {
+    enum cr_durability mode;
+    char dir[CR_DURABLE_PATH_MAX];
+    char path[CR_DURABLE_PATH_MAX];
+    int fd; /* -1 when off */
+    struct cr_actor *self;
+    struct cr_subsystems *peers;
+    uint8_t *block[JOURNAL_IOV_MAX]; /* taken this round, not written yet */
+    size_t block_len[JOURNAL_IOV_MAX];
+    uint32_t pending;
+    uint64_t pending_lsn;     /* last lsn of the pending blocks */
+    uint64_t written_lsn;     /* written, maybe not synced */
+    uint64_t synced_lsn;
+    uint64_t told_lsn;        /* the last SYNCED segments was sent */
+    uint64_t unsynced_since_ns; /* 0: everything written is synced */
+    bool tick_armed;
+    bool failed;
+    uint64_t bytes;
+    uint64_t blocks;
+    uint64_t syncs;
+    uint64_t sync_ns_max;
+    struct cr_histogram sync_hist;
+    /* The snapshot being written (-1: none) and its lsn. */
+    int snap_fd;
+    uint64_t snap_lsn;
+    uint64_t snapshots;
+    uint64_t snapshot_bytes;
+    uint64_t snapshot_failures;
+    struct repl_state repl; /* replication (repl.c); repl.on false: off */
+};
+
+
+/* journal.c */
+void journal_write(struct journal_state *st);
+void journal_sync(struct journal_state *st);
+/* Takes a block (malloc'd, framed records up to last_lsn) to write this
+ * round. */
+void journal_take(struct journal_state *st, uint8_t *block, size_t len, uint64_t last_lsn);
+/* SYNCED to segments when the lsn it may answer up to moved. */
+void journal_release(struct journal_state *st);
+void journal_add_stat(struct cr_actor_stats *out, const char *name, uint64_t value);
+
+/* repl.c */
+int repl_create(struct journal_state *st, const struct cr_daemon_config *config);
+void repl_start(struct journal_state *st);
+void repl_destroy(struct journal_state *st);
+/* The blocks journal_write is about to write: streamed to the standbys. */
+void repl_stream(struct journal_state *st, uint8_t *const *blocks, const size_t *lens,
+                 uint32_t count, uint64_t last_lsn);
+void repl_wait(struct journal_state *st, int wake_fd, int64_t timeout_ns);
+uint32_t repl_poll(struct journal_state *st);
+void repl_tick(struct journal_state *st);
+void repl_role_request(struct journal_state *st, const struct cr_role_request *req);
+void repl_stats(const struct journal_state *st, struct cr_actor_stats *out);
+
+#endif
