@@ -40,7 +40,7 @@ const server_dirs = [_][]const u8{ "src/daemon", "src/durable", "src/actors", "s
 /// the transfer layer (src/rdma, which Put/Get move bytes with) and the log.
 const client_dirs = [_][]const u8{"src/client"};
 const client_shared_dirs = [_][]const u8{"src/rdma"};
-const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c" };
+const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c", "src/core/file_tier.c" };
 
 const Sources = struct {
     server: []const []const u8,

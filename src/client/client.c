@@ -201,6 +201,8 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
 
 void cr_client_close(cr_client *c) {
     if (c == NULL) return;
+    cr_client_files_close(c); /* its last report needs the connection */
+    free(c->root_fs_dir);
     cr_client_tcp_close(c);
     cr_client_shm_close(c);
     cr_client_monitor_close(c);

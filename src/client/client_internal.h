@@ -85,6 +85,16 @@ struct cr_client {
     /* This host's interface addresses, to rank same-host replicas first
      * (client_data.c): read when a Get first has a choice, then kept a while. */
     struct cr_client_local_hosts *local_hosts;
+    /* The shared file tier (client_files.c): checked at the first put/get. */
+    enum {
+        CR_CLIENT_FILES_UNCHECKED = 0,
+        CR_CLIENT_FILES_OFF,     /* crescentd has no file tier */
+        CR_CLIENT_FILES_READY,   /* files set */
+        CR_CLIENT_FILES_REFUSED, /* files_refusal says why */
+    } files_state;
+    char *root_fs_dir;           /* cr_client_set_root_fs_dir; NULL: the environment */
+    struct cr_client_files *files;
+    char files_refusal[768];
 };
 
 /* What the allocation-free scanner reads from a response body: field 1
@@ -199,6 +209,26 @@ void cr_client_uuid_from_pb(const Crescent__Master__UUID *in, uint8_t id[CR_CLIE
 
 /* Frees the transfer client, if one was made. */
 void cr_client_data_close(cr_client *c);
+
+/* ---- client_files.c: the shared file tier ---- */
+
+/* At the first put/get: asks crescentd for its file tier and starts the
+ * writer, or refuses (the refusal stays).  CR_OK when the tier is usable or
+ * off. */
+int cr_client_files_check(cr_client *c);
+/* Queues a persist of a put that succeeded (no-op without the tier). */
+void cr_client_files_enqueue(cr_client *c, const char *tenant, const char *key, const void *data,
+                             size_t len, uint64_t checksum);
+/* Reports finished persists when enough have gathered (at each put/get). */
+void cr_client_files_poll(cr_client *c);
+/* The list's complete disk replica, or NULL. */
+const struct cr_replica *cr_client_files_replica(const struct cr_replica_list *list);
+/* Reads the object from its disk replica (there must be one) into buf. */
+int cr_client_files_read(cr_client *c, const char *tenant, const char *key,
+                         const struct cr_replica_list *list, void *buf, size_t cap,
+                         size_t *len, char *why, size_t why_len);
+/* Writes what is queued, reports it, stops the writer (at close). */
+void cr_client_files_close(cr_client *c);
 
 /* ---- client_rpc.c ---- */
 

@@ -19,8 +19,9 @@
                  "--rpc_address) is served on the store's own thread and has no such knob"
 #define META_CLEANUP "crescent's HTTP metadata server (--enable-http-metadata-server) keeps " \
                      "a key until it is deleted; clients delete their own at close"
-#define TIERS "crescent has no storage tiers below memory (disk offload, NFS/3FS file " \
-              "segments, NoF SSD, promotion): every replica is in a mounted memory segment"
+#define TIERS "crescent's tier below memory is its shared file tier (--root_fs_dir; " \
+              "docs/tiers.md), which evicts past --global_file_segment_size and has no such " \
+              "knob; disk offload, NoF SSD and promotion are not built"
 #define KV_EVENTS "crescent always publishes its store events as ZMQ PUB batches at " \
                   "--event-address (topic --event-topic, replay at --replay-address; " \
                   "docs/http-api.md), not the RFC #1527 publisher"
@@ -36,7 +37,7 @@ static const struct cr_mooncake_flag table[] = {
     SETTING("allow_evict_soft_pinned_objects", true, "allow-evict-soft-pinned-objects"),
     REFUSED("batch_oplog_retry_timeout_sec", false, HA_YET),
     SETTING("client_ttl", false, "client-ttl"),
-    REFUSED("cluster_id", false, HA_YET),
+    SETTING("cluster_id", false, "cluster-id"),
     REFUSED("config_path", false,
             "Mooncake's master config file: write it as a --flagfile (one --key=value a "
             "line; every key is the flag of the same name) or as crescent's --config JSON"),
@@ -67,7 +68,7 @@ static const struct cr_mooncake_flag table[] = {
     REFUSED("etcd_endpoints", false, HA_YET),
     SETTING("eviction_high_watermark_ratio", false, "eviction-high-watermark-ratio"),
     SETTING("eviction_ratio", false, "eviction-ratio"),
-    REFUSED("global_file_segment_size", false, TIERS),
+    SETTING("global_file_segment_size", false, "global-file-segment-size"),
     REFUSED("ha_backend_connstring", false, HA_YET),
     REFUSED("ha_backend_type", false, HA_YET),
     SETTING("http_metadata_server_host", false, "http-metadata-server-host"),
@@ -128,7 +129,7 @@ static const struct cr_mooncake_flag table[] = {
     SETTING("put_start_discard_timeout_sec", false, "put-start-discard-timeout-sec"),
     SETTING("put_start_release_timeout_sec", false, "put-start-release-timeout-sec"),
     REFUSED("quota_bytes", false, TIERS),
-    REFUSED("root_fs_dir", false, TIERS),
+    SETTING("root_fs_dir", false, "root-fs-dir"),
     SETTING("rpc_address", false, "rpc_address"),
     REFUSED("rpc_conn_timeout_seconds", false, RPC_KNOB),
     REFUSED("rpc_enable_tcp_no_delay", true, RPC_KNOB),
