@@ -23,6 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
+#if defined(__x86_64__)
+/* The vector XXH3 picked at run time, as in client_data.c (same values as
+ * the put's checksum): the plain symbol made the check of a 1 MiB file cost
+ * five times its pread (bench/RESULTS.md, "File tier"). */
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "client/client_internal.h"
 #include "core/file_tier.h"
