@@ -213,3 +213,37 @@ def test_python_client_uses_the_file_tier(cluster, monkeypatch):
     assert py.get("py-key") == value
     assert [r["tier"] for r in py.get_replica_list("py-key")] == ["disk"]
     py.close()
+
+
+def test_client_killed_mid_persist_never_serves_a_torn_file(cluster, tmp_path):
+    """kill -9 of a client after its put returned, while its writer may be
+    mid-file: whatever is left (nothing, a temporary file, a whole file not
+    reported), a get returns the put's bytes or fails with a reason."""
+    start, store, rpc, root = cluster
+    d = start()
+    s = store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    payload = os.urandom(48 << 20)
+    (tmp_path / "big.bin").write_bytes(payload)
+    env = dict(os.environ, CRESCENT_ROOT_FS_DIR=str(root))
+    # stdbuf: the "stored" line leaves at once (a pipe would hold it until exit,
+    # after close has persisted and reported everything).
+    p = subprocess.Popen(["stdbuf", "-oL", binary("crescentctl"), "--rpc", rpc, "--timeout-ms",
+                          "20000", "put", "big", str(tmp_path / "big.bin")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    line = p.stdout.readline()  # printed once the put returned, before close persists
+    assert line.startswith(b"stored big"), (line, p.stderr.read())
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    assert ctl(rpc, root, "get", "big").stdout == payload  # the memory replica
+    assert s.stop() == 0
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+    got = ctl(rpc, root, "get", "big", check=False)
+    if got.returncode == 0:  # the file was whole and reported before the kill
+        assert got.stdout == payload
+    else:  # no disk replica was recorded: nothing to read, said so
+        assert got.stdout == b"" and got.stderr != b""
+        assert metric(d, "crescent_segments_file_tier_replicas") == 0
+    print("left in the tier:", sorted(os.path.basename(f) for f in
+                                      os.listdir(os.path.dirname(obj_files(root)[0]))
+                                      ) if obj_files(root) else "no whole file")
