@@ -247,3 +247,29 @@ def test_client_killed_mid_persist_never_serves_a_torn_file(cluster, tmp_path):
     print("left in the tier:", sorted(os.path.basename(f) for f in
                                       os.listdir(os.path.dirname(obj_files(root)[0]))
                                       ) if obj_files(root) else "no whole file")
+
+
+def test_read_only_directory_keeps_puts_in_memory(cluster, tmp_path):
+    """The client sees the shared directory read-only (a read-only bind mount
+    in a mount namespace of its own): the put succeeds in memory, the failure
+    is counted as read_only and reported."""
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("no mount namespaces here (unshare -m)")
+    start, store, rpc, root = cluster
+    d = start()
+    store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    (tmp_path / "in.bin").write_bytes(b"z" * 8192)
+    env = dict(os.environ, CRESCENT_ROOT_FS_DIR=str(root))
+    script = (f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && "
+              f"exec {binary('crescentctl')} --rpc {rpc} --timeout-ms 20000 put ro "
+              f"{tmp_path / 'in.bin'}")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    assert b"read_only" in p.stderr, p.stderr  # logged once, with its cause
+    assert tiers(rpc, root, "ro") == ["memory"]
+    assert ctl(rpc, root, "get", "ro").stdout == b"z" * 8192
+    assert metric(d, "crescent_segments_file_tier_persist_failed_read_only_total") == 1
+    assert obj_files(root) == []
