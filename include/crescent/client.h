@@ -76,6 +76,7 @@ enum cr_method {
     CR_METHOD_QUERY_TASK = 62,
     CR_METHOD_FETCH_TASKS = 63,
     CR_METHOD_MARK_TASK_TO_COMPLETE = 64,
+    CR_METHOD_DISK_REPLICA_REPORT = 70,
 };
 
 /* Values of BufHandle.BufStatus and ReplicaInfo.ReplicaStatus. */
@@ -454,6 +455,39 @@ struct cr_range {
 int cr_client_write_ranges(cr_client *c, struct cr_range *ranges, size_t count);
 int cr_client_read_ranges(cr_client *c, struct cr_range *ranges, size_t count);
 
+
+/* ---- the shared file tier (docs/tiers.md) ------------------------------ *
+ * When crescentd runs with --root_fs_dir, the first put or get of a client
+ * asks it for the root and cluster id (GetVersion) and compares its own view
+ * of the root: cr_client_set_root_fs_dir, else $CRESCENT_ROOT_FS_DIR.  A
+ * client with no view, or another path, is refused: that put or get and
+ * every later one fail with CR_ERR_INVALID_PARAMS saying what to set.
+ * Then every successful put (cr_client_put, cr_client_batch_put) is also
+ * persisted by a writer thread to <root>/<cluster_id>/... (the call does not
+ * wait; the bytes are copied), reported to crescentd, which records a disk
+ * replica; a get that finds no memory replica to read reads the file,
+ * checking its header and XXH3.  A failed persist (directory missing,
+ * read-only, full) leaves the put in memory and is counted (stats below,
+ * crescentd's /metrics and /health). */
+int cr_client_set_root_fs_dir(cr_client *c, const char *root_fs_dir);
+
+/* Waits (at most timeout_ms) until every queued persist is written or
+ * failed, and reports them.  CR_OK, or CR_ERR_TIMEOUT with work left. */
+int cr_client_file_tier_flush(cr_client *c, int timeout_ms);
+
+struct cr_file_tier_stats {
+    bool enabled;                 /* crescentd has a file tier and this client uses it */
+    uint64_t persisted, persist_bytes;
+    uint64_t persist_failed;      /* by cause below (and "other") */
+    uint64_t failed_missing, failed_read_only, failed_full;
+    uint64_t persist_dropped;     /* not queued: the writer was 256 MiB behind */
+    uint64_t queued_bytes;
+    uint64_t reads, read_bytes, read_failures;
+    uint64_t read_ns_total;       /* time in file reads (open to checksum) */
+    uint64_t corrupt_dropped;     /* files found gone or corrupt, reported dropped */
+    uint64_t reports_refused;     /* persists crescentd did not record */
+};
+void cr_client_file_tier_stats(cr_client *c, struct cr_file_tier_stats *out);
 /* ---- copy/move tasks (seed 004) --------------------------------------- *
  * A task copies a complete object onto other segments (copy) or onto one
  * other segment, dropping the source replica (move).  crescentd reserves the

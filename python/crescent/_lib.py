@@ -35,8 +35,11 @@ class BufHandle(ctypes.Structure):
 
 
 class Replica(ctypes.Structure):
+    # medium: 0 memory (handles), 1 disk (file_path), 2 local_disk (endpoint)
     _fields_ = [("status", c_int), ("handle_count", c_size_t),
-                ("handles", ctypes.POINTER(BufHandle))]
+                ("handles", ctypes.POINTER(BufHandle)), ("medium", c_int),
+                ("file_path", c_char_p), ("endpoint", c_char_p), ("segment_name", c_char_p),
+                ("object_size", c_u64), ("position", c_u64)]
 
 
 class ReplicaList(ctypes.Structure):

@@ -361,7 +361,8 @@ class _Methods:
                         sizes.append(OBJECT_NOT_FOUND)
                     else:
                         r = rl.replicas[0]
-                        sizes.append(sum(r.handles[j].size_bytes for j in range(r.handle_count)))
+                        sizes.append(r.object_size if r.medium != 0 else
+                                     sum(r.handles[j].size_bytes for j in range(r.handle_count)))
                 return sizes
             finally:
                 lib.cr_client_replica_lists_free(_byref(out))

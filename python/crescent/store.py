@@ -68,7 +68,15 @@ def _replicas(rl):
             handles.append({"segment_name": (h.segment_name or b"").decode(),
                             "size": h.size_bytes, "buffer": h.buffer, "status": h.status,
                             "transport_endpoint": (h.transport_endpoint or b"").decode()})
-        out.append({"status": r.status, "handles": handles})
+        tier = ("memory", "disk", "local_disk")[r.medium] if 0 <= r.medium < 3 else "?"
+        entry = {"status": r.status, "handles": handles, "tier": tier}
+        if r.medium == 1:
+            entry["file_path"] = (r.file_path or b"").decode()
+        elif r.medium == 2:
+            entry["endpoint"] = (r.endpoint or b"").decode()
+        if r.medium != 0:
+            entry["size"] = r.object_size
+        out.append(entry)
     return out
 
 

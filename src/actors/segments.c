@@ -349,7 +349,8 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
                              .now_ms = st->now_ms,
                              .client_ttl_ms = st->client_ttl_ms,
                              .scan = scan,
-                             .remove_all = removed};
+                             .remove_all = removed,
+                             .files = &st->files};
     st->calls++;
     st->round_calls++;
     uint64_t changes = st->feed.changes;
@@ -858,6 +859,7 @@ static int segments_start(struct cr_actor *self, void *arg) {
     int rc = segments_durable_start(st);
     st->repl_applied_lsn = st->recovery.last_lsn;
     cr_role_note_applied(st->repl_applied_lsn);
+    if (rc == CR_OK) segments_files_start(st); /* after the log's restore: see there */
     return rc;
 }
 
@@ -928,6 +930,20 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "zombie_bytes_reclaimed_total", s.zombie_bytes_reclaimed);
     add_stat(out, "discarded_parked", s.discarded_parked);
     add_stat(out, "clients_expired_total", s.clients_expired);
+    add_stat(out, "file_tier_capacity_bytes", st->files.root[0] ? st->files.quota_bytes : 0);
+    add_stat(out, "file_tier_used_bytes", s.disk_bytes);
+    add_stat(out, "file_tier_replicas", s.disk_replicas);
+    add_stat(out, "file_tier_evictions_total", s.disk_evictions);
+    add_stat(out, "file_tier_reported_total", st->files.reported_files);
+    add_stat(out, "file_tier_dropped_total", st->files.dropped_files);
+    add_stat(out, "file_tier_persist_failed_missing_total", st->files.failed[0]);
+    add_stat(out, "file_tier_persist_failed_read_only_total", st->files.failed[1]);
+    add_stat(out, "file_tier_persist_failed_full_total", st->files.failed[2]);
+    add_stat(out, "file_tier_persist_failed_other_total", st->files.failed[3]);
+    add_stat(out, "file_tier_files_deleted_total", st->files_deleted);
+    add_stat(out, "file_tier_files_left_total", st->files_left);
+    add_stat(out, "local_disk_used_bytes", s.local_disk_bytes);
+    add_stat(out, "local_disk_replicas", s.local_disk_replicas);
     add_stat(out, "calls_total", st->calls);
     add_stat(out, "call_errors_total", st->call_errors);
     add_stat(out, "replies_dropped_total", st->replies_dropped);
@@ -1036,6 +1052,7 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
         segments_destroy(st);
         return CR_ERR_NOMEM;
     }
+    segments_files_init(st, config);
     st->durability = cr_durability_of(config);
     struct cr_role_status role; /* a standby by flag, or made one before start (role.h) */
     cr_role_get(&role);

@@ -20,6 +20,7 @@
 #include "msgs/store_event.h"
 #include "rpc/edge.h"
 #include "rpc/rpc_codec.h"
+#include "rpc/rpc_methods.h"
 #include "runtime/wait_timer.h"
 
 #define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
@@ -122,6 +123,11 @@ struct held_list {
 
 struct segments_state {
     cr_store *store;
+    /* The shared file tier (segments_files.c). */
+    struct cr_rpc_files files;
+    bool files_can_delete;   /* crescentd sees the directory: it deletes dropped files */
+    uint64_t files_deleted, files_left, files_delete_failed;
+    uint64_t files_last_log_ns;
     struct cr_rpc_arena *arena; /* response scratch, reused by every call */
     uint64_t client_ttl_ms;
     struct cr_actor *self;
@@ -241,5 +247,9 @@ void segments_repl_apply(struct segments_state *st, struct cr_msg_durable_append
 /* The journal's role change (CR_MSG_REPL_ROLE). */
 void segments_repl_role(struct segments_state *st, const struct cr_msg_repl_role *m);
 void segments_repl_stats(struct segments_state *st, struct cr_actor_stats *out);
+
+/* segments_files.c: the shared file tier on the master's side. */
+void segments_files_init(struct segments_state *st, const struct cr_daemon_config *config);
+void segments_files_start(struct segments_state *st);
 
 #endif

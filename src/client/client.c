@@ -217,6 +217,8 @@ void cr_client_transport_close(cr_client *c) {
 
 void cr_client_close(cr_client *c) {
     if (c == NULL) return;
+    cr_client_files_close(c); /* its last report needs the connection */
+    free(c->root_fs_dir);
     cr_client_transport_close(c);
     cr_client_follow_close(c);
     free(c->admin_token);

@@ -145,6 +145,8 @@ const ProtobufCMessageDescriptor *cr_client_response_descriptor(uint16_t method)
     case CR_METHOD_FETCH_TASKS: return &crescent__master__fetch_tasks_response__descriptor;
     case CR_METHOD_MARK_TASK_TO_COMPLETE:
         return &crescent__master__mark_task_to_complete_response__descriptor;
+    case CR_METHOD_DISK_REPLICA_REPORT:
+        return &crescent__master__disk_replica_report_response__descriptor;
     default: return NULL;
     }
 }

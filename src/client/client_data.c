@@ -166,6 +166,17 @@ uint64_t cr_client_replica_bytes(const struct cr_replica *r) {
     return n;
 }
 
+/* The object's bytes as its list gives them: a memory replica's handles,
+ * else the object_size of a disk or local_disk replica. */
+uint64_t cr_client_list_bytes(const struct cr_replica_list *list) {
+    for (size_t r = 0; r < list->count; r++)
+        if (list->replicas[r].medium == CR_MEDIUM_MEMORY && list->replicas[r].handle_count > 0)
+            return cr_client_replica_bytes(&list->replicas[r]);
+    for (size_t r = 0; r < list->count; r++)
+        if (list->replicas[r].medium != CR_MEDIUM_MEMORY) return list->replicas[r].object_size;
+    return 0;
+}
+
 /* ---- nearest replica first ------------------------------------------------ */
 
 /* The host part of "host:port" or "[v6]:port", copied into out. */
@@ -360,7 +371,7 @@ static bool read_prepare(struct read_item *it) {
         snprintf(it->why, sizeof(it->why), "the master listed %zu replicas", list->count);
         return false;
     }
-    out->len = (size_t)cr_client_replica_bytes(&list->replicas[0]);
+    out->len = (size_t)cr_client_list_bytes(list);
     if (out->len > out->cap) {
         out->status = it->status = CR_ERR_INVALID_PARAMS;
         snprintf(it->why, sizeof(it->why), "the object has %zu bytes, the buffer %zu",
@@ -371,10 +382,28 @@ static bool read_prepare(struct read_item *it) {
     return true;
 }
 
+/* A read that found no memory replica it could read: the object's file, if
+ * it has one (docs/tiers.md).  Leaves the memory attempt's verdict when it
+ * has no disk replica or the buffer is too small. */
+static void read_from_file(cr_client *c, const char *tenant, struct read_item *it) {
+    struct cr_get_buffer *out = it->out;
+    if (out->status == CR_OK || out->len > out->cap || cr_client_files_replica(it->list) == NULL)
+        return;
+    char why[sizeof(it->why)];
+    size_t len = 0;
+    int rc = cr_client_files_read(c, tenant, out->key, it->list, out->buf, out->cap, &len, why,
+                                  sizeof(why));
+    out->status = it->status = rc;
+    out->len = len;
+    if (rc != CR_OK) snprintf(it->why, sizeof(it->why), "%s", why);
+}
+
 static int single_get(cr_client *c, const char *tenant, const char *key, void *buf, size_t cap,
                       bool allocate, void **data_out, size_t *len) {
     int rc = cr_client_data_open(c);
+    if (rc == CR_OK) rc = cr_client_files_check(c);
     if (rc != CR_OK) return rc;
+    cr_client_files_poll(c);
     struct cr_replica_list list;
     int64_t started = c->clock_ms(c->clock_ctx);
     rc = cr_client_get_replica_list(c, tenant, key, &list);
@@ -383,7 +412,7 @@ static int single_get(cr_client *c, const char *tenant, const char *key, void *b
     struct cr_get_buffer out = {.key = key, .buf = buf, .cap = cap};
     struct read_item it = {.list = &list, .out = &out, .started_ms = started};
     if (allocate && list.count > 0) { /* size the buffer from the list */
-        out.cap = (size_t)cr_client_replica_bytes(&list.replicas[0]);
+        out.cap = (size_t)cr_client_list_bytes(&list);
         out.buf = malloc(out.cap > 0 ? out.cap : 1);
         if (out.buf == NULL) {
             cr_client_replica_list_free(&list);
@@ -391,6 +420,7 @@ static int single_get(cr_client *c, const char *tenant, const char *key, void *b
         }
     }
     if (read_prepare(&it)) read_all(c, &it, 1);
+    read_from_file(c, tenant, &it);
     cr_client_replica_list_free(&list);
     *len = out.len;
     if (out.status != CR_OK) {
@@ -419,7 +449,9 @@ int cr_client_batch_get_into(cr_client *c, const char *tenant, struct cr_get_buf
                              size_t count) {
     assert(c != NULL && (items != NULL || count == 0));
     int rc = cr_client_data_open(c);
+    if (rc == CR_OK) rc = cr_client_files_check(c);
     if (rc != CR_OK) return rc;
+    cr_client_files_poll(c);
     const char **keys = malloc((count > 0 ? count : 1) * sizeof(*keys));
     struct read_item *reads = calloc(count > 0 ? count : 1, sizeof(*reads));
     if (keys == NULL || reads == NULL) {
@@ -438,6 +470,7 @@ int cr_client_batch_get_into(cr_client *c, const char *tenant, struct cr_get_buf
             read_prepare(&reads[i]);
         }
         read_all(c, reads, count);
+        for (size_t i = 0; i < count; i++) read_from_file(c, tenant, &reads[i]);
         cr_client_replica_lists_free(&lists);
     }
     free(keys);
@@ -492,7 +525,9 @@ int cr_client_put(cr_client *c, const char *tenant, const char *key, const void 
     struct cr_put_data item = {.key = key, .data = data, .len = len, .config = config};
     int rc = check_put_item(c, &item);
     if (rc == CR_OK) rc = cr_client_data_open(c);
+    if (rc == CR_OK) rc = cr_client_files_check(c);
     if (rc != CR_OK) return rc;
+    cr_client_files_poll(c);
     uint64_t checksum = XXH3_64bits(data, len); /* before the bytes leave */
     struct cr_put_item start = {.key = key, .size_bytes = len, .config = config};
     struct cr_replica_list list;
@@ -502,7 +537,11 @@ int cr_client_put(cr_client *c, const char *tenant, const char *key, const void 
     int status = CR_OK;
     write_all(c, &list, &item, &status, why, 1);
     cr_client_replica_list_free(&list);
-    if (status == CR_OK) return cr_client_put_end_checksum(c, tenant, key, checksum);
+    if (status == CR_OK) {
+        rc = cr_client_put_end_checksum(c, tenant, key, checksum);
+        if (rc == CR_OK) cr_client_files_enqueue(c, tenant, key, data, len, checksum);
+        return rc;
+    }
     int revoked = cr_client_put_revoke(c, tenant, key);
     return cr_client_fail(c, status, "put '%s' revoked%s: %s", key,
                           revoked == CR_OK ? "" : " (the revoke failed too: the master frees "
@@ -551,7 +590,9 @@ int cr_client_batch_put(cr_client *c, const char *tenant, struct cr_put_data *it
              : cr_client_fail(c, CR_ERR_INVALID_PARAMS, "a batch holds 1 to %u puts, not %zu",
                               CR_CLIENT_BATCH_MAX, count);
     for (size_t i = 0; rc == CR_OK && i < count; i++) rc = check_put_item(c, &items[i]);
+    if (rc == CR_OK) rc = cr_client_files_check(c);
     if (rc != CR_OK) return rc;
+    cr_client_files_poll(c);
     struct cr_put_item *starts = calloc(count, sizeof(*starts));
     int *written = calloc(count, sizeof(*written));
     char (*why)[256] = calloc(count, sizeof(*why));
@@ -570,6 +611,10 @@ int cr_client_batch_put(cr_client *c, const char *tenant, struct cr_put_data *it
         cr_client_replica_lists_free(&lists);
         rc = end_or_revoke_batch(c, tenant, items, written, count);
     }
+    for (size_t i = 0; rc == CR_OK && c->files != NULL && i < count; i++)
+        if (items[i].status == CR_OK)
+            cr_client_files_enqueue(c, tenant, items[i].key, items[i].data, items[i].len,
+                                    XXH3_64bits(items[i].data, items[i].len));
     for (size_t i = 0; rc == CR_OK && i < count; i++) /* say why the first one failed */
         if (items[i].status != CR_OK && why[i][0] != '\0') {
             snprintf(c->error, sizeof(c->error), "put '%s' revoked: %s", items[i].key, why[i]);

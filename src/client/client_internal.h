@@ -92,6 +92,16 @@ struct cr_client {
     struct cr_client_local_hosts *local_hosts;
     /* etcd://: the leader followed (client_follow.c); NULL for other endpoints. */
     struct cr_client_follow *follow;
+    /* The shared file tier (client_files.c): checked at the first put/get. */
+    enum {
+        CR_CLIENT_FILES_UNCHECKED = 0,
+        CR_CLIENT_FILES_OFF,     /* crescentd has no file tier */
+        CR_CLIENT_FILES_READY,   /* files set */
+        CR_CLIENT_FILES_REFUSED, /* files_refusal says why */
+    } files_state;
+    char *root_fs_dir;           /* cr_client_set_root_fs_dir; NULL: the environment */
+    struct cr_client_files *files;
+    char files_refusal[768];
 };
 
 /* What the allocation-free scanner reads from a response body: field 1
@@ -214,6 +224,9 @@ void cr_client_drain(cr_client *c);
 size_t cr_client_rank_replicas(cr_client *c, const struct cr_replica_list *list, size_t *order);
 /* The bytes of an object as replica r lays them out (its handles' sum). */
 uint64_t cr_client_replica_bytes(const struct cr_replica *r);
+/* The object's bytes as its list gives them: a memory replica's handles,
+ * else a disk or local_disk replica's object_size. */
+uint64_t cr_client_list_bytes(const struct cr_replica_list *list);
 
 /* One replica being read or written: its ops left and its first failure. */
 struct attempt {
@@ -227,6 +240,26 @@ struct attempt {
 void cr_client_submit_window(cr_client *c, enum cr_xfer_opcode opcode, const struct cr_replica *r,
                              uint64_t object_len, uint64_t offset, uint8_t *base, size_t len,
                              struct attempt *a);
+
+/* ---- client_files.c: the shared file tier ---- */
+
+/* At the first put/get: asks crescentd for its file tier and starts the
+ * writer, or refuses (the refusal stays).  CR_OK when the tier is usable or
+ * off. */
+int cr_client_files_check(cr_client *c);
+/* Queues a persist of a put that succeeded (no-op without the tier). */
+void cr_client_files_enqueue(cr_client *c, const char *tenant, const char *key, const void *data,
+                             size_t len, uint64_t checksum);
+/* Reports finished persists when enough have gathered (at each put/get). */
+void cr_client_files_poll(cr_client *c);
+/* The list's complete disk replica, or NULL. */
+const struct cr_replica *cr_client_files_replica(const struct cr_replica_list *list);
+/* Reads the object from its disk replica (there must be one) into buf. */
+int cr_client_files_read(cr_client *c, const char *tenant, const char *key,
+                         const struct cr_replica_list *list, void *buf, size_t cap,
+                         size_t *len, char *why, size_t why_len);
+/* Writes what is queued, reports it, stops the writer (at close). */
+void cr_client_files_close(cr_client *c);
 
 /* ---- client_rpc.c ---- */
 

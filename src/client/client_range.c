@@ -25,7 +25,7 @@ static bool range_check(cr_client *c, struct cr_range *r, struct range_state *st
     const struct cr_replica_list *list = r->list;
     r->status = CR_ERR_INVALID_PARAMS;
     if (list == NULL || list->count == 0 || (r->buf == NULL && r->len > 0)) return false;
-    st->object_len = cr_client_replica_bytes(&list->replicas[0]);
+    st->object_len = cr_client_list_bytes(list);
     if (r->offset > st->object_len || r->len > st->object_len - r->offset) return false;
     if (!write) {
         st->ranked = cr_client_rank_replicas(c, list, st->order);
@@ -68,6 +68,7 @@ int cr_client_write_ranges(cr_client *c, struct cr_range *ranges, size_t count) 
     size_t total = 0;
     for (size_t i = 0; i < count; i++)
         total += range_check(c, &ranges[i], &st[i], true) ? ranges[i].list->count : 0;
+    /* (only memory replicas are written: a put's list has no other kind) */
     struct attempt *attempts = calloc(total > 0 ? total : 1, sizeof(*attempts));
     if (attempts == NULL) {
         free(st);
@@ -77,9 +78,10 @@ int cr_client_write_ranges(cr_client *c, struct cr_range *ranges, size_t count) 
     for (size_t i = 0; i < count; i++) {
         struct cr_range *r = &ranges[i];
         if (r->status != CR_OK) continue;
-        for (size_t k = 0; k < r->list->count; k++)
-            cr_client_submit_window(c, CR_XFER_WRITE, &r->list->replicas[k], st[i].object_len,
-                                    r->offset, r->buf, r->len, a++);
+        for (size_t k = 0; k < r->list->count; k++, a++)
+            if (r->list->replicas[k].medium == CR_MEDIUM_MEMORY)
+                cr_client_submit_window(c, CR_XFER_WRITE, &r->list->replicas[k],
+                                        st[i].object_len, r->offset, r->buf, r->len, a);
     }
     cr_client_drain(c);
     a = attempts;

@@ -654,6 +654,7 @@ struct cr_store_stats {
     uint64_t max_objects;
     uint64_t disk_replicas;       /* shared file tier (CR_MEDIUM_DISK) */
     uint64_t disk_bytes;          /* their objects' bytes */
+    uint64_t disk_evictions;      /* disk replicas dropped by cr_store_evict_disk */
     uint64_t local_disk_replicas; /* store servers' SSDs (CR_MEDIUM_LOCAL_DISK) */
     uint64_t local_disk_bytes;
 };

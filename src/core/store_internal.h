@@ -202,6 +202,9 @@ struct cr_store {
     /* Replicas and bytes off the memory pool (store_tiers.c), by medium. */
     uint64_t medium_replicas[CR_MEDIUM_COUNT];
     uint64_t medium_bytes[CR_MEDIUM_COUNT];
+    void (*file_hook)(void *ctx, const char *path); /* cr_store_set_file_hook */
+    void *file_hook_ctx;
+    bool file_hook_muted; /* a replacement keeping its path */
     struct cr_store_stats counters; /* only the cumulative fields are kept here */
 
     char err[CR_STORE_ERROR_LEN];

@@ -176,7 +176,10 @@ void cr_store_replica_release(cr_store *store, const struct cr_store_replica *r)
                store->medium_bytes[r->medium] >= r->size);
         store->medium_replicas[r->medium]--;
         store->medium_bytes[r->medium] -= r->size;
-        if (r->medium == CR_MEDIUM_DISK) free(r->path);
+        if (r->medium != CR_MEDIUM_DISK) return;
+        if (store->file_hook != NULL && !store->file_hook_muted)
+            store->file_hook(store->file_hook_ctx, r->path);
+        free(r->path);
         return;
     }
     struct cr_store_segment *seg = &store->segments[r->segment];
@@ -308,6 +311,7 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
     out->max_objects = store->cfg.max_objects;
     out->disk_replicas = store->medium_replicas[CR_MEDIUM_DISK];
     out->disk_bytes = store->medium_bytes[CR_MEDIUM_DISK];
+    out->disk_evictions = store->counters.disk_evictions;
     out->local_disk_replicas = store->medium_replicas[CR_MEDIUM_LOCAL_DISK];
     out->local_disk_bytes = store->medium_bytes[CR_MEDIUM_LOCAL_DISK];
     out->active_leases = store->lease_census;

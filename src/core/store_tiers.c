@@ -53,7 +53,11 @@ static int find_medium(const struct cr_store_obj *obj, uint8_t medium, uint32_t 
 static void install(cr_store *store, struct cr_store_obj *obj, int at,
                     const struct cr_store_replica *rep) {
     if (at >= 0) {
+        /* The same file reported again is not a file to delete. */
+        store->file_hook_muted = rep->medium == CR_MEDIUM_DISK &&
+                                 strcmp(obj->replicas[at].path, rep->path) == 0;
         cr_store_replica_release(store, &obj->replicas[at]);
+        store->file_hook_muted = false;
         obj->replicas[at] = *rep;
     } else {
         obj->replicas[obj->replica_count++] = *rep;
@@ -143,4 +147,70 @@ int cr_store_drop_medium(cr_store *store, const struct cr_store_key *k,
     if (obj->replica_count == 0) cr_store_obj_remove(store, id);
     else cr_store_obj_emit_update(store, obj);
     return CR_OK;
+}
+
+/* ---- file-tier eviction ---------------------------------------------------- */
+
+#define DISK_SAMPLE 32u
+#define DISK_STALL_ROUNDS 4u
+
+struct disk_victim {
+    uint32_t id, generation;
+    uint64_t last_access_ms;
+};
+
+static int by_access(const void *a, const void *b) {
+    const struct disk_victim *x = a, *y = b;
+    return (x->last_access_ms > y->last_access_ms) - (x->last_access_ms < y->last_access_ms);
+}
+
+/* Up to DISK_SAMPLE objects with a disk replica that may lose it now. */
+static size_t sample_disk(const cr_store *store, uint64_t now_ms, uint64_t *rng,
+                          struct disk_victim *out) {
+    size_t n = 0;
+    for (uint32_t d = 0; d < DISK_SAMPLE * 8 && n < DISK_SAMPLE && store->slab_high > 0; d++) {
+        uint32_t id = (uint32_t)(cr_store_rng_next(rng) % store->slab_high);
+        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+        if (obj->state != CR_OBJ_COMPLETE || obj->hard_pinned || cr_store_obj_busy(obj, now_ms) ||
+            find_medium(obj, CR_MEDIUM_DISK, CR_STORE_NO_SEGMENT) < 0)
+            continue;
+        out[n++] = (struct disk_victim){id, obj->generation, obj->last_access_ms};
+    }
+    return n;
+}
+
+uint64_t cr_store_evict_disk(cr_store *store, uint64_t limit_bytes, uint64_t now_ms,
+                             uint64_t *rng) {
+    assert(store != NULL && rng != NULL && *rng != 0);
+    uint64_t freed = 0;
+    uint32_t stall = 0;
+    while (store->medium_bytes[CR_MEDIUM_DISK] > limit_bytes && stall < DISK_STALL_ROUNDS) {
+        struct disk_victim pool[DISK_SAMPLE];
+        size_t n = sample_disk(store, now_ms, rng, pool);
+        qsort(pool, n, sizeof(pool[0]), by_access);
+        size_t take = (n + 3) / 4; /* the oldest quarter of the sample */
+        uint64_t before = freed;
+        for (size_t i = 0; i < take && store->medium_bytes[CR_MEDIUM_DISK] > limit_bytes; i++) {
+            struct cr_store_obj *obj = cr_store_obj_at(store, pool[i].id);
+            if (obj->generation != pool[i].generation || obj->state != CR_OBJ_COMPLETE) continue;
+            int r = find_medium(obj, CR_MEDIUM_DISK, CR_STORE_NO_SEGMENT);
+            if (r < 0) continue;
+            freed += obj->replicas[r].size;
+            cr_store_replica_release(store, &obj->replicas[r]);
+            obj->replicas[r] = obj->replicas[--obj->replica_count];
+            store->replica_count--;
+            store->counters.disk_evictions++;
+            if (obj->replica_count == 0) cr_store_obj_remove(store, pool[i].id);
+            else cr_store_obj_emit_update(store, obj);
+        }
+        stall = freed == before ? stall + 1 : 0;
+    }
+    return freed;
+}
+
+void cr_store_set_file_hook(cr_store *store, void (*fn)(void *ctx, const char *path),
+                            void *ctx) {
+    assert(store != NULL);
+    store->file_hook = fn;
+    store->file_hook_ctx = ctx;
 }

@@ -48,4 +48,20 @@ int cr_store_drop_medium(cr_store *store, const struct cr_store_key *k,
                          enum cr_replica_medium medium, const char *segment_name,
                          uint32_t *dropped);
 
+/* Calls fn(ctx, path) whenever the store lets go of a disk replica (removed,
+ * evicted, dropped, its object freed), before the path is freed: the caller
+ * deletes the file.  Not called when a report replaces a replica with the
+ * same path, nor by cr_store_destroy.  fn NULL: none (the default). */
+void cr_store_set_file_hook(cr_store *store, void (*fn)(void *ctx, const char *path),
+                            void *ctx);
+
+/* The file tier's own eviction (approximate LRU, like memory's): while the
+ * disk replicas' bytes exceed limit_bytes, samples objects with a disk
+ * replica that are not leased, pinned hard or in a task, and drops the disk
+ * replica of the least recently used quarter of each sample (an object left
+ * with no replica is freed; UPDATE events as ever; the file hook is told).
+ * Stops after a few rounds that find nothing.  Returns the bytes dropped. */
+uint64_t cr_store_evict_disk(cr_store *store, uint64_t limit_bytes, uint64_t now_ms,
+                             uint64_t *rng);
+
 #endif

@@ -39,6 +39,7 @@ static const char *const empty_allowed[] = {
     "store-hash-key-model",
     "ha", "etcd-endpoints", "ha-advertise-host",
     "replication-address", "standby-of",
+    "root-fs-dir",
 };
 
 static bool empty_ok(const struct setting *s) {
@@ -214,6 +215,15 @@ static const struct setting settings[] = {
      "engine block hashes one publisher may have in the index; runs past it are refused"},
     {"indexer-max-message-mb", SETTING_U32, FIELD(indexer_max_message_mb), 1, 2047, "MB",
      "largest message taken from a publisher (ZMQ_MAXMSGSIZE); a larger one drops the link"},
+    {"root-fs-dir", SETTING_STRING, FIELD(root_fs_dir), 0, 0, "DIR",
+     "shared file tier: every put is also persisted by its client under DIR/<cluster-id>, "
+     "mounted at the same path on every client (Mooncake's --root_fs_dir); '' none; "
+     "docs/tiers.md"},
+    {"cluster-id", SETTING_STRING, FIELD(cluster_id), 0, 0, "ID",
+     "the file tier's subdirectory under --root-fs-dir (Mooncake's --cluster_id)"},
+    {"global-file-segment-size", SETTING_SIZE, FIELD(global_file_segment_size), 0, 0, "SIZE",
+     "bytes the file tier may hold; past it the least recently used files are evicted "
+     "(Mooncake's --global_file_segment_size; default 9223372036854775807: unlimited)"},
     {"state-dir", SETTING_STRING, FIELD(state_dir), 0, 0, "DIR",
      "directory kept across restarts: publishers registered with /register, the store's "
      "metadata log (--durability) and the event sequence (numbers continue, never reused)"},
@@ -320,6 +330,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->max_allocations_per_segment = 1u << 24; /* as cr_store_config_default */
     config->regex_max_matches = 10000;         /* as cr_store_config_default */
     config->local_segment_size = 1ull << 30;
+    snprintf(config->cluster_id, sizeof(config->cluster_id), "mooncake_cluster");
+    config->global_file_segment_size = (uint64_t)INT64_MAX; /* Mooncake's: unlimited */
     snprintf(config->data_address, sizeof(config->data_address), "127.0.0.1:0");
     snprintf(config->data_rdma_gid_index, sizeof(config->data_rdma_gid_index), "auto");
     config->regex_budget_steps = 100000000u;   /* as cr_store_config_default */

@@ -107,6 +107,10 @@ struct cr_daemon_config {
     uint32_t indexer_engine_hashes_max;           /* per publisher */
     uint32_t indexer_max_message_mb;              /* ZMQ_MAXMSGSIZE of SUB and DEALER */
     char state_dir[CR_CONFIG_ADDRESS_MAX];        /* registrations and the store's log; "" none */
+    /* The shared file tier (docs/tiers.md). */
+    char root_fs_dir[CR_CONFIG_ADDRESS_MAX];      /* "" none */
+    char cluster_id[CR_CONFIG_ADDRESS_MAX];       /* its subdirectory: mooncake_cluster */
+    uint64_t global_file_segment_size;            /* bytes; INT64_MAX: unlimited */
     char durability[CR_CONFIG_ADDRESS_MAX];       /* none, async or sync (src/durable) */
     char replication_address[CR_CONFIG_ADDRESS_MAX]; /* leader's listener for standbys; "" off */
     char standby_of[CR_CONFIG_ADDRESS_MAX];       /* a standby's leader; "" not a standby */

@@ -73,6 +73,27 @@ static json_t *publishers(const struct cr_http_admin *admin) {
     return NULL;
 }
 
+/* The shared file tier's counters from the segments actor (docs/tiers.md):
+ * capacity, use, and the persists clients reported failed, by cause; null
+ * when crescentd runs without one. */
+static json_t *file_tier_health(const struct cr_metrics_actor *actors, uint32_t count) {
+    for (uint32_t i = 0; i < count; i++) {
+        if (actors[i].view || !actors[i].up || strcmp(actors[i].name, "segments") != 0) continue;
+        const struct cr_actor_stats *s = &actors[i].stats;
+        json_t *out = json_object();
+        bool on = false;
+        for (uint32_t k = 0; k < s->extra_count && out != NULL; k++) {
+            const char *name = s->extra[k].name;
+            if (strncmp(name, "file_tier_", 10) != 0) continue;
+            if (strcmp(name, "file_tier_capacity_bytes") == 0) on = s->extra[k].value > 0;
+            json_object_set_new(out, name + 10, json_integer((json_int_t)s->extra[k].value));
+        }
+        if (on) return out;
+        json_decref(out);
+    }
+    return json_null();
+}
+
 static void health(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
     (void)req;
     const struct cr_http_admin *admin = ctx;
@@ -92,6 +113,7 @@ static void health(void *ctx, const struct cr_http_request *req, struct cr_http_
         if (ha != NULL && admin->ha != NULL) cr_ha_health_add(ha, admin->ha); /* the election */
         json_object_set_new(obj, "ha", ha);
     }
+    if (obj != NULL) json_object_set_new(obj, "file_tier", file_tier_health(actors, count));
     cr_http_respond_json(resp, up == total ? 200 : 503, obj ? json_dumps(obj, JSON_COMPACT) : NULL);
     json_decref(obj);
 }

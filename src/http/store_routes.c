@@ -196,7 +196,7 @@ static json_t *render_stats(const cr_store *store, uint64_t now_ms,
                             const struct cr_store_admin_counters *c) {
     struct cr_store_stats s;
     cr_store_get_stats(store, now_ms, &s);
-    return json_pack(
+    json_t *out = json_pack(
         "{s:I, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
         "capacity_bytes", (json_int_t)s.capacity_bytes, "used_bytes", (json_int_t)s.used_bytes,
         "usage_ratio", s.capacity_bytes ? (double)s.used_bytes / (double)s.capacity_bytes : 0.0,
@@ -208,6 +208,15 @@ static json_t *render_stats(const cr_store *store, uint64_t now_ms,
         (json_int_t)s.zombie_bytes_reclaimed, "discarded_parked", (json_int_t)s.discarded_parked,
         "clients_expired", (json_int_t)s.clients_expired, "events_sent", (json_int_t)c->events_sent,
         "events_dropped", (json_int_t)c->events_dropped);
+    /* The tiers below memory (docs/tiers.md). */
+    if (out != NULL) {
+        json_object_set_new(out, "file_tier_bytes", json_integer((json_int_t)s.disk_bytes));
+        json_object_set_new(out, "file_tier_replicas", json_integer((json_int_t)s.disk_replicas));
+        json_object_set_new(out, "file_tier_evictions",
+                            json_integer((json_int_t)s.disk_evictions));
+        json_object_set_new(out, "local_disk_bytes", json_integer((json_int_t)s.local_disk_bytes));
+    }
+    return out;
 }
 
 int cr_store_admin_render(const cr_store *store, uint64_t now_ms,

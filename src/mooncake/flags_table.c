@@ -17,8 +17,9 @@
                "and its leader is elected on an etcd lease (--enable_ha, docs/ha.md)"
 #define RPC_KNOB "crescent's Mooncake endpoint (--mooncake-rpc-address, or --rpc_port/--port/" \
                  "--rpc_address) is served on the store's own thread and has no such knob"
-#define TIERS "crescent has no storage tiers below memory (disk offload, NFS/3FS file " \
-              "segments, NoF SSD, promotion): every replica is in a mounted memory segment"
+#define TIERS "crescent's tier below memory is its shared file tier (--root_fs_dir; " \
+              "docs/tiers.md), which evicts past --global_file_segment_size and has no such " \
+              "knob; disk offload, NoF SSD and promotion are not built"
 #define KV_EVENTS "crescent always publishes its store events as ZMQ PUB batches at " \
                   "--event-address (topic --event-topic, replay at --replay-address; " \
                   "docs/http-api.md), not the RFC #1527 publisher"
@@ -65,7 +66,7 @@ static const struct cr_mooncake_flag table[] = {
     SETTING("etcd_endpoints", false, "etcd-endpoints"),
     SETTING("eviction_high_watermark_ratio", false, "eviction-high-watermark-ratio"),
     SETTING("eviction_ratio", false, "eviction-ratio"),
-    REFUSED("global_file_segment_size", false, TIERS),
+    SETTING("global_file_segment_size", false, "global-file-segment-size"),
     REFUSED("ha_backend_connstring", false,
             "crescent's HA backend is etcd: give its endpoints with --etcd_endpoints"),
     WHEN("ha_backend_type", false, "etcd",
@@ -128,7 +129,7 @@ static const struct cr_mooncake_flag table[] = {
     SETTING("put_start_discard_timeout_sec", false, "put-start-discard-timeout-sec"),
     SETTING("put_start_release_timeout_sec", false, "put-start-release-timeout-sec"),
     REFUSED("quota_bytes", false, TIERS),
-    REFUSED("root_fs_dir", false, TIERS),
+    SETTING("root_fs_dir", false, "root-fs-dir"),
     SETTING("rpc_address", false, "rpc_address"),
     REFUSED("rpc_conn_timeout_seconds", false, RPC_KNOB),
     REFUSED("rpc_enable_tcp_no_delay", true, RPC_KNOB),

@@ -51,11 +51,12 @@ static const struct cr_rpc_method methods[] = {
     M(FETCH_TASKS, "fetch_tasks", fetch_tasks, fetch_tasks),
     M(MARK_TASK_TO_COMPLETE, "mark_task_to_complete", mark_task_to_complete,
       mark_task_to_complete),
+    M(DISK_REPLICA_REPORT, "disk_replica_report", disk_replica_report, disk_replica_report),
 };
 #undef M
 
 const struct cr_rpc_method *cr_rpc_method_find(uint16_t id) {
-    /* 27 entries: a linear scan is a few compares, cheaper than keeping a
+    /* 28 entries: a linear scan is a few compares, cheaper than keeping a
      * second table in sync. */
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (methods[i].id == id) return &methods[i];
@@ -406,6 +407,17 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RP
     }
     case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE:
         return check_task_report((const void *)req, err);
+    case CRESCENT__MASTER__METHOD__DISK_REPLICA_REPORT: {
+        const Crescent__Master__DiskReplicaReportRequest *r = (const void *)req;
+        if (r->n_entries > CR_MASTER_BATCH_MAX)
+            return fail(err, "%s: %zu entries, more than 4096", "batch", r->n_entries);
+        for (size_t i = 0; i < r->n_entries; i++) {
+            int rc = check_key(r->entries[i]->key, i, err);
+            if (rc == CR_OK) rc = check_tenant(r->entries[i]->tenant_id, err);
+            if (rc != CR_OK) return rc;
+        }
+        return CR_OK;
+    }
     default: return CR_OK; /* GET_VERSION, QUERY_TASK: required fields suffice */
     }
 }

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -12,6 +13,7 @@
 #include "rpc/rpc_codec.h"
 #include "rpc/rpc_fast_pack.h"
 #include "crescent/error.h"
+#include "core/file_tier.h"
 #include "crescent/version.h"
 
 /* ------------------------------------------------------------------------ */
@@ -282,10 +284,13 @@ static void issue_secret(struct cr_rpc_run *run, struct cr_rpc_arena *a, const s
 
 static int m_get_version(struct cr_rpc_run *run, struct cr_master_call *call,
                          struct cr_rpc_arena *a) {
-    (void)run;
     Crescent__Master__GetVersionResponse resp = CRESCENT__MASTER__GET_VERSION_RESPONSE__INIT;
     resp.version = (char *)CRESCENT_VERSION;
     resp.has_ready = resp.ready = 1;
+    if (run->files != NULL && run->files->root[0] != '\0') {
+        resp.root_fs_dir = run->files->root;
+        resp.cluster_id = run->files->cluster;
+    }
     finish(call, a, &resp.base);
     return CR_OK;
 }
@@ -876,6 +881,71 @@ static int m_replica_clear(struct cr_rpc_run *run, struct cr_master_call *call,
     return resp.status_code;
 }
 
+/* Why a DiskReplicaReport is refused whole, or NULL (text in `buf`). */
+static const char *report_refusal(const struct cr_rpc_files *f, const char *view, char *buf,
+                                  size_t len) {
+    if (f == NULL || f->root[0] == '\0')
+        return "crescentd has no shared file tier (start it with --root_fs_dir)";
+    if (view != NULL && strcmp(view, f->root) == 0) return NULL;
+    snprintf(buf, len, "this client's root_fs_dir '%s' is not crescentd's --root_fs_dir '%s'",
+             view != NULL ? view : "", f->root);
+    return buf;
+}
+
+/* One entry: records the file the master names for the key, or drops the
+ * object's disk replica. */
+static int report_entry(struct cr_rpc_run *run, const struct cr_rpc_files *f,
+                        const Crescent__Master__DiskReplicaReportRequest__Entry *e) {
+    uint32_t key_len = (uint32_t)strlen(e->key);
+    struct cr_store_key k;
+    cr_store_key_make(e->tenant_id, e->key, key_len, &k);
+    if (e->has_dropped && e->dropped)
+        return cr_store_drop_medium(run->store, &k, CR_MEDIUM_DISK, NULL, NULL);
+    char name[CR_FILE_TIER_NAME_MAX], path[CR_STORE_FILE_PATH_LEN_MAX + 1];
+    size_t n = cr_file_tier_name(e->tenant_id, e->key, key_len, name, sizeof(name));
+    int w = n > 0 ? snprintf(path, sizeof(path), "%s/%s", f->dir, name) : -1;
+    if (w < 0 || (size_t)w >= sizeof(path)) return CR_ERR_INVALID_PARAMS;
+    return cr_store_add_disk_replica(run->store, &k, path, e->size,
+                                     e->has_checksum_xxh3 ? e->checksum_xxh3 : 0, run->now_ms);
+}
+
+/* DiskReplicaReport (docs/tiers.md): persisted files become disk replicas,
+ * gone or corrupt ones are dropped, and the file tier is brought back under
+ * --global_file_segment_size. */
+static int m_disk_report(struct cr_rpc_run *run, struct cr_master_call *call,
+                         struct cr_rpc_arena *a) {
+    REQ(DiskReplicaReportRequest);
+    struct cr_uuid id;
+    store_uuid(req->client_id, &id);
+    Crescent__Master__DiskReplicaReportResponse resp =
+        CRESCENT__MASTER__DISK_REPLICA_REPORT_RESPONSE__INIT;
+    resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
+    struct cr_rpc_files *f = run->files;
+    char text[CR_STORE_FILE_PATH_LEN_MAX + 128];
+    const char *why = resp.status_code == CR_OK
+                          ? report_refusal(f, req->root_fs_dir, text, sizeof(text)) : NULL;
+    if (why != NULL) resp.status_code = CR_ERR_INVALID_PARAMS;
+    resp.status_codes = arena_alloc(a, req->n_entries * sizeof(int32_t) + 1);
+    if (resp.status_code == CR_OK && resp.status_codes != NULL) {
+        f->reports++;
+        f->failed[0] += req->failed_missing;
+        f->failed[1] += req->failed_read_only;
+        f->failed[2] += req->failed_full;
+        f->failed[3] += req->failed_other;
+        for (size_t i = 0; i < req->n_entries; i++) {
+            const Crescent__Master__DiskReplicaReportRequest__Entry *e = req->entries[i];
+            int rc = report_entry(run, f, e);
+            resp.status_codes[resp.n_status_codes++] = rc;
+            if (rc == CR_OK && e->has_dropped && e->dropped) f->dropped_files++;
+            else if (rc == CR_OK) f->reported_files++;
+        }
+        cr_store_evict_disk(run->store, f->quota_bytes, run->now_ms, &f->rng);
+    }
+    if (why != NULL) resp.error_message = arena_strndup(a, why, strlen(why));
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
 /* ------------------------------------------------------------------------ */
 
 void cr_rpc_methods_prefetch(const cr_store *store, const struct cr_master_call *call,
@@ -910,6 +980,7 @@ static method_fn method_for(uint16_t id) {
     case CRESCENT__MASTER__METHOD__REMOVE_ALL: return m_remove_all;
     case CRESCENT__MASTER__METHOD__BATCH_QUERY_IP: return m_query_ip;
     case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR: return m_replica_clear;
+    case CRESCENT__MASTER__METHOD__DISK_REPLICA_REPORT: return m_disk_report;
     case CRESCENT__MASTER__METHOD__FETCH_TASKS:
     case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE: return m_task_gate;
     default: return NULL;

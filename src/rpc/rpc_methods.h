@@ -21,6 +21,19 @@ struct cr_rpc_arena;
 struct cr_rpc_arena *cr_rpc_arena_new(void); /* NULL when out of memory */
 void cr_rpc_arena_free(struct cr_rpc_arena *arena);
 
+/* The shared file tier as crescentd runs it (docs/tiers.md); kept by the
+ * segments actor, read and counted by DiskReplicaReport and GetVersion. */
+struct cr_rpc_files {
+    char root[CR_STORE_FILE_PATH_LEN_MAX / 2]; /* --root_fs_dir; "" none */
+    char cluster[256];                          /* --cluster_id */
+    char dir[CR_STORE_FILE_PATH_LEN_MAX / 2 + 258]; /* root/cluster */
+    uint64_t quota_bytes;   /* --global_file_segment_size; UINT64_MAX unlimited */
+    uint64_t rng;           /* the file tier's eviction sampling */
+    /* Persist failures clients reported, by cause: missing, read-only, full, other. */
+    uint64_t failed[4];
+    uint64_t reports, reported_files, dropped_files;
+};
+
 struct cr_rpc_run {
     cr_store *store;
     struct cr_rpc_arena *arena;
@@ -33,6 +46,8 @@ struct cr_rpc_run {
     /* A finished sliced RemoveAll of the call (cr_store_remove_all_step):
      * its count is answered instead of removing now; NULL: remove now. */
     const struct cr_store_remove_all_run *remove_all;
+    /* The file tier (NULL or root "": none). */
+    struct cr_rpc_files *files;
 };
 
 /* Returns whether the call is a RemoveAll, with its tenant (NULL: every

@@ -48,6 +48,9 @@ def resolved(*args):
 SETTING_VALUES = {
     "allow_evict_soft_pinned_objects": ("false", False),
     "client_ttl": ("7", 7),
+    "cluster_id": ("prod-a", "prod-a"),
+    "global_file_segment_size": ("1G", 1 << 30),
+    "root_fs_dir": ("/mnt/dfs", "/mnt/dfs"),
     "default_kv_lease_ttl": ("10000", 10000),
     "default_kv_soft_pin_ttl": ("2m", 120000),
     "eviction_high_watermark_ratio": ("0.9", 0.9),

@@ -311,6 +311,78 @@ static void test_restore_with_media(void **state) {
     cr_store_destroy(s);
 }
 
+/* ---- file-tier eviction and the file hook ---- */
+
+struct hooked {
+    int count;
+    char last[64];
+};
+
+static void on_file(void *ctx, const char *path) {
+    struct hooked *h = ctx;
+    h->count++;
+    snprintf(h->last, sizeof(h->last), "%s", path);
+}
+
+static void put_at(cr_store *s, const char *key, uint64_t now) {
+    struct cr_store_replica_list l;
+    struct cr_store_put_params p = {.key = key, .key_len = (uint32_t)strlen(key),
+                                    .value_length = OBJ, .replica_num = 1,
+                                    .preferred_segment = "seg-a"};
+    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, now, &l), CR_OK);
+    struct cr_store_key k = key_of(key);
+    uint64_t sum = 0x77;
+    assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, &sum, now), CR_OK);
+}
+
+static void test_disk_eviction_and_file_hook(void **state) {
+    (void)state;
+    struct recorder rec = {0};
+    struct hooked h = {0};
+    cr_store *s = make_store(&rec);
+    cr_store_set_file_hook(s, on_file, &h);
+    char key[16], path[32];
+    for (unsigned i = 0; i < 4; i++) { /* k0 is the least recently used */
+        snprintf(key, sizeof(key), "k%u", i % 10);
+        snprintf(path, sizeof(path), "/fs/k%u", i % 10);
+        put_at(s, key, 10 + (uint64_t)i);
+        struct cr_store_key k = key_of(key);
+        assert_int_equal(cr_store_add_disk_replica(s, &k, path, OBJ, 0x77, 10 + (uint64_t)i),
+                         CR_OK);
+    }
+    /* The same path reported again is not a file to delete; another is. */
+    struct cr_store_key k3 = key_of("k3");
+    assert_int_equal(cr_store_add_disk_replica(s, &k3, "/fs/k3", OBJ, 0x77, 20), CR_OK);
+    assert_int_equal(h.count, 0);
+    assert_int_equal(cr_store_add_disk_replica(s, &k3, "/fs/k3b", OBJ, 0x77, 20), CR_OK);
+    assert_int_equal(h.count, 1);
+    assert_string_equal(h.last, "/fs/k3");
+    uint64_t rng = 7, now = 3600 * 1000;
+    /* Under the limit: nothing goes. */
+    assert_int_equal(cr_store_evict_disk(s, 4 * OBJ, now, &rng), 0);
+    assert_int_equal(cr_store_evict_disk(s, 2 * OBJ, now, &rng), 2 * OBJ);
+    struct cr_store_stats st;
+    cr_store_get_stats(s, now, &st);
+    assert_int_equal(st.disk_replicas, 2);
+    assert_int_equal(st.disk_bytes, 2 * OBJ);
+    assert_int_equal(st.disk_evictions, 2);
+    assert_int_equal(h.count, 3);
+    /* The two least recently used lost their file and kept memory. */
+    struct cr_store_object_view v;
+    assert_int_equal(cr_store_object_find(s, NULL, "k0", 2, now, &v), CR_OK);
+    assert_int_equal(v.replicas.count, 1);
+    assert_int_equal(v.replicas.replicas[0].medium, CR_MEDIUM_MEMORY);
+    assert_string_equal(rec.pairs, "memory=10.0.0.1:7000");
+    assert_int_equal(cr_store_object_find(s, NULL, "k3", 2, now, &v), CR_OK);
+    assert_int_equal(v.replicas.count, 2);
+    /* A removal lets go of the file too. */
+    assert_int_equal(cr_store_remove(s, NULL, "k3", 2, true, now), CR_OK);
+    assert_int_equal(h.count, 4);
+    assert_string_equal(h.last, "/fs/k3b");
+    cr_store_destroy(s); /* destroying is not deleting: no call */
+    assert_int_equal(h.count, 4);
+}
+
 /* ---- durable records ---- */
 
 static void object_record(struct cr_durable_record *r) {
@@ -414,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_drop_disk_keeps_memory),
         cmocka_unit_test(test_local_disk_goes_with_its_segment),
         cmocka_unit_test(test_restore_with_media),
+        cmocka_unit_test(test_disk_eviction_and_file_hook),
         cmocka_unit_test(test_record_memory_only_unchanged),
         cmocka_unit_test(test_record_tiered_round_trip),
     };

@@ -1,0 +1,275 @@
+"""The shared file tier (docs/tiers.md) end to end: crescentd started with the
+seed's --root_fs_dir/--cluster_id/--global_file_segment_size, a crescent-store
+hosting the memory segment, crescentctl as the client (libcrescent's Put/Get,
+each a process whose close writes and reports what it queued).
+
+A put is also a file under <root>/<cluster_id>/ and a `disk` replica; with the
+memory replica gone (its store server unmounted) a get reads the file; a
+corrupt file is never served and its replica is dropped; a client without the
+master's view of the root is refused; a missing directory leaves puts in
+memory and is counted; the file tier evicts beyond its size; a restart with
+--state-dir keeps the disk replicas."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import binary, free_port, http_get, wait_for
+
+SEGMENT = 64 << 20
+
+
+class Store:
+    def __init__(self, rpc, log_path, name):
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [binary("crescent-store"), "--master", rpc, "--segment-name", name,
+             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "200"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=30)
+        self.log.close()
+        return rc
+
+
+def ctl(rpc, root, *args, stdin=None, check=True):
+    env = dict(os.environ)
+    env.pop("CRESCENT_ROOT_FS_DIR", None)
+    if root is not None:
+        env["CRESCENT_ROOT_FS_DIR"] = str(root)
+    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "20000", *args],
+                       input=stdin, capture_output=True, timeout=120, env=env)
+    if check:
+        assert p.returncode == 0, p.stderr.decode()
+    return p
+
+
+def metric(d, name):
+    status, body = http_get(d.port, "/metrics")
+    assert status == 200
+    m = re.search(rf"^{name} (\d+)$", body.decode(), re.M)
+    return int(m.group(1)) if m else None
+
+
+def obj_files(root, cluster="mooncake_cluster"):
+    out = []
+    for dirpath, _, names in os.walk(os.path.join(root, cluster)):
+        out += [os.path.join(dirpath, n) for n in names if n.endswith(".obj")]
+    return out
+
+
+def tiers(rpc, root, key):
+    """The TIER column of `crescentctl replicas KEY`."""
+    lines = ctl(rpc, root, "replicas", key).stdout.decode().splitlines()
+    assert lines[1].split()[:2] == ["REPLICA", "TIER"]
+    return sorted(line.split()[1] for line in lines[2:])
+
+
+@pytest.fixture
+def cluster(daemon, tmp_path):
+    root = tmp_path / "dfs"
+    root.mkdir()
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+
+    def start(*extra):
+        return daemon("--rpc-address", rpc, "--local-segment-size", "0",
+                      f"--root_fs_dir={root}", "--cluster_id=mooncake_cluster", *extra)
+
+    stores = []
+
+    def store(name="seg0"):
+        s = Store(rpc, tmp_path / f"{name}.log", name)
+        stores.append(s)
+        return s
+
+    yield start, store, rpc, root
+    for s in stores:
+        s.stop(signal.SIGKILL)
+
+
+def test_put_persists_and_get_falls_back_to_the_file(cluster, tmp_path):
+    start, store, rpc, root = cluster
+    d = start()
+    s = store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    payload = os.urandom(1 << 20)
+    (tmp_path / "in.bin").write_bytes(payload)
+    ctl(rpc, root, "put", "a/../key\x01", str(tmp_path / "in.bin"))
+    files = obj_files(root)
+    assert len(files) == 1 and os.path.basename(files[0]).endswith(".obj")
+    assert ".." not in os.path.relpath(files[0], root)
+    assert tiers(rpc, root, "a/../key\x01") == ["disk", "memory"]
+    assert files[0] in ctl(rpc, root, "replicas", "a/../key\x01").stdout.decode()
+    assert metric(d, "crescent_segments_file_tier_used_bytes") == 1 << 20
+    # The memory replica goes with its store server: the file remains.
+    assert s.stop() == 0
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+    assert tiers(rpc, root, "a/../key\x01") == ["disk"]
+    assert ctl(rpc, root, "get", "a/../key\x01").stdout == payload
+    # A flipped byte in the file: refused, never served, and the replica dropped.
+    with open(files[0], "r+b") as f:
+        f.seek(-100, os.SEEK_END)
+        b = f.read(1)
+        f.seek(-100, os.SEEK_END)
+        f.write(bytes([b[0] ^ 0x40]))
+    bad = ctl(rpc, root, "get", "a/../key\x01", check=False)
+    assert bad.returncode != 0 and bad.stdout == b""
+    assert b"checksum" in bad.stderr, bad.stderr
+    gone = ctl(rpc, root, "replicas", "a/../key\x01", check=False)
+    assert gone.returncode == 1 and b"OBJECT_NOT_FOUND" in gone.stderr
+    assert metric(d, "crescent_segments_file_tier_dropped_total") == 1
+    assert metric(d, "crescent_segments_file_tier_replicas") == 0
+    assert not os.path.exists(files[0])  # crescentd sees the directory: it deleted it
+
+
+def test_a_client_without_the_masters_view_is_refused(cluster, tmp_path):
+    start, store, rpc, root = cluster
+    start()
+    store()
+    (tmp_path / "in.bin").write_bytes(b"x" * 100)
+    p = ctl(rpc, None, "put", "k", str(tmp_path / "in.bin"), check=False)
+    assert p.returncode != 0 and b"CRESCENT_ROOT_FS_DIR" in p.stderr, p.stderr
+    p = ctl(rpc, tmp_path / "elsewhere", "put", "k", str(tmp_path / "in.bin"), check=False)
+    assert p.returncode != 0 and b"--root_fs_dir" in p.stderr, p.stderr
+    assert obj_files(root) == []
+
+
+def test_missing_directory_keeps_puts_in_memory(cluster, tmp_path):
+    start, store, rpc, root = cluster
+    d = start()
+    store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    os.rename(root, str(root) + ".gone")  # the mount went away
+    (tmp_path / "in.bin").write_bytes(b"y" * 4096)
+    ctl(rpc, root, "put", "k", str(tmp_path / "in.bin"))
+    assert ctl(rpc, root, "get", "k").stdout == b"y" * 4096
+    assert tiers(rpc, root, "k") == ["memory"]
+    assert metric(d, "crescent_segments_file_tier_persist_failed_missing_total") == 1
+    status, body = http_get(d.port, "/health")
+    assert status == 200 and b'"persist_failed_missing_total":1' in body, body
+
+
+def test_file_tier_evicts_past_its_size(cluster, tmp_path):
+    start, store, rpc, root = cluster
+    d = start("--global_file_segment_size=3000000")
+    store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    (tmp_path / "in.bin").write_bytes(os.urandom(1 << 20))
+    for i in range(6):
+        ctl(rpc, root, "put", f"k{i}", str(tmp_path / "in.bin"))
+    assert metric(d, "crescent_segments_file_tier_used_bytes") <= 3000000
+    assert metric(d, "crescent_segments_file_tier_evictions_total") >= 3
+    assert len(obj_files(root)) == metric(d, "crescent_segments_file_tier_replicas") <= 2
+    assert tiers(rpc, root, "k5") == ["disk", "memory"]  # the newest stays on file
+
+
+def test_restart_with_state_dir_keeps_disk_replicas(cluster, tmp_path):
+    start, store, rpc, root = cluster
+    state = tmp_path / "state"
+    d = start("--state-dir", str(state), "--durability", "sync")
+    s = store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    payload = os.urandom(300000)
+    (tmp_path / "in.bin").write_bytes(payload)
+    ctl(rpc, root, "put", "kept", str(tmp_path / "in.bin"))
+    assert s.stop() == 0
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+    rc, _ = d.stop()
+    assert rc == 0
+    d = start("--state-dir", str(state), "--durability", "sync")
+    assert tiers(rpc, root, "kept") == ["disk"]
+    assert ctl(rpc, root, "get", "kept").stdout == payload
+
+
+def test_python_client_uses_the_file_tier(cluster, monkeypatch):
+    """python/crescent wraps libcrescent's put/get: the tier works through it."""
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import Store as PyStore
+    start, store, rpc, root = cluster
+    d = start()
+    s = store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    monkeypatch.setenv("CRESCENT_ROOT_FS_DIR", str(root))
+    master = rpc.split("//")[1]
+    value = os.urandom(200000)
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    assert py.put("py-key", value) == 0
+    py.close()  # writes and reports what it queued
+    assert tiers(rpc, root, "py-key") == ["disk", "memory"]
+    assert s.stop() == 0
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    assert py.get("py-key") == value
+    assert [r["tier"] for r in py.get_replica_list("py-key")] == ["disk"]
+    py.close()
+
+
+def test_client_killed_mid_persist_never_serves_a_torn_file(cluster, tmp_path):
+    """kill -9 of a client after its put returned, while its writer may be
+    mid-file: whatever is left (nothing, a temporary file, a whole file not
+    reported), a get returns the put's bytes or fails with a reason."""
+    start, store, rpc, root = cluster
+    d = start()
+    s = store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    payload = os.urandom(48 << 20)
+    (tmp_path / "big.bin").write_bytes(payload)
+    env = dict(os.environ, CRESCENT_ROOT_FS_DIR=str(root))
+    # stdbuf: the "stored" line leaves at once (a pipe would hold it until exit,
+    # after close has persisted and reported everything).
+    p = subprocess.Popen(["stdbuf", "-oL", binary("crescentctl"), "--rpc", rpc, "--timeout-ms",
+                          "20000", "put", "big", str(tmp_path / "big.bin")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    line = p.stdout.readline()  # printed once the put returned, before close persists
+    assert line.startswith(b"stored big"), (line, p.stderr.read())
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    assert ctl(rpc, root, "get", "big").stdout == payload  # the memory replica
+    assert s.stop() == 0
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+    got = ctl(rpc, root, "get", "big", check=False)
+    if got.returncode == 0:  # the file was whole and reported before the kill
+        assert got.stdout == payload
+    else:  # no disk replica was recorded: nothing to read, said so
+        assert got.stdout == b"" and got.stderr != b""
+        assert metric(d, "crescent_segments_file_tier_replicas") == 0
+    print("left in the tier:", sorted(os.path.basename(f) for f in
+                                      os.listdir(os.path.dirname(obj_files(root)[0]))
+                                      ) if obj_files(root) else "no whole file")
+
+
+def test_read_only_directory_keeps_puts_in_memory(cluster, tmp_path):
+    """The client sees the shared directory read-only (a read-only bind mount
+    in a mount namespace of its own): the put succeeds in memory, the failure
+    is counted as read_only and reported."""
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("no mount namespaces here (unshare -m)")
+    start, store, rpc, root = cluster
+    d = start()
+    store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    (tmp_path / "in.bin").write_bytes(b"z" * 8192)
+    env = dict(os.environ, CRESCENT_ROOT_FS_DIR=str(root))
+    script = (f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && "
+              f"exec {binary('crescentctl')} --rpc {rpc} --timeout-ms 20000 put ro "
+              f"{tmp_path / 'in.bin'}")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr.decode()
+    assert b"read_only" in p.stderr, p.stderr  # logged once, with its cause
+    assert tiers(rpc, root, "ro") == ["memory"]
+    assert ctl(rpc, root, "get", "ro").stdout == b"z" * 8192
+    assert metric(d, "crescent_segments_file_tier_persist_failed_read_only_total") == 1
+    assert obj_files(root) == []
