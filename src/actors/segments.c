@@ -44,7 +44,39 @@
 #include "http/mooncake_quotas.h"
 #include "durable/role.h"
 
-static const char *const segments_views[] = {"rpc", "rpc_tcp", "rpc_shm", "mooncake_rpc", NULL};
+static const char *const segments_views[] = {"rpc",          "rpc_tcp",     "rpc_shm",
+                                             "mooncake_rpc", "store_calls", NULL};
+
+/* The "store_calls" view: refusals of the single-key and segment calls
+ * (every endpoint's: ZMQ, native, shm, Mooncake's), as Mooncake counts its
+ * master_*_failures_total.  Batches are left out: their verdict is per
+ * entry, which Mooncake counts as items and partial successes. */
+static const struct {
+    uint16_t method;
+    const char *stat;
+} failure_stats[] = {
+    {CRESCENT__MASTER__METHOD__EXIST_KEY, "failures_exist_key_total"},
+    {CRESCENT__MASTER__METHOD__PUT_START, "failures_put_start_total"},
+    {CRESCENT__MASTER__METHOD__PUT_END, "failures_put_end_total"},
+    {CRESCENT__MASTER__METHOD__PUT_REVOKE, "failures_put_revoke_total"},
+    {CRESCENT__MASTER__METHOD__GET_REPLICA_LIST, "failures_get_replica_list_total"},
+    {CRESCENT__MASTER__METHOD__GET_REPLICA_LIST_BY_REGEX, "failures_get_replica_list_by_regex_total"},
+    {CRESCENT__MASTER__METHOD__REMOVE, "failures_remove_total"},
+    {CRESCENT__MASTER__METHOD__REMOVE_BY_REGEX, "failures_remove_by_regex_total"},
+    {CRESCENT__MASTER__METHOD__REMOVE_ALL, "failures_remove_all_total"},
+    {CRESCENT__MASTER__METHOD__MOUNT_SEGMENT, "failures_mount_segment_total"},
+    {CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT, "failures_remount_segment_total"},
+    {CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT, "failures_unmount_segment_total"},
+    {CRESCENT__MASTER__METHOD__PING, "failures_ping_total"},
+};
+
+/* A call answered with a refusal (status_code != OK). */
+static void count_failure(struct segments_state *st, const struct cr_master_call *call, int rc) {
+    if (call->method >= CR_RPC_METHOD_SLOTS) return;
+    st->method_failures[call->method]++;
+    if (call->method == CRESCENT__MASTER__METHOD__PUT_START && rc == CR_ERR_NO_AVAILABLE_HANDLE)
+        st->put_start_no_room++;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Store events → publisher and indexer */
@@ -355,7 +387,7 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
     st->round_calls++;
     uint64_t changes = st->feed.changes;
     int rc = cr_rpc_methods_run(&run, call);
-    if (rc != CR_OK) st->call_errors++;
+    if (rc != CR_OK) st->call_errors++, count_failure(st, call, rc);
     if (st->feed_on && (call->method == CRESCENT__MASTER__METHOD__MOUNT_SEGMENT ||
                         call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT ||
                         call->method == CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT))
@@ -907,6 +939,12 @@ static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t valu
 
 static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     struct segments_state *st = arg;
+    if (out->view > 0 && strcmp(out->name, "store_calls") == 0) {
+        for (size_t i = 0; i < sizeof(failure_stats) / sizeof(failure_stats[0]); i++)
+            add_stat(out, failure_stats[i].stat, st->method_failures[failure_stats[i].method]);
+        add_stat(out, "put_start_no_room_total", st->put_start_no_room);
+        return;
+    }
     if (out->view > 0) {
         edge_stats(st, out);
         return;

@@ -16,6 +16,7 @@
 #include "durable/apply.h"
 #include "durable/feed.h"
 #include "msgs/durable_msgs.h"
+#include "rpc/rpc_codec.h"
 #include "msgs/master_msgs.h"
 #include "msgs/store_event.h"
 #include "rpc/edge.h"
@@ -209,6 +210,11 @@ struct segments_state {
     uint64_t snapshot_count;
     uint64_t snapshots_begun;
     struct segments_recent *recent; /* the last objects put (segments_recent.c) */
+    /* Calls whose answer was a refusal, by method (the "store_calls" stats
+     * view: Mooncake's master_*_failures_total), and PutStarts refused for
+     * want of room (master_put_start_alloc_failures_total). */
+    uint64_t method_failures[CR_RPC_METHOD_SLOTS];
+    uint64_t put_start_no_room;
 };
 
 /* segments.c: a finished call goes back to its edge or gateway. */

@@ -4,9 +4,10 @@
  * same meaning (rpc requests are summed over the ZMQ, native and shm
  * endpoints); ZERO, a family about something crescent does not have, whose
  * true value is 0 (file storage, tiers and promotion, HA replication).
- * The reference's other families (failures, partial successes and items of
- * batches, cache hits, discards, soft pins) are counts crescent does not keep:
- * they are left out rather than shown as 0 (docs/mooncake.md lists them). */
+ * The reference's other families (batches' failures, partial successes and
+ * items, copy/move/task calls, cache hits, releases of discarded puts, soft
+ * pins) are counts crescent does not keep: they are left out rather than
+ * shown as 0 (docs/mooncake.md lists them). */
 #include "http/mooncake_metrics.h"
 
 #include <stdbool.h>
@@ -65,6 +66,38 @@ static const struct family families[] = {
         "Total number of RemountSegment requests received"),
     MAP("master_ping_requests_total", COUNTER, "rpc", "requests_ping_total",
         "Total number of ping requests received"),
+    /* Refusals of every endpoint's calls, counted where they are answered
+     * (the segments actor's "store_calls" view). */
+    MAP("master_exist_key_failures_total", COUNTER, "store_calls", "failures_exist_key_total",
+        "Total number of failed ExistKey requests"),
+    MAP("master_put_start_failures_total", COUNTER, "store_calls", "failures_put_start_total",
+        "Total number of failed PutStart requests"),
+    MAP("master_put_start_alloc_failures_total", COUNTER, "store_calls", "put_start_no_room_total",
+        "Total number of PutStart failures caused by replica allocation failure"),
+    MAP("master_put_end_failures_total", COUNTER, "store_calls", "failures_put_end_total",
+        "Total number of failed PutEnd requests"),
+    MAP("master_put_revoke_failures_total", COUNTER, "store_calls", "failures_put_revoke_total",
+        "Total number of failed PutRevoke requests"),
+    MAP("master_get_replica_list_failures_total", COUNTER, "store_calls", "failures_get_replica_list_total",
+        "Total number of failed GetReplicaList requests"),
+    MAP("master_get_replica_list_by_regex_failures_total", COUNTER, "store_calls", "failures_get_replica_list_by_regex_total",
+        "Total number of failed GetReplicaListByRegex requests"),
+    MAP("master_remove_failures_total", COUNTER, "store_calls", "failures_remove_total",
+        "Total number of failed Remove requests"),
+    MAP("master_remove_by_regex_failures_total", COUNTER, "store_calls", "failures_remove_by_regex_total",
+        "Total number of failed RemoveByRegex requests"),
+    MAP("master_remove_all_failures_total", COUNTER, "store_calls", "failures_remove_all_total",
+        "Total number of failed Remove all requests"),
+    MAP("master_mount_segment_failures_total", COUNTER, "store_calls", "failures_mount_segment_total",
+        "Total number of failed MountSegment requests"),
+    MAP("master_unmount_segment_failures_total", COUNTER, "store_calls", "failures_unmount_segment_total",
+        "Total number of failed UnmountSegment requests"),
+    MAP("master_remount_segment_failures_total", COUNTER, "store_calls", "failures_remount_segment_total",
+        "Total number of failed RemountSegment requests"),
+    MAP("master_ping_failures_total", COUNTER, "store_calls", "failures_ping_total",
+        "Total number of failed ping requests"),
+    MAP("master_put_start_discard_cnt", COUNTER, "segments", "zombies_preempted_total",
+        "Total number of discarded PutStart operations"),
     MAP("master_create_copy_task_requests_total", COUNTER, "rpc", "requests_create_copy_task_total",
         "Total number of Copy requests received"),
     MAP("master_create_move_task_requests_total", COUNTER, "rpc", "requests_create_move_task_total",
@@ -145,16 +178,18 @@ const char *cr_mooncake_metric_name(uint32_t i) {
     return i < FAMILY_COUNT ? families[i].name : NULL;
 }
 
-/* The counter summed over the actors (and stats views) named `actor`, or
- * starting with it when it is "rpc" (rpc, rpc_tcp, rpc_shm); false when none
- * answered with it. */
+/* The counter summed over the actors (and stats views) named `actor`, or,
+ * for "rpc", over every store RPC endpoint (rpc, rpc_tcp, rpc_shm and the
+ * Mooncake endpoint mooncake_rpc, whose clients Mooncake's master counts);
+ * false when none answered with it. */
 static bool value_of(const struct cr_metrics_actor *actors, uint32_t count, const char *actor,
                      const char *counter, uint64_t *out) {
     bool prefix = strcmp(actor, "rpc") == 0, found = false;
     *out = 0;
     for (uint32_t i = 0; i < count; i++) {
         const char *name = actors[i].name;
-        if (!actors[i].up || (prefix ? strncmp(name, actor, 3) != 0 : strcmp(name, actor) != 0))
+        bool endpoint = strncmp(name, "rpc", 3) == 0 || strcmp(name, "mooncake_rpc") == 0;
+        if (!actors[i].up || (prefix ? !endpoint : strcmp(name, actor) != 0))
             continue;
         for (uint32_t e = 0; e < actors[i].stats.extra_count; e++) {
             if (strcmp(actors[i].stats.extra[e].name, counter) != 0) continue;

@@ -146,7 +146,7 @@ static bool quota_body(const struct cr_http_request *req, uint64_t *bytes, char 
     json_error_t err;
     json_t *doc = req->body != NULL ? json_loadb(req->body, req->body_len, 0, &err) : NULL;
     if (doc == NULL || !json_is_object(doc)) {
-        snprintf(why, len, "Invalid JSON body: %s",
+        snprintf(why, len, "Invalid JSON body: %.100s",
                  doc == NULL ? (req->body_len == 0 ? "empty body" : err.text)
                              : "expected an object");
         json_decref(doc);
