@@ -1,7 +1,8 @@
 /* Prefix index benchmark: ingest rate, in-process query latency, memory.
  *
  * Ingest: stored events of 16 blocks x 16 tokens (vLLM-like runs that continue
- * a chain from their parent), 100 publishers.
+ * a chain from their parent), 100 publishers; the rate is per CPU second of
+ * the thread (the machine may be shared).
  * Query: 16 prompts of 32k tokens that share a 1k-token system prefix; each of
  * N instances (100, 1000) holds one prompt to a random depth, so the first
  * blocks are held by nearly everyone and the set thins out along the prompt.
@@ -60,7 +61,7 @@ static double bench_ingest(size_t total_blocks) {
               "stored");
     }
     uint64_t elapsed = bench_thread_cpu_ns() - start;
-    bench_report("ingest stored 16x16 (blocks/s)", events * RUN_BLOCKS, elapsed, NULL);
+    bench_report("ingest stored 16x16 (blocks per CPU s)", events * RUN_BLOCKS, elapsed, NULL);
     double rate = (double)(events * RUN_BLOCKS) / ((double)elapsed / 1e9);
     struct cr_prefix_summary s;
     cr_prefix_index_summary(ix, &s);
