@@ -142,6 +142,14 @@ int prefix_block_insert(struct cr_prefix_index *index, const struct prefix_conte
         /* A failed widen leaves the list as it was: grow the list instead. */
         (void)widen(index, b, locals_round(ctx->local_high));
     }
+    if (block_is_wide(b) && local >= b->u.wide->locals &&
+        (size_t)(b->count + 1) * sizeof(uint32_t) * 8 < wide_bytes(locals_round(ctx->local_high))) {
+        /* Instances joined since the block went wide: covering them all would
+         * cost more than the bound per holder, so it becomes a list again
+         * (on NOMEM it stays wide and grows: correct, only larger). */
+        narrow(index, b);
+        if (!block_is_wide(b)) (void)prefix_block_holder(b, local, &pos);
+    }
     if (block_is_wide(b)) {
         struct prefix_wide *w = b->u.wide;
         if (local >= w->locals) {

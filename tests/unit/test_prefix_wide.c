@@ -79,8 +79,8 @@ static uint32_t wide_blocks(const struct world *w) {
     return n;
 }
 
-/* Every dense block costs at most 8 bytes per holder and a block list's 4
- * (the forms switch at those ratios): memory stays proportional to pairs. */
+/* Every dense block costs at most 32 bytes per holder, 8 times a list's 4
+ * (it narrows below an eighth): memory stays proportional to pairs. */
 static void check_storage_bound(const struct world *w) {
     const struct prefix_context *ctx = &w->ix->contexts[w->ctx];
     for (uint32_t i = 0; i < ctx->slab_high; i++) {
@@ -288,6 +288,45 @@ static void test_placement_change_between_forms(void **state) {
     world_free(w);
 }
 
+/* A wide block stays within its bound when many instances join after it
+ * went wide: the first of them to hold it turns it back into a list. */
+static void test_joiners_keep_bound(void **state) {
+    (void)state;
+    struct world *w = world_new();
+    uint64_t eh = w->seq[0] ^ 0x5555;
+    for (int i = 0; i < 150; i++) {
+        assert_int_equal(cr_prefix_index_stored_hashes(w->ix, w->pubs[i][0], w->ctx, &eh,
+                                                       &w->seq[0], 1, 0), CR_OK);
+        w->held[i][0][0] = 1;
+    }
+    assert_int_equal(wide_blocks(w), 1);
+    uint32_t last = 0;
+    for (int j = 0; j < 5000; j++) { /* joiners store a block of their own */
+        char name[32];
+        uint16_t id;
+        snprintf(name, sizeof(name), "joiner%d", j);
+        assert_int_equal(cr_prefix_index_instance_add(w->ix, name, "t", &id), CR_OK);
+        assert_int_equal(cr_prefix_index_publisher(w->ix, id, 0, &last), CR_OK);
+        uint64_t own = 0xABC000 + (uint64_t)j;
+        assert_int_equal(cr_prefix_index_stored_hashes(w->ix, last, w->ctx, NULL, &own, 1, 0),
+                         CR_OK);
+    }
+    assert_int_equal(cr_prefix_index_stored_hashes(w->ix, last, w->ctx, &eh, &w->seq[0], 1, 0),
+                     CR_OK);
+    assert_int_equal(wide_blocks(w), 0);
+    check_storage_bound(w);
+    const struct cr_prefix_match *m;
+    size_t n;
+    assert_int_equal(cr_prefix_index_query(w->ix, w->ctx, w->seq, 1, NULL, 0, &m, &n), CR_OK);
+    assert_int_equal(n, 151); /* the 150 and the last joiner */
+    for (int i = 0; i < 150; i++) {
+        const struct cr_prefix_match *got = find(m, n, w->ids[i]);
+        assert_non_null(got);
+        assert_int_equal(got->longest_tokens, BS);
+    }
+    world_free(w);
+}
+
 /* Dense storage is bounded: at most a constant per holder as blocks widen,
  * narrow again as they drain, and draining everything gives the memory back. */
 static void test_wide_memory_bounded(void **state) {
@@ -333,6 +372,7 @@ int main(void) {
         cmocka_unit_test(test_wide_clear_and_reuse),
         cmocka_unit_test(test_shared_prompt_depths),
         cmocka_unit_test(test_placement_change_between_forms),
+        cmocka_unit_test(test_joiners_keep_bound),
         cmocka_unit_test(test_wide_memory_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
