@@ -13,8 +13,14 @@
  * is filled before the actor starts), C clients on keep-alive connections
  * POSTing /query with JSON bodies of 2k/8k/32k tokens.
  *
+ * --bare N: each HTTP case runs N rounds, each /query then the ceiling
+ * measured beside it: POST /bare on the same front, a handler that answers
+ * 200 with a stored body as long as /query's answers (no index, no JSON
+ * rendering), same request bodies and connections; medians and the ratio.
+ *
  * Run: ./indexer [--quick] [--only ingest|query|http] [--conns N (HTTP clients, 16)]
- *              [--tokens N] [--instances N] [--bs N] (only the cases with that value) */
+ *              [--tokens N] [--instances N] [--bs N] (only the cases with that value)
+ *              [--bare N] */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -40,6 +46,7 @@
 #define CLIENTS_MAX 64
 
 static int clients = 16; /* --conns: keep-alive connections, one request in flight each */
+static int bare_rounds = 0; /* --bare: rounds of /query beside the bare-handler ceiling */
 
 int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems *peers);
 
@@ -190,7 +197,26 @@ struct client {
     uint64_t deadline_ns;
     struct bench_latency lat;
     uint64_t done, errors;
+    long body_len; /* the last answer's */
 };
+
+/* The ceiling's answer: as many bytes as /query's, made once per case. */
+static char *bare_body;
+static size_t bare_len;
+
+static void bare_handler(void *ctx, const struct cr_http_request *req,
+                         struct cr_http_response *resp) {
+    (void)ctx, (void)req;
+    resp->status = 200;
+    resp->content_type = "application/json";
+    resp->body = malloc(bare_len + 1);
+    if (resp->body == NULL) {
+        resp->status = 503;
+        return;
+    }
+    memcpy(resp->body, bare_body, bare_len + 1);
+    resp->body_len = bare_len;
+}
 
 static int connect_to(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -206,7 +232,7 @@ static int connect_to(int port) {
 }
 
 /* Reads one response (headers + Content-Length body); returns the status or -1. */
-static int read_response(int fd, char *buf, size_t cap) {
+static int read_response(int fd, char *buf, size_t cap, long *body_len) {
     size_t have = 0;
     char *body = NULL;
     long need = -1;
@@ -220,7 +246,10 @@ static int read_response(int fd, char *buf, size_t cap) {
                 need = cl != NULL ? strtol(cl + 15, NULL, 10) : 0;
             }
         }
-        if (body != NULL && (long)(have - (size_t)(body - buf)) >= need) return atoi(buf + 9);
+        if (body != NULL && (long)(have - (size_t)(body - buf)) >= need) {
+            *body_len = need;
+            return atoi(buf + 9);
+        }
         if (have + 1 >= cap) return -1;
         /* The front writes headers and body separately; with Nagle on its
          * side, a delayed ACK here would stall every response by ~40 ms. */
@@ -239,7 +268,7 @@ static void *client_main(void *arg) {
     while (fd >= 0 && bench_now_ns() < c->deadline_ns) {
         uint64_t t0 = bench_now_ns();
         if (write(fd, c->request, c->request_len) != (ssize_t)c->request_len ||
-            read_response(fd, buf, 1 << 20) != 200) {
+            read_response(fd, buf, 1 << 20, &c->body_len) != 200) {
             c->errors++;
             break;
         }
@@ -251,7 +280,8 @@ static void *client_main(void *arg) {
     return NULL;
 }
 
-static char *query_request(const uint32_t *tokens, uint32_t n, uint32_t bs, size_t *len) {
+static char *query_request(const char *path, const uint32_t *tokens, uint32_t n, uint32_t bs,
+                           size_t *len) {
     struct cr_buf body, req;
     cr_buf_init(&body);
     cr_buf_appendf(&body, "{\"model\":\"m\",\"block_size\":%u,\"token_ids\":[", bs);
@@ -261,50 +291,80 @@ static char *query_request(const uint32_t *tokens, uint32_t n, uint32_t bs, size
     char *b = cr_buf_take(&body, &body_len);
     cr_buf_init(&req);
     cr_buf_appendf(&req,
-                   "POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                    "Content-Length: %zu\r\n\r\n",
-                   body_len);
+                   path, body_len);
     cr_buf_append(&req, b, body_len);
     free(b);
     return cr_buf_take(&req, len);
+}
+
+/* One timed run of every client against `path`; returns requests per
+ * second and sets *body_len to an answer's length. */
+static double http_run(int port, const char *path, uint32_t tokens, uint32_t bs,
+                       const uint32_t *prompts, double seconds, const char *name,
+                       long *body_len) {
+    struct client c[CLIENTS_MAX];
+    pthread_t th[CLIENTS_MAX];
+    uint64_t start = bench_now_ns(), cpu_start = bench_cpu_ns();
+    for (int i = 0; i < clients; i++) {
+        c[i] = (struct client){.port = port, .deadline_ns = start + (uint64_t)(seconds * 1e9)};
+        c[i].request = query_request(path, prompts + (size_t)(i % PROMPTS) * PROMPT_TOKENS,
+                                     tokens, bs, &c[i].request_len);
+        bench_latency_init(&c[i].lat, 1u << 20);
+        pthread_create(&th[i], NULL, client_main, &c[i]);
+    }
+    struct bench_latency all;
+    bench_latency_init(&all, (size_t)clients << 20);
+    uint64_t done = 0, errors = 0;
+    for (int i = 0; i < clients; i++) {
+        pthread_join(th[i], NULL);
+        for (size_t k = 0; k < c[i].lat.count; k++) bench_latency_add(&all, c[i].lat.samples_ns[k]);
+        done += c[i].done;
+        errors += c[i].errors;
+        if (c[i].done > 0) *body_len = c[i].body_len;
+        bench_latency_free(&c[i].lat);
+        free((void *)c[i].request);
+    }
+    uint64_t elapsed = bench_now_ns() - start;
+    if (done > 0) {
+        bench_report(name, done, elapsed, &all);
+        printf("  CPU per request (server and clients): %.1f us\n",
+               (double)(bench_cpu_ns() - cpu_start) / 1e3 / (double)done);
+    }
+    if (errors > 0) printf("  %llu errors\n", (unsigned long long)errors);
+    bench_latency_free(&all);
+    return (double)done / ((double)elapsed / 1e9);
 }
 
 static void bench_http(int port, int instances, uint32_t bs, const uint32_t *prompts,
                        double seconds) {
     for (int l = 0; l < 3; l++) {
         if (skip_case(lengths[l], instances, bs)) continue;
-        struct client c[CLIENTS_MAX];
-        pthread_t th[CLIENTS_MAX];
-        uint64_t start = bench_now_ns(), cpu_start = bench_cpu_ns();
-        for (int i = 0; i < clients; i++) {
-            c[i] = (struct client){.port = port, .deadline_ns = start + (uint64_t)(seconds * 1e9)};
-            c[i].request = query_request(prompts + (size_t)(i % PROMPTS) * PROMPT_TOKENS,
-                                         lengths[l], bs, &c[i].request_len);
-            bench_latency_init(&c[i].lat, 1u << 20);
-            pthread_create(&th[i], NULL, client_main, &c[i]);
-        }
-        struct bench_latency all;
-        bench_latency_init(&all, (size_t)clients << 20);
-        uint64_t done = 0, errors = 0;
-        for (int i = 0; i < clients; i++) {
-            pthread_join(th[i], NULL);
-            for (size_t k = 0; k < c[i].lat.count; k++)
-                bench_latency_add(&all, c[i].lat.samples_ns[k]);
-            done += c[i].done;
-            errors += c[i].errors;
-            bench_latency_free(&c[i].lat);
-            free((void *)c[i].request);
-        }
         char name[96];
         snprintf(name, sizeof(name), "HTTP /query %uk tok bs %u, %d inst, %d conns",
                  lengths[l] / 1024, bs, instances, clients);
-        if (done > 0) {
-            bench_report(name, done, bench_now_ns() - start, &all);
-            printf("  CPU per request (server and clients): %.1f us\n",
-                   (double)(bench_cpu_ns() - cpu_start) / 1e3 / (double)done);
+        long body_len = 0;
+        if (bare_rounds == 0) {
+            http_run(port, "/query", lengths[l], bs, prompts, seconds, name, &body_len);
+            continue;
         }
-        if (errors > 0) printf("  %llu errors\n", (unsigned long long)errors);
-        bench_latency_free(&all);
+        double query[99], bare[99], ratio[99];
+        for (int r = 0; r < bare_rounds; r++) {
+            query[r] = http_run(port, "/query", lengths[l], bs, prompts, seconds, name, &body_len);
+            free(bare_body);
+            bare_len = body_len > 0 ? (size_t)body_len : 2;
+            bare_body = malloc(bare_len + 1);
+            memset(bare_body, ' ', bare_len);
+            bare_body[0] = '{', bare_body[bare_len - 1] = '}', bare_body[bare_len] = '\0';
+            long bare_answer = 0;
+            bare[r] = http_run(port, "/bare", lengths[l], bs, prompts, seconds,
+                               "  ceiling: bare 200 handler, same body sizes", &bare_answer);
+            ratio[r] = query[r] / bare[r];
+        }
+        printf("median of %d rounds: /query %.0f req/s, bare handler %.0f req/s (ratio %.2f), "
+               "answers of %ld bytes\n", bare_rounds, bench_median(query, bare_rounds),
+               bench_median(bare, bare_rounds), bench_median(ratio, bare_rounds), body_len);
     }
 }
 
@@ -330,6 +390,7 @@ static void bench_http_setup(int instances, uint32_t bs, const uint32_t *prompts
     struct cr_http_front *front;
     check(cr_http_front_create(&front), "front");
     check(cr_indexer_register_routes(front, &peers), "routes");
+    check(cr_http_front_add_route(front, "POST", "/bare", bare_handler, NULL), "bare route");
     char error[256], address[64];
     struct cr_http_front_limits limits;
     cr_http_front_limits_default(&limits);
@@ -368,6 +429,12 @@ int main(int argc, char **argv) {
             only_instances = (uint32_t)atoi(argv[++i]);
         else if (strcmp(argv[i], "--bs") == 0 && i + 1 < argc)
             only_bs = (uint32_t)atoi(argv[++i]);
+        else if (strcmp(argv[i], "--bare") == 0 && i + 1 < argc)
+            bare_rounds = atoi(argv[++i]);
+    }
+    if (bare_rounds < 0 || bare_rounds > 99) {
+        fprintf(stderr, "--bare takes 0..99 rounds\n");
+        return 2;
     }
     if (clients < 1 || clients > CLIENTS_MAX) {
         fprintf(stderr, "--conns must be in [1, %d]\n", CLIENTS_MAX);
@@ -397,5 +464,6 @@ int main(int argc, char **argv) {
             if (!skip_index(counts[c], sizes[s]))
                 bench_http_setup(counts[c], sizes[s], prompts, quick ? 0.3 : 2.0);
     free(prompts);
+    free(bare_body);
     return 0;
 }

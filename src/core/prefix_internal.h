@@ -43,17 +43,49 @@ struct prefix_attr_table {
     uint16_t single[CR_PREFIX_MEDIA_MAX][CR_PREFIX_DP_RANKS]; /* cache of 1-placement sets */
 };
 
-/* A block: holders sorted by local index.  count == 0 marks a free slab slot
- * whose next_free chains the free list. */
+/* A block's holders, in one of two forms:
+ *  - narrow: records sorted by local index, inline when INLINE_HOLDERS fit,
+ *    else on the heap (cap records);
+ *  - wide (cap == BLOCK_WIDE): a block held by a large share of the
+ *    context's instances keeps a bitset of holders by local index and a
+ *    dense placement-set id per local index (0 = not a holder).  Adding or
+ *    removing a holder is O(1) instead of a sorted insert that moves up to
+ *    the whole list, and a query intersects its survivors with the bitset
+ *    a word at a time (prefix_query.c).
+ * A block goes wide when its list would be at least half the dense form's
+ * bytes and back to narrow below an eighth, so either form costs at most a
+ * constant times 4 bytes per holder (prefix_block.c).
+ * count == 0 marks a free slab slot whose next_free chains the free list. */
+#define BLOCK_WIDE UINT32_MAX
+
+struct prefix_wide {
+    uint32_t locals; /* local indices covered: a multiple of 64 */
+    uint64_t bits[]; /* locals / 64 words, then uint16_t attr[locals] */
+};
+
+static inline uint16_t *wide_attrs(struct prefix_wide *w) {
+    return (uint16_t *)(w->bits + w->locals / 64);
+}
+static inline const uint16_t *wide_attrs_const(const struct prefix_wide *w) {
+    return (const uint16_t *)(w->bits + w->locals / 64);
+}
+static inline size_t wide_bytes(uint32_t locals) {
+    return sizeof(struct prefix_wide) + (size_t)locals / 64 * sizeof(uint64_t) +
+           (size_t)locals * sizeof(uint16_t);
+}
+
 struct prefix_block {
     uint32_t count;
-    uint32_t cap; /* <= INLINE_HOLDERS: records inline */
+    uint32_t cap; /* <= INLINE_HOLDERS: records inline; BLOCK_WIDE: u.wide */
     union {
         uint32_t inline_recs[INLINE_HOLDERS];
         uint32_t *recs;
+        struct prefix_wide *wide;
         uint32_t next_free;
     } u;
 };
+
+static inline bool block_is_wide(const struct prefix_block *b) { return b->cap == BLOCK_WIDE; }
 
 static inline uint32_t *block_records(struct prefix_block *b) {
     return b->cap <= INLINE_HOLDERS ? b->u.inline_recs : b->u.recs;
@@ -102,11 +134,11 @@ struct prefix_instance {
 };
 
 struct prefix_scratch {
-    uint32_t *alive; /* the walk's surviving records, compacted in place */
-    uint8_t *begun;  /* by candidate slot: its match is set up (prefix_query.c) */
-    size_t rec_cap;
-    uint32_t *run_start, *slot_of;
-    size_t local_cap;
+    uint64_t *alive_bits, *mark_bits; /* by local index: the walk's survivors, a step's marks */
+    uint16_t *cur_attr;               /* by local index: a survivor's placement (0 if none) */
+    uint32_t *run_start;              /* by local index: where a survivor's run began */
+    uint32_t *slot_of;                /* by local index: its match's slot, all ones if none */
+    size_t local_cap;                 /* local indices the by-local arrays hold (64s) */
     struct cr_prefix_match *matches;
     size_t match_cap;
     uint64_t *hashes;
@@ -155,6 +187,23 @@ int prefix_context_local(struct cr_prefix_index *index, struct prefix_context *c
                          uint16_t instance, bool create, uint16_t *local);
 void prefix_context_drop_local(struct cr_prefix_index *index, struct prefix_context *ctx,
                                uint16_t instance);
+
+/* prefix_block.c: one block's holders, in either form (positions are
+ * meaningful for narrow blocks only and valid until the block changes). */
+/* Returns local's placement-set id in b, 0 when it is not a holder; *pos is
+ * where its record is or goes (narrow blocks). */
+uint16_t prefix_block_holder(const struct prefix_block *b, uint16_t local, uint32_t *pos);
+/* Adds local (absent, *pos from prefix_block_holder) with attr.  Returns
+ * CR_OK or CR_ERR_NOMEM (b unchanged). */
+int prefix_block_insert(struct cr_prefix_index *index, const struct prefix_context *ctx,
+                        struct prefix_block *b, uint16_t local, uint32_t pos, uint16_t attr);
+/* Replaces a present holder's placement-set id. */
+void prefix_block_replace(struct prefix_block *b, uint16_t local, uint32_t pos, uint16_t attr);
+/* Takes a present holder off; may shrink or narrow the storage. */
+void prefix_block_erase(struct cr_prefix_index *index, const struct prefix_context *ctx,
+                        struct prefix_block *b, uint16_t local, uint32_t pos);
+/* Frees the block's heap storage (either form); the block becomes empty inline. */
+void prefix_block_release(struct cr_prefix_index *index, struct prefix_block *b);
 
 /* prefix_store.c */
 void prefix_track_clear(struct cr_prefix_index *index, const struct prefix_publisher *pub,

@@ -1,13 +1,20 @@
 /* Prefix queries (see prefix_index.h).
  *
- * The walk keeps the still-matching holders as a sorted list of records
- * (local index << 16 | placement-set id).  Each block's holder list is merged
- * against it: an instance missing from the block drops out at that depth; an
- * instance whose placement set changes closes a run.  Per-medium and per-rank
- * tokens are added once per run of identical placement, not once per block,
- * a block whose holder list is byte-identical to the surviving list costs
- * one memcmp, and other merges compare eight records at a time.  Scratch buffers grow to the largest context seen and are reused,
- * so a query does not allocate once warm. */
+ * The walk keeps the still-matching instances (survivors) as a bitset by
+ * local index, beside each survivor's current placement-set id.  Per block:
+ *  - a wide block (prefix_block.c) is intersected with the survivors a word
+ *    (64 instances) at a time; the bits that go are instances missing from
+ *    the block, which drop out at that depth.  When the block then holds
+ *    exactly the survivors, one memcmp of the dense placement ids against
+ *    the survivors' tells whether any placement changed;
+ *  - a narrow block's records are looked up in the bitset one by one; only
+ *    when fewer survivors were found than there are does a word pass find
+ *    the ones that dropped out.
+ * So a block shared by 1,000 instances costs 16 word operations and a 2 KB
+ * compare, not a merge of 1,000 records.  Per-medium and per-rank tokens are
+ * added once per run of identical placement, not once per block.  Scratch
+ * grows to the largest context seen and is reused: a warm query does not
+ * allocate. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +29,21 @@ struct walk {
     struct cr_prefix_index *index;
     const struct prefix_context *ctx;
     struct prefix_scratch *s;
-    uint32_t *alive;     /* surviving records, sorted */
-    uint32_t alive_count;
+    uint32_t words;       /* bitset words covering the context's local indices */
+    uint32_t alive_count; /* bits set in s->alive_bits */
+    uint32_t next_slot;   /* matches set up so far */
+    /* The last block, when narrow: the survivors hold it with its
+     * placements, so a next block with the same records changes nothing,
+     * and one memcmp tells (most of a shared prompt's tail). */
+    const uint32_t *same;
+    uint32_t same_count;
 };
 
 void prefix_scratch_free(struct prefix_scratch *scratch) {
     assert(scratch != NULL);
-    free(scratch->alive);
-    free(scratch->begun);
+    free(scratch->alive_bits);
+    free(scratch->mark_bits);
+    free(scratch->cur_attr);
     free(scratch->run_start);
     free(scratch->slot_of);
     free(scratch->matches);
@@ -48,54 +62,61 @@ static int grow_array(void **array, size_t *cap, size_t need, size_t elem) {
     return CR_OK;
 }
 
-/* Sizes scratch for `records` holders and the context's local indices. */
-static int scratch_reserve(struct prefix_scratch *s, size_t records, size_t locals) {
-    size_t cap = s->rec_cap;
-    int rc = CR_OK;
-    if (records > cap) {
-        size_t begun_cap = cap;
-        rc = grow_array((void **)&s->alive, &cap, records, sizeof(uint32_t));
-        if (rc == CR_OK) rc = grow_array((void **)&s->begun, &begun_cap, records, 1);
-        if (rc == CR_OK) rc = grow_array((void **)&s->matches, &s->match_cap, records,
-                                         sizeof(struct cr_prefix_match));
-        if (rc != CR_OK) return rc;
-        size_t least = cap < begun_cap ? cap : begun_cap;
-        s->rec_cap = least < s->match_cap ? least : s->match_cap;
-    }
+/* Sizes scratch for `candidates` matches and `locals` local indices (a
+ * multiple of 64).  The by-local arrays are sized together, so one capacity
+ * covers them all. */
+static int scratch_reserve(struct prefix_scratch *s, size_t candidates, size_t locals) {
+    int rc = grow_array((void **)&s->matches, &s->match_cap, candidates,
+                        sizeof(struct cr_prefix_match));
+    if (rc != CR_OK) return rc;
     if (locals > s->local_cap) {
-        size_t c1 = s->local_cap, c2 = s->local_cap;
-        rc = grow_array((void **)&s->run_start, &c1, locals, sizeof(uint32_t));
-        if (rc == CR_OK) rc = grow_array((void **)&s->slot_of, &c2, locals, sizeof(uint32_t));
-        if (rc != CR_OK) return rc;
-        s->local_cap = c1 < c2 ? c1 : c2;
+        size_t cap = locals + locals / 2;
+        cap = (cap + 63) & ~(size_t)63;
+        uint64_t *alive = realloc(s->alive_bits, cap / 8);
+        if (alive != NULL) s->alive_bits = alive;
+        uint64_t *mark = alive != NULL ? realloc(s->mark_bits, cap / 8) : NULL;
+        if (mark != NULL) s->mark_bits = mark;
+        uint16_t *cur = mark != NULL ? realloc(s->cur_attr, cap * sizeof(uint16_t)) : NULL;
+        if (cur != NULL) s->cur_attr = cur;
+        uint32_t *run = cur != NULL ? realloc(s->run_start, cap * sizeof(uint32_t)) : NULL;
+        if (run != NULL) s->run_start = run;
+        uint32_t *slot = run != NULL ? realloc(s->slot_of, cap * sizeof(uint32_t)) : NULL;
+        if (slot == NULL) return CR_ERR_NOMEM; /* the grown ones are kept: still valid */
+        s->slot_of = slot;
+        s->local_cap = cap;
+        /* Marks are kept all clear between steps; a fresh array starts so. */
+        memset(s->mark_bits, 0, cap / 8);
     }
     return CR_OK;
 }
 
-/* Adds blocks [start, end) held with placement set `attr` to the instance's match. */
-/* An instance's match, set up on first use: walk_start only numbers the
- * candidates, so each match's cache line is written once, when the instance
- * leaves the walk or changes placement, not also when it enters. */
+/* An instance's match, given its slot on first use (slot_of is all ones
+ * until then): entering the walk writes nothing per instance, so a block
+ * held by 1,000 instances starts the walk with two copies and two fills,
+ * and each match's cache lines are written once, when the instance leaves
+ * the walk or changes placement. */
 static struct cr_prefix_match *match_of(struct walk *w, uint16_t local) {
     uint32_t slot = w->s->slot_of[local];
-    struct cr_prefix_match *m = &w->s->matches[slot];
-    if (!w->s->begun[slot]) {
-        w->s->begun[slot] = 1;
+    if (slot == UINT32_MAX) {
+        slot = w->s->slot_of[local] = w->next_slot++;
+        struct cr_prefix_match *m = &w->s->matches[slot];
         m->instance_id = w->ctx->locals[local].global;
         m->longest_tokens = 0;
         memset(m->medium_tokens, 0, sizeof(m->medium_tokens));
         m->dp_mask = 0;
+        return m;
     }
-    return m;
+    return &w->s->matches[slot];
 }
 
-static void flush_run(struct walk *w, uint32_t rec, uint32_t end) {
-    uint16_t local = record_local(rec);
+/* Adds blocks [run start, end) held with the survivor's current placement
+ * to its match. */
+static void flush_run(struct walk *w, uint16_t local, uint32_t end) {
     uint32_t start = w->s->run_start[local];
     assert(end >= start);
     if (end == start) return;
     struct cr_prefix_match *m = match_of(w, local);
-    const struct prefix_attr *a = prefix_attr_get(w->index, record_attr(rec));
+    const struct prefix_attr *a = prefix_attr_get(w->index, w->s->cur_attr[local]);
     uint32_t tokens = (end - start) * w->ctx->block_size;
     for (uint8_t media = a->media_mask; media != 0; media &= (uint8_t)(media - 1)) {
         m->medium_tokens[__builtin_ctz(media)] += tokens;
@@ -110,9 +131,84 @@ static void flush_run(struct walk *w, uint32_t rec, uint32_t end) {
     w->s->run_start[local] = end;
 }
 
-static void drop_out(struct walk *w, uint32_t rec, uint32_t depth) {
-    flush_run(w, rec, depth);
-    match_of(w, record_local(rec))->longest_tokens = depth * w->ctx->block_size;
+/* The survivor's placement changes at `depth`: close its run. */
+static void change_attr(struct walk *w, uint16_t local, uint16_t attr, uint32_t depth) {
+    flush_run(w, local, depth);
+    w->s->cur_attr[local] = attr;
+}
+
+/* The survivor matched `depth` blocks; its bit is cleared by the caller. */
+static void drop_out(struct walk *w, uint16_t local, uint32_t depth) {
+    flush_run(w, local, depth);
+    match_of(w, local)->longest_tokens = depth * w->ctx->block_size;
+    w->s->cur_attr[local] = 0;
+}
+
+/* Drops the survivors whose bit in `keep` is clear; returns survivors left. */
+static uint32_t drop_unkept(struct walk *w, const uint64_t *keep, uint32_t keep_words,
+                            uint32_t depth) {
+    uint64_t *alive = w->s->alive_bits;
+    uint32_t count = 0;
+    for (uint32_t word = 0; word < w->words; word++) {
+        uint64_t k = word < keep_words ? keep[word] : 0;
+        for (uint64_t gone = alive[word] & ~k; gone != 0; gone &= gone - 1)
+            drop_out(w, (uint16_t)(word * 64 + (uint32_t)__builtin_ctzll(gone)), depth);
+        alive[word] &= k;
+        count += (uint32_t)__builtin_popcountll(alive[word]);
+    }
+    return count;
+}
+
+static uint32_t step_wide(struct walk *w, const struct prefix_block *b, uint32_t depth) {
+    const struct prefix_wide *wide = b->u.wide;
+    w->same = NULL;
+    uint32_t words = wide->locals / 64 < w->words ? wide->locals / 64 : w->words;
+    w->alive_count = drop_unkept(w, wide->bits, words, depth);
+    if (w->alive_count == 0) return 0;
+    const uint16_t *attrs = wide_attrs_const(wide);
+    uint16_t *cur = w->s->cur_attr;
+    /* Exactly the survivors hold it (they are a subset): every id outside
+     * them is 0 on both sides, so one compare covers all placements. */
+    if (b->count == w->alive_count && memcmp(attrs, cur, words * 64 * sizeof(uint16_t)) == 0)
+        return w->alive_count;
+    const uint64_t *alive = w->s->alive_bits;
+    for (uint32_t word = 0; word < words; word++) {
+        for (uint64_t bits = alive[word]; bits != 0; bits &= bits - 1) {
+            uint16_t local = (uint16_t)(word * 64 + (uint32_t)__builtin_ctzll(bits));
+            if (attrs[local] != cur[local]) change_attr(w, local, attrs[local], depth);
+        }
+    }
+    return w->alive_count;
+}
+
+static uint32_t step_narrow(struct walk *w, const struct prefix_block *b, uint32_t depth) {
+    const uint32_t *recs = block_records_const(b);
+    if (w->same != NULL && b->count == w->same_count &&
+        memcmp(recs, w->same, b->count * sizeof(uint32_t)) == 0)
+        return w->alive_count;
+    uint64_t *alive = w->s->alive_bits, *mark = w->s->mark_bits;
+    uint16_t *cur = w->s->cur_attr;
+    uint32_t found = 0;
+    for (uint32_t i = 0; i < b->count; i++) {
+        uint16_t local = record_local(recs[i]);
+        uint64_t bit = 1ULL << (local % 64);
+        if (!(alive[local / 64] & bit)) continue; /* dropped out earlier, or filtered */
+        found++;
+        mark[local / 64] |= bit;
+        if (record_attr(recs[i]) != cur[local]) change_attr(w, local, record_attr(recs[i]), depth);
+    }
+    if (found < w->alive_count) w->alive_count = drop_unkept(w, mark, w->words, depth);
+    /* Marks go back to clear: every mark is a survivor's bit. */
+    for (uint32_t i = 0; i < b->count; i++) {
+        uint16_t local = record_local(recs[i]);
+        mark[local / 64] &= ~(1ULL << (local % 64));
+    }
+    assert(w->alive_count == found);
+    /* Survivors now hold this block with its placements: a next block with
+     * the same records keeps every one of them as it is. */
+    w->same = recs;
+    w->same_count = b->count;
+    return found;
 }
 
 static int u16_compare(const void *a, const void *b) {
@@ -120,6 +216,7 @@ static int u16_compare(const void *a, const void *b) {
 }
 
 static bool filter_has(const uint16_t *locals, size_t count, uint16_t local) {
+    if (locals == NULL) return true;
     size_t lo = 0, hi = count;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -129,57 +226,63 @@ static bool filter_has(const uint16_t *locals, size_t count, uint16_t local) {
     return lo < count && locals[lo] == local;
 }
 
+static void walk_enter(struct walk *w, uint16_t local, uint16_t attr) {
+    w->alive_count++;
+    w->s->alive_bits[local / 64] |= 1ULL << (local % 64);
+    w->s->cur_attr[local] = attr;
+}
+
 /* Starts the walk from block 0's holders (those in the filter, if any). */
 static void walk_start(struct walk *w, const struct prefix_block *b, const uint16_t *filter,
                        size_t filter_count) {
-    const uint32_t *recs = block_records_const(b);
+    size_t locals = (size_t)w->words * 64;
     w->alive_count = 0;
-    for (uint32_t i = 0; i < b->count; i++) {
-        uint16_t local = record_local(recs[i]);
-        if (filter != NULL && !filter_has(filter, filter_count, local)) continue;
-        uint32_t slot = w->alive_count++;
-        w->alive[slot] = recs[i];
-        w->s->run_start[local] = 0;
-        w->s->slot_of[local] = slot;
+    /* Every survivor's run starts at block 0 and has no match yet. */
+    memset(w->s->run_start, 0, locals * sizeof(uint32_t));
+    memset(w->s->slot_of, 0xff, locals * sizeof(uint32_t));
+    memset(w->s->alive_bits, 0, w->words * sizeof(uint64_t));
+    memset(w->s->cur_attr, 0, locals * sizeof(uint16_t));
+    if (block_is_wide(b)) {
+        const struct prefix_wide *wide = b->u.wide;
+        const uint16_t *attrs = wide_attrs_const(wide);
+        uint32_t words = wide->locals / 64 < w->words ? wide->locals / 64 : w->words;
+        if (filter == NULL) { /* all its holders: copy the bitset and the placements */
+            memcpy(w->s->alive_bits, wide->bits, words * sizeof(uint64_t));
+            memcpy(w->s->cur_attr, attrs, (size_t)words * 64 * sizeof(uint16_t));
+            w->alive_count = b->count;
+            return;
+        }
+        for (uint32_t word = 0; word < words; word++) {
+            for (uint64_t bits = wide->bits[word]; bits != 0; bits &= bits - 1) {
+                uint16_t local = (uint16_t)(word * 64 + (uint32_t)__builtin_ctzll(bits));
+                if (filter_has(filter, filter_count, local)) walk_enter(w, local, attrs[local]);
+            }
+        }
+    } else {
+        const uint32_t *recs = block_records_const(b);
+        for (uint32_t i = 0; i < b->count; i++) {
+            uint16_t local = record_local(recs[i]);
+            if (filter_has(filter, filter_count, local)) walk_enter(w, local, record_attr(recs[i]));
+        }
+        w->same = recs;
+        w->same_count = b->count;
     }
-    /* Every candidate leaves the walk through drop_out, which sets its match up. */
-    memset(w->s->begun, 0, w->alive_count);
 }
 
-/* Merges block `depth` into the surviving list; returns the survivors' count.
- * Survivors are compacted in place (at most as many go out as came in, so
- * the write position never passes the read position), and equal stretches
- * are compared 32 bytes at a time and not moved until something drops out. */
-static uint32_t walk_step(struct walk *w, const struct prefix_block *b, uint32_t depth) {
-    const uint32_t *recs = block_records_const(b);
-    uint32_t *alive = w->alive;
-    uint32_t h = b->count, a = w->alive_count, p = 0, q = 0, out = 0;
-    if (h == a && memcmp(recs, alive, a * sizeof(uint32_t)) == 0) return a;
-    while (p < a && q < h) {
-        while (p + 8 <= a && q + 8 <= h && memcmp(alive + p, recs + q, 8 * sizeof(uint32_t)) == 0) {
-            if (out != p) memmove(alive + out, alive + p, 8 * sizeof(uint32_t));
-            out += 8, p += 8, q += 8;
-        }
-        if (p >= a || q >= h) break;
-        uint32_t x = alive[p], y = recs[q];
-        if (x == y) {
-            alive[out++] = x;
-            p++, q++;
-        } else if (record_local(x) == record_local(y)) {
-            flush_run(w, x, depth); /* placement changed: close the run */
-            alive[out++] = y;
-            p++, q++;
-        } else if (record_local(x) < record_local(y)) {
-            drop_out(w, x, depth); /* missing here: it matched `depth` blocks */
-            p++;
-        } else {
-            q++; /* holds this block but dropped out earlier (or filtered) */
+/* Maps the filter's instance ids to the context's local indices, sorted;
+ * returns how many the context knows. */
+static size_t filter_locals(struct cr_prefix_index *index, const struct prefix_context *ctx,
+                            const uint16_t *filter, size_t filter_count) {
+    size_t n = 0;
+    for (size_t i = 0; i < filter_count; i++) {
+        uint16_t local;
+        if (prefix_context_local(index, (struct prefix_context *)ctx, filter[i], false, &local) ==
+            CR_OK) {
+            index->scratch.filter[n++] = local;
         }
     }
-    for (; p < a; p++) drop_out(w, alive[p], depth);
-    assert(out <= a);
-    w->alive_count = out;
-    return out;
+    qsort(index->scratch.filter, n, sizeof(uint16_t), u16_compare);
+    return n;
 }
 
 int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
@@ -195,25 +298,17 @@ int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
     const struct prefix_block *b = block_count > 0 ? prefix_block_find(ctx, seq_hashes[0]) : NULL;
     if (b == NULL || block_count > UINT32_MAX) return CR_OK;
     struct prefix_scratch *s = &index->scratch;
-    int rc = scratch_reserve(s, b->count, ctx->local_high);
+    uint32_t words = (ctx->local_high + 63) / 64;
+    int rc = scratch_reserve(s, b->count, (size_t)words * 64);
     if (rc == CR_OK) rc = grow_array((void **)&s->filter, &s->filter_cap, filter_count, 2);
     if (rc != CR_OK) return rc;
     const uint16_t *locals = NULL;
     if (filter_count > 0) {
-        size_t n = 0;
-        for (size_t i = 0; i < filter_count; i++) {
-            uint16_t local;
-            if (prefix_context_local(index, (struct prefix_context *)ctx, filter[i], false,
-                                     &local) == CR_OK) {
-                s->filter[n++] = local;
-            }
-        }
-        if (n == 0) return CR_OK;
-        qsort(s->filter, n, sizeof(uint16_t), u16_compare);
+        filter_count = filter_locals(index, ctx, filter, filter_count);
+        if (filter_count == 0) return CR_OK;
         locals = s->filter;
-        filter_count = n;
     }
-    struct walk w = {.index = index, .ctx = ctx, .s = s, .alive = s->alive};
+    struct walk w = {.index = index, .ctx = ctx, .s = s, .words = words};
     /* Every block's hash is known now: start the map lookups ahead of the
      * walk so that their cache misses overlap (they were a tenth of a query). */
     for (size_t i = 1; i < block_count && i <= QUERY_PREFETCH; i++)
@@ -224,10 +319,13 @@ int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
         if (depth + QUERY_PREFETCH < block_count)
             cr_prefix_map_prefetch(&ctx->blocks, seq_hashes[depth + QUERY_PREFETCH]);
         const struct prefix_block *nb = prefix_block_find(ctx, seq_hashes[depth]);
-        if (nb == NULL || walk_step(&w, nb, depth) == 0) break;
+        if (nb == NULL) break;
+        if ((block_is_wide(nb) ? step_wide(&w, nb, depth) : step_narrow(&w, nb, depth)) == 0)
+            break;
         depth++;
     }
-    for (uint32_t i = 0; i < w.alive_count; i++) drop_out(&w, w.alive[i], depth);
+    if (w.alive_count > 0) drop_unkept(&w, s->mark_bits, 0, depth); /* the rest matched `depth` */
+    assert(w.next_slot == candidates); /* every candidate left through drop_out */
     *matches = s->matches;
     *match_count = candidates;
     return CR_OK;

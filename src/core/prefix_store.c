@@ -8,7 +8,6 @@
 #include "crescent/error.h"
 
 #define NO_SLOT UINT32_MAX
-#define HEAP_MIN 4u
 
 struct pair_ref {
     struct prefix_context *ctx;
@@ -25,18 +24,10 @@ struct prefix_block *prefix_block_find(const struct prefix_context *ctx, uint64_
     return &ctx->slab[slot];
 }
 
-static void block_release_storage(struct cr_prefix_index *index, struct prefix_block *b) {
-    if (b->cap > INLINE_HOLDERS) {
-        index->bytes_used -= (size_t)b->cap * sizeof(uint32_t);
-        free(b->u.recs);
-    }
-    b->cap = INLINE_HOLDERS;
-}
-
 void prefix_context_free_blocks(struct cr_prefix_index *index, struct prefix_context *ctx) {
     assert(index != NULL && ctx != NULL);
     for (uint32_t i = 0; i < ctx->slab_high; i++) {
-        if (ctx->slab[i].count > 0) block_release_storage(index, &ctx->slab[i]);
+        if (ctx->slab[i].count > 0) prefix_block_release(index, &ctx->slab[i]);
     }
     index->bytes_used -= (size_t)ctx->slab_cap * sizeof(struct prefix_block);
     free(ctx->slab);
@@ -73,7 +64,7 @@ static struct prefix_block *block_get_or_create(struct cr_prefix_index *index,
 static void block_drop(struct cr_prefix_index *index, struct prefix_context *ctx,
                        uint64_t seq_hash, struct prefix_block *b) {
     assert(b->count == 0);
-    block_release_storage(index, b);
+    prefix_block_release(index, b);
     uint64_t slot;
     bool had = cr_prefix_map_del(&ctx->blocks, seq_hash, &slot);
     assert(had && &ctx->slab[slot] == b);
@@ -89,66 +80,15 @@ static void block_drop(struct cr_prefix_index *index, struct prefix_context *ctx
     }
 }
 
-/* Binary search by local index; returns the position of local or where it goes. */
-static uint32_t block_search(const struct prefix_block *b, uint16_t local, bool *found) {
-    const uint32_t *recs = block_records_const(b);
-    uint32_t lo = 0, hi = b->count;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (record_local(recs[mid]) < local) lo = mid + 1;
-        else hi = mid;
-    }
-    *found = lo < b->count && record_local(recs[lo]) == local;
-    return lo;
-}
-
-static int block_reserve(struct cr_prefix_index *index, struct prefix_block *b) {
-    if (b->count < b->cap) return CR_OK;
-    uint32_t cap = b->cap <= INLINE_HOLDERS ? HEAP_MIN : b->cap * 2;
-    uint32_t *recs;
-    if (b->cap <= INLINE_HOLDERS) {
-        recs = malloc(cap * sizeof(uint32_t));
-        if (recs != NULL) memcpy(recs, b->u.inline_recs, b->count * sizeof(uint32_t));
-    } else {
-        recs = realloc(b->u.recs, cap * sizeof(uint32_t));
-    }
-    if (recs == NULL) return CR_ERR_NOMEM;
-    index->bytes_used += (size_t)(cap - (b->cap <= INLINE_HOLDERS ? 0 : b->cap)) * sizeof(uint32_t);
-    b->u.recs = recs;
-    b->cap = cap;
-    return CR_OK;
-}
-
-/* Shrinks heap storage once it is a quarter used, back to inline when it fits. */
-static void block_shrink(struct cr_prefix_index *index, struct prefix_block *b) {
-    if (b->cap <= INLINE_HOLDERS) return;
-    if (b->count <= INLINE_HOLDERS) {
-        uint32_t *recs = b->u.recs, cap = b->cap;
-        memcpy(b->u.inline_recs, recs, b->count * sizeof(uint32_t));
-        free(recs);
-        index->bytes_used -= (size_t)cap * sizeof(uint32_t);
-        b->cap = INLINE_HOLDERS;
-    } else if (b->count * 4 <= b->cap && b->cap > HEAP_MIN) {
-        uint32_t cap = b->cap / 2;
-        uint32_t *recs = realloc(b->u.recs, cap * sizeof(uint32_t));
-        if (recs == NULL) return; /* keeping the larger array is correct */
-        index->bytes_used -= (size_t)(b->cap - cap) * sizeof(uint32_t);
-        b->u.recs = recs;
-        b->cap = cap;
-    }
-}
-
 /* ---- pairs ---- */
 
 static int pair_add(struct cr_prefix_index *index, const struct pair_ref *ref, uint64_t seq_hash,
                     uint8_t medium) {
     struct prefix_block *b = block_get_or_create(index, ref->ctx, seq_hash);
     if (b == NULL) return CR_ERR_NOMEM;
-    bool found;
-    uint32_t pos = block_search(b, ref->local, &found);
-    uint32_t *recs = block_records(b);
-    if (found) {
-        uint16_t old = record_attr(recs[pos]);
+    uint32_t pos;
+    uint16_t old = prefix_block_holder(b, ref->local, &pos);
+    if (old != 0) {
         const struct prefix_attr *a = prefix_attr_get(index, old);
         if (a->place[medium] & (1ULL << ref->rank)) return CR_OK;
         uint64_t place[CR_PREFIX_MEDIA_MAX];
@@ -156,20 +96,16 @@ static int pair_add(struct cr_prefix_index *index, const struct pair_ref *ref, u
         place[medium] |= 1ULL << ref->rank;
         uint16_t id = prefix_attr_acquire(index, place);
         if (id == 0) return CR_ERR_NOMEM;
-        recs[pos] = record_make(ref->local, id);
+        prefix_block_replace(b, ref->local, pos, id);
         prefix_attr_release(index, old);
         return CR_OK;
     }
     uint16_t id = prefix_attr_acquire_single(index, medium, ref->rank);
-    if (id == 0 || block_reserve(index, b) != CR_OK) {
+    if (id == 0 || prefix_block_insert(index, ref->ctx, b, ref->local, pos, id) != CR_OK) {
         if (id != 0) prefix_attr_release(index, id);
         if (b->count == 0) block_drop(index, ref->ctx, seq_hash, b);
         return CR_ERR_NOMEM;
     }
-    recs = block_records(b);
-    memmove(recs + pos + 1, recs + pos, (b->count - pos) * sizeof(uint32_t));
-    recs[pos] = record_make(ref->local, id);
-    b->count++;
     ref->ctx->pairs++;
     index->pairs++;
     return CR_OK;
@@ -181,11 +117,9 @@ static int pair_remove(struct cr_prefix_index *index, const struct pair_ref *ref
                        uint64_t seq_hash, int medium, bool *still_held) {
     *still_held = false;
     struct prefix_block *b = prefix_block_find(ref->ctx, seq_hash);
-    bool found;
-    uint32_t pos = b != NULL ? block_search(b, ref->local, &found) : 0;
-    if (b == NULL || !found) return CR_OK;
-    uint32_t *recs = block_records(b);
-    uint16_t old = record_attr(recs[pos]);
+    uint32_t pos = 0;
+    uint16_t old = b != NULL ? prefix_block_holder(b, ref->local, &pos) : 0;
+    if (old == 0) return CR_OK;
     uint64_t place[CR_PREFIX_MEDIA_MAX], bit = 1ULL << ref->rank, any = 0, rest = 0;
     memcpy(place, prefix_attr_get(index, old)->place, sizeof(place));
     for (unsigned m = 0; m < CR_PREFIX_MEDIA_MAX; m++) {
@@ -195,19 +129,17 @@ static int pair_remove(struct cr_prefix_index *index, const struct pair_ref *ref
     }
     *still_held = rest != 0;
     if (any == 0) {
-        memmove(recs + pos, recs + pos + 1, (b->count - pos - 1) * sizeof(uint32_t));
-        b->count--;
+        prefix_block_erase(index, ref->ctx, b, ref->local, pos);
         ref->ctx->pairs--;
         index->pairs--;
         prefix_attr_release(index, old);
         if (b->count == 0) block_drop(index, ref->ctx, seq_hash, b);
-        else block_shrink(index, b);
         return CR_OK;
     }
     if (memcmp(place, prefix_attr_get(index, old)->place, sizeof(place)) == 0) return CR_OK;
     uint16_t id = prefix_attr_acquire(index, place);
     if (id == 0) return CR_ERR_NOMEM;
-    recs[pos] = record_make(ref->local, id);
+    prefix_block_replace(b, ref->local, pos, id);
     prefix_attr_release(index, old);
     return CR_OK;
 }
