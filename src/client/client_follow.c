@@ -1,6 +1,6 @@
 /* etcd:// endpoints: a client that follows the elected leader (docs/ha.md).
  *
- *     etcd://HOST:PORT[;HOST:PORT...][/CLUSTER_ID]      (cluster id "crescent")
+ *     etcd://HOST:PORT[;HOST:PORT...][/CLUSTER_ID]      (cluster id "mooncake_cluster")
  *
  * At open the leader key /crescent/CLUSTER_ID/leader is read from etcd
  * (src/ha/etcd.h, every endpoint tried in turn) and the client connects to
@@ -109,7 +109,7 @@ int cr_client_follow_open(cr_client *c, const char *endpoint,
     const char *slash = strchr(list, '/');
     char hosts[ENDPOINT_MAX];
     snprintf(hosts, sizeof(hosts), "%.*s", (int)(slash != NULL ? (size_t)(slash - list) : strlen(list)), list);
-    const char *id = slash != NULL ? slash + 1 : "crescent";
+    const char *id = slash != NULL ? slash + 1 : "mooncake_cluster";
     size_t n = strlen(id);
     snprintf(f->cluster, sizeof(f->cluster), "%.128s", id);
     if (n == 0 || n > 128 || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

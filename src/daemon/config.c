@@ -220,7 +220,8 @@ static const struct setting settings[] = {
      "mounted at the same path on every client (Mooncake's --root_fs_dir); '' none; "
      "docs/tiers.md"},
     {"cluster-id", SETTING_STRING, FIELD(cluster_id), 0, 0, "ID",
-     "the file tier's subdirectory under --root-fs-dir (Mooncake's --cluster_id)"},
+     "the cluster's name (Mooncake's --cluster_id): the file tier's subdirectory under "
+     "--root-fs-dir, and with --ha etcd the key its leader is elected on, /crescent/ID/leader"},
     {"global-file-segment-size", SETTING_SIZE, FIELD(global_file_segment_size), 0, 0, "SIZE",
      "bytes the file tier may hold; past it the least recently used files are evicted "
      "(Mooncake's --global_file_segment_size; default 9223372036854775807: unlimited)"},
@@ -249,8 +250,6 @@ static const struct setting settings[] = {
      "the same as --ha etcd (Mooncake's spelling)"},
     {"etcd-endpoints", SETTING_STRING, FIELD(etcd_endpoints), 0, 0, "H:P;H:P",
      "etcd's client endpoints for --ha etcd, tried in turn ('127.0.0.1:2379;10.0.0.2:2379')"},
-    {"cluster-id", SETTING_STRING, FIELD(cluster_id), 0, 0, "ID",
-     "the cluster the leader is elected for: its key is /crescent/ID/leader in etcd"},
     {"ha-lease-ttl", SETTING_U32, FIELD(ha_lease_ttl), 2, 3600, "SECONDS",
      "the leader's etcd lease: renewed every third of it; a leader that cannot renew stops "
      "answering calls before it ends, and a standby takes over within about twice it"},
@@ -288,7 +287,6 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->durability, sizeof(config->durability), "async");
     snprintf(config->replication, sizeof(config->replication), "async");
     config->snapshot_every_records = 1000000;
-    snprintf(config->cluster_id, sizeof(config->cluster_id), "crescent");
     config->ha_lease_ttl = 5;
     config->metrics_port = CR_CONFIG_METRICS_PORT_DEFAULT; /* as Mooncake's master */
     config->http_threads = 16;

@@ -109,7 +109,7 @@ struct cr_daemon_config {
     char state_dir[CR_CONFIG_ADDRESS_MAX];        /* registrations and the store's log; "" none */
     /* The shared file tier (docs/tiers.md). */
     char root_fs_dir[CR_CONFIG_ADDRESS_MAX];      /* "" none */
-    char cluster_id[CR_CONFIG_ADDRESS_MAX];       /* its subdirectory: mooncake_cluster */
+    char cluster_id[CR_CONFIG_ADDRESS_MAX];       /* its subdirectory, and HA's key: mooncake_cluster */
     uint64_t global_file_segment_size;            /* bytes; INT64_MAX: unlimited */
     char durability[CR_CONFIG_ADDRESS_MAX];       /* none, async or sync (src/durable) */
     char replication_address[CR_CONFIG_ADDRESS_MAX]; /* leader's listener for standbys; "" off */
@@ -122,7 +122,8 @@ struct cr_daemon_config {
     char ha[16];                                   /* "" off, or "etcd" */
     bool enable_ha;                                /* the same as --ha etcd */
     char etcd_endpoints[CR_CONFIG_ADDRESS_MAX];    /* "h1:2379;h2:2379" */
-    char cluster_id[CR_CONFIG_ADDRESS_MAX];        /* the election's key: /crescent/<id>/leader */
+    /* cluster_id (above, with the file tier) also names the election's key:
+     * /crescent/<id>/leader */
     uint32_t ha_lease_ttl;                         /* seconds */
     char ha_advertise_host[CR_CONFIG_ADDRESS_MAX]; /* host put in the key; "": each address's */
 

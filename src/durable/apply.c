@@ -82,7 +82,9 @@ int cr_durable_apply(cr_store *store, const struct cr_durable_record *rec, uint6
         if (cr_store_unmount_segment(store, NULL, rec->name, NULL) == CR_OK)
             c->segments_unmounted++;
         return CR_OK;
-    case CR_DURABLE_OBJECT_PUT: return apply_put(store, rec, now_ms, c, err, err_len);
+    case CR_DURABLE_OBJECT_PUT:
+    case CR_DURABLE_OBJECT_PUT_TIERED: /* decoded as OBJECT_PUT; here for the switch's sake */
+        return apply_put(store, rec, now_ms, c, err, err_len);
     case CR_DURABLE_OBJECT_REMOVE:
         if (cr_store_remove(store, rec->tenant, rec->key, rec->key_len, true, now_ms) == CR_OK)
             c->objects_removed++;
