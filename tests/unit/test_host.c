@@ -311,9 +311,12 @@ static void host_ranges(bool no_shm) {
     memset(base, 0, GAP + SECOND);
     char *segment = (char *)cr_host_segment_name(h), *endpoint = (char *)cr_host_endpoint(h);
     struct cr_buf_handle handles[2] = {
-        {segment, FIRST, (uint64_t)(uintptr_t)base, 0, endpoint},
-        {segment, SECOND, (uint64_t)(uintptr_t)(base + GAP), 0, endpoint}};
-    struct cr_replica replica = {CR_REPLICA_COMPLETE, 2, handles};
+        {.segment_name = segment, .size_bytes = FIRST, .buffer = (uint64_t)(uintptr_t)base,
+         .transport_endpoint = endpoint},
+        {.segment_name = segment, .size_bytes = SECOND,
+         .buffer = (uint64_t)(uintptr_t)(base + GAP), .transport_endpoint = endpoint}};
+    struct cr_replica replica = {.status = CR_REPLICA_COMPLETE, .medium = CR_MEDIUM_MEMORY,
+                                 .handle_count = 2, .handles = handles};
     struct cr_replica_list list = {.status = CR_OK, .count = 1, .replicas = &replica};
     cr_client *c = NULL;
     char error[256];
