@@ -169,6 +169,13 @@ static void *master_run(void *arg) {
         case CR_METHOD_REMOUNT_SEGMENT: answer_mount(m, &r); break;
         case CR_METHOD_PING: answer_ping(m, &r); break;
         case CR_METHOD_GET_REPLICA_LIST: answer_list(m, &r); break;
+        case CR_METHOD_GET_VERSION: { /* a client's first get asks (no file tier here) */
+            Crescent__Master__GetVersionResponse resp =
+                CRESCENT__MASTER__GET_VERSION_RESPONSE__INIT;
+            resp.version = "test";
+            reply(m, &r, &resp.base);
+            break;
+        }
         case CR_METHOD_UNMOUNT_SEGMENT: {
             atomic_fetch_add(&m->unmounts, 1);
             Crescent__Master__UnmountSegmentResponse resp =
