@@ -171,7 +171,8 @@ class HostOptions(ctypes.Structure):
                 ("ping_interval_ms", ctypes.c_uint32), ("timeout_ms", c_int),
                 ("pin_serve_thread", c_bool), ("serve_cpu", c_int),
                 ("mount_when_master_answers", c_bool),
-                ("heartbeat", c_void_p), ("heartbeat_arg", c_void_p)]
+                ("heartbeat", c_void_p), ("heartbeat_arg", c_void_p),
+                ("ssd_read", c_void_p), ("ssd_read_arg", c_void_p)]
 
 
 class HostStats(ctypes.Structure):

@@ -45,8 +45,9 @@ class Walkthrough:
     def localize(self, text):
         bins = os.path.abspath(BIN_DIR)
         # Run in a scratch directory: files the examples write stay there.
-        text = text.replace("../shared/", os.path.abspath(os.path.join(ROOT, "..", "shared")) + "/")
+        # (/tmp/ first: the shared folder itself may live under /tmp, as in CI)
         text = text.replace("/tmp/", self.tmp + "/")
+        text = text.replace("../shared/", os.path.abspath(os.path.join(ROOT, "..", "shared")) + "/")
         text = text.replace("crescent://127.0.0.1:50052", f"crescent://{self.native}")
         text = text.replace("tcp://127.0.0.1:50051", self.rpc)
         text = text.replace('"127.0.0.1:50051"', '"' + self.rpc[len("tcp://"):] + '"')
