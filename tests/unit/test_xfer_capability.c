@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -137,7 +138,10 @@ static int32_t raw_request(struct fixture *f, uint8_t op, uint64_t addr, uint64_
     if (resp.status != CR_OK) {
         assert_int_equal(resp.length, 0); /* no byte of the segment */
         uint8_t more[64];
-        assert_int_equal(recv(fd, more, sizeof(more), 0), 0); /* then closed */
+        /* Then closed: an orderly end, or a reset when the server closed
+         * with a refused write's bytes still unread in its socket. */
+        ssize_t got = recv(fd, more, sizeof(more), 0);
+        assert_true(got == 0 || (got < 0 && errno == ECONNRESET));
     }
     close(fd);
     return resp.status;
