@@ -7,6 +7,7 @@
  * handshake succeeds the monitor is no longer read and calls take the usual
  * blocking path (client_call.c), so an established client pays nothing. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <zmq.h>
@@ -18,9 +19,16 @@
      ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |    \
      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
 
+/* Each monitor's inproc name is new: a client's address alone repeats when
+ * a freed client's memory is reused (or an etcd:// client reopens its
+ * transport) before libzmq has let go of the old monitor's name, and the
+ * bind then fails with "Address already in use". */
+static atomic_ulong monitors_opened;
+
 int cr_client_monitor_open(cr_client *c, char *error, size_t error_size) {
-    char address[64];
-    snprintf(address, sizeof(address), "inproc://crescent-client-monitor-%p", (void *)c);
+    char address[96];
+    snprintf(address, sizeof(address), "inproc://crescent-client-monitor-%p-%lu", (void *)c,
+             atomic_fetch_add_explicit(&monitors_opened, 1, memory_order_relaxed));
     if (zmq_socket_monitor(c->socket, address, MONITOR_EVENTS) != 0 ||
         (c->monitor = zmq_socket(c->context, ZMQ_PAIR)) == NULL ||
         zmq_connect(c->monitor, address) != 0) {
