@@ -11,7 +11,7 @@
  *   4. pings the master from a keep-alive thread, and remounts when a ping says
  *      the master does not know this server (it restarted, or this server
  *      missed pings for longer than the client TTL and lost its segment);
- *   5. with each heartbeat (this program's hook into the host), runs the
+ *   5. with each heartbeat (the host's own, as every hosted segment's), runs the
  *      copy/move tasks whose source is its segment, handed out in the Ping
  *      response (client/task_exec.h: read, verify, write, report);
  *   6. on SIGTERM or SIGINT unmounts and exits 0.
@@ -29,16 +29,12 @@
 
 #include "cmd/crescent_store.h"
 #include "core/log.h"
-#include "client/task_exec.h"
 #include "crescent/client.h"
 #include "crescent/error.h"
 #include "crescent/host.h"
 #include "rdma/xfer.h"
 
-#define TASKS_PER_ROUND 16u /* copy/move tasks taken per heartbeat */
-
 struct store_server {
-    struct cr_xfer_client *exec; /* runs the copy/move tasks this server is handed */
     struct cr_store_options opt;
     cr_host *host;               /* libcrescent's hosted segment (include/crescent/host.h) */
     struct cr_store_ssd ssd;     /* --ssd-dir: the SSD tier (crescent_store_ssd.c) */
@@ -58,36 +54,12 @@ static int default_cpu(void) {
     return -1;
 }
 
-/* The host's heartbeat (on its keep-alive thread): the ping that also hands
- * out the copy/move tasks whose source is this segment (seed 004), run and
- * reported here (client/task_exec.h).  After a full round it asks to ping
- * again at once, since more may be waiting. */
-static int heartbeat(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again) {
-    struct store_server *s = arg;
-    struct cr_task_assignments tasks;
-    int rc = cr_client_heartbeat_tasks(master, TASKS_PER_ROUND, ttl_ms, known, &tasks);
-    if (rc != CR_OK) return rc;
-    int ran = cr_task_exec_run_all(master, s->exec, &tasks);
-    cr_client_task_assignments_free(&tasks);
-    if (ran > 0) CR_INFO("store", "ran %d copy/move task(s)", ran);
-    *again = ran == (int)TASKS_PER_ROUND;
-    return CR_OK;
-}
-
 /* ---- setup and teardown ------------------------------------------------- */
 
 static int start(struct store_server *s) {
     if (cr_store_ssd_open(&s->ssd, &s->opt) != CR_OK) return 2;
     bool gid_set = s->opt.rdma_gid_index >= 0;
     uint8_t gid = (uint8_t)(gid_set ? s->opt.rdma_gid_index : 0);
-    struct cr_xfer_client_config xcc = {.shm_disabled = s->opt.no_shm,
-                                        .verbs_disabled = s->opt.no_verbs,
-                                        .rdma_devices = s->opt.rdma_devices,
-                                        .rdma_gid_index_set = gid_set, .rdma_gid_index = gid};
-    if (cr_xfer_client_create(&xcc, &s->exec) != CR_OK) {
-        fprintf(stderr, "crescent-store: cannot create the transfer client for tasks\n");
-        return 1;
-    }
     if (s->opt.no_verbs)
         CR_INFO("store", "verbs off (--no-verbs): the segment and its copy/move tasks move bytes "
                 "by tcp%s, protocol tcp at the master", s->opt.no_shm ? "" : " (and shm on this host)");
@@ -104,7 +76,7 @@ static int start(struct store_server *s) {
                                  .pin_serve_thread = s->opt.cpu >= 0, .serve_cpu = s->opt.cpu,
                                  /* a master not up yet is not fatal */
                                  .mount_when_master_answers = true,
-                                 .heartbeat = heartbeat, .heartbeat_arg = s,
+                                 /* no heartbeat: the host's own runs the copy/move tasks */
                                  .ssd_read = s->ssd.store != NULL ? cr_store_ssd_read : NULL,
                                  .ssd_read_arg = &s->ssd};
     char error[512];
@@ -141,7 +113,6 @@ static int wait_for_signal(const struct store_server *s, const sigset_t *signals
 
 static void stop(struct store_server *s) {
     (void)cr_host_stop(s->host); /* unmounts (logging a failure), joins, frees */
-    cr_xfer_client_destroy(s->exec);
     cr_store_ssd_close(&s->ssd);
 }
 
