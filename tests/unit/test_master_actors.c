@@ -392,6 +392,9 @@ static void test_leases_evicts_to_the_watermark(void **state) {
     f->config.eviction_ratio = 0.1;
     f->config.allow_evict_soft_pinned_objects = false;
     f->config.default_kv_lease_ttl = 600000;
+    /* The clock below may run up to 60 s with no Ping: the default client TTL
+     * (10 s) would expire the client and unmount its segment mid-pass. */
+    f->config.client_ttl = 3600;
     start(f);
     mount(f, "seg", MiB, 0x1000);
     assert_int_equal(put(f, "pinned", 64 * 1024, true), CR_OK);
