@@ -40,6 +40,7 @@
 #include "msgs/store_msgs.h"
 #include "msgs/task_msgs.h"
 #include "actors/segments_internal.h"
+#include "actors/segments_drain.h"
 #include "actors/segments_recent.h"
 #include "http/mooncake_quotas.h"
 #include "durable/role.h"
@@ -611,7 +612,11 @@ static void on_edge_calls_done(struct segments_state *st, struct cr_master_call 
     while (call != NULL) {
         struct cr_master_call *next = call->next;
         call->next = NULL;
-        assert(call->edge != 0); /* only an edge's calls name segments as reply_to */
+        if (call->edge == 0) { /* a drain job's move (segments_drain.c): answered, done */
+            cr_master_call_free(call);
+            call = next;
+            continue;
+        }
         assert(st->at_tasks > 0);
         st->at_tasks--;
         segments_finish(st, call);
@@ -786,6 +791,9 @@ static void on_tick(struct segments_state *st) {
                                                    &st->host);
     if (expired > 0 && st->feed_on) cr_durable_feed_note_segments(&st->feed);
     uint32_t unmounted = mounted - cr_store_mounted_count(st->store);
+    uint32_t drained = segments_drain_tick(st); /* finished drains unmount their segments */
+    if (drained > 0 && st->feed_on) cr_durable_feed_note_segments(&st->feed);
+    if (drained > 0) tell_tasks_recheck(st);
     /* Every crescentctl call is a client that goes silent: only clients that
      * held segments are news. */
     if (unmounted > 0)
@@ -826,6 +834,11 @@ static void on_admin(struct segments_state *st, struct cr_msg *msg) {
                a->query->kind == CR_MASTER_ADMIN_QUOTA_SET ||
                a->query->kind == CR_MASTER_ADMIN_QUOTA_DELETE) {
         rc = cr_mooncake_quotas_apply(st->store, a->query, a->json_out);
+    } else if (a->query->kind >= CR_MASTER_ADMIN_DRAIN_CREATE &&
+               a->query->kind <= CR_MASTER_ADMIN_DRAIN_CANCEL) {
+        rc = a->query->kind != CR_MASTER_ADMIN_DRAIN_QUERY && !cr_role_accepts_writes()
+                 ? CR_ROLE_NOT_LEADER_STATUS
+                 : segments_drain_admin(st, a->query, a->json_out);
     } else {
         rc = cr_store_admin_render(st->store, st->now_ms, &counters, a->query, a->json_out);
     }
@@ -1019,6 +1032,7 @@ static void segments_destroy(void *arg) {
     cr_store_destroy(st->store);
     cr_rpc_arena_free(st->arena);
     segments_recent_free(st->recent);
+    segments_drain_free(st->drain);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->destroy(st->host.edges[i]);
     if (st->host.epoll_fd >= 0) close(st->host.epoll_fd);
     cr_wait_timer_close(&st->host.timer);

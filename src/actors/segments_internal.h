@@ -210,6 +210,7 @@ struct segments_state {
     uint64_t snapshot_count;
     uint64_t snapshots_begun;
     struct segments_recent *recent; /* the last objects put (segments_recent.c) */
+    struct segments_drain *drain;   /* Mooncake's drain jobs (segments_drain.c) */
     /* Calls whose answer was a refusal, by method (the "store_calls" stats
      * view: Mooncake's master_*_failures_total), and PutStarts refused for
      * want of room (master_put_start_alloc_failures_total). */

@@ -99,6 +99,20 @@ int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call
     return CR_OK;
 }
 
+int cr_task_store_create_move(cr_store *store, uint64_t now_ms, const struct cr_store_key *key,
+                              const char *source, const char *target,
+                              struct cr_task_detail **out) {
+    assert(store != NULL && key != NULL && source != NULL && target != NULL && out != NULL);
+    cr_store_clear_error(store);
+    struct cr_store_task_reservation res;
+    int rc = cr_store_task_reserve(store, key, source, &target, 1, now_ms, &res);
+    if (rc != CR_OK) return rc;
+    *out = detail_new(CR_TASK_MOVE, key, &res);
+    if (*out != NULL) return CR_OK;
+    cr_store_task_rollback(store, &res.ref);
+    return CR_ERR_NOMEM;
+}
+
 /* A check: the verdict, and when the task moved, its new source, executor
  * and targets for the tasks actor to hand out. */
 static void run_check(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {

@@ -27,6 +27,14 @@ bool cr_task_ping_wants_tasks(const struct cr_master_call *call);
 int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call *call,
                          struct cr_task_detail **out);
 
+/* A move of `key` from `source` to `target` that crescentd makes itself
+ * (a drain job): reserves the target as cr_task_store_create does and
+ * returns CR_OK with *out (malloc'd), or the store's refusal (its reason in
+ * cr_store_last_error), changing nothing. */
+int cr_task_store_create_move(cr_store *store, uint64_t now_ms, const struct cr_store_key *key,
+                              const char *source, const char *target,
+                              struct cr_task_detail **out);
+
 /* Packs a refusal of `status` with `why` into a CreateCopyTask or
  * CreateMoveTask call (also used by tasks when it cannot take the task). */
 void cr_task_call_refuse(struct cr_master_call *call, int status, const char *why);

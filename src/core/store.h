@@ -549,6 +549,7 @@ struct cr_store_segment_view {
     uint64_t used_bytes;
     uint32_t allocation_count;
     bool awaiting_owner; /* restored by a restart; its owner has not called since */
+    bool draining;       /* a drain job's source: no new allocations */
 };
 
 /* Iterates mounted segments: start with *cursor = 0; returns false at the end. */

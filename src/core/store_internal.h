@@ -102,6 +102,7 @@ struct cr_store_segment {
     struct cr_uuid owner;
     uint32_t mounted_pos; /* index in store->mounted */
     bool in_use;
+    bool draining; /* a drain job's source: no new allocations (store_drain.c) */
 };
 
 struct cr_store_client {

@@ -485,6 +485,7 @@ static bool plan_uses(const struct put_plan *plan, uint32_t segment) {
 static bool plan_try(cr_store *store, struct put_plan *plan, uint32_t segment, uint64_t size) {
     if (plan_uses(plan, segment)) return false;
     struct cr_store_segment *seg = &store->segments[segment];
+    if (seg->draining) return false; /* a drain job empties it (store_drain.c) */
     cr_offset_allocation a;
     if (cr_offset_alloc_alloc(seg->alloc, size, &a) != CR_OK) return false;
     plan->replicas[plan->count++] = (struct cr_store_replica){

@@ -271,7 +271,8 @@ static void segment_view(const cr_store *store, uint32_t id, struct cr_store_seg
         .protocol = seg->protocol, .owner = seg->owner, .base = seg->base,
         .size = seg->size, .used_bytes = seg->used_bytes,
         .allocation_count = st.allocation_count,
-        .awaiting_owner = cr_store_client_awaiting(store, &seg->owner)};
+        .awaiting_owner = cr_store_client_awaiting(store, &seg->owner),
+        .draining = seg->draining};
 }
 
 bool cr_store_segment_next(const cr_store *store, uint32_t *cursor,

@@ -83,6 +83,9 @@ static int check_targets(cr_store *store, const struct cr_store_obj *obj, int so
         if (seg == source_segment)
             return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
                                  "target segment %s is the source", targets[i]);
+        if (store->segments[seg].draining)
+            return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
+                                 "target segment %s is being drained", targets[i]);
         if (replica_on(obj, (uint32_t)seg) >= 0)
             return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
                                  "target segment %s already holds a replica of the object",

@@ -13,8 +13,7 @@
  *   GET  /role, /ha_status, /leader  a single master: leader, serving, no HA view
  *   GET  /kv_events/status           the RFC #1527 publisher: off in crescent
  *   /api/v1/tenant_quotas (GET, PUT, DELETE): mooncake_quotas.c
- *   /api/v1/drain_jobs[/query|/cancel]: the reference's answer when the mode
- *                                    is off (409, -1011), saying why
+ *   /api/v1/drain_jobs[/query|/cancel]: mooncake_drain.c
  *
  * A descriptor is {"size_","buffer_address_","protocol_","transport_endpoint_"}.
  * Handlers ask the segments actor for crescent's JSON and rewrite it here. */
@@ -28,6 +27,7 @@
 #include "crescent/error.h"
 #include "http/front.h"
 #include "http/mooncake_admin.h"
+#include "http/mooncake_drain.h"
 #include "http/mooncake_quotas.h"
 #include "http/store_routes.h"
 
@@ -266,6 +266,7 @@ static void get_segments_detail(void *ctx, const struct cr_http_request *req,
                  (unsigned long long)json_integer_value(json_object_get(s, "base")));
         char owner[48];
         mooncake_uuid(json_string_value(json_object_get(s, "owner")), owner);
+        bool draining = json_is_true(json_object_get(s, "draining"));
         /* crescent names segments; it has no segment UUID to show. */
         json_array_append_new(
             segments,
@@ -273,7 +274,8 @@ static void get_segments_detail(void *ctx, const struct cr_http_request *req,
                       "segment_name", json_object_get(s, "name"), "segment_id", "", "client_id",
                       owner, "base_address", base, "size_bytes", size,
                       "size_human", gib_text(size), "te_endpoint", json_object_get(s, "endpoint"),
-                      "protocol", json_object_get(s, "protocol"), "status", "OK",
+                      "protocol", json_object_get(s, "protocol"), "status",
+                      draining ? "DRAINING" : "OK",
                       "allocator_used_bytes", used, "allocator_capacity_bytes", size,
                       "allocator_usage_percent", size > 0 ? (double)used / (double)size * 100.0 : 0.0));
     }
@@ -299,10 +301,13 @@ static void segment_status(void *ctx, const struct cr_http_request *req,
             respond_unavailable(resp, rc);
         return;
     }
+    bool draining = json_is_true(json_object_get(doc, "draining"));
     json_decref(doc);
-    /* A mounted crescent segment takes allocations: the reference's OK (1). */
+    /* A mounted segment takes allocations (the reference's OK, 1) unless a
+     * drain job empties it (DRAINING, 2); a drained one is unmounted. */
     respond_doc(resp, 200, json_pack("{s:b, s:s, s:i, s:s, s:i, s:s}", "success", 1, "segment",
-                                     name, "status", 1, "status_name", "OK", "error_code", 0,
+                                     name, "status", draining ? 2 : 1, "status_name",
+                                     draining ? "DRAINING" : "OK", "error_code", 0,
                                      "error_message", ""));
 }
 
@@ -353,21 +358,6 @@ static void kv_events_status(void *ctx, const struct cr_http_request *req,
                                      "dropped_events", 0, "skipped_unparsed_keys", 0));
 }
 
-static void drain_jobs(void *ctx, const struct cr_http_request *req,
-                       struct cr_http_response *resp) {
-    (void)ctx;
-    char job[64];
-    /* As the reference: a query or cancel names its job before anything else. */
-    if (strcmp(req->path, "/api/v1/drain_jobs") != 0 &&
-        (!query_param(req, "job_id", job, sizeof(job)) || job[0] == '\0')) {
-        respond_mc_error(resp, 400, MC_INVALID_PARAMS, "Missing or invalid job_id");
-        return;
-    }
-    respond_mc_error(resp, 409, MC_UNAVAILABLE_IN_CURRENT_MODE,
-                     "UNAVAILABLE_IN_CURRENT_MODE: drain jobs are not built in crescent yet; "
-                     "move a segment's objects with crescentctl move, then crescentctl unmount");
-}
-
 int cr_mooncake_admin_register(struct cr_http_front *front, struct cr_subsystems *peers,
                                bool query_key_is_bare) {
     static const struct {
@@ -386,9 +376,9 @@ int cr_mooncake_admin_register(struct cr_http_front *front, struct cr_subsystems
         {"GET", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, false},
         {"PUT", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, true},
         {"DELETE", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, true},
-        {"POST", "/api/v1/drain_jobs", drain_jobs, true},
-        {"GET", "/api/v1/drain_jobs/query", drain_jobs, false},
-        {"POST", "/api/v1/drain_jobs/cancel", drain_jobs, true},
+        {"POST", "/api/v1/drain_jobs", cr_mooncake_drain_jobs, true},
+        {"GET", "/api/v1/drain_jobs/query", cr_mooncake_drain_jobs, false},
+        {"POST", "/api/v1/drain_jobs/cancel", cr_mooncake_drain_jobs, true},
     };
     /* Operators change the reference's admin API with `curl -X PUT --data BODY`
      * (form-encoded) and its master takes any body: so does this front.  The

@@ -161,7 +161,12 @@ enum cr_master_admin_kind {
     CR_MASTER_ADMIN_QUOTAS = 9,         /* Mooncake's tenant quotas: name (NULL: every one) */
     CR_MASTER_ADMIN_QUOTA_SET = 10,     /* a mutation: name, quota_bytes */
     CR_MASTER_ADMIN_QUOTA_DELETE = 11,  /* a mutation: name */
+    CR_MASTER_ADMIN_DRAIN_CREATE = 12,  /* Mooncake's drain jobs (a mutation): drain */
+    CR_MASTER_ADMIN_DRAIN_QUERY = 13,   /* drain (its job id) */
+    CR_MASTER_ADMIN_DRAIN_CANCEL = 14,  /* a mutation: drain (its job id) */
 };
+
+struct cr_drain_request; /* actors/segments_drain.h */
 
 /* Ask: segments renders the answer as JSON text into *json_out (malloc'd;
  * the asker frees it) and replies CR_OK, CR_ERR_SEGMENT_NOT_FOUND,
@@ -180,6 +185,7 @@ struct cr_master_admin_query {
     bool *done;
     bool force;           /* REMOVE_ALL: leased objects too */
     uint64_t quota_bytes; /* QUOTA_SET */
+    const struct cr_drain_request *drain; /* DRAIN_* */
 };
 
 struct cr_msg_master_admin {
