@@ -1044,6 +1044,8 @@ static void store_config_from(const struct cr_daemon_config *c, cr_store_config 
     out->default_kv_lease_ttl_ms = c->default_kv_lease_ttl;
     out->default_kv_soft_pin_ttl_ms = c->default_kv_soft_pin_ttl;
     out->allow_evict_soft_pinned_objects = c->allow_evict_soft_pinned_objects;
+    /* A PutStart into a full store evicts for itself (store_objects.c). */
+    out->put_evictions_max = 64;
     out->eviction_ratio = c->eviction_ratio;
     out->eviction_high_watermark_ratio = c->eviction_high_watermark_ratio;
     out->put_start_discard_timeout_ms = (uint64_t)c->put_start_discard_timeout_sec * 1000u;

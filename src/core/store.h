@@ -66,6 +66,7 @@ typedef struct cr_store_config {
     uint64_t regex_budget_steps;               /* PCRE2 steps one regex call may take */
     uint32_t block_token_ids_max;              /* token ids kept per PutStart */
     uint64_t rng_seed;                         /* allocation strategy randomness */
+    uint32_t put_evictions_max; /* objects one PutStart may evict for room: 0 (crescentd: 64) */
 } cr_store_config;
 
 /* Fills *out with the seed defaults. */
@@ -645,7 +646,7 @@ struct cr_store_stats {
     uint64_t client_count;
     uint64_t evictions;
     uint64_t evicted_bytes;
-    uint64_t room_evictions;    /* of those, by a PutStart at a full object table */
+    uint64_t room_evictions;    /* of those, by a PutStart (a full object table, or no room) */
     uint64_t zombies_preempted;
     uint64_t zombie_bytes_reclaimed;
     uint64_t discarded_parked;  /* replicas waiting for the release timeout */

@@ -668,10 +668,9 @@ static int plan_commit(cr_store *store, struct put_plan *plan, const struct cr_u
     return CR_OK;
 }
 
-int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
-                       const struct cr_store_put_params *p, uint64_t now_ms,
-                       struct cr_store_replica_list *out) {
-    assert(store != NULL && client != NULL && p != NULL && out != NULL);
+static int put_start_once(cr_store *store, const struct cr_uuid *client,
+                          const struct cr_store_put_params *p, uint64_t now_ms,
+                          struct cr_store_replica_list *out) {
     out->count = 0;
     out->has_checksum = false;
     out->lease_ms = 0;
@@ -710,6 +709,30 @@ int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
     }
     cr_store_obj_fill_list(store, cr_store_obj_at(store, id), false, out);
     return CR_OK;
+}
+
+/* A PutStart that finds no segment with room evicts for itself, one object
+ * at a time (the oldest of a small sample, as at a full object table), and
+ * tries again: the leases actor's passes keep used bytes below the high
+ * watermark, but a steady put load into a full store would otherwise be
+ * refused NO_AVAILABLE_HANDLE between two passes.  Each try starts over
+ * (the victim may have been the last object of the put's tenant).  At most
+ * put_evictions_max objects go for one put (0: none, the store's
+ * default; crescentd sets 64); an object that can never fit,
+ * or a store with nothing evictable (leased, pinned, in flight), is refused
+ * as before. */
+
+int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
+                       const struct cr_store_put_params *p, uint64_t now_ms,
+                       struct cr_store_replica_list *out) {
+    assert(store != NULL && client != NULL && p != NULL && out != NULL);
+    int rc = put_start_once(store, client, p, now_ms, out);
+    for (uint32_t i = 0; i < store->cfg.put_evictions_max && rc == CR_ERR_NO_AVAILABLE_HANDLE &&
+                         store->no_room_evictable && cr_store_evict_for_room(store, now_ms);
+         i++) {
+        rc = put_start_once(store, client, p, now_ms, out);
+    }
+    return rc;
 }
 
 /* ---- PutEnd, PutRevoke ------------------------------------------------------- */

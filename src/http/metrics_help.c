@@ -38,7 +38,7 @@ static const struct {
     {"segments_clients", "Clients crescentd tracks for liveness."},
     {"segments_evictions_total", "Objects evicted to stay under the high watermark."},
     {"segments_evicted_bytes_total", "Bytes freed by eviction."},
-    {"segments_room_evictions_total", "Objects a PutStart evicted itself at a full object table."},
+    {"segments_room_evictions_total", "Objects a PutStart evicted itself (a full object table, or no segment with room)."},
     {"segments_zombies_preempted_total", "Puts never ended, taken back after their discard timeout."},
     {"segments_zombie_bytes_reclaimed_total", "Bytes of preempted puts reclaimed."},
     {"segments_discarded_parked", "Preempted puts whose replicas wait to be freed."},
