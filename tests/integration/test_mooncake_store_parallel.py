@@ -222,3 +222,45 @@ except NotImplementedError as e:
     result = [str(e)]
 """)
     assert "libcrescent" in r[0], r
+
+
+@pytest.mark.parametrize("two_threads", [False, True])
+def test_batch_read_over_shm_checks_every_object(daemon, peers, two_threads):  # noqa: F811
+    """A batch of 16 x 256 KiB read over shm from another engine's segment,
+    where one object's bytes were changed after its put: that key fails
+    (-801), every other reads whole; on the reading thread alone, and with
+    CRESCENT_VERIFY_THREAD=1 (past CR_VERIFY_MIN_BYTES: the checksums split
+    between the reading thread and a helper, src/client/client_verify.c)."""
+    from conftest import free_port
+    rpc_port = free_port()
+    d = daemon("--rpc-address", f"tcp://127.0.0.1:{rpc_port}", "--default-kv-lease-ttl",
+               "10000", "--client-ttl", "10")
+    d.rpc = f"127.0.0.1:{rpc_port}"
+    host = peers()
+    reader = peers(env={"CRESCENT_VERIFY_THREAD": "1"} if two_threads else None)
+    assert setup_engine(host, d) == 0 and setup_engine(reader, d) == 0
+    name = host.call("get_hostname")
+    blocks, bad = 16, 5
+    host.run(f"""
+from mooncake.store import ReplicateConfig
+c = ReplicateConfig(); c.preferred_segment = {name!r}
+data = [bytes([i]) * (256 << 10) for i in range({blocks})]
+bufs["blocks"] = data
+assert store.put_batch([f"v{{i}}" for i in range({blocks})], data, c) == 0
+d = store.get_replica_desc("v{bad}")[0].get_memory_descriptor().buffer_descriptor
+assert d.transport_endpoint == {name!r}
+ctypes.memset(d.buffer_address + 1000, 0xEE, 1)   # the object's bytes, in this process
+result = 0
+""")
+    got = reader.run(f"""
+import hashlib
+out = [ctypes.create_string_buffer(256 << 10) for _ in range({blocks})]
+bufs["out"] = out
+n = store.batch_get_into([f"v{{i}}" for i in range({blocks})],
+                         [ctypes.addressof(b) for b in out], [256 << 10] * {blocks})
+result = [n, [b.raw == bytes([i]) * (256 << 10) for i, b in enumerate(out)]]
+""")
+    want = [256 << 10] * blocks
+    want[bad] = -801
+    assert got[0] == want, got[0]
+    assert all(ok for i, ok in enumerate(got[1]) if i != bad)
