@@ -367,6 +367,7 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
             if self._client is not None:
                 lib.cr_client_close(self._client)
                 self._client = None
+            self._registered, self._registered_sizes = set(), {}  # went with the client
             if self._local_buffer is not None:
                 self._local_array = None
                 try:
