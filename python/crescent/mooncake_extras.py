@@ -178,6 +178,13 @@ class _Extras:
                    "process")
         return -1
 
+    def alloc_from_mem_pool(self, size):
+        """The dummy client's shared pool hands out memory; a real client has
+        no pool and the reference returns 0 (NULL) there, as here, where
+        setup_dummy never succeeds."""
+        int(size)
+        return 0
+
     def _get_pyclient_capsule(self):
         """The reference hands C++ code (its EngramStore) a capsule holding
         its PyClient; crescent's client is a libcrescent handle that this

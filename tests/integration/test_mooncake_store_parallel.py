@@ -167,7 +167,7 @@ r += [module.bind_to_numa_node(0), module.bind_to_numa_node(7)]
 fa, ff = module.get_alloc_func_addr(), module.get_free_func_addr()
 r += [isinstance(fa, int) and fa != 0, isinstance(ff, int) and ff != 0, fa != ff]
 fresh = module.MooncakeDistributedStore()
-r += [fresh.setup_dummy(1 << 20, 1 << 20, "127.0.0.1:1")]
+r += [fresh.setup_dummy(1 << 20, 1 << 20, "127.0.0.1:1"), store.alloc_from_mem_pool(1024)]
 result = r
 """
 
