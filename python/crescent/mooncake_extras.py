@@ -28,6 +28,7 @@ import threading
 _log = logging.getLogger("crescent.mooncake")
 
 _HUGE_2M = 2 << 20
+INVALID_PARAMS = -600
 
 
 class _Enum(enum.Enum):
@@ -177,6 +178,17 @@ class _Extras:
                    "to; call setup(..., global_segment_size=N) to host a segment in this "
                    "process")
         return -1
+
+    def get_tensor_into_cuda(self, key, tensor):
+        """-600 always, as the reference with a real (non-dummy) client: its
+        CUDA reads go through the dummy client's CUDA IPC ("CUDA IPC tensor
+        read requires a dummy client"), and setup_dummy is -1 here."""
+        return self.batch_get_tensor_into_cuda([key], [tensor])[0]
+
+    def batch_get_tensor_into_cuda(self, keys, tensors_list):
+        """[-600] per key (see get_tensor_into_cuda)."""
+        _log.error("batch_get_tensor_into_cuda: CUDA IPC tensor read requires a dummy client")
+        return [INVALID_PARAMS] * len(list(keys))
 
     def alloc_from_mem_pool(self, size):
         """The dummy client's shared pool hands out memory; a real client has

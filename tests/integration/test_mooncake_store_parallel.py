@@ -168,6 +168,11 @@ fa, ff = module.get_alloc_func_addr(), module.get_free_func_addr()
 r += [isinstance(fa, int) and fa != 0, isinstance(ff, int) and ff != 0, fa != ff]
 fresh = module.MooncakeDistributedStore()
 r += [fresh.setup_dummy(1 << 20, 1 << 20, "127.0.0.1:1"), store.alloc_from_mem_pool(1024)]
+import torch
+store.put_tensor("cuda_t", torch.arange(4.0))
+r += [store.get_tensor_into_cuda("cuda_t", torch.empty(4)),
+      store.batch_get_tensor_into_cuda(["cuda_t", "nokey"], [torch.empty(4), torch.empty(4)]),
+      store.batch_get_tensor_into_cuda(["cuda_t"], [])]
 result = r
 """
 
