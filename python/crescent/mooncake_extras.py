@@ -29,6 +29,7 @@ _log = logging.getLogger("crescent.mooncake")
 
 _HUGE_2M = 2 << 20
 INVALID_PARAMS = -600
+FILE_NOT_FOUND = -1100
 
 
 class _Enum(enum.Enum):
@@ -189,6 +190,48 @@ class _Extras:
         """[-600] per key (see get_tensor_into_cuda)."""
         _log.error("batch_get_tensor_into_cuda: CUDA IPC tensor read requires a dummy client")
         return [INVALID_PARAMS] * len(list(keys))
+
+    def save_tensor_to_safetensor(self, key, file_name=None):
+        """Writes the tensor under `key` to a safetensors file (`file_name`,
+        else the key) through the `safetensors` package, as the reference:
+        0; -1100 (FILE_NOT_FOUND) when the key holds no tensor; -600 when
+        the package is missing or the write fails."""
+        if getattr(self, "_client", None) is None:
+            return INVALID_PARAMS
+        tensor = self.get_tensor(key)
+        if tensor is None:
+            _log.error("Failed to fetch tensor for key: %s", key)
+            return FILE_NOT_FOUND
+        try:
+            import safetensors.torch
+            safetensors.torch.save_file({str(key): tensor},
+                                        key if file_name is None else str(file_name))
+            return 0
+        except Exception as e:  # the reference catches any Python error here
+            _log.error("Failed to save tensor to safetensor file: %s", e)
+            return INVALID_PARAMS
+
+    def load_tensor_from_safetensor(self, key=None, file_name=None):
+        """Reads a tensor from a safetensors file and puts it under `key`
+        (else the file name): the entry named `key`, else the first one, as
+        the reference.  The tensor, or None (no package, no file, empty
+        file, a failed put)."""
+        if file_name is None:
+            raise TypeError("load_tensor_from_safetensor() missing argument 'file_name'")
+        if getattr(self, "_client", None) is None:
+            return None
+        try:
+            import safetensors.torch
+            loaded = safetensors.torch.load_file(str(file_name))
+        except Exception as e:
+            _log.error("Failed to load tensor from safetensor file: %s", e)
+            return None
+        if not loaded:
+            return None
+        target = str(file_name) if key is None else str(key)
+        tensor = loaded[target] if key is not None and target in loaded \
+            else loaded[next(iter(loaded))]
+        return tensor if self.put_tensor(target, tensor) == 0 else None
 
     def alloc_from_mem_pool(self, size):
         """The dummy client's shared pool hands out memory; a real client has

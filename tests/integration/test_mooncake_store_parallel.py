@@ -173,6 +173,10 @@ store.put_tensor("cuda_t", torch.arange(4.0))
 r += [store.get_tensor_into_cuda("cuda_t", torch.empty(4)),
       store.batch_get_tensor_into_cuda(["cuda_t", "nokey"], [torch.empty(4), torch.empty(4)]),
       store.batch_get_tensor_into_cuda(["cuda_t"], [])]
+import os, tempfile
+path = os.path.join(tempfile.mkdtemp(), "t.safetensors")
+r += [store.save_tensor_to_safetensor("nokey", path), store.save_tensor_to_safetensor("cuda_t", path),
+      store.load_tensor_from_safetensor("x", path) is None, os.path.exists(path)]
 result = r
 """
 
