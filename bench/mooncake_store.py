@@ -4,7 +4,9 @@
   batch_get_into of 32 x 256 KiB blocks that another process hosts, over shm
   and over tcp, against ceilings measured in the same run: memcpy of the same
   bytes (shm) and a bare loopback TCP stream of the same bytes between the
-  same two processes (tcp);
+  same two processes (tcp); over shm also with the checksums split between
+  the reading thread and a helper (CRESCENT_VERIFY_THREAD=1,
+  src/client/client_verify.h), in the same rounds;
   the per-call Python cost of is_exist / batch_is_exist(32) against a bare
   ctypes call of the same libcrescent function on the same client.
 
@@ -124,13 +126,24 @@ def run(master, rounds):
         def get_once():
             s.batch_get_into(keys, ptrs, [BLOCK] * BLOCKS)
 
-        store_t, base_t = [], []
+        def two_threads_once():  # checksums split with a helper thread (client_verify.h)
+            os.environ["CRESCENT_VERIFY_THREAD"] = "1"
+            try:
+                get_once()
+            finally:
+                del os.environ["CRESCENT_VERIFY_THREAD"]
+
+        store_t, base_t, one_t = [], [], []
         for _ in range(rounds):
             store_t.append(timed(get_once, 5))
             base_t.append(timed(lambda: ctypes.memmove(dst, src, len(dst)), 5)
                           if transport == "shm" else timed(stream_once, 5))
+            if transport == "shm":
+                one_t.append(timed(two_threads_once, 5))
         gb = BLOCKS * BLOCK / 1e9
         results[transport] = (gb / statistics.median(store_t), gb / statistics.median(base_t))
+        if transport == "shm":
+            results["shm two threads"] = gb / statistics.median(one_t)
         if transport == "shm":
             results["calls"] = call_overhead(s, lib, StatusList, rounds)
         s.close()
@@ -142,6 +155,9 @@ def run(master, rounds):
         store_gbs, base_gbs = results[transport]
         print(f"batch_get_into 32x256KiB over {transport}: {store_gbs:.2f} GB/s; {baseline} "
               f"{base_gbs:.2f} GB/s; ratio {store_gbs / base_gbs:.2f}")
+    print(f"  the same over shm with the checksums split with a helper thread "
+          f"(CRESCENT_VERIFY_THREAD=1): {results['shm two threads']:.2f} GB/s; ratio "
+          f"{results['shm two threads'] / results['shm'][1]:.2f}")
     for name, (wrapped, bare) in results["calls"].items():
         print(f"{name}: {wrapped * 1e6:.1f} us/call through the class, {bare * 1e6:.1f} us/call "
               f"bare ctypes; ratio {wrapped / bare:.2f}")

@@ -265,6 +265,7 @@ class _Methods:
             rc = lib.cr_client_register_buffer(self._client, buffer_ptr, size)
             if rc == OK:
                 self._registered.add(buffer_ptr)
+                self._registered_sizes[buffer_ptr] = int(size)
         return _ms._code(rc)
 
     def unregister_buffer(self, buffer_ptr):
@@ -275,6 +276,7 @@ class _Methods:
             rc = lib.cr_client_unregister_buffer(self._client, buffer_ptr)
             if rc == OK:
                 self._registered.discard(buffer_ptr)
+                self._registered_sizes.pop(buffer_ptr, None)
         return _ms._code(rc)
 
     # ---- removal ----------------------------------------------------------------------

@@ -29,6 +29,7 @@ import weakref
 
 from crescent import _lib
 from crescent._lib import lib
+from crescent.mooncake_extras import ObjectDataType, SoftPinAction
 
 OK = 0
 INTERNAL_ERROR = -1
@@ -93,7 +94,7 @@ class ReplicateConfig:
         self.replica_num = 1
         self.nof_replica_num = 0
         self.dfs_replica_num = 0
-        self.soft_pin_action = 0
+        self.soft_pin_action = SoftPinAction.PRESERVE
         self.soft_pin_ttl_ms = 0
         self.with_soft_pin = False
         self.with_hard_pin = False
@@ -101,13 +102,16 @@ class ReplicateConfig:
         self.preferred_nof_segments = []
         self.preferred_segment = ""
         self.prefer_alloc_in_same_node = False
-        self.data_type = 0
+        self.data_type = ObjectDataType.UNKNOWN
         self.group_ids = []
 
     def __str__(self):
         return (f"ReplicateConfig: {{ replica_num: {self.replica_num}, with_soft_pin: "
-                f"{self.with_soft_pin or bool(self.soft_pin_action)}, preferred_segments: "
+                f"{self._soft_pin()}, preferred_segments: "
                 f"{self.preferred_segments}, preferred_segment: {self.preferred_segment} }}")
+
+    def _soft_pin(self):
+        return bool(self.with_soft_pin) or int(self.soft_pin_action) == SoftPinAction.ENABLE.value
 
     def _c(self, local_segment=None):
         segment = self.preferred_segment or (self.preferred_segments[0]
@@ -116,7 +120,7 @@ class ReplicateConfig:
             segment = local_segment
         return _lib.ReplicateConfig(
             replica_num=max(1, int(self.replica_num)),
-            with_soft_pin=bool(self.with_soft_pin or self.soft_pin_action),
+            with_soft_pin=self._soft_pin(),
             preferred_segment=_b(segment) if segment else None)
 
 
@@ -235,9 +239,12 @@ from crescent.mooncake_tensors import _Tensors  # noqa: E402
 from crescent.mooncake_tp import _TensorParallel  # noqa: E402
 from crescent.mooncake_replicas import _Replicas  # noqa: E402
 from crescent.mooncake_ranges import _Ranges  # noqa: E402
+from crescent.mooncake_parallel import _Parallelism  # noqa: E402
+from crescent.mooncake_extras import _Extras  # noqa: E402
 
 
-class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Replicas, _Ranges):
+class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism, _Replicas,
+                               _Ranges, _Extras):
     """Mooncake's MooncakeDistributedStore over crescentd (see the module doc)."""
 
     def __init__(self):
@@ -248,6 +255,7 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Replicas, _
         self._hostname = ""
         self._local_buffer = None
         self._registered = set()
+        self._registered_sizes = {}  # address -> bytes (the _with_parallelism_into forms)
         _live.add(self)
 
     # ---- setup and teardown --------------------------------------------------
@@ -359,6 +367,7 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Replicas, _
             if self._client is not None:
                 lib.cr_client_close(self._client)
                 self._client = None
+            self._registered, self._registered_sizes = set(), {}  # went with the client
             if self._local_buffer is not None:
                 self._local_array = None
                 try:

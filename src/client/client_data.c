@@ -25,6 +25,7 @@
 #endif
 
 #include "client/client_copy.h"
+#include "client/client_verify.h"
 #include "client/client_internal.h"
 #include "rdma/xfer.h"
 
@@ -279,23 +280,27 @@ struct read_item {
     char why[CR_XFER_MESSAGE_MAX + 96];
 };
 
-/* Starts the next replica of `it`, or settles it when none is left. */
-static void read_next(cr_client *c, struct read_item *it) {
+/* Starts the next replica of `it`, or settles it when none is left.  With
+ * `defer_hash`, a same-host copy is not hashed here: true tells the caller
+ * that it->hash is its to fill (read_all hands that to a second thread). */
+static bool read_next(cr_client *c, struct read_item *it, bool defer_hash) {
     it->active = false;
     if (it->tried == it->ranked) {
         it->done = true;
         it->out->status = it->ranked == 0 ? CR_ERR_IO : it->status;
         if (it->ranked == 0) snprintf(it->why, sizeof(it->why), "no complete replica to read");
-        return;
+        return false;
     }
     const struct cr_replica *r = &it->list->replicas[it->order[it->tried++]];
     /* Same host: copy and hash chunk by chunk now, while each chunk is in
      * cache, rather than a copy op and then a second pass to hash. */
+    bool hash_here = it->list->has_checksum && !defer_hash;
     it->mapped = cr_client_read_mapped(c->xfer, r, it->out->buf, it->out->len,
-                                       it->list->has_checksum ? &it->hash : NULL) == CR_OK;
+                                       hash_here ? &it->hash : NULL) == CR_OK;
     if (it->mapped) it->attempt = (struct attempt){0}; /* done, nothing in flight */
     else submit_replica(c, CR_XFER_READ, r, it->out->buf, it->out->len, &it->attempt);
     it->active = true;
+    return it->mapped && it->list->has_checksum && defer_hash;
 }
 
 /* Judges a finished attempt: a transfer failure or a checksum mismatch moves
@@ -308,7 +313,7 @@ static void read_judge(cr_client *c, struct read_item *it) {
     if (it->attempt.status != CR_OK) {
         it->status = it->attempt.status;
         snprintf(it->why, sizeof(it->why), "replica on '%s': %s", seg, it->attempt.why);
-        read_next(c, it);
+        read_next(c, it, false);
         return;
     }
     /* An empty object has no bytes that eviction could have reused under it. */
@@ -328,22 +333,50 @@ static void read_judge(cr_client *c, struct read_item *it) {
         it->status = CR_ERR_CHECKSUM;
         snprintf(it->why, sizeof(it->why), "replica on '%s': bytes do not match the put's "
                  "checksum", seg);
-        read_next(c, it);
+        read_next(c, it, false);
         return;
     }
     it->done = true;
     it->out->status = CR_OK;
 }
 
+/* Whether a batch has enough checksummed bytes to verify on a second
+ * thread (client_verify.h): at least two objects and CR_VERIFY_MIN_BYTES
+ * (counted before knowing which replicas are same-host: a tcp batch starts
+ * the helper for nothing, a thread's start against a transfer of 2 MiB+). */
+static bool verify_piped(const struct read_item *items, size_t n) {
+    /* Off unless CRESCENT_VERIFY_THREAD=1: on a machine whose cores are all
+     * busy the helper rarely runs and the split measured slower (bench/
+     * RESULTS.md).  Read per batch, so a benchmark compares both in one
+     * process. */
+    const char *env = getenv("CRESCENT_VERIFY_THREAD");
+    if (env == NULL || strcmp(env, "1") != 0) return false;
+    size_t bytes = 0, objects = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].done || !items[i].list->has_checksum) continue;
+        bytes += items[i].out->len;
+        objects++;
+    }
+    return objects >= 2 && bytes >= CR_VERIFY_MIN_BYTES;
+}
+
 /* Reads every item whose list is usable into its buffer: all first attempts
- * in parallel, then rounds of fallbacks for the failed ones. */
+ * in parallel, then rounds of fallbacks for the failed ones.  A big batch's
+ * same-host copies are hashed on a second thread while this one copies the
+ * next (client_verify.h); every hash is in before any item is judged. */
 static void read_all(cr_client *c, struct read_item *items, size_t n) {
+    struct cr_verify_pipe *pipe = verify_piped(items, n) ? cr_verify_start(n) : NULL;
     for (size_t i = 0; i < n; i++) {
         struct read_item *it = &items[i];
-        if (it->done) continue;
-        it->ranked = cr_client_rank_replicas(c, it->list, it->order);
-        read_next(c, it);
+        bool deferred = false;
+        if (!it->done) {
+            it->ranked = cr_client_rank_replicas(c, it->list, it->order);
+            deferred = read_next(c, it, pipe != NULL && cr_verify_keeping_up(pipe, i));
+        }
+        if (pipe != NULL)
+            cr_verify_publish(pipe, i, deferred ? it->out->buf : NULL, it->out->len, &it->hash);
     }
+    if (pipe != NULL) cr_verify_finish(pipe);
     for (bool again = true; again;) {
         cr_client_drain(c);
         again = false;
