@@ -142,14 +142,28 @@ def _decode(value):
     return value
 
 
-@pytest.fixture
-def master(daemon):
-    """crescentd without a local segment: every byte lives in the engines'."""
+def start_master(daemon, lease_ms, client_ttl_s):
     rpc_port = free_port()
-    d = daemon("--rpc-address", f"tcp://127.0.0.1:{rpc_port}", "--default-kv-lease-ttl", "500",
-               "--client-ttl", "2")
+    d = daemon("--rpc-address", f"tcp://127.0.0.1:{rpc_port}", "--default-kv-lease-ttl",
+               str(lease_ms), "--client-ttl", str(client_ttl_s))
     d.rpc = f"127.0.0.1:{rpc_port}"
     return d
+
+
+@pytest.fixture
+def master(daemon):
+    """crescentd without a local segment: every byte lives in the engines'.
+    Its 500 ms lease is the reference master's in the side-by-side tests,
+    which wait it out."""
+    return start_master(daemon, 500, 2)
+
+
+@pytest.fixture
+def roomy_master(daemon):
+    """As `master`, with leases and a client TTL that a loaded machine cannot
+    outrun between a call and the next (a 500 ms lease ran out inside one
+    batch_get_into of 8 MiB with load 30 on two cores)."""
+    return start_master(daemon, 10000, 10)
 
 
 @pytest.fixture
@@ -254,13 +268,13 @@ def test_setup_forms(master, peers):
                  f"'master_server_addr': '127.0.0.1:{free_port()}', 'timeout_ms': 300}})") < 0
 
 
-def test_two_engines_each_host_a_segment(master, peers):
+def test_two_engines_each_host_a_segment(roomy_master, peers):
     """Prefill stores tensors in the pool, decode reads them back bitwise;
     each process's memory is a segment; close unmounts it."""
     prefill, decode = peers(), peers()
-    assert setup_engine(prefill, master) == 0 and setup_engine(decode, master) == 0
+    assert setup_engine(prefill, roomy_master) == 0 and setup_engine(decode, roomy_master) == 0
     names = {prefill.call("get_hostname"), decode.call("get_hostname")}
-    assert set(segments(master)) == names
+    assert set(segments(roomy_master)) == names
     blocks = 32
     prefill.run(f"""
 import torch
@@ -270,7 +284,7 @@ bufs["ts"] = ts
 result = store.batch_put_from([f"blk{{i}}" for i in range({blocks})],
                               [t.data_ptr() for t in ts], [t.numel() * 4 for t in ts])
 """)
-    used = sum(s["used_bytes"] for s in segments(master).values())
+    used = sum(s["used_bytes"] for s in segments(roomy_master).values())
     assert used >= blocks * 256 * 1024
     got = decode.run(f"""
 import torch, hashlib
@@ -289,7 +303,7 @@ result = [n, [hashlib.sha256(t.numpy().tobytes()).hexdigest() for t in out]]
     assert decode.run("result = store.get_tensor('nope')") is None
     # prefill leaves: its segment goes, and objects stored only there with it
     assert prefill.call("close") == 0
-    assert set(segments(master)) == {decode.call("get_hostname")}
+    assert set(segments(roomy_master)) == {decode.call("get_hostname")}
     lost = decode.call("batch_is_exist", [f"blk{i}" for i in range(blocks)])
     assert all(x in (0, 1) for x in lost)
     for i, there in enumerate(lost):
@@ -336,12 +350,15 @@ def test_exit_and_kill_unmount(master, peers):
     wait_for(lambda: not segments(master), "the killed engine's segment to expire", timeout=30)
 
 
-def test_remove_under_lease_and_duplicate_put(master, peers):
+def test_remove_under_lease_and_duplicate_put(daemon, peers):
+    # A 3 s lease: the remove right after the get must still find it (a
+    # loaded machine can take more than 500 ms between the two calls).
+    master = start_master(daemon, 3000, 2)
     p, q = peers(), peers()
     assert setup_engine(p, master) == 0 and setup_engine(q, master, size=0) == 0
     assert p.call("put", "k", b"a" * 4096) == 0
     assert q.call("put", "k", b"b" * 4096) == 0                # duplicate: success, first kept
-    assert q.call("get", "k") == b"a" * 4096                   # takes a 500 ms lease
+    assert q.call("get", "k") == b"a" * 4096                   # takes a 3 s lease
     assert p.call("remove", "k") == -706
     wait_for(lambda: p.call("remove", "k") == 0, "the lease to expire", timeout=20)
     assert q.call("is_exist", "k") == 0 and q.call("get", "k") == b""
