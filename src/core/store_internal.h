@@ -4,6 +4,7 @@
 #ifndef CRESCENT_CORE_STORE_INTERNAL_H
 #define CRESCENT_CORE_STORE_INTERNAL_H
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +233,21 @@ int cr_store_fail(cr_store *store, int status, const char *fmt, ...)
  * allocator's bound on allocations per segment bounds these objects too. */
 static inline uint64_t cr_store_alloc_bytes(uint64_t value_length) {
     return value_length > 0 ? value_length : 1;
+}
+
+/* What replica r charges its tenant: memory replicas only.  A disk or
+ * local_disk replica takes no segment space, and tenant quotas are on the
+ * memory pool (docs/tiers.md). */
+static inline uint64_t cr_store_rep_charge(const struct cr_store_obj *obj, uint32_t r) {
+    assert(r < obj->replica_count);
+    return cr_store_rep_memory(&obj->replicas[r]) ? cr_store_alloc_bytes(obj->size) : 0;
+}
+
+/* What all of an object's replicas charge its tenant. */
+static inline uint64_t cr_store_obj_charge(const struct cr_store_obj *obj) {
+    uint64_t bytes = 0;
+    for (uint32_t r = 0; r < obj->replica_count; r++) bytes += cr_store_rep_charge(obj, r);
+    return bytes;
 }
 
 static inline struct cr_store_obj *cr_store_obj_at(const cr_store *store, uint32_t id) {

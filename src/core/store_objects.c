@@ -213,9 +213,8 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
         else
             cr_store_replica_release(store, rep);
     }
+    cr_store_tenant_charge(store, obj->tenant, cr_store_obj_charge(obj), false);
     store->replica_count -= obj->replica_count;
-    cr_store_tenant_charge(store, obj->tenant, cr_store_alloc_bytes(obj->size) * obj->replica_count,
-                           false);
     cr_store_obj_free_key(obj);
     free(obj->meta);
     uint32_t generation = obj->generation + 1;

@@ -122,8 +122,8 @@ void cr_store_remove_all_cancel(cr_store *store, struct cr_store_remove_all_run 
 /* Drops replica r (already released or parked by the caller's choice). */
 static void obj_drop_replica(cr_store *store, struct cr_store_obj *obj, uint32_t r) {
     assert(r < obj->replica_count);
+    cr_store_tenant_charge(store, obj->tenant, cr_store_rep_charge(obj, r), false);
     cr_store_replica_release(store, &obj->replicas[r]);
-    cr_store_tenant_charge(store, obj->tenant, cr_store_alloc_bytes(obj->size), false);
     obj->replicas[r] = obj->replicas[--obj->replica_count];
     store->replica_count--;
 }

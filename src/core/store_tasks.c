@@ -34,8 +34,8 @@ static struct cr_store_obj *ref_object(cr_store *store, const struct cr_store_ta
 }
 
 static void drop_replica(cr_store *store, struct cr_store_obj *obj, uint32_t r) {
+    cr_store_tenant_charge(store, obj->tenant, cr_store_rep_charge(obj, r), false);
     cr_store_replica_release(store, &obj->replicas[r]);
-    cr_store_tenant_charge(store, obj->tenant, cr_store_alloc_bytes(obj->size), false);
     obj->replicas[r] = obj->replicas[--obj->replica_count];
     store->replica_count--;
 }

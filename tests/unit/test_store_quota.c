@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "core/store.h"
+#include "core/store_tiers.h"
 #include "crescent/error.h"
 
 #define KIB 1024ull
@@ -78,6 +79,31 @@ static void test_charged_per_replica_and_refused_past_the_quota(void **state) {
     cr_store_destroy(s);
 }
 
+/* A disk or local_disk replica takes no memory: it charges nothing, and the
+ * object's removal takes back its memory replicas' bytes only (crescentd
+ * aborted on the charge going below zero when the file tier was on). */
+static void test_disk_replicas_charge_nothing(void **state) {
+    (void)state;
+    cr_store *s = make(64 * MIB);
+    assert_int_equal(put(s, "t1", "a", 8 * KIB, 1, true), CR_OK);
+    assert_int_equal(put(s, "t1", "b", 8 * KIB, 1, true), CR_OK);
+    struct cr_store_key a, b;
+    cr_store_key_make("t1", "a", 1, &a);
+    cr_store_key_make("t1", "b", 1, &b);
+    assert_int_equal(cr_store_add_disk_replica(s, &a, "/fs/t1/a.obj", 8 * KIB, 0, 2), CR_OK);
+    assert_int_equal(cr_store_add_local_disk_replica(s, &b, "seg0", 0, 2), CR_OK);
+    assert_int_equal(charged(s, "t1"), 16 * KIB);
+    assert_int_equal(cr_store_remove(s, "t1", "a", 1, false, 3), CR_OK);
+    assert_int_equal(charged(s, "t1"), 8 * KIB);
+    uint32_t dropped = 0;
+    assert_int_equal(cr_store_drop_medium(s, &b, CR_MEDIUM_LOCAL_DISK, "seg0", &dropped), CR_OK);
+    assert_int_equal(dropped, 1);
+    assert_int_equal(charged(s, "t1"), 8 * KIB);
+    assert_int_equal(cr_store_remove(s, "t1", "b", 1, false, 4), CR_OK);
+    assert_int_equal(charged(s, "t1"), 0);
+    cr_store_destroy(s);
+}
+
 static void test_policy_set_later_sees_what_is_held(void **state) {
     (void)state;
     cr_store *s = make(64 * MIB);
@@ -121,6 +147,7 @@ static void test_effective_quota_is_a_share_past_the_capacity(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_charged_per_replica_and_refused_past_the_quota),
+        cmocka_unit_test(test_disk_replicas_charge_nothing),
         cmocka_unit_test(test_policy_set_later_sees_what_is_held),
         cmocka_unit_test(test_effective_quota_is_a_share_past_the_capacity),
     };
