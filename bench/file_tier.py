@@ -79,7 +79,9 @@ class Cluster:
                 "--replay-address", f"tcp://127.0.0.1:{free_port()}", *extra]
         if root is not None:
             args.append(f"--root_fs_dir={root}")
-        self.d = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.log_path = self.json_path + ".log"  # crescentd's log, shown when a round fails
+        self.log = open(self.log_path, "wb")
+        self.d = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         wait(lambda: self._up(), "crescentd")
         self.s = subprocess.Popen(
             [os.path.join(BIN, "crescent-store"), "--master", self.rpc, "--segment-name", "seg0",
@@ -178,7 +180,7 @@ def put_round(root, count):
     p = subprocess.run([os.path.join(BIN, "crescent-bench"), "--rpc", c.client_rpc, "--workload",
                         "put-bytes", "--object-bytes", str(MIB), "--count", str(count),
                         "--warmup", "0.5", "--json", c.json_path], capture_output=True,
-                       text=True, env=env, timeout=300)
+                       text=True, env=env, timeout=120)
     if p.returncode != 0:  # say why, and let the caller retry
         c.close()
         print(f"crescent-bench failed ({p.returncode}): {p.stdout[-300:]} {p.stderr[-300:]}",
@@ -186,7 +188,13 @@ def put_round(root, count):
         return None, 0
     with open(c.json_path) as f:
         ops = json.load(f)["throughput_ops_s"]
-    reported = metric(c.http, "crescent_segments_file_tier_reported_total") or 0
+    try:
+        reported = metric(c.http, "crescent_segments_file_tier_reported_total") or 0
+    except OSError:  # crescentd gone after the measured puts: say so, keep the number
+        reported = -1
+        with open(c.log_path, "rb") as f:
+            print("crescentd stopped during the round's cleanup:",
+                  f.read().decode(errors="replace").splitlines()[-1], flush=True)
     c.close()
     if root is not None:
         shutil.rmtree(os.path.join(root, "mooncake_cluster"), ignore_errors=True)
