@@ -43,7 +43,7 @@ const server_dirs = [_][]const u8{ "src/daemon", "src/ha", "src/durable", "src/a
 /// client that resolves an etcd:// endpoint's leader (src/ha/etcd*.c).
 const client_dirs = [_][]const u8{"src/client"};
 const client_shared_dirs = [_][]const u8{"src/rdma"};
-const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c", "src/core/xfer_cap.c", "src/core/file_tier.c", "src/ha/etcd.c", "src/ha/etcd_json.c" };
+const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c", "src/core/xfer_cap.c", "src/core/file_tier.c", "src/core/histogram.c", "src/ha/etcd.c", "src/ha/etcd_json.c" };
 
 const Sources = struct {
     server: []const []const u8,

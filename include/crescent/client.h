@@ -488,6 +488,39 @@ struct cr_file_tier_stats {
     uint64_t reports_refused;     /* persists crescentd did not record */
 };
 void cr_client_file_tier_stats(cr_client *c, struct cr_file_tier_stats *out);
+
+/* ---- read latency per tier (docs/tiers.md, "Read latency") ------------- *
+ * Every get of this client that returns an object's bytes, checked, counts
+ * the time its read of the replica took, from the start of that replica's
+ * read to its verdict (a memory replica: the transfer or same-host copy and
+ * the XXH3; a file: open, read, XXH3), under the replica's tier.  crescentd
+ * never sees a read (clients read replicas directly), so these live here;
+ * an engine exports them with its own metrics, e.g. with
+ * cr_client_read_latency_metrics. */
+enum cr_read_tier {
+    CR_READ_TIER_MEMORY = 0,     /* "memory": a mounted segment */
+    CR_READ_TIER_DISK = 1,       /* "disk": the shared file tier */
+    CR_READ_TIER_LOCAL_DISK = 2, /* "local_disk": a store server's SSD tier */
+};
+#define CR_READ_TIERS 3
+#define CR_READ_LATENCY_BOUNDS 19u
+
+struct cr_read_latency {
+    uint64_t count;                                 /* reads counted */
+    uint64_t sum_ns;                                /* their total time */
+    uint64_t bound_ns[CR_READ_LATENCY_BOUNDS];      /* bucket upper bounds, 10 us .. 10 s */
+    uint64_t buckets[CR_READ_LATENCY_BOUNDS + 1];   /* reads per bucket (not cumulative); last: +Inf */
+};
+
+/* One tier's histogram.  CR_OK, or CR_ERR_INVALID_PARAMS for a tier out of
+ * range. */
+int cr_client_read_latency(cr_client *c, int tier, struct cr_read_latency *out);
+
+/* The three as Prometheus text (one histogram family,
+ * crescent_client_read_latency_seconds{tier="memory"|"disk"|"local_disk"}),
+ * NUL-terminated in buf.  *len (when not NULL) gets the text's length.
+ * CR_OK, or CR_ERR_INVALID_PARAMS when cap is too small (8 KiB suffices). */
+int cr_client_read_latency_metrics(cr_client *c, char *buf, size_t cap, size_t *len);
 /* ---- copy/move tasks (seed 004) --------------------------------------- *
  * A task copies a complete object onto other segments (copy) or onto one
  * other segment, dropping the source replica (move).  crescentd reserves the

@@ -107,6 +107,15 @@ def _load():
                   "to its path): " + "; ".join(errors))
 
 
+class ReadLatency(ctypes.Structure):
+    """struct cr_read_latency (include/crescent/client.h): one tier's reads."""
+    _fields_ = [("count", c_u64), ("sum_ns", c_u64), ("bound_ns", c_u64 * 19),
+                ("buckets", c_u64 * 20)]
+
+
+READ_TIERS = ("memory", "disk", "local_disk")  # enum cr_read_tier's order
+
+
 def _declare(lib):
     P = ctypes.POINTER
     sigs = {
@@ -143,6 +152,8 @@ def _declare(lib):
         "cr_client_replica_list_free": (None, [P(ReplicaList)]),
         "cr_client_replica_lists_free": (None, [P(ReplicaLists)]),
         "cr_client_status_list_free": (None, [P(StatusList)]),
+        "cr_client_read_latency": (c_int, [c_void_p, c_int, P(ReadLatency)]),
+        "cr_client_read_latency_metrics": (c_int, [c_void_p, c_char_p, c_size_t, P(c_size_t)]),
         "cr_status_name": (c_char_p, [c_int]),
         "cr_strerror": (c_char_p, [c_int]),
     }

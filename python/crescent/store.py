@@ -380,6 +380,31 @@ class Store:
 
     # ---- plumbing -------------------------------------------------------------
 
+    def read_latency(self):
+        """This client's read latency per tier (docs/tiers.md, "Read latency"):
+        {"memory"|"disk"|"local_disk": {"count": n, "sum_seconds": s,
+        "buckets": [(upper bound in seconds or inf, reads up to it), ...]}},
+        cumulative as Prometheus histograms."""
+        out = {}
+        for tier, name in enumerate(_lib.READ_TIERS):
+            h = _lib.ReadLatency()
+            self._check(lib.cr_client_read_latency(self._need(), tier, ctypes.byref(h)),
+                        "read_latency")
+            cumulative, buckets = 0, []
+            for b in range(20):
+                cumulative += h.buckets[b]
+                buckets.append((h.bound_ns[b] / 1e9 if b < 19 else float("inf"), cumulative))
+            out[name] = {"count": h.count, "sum_seconds": h.sum_ns / 1e9, "buckets": buckets}
+        return out
+
+    def read_latency_metrics(self):
+        """The same as Prometheus text (crescent_client_read_latency_seconds)."""
+        buf = ctypes.create_string_buffer(16384)
+        n = ctypes.c_size_t()
+        self._check(lib.cr_client_read_latency_metrics(self._need(), buf, len(buf),
+                                                       ctypes.byref(n)), "read_latency_metrics")
+        return buf.raw[:n.value].decode()
+
     def _need(self):
         if self._client is None:
             raise CrescentError(-600, "the Store is not set up (call setup first)")

@@ -277,6 +277,7 @@ struct read_item {
     bool mapped;              /* the attempt copied from a same-host mapping, and */
     uint64_t hash;            /* (checksummed lists) the XXH3-64 of what it wrote */
     int status;               /* the latest failure */
+    uint64_t attempt_ns;      /* when the latest replica's read started */
     char why[CR_XFER_MESSAGE_MAX + 96];
 };
 
@@ -292,6 +293,7 @@ static bool read_next(cr_client *c, struct read_item *it, bool defer_hash) {
         return false;
     }
     const struct cr_replica *r = &it->list->replicas[it->order[it->tried++]];
+    it->attempt_ns = cr_client_now_ns();
     /* Same host: copy and hash chunk by chunk now, while each chunk is in
      * cache, rather than a copy op and then a second pass to hash. */
     bool hash_here = it->list->has_checksum && !defer_hash;
@@ -338,6 +340,9 @@ static void read_judge(cr_client *c, struct read_item *it) {
     }
     it->done = true;
     it->out->status = CR_OK;
+    cr_client_read_observe(c, r->medium == CR_MEDIUM_LOCAL_DISK ? CR_READ_TIER_LOCAL_DISK
+                                                                : CR_READ_TIER_MEMORY,
+                           cr_client_now_ns() - it->attempt_ns);
 }
 
 /* Whether a batch has enough checksummed bytes to verify on a second
@@ -561,20 +566,37 @@ int cr_client_put(cr_client *c, const char *tenant, const char *key, const void 
     if (rc == CR_OK) rc = cr_client_files_check(c);
     if (rc != CR_OK) return rc;
     cr_client_files_poll(c);
-    uint64_t checksum = XXH3_64bits(data, len); /* before the bytes leave */
+    /* The checksum before the bytes leave; with the file tier, computed
+     * while copying them for its writer (one read of the caller's bytes). */
+    void *copy = NULL;
+    struct cr_files_job *persist = cr_client_files_reserve(c, tenant, key, len, &copy);
+    uint64_t checksum;
+    if (persist != NULL) {
+        XXH3_state_t state;
+        XXH3_64bits_reset(&state);
+        cr_copy_hashed(&state, copy, data, len);
+        checksum = XXH3_64bits_digest(&state);
+    } else {
+        checksum = XXH3_64bits(data, len);
+    }
     struct cr_put_item start = {.key = key, .size_bytes = len, .config = config};
     struct cr_replica_list list;
     rc = cr_client_put_start(c, tenant, &start, &list);
-    if (rc != CR_OK) return rc;
+    if (rc != CR_OK) {
+        cr_client_files_cancel(c, persist);
+        return rc;
+    }
     char why[1][256] = {""};
     int status = CR_OK;
     write_all(c, &list, &item, &status, why, 1);
     cr_client_replica_list_free(&list);
     if (status == CR_OK) {
         rc = cr_client_put_end_checksum(c, tenant, key, checksum);
-        if (rc == CR_OK) cr_client_files_enqueue(c, tenant, key, data, len, checksum);
+        if (rc == CR_OK && persist != NULL) cr_client_files_commit(c, persist, checksum);
+        else cr_client_files_cancel(c, persist);
         return rc;
     }
+    cr_client_files_cancel(c, persist);
     int revoked = cr_client_put_revoke(c, tenant, key);
     return cr_client_fail(c, status, "put '%s' revoked%s: %s", key,
                           revoked == CR_OK ? "" : " (the revoke failed too: the master frees "
@@ -584,7 +606,7 @@ int cr_client_put(cr_client *c, const char *tenant, const char *key, const void 
 /* Ends the items written whole (with their checksums) and revokes the rest,
  * one RPC each; item statuses are updated from the answers. */
 static int end_or_revoke_batch(cr_client *c, const char *tenant, struct cr_put_data *items,
-                               const int *written, size_t count) {
+                               const int *written, size_t count, uint64_t *item_sums) {
     const char **end_keys = malloc(count * sizeof(*end_keys));
     const char **rev_keys = malloc(count * sizeof(*rev_keys));
     uint64_t *sums = malloc(count * sizeof(*sums));
@@ -599,7 +621,7 @@ static int end_or_revoke_batch(cr_client *c, const char *tenant, struct cr_put_d
             continue;
         }
         end_at[ends] = i;
-        sums[ends] = XXH3_64bits(items[i].data, items[i].len);
+        sums[ends] = item_sums[i] = XXH3_64bits(items[i].data, items[i].len);
         end_keys[ends++] = items[i].key;
     }
     struct cr_status_list st = {0};
@@ -629,8 +651,9 @@ int cr_client_batch_put(cr_client *c, const char *tenant, struct cr_put_data *it
     struct cr_put_item *starts = calloc(count, sizeof(*starts));
     int *written = calloc(count, sizeof(*written));
     char (*why)[256] = calloc(count, sizeof(*why));
-    if (starts == NULL || written == NULL || why == NULL) {
-        free(starts), free(written), free(why);
+    uint64_t *sums = calloc(count, sizeof(*sums)); /* hashed once, for PutEnd and the file */
+    if (starts == NULL || written == NULL || why == NULL || sums == NULL) {
+        free(starts), free(written), free(why), free(sums);
         return cr_client_fail(c, CR_ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < count; i++)
@@ -642,17 +665,17 @@ int cr_client_batch_put(cr_client *c, const char *tenant, struct cr_put_data *it
         for (size_t i = 0; i < count; i++) written[i] = items[i].status = lists.lists[i].status;
         write_all(c, lists.lists, items, written, why, count);
         cr_client_replica_lists_free(&lists);
-        rc = end_or_revoke_batch(c, tenant, items, written, count);
+        rc = end_or_revoke_batch(c, tenant, items, written, count, sums);
     }
     for (size_t i = 0; rc == CR_OK && c->files != NULL && i < count; i++)
         if (items[i].status == CR_OK)
             cr_client_files_enqueue(c, tenant, items[i].key, items[i].data, items[i].len,
-                                    XXH3_64bits(items[i].data, items[i].len));
+                                    sums[i]);
     for (size_t i = 0; rc == CR_OK && i < count; i++) /* say why the first one failed */
         if (items[i].status != CR_OK && why[i][0] != '\0') {
             snprintf(c->error, sizeof(c->error), "put '%s' revoked: %s", items[i].key, why[i]);
             break;
         }
-    free(starts), free(written), free(why);
+    free(starts), free(written), free(why), free(sums);
     return rc;
 }

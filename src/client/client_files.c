@@ -41,17 +41,31 @@
 #define REPORT_BATCH 64u      /* finished persists that trigger a report */
 #define REPORT_AGE_MS 50      /* or the age of the oldest unreported one */
 #define REPORT_MAX 256u       /* entries per DiskReplicaReport (on the stack) */
+/* Files the writer takes at once: their renames and directory fsyncs are
+ * done together, so one journal commit covers many (bench/RESULTS.md,
+ * "File tier"). */
+#define WRITE_BATCH 16u
+/* A job's buffer holds the file as it goes to disk (header, then value),
+ * aligned and padded for O_DIRECT. */
+#define DIRECT_ALIGN 4096u
+/* Written buffers kept for the next puts: a fresh 1 MiB malloc is an mmap,
+ * 256 page faults on first touch and an munmap (with a TLB shootdown to the
+ * other thread's CPU) when freed, on every put. */
+#define SPARE_MAX 8u
+#define SPARE_BYTES_MAX (32u << 20)
 
 enum cause { CAUSE_MISSING, CAUSE_READ_ONLY, CAUSE_FULL, CAUSE_OTHER, CAUSE_COUNT };
 static const char *const cause_names[CAUSE_COUNT] = {"missing", "read_only", "full", "other"};
 
-struct job {
-    struct job *next;
+struct cr_files_job {
+    struct cr_files_job *next;
     char *tenant;     /* points into the same allocation */
     char *key;
     size_t key_len;
     uint64_t len, checksum;
-    uint8_t *data;    /* malloc'd copy, freed once written */
+    uint8_t *buf;     /* header (hlen bytes), value, zero padding; NULL once written */
+    size_t cap;       /* bytes of buf: hlen + len rounded up to DIRECT_ALIGN */
+    size_t hlen;
     bool ok;          /* done: the file is in place */
     int64_t done_ms;
 };
@@ -62,13 +76,17 @@ struct cr_client_files {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake, idle;
-    struct job *head, *tail;      /* to write */
-    struct job *done_head, *done_tail;
+    struct cr_files_job *head, *tail;      /* to write */
+    struct cr_files_job *done_head, *done_tail;
     size_t done_count;
     size_t queued_bytes;
     size_t writing;               /* jobs taken by the writer, not done yet */
     bool stop;
     int64_t oldest_done_ms;
+    uint8_t *spare[SPARE_MAX];    /* written buffers to reuse (under mu) */
+    size_t spare_cap[SPARE_MAX];
+    size_t spares, spare_bytes;
+    bool direct_off;              /* the writer's own: O_DIRECT refused here, buffered writes */
     /* counters (under mu) */
     uint64_t persisted, persist_bytes, persist_failed, persist_dropped;
     uint64_t failures_by_cause[CAUSE_COUNT];
@@ -99,20 +117,12 @@ static enum cause cause_of(int err) {
 
 /* ---- the writer thread ------------------------------------------------------ */
 
-static bool write_all_fd(int fd, const struct iovec *iov_in, int n) {
-    struct iovec iov[2];
-    memcpy(iov, iov_in, (size_t)n * sizeof(iov[0]));
-    int at = 0;
-    while (at < n) {
-        ssize_t w = writev(fd, iov + at, n - at);
+static bool pwrite_all(int fd, const uint8_t *p, size_t len) {
+    for (off_t at = 0; len > 0;) {
+        ssize_t w = pwrite(fd, p, len, at);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return false;
-        size_t left = (size_t)w;
-        while (at < n && left >= iov[at].iov_len) left -= iov[at++].iov_len;
-        if (at < n) {
-            iov[at].iov_base = (uint8_t *)iov[at].iov_base + left;
-            iov[at].iov_len -= left;
-        }
+        p += w, at += w, len -= (size_t)w;
     }
     return true;
 }
@@ -130,13 +140,7 @@ static int make_parents(char *path, size_t dir_len) {
     return 0;
 }
 
-static int fsync_parent(const char *path) {
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    size_t n = slash != NULL ? (size_t)(slash - path) : 0;
-    if (n == 0 || n >= sizeof(dir)) return EINVAL;
-    memcpy(dir, path, n);
-    dir[n] = '\0';
+static int fsync_dir(const char *dir) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return errno;
     int rc = fsync(fd) == 0 ? 0 : errno;
@@ -144,37 +148,93 @@ static int fsync_parent(const char *path) {
     return rc;
 }
 
-/* Writes one object's file: header and bytes to a temporary name beside
- * it, fsync, rename over the name, fsync the directory.  Returns 0 or the
- * errno of the step that failed (the temporary file is removed). */
-static int persist_one(struct cr_client_files *f, const struct job *j, uint64_t seq) {
-    char name[CR_FILE_TIER_NAME_MAX];
-    if (cr_file_tier_name(j->tenant, j->key, j->key_len, name, sizeof(name)) == 0) return EINVAL;
-    char path[PATH_MAX], tmp[PATH_MAX + 64];
-    int n = snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    if (n < 0 || (size_t)n >= sizeof(path)) return ENAMETOOLONG;
-    int err = make_parents(path, strlen(f->dir));
-    if (err != 0) return err;
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%llu", path, (long)getpid(), (unsigned long long)seq);
-    uint8_t header[CR_FILE_TIER_HEADER_FIXED + CR_FILE_TIER_TENANT_MAX + CR_FILE_TIER_KEY_MAX];
-    size_t hlen = cr_file_tier_header_encode(j->tenant, j->key, j->key_len, j->len, j->checksum,
-                                             header, sizeof(header));
-    if (hlen == 0) return EINVAL;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return errno;
-    struct iovec iov[2] = {{header, hlen}, {j->data, j->len}};
-    err = write_all_fd(fd, iov, j->len > 0 ? 2 : 1) ? 0 : (errno != 0 ? errno : EIO);
-    if (err == 0 && fsync(fd) != 0) err = errno;
-    if (close(fd) != 0 && err == 0) err = errno;
-    if (err == 0 && rename(tmp, path) != 0) err = errno;
-    if (err != 0) {
-        unlink(tmp);
+/* Writes the job's buffer to `tmp` and makes it durable.  O_DIRECT where
+ * the file system takes it: the bytes go from the buffer to the device
+ * without a copy into the page cache and without later writeback work, CPU
+ * the puts need (a file is read only when its memory replica is gone, so
+ * caching it on write buys little).  The padded tail is cut off by
+ * ftruncate.  A file system that refuses O_DIRECT (tmpfs, some FUSE and
+ * network ones) gets buffered writes from then on. */
+static int write_tmp(struct cr_client_files *f, const struct cr_files_job *j, const char *tmp) {
+    size_t total = j->hlen + j->len;
+    for (;;) {
+        bool direct = !f->direct_off;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (direct ? O_DIRECT : 0),
+                      0644);
+        if (fd < 0 && direct && errno == EINVAL) {
+            f->direct_off = true;
+            continue;
+        }
+        if (fd < 0) return errno;
+        int err = 0;
+        if (!pwrite_all(fd, j->buf, direct ? j->cap : total)) err = errno != 0 ? errno : EIO;
+        if (err == EINVAL && direct) { /* alignment this device does not take */
+            close(fd);
+            unlink(tmp);
+            f->direct_off = true;
+            continue;
+        }
+        if (err == 0 && direct && ftruncate(fd, (off_t)total) != 0) err = errno;
+        if (err == 0 && fdatasync(fd) != 0) err = errno;
+        if (close(fd) != 0 && err == 0) err = errno;
+        if (err != 0) unlink(tmp);
         return err;
     }
-    return fsync_parent(path);
 }
 
-static void note_failure(struct cr_client_files *f, int err, const struct job *j) {
+/* Paths of one batch, allocated once per writer thread. */
+struct batch_paths {
+    char path[WRITE_BATCH][PATH_MAX];
+    char tmp[WRITE_BATCH][PATH_MAX + 64];
+};
+
+/* Persists up to WRITE_BATCH jobs: each written to a temporary name beside
+ * its file and fdatasync'd; then all renamed over their names; then each
+ * directory that got one fsync'd once.  A reader never sees a torn file
+ * under the real name.  errs[i] is 0 or the errno of the step that failed
+ * for jobs[i] (its temporary file removed). */
+static void persist_batch(struct cr_client_files *f, struct cr_files_job **jobs, size_t n,
+                          uint64_t *seq, struct batch_paths *p, int *errs) {
+    size_t dir_len = strlen(f->dir);
+    for (size_t i = 0; i < n; i++) {
+        const struct cr_files_job *j = jobs[i];
+        char name[CR_FILE_TIER_NAME_MAX];
+        errs[i] = 0;
+        if (cr_file_tier_name(j->tenant, j->key, j->key_len, name, sizeof(name)) == 0) {
+            errs[i] = EINVAL;
+            continue;
+        }
+        int len = snprintf(p->path[i], sizeof(p->path[i]), "%s/%s", f->dir, name);
+        if (len < 0 || (size_t)len >= sizeof(p->path[i])) {
+            errs[i] = ENAMETOOLONG;
+            continue;
+        }
+        errs[i] = make_parents(p->path[i], dir_len);
+        if (errs[i] != 0) continue;
+        snprintf(p->tmp[i], sizeof(p->tmp[i]), "%s.tmp.%ld.%llu", p->path[i], (long)getpid(),
+                 (unsigned long long)++*seq);
+        errs[i] = write_tmp(f, j, p->tmp[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (errs[i] != 0) continue;
+        if (rename(p->tmp[i], p->path[i]) != 0) {
+            errs[i] = errno;
+            unlink(p->tmp[i]);
+        }
+        *strrchr(p->path[i], '/') = '\0'; /* from here on: the file's directory */
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (errs[i] != 0) continue;
+        size_t k = 0; /* the first job of this directory fsyncs it, for all of them */
+        while (k < i && (errs[k] != 0 || strcmp(p->path[k], p->path[i]) != 0)) k++;
+        if (k < i) continue;
+        int err = fsync_dir(p->path[i]);
+        for (size_t m = i; err != 0 && m < n; m++)
+            if (errs[m] == 0 && strcmp(p->path[m], p->path[i]) == 0) errs[m] = err;
+    }
+}
+
+static void note_failure(struct cr_client_files *f, int err, const struct cr_files_job *j) {
     enum cause cause = cause_of(err);
     f->persist_failed++;
     f->failures_by_cause[cause]++;
@@ -186,40 +246,84 @@ static void note_failure(struct cr_client_files *f, int err, const struct job *j
             cause_names[cause]);
 }
 
+/* Keeps a written buffer for a later put, or says to free it (under mu). */
+static bool keep_spare(struct cr_client_files *f, uint8_t *buf, size_t cap) {
+    if (f->spares == SPARE_MAX || f->spare_bytes + cap > SPARE_BYTES_MAX) return false;
+    f->spare[f->spares] = buf;
+    f->spare_cap[f->spares++] = cap;
+    f->spare_bytes += cap;
+    return true;
+}
+
+/* The smallest spare buffer of at least `need` bytes, or NULL (under mu). */
+static uint8_t *take_spare(struct cr_client_files *f, size_t need, size_t *cap) {
+    size_t best = SPARE_MAX;
+    for (size_t i = 0; i < f->spares; i++)
+        if (f->spare_cap[i] >= need && (best == SPARE_MAX || f->spare_cap[i] < f->spare_cap[best]))
+            best = i;
+    if (best == SPARE_MAX) return NULL;
+    uint8_t *buf = f->spare[best];
+    *cap = f->spare_cap[best];
+    f->spare_bytes -= *cap;
+    f->spare[best] = f->spare[--f->spares];
+    f->spare_cap[best] = f->spare_cap[f->spares];
+    return buf;
+}
+
 static void *writer_main(void *arg) {
     struct cr_client_files *f = arg;
     uint64_t seq = 0;
+    struct batch_paths *paths = malloc(sizeof(*paths)); /* once per thread */
     pthread_mutex_lock(&f->mu);
     for (;;) {
         while (f->head == NULL && !f->stop) pthread_cond_wait(&f->wake, &f->mu);
         if (f->head == NULL) break; /* stopping, and nothing left */
-        struct job *j = f->head;
-        f->head = j->next;
-        if (f->head == NULL) f->tail = NULL;
-        f->writing++;
-        pthread_mutex_unlock(&f->mu);
-        int err = persist_one(f, j, ++seq);
-        free(j->data);
-        j->data = NULL;
-        pthread_mutex_lock(&f->mu);
-        f->writing--;
-        f->queued_bytes -= j->len;
-        j->ok = err == 0;
-        if (err == 0) {
-            f->persisted++;
-            f->persist_bytes += j->len;
-        } else {
-            note_failure(f, err, j);
+        struct cr_files_job *jobs[WRITE_BATCH];
+        int errs[WRITE_BATCH];
+        size_t n = 0;
+        while (f->head != NULL && n < (paths != NULL ? WRITE_BATCH : 1u)) {
+            jobs[n++] = f->head;
+            f->head = f->head->next;
         }
-        j->next = NULL;
-        j->done_ms = now_ms();
-        if (f->done_tail != NULL) f->done_tail->next = j;
-        else f->done_head = j, f->oldest_done_ms = j->done_ms;
-        f->done_tail = j;
-        f->done_count++;
+        if (f->head == NULL) f->tail = NULL;
+        f->writing += n;
+        pthread_mutex_unlock(&f->mu);
+        if (paths != NULL) {
+            persist_batch(f, jobs, n, &seq, paths, errs);
+        } else {
+            errs[0] = ENOMEM;
+        }
+        uint8_t *to_free[WRITE_BATCH];
+        size_t frees = 0;
+        pthread_mutex_lock(&f->mu);
+        int64_t now = now_ms();
+        for (size_t i = 0; i < n; i++) {
+            struct cr_files_job *j = jobs[i];
+            if (!keep_spare(f, j->buf, j->cap)) to_free[frees++] = j->buf;
+            j->buf = NULL;
+            f->queued_bytes -= j->len;
+            j->ok = errs[i] == 0;
+            if (errs[i] == 0) {
+                f->persisted++;
+                f->persist_bytes += j->len;
+            } else {
+                note_failure(f, errs[i], j);
+            }
+            j->next = NULL;
+            j->done_ms = now;
+            if (f->done_tail != NULL) f->done_tail->next = j;
+            else f->done_head = j, f->oldest_done_ms = now;
+            f->done_tail = j;
+            f->done_count++;
+        }
+        f->writing -= n;
         pthread_cond_broadcast(&f->idle);
+        pthread_mutex_unlock(&f->mu);
+        for (size_t i = 0; i < frees; i++) free(to_free[i]);
+        pthread_mutex_lock(&f->mu);
     }
     pthread_mutex_unlock(&f->mu);
+    free(paths);
     return NULL;
 }
 
@@ -240,6 +344,7 @@ static int master_file_tier(cr_client *c, char *root, size_t root_cap, char *clu
 }
 
 static void files_free(struct cr_client_files *f) {
+    for (size_t i = 0; i < f->spares; i++) free(f->spare[i]);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->wake);
     pthread_cond_destroy(&f->idle);
@@ -322,38 +427,98 @@ int cr_client_set_root_fs_dir(cr_client *c, const char *root_fs_dir) {
 
 /* ---- puts --------------------------------------------------------------------- */
 
-void cr_client_files_enqueue(cr_client *c, const char *tenant, const char *key, const void *data,
-                             size_t len, uint64_t checksum) {
+struct cr_files_job *cr_client_files_reserve(cr_client *c, const char *tenant, const char *key,
+                                             size_t len, void **value) {
     struct cr_client_files *f = c->files;
-    if (f == NULL) return;
+    *value = NULL;
+    if (f == NULL) return NULL;
     tenant = tenant != NULL && tenant[0] != '\0' ? tenant : "default";
     size_t tn = strlen(tenant), kn = strlen(key);
-    struct job *j = malloc(sizeof(*j) + tn + 1 + kn + 1);
-    uint8_t *copy = len > 0 ? malloc(len) : NULL;
+    size_t hlen = CR_FILE_TIER_HEADER_FIXED + tn + kn;
+    size_t need = (hlen + len + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+    /* The job itself is small (a malloc from the thread's cache); the
+     * buffer, the big one, is reused. */
+    struct cr_files_job *j = malloc(sizeof(*j) + tn + 1 + kn + 1);
+    uint8_t *buf = NULL;
+    size_t cap = 0;
     pthread_mutex_lock(&f->mu);
-    bool room = f->queued_bytes + len <= QUEUE_BYTES_MAX;
-    if (j == NULL || (len > 0 && copy == NULL) || !room) {
+    bool room = j != NULL && f->queued_bytes + len <= QUEUE_BYTES_MAX;
+    if (room) {
+        f->queued_bytes += len;
+        buf = take_spare(f, need, &cap);
+    } else {
+        f->persist_dropped++;
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (!room) {
+        free(j);
+        return NULL;
+    }
+    if (buf == NULL && posix_memalign((void **)&buf, DIRECT_ALIGN, need) == 0) cap = need;
+    if (buf == NULL) {
+        pthread_mutex_lock(&f->mu);
+        f->queued_bytes -= len;
         f->persist_dropped++;
         pthread_mutex_unlock(&f->mu);
-        free(j), free(copy);
-        return;
+        free(j);
+        return NULL;
     }
-    f->queued_bytes += len;
-    pthread_mutex_unlock(&f->mu);
-    /* The copy is the price of returning before the bytes are on disk: the
-     * caller may reuse its buffer at once. */
-    if (len > 0) memcpy(copy, data, len);
-    *j = (struct job){.tenant = (char *)(j + 1), .key_len = kn, .len = len,
-                      .checksum = checksum, .data = copy};
+    *j = (struct cr_files_job){.tenant = (char *)(j + 1), .key_len = kn, .len = len, .buf = buf,
+                      .cap = cap, .hlen = hlen};
     memcpy(j->tenant, tenant, tn + 1);
     j->key = j->tenant + tn + 1;
     memcpy(j->key, key, kn + 1);
+    *value = buf + hlen;
+    return j;
+}
+
+void cr_client_files_commit(cr_client *c, struct cr_files_job *j, uint64_t checksum) {
+    struct cr_client_files *f = c->files;
+    assert(f != NULL && j != NULL);
+    size_t hlen = cr_file_tier_header_encode(j->tenant, j->key, j->key_len, j->len, checksum,
+                                             j->buf, j->hlen);
+    assert(hlen == 0 || hlen == j->hlen);
+    /* Zeros after the value, not an earlier put's bytes, in the last block
+     * an O_DIRECT write sends (cut off by ftruncate, but on the device). */
+    memset(j->buf + j->hlen + j->len, 0, j->cap - j->hlen - j->len);
+    j->checksum = checksum;
     pthread_mutex_lock(&f->mu);
+    if (hlen == 0) { /* a key or tenant past the file tier's bounds: not persisted */
+        f->queued_bytes -= j->len;
+        f->persist_dropped++;
+        bool kept = keep_spare(f, j->buf, j->cap);
+        pthread_mutex_unlock(&f->mu);
+        if (!kept) free(j->buf);
+        free(j);
+        return;
+    }
     if (f->tail != NULL) f->tail->next = j;
     else f->head = j;
     f->tail = j;
     pthread_cond_signal(&f->wake);
     pthread_mutex_unlock(&f->mu);
+}
+
+void cr_client_files_cancel(cr_client *c, struct cr_files_job *j) {
+    struct cr_client_files *f = c->files;
+    if (f == NULL || j == NULL) return;
+    pthread_mutex_lock(&f->mu);
+    f->queued_bytes -= j->len;
+    bool kept = keep_spare(f, j->buf, j->cap);
+    pthread_mutex_unlock(&f->mu);
+    if (!kept) free(j->buf);
+    free(j);
+}
+
+void cr_client_files_enqueue(cr_client *c, const char *tenant, const char *key, const void *data,
+                             size_t len, uint64_t checksum) {
+    void *value;
+    struct cr_files_job *j = cr_client_files_reserve(c, tenant, key, len, &value);
+    if (j == NULL) return;
+    /* The copy is the price of returning before the bytes are on disk: the
+     * caller may reuse its buffer at once. */
+    if (len > 0) memcpy(value, data, len);
+    cr_client_files_commit(c, j, checksum);
 }
 
 /* ---- reports ------------------------------------------------------------------ */
@@ -394,7 +559,7 @@ static int send_report(cr_client *c, Crescent__Master__DiskReplicaReportRequest_
 
 /* Removes the file of a persist the master did not take (the object was
  * removed or replaced meanwhile): nothing would ever read or evict it. */
-static void unlink_refused(struct cr_client_files *f, const struct job *j) {
+static void unlink_refused(struct cr_client_files *f, const struct cr_files_job *j) {
     char name[CR_FILE_TIER_NAME_MAX], path[PATH_MAX];
     if (cr_file_tier_name(j->tenant, j->key, j->key_len, name, sizeof(name)) == 0) return;
     int n = snprintf(path, sizeof(path), "%s/%s", f->dir, name);
@@ -416,7 +581,7 @@ static void files_report(cr_client *c, bool force) {
     bool due = (f->done_count > 0 || failures) &&
                (force || f->done_count >= REPORT_BATCH ||
                 now_ms() - f->oldest_done_ms >= REPORT_AGE_MS);
-    struct job *list = due ? f->done_head : NULL;
+    struct cr_files_job *list = due ? f->done_head : NULL;
     if (due) {
         f->done_head = f->done_tail = NULL;
         f->done_count = 0;
@@ -432,11 +597,11 @@ static void files_report(cr_client *c, bool force) {
     while (list != NULL) {
         Crescent__Master__DiskReplicaReportRequest__Entry slots[REPORT_MAX];
         Crescent__Master__DiskReplicaReportRequest__Entry *entries[REPORT_MAX];
-        struct job *jobs[REPORT_MAX];
+        struct cr_files_job *jobs[REPORT_MAX];
         int statuses[REPORT_MAX];
         size_t n = 0;
         while (list != NULL && n < REPORT_MAX) {
-            struct job *j = list;
+            struct cr_files_job *j = list;
             list = j->next;
             if (!j->ok) {
                 free(j);
@@ -503,17 +668,6 @@ const struct cr_replica *cr_client_files_replica(const struct cr_replica_list *l
     return NULL;
 }
 
-static bool pread_all(int fd, void *buf, size_t len, off_t at) {
-    uint8_t *p = buf;
-    while (len > 0) {
-        ssize_t n = pread(fd, p, len, at);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        p += n, at += n, len -= (size_t)n;
-    }
-    return true;
-}
-
 /* Tells the master a disk replica is unusable (gone or corrupt), so that it
  * is dropped (with a store event) and never handed out again. */
 static void report_dropped(cr_client *c, const char *tenant, const char *key, uint64_t size) {
@@ -531,9 +685,27 @@ static void report_dropped(cr_client *c, const char *tenant, const char *key, ui
     pthread_mutex_unlock(&c->files->mu);
 }
 
+/* Reads the iovecs from offset 0 on: as many bytes as the file has up to
+ * their total.  Returns the bytes read, or -1 (errno set). */
+static ssize_t preadv_all(int fd, struct iovec *iov, int n) {
+    ssize_t total = 0;
+    while (n > 0) {
+        ssize_t r = preadv(fd, iov, n, total);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) break; /* end of file */
+        total += r;
+        while (n > 0 && (size_t)r >= iov->iov_len) r -= (ssize_t)iov->iov_len, iov++, n--;
+        if (n > 0) iov->iov_base = (uint8_t *)iov->iov_base + r, iov->iov_len -= (size_t)r;
+    }
+    return total;
+}
+
 /* Verdict of reading the file into buf: CR_OK, CR_ERR_CHECKSUM (the file
  * is not the object's: corrupt, torn, another key), CR_ERR_OBJECT_NOT_FOUND
- * (gone) or CR_ERR_IO (could not be read now). */
+ * (gone) or CR_ERR_IO (could not be read now).  The header's length follows
+ * from the tenant and key the caller asks for, so header, value and one
+ * byte more (there must be none) come in one preadv: open, preadv, close. */
 static int read_file(const char *path, const char *tenant, const char *key, uint64_t size,
                      bool has_sum, uint64_t sum, void *buf, char *why, size_t why_len) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -542,30 +714,37 @@ static int read_file(const char *path, const char *tenant, const char *key, uint
         snprintf(why, why_len, "cannot open %s: %s", path, strerror(err));
         return err == ENOENT ? CR_ERR_OBJECT_NOT_FOUND : CR_ERR_IO;
     }
-    struct stat st;
+    const char *t = tenant != NULL && tenant[0] != '\0' ? tenant : "default";
+    size_t key_len = strlen(key);
+    size_t hlen = CR_FILE_TIER_HEADER_FIXED + strlen(t) + key_len;
     uint8_t head[CR_FILE_TIER_HEADER_FIXED + CR_FILE_TIER_TENANT_MAX + CR_FILE_TIER_KEY_MAX];
+    uint8_t extra;
     int rc = CR_ERR_CHECKSUM;
     struct cr_file_tier_header h;
-    size_t want = sizeof(head);
-    if (fstat(fd, &st) != 0) {
-        snprintf(why, why_len, "cannot stat %s: %s", path, strerror(errno));
-        rc = CR_ERR_IO;
-    } else {
-        if ((uint64_t)st.st_size < want) want = (size_t)st.st_size;
-        if (!pread_all(fd, head, want, 0) ||
-            cr_file_tier_header_decode(head, want, &h) != CR_FILE_TIER_OK)
-            snprintf(why, why_len, "%s has no whole header (torn or not a crescent file)", path);
-        else if (!cr_file_tier_header_matches(&h, tenant, key, strlen(key), size) ||
-                 (uint64_t)st.st_size != h.header_len + size || (has_sum && h.value_xxh3 != sum))
-            snprintf(why, why_len, "%s holds another object or another put of it", path);
-        else if (size > 0 && !pread_all(fd, buf, size, h.header_len))
-            snprintf(why, why_len, "%s: read failed: %s", path, strerror(errno));
-        else if (XXH3_64bits(buf, size) != h.value_xxh3)
-            snprintf(why, why_len, "%s: bytes do not match their checksum", path);
-        else
-            rc = CR_OK;
+    if (hlen > sizeof(head)) {
+        snprintf(why, why_len, "key or tenant too long for the file tier");
+        close(fd);
+        return CR_ERR_INVALID_PARAMS;
     }
+    struct iovec iov[3] = {{head, hlen}, {buf, (size_t)size}, {&extra, 1}};
+    ssize_t got = preadv_all(fd, iov, 3);
     close(fd);
+    if (got < 0) {
+        snprintf(why, why_len, "%s: read failed: %s", path, strerror(errno));
+        return CR_ERR_IO;
+    }
+    if ((size_t)got < hlen || cr_file_tier_header_decode(head, hlen, &h) != CR_FILE_TIER_OK)
+        snprintf(why, why_len, "%s has no whole header (torn or not a crescent file)", path);
+    else if (h.header_len != hlen || !cr_file_tier_header_matches(&h, tenant, key, key_len, size) ||
+             (has_sum && h.value_xxh3 != sum))
+        snprintf(why, why_len, "%s holds another object or another put of it", path);
+    else if ((uint64_t)got != hlen + size)
+        snprintf(why, why_len, "%s is %s than its header says (torn or appended to)", path,
+                 (uint64_t)got < hlen + size ? "shorter" : "longer");
+    else if (XXH3_64bits(buf, size) != h.value_xxh3)
+        snprintf(why, why_len, "%s: bytes do not match their checksum", path);
+    else
+        rc = CR_OK;
     return rc;
 }
 
@@ -596,12 +775,13 @@ int cr_client_files_read(cr_client *c, const char *tenant, const char *key,
     int rc = read_file(disk->file_path, tenant, key, disk->object_size, list->has_checksum,
                        list->checksum_xxh3, buf, why, why_len);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t took = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
+    if (rc == CR_OK) cr_client_read_observe(c, CR_READ_TIER_DISK, took);
     pthread_mutex_lock(&f->mu);
     f->reads++;
     if (rc == CR_OK) f->read_bytes += disk->object_size;
     else f->read_failures++;
-    f->read_ns_total +=
-        (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec));
+    f->read_ns_total += took;
     pthread_mutex_unlock(&f->mu);
     if (rc == CR_ERR_CHECKSUM || rc == CR_ERR_OBJECT_NOT_FOUND)
         report_dropped(c, tenant, key, disk->object_size);
@@ -646,9 +826,9 @@ void cr_client_files_close(cr_client *c) {
     pthread_mutex_unlock(&f->mu);
     pthread_join(f->thread, NULL);
     files_report(c, true);
-    struct job *j = f->done_head;
+    struct cr_files_job *j = f->done_head;
     while (j != NULL) {
-        struct job *next = j->next;
+        struct cr_files_job *next = j->next;
         free(j);
         j = next;
     }

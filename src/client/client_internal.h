@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/histogram.h"
 #include "crescent/client.h"
 #include "master.pb-c.h"
 #include "msgs/pb_wire.h"
@@ -102,6 +103,8 @@ struct cr_client {
     char *root_fs_dir;           /* cr_client_set_root_fs_dir; NULL: the environment */
     struct cr_client_files *files;
     char files_refusal[768];
+    /* Read latency per tier (client_latency.c). */
+    struct cr_histogram read_latency[CR_READ_TIERS];
 };
 
 /* What the allocation-free scanner reads from a response body: field 1
@@ -241,6 +244,13 @@ void cr_client_submit_window(cr_client *c, enum cr_xfer_opcode opcode, const str
                              uint64_t object_len, uint64_t offset, uint8_t *base, size_t len,
                              struct attempt *a);
 
+/* ---- client_latency.c: read latency per tier ---- */
+
+uint64_t cr_client_now_ns(void);
+/* Counts one read of `ns` that returned an object's bytes under `tier`
+ * (enum cr_read_tier). */
+void cr_client_read_observe(cr_client *c, int tier, uint64_t ns);
+
 /* ---- client_files.c: the shared file tier ---- */
 
 /* At the first put/get: asks crescentd for its file tier and starts the
@@ -250,6 +260,16 @@ int cr_client_files_check(cr_client *c);
 /* Queues a persist of a put that succeeded (no-op without the tier). */
 void cr_client_files_enqueue(cr_client *c, const char *tenant, const char *key, const void *data,
                              size_t len, uint64_t checksum);
+/* The same in steps, so that a put copies its value for the writer while
+ * it hashes it (one pass over the caller's bytes, not two): reserve a
+ * buffer (NULL: no tier, or the queue is full and the persist is counted
+ * dropped) and fill *value with the len bytes, then commit (the put
+ * succeeded) or cancel (it did not). */
+struct cr_files_job;
+struct cr_files_job *cr_client_files_reserve(cr_client *c, const char *tenant, const char *key,
+                                             size_t len, void **value);
+void cr_client_files_commit(cr_client *c, struct cr_files_job *j, uint64_t checksum);
+void cr_client_files_cancel(cr_client *c, struct cr_files_job *j);
 /* Reports finished persists when enough have gathered (at each put/get). */
 void cr_client_files_poll(cr_client *c);
 /* The list's complete disk replica, or NULL. */

@@ -273,3 +273,89 @@ def test_read_only_directory_keeps_puts_in_memory(cluster, tmp_path):
     assert ctl(rpc, root, "get", "ro").stdout == b"z" * 8192
     assert metric(d, "crescent_segments_file_tier_persist_failed_read_only_total") == 1
     assert obj_files(root) == []
+
+
+def test_batched_writes_of_every_size_read_back_whole(cluster, monkeypatch):
+    """The writer takes puts in batches, writes each as one aligned block
+    (O_DIRECT where the file system takes it) cut to its length, and reuses
+    buffers between puts: sizes around the block size, empty and odd ones,
+    puts and a batch put from one client, keys sharing directories or not,
+    all come back byte for byte from their files alone."""
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import Store as PyStore
+    start, store, rpc, root = cluster
+    d = start()
+    s = store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    monkeypatch.setenv("CRESCENT_ROOT_FS_DIR", str(root))
+    master = rpc.split("//")[1]
+    sizes = [1, 7, 4095, 4096, 4097, 8191, 65536, (1 << 20) + 3, 1 << 20, 100, 3 * 4096 - 41]
+    values = {f"k{i}-{n}": os.urandom(n) for i, n in enumerate(sizes * 3)}
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    keys = list(values)
+    for k in keys[:20]:
+        assert py.put(k, values[k]) == 0
+    rest = keys[20:]
+    assert py.batch_put_from(rest, [values[k] for k in rest], [len(values[k]) for k in rest]) \
+        == [0] * len(rest)
+    py.close()  # writes and reports what it queued
+    assert len(obj_files(root)) == len(values)
+    assert not [f for f in os.listdir(os.path.dirname(obj_files(root)[0])) if ".tmp." in f]
+    header = 40 + len("default")
+    sizes_on_disk = sorted(os.path.getsize(f) for f in obj_files(root))
+    # exactly header + value: the O_DIRECT padding was cut off
+    assert sizes_on_disk == sorted(header + len(k) + len(v) for k, v in values.items())
+    assert metric(d, "crescent_segments_file_tier_replicas") == len(values)
+    # Read latency per tier, on the client: a read of the memory replica...
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    assert py.get(keys[0]) == values[keys[0]]
+    lat = py.read_latency()
+    assert (lat["memory"]["count"], lat["disk"]["count"], lat["local_disk"]["count"]) == (1, 0, 0)
+    assert lat["memory"]["buckets"][-1] == (float("inf"), 1) and lat["memory"]["sum_seconds"] > 0
+    py.close()
+    assert s.stop() == 0
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    for k, v in values.items():
+        assert py.get(k) == v, k
+    # ...and of every file, under "disk"
+    lat = py.read_latency()
+    assert (lat["memory"]["count"], lat["disk"]["count"]) == (0, len(values))
+    counts = [n for _, n in lat["disk"]["buckets"]]
+    assert counts == sorted(counts) and counts[-1] == len(values)  # cumulative
+    text = py.read_latency_metrics()
+    assert "# TYPE crescent_client_read_latency_seconds histogram" in text
+    assert f'crescent_client_read_latency_seconds_count{{tier="disk"}} {len(values)}' in text
+    assert f'crescent_client_read_latency_seconds_bucket{{tier="disk",le="+Inf"}} {len(values)}' \
+        in text
+    py.close()
+
+
+def test_a_file_longer_or_shorter_than_its_header_is_refused(cluster, tmp_path):
+    """The get reads header, value and one byte more in one call: a byte
+    appended to a file, or one cut off, is refused, never served."""
+    start, store, rpc, root = cluster
+    d = start()
+    s = store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    (tmp_path / "in.bin").write_bytes(os.urandom(10000))
+    ctl(rpc, root, "put", "long", str(tmp_path / "in.bin"))
+    ctl(rpc, root, "put", "short", str(tmp_path / "in.bin"))
+    assert s.stop() == 0
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+    files = {k: [f for f in obj_files(root) if f"-{k}.obj" in f][0] for k in ("long", "short")}
+    with open(files["long"], "ab") as f:
+        f.write(b"\0")
+    with open(files["short"], "r+b") as f:
+        f.truncate(os.path.getsize(files["short"]) - 1)
+    for key in ("long", "short"):
+        bad = ctl(rpc, root, "get", key, check=False)
+        assert bad.returncode != 0 and bad.stdout == b"", key
+        assert b"than its header says" in bad.stderr, bad.stderr
+    assert metric(d, "crescent_segments_file_tier_dropped_total") == 2

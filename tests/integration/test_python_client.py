@@ -247,6 +247,7 @@ int main(void) {
     S(cr_host_options); S(cr_host_stats); O(cr_host_options, rdma_devices);
     O(cr_host_options, timeout_ms); O(cr_host_stats, mounted);
     O(cr_host_options, serve_cpu); O(cr_host_options, heartbeat_arg);
+    S(cr_read_latency); O(cr_read_latency, buckets);
     return 0;
 }
 """
@@ -285,7 +286,9 @@ def layout_mismatches(tmp_path):
           "cr_host_options.timeout_ms": _lib.HostOptions.timeout_ms.offset,
           "cr_host_stats.mounted": _lib.HostStats.mounted.offset,
           "cr_host_options.serve_cpu": _lib.HostOptions.serve_cpu.offset,
-          "cr_host_options.heartbeat_arg": _lib.HostOptions.heartbeat_arg.offset}
+          "cr_host_options.heartbeat_arg": _lib.HostOptions.heartbeat_arg.offset,
+          "cr_read_latency": ctypes.sizeof(_lib.ReadLatency),
+          "cr_read_latency.buckets": _lib.ReadLatency.buckets.offset}
     return {name: (int(c[name]), value) for name, value in py.items() if int(c[name]) != value}
 
 
