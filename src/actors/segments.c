@@ -863,6 +863,7 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
     case CR_MSG_REPL_ROLE:
         segments_repl_role(st, CR_MSG_BODY(msg, struct cr_msg_repl_role));
         return;
+    case CR_MSG_REPL_RESET: segments_repl_reset(st); return;
     case CR_MSG_ZOMBIE_RECLAIM:
         if (st->standby) return;
         st->zombie_reclaims += cr_store_reclaim_discarded(st->store, st->now_ms) > 0;

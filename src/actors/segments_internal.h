@@ -253,6 +253,7 @@ void segments_repl_apply(struct segments_state *st, struct cr_msg_durable_append
 /* The journal's role change (CR_MSG_REPL_ROLE). */
 void segments_repl_role(struct segments_state *st, const struct cr_msg_repl_role *m);
 void segments_repl_stats(struct segments_state *st, struct cr_actor_stats *out);
+void segments_repl_reset(struct segments_state *st);
 
 /* segments_files.c: the shared file tier on the master's side. */
 void segments_files_init(struct segments_state *st, const struct cr_daemon_config *config);

@@ -3,6 +3,7 @@
  * "not the leader" and serves the rest.  State: segments_internal.h. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "actors/segments_internal.h"
 #include "core/log.h"
@@ -79,6 +80,31 @@ void segments_repl_apply(struct segments_state *st, struct cr_msg_durable_append
     }
     if (a->last_lsn > st->repl_applied_lsn) st->repl_applied_lsn = a->last_lsn;
     cr_role_note_applied(st->repl_applied_lsn);
+}
+
+/* A standby starting over (docs/ha.md, "A former leader comes back"): its
+ * store held records its leader never had, so all of it goes; the leader's
+ * snapshot or whole log comes next and builds it again.  crescentd's own
+ * segment (not logged) stays mounted; objects on it go too. */
+void segments_repl_reset(struct segments_state *st) {
+    uint32_t n = 0;
+    uint64_t freed = 0;
+    for (;;) { /* one at a time: unmounting changes what the cursor walks */
+        uint32_t cursor = 0;
+        struct cr_store_segment_view v;
+        char name[CR_STORE_NAME_LEN_MAX + 1] = "";
+        while (name[0] == '\0' && cr_store_segment_next(st->store, &cursor, &v))
+            if (strcmp(v.name, st->feed.volatile_segment) != 0)
+                snprintf(name, sizeof(name), "%s", v.name);
+        if (name[0] == '\0' || cr_store_unmount_segment(st->store, NULL, name, &freed) != CR_OK)
+            break;
+        n++;
+    }
+    uint64_t removed = cr_store_remove_all(st->store, NULL, true, st->now_ms);
+    st->repl_applied_lsn = 0;
+    cr_role_note_applied(0);
+    CR_WARN("segments", "replication: store emptied to start over from the leader (%u "
+            "segments, %llu objects dropped)", n, (unsigned long long)(freed + removed));
 }
 
 /* Every restored segment's owner counts as seen now and awaits its call,
