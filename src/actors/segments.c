@@ -901,6 +901,7 @@ static void segments_round_end(struct cr_actor *self, void *arg) {
     (void)self;
     struct segments_state *st = arg;
     if (st->feed_on && !st->standby) segments_durable_round_end(st);
+    else if (st->feed_on) segments_repl_snapshot_step(st); /* a standby's own snapshots */
     done_send_all(st);
     events_send(st);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->flush(st->host.edges[i]);
