@@ -876,6 +876,7 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
     case CR_MSG_REPL_ROLE:
         segments_repl_role(st, CR_MSG_BODY(msg, struct cr_msg_repl_role));
         return;
+    case CR_MSG_REPL_RESET: segments_repl_reset(st); return;
     case CR_MSG_ZOMBIE_RECLAIM:
         if (st->standby) return;
         st->zombie_reclaims += cr_store_reclaim_discarded(st->store, st->now_ms) > 0;
@@ -913,6 +914,7 @@ static void segments_round_end(struct cr_actor *self, void *arg) {
     (void)self;
     struct segments_state *st = arg;
     if (st->feed_on && !st->standby) segments_durable_round_end(st);
+    else if (st->feed_on) segments_repl_snapshot_step(st); /* a standby's own snapshots */
     done_send_all(st);
     events_send(st);
     for (uint32_t i = 0; i < st->host.count; i++) st->host.edges[i]->ops->flush(st->host.edges[i]);

@@ -195,6 +195,7 @@ struct segments_state {
     uint64_t repl_blocks_applied;
     uint64_t repl_apply_errors;
     struct cr_durable_apply_counts repl_counts;
+    uint64_t repl_snapshot_mark; /* repl_counts.records when a standby's snapshot began */
     uint64_t synced_lsn;
     struct held_list round_held; /* this round's, lsn not known yet */
     struct held_group groups[HELD_GROUPS_MAX]; /* oldest first, from groups_head */
@@ -254,6 +255,10 @@ void segments_repl_apply(struct segments_state *st, struct cr_msg_durable_append
 /* The journal's role change (CR_MSG_REPL_ROLE). */
 void segments_repl_role(struct segments_state *st, const struct cr_msg_repl_role *m);
 void segments_repl_stats(struct segments_state *st, struct cr_actor_stats *out);
+void segments_repl_reset(struct segments_state *st);
+/* A standby's own snapshots: one slice per round, begun every
+ * --snapshot-every-records records applied, cut at the last applied. */
+void segments_repl_snapshot_step(struct segments_state *st);
 
 /* segments_files.c: the shared file tier on the master's side. */
 void segments_files_init(struct segments_state *st, const struct cr_daemon_config *config);

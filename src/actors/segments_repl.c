@@ -3,6 +3,7 @@
  * "not the leader" and serves the rest.  State: segments_internal.h. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "actors/segments_internal.h"
 #include "core/log.h"
@@ -79,6 +80,86 @@ void segments_repl_apply(struct segments_state *st, struct cr_msg_durable_append
     }
     if (a->last_lsn > st->repl_applied_lsn) st->repl_applied_lsn = a->last_lsn;
     cr_role_note_applied(st->repl_applied_lsn);
+}
+
+/* A standby starting over (docs/ha.md, "A former leader comes back"): its
+ * store held records its leader never had, so all of it goes; the leader's
+ * snapshot or whole log comes next and builds it again.  crescentd's own
+ * segment (not logged) stays mounted; objects on it go too. */
+void segments_repl_reset(struct segments_state *st) {
+    uint32_t n = 0;
+    uint64_t freed = 0;
+    for (;;) { /* one at a time: unmounting changes what the cursor walks */
+        uint32_t cursor = 0;
+        struct cr_store_segment_view v;
+        char name[CR_STORE_NAME_LEN_MAX + 1] = "";
+        while (name[0] == '\0' && cr_store_segment_next(st->store, &cursor, &v))
+            if (strcmp(v.name, st->feed.volatile_segment) != 0)
+                snprintf(name, sizeof(name), "%s", v.name);
+        if (name[0] == '\0' || cr_store_unmount_segment(st->store, NULL, name, &freed) != CR_OK)
+            break;
+        n++;
+    }
+    uint64_t removed = cr_store_remove_all(st->store, NULL, true, st->now_ms);
+    st->snapshot_active = false; /* of the state dropped: the journal abandoned it */
+    st->repl_snapshot_mark = st->repl_counts.records;
+    st->repl_applied_lsn = 0;
+    cr_role_note_applied(0);
+    CR_WARN("segments", "replication: store emptied to start over from the leader (%u "
+            "segments, %llu objects dropped)", n, (unsigned long long)(freed + removed));
+}
+
+/* A block of a standby's snapshot to the journal (as segments_durable.c's
+ * for a leader's); false when it is gone (the snapshot is abandoned). */
+static bool snapshot_send(struct segments_state *st, uint16_t type, struct cr_buf *buf) {
+    struct cr_msg msg = {.type = type};
+    struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
+    size_t len = 0;
+    a->block = cr_buf_ok(buf) ? (uint8_t *)cr_buf_take(buf, &len) : NULL;
+    a->len = len;
+    a->last_lsn = st->snapshot_lsn;
+    cr_buf_free(buf);
+    if (a->block == NULL && type != CR_MSG_DURABLE_SNAPSHOT_BEGIN) return false;
+    if (cr_send(st->peers->actors[CR_SUBSYSTEM_JOURNAL], &msg) == CR_OK) return true;
+    free(a->block);
+    return false;
+}
+
+/* A standby's log would grow until it is promoted, and its restart replay
+ * all of it: it takes snapshots of its own, the same fuzzy cut as a
+ * leader's (segments_durable.c), at the last record it applied (the journal
+ * has every record up to it; one that took more meanwhile skips this
+ * snapshot: its log cannot be cut there).  A snapshot a leader began before
+ * it stepped down goes on here. */
+void segments_repl_snapshot_step(struct segments_state *st) {
+    if (st->peers == NULL || st->peers->actors[CR_SUBSYSTEM_JOURNAL] == NULL) return;
+    struct cr_buf buf;
+    cr_buf_init(&buf);
+    if (!st->snapshot_active) {
+        if (st->snapshot_every == 0 || st->repl_applied_lsn == 0 ||
+            st->repl_counts.records - st->repl_snapshot_mark < st->snapshot_every)
+            return;
+        st->snapshot_lsn = st->repl_applied_lsn;
+        st->repl_snapshot_mark = st->repl_counts.records;
+        if (!snapshot_send(st, CR_MSG_DURABLE_SNAPSHOT_BEGIN, &buf)) return;
+        st->snapshot_active = true;
+        st->snapshot_cursor = 0;
+        st->snapshot_count = 0;
+        st->snapshots_begun++;
+        cr_durable_feed_snapshot_segments(&st->feed, st->store, st->snapshot_lsn, &buf,
+                                          &st->snapshot_count);
+    }
+    bool done = cr_durable_feed_snapshot_objects(&st->feed, st->store, st->now_ms,
+                                                 st->snapshot_lsn, &st->snapshot_cursor,
+                                                 SNAPSHOT_SLICE_OBJECTS, &buf,
+                                                 &st->snapshot_count);
+    if (done) cr_durable_feed_snapshot_end(&st->feed, st->snapshot_lsn, st->snapshot_count, &buf);
+    if ((buf.len > 0 || done) &&
+        !snapshot_send(st, done ? CR_MSG_DURABLE_SNAPSHOT_END : CR_MSG_DURABLE_SNAPSHOT_PART,
+                       &buf))
+        done = true; /* the journal stopped or no memory: abandoned */
+    cr_buf_free(&buf);
+    if (done) st->snapshot_active = false;
 }
 
 /* Every restored segment's owner counts as seen now and awaits its call,

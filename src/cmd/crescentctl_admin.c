@@ -105,9 +105,21 @@ static int cmd_ha(const struct ctl *ctl, int argc, char **argv) {
                (long long)json_integer_value(json_object_get(ha, "lag_records")),
                (long long)json_integer_value(json_object_get(ha, "lag_ms")),
                json_is_true(json_object_get(ha, "connected")) ? "up" : "down");
-    else if (json_object_get(ha, "standbys") != NULL)
-        printf("standbys connected: %lld\n",
-               (long long)json_integer_value(json_object_get(ha, "standbys")));
+    else if (json_is_array(json_object_get(ha, "standbys"))) {
+        json_t *list = json_object_get(ha, "standbys"), *s;
+        size_t i;
+        printf("standbys connected: %zu\n", json_array_size(list));
+        json_array_foreach(list, i, s)
+            printf("  %s: acknowledged lsn %lld, lag %lld records, %lld ms\n",
+                   json_string_value(json_object_get(s, "address")) ?: "?",
+                   (long long)json_integer_value(json_object_get(s, "acked_lsn")),
+                   (long long)json_integer_value(json_object_get(s, "lag_records")),
+                   (long long)json_integer_value(json_object_get(s, "lag_ms")));
+    }
+    if (json_integer_value(json_object_get(ha, "log_bytes")) > 0)
+        printf("log %lld bytes; last snapshot at lsn %lld\n",
+               (long long)json_integer_value(json_object_get(ha, "log_bytes")),
+               (long long)json_integer_value(json_object_get(ha, "snapshot_lsn")));
     const char *last = json_string_value(json_object_get(el, "last_etcd_error"));
     if (last != NULL) printf("last etcd error: %s\n", last);
     json_decref(root);

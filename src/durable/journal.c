@@ -127,6 +127,13 @@ static void snapshot_begin(struct journal_state *st, uint64_t lsn) {
     journal_write(st);
     journal_sync(st);
     if (st->failed) return;
+    /* A standby's store cut at lsn while this journal took records after
+     * it (or, after a start over, a cut of the state dropped): the log
+     * cannot be cut there, so this one is skipped; the next may be taken. */
+    if (st->repl.on && !st->repl.leading && st->written_lsn != lsn) {
+        if (st->snap_fd >= 0) snapshot_abandon(st, "a newer one began", ECANCELED);
+        return;
+    }
     char err[512], path[CR_DURABLE_PATH_MAX];
     int fd;
     if (cr_durable_log_create(st->dir, lsn + 1, path, sizeof(path), &fd, err, sizeof(err)) !=

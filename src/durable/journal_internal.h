@@ -13,6 +13,7 @@
 #include "core/histogram.h"
 #include "durable/durable.h"
 #include "durable/role.h"
+#include "durable/terms.h"
 
 #define REPL_PEERS_MAX 8u
 #define REPL_INFLIGHT 1024u /* lag samples per standby: sent lsn and when */
@@ -58,6 +59,16 @@ struct repl_state {
     int snap_fd;
     uint64_t snap_lsn;
     bool snap_on;
+    /* The terms seen and the log's term history, as DIR/terms holds them
+     * (repl_terms.c; terms_on false without a state directory). */
+    bool terms_on;
+    struct cr_terms terms;
+    struct cr_terms leader_terms; /* a standby: its leader's history (TERMS) */
+    bool leader_terms_on;
+    uint64_t resyncs_asked;    /* a leader: standbys told to start over */
+    uint64_t resyncs;          /* a standby: times it dropped its state to start over */
+    uint64_t terms_failures;   /* DIR/terms could not be written */
+    uint32_t storage_ticks;    /* repl ticks since the state directory was listed */
     /* Counters for /metrics. */
     uint64_t bytes_sent, bytes_received, frames_sent, frames_received, reconnects, accepts;
     uint64_t stale_refused, bad_frames, refused_hellos, catchups, snapshots_sent,
@@ -125,5 +136,27 @@ uint32_t repl_poll(struct journal_state *st);
 void repl_tick(struct journal_state *st);
 void repl_role_request(struct journal_state *st, const struct cr_role_request *req);
 void repl_stats(const struct journal_state *st, struct cr_actor_stats *out);
+
+/* repl_terms.c: the term history (terms.h) on the journal's thread.  Each
+ * returns false when DIR/terms could not be written (logged): the caller
+ * then must not act on the term. */
+int repl_terms_open(struct journal_state *st, char *err, size_t err_len);
+bool repl_terms_see(struct journal_state *st, uint64_t term);
+bool repl_terms_note(struct journal_state *st, uint64_t term, uint64_t first_lsn);
+/* A standby taking records first..last of a leader at `term`: tagged with
+ * the terms its leader's history (TERMS) gives them. */
+bool repl_terms_take(struct journal_state *st, uint64_t term, uint64_t first, uint64_t last);
+/* A leader, given a standby's HELLO: the last lsn up to which its log is
+ * this leader's (== lsn: it goes on from its own log). */
+uint64_t repl_terms_agree(const struct journal_state *st, const struct cr_terms *history,
+                          bool has_history, uint64_t lsn);
+/* A standby told to start over (RESYNC): its logs and snapshots are moved
+ * to DIR/diverged-<ms>/, its history emptied, a log from lsn 1 begun and
+ * segments told to empty the store.  False when the directory could not be
+ * changed (crescentd stops: its state would be unknown). */
+bool repl_terms_start_over(struct journal_state *st, const char *why);
+/* The state directory's log bytes and newest snapshot, for /health (a
+ * directory listing: called once a second). */
+void repl_note_storage(struct journal_state *st);
 
 #endif

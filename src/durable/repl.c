@@ -255,7 +255,7 @@ static bool send_frames(struct journal_state *st, struct repl_peer *p, const uin
  * snapshot when it is empty and the logs do not reach back far enough, then
  * the logs.  Returns false with err when it cannot be caught up. */
 static bool catch_up(struct journal_state *st, struct repl_peer *p, uint64_t lsn, char *err,
-                     size_t err_len) {
+                     size_t err_len, bool *too_old) {
     char **logs = NULL, **snaps = NULL;
     uint32_t nlogs = 0, nsnaps = 0;
     bool ok = cr_durable_list(st->dir, false, &logs, &nlogs, err, err_len) == CR_OK;
@@ -265,6 +265,7 @@ static bool catch_up(struct journal_state *st, struct repl_peer *p, uint64_t lsn
     if (ok && from <= st->written_lsn && oldest > from) {
         ok = lsn == 0 && cr_durable_list(st->dir, true, &snaps, &nsnaps, err, err_len) == CR_OK &&
              nsnaps > 0;
+        *too_old = !ok && lsn != 0;
         if (!ok && lsn != 0)
             snprintf(err, err_len, "its last record %" PRIu64 " is older than this leader's "
                      "oldest log (from %" PRIu64 "): start it with an empty --state-dir to be "
@@ -307,8 +308,22 @@ static bool catch_up(struct journal_state *st, struct repl_peer *p, uint64_t lsn
     return ok;
 }
 
+/* Tells a standby to drop its state and say HELLO from lsn 0 (it then gets
+ * this leader's snapshot or whole log).  Returns false (closes next). */
+static bool peer_resync(struct journal_state *st, struct repl_peer *p, uint64_t agree,
+                        const char *why) {
+    CR_WARN("journal", "replication: standby %s starts over: %s", p->name, why);
+    (void)cr_repl_put_resync(&p->out, st->repl.term, agree, why);
+    st->repl.resyncs_asked++;
+    p->closing = true;
+    (void)peer_flush(st, p);
+    return false;
+}
+
 /* Returns false when the peer is refused (maybe closed already). */
-static bool on_hello(struct journal_state *st, struct repl_peer *p, uint64_t lsn, uint64_t term) {
+static bool on_hello(struct journal_state *st, struct repl_peer *p,
+                     const struct cr_repl_frame *f) {
+    uint64_t lsn = f->lsn, term = f->term;
     char why[512];
     if (!st->repl.leading || !cr_role_accepts_writes()) {
         cr_role_refusal(why, sizeof(why));
@@ -319,6 +334,7 @@ static bool on_hello(struct journal_state *st, struct repl_peer *p, uint64_t lsn
         /* A standby has seen a newer leader: this one is stale and stops
          * taking writes (role.h). */
         (void)cr_role_see_term(term);
+        (void)repl_terms_see(st, term);
         snprintf(why, sizeof(why), "this leader's term %" PRIu64 " is older than term %" PRIu64
                  " the standby has seen: it stops taking writes", st->repl.term, term);
         CR_ERROR("journal", "replication: %s", why);
@@ -326,6 +342,15 @@ static bool on_hello(struct journal_state *st, struct repl_peer *p, uint64_t lsn
         return peer_refuse(st, p, why);
     }
     journal_write(st); /* the file holds every record handed over so far */
+    uint64_t agree = repl_terms_agree(st, &f->history, f->has_history, lsn);
+    if (agree < lsn && f->has_history) {
+        /* Records past `agree` are not this leader's (a former leader's
+         * tail that was never replicated, or another leader's): dropped. */
+        snprintf(why, sizeof(why), "its log holds records %" PRIu64 "..%" PRIu64 " this "
+                 "leader (term %" PRIu64 ", last lsn %" PRIu64 ") does not have from the same "
+                 "leader; they are dropped", agree + 1, lsn, st->repl.term, st->written_lsn);
+        return peer_resync(st, p, agree, why);
+    }
     if (lsn > st->written_lsn) {
         snprintf(why, sizeof(why), "the standby's last record %" PRIu64 " is ahead of this "
                  "leader's %" PRIu64 ": it holds records never replicated; move its "
@@ -333,10 +358,13 @@ static bool on_hello(struct journal_state *st, struct repl_peer *p, uint64_t lsn
         st->repl.refused_hellos++;
         return peer_refuse(st, p, why);
     }
+    if (st->repl.terms_on) (void)cr_repl_put_terms(&p->out, st->repl.term, &st->repl.terms);
     char err[512];
-    if (!catch_up(st, p, lsn, err, sizeof(err))) {
+    bool too_old = false;
+    if (!catch_up(st, p, lsn, err, sizeof(err), &too_old)) {
         p->out.len = p->out_off = 0;
         snprintf(why, sizeof(why), "cannot catch it up: %.400s", err);
+        if (too_old && f->has_history) return peer_resync(st, p, 0, why);
         st->repl.refused_hellos++;
         return peer_refuse(st, p, why);
     }
@@ -445,8 +473,13 @@ static void standby_connect(struct journal_state *st) {
     }
     st->repl.up = p;
     st->repl.reconnects++;
+    st->repl.leader_terms_on = false; /* until this leader's TERMS */
     p->connecting = in_progress;
-    (void)cr_repl_put_hello(&p->out, st->pending_lsn, cr_role_see_term(0));
+    if (st->repl.terms_on)
+        (void)cr_repl_put_hello_terms(&p->out, st->pending_lsn, cr_role_see_term(0),
+                                      &st->repl.terms);
+    else
+        (void)cr_repl_put_hello(&p->out, st->pending_lsn, cr_role_see_term(0));
     peer_watch(st, p, true);
 }
 
@@ -485,6 +518,10 @@ static bool term_ok(struct journal_state *st, struct repl_peer *p, uint64_t term
         return false;
     }
     (void)cr_role_see_term(term);
+    if (!repl_terms_see(st, term)) {
+        peer_close(st, p, "the term cannot be kept in the state directory");
+        return false;
+    }
     st->repl.term = term;
     return true;
 }
@@ -565,6 +602,12 @@ static bool on_snapshot(struct journal_state *st, struct repl_peer *p,
     st->fd = fd;
     snprintf(st->path, sizeof(st->path), "%s", log_path);
     st->written_lsn = st->synced_lsn = st->pending_lsn = lsn;
+    /* Everything up to lsn is this leader's now. */
+    st->repl.terms.count = 0;
+    if (!repl_terms_take(st, st->repl.term, 1, lsn)) {
+        peer_close(st, p, "the term history cannot be kept here");
+        return false;
+    }
     (void)cr_durable_drop_redundant(st->dir, lsn, err, sizeof(err));
     st->repl.snapshots_received++;
     CR_INFO("journal", "replication: the leader's snapshot at lsn %" PRIu64 " received", lsn);
@@ -584,6 +627,10 @@ static bool on_records(struct journal_state *st, struct repl_peer *p,
     }
     const uint8_t *r = f->records + skip;
     size_t len = f->records_len - skip;
+    if (!repl_terms_take(st, f->term, st->pending_lsn + 1, f->last_lsn)) {
+        peer_close(st, p, "the term history cannot be kept here");
+        return false;
+    }
     uint8_t *copy = malloc(len);
     if (copy == NULL || !send_apply(st, r, len, f->last_lsn)) {
         free(copy);
@@ -605,6 +652,16 @@ static bool standby_frame(struct journal_state *st, struct repl_peer *p,
         st->repl.retry_at_ns = now_ns(st) + 1000000000ull;
         peer_close(st, p, "refused by the leader");
         return false;
+    case CR_REPL_TERMS:
+        if (!term_ok(st, p, f->term)) return false;
+        st->repl.leader_terms = f->history;
+        st->repl.leader_terms_on = true;
+        return true;
+    case CR_REPL_RESYNC:
+        if (!term_ok(st, p, f->term)) return false;
+        peer_close(st, p, "told to start over");
+        (void)repl_terms_start_over(st, f->text);
+        return false;
     case CR_REPL_RECORDS:
         return term_ok(st, p, f->term) && on_records(st, p, f);
     case CR_REPL_SNAP_BEGIN:
@@ -622,7 +679,7 @@ static bool leader_frame(struct journal_state *st, struct repl_peer *p,
     switch (f->kind) {
     case CR_REPL_HELLO:
         if (p->hello) break;
-        return on_hello(st, p, f->lsn, f->term);
+        return on_hello(st, p, f);
     case CR_REPL_ACK: on_ack(st, p, f->lsn); return true;
     default: break;
     }
@@ -811,6 +868,8 @@ static void arm_tick(struct journal_state *st) {
 
 void repl_tick(struct journal_state *st) {
     if (!st->repl.on) return;
+    (void)repl_terms_see(st, cr_role_see_term(0));
+    if (st->repl.storage_ticks++ % 10 == 0) repl_note_storage(st); /* once a second */
     standby_connect(st);
     publish_lag(st);
     arm_tick(st);
@@ -843,10 +902,19 @@ void repl_role_request(struct journal_state *st, const struct cr_role_request *r
                      "store is not whole); wait for it to end");
             return;
         }
+        if (st->repl.terms_on && req->term < st->repl.terms.highest) {
+            CR_ERROR("journal", "cannot lead at term %" PRIu64 ": term %" PRIu64 " was seen "
+                     "(kept in %s/%s)", req->term, st->repl.terms.highest, st->dir,
+                     CR_TERMS_FILE);
+            return;
+        }
         if (st->repl.up != NULL) peer_close(st, st->repl.up, "promoted: this master leads now");
         st->repl.leader[0] = '\0';
         journal_write(st);
         journal_sync(st);
+        /* Its records from here on are of this term, on disk before any is
+         * made (a restart must not lead or follow at an older term). */
+        if (!repl_terms_note(st, req->term, st->written_lsn + 1)) return;
         bool was_leading = st->repl.leading;
         st->repl.leading = true;
         st->repl.term = req->term;
@@ -856,6 +924,13 @@ void repl_role_request(struct journal_state *st, const struct cr_role_request *r
             tell_segments(st, req->term, false);
         } else {
             cr_role_set(CR_ROLE_LEADER, req->term, "");
+            /* Its standbys tag what follows with the new term. */
+            for (uint32_t i = 0; i < REPL_PEERS_MAX; i++) {
+                struct repl_peer *p = st->repl.peers[i];
+                if (p == NULL || !p->hello) continue;
+                (void)cr_repl_put_terms(&p->out, req->term, &st->repl.terms);
+                (void)peer_flush(st, p);
+            }
         }
         CR_INFO("journal", "leading at term %" PRIu64 " from lsn %" PRIu64, req->term,
                 st->written_lsn);
@@ -867,6 +942,7 @@ void repl_role_request(struct journal_state *st, const struct cr_role_request *r
         return;
     }
     if (!ensure_epoll(st)) return;
+    (void)repl_terms_see(st, req->term);
     if (st->repl.leading) {
         for (uint32_t i = 0; i < REPL_PEERS_MAX; i++)
             if (st->repl.peers[i] != NULL) peer_close(st, st->repl.peers[i], "stepped down");
@@ -904,6 +980,11 @@ int repl_create(struct journal_state *st, const struct cr_daemon_config *config)
         return CR_ERR_INVALID_PARAMS;
     }
     if (!ensure_epoll(st)) return CR_ERR_IO;
+    char terr[1024];
+    if (repl_terms_open(st, terr, sizeof(terr)) != CR_OK) {
+        fprintf(stderr, "crescentd: --state-dir: %s\n", terr);
+        return CR_ERR_IO;
+    }
     if (listen_on) {
         char err[512];
         bool unused;
@@ -919,10 +1000,15 @@ int repl_create(struct journal_state *st, const struct cr_daemon_config *config)
         }
     }
     if (r->leading) {
-        cr_role_set(CR_ROLE_LEADER, 0, "");
+        /* A leader by flags goes on at the highest term it has seen. */
+        r->term = r->terms.highest;
+        cr_role_set(CR_ROLE_LEADER, r->term, "");
+        if (!repl_terms_note(st, r->term, st->written_lsn + 1)) return CR_ERR_IO;
     } else {
         snprintf(r->leader, sizeof(r->leader), "%s", config->standby_of);
-        cr_role_set(CR_ROLE_STANDBY, before.term, r->leader);
+        cr_role_set(CR_ROLE_STANDBY, before.term > r->terms.highest ? before.term
+                                                                     : r->terms.highest,
+                    r->leader);
     }
     return CR_OK;
 }
@@ -972,6 +1058,12 @@ void repl_stats(const struct journal_state *st, struct cr_actor_stats *out) {
     journal_add_stat(out, "repl_refused_standbys_total", r->refused_hellos);
     journal_add_stat(out, "repl_snapshots_sent_total", r->snapshots_sent);
     journal_add_stat(out, "repl_snapshots_received_total", r->snapshots_received);
+    journal_add_stat(out, "repl_highest_term", r->terms.highest);
+    journal_add_stat(out, "repl_state_log_bytes", s.log_bytes);
+    journal_add_stat(out, "repl_state_snapshot_lsn", s.snapshot_lsn);
+    journal_add_stat(out, "repl_resyncs_asked_total", r->resyncs_asked);
+    journal_add_stat(out, "repl_resyncs_total", r->resyncs);
+    journal_add_stat(out, "repl_terms_write_failures_total", r->terms_failures);
     if (out->histograms != NULL && out->histogram_count < out->histograms_max && r->on) {
         out->histograms[out->histogram_count++] = (struct cr_actor_histogram){
             .name = "replication_lag_seconds",

@@ -90,6 +90,7 @@ enum cr_repl_status cr_repl_decode(const uint8_t *p, size_t len, struct cr_repl_
     }
     memset(out, 0, offsetof(struct cr_repl_frame, text));
     out->text[0] = '\0';
+    out->has_history = false;
     out->kind = (enum cr_repl_kind)b[0];
     const uint8_t *q = b + 1;
     size_t left = n - 1;
@@ -102,21 +103,37 @@ enum cr_repl_status cr_repl_decode(const uint8_t *p, size_t len, struct cr_repl_
     case CR_REPL_SNAP_PART:
     case CR_REPL_SNAP_END: fixed = 8; break;
     case CR_REPL_REFUSE: fixed = 0; break;
+    case CR_REPL_RESYNC: fixed = 16; break;
+    case CR_REPL_TERMS: fixed = 8; break;
     default:
         snprintf(err, err_len, "a frame of unknown kind %u", b[0]);
         return CR_REPL_BAD;
     }
-    bool exact = out->kind != CR_REPL_RECORDS && out->kind != CR_REPL_SNAP_PART &&
-                 out->kind != CR_REPL_SNAP_END && out->kind != CR_REPL_REFUSE;
+    bool exact = out->kind == CR_REPL_ACK || out->kind == CR_REPL_SNAP_BEGIN;
     if (left < fixed || (exact && left != fixed)) {
         snprintf(err, err_len, "a frame of kind %u with %zu payload bytes", b[0], left);
         return CR_REPL_BAD;
     }
     switch (out->kind) {
-    case CR_REPL_HELLO:
-        out->lsn = get_u64(q);
-        out->term = get_u64(q + 8);
+    case CR_REPL_TERMS:
+    case CR_REPL_HELLO: {
+        if (out->kind == CR_REPL_TERMS) {
+            out->term = get_u64(q);
+        } else {
+            out->lsn = get_u64(q);
+            out->term = get_u64(q + 8);
+            if (left == fixed) break; /* no history: a standby that keeps none */
+        }
+        uint32_t hn = left >= fixed + 4 ? get_u32(q + fixed) : UINT32_MAX;
+        if (hn > CR_TERMS_MAX || left != fixed + 4 + (size_t)hn * CR_TERMS_ENTRY ||
+            !cr_terms_get_entries(q + fixed + 4, hn, &out->history)) {
+            snprintf(err, err_len, "a %s whose term history is not one (%zu payload bytes)",
+                     out->kind == CR_REPL_HELLO ? "HELLO" : "TERMS", left);
+            return CR_REPL_BAD;
+        }
+        out->has_history = true;
         break;
+    }
     case CR_REPL_ACK: out->lsn = get_u64(q); break;
     case CR_REPL_SNAP_BEGIN:
         out->term = get_u64(q);
@@ -128,10 +145,17 @@ enum cr_repl_status cr_repl_decode(const uint8_t *p, size_t len, struct cr_repl_
         break;
     case CR_REPL_SNAP_PART:
     case CR_REPL_SNAP_END: out->term = get_u64(q); break;
+    case CR_REPL_RESYNC:
     case CR_REPL_REFUSE: {
-        size_t t = left < CR_REPL_TEXT_MAX - 1 ? left : CR_REPL_TEXT_MAX - 1;
+        if (out->kind == CR_REPL_RESYNC) {
+            out->term = get_u64(q);
+            out->lsn = get_u64(q + 8);
+        }
+        const uint8_t *tq = q + fixed;
+        size_t tl = left - fixed;
+        size_t t = tl < CR_REPL_TEXT_MAX - 1 ? tl : CR_REPL_TEXT_MAX - 1;
         for (size_t i = 0; i < t; i++) /* shown in a log line: printable only */
-            out->text[i] = q[i] >= 0x20 && q[i] < 0x7f ? (char)q[i] : '?';
+            out->text[i] = tq[i] >= 0x20 && tq[i] < 0x7f ? (char)tq[i] : '?';
         out->text[t] = '\0';
         break;
     }
@@ -172,6 +196,36 @@ int cr_repl_put_hello(struct cr_buf *out, uint64_t last_lsn, uint64_t highest_te
     set_u64(f, last_lsn);
     set_u64(f + 8, highest_term);
     return put_frame(out, CR_REPL_HELLO, f, sizeof(f), NULL, 0);
+}
+
+int cr_repl_put_hello_terms(struct cr_buf *out, uint64_t last_lsn, uint64_t highest_term,
+                            const struct cr_terms *history) {
+    assert(history != NULL && history->count <= CR_TERMS_MAX);
+    uint8_t f[16 + 4 + CR_TERMS_MAX * CR_TERMS_ENTRY];
+    set_u64(f, last_lsn);
+    set_u64(f + 8, highest_term);
+    set_u32(f + 16, history->count);
+    cr_terms_put_entries(history, f + 20);
+    return put_frame(out, CR_REPL_HELLO, f, 20 + (size_t)history->count * CR_TERMS_ENTRY, NULL,
+                     0);
+}
+
+int cr_repl_put_terms(struct cr_buf *out, uint64_t term, const struct cr_terms *history) {
+    assert(history != NULL && history->count <= CR_TERMS_MAX);
+    uint8_t f[8 + 4 + CR_TERMS_MAX * CR_TERMS_ENTRY];
+    set_u64(f, term);
+    set_u32(f + 8, history->count);
+    cr_terms_put_entries(history, f + 12);
+    return put_frame(out, CR_REPL_TERMS, f, 12 + (size_t)history->count * CR_TERMS_ENTRY, NULL,
+                     0);
+}
+
+int cr_repl_put_resync(struct cr_buf *out, uint64_t term, uint64_t agree_lsn, const char *text) {
+    uint8_t f[16];
+    set_u64(f, term);
+    set_u64(f + 8, agree_lsn);
+    size_t len = strnlen(text, CR_REPL_TEXT_MAX - 1);
+    return put_frame(out, CR_REPL_RESYNC, f, sizeof(f), (const uint8_t *)text, len);
 }
 
 int cr_repl_put_ack(struct cr_buf *out, uint64_t lsn) {

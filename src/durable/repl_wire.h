@@ -8,7 +8,9 @@
  *     body = u8 kind | payload
  *
  * standby → leader:
- *     HELLO   u64 last_lsn | u64 highest_term   first, once
+ *     HELLO   u64 last_lsn | u64 highest_term   first, once; then, when
+ *             [u32 n | n × (u64 term |          it keeps one, its log's term
+ *              u64 first_lsn)]                  history (terms.h)
  *     ACK     u64 lsn                           every record up to lsn is
  *                                               in the standby's log
  * leader → standby:
@@ -19,6 +21,19 @@
  *     SNAP_END    u64 term | framed records     (its end record last)
  *     REFUSE      text                          why the leader will not
  *                                               stream; it closes next
+ *     TERMS       u64 term | u32 n | n ×       the leader's term history
+ *                 (u64 term | u64 first_lsn)    (terms.h), before any record
+ *                                               and when it changes: the
+ *                                               standby tags what it takes
+ *                                               with the terms it was
+ *                                               written under
+ *     RESYNC      u64 term | u64 agree_lsn |    the standby's log is not a
+ *                 text                          prefix of the leader's past
+ *                                               agree_lsn (a former leader's
+ *                                               unreplicated tail), or too
+ *                                               old: it drops its state and
+ *                                               says HELLO from lsn 0; the
+ *                                               leader closes next
  *
  * Every record a frame carries is checked (checksum, full decode, lsns
  * increasing) before any of it is used, so a torn or damaged stream never
@@ -31,6 +46,7 @@
 #include <stdint.h>
 
 #include "core/buf.h"
+#include "durable/terms.h"
 
 #define CR_REPL_FRAME_HEADER 12u
 /* The largest body: a round's records are sent in pieces below this. */
@@ -45,18 +61,25 @@ enum cr_repl_kind {
     CR_REPL_SNAP_PART = 5,
     CR_REPL_SNAP_END = 6,
     CR_REPL_REFUSE = 7,
+    CR_REPL_RESYNC = 8,
+    CR_REPL_TERMS = 9,
 };
 
 struct cr_repl_frame {
     enum cr_repl_kind kind;
-    uint64_t lsn;  /* HELLO last_lsn, ACK, SNAP_BEGIN; RECORDS: the leader's last */
+    uint64_t lsn;  /* HELLO last_lsn, ACK, SNAP_BEGIN, RESYNC agree_lsn; RECORDS: the
+                    * leader's last */
     uint64_t term; /* HELLO highest_term; leader frames' term */
     /* RECORDS, SNAP_PART, SNAP_END: the framed records, checked */
     const uint8_t *records;
     size_t records_len;
     uint64_t record_count;
     uint64_t first_lsn, last_lsn; /* of the records (0 when none) */
-    char text[CR_REPL_TEXT_MAX];  /* REFUSE, NUL-terminated */
+    char text[CR_REPL_TEXT_MAX];  /* REFUSE, RESYNC, NUL-terminated */
+    /* HELLO: the standby's term history, when it sent one; TERMS: the
+     * leader's (checked). */
+    bool has_history;
+    struct cr_terms history;
 };
 
 enum cr_repl_status {
@@ -86,6 +109,11 @@ enum cr_repl_verdict cr_repl_judge(const struct cr_repl_frame *f, uint64_t highe
 
 /* Appends a frame.  Returns CR_OK or CR_ERR_NOMEM. */
 int cr_repl_put_hello(struct cr_buf *out, uint64_t last_lsn, uint64_t highest_term);
+/* HELLO with the standby's term history (history->highest is not sent). */
+int cr_repl_put_hello_terms(struct cr_buf *out, uint64_t last_lsn, uint64_t highest_term,
+                            const struct cr_terms *history);
+int cr_repl_put_terms(struct cr_buf *out, uint64_t term, const struct cr_terms *history);
+int cr_repl_put_resync(struct cr_buf *out, uint64_t term, uint64_t agree_lsn, const char *text);
 int cr_repl_put_ack(struct cr_buf *out, uint64_t lsn);
 int cr_repl_put_refuse(struct cr_buf *out, const char *text);
 int cr_repl_put_snap_begin(struct cr_buf *out, uint64_t term, uint64_t lsn);

@@ -25,6 +25,9 @@ static _Atomic uint64_t g_lag_records = 0;
 static _Atomic uint64_t g_lag_ms = 0;
 static _Atomic bool g_connected = false;
 static _Atomic uint32_t g_standbys = 0;
+static _Atomic uint64_t g_log_bytes = 0;
+static _Atomic uint64_t g_snapshot_lsn = 0;
+static _Atomic uint64_t g_snapshot_unix_ms = 0;
 static _Atomic(struct cr_actor *) g_journal = NULL;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_leader[CR_ROLE_ADDR_MAX];
@@ -106,6 +109,9 @@ void cr_role_get(struct cr_role_status *out) {
     out->lag_ms = atomic_load(&g_lag_ms);
     out->connected = atomic_load(&g_connected);
     out->standbys = atomic_load(&g_standbys);
+    out->log_bytes = atomic_load(&g_log_bytes);
+    out->snapshot_lsn = atomic_load(&g_snapshot_lsn);
+    out->snapshot_unix_ms = atomic_load(&g_snapshot_unix_ms);
     pthread_mutex_lock(&g_lock);
     memcpy(out->leader, g_leader, sizeof(out->leader));
     uint32_t n = g_list_count < out->standbys ? g_list_count : out->standbys;
@@ -177,6 +183,12 @@ void cr_role_note_standby_list(const struct cr_role_standby *list, uint32_t coun
     g_list_count = count;
     pthread_mutex_unlock(&g_lock);
     cr_role_note_standbys(count);
+}
+
+void cr_role_note_storage(uint64_t log_bytes, uint64_t snapshot_lsn, uint64_t snapshot_unix_ms) {
+    atomic_store_explicit(&g_log_bytes, log_bytes, memory_order_relaxed);
+    atomic_store_explicit(&g_snapshot_lsn, snapshot_lsn, memory_order_relaxed);
+    atomic_store_explicit(&g_snapshot_unix_ms, snapshot_unix_ms, memory_order_relaxed);
 }
 
 void cr_role_reset(void) {

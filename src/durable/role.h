@@ -68,6 +68,11 @@ struct cr_role_status {
     uint64_t lag_ms;
     bool connected;           /* a standby: its stream to the leader is up */
     uint32_t standbys;        /* a leader: standbys connected now */
+    /* The state directory (with replication on; refreshed every second):
+     * bytes of its logs, and its newest snapshot's lsn and time (0: none). */
+    uint64_t log_bytes;
+    uint64_t snapshot_lsn;
+    uint64_t snapshot_unix_ms;
     struct cr_role_standby standby[CR_ROLE_STANDBYS_MAX]; /* the first `standbys` */
 };
 
@@ -134,6 +139,7 @@ void cr_role_note_applied(uint64_t lsn);
 void cr_role_note_lag(uint64_t records, uint64_t ms, bool connected);
 void cr_role_note_standbys(uint32_t count);
 void cr_role_note_standby_list(const struct cr_role_standby *list, uint32_t count);
+void cr_role_note_storage(uint64_t log_bytes, uint64_t snapshot_lsn, uint64_t snapshot_unix_ms);
 
 /* Back to NONE, term 0 (tests; crescentd's start). */
 void cr_role_reset(void);

@@ -14,6 +14,9 @@ json_t *cr_ha_json(void) {
                           s.fenced, "term", (json_int_t)s.term, "highest_term",
                           (json_int_t)s.highest_term, "applied_lsn", (json_int_t)s.applied_lsn);
     if (o == NULL) return NULL;
+    json_object_set_new(o, "log_bytes", json_integer((json_int_t)s.log_bytes));
+    json_object_set_new(o, "snapshot_lsn", json_integer((json_int_t)s.snapshot_lsn));
+    json_object_set_new(o, "snapshot_unix_ms", json_integer((json_int_t)s.snapshot_unix_ms));
     if (s.role == CR_ROLE_STANDBY) {
         json_object_set_new(o, "leader", json_string(s.leader));
         json_object_set_new(o, "connected", json_boolean(s.connected));

@@ -45,6 +45,10 @@ enum cr_durable_msg_type {
     /* journal → segments: cr_msg_repl_role; segments leads from the record
      * after last_lsn at term, or (standby true) stops making records. */
     CR_MSG_REPL_ROLE = CR_MSG_STORE_FIRST + 59,
+    /* journal → segments (a standby starting over, docs/ha.md): empty the
+     * store (every object, every logged segment); the leader's snapshot or
+     * whole log follows. */
+    CR_MSG_REPL_RESET = CR_MSG_STORE_FIRST + 60,
 };
 
 struct cr_msg_repl_role {

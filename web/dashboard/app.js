@@ -130,6 +130,42 @@ function renderPublishers(services) {
   }
 }
 
+// The store master's role (GET /health's "ha", docs/ha.md); the section
+// shows only with replication or HA.  [data-ha] elements show one value
+// (data-value keeps it raw, for the browser test).
+function renderHa(ha) {
+  const section = document.getElementById("ha-section");
+  section.hidden = !ha || ha.role === "none";
+  if (section.hidden) return;
+  const view = Object.assign({}, ha, {
+    lag_records: ha.lag_records, lag_ms: ha.lag_ms,
+    connected: ha.connected === undefined ? undefined : (ha.connected ? "up" : "down"),
+    snapshot_lsn: ha.snapshot_lsn || undefined,
+    snapshot_age: ha.snapshot_unix_ms
+      ? "taken " + Math.max(0, Math.round((Date.now() - ha.snapshot_unix_ms) / 1000)) + " s ago"
+      : "none yet",
+  });
+  for (const el of section.querySelectorAll("[data-ha]")) {
+    const value = view[el.dataset.ha];
+    el.textContent = typeof value === "string" ? value : format(value, el.dataset.format);
+    el.dataset.value = value === undefined || value === null ? "" : String(value);
+  }
+  for (const el of section.querySelectorAll("[data-ha-when]"))
+    el.hidden = !ha[el.dataset.haWhen];
+  for (const el of section.querySelectorAll("[data-ha-role]"))
+    el.hidden = el.dataset.haRole !== ha.role;
+  const body = fillTable("standbys", ha.standbys || [], 4, "no standby connected");
+  for (const s of ha.standbys || []) {
+    const row = body.insertRow();
+    row.dataset.address = s.address;
+    cell(row, s.address);
+    for (const v of [s.acked_lsn, s.lag_records, s.lag_ms]) {
+      const td = cell(row, format(v), "num");
+      td.dataset.value = String(v);
+    }
+  }
+}
+
 function renderObjects(list) {
   const body = fillTable("objects", list, 6, "no object stored");
   for (const o of list) {
@@ -256,6 +292,7 @@ async function poll() {
   renderPublishers(services.services);
   renderObjects(objects.objects);
   renderTasks(tasks);
+  renderHa(health.ha);
   const t = sample.t / 1000;
   // From the second poll: one point alone draws an axis years wide and zeros
   // that were never measured.
