@@ -153,6 +153,10 @@ struct cr_store_segment_params {
     uint64_t size;
     const char *endpoint; /* "host:port" of the transport */
     const char *protocol; /* "tcp" or "rdma" */
+    /* The segment's data-plane capability key (CR_CAP_KEY_BYTES, core/xfer_cap.h)
+     * or NULL: none, and its handles carry no capability.  Kept in memory
+     * only (never in views, events, logs or the durable log). */
+    const uint8_t *cap_key;
 };
 
 /* Mounts a segment owned by `client` (which counts as a sign of life).
@@ -293,6 +297,11 @@ struct cr_store_replica_desc {
     enum cr_replica_medium medium;
     const char *file_path; /* DISK only; NULL otherwise */
     struct cr_uuid owner;  /* LOCAL_DISK: the segment owner (Mooncake's client_id) */
+    /* MEMORY: the segment's capability key (NULL: none); valid while the
+     * segment is mounted.  The RPC layer signs with it (rpc/rpc_caps.h). */
+    const uint8_t *cap_key;
+    bool has_cap;        /* cap holds a signed capability (rpc/rpc_caps.h) */
+    uint8_t cap[48];     /* CR_CAP_BYTES, the wire form */
 };
 
 /* One replica list, sized for the ceiling, with the object's checksum (the
