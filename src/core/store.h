@@ -153,11 +153,15 @@ struct cr_store_segment_params {
     uint64_t size;
     const char *endpoint; /* "host:port" of the transport */
     const char *protocol; /* "tcp" or "rdma" */
-    /* The segment's data-plane capability key (CR_CAP_KEY_BYTES, core/xfer_cap.h)
-     * or NULL: none, and its handles carry no capability.  Kept in memory
-     * only (never in views, events, logs or the durable log). */
-    const uint8_t *cap_key;
 };
+
+/* Gives mounted segment `name` its data-plane capability key (32 bytes,
+ * core/xfer_cap.h's CR_CAP_KEY_BYTES), replacing any it had: the RPC layer
+ * signs its handles' capabilities with it (rpc/rpc_caps.h).  Kept in memory
+ * only: never in views, events, logs or the durable log (a restored segment
+ * has none until its owner remounts).  Returns CR_OK or
+ * CR_ERR_SEGMENT_NOT_FOUND. */
+int cr_store_segment_set_key(cr_store *store, const char *name, const uint8_t key[32]);
 
 /* Mounts a segment owned by `client` (which counts as a sign of life).
  * Returns CR_OK, CR_ERR_SEGMENT_ALREADY_EXISTS (name taken), or

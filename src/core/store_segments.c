@@ -105,10 +105,6 @@ int cr_store_mount_segment(cr_store *store, const struct cr_uuid *client,
     uint32_t id = segment_free_id(store);
     seg.name_hash = XXH3_64bits(seg.name, strlen(seg.name));
     seg.in_use = true;
-    if (p->cap_key != NULL) {
-        memcpy(seg.cap_key, p->cap_key, sizeof(seg.cap_key));
-        seg.has_cap_key = true;
-    }
     seg.mounted_pos = store->mounted_count;
     store->segments[id] = seg;
     store->mounted[store->mounted_count++] = id;
@@ -129,15 +125,17 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
     if (!same)
         return cr_store_fail(store, CR_ERR_SEGMENT_ALREADY_EXISTS,
                              "segment %s is mounted with other parameters or owner", p->name);
-    /* The owner's key replaces the one held: after a master restart the
-     * segment was restored without one (keys are not logged), and an owner
-     * that restarted has a new one.  A remount without a key keeps it. */
-    struct cr_store_segment *mut = &store->segments[id];
-    if (p->cap_key != NULL) {
-        memcpy(mut->cap_key, p->cap_key, sizeof(mut->cap_key));
-        mut->has_cap_key = true;
-    }
     return cr_store_client_touch(store, client, now_ms);
+}
+
+int cr_store_segment_set_key(cr_store *store, const char *name, const uint8_t key[32]) {
+    assert(store != NULL && name != NULL && key != NULL);
+    int id = cr_store_segment_lookup(store, name);
+    if (id < 0) return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND, "no segment %s", name);
+    struct cr_store_segment *seg = &store->segments[id];
+    memcpy(seg->cap_key, key, sizeof(seg->cap_key));
+    seg->has_cap_key = true;
+    return CR_OK;
 }
 
 /* Frees the segment's own resources; callers dropped its replicas first. */

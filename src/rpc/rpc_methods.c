@@ -369,8 +369,7 @@ static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct c
         .base = req->buffer,
         .size = req->size,
         .endpoint = req->transport_endpoint != NULL ? req->transport_endpoint : "",
-        .protocol = req->protocol,
-        .cap_key = req->has_capability_key ? req->capability_key.data : NULL};
+        .protocol = req->protocol};
     Crescent__Master__MountSegmentResponse resp = CRESCENT__MASTER__MOUNT_SEGMENT_RESPONSE__INIT;
     resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
     if (resp.status_code == CR_OK && req->has_capability_key &&
@@ -384,6 +383,12 @@ static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct c
         resp.status_code = call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
                                ? cr_store_remount_segment(run->store, &id, &p, run->now_ms)
                                : cr_store_mount_segment(run->store, &id, &p, run->now_ms);
+    /* The owner's key replaces the one held: after a master restart the
+     * segment was restored without one (keys are not logged), and an owner
+     * that restarted has a new one.  A (re)mount without a key keeps it. */
+    if (resp.status_code == CR_OK && req->has_capability_key)
+        resp.status_code = cr_store_segment_set_key(run->store, req->segment_name,
+                                                    req->capability_key.data);
     if (resp.status_code == CR_OK)
         issue_secret(run, a, &id, &resp.has_client_secret, &resp.client_secret);
     finish(call, a, &resp.base);
