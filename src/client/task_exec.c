@@ -68,8 +68,9 @@ static int read_source(struct cr_xfer_client *xfer, const struct cr_task_exec_jo
     const struct cr_task_exec_replica *s = &job->source;
     void *mapped = NULL;
     *owned = NULL;
-    if (cr_xfer_client_map(xfer, s->endpoint, s->segment, s->buffer, job->size, &mapped) ==
-        CR_OK) {
+    struct cr_cap map_cap;
+    if (cr_xfer_client_map_cap(xfer, s->endpoint, s->segment, s->buffer, job->size,
+                               replica_cap(s, &map_cap), &mapped) == CR_OK) {
         *bytes = mapped;
         return CR_OK;
     }

@@ -202,3 +202,43 @@ def _put_ok(s, key, value):
         return s.put(key, value) == 0
     except Exception:  # noqa: BLE001 - no segment mounted yet
         return False
+
+
+def test_copy_and_move_tasks_carry_capabilities(daemon, tmp_path):
+    """Both ends require capabilities (crescentd's local segment and a
+    crescent-store): copy and move tasks still move the bytes, since each task
+    carries a read capability for its source and a write one per target."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "64M",
+               "--data-require-capability", "true")
+    with open(tmp_path / "store.log", "wb") as log:
+        store = subprocess.Popen(
+            [binary("crescent-store"), "--master", rpc, "--segment-name", "seg0",
+             "--segment-size", str(64 << 20), "--no-pin", "--ping-interval-ms", "100",
+             "--data-require-capability"], stdout=log, stderr=subprocess.STDOUT)
+
+    def ctl(*args):
+        p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "10000", *args],
+                           capture_output=True, timeout=120)
+        assert p.returncode == 0, p.stderr.decode()
+        return p.stdout
+
+    try:
+        wait_for(lambda: json.loads(http_get(d.port, "/api/v1/stats")[1])["segments"] == 2,
+                 "both segments mounted")
+        payload = os.urandom(256 << 10)
+        src = tmp_path / "value"
+        src.write_bytes(payload)
+        ctl("put", "a", str(src), "--preferred", "crescentd-local")
+        assert b"SUCCESS" in ctl("copy", "a", "seg0", "--wait")      # run by crescentd
+        ctl("put", "b", str(src), "--preferred", "seg0")
+        assert b"SUCCESS" in ctl("move", "b", "seg0", "crescentd-local", "--wait")  # by the store
+        assert ctl("get", "b", "-") == payload
+        ctl("put", "c", str(src), "--preferred", "crescentd-local")
+        assert b"SUCCESS" in ctl("move", "c", "crescentd-local", "seg0", "--wait")
+        assert ctl("get", "c", "-") == payload  # seg0's bytes, written by crescentd's task
+        m = metrics(d)
+        assert m["refused_total"] == 0, m
+    finally:
+        store.terminate()
+        store.wait(timeout=20)
