@@ -242,3 +242,40 @@ def test_copy_and_move_tasks_carry_capabilities(daemon, tmp_path):
     finally:
         store.terminate()
         store.wait(timeout=20)
+
+
+def test_keys_come_back_after_a_master_restart(daemon, tmp_path):
+    """Keys are never written to --state-dir: after a restart the segment is
+    restored without one, its owner's next ping answers client_known false,
+    the owner remounts with its key, and reads and writes of a store that
+    requires capabilities work again."""
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    args = ("--rpc-address", rpc, "--state-dir", str(tmp_path / "state"), "--durability", "sync")
+    d = daemon(*args)
+    with open(tmp_path / "store.log", "wb") as log:
+        store = subprocess.Popen(
+            [binary("crescent-store"), "--master", rpc, "--segment-name", "seg0",
+             "--segment-size", str(64 << 20), "--no-pin", "--ping-interval-ms", "100",
+             "--data-require-capability"], stdout=log, stderr=subprocess.STDOUT)
+    rpc_port = int(rpc.rsplit(":", 1)[1])
+    try:
+        s = Store()
+        assert s.setup(master_server_address=f"127.0.0.1:{rpc_port}", timeout_ms=10000) == 0
+        value = os.urandom(8192)
+        wait_for(lambda: _put_ok(s, "kept", value), "the store's segment mounted")
+        s.close()
+        d.proc.kill()
+        d.proc.wait()
+        d2 = daemon(*args)
+        s = Store()
+        assert s.setup(master_server_address=f"127.0.0.1:{rpc_port}", timeout_ms=10000) == 0
+        wait_for(lambda: handle_of(s.get_replica_list("kept"))["capability"] is not None,
+                 "the owner remounted with its key")
+        assert s.get("kept") == value
+        assert s.put("after", value) == 0 and s.get("after") == value
+        assert "remounted" in (tmp_path / "store.log").read_text()
+        s.close()
+    finally:
+        store.terminate()
+        store.wait(timeout=20)
+
