@@ -163,12 +163,20 @@ void cr_client_uuid_format(const uint8_t id[CR_CLIENT_ID_BYTES], char text[CR_CL
 
 /* ---- result types ----------------------------------------------------- */
 
+#define CR_CLIENT_CAPABILITY_BYTES 48u  /* BufHandle.capability (core/xfer_cap.h) */
+#define CR_CLIENT_CAPABILITY_KEY_BYTES 32u /* MountSegmentRequest.capability_key */
+
 struct cr_buf_handle {
     char *segment_name;
     uint64_t size_bytes;
     uint64_t buffer;               /* address in the owner's memory: base + offset */
     enum cr_buf_status status;
     char *transport_endpoint;      /* "" when the server sent none */
+    /* The master's data-plane capability for this range (BufHandle.capability:
+     * read for a Get's handles, write for a Put's), passed with every transfer
+     * of it; has_capability false when the segment has no key. */
+    bool has_capability;
+    uint8_t capability[CR_CLIENT_CAPABILITY_BYTES];
 };
 
 /* The tier a replica lives on (ReplicaInfo.Medium; seed 000's "memory",
@@ -257,6 +265,10 @@ struct cr_segment_spec {
     uint64_t size_bytes;            /* > 0 */
     const char *transport_endpoint; /* "host:port" or NULL */
     const char *protocol;           /* NULL: "tcp" */
+    /* The segment's capability key (CR_CLIENT_CAPABILITY_KEY_BYTES), the one
+     * its transfer server checks capabilities with; NULL: none (the master
+     * then signs no capability for it). */
+    const uint8_t *capability_key;
 };
 
 struct cr_replicate_config {

@@ -81,6 +81,12 @@ struct cr_host_options {
      * CR_OK or the read's failure; it runs on the transfer thread. */
     int (*ssd_read)(void *arg, uint64_t addr, uint64_t len, void *dst);
     void *ssd_read_arg;
+    /* The segment always has a capability key, registered with the master at
+     * mount, so a capability sent is checked.  true: a transfer without one
+     * is refused too (and no memfd or verbs key is handed out without one);
+     * Mooncake clients, whose descriptors carry none, then cannot use this
+     * segment.  Default false (docs/architecture.md, "Capabilities"). */
+    bool require_capability;
 };
 
 /* The suffix of the SSD tier's segment name at the transfer server. */

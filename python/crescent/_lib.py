@@ -31,7 +31,9 @@ class Options(ctypes.Structure):
 
 class BufHandle(ctypes.Structure):
     _fields_ = [("segment_name", c_char_p), ("size_bytes", c_u64), ("buffer", c_u64),
-                ("status", c_int), ("transport_endpoint", c_char_p)]
+                ("status", c_int), ("transport_endpoint", c_char_p),
+                # the master's data-plane capability for this range (48 bytes)
+                ("has_capability", c_bool), ("capability", ctypes.c_uint8 * 48)]
 
 
 class Replica(ctypes.Structure):
@@ -183,7 +185,8 @@ class HostOptions(ctypes.Structure):
                 ("pin_serve_thread", c_bool), ("serve_cpu", c_int),
                 ("mount_when_master_answers", c_bool),
                 ("heartbeat", c_void_p), ("heartbeat_arg", c_void_p),
-                ("ssd_read", c_void_p), ("ssd_read_arg", c_void_p)]
+                ("ssd_read", c_void_p), ("ssd_read_arg", c_void_p),
+                ("require_capability", c_bool)]
 
 
 class HostStats(ctypes.Structure):

@@ -67,7 +67,9 @@ def _replicas(rl):
             h = r.handles[j]
             handles.append({"segment_name": (h.segment_name or b"").decode(),
                             "size": h.size_bytes, "buffer": h.buffer, "status": h.status,
-                            "transport_endpoint": (h.transport_endpoint or b"").decode()})
+                            "transport_endpoint": (h.transport_endpoint or b"").decode(),
+                            # the master's data-plane capability (48 bytes) or None
+                            "capability": bytes(h.capability) if h.has_capability else None})
         tier = ("memory", "disk", "local_disk")[r.medium] if 0 <= r.medium < 3 else "?"
         entry = {"status": r.status, "handles": handles, "tier": tier}
         if r.medium == 1:

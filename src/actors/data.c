@@ -53,6 +53,9 @@ struct data_state {
      * pings and remounts carry it like any client's (proto/master.proto). */
     uint8_t secret[CR_STORE_CLIENT_SECRET_BYTES];
     bool has_secret;
+    /* The local segment's capability key, sent in every (re)mount; never logged. */
+    uint8_t cap_key[CR_CAP_KEY_BYTES];
+    bool has_cap_key;
     bool mounted;
     uint32_t ping_every_ms;  /* a quarter of the client TTL */
     uint64_t mounts, mount_failures, pings, remounts, send_failures;
@@ -97,6 +100,8 @@ static void mount(struct data_state *st, bool again) {
     req.protocol = (char *)cr_xfer_server_protocol(st->xfer);
     req.has_client_secret = st->has_secret;
     req.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
+    req.has_capability_key = st->has_cap_key;
+    req.capability_key = (ProtobufCBinaryData){.len = sizeof(st->cap_key), .data = st->cap_key};
     send_call(st, again ? CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
                         : CRESCENT__MASTER__METHOD__MOUNT_SEGMENT, &req.base);
 }
@@ -301,6 +306,18 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
     uint64_t cap_refused = 0;
     for (int v = 0; v < CR_CAP_VERDICTS; v++) cap_refused += x.refused_capability[v];
     add_stat(out, "transfer_capability_refused_total", cap_refused);
+    /* By cause ("missing" counts, among others, every Mooncake client's
+     * transfer under --data-require-capability: its descriptors carry none). */
+    static const char *const by_cause[CR_CAP_VERDICTS] = {
+        [CR_CAP_MISSING] = "transfer_capability_refused_missing_total",
+        [CR_CAP_NO_KEY] = "transfer_capability_refused_no_key_total",
+        [CR_CAP_BAD_MAC] = "transfer_capability_refused_bad_mac_total",
+        [CR_CAP_EXPIRED] = "transfer_capability_refused_expired_total",
+        [CR_CAP_OUT_OF_RANGE] = "transfer_capability_refused_out_of_range_total",
+        [CR_CAP_WRONG_MODE] = "transfer_capability_refused_wrong_mode_total"};
+    for (int v = CR_CAP_MISSING; v < CR_CAP_VERDICTS; v++)
+        add_stat(out, by_cause[v], x.refused_capability[v]);
+    add_stat(out, "transfer_capability_checked_total", x.capability_checked);
 }
 
 static void data_destroy(void *arg) {
@@ -349,13 +366,19 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
                                        .verbs_disabled = config->data_no_verbs,
                                        .rdma_devices = config->data_rdma_devices,
                                        .rdma_gid_index_set = gid >= 0,
-                                       .rdma_gid_index = (uint8_t)(gid < 0 ? 0 : gid)};
+                                       .rdma_gid_index = (uint8_t)(gid < 0 ? 0 : gid),
+                                       .require_capability = config->data_require_capability};
     if (config->data_no_verbs)
         CR_INFO("data", "verbs off (--data-no-verbs true): the local segment and its copy/move "
                 "tasks move bytes by tcp%s, protocol tcp at the master",
                 config->data_no_shm ? "" : " (and shm on this host)");
     rc = cr_xfer_server_create(&xc, &st->xfer);
     if (rc == CR_OK) rc = cr_xfer_server_register_segment(st->xfer, DATA_SEGMENT_NAME, &st->segment);
+    if (rc == CR_OK) { /* the key the master signs this segment's capabilities with */
+        st->has_cap_key = cr_cap_key_generate(st->cap_key) == 0 &&
+                          cr_xfer_server_set_key(st->xfer, DATA_SEGMENT_NAME, st->cap_key) == CR_OK;
+        if (!st->has_cap_key && config->data_require_capability) rc = CR_ERR_IO;
+    }
     struct cr_xfer_client_config cc = {.shm_disabled = config->data_no_shm,
                                        .verbs_disabled = config->data_no_verbs,
                                        .rdma_devices = config->data_rdma_devices,

@@ -38,14 +38,15 @@ int cr_data_task_run(const struct cr_xfer_segment *segment, const char *segment_
     if (src->size == 0) return CR_OK; /* an empty object: its targets need no bytes */
     struct cr_task_exec_job job = {.size = src->size,
                                    .source = {src->transport_endpoint, src->segment_name,
-                                              src->buffer},
+                                              src->buffer, NULL}, /* read in place */
                                    .target_count = (uint32_t)a->n_targets,
                                    .has_checksum = a->has_checksum_xxh3,
                                    .checksum = a->checksum_xxh3};
     for (size_t i = 0; i < a->n_targets; i++) {
         const Crescent__Master__BufHandle *t = a->targets[i];
+        bool cap = t->has_capability && t->capability.len == CR_CAP_BYTES;
         job.targets[i] = (struct cr_task_exec_replica){t->transport_endpoint, t->segment_name,
-                                                       t->buffer};
+                                                       t->buffer, cap ? t->capability.data : NULL};
     }
     const uint8_t *bytes = (const uint8_t *)segment->base +
                            (src->buffer - (uint64_t)(uintptr_t)segment->base);

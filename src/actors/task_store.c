@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rpc/rpc_caps.h"
 #include "rpc/rpc_codec.h"
 #include "crescent/error.h"
 
@@ -41,14 +42,25 @@ void cr_task_call_refuse(struct cr_master_call *call, int status, const char *wh
     cr_rpc_reply_nomem(call);
 }
 
-static void replica_copy(const struct cr_store_replica_desc *d, struct cr_task_replica *out) {
+_Static_assert(sizeof(((struct cr_task_replica *)0)->cap) == CR_CAP_BYTES, "task capability");
+
+/* Copies a replica into the task, with its capability (`mode` on the
+ * range, until the task's timeout) when its segment has a key. */
+static void replica_copy(const cr_store *store, const struct cr_store_replica_desc *d,
+                         uint8_t mode, struct cr_task_replica *out) {
     snprintf(out->segment, sizeof(out->segment), "%s", d->segment_name);
     snprintf(out->endpoint, sizeof(out->endpoint), "%s", d->endpoint);
     out->buffer = d->buffer;
     out->size = d->size;
+    struct cr_store_replica_desc signed_desc = *d;
+    cr_rpc_caps_sign_one(&signed_desc, mode,
+                         cr_rpc_caps_now_ms() + cr_store_get_config(store)->task_timeout_ms);
+    out->has_cap = signed_desc.has_cap;
+    memcpy(out->cap, signed_desc.cap, sizeof(out->cap));
 }
 
-static struct cr_task_detail *detail_new(enum cr_task_type type, const struct cr_store_key *key,
+static struct cr_task_detail *detail_new(const cr_store *store, enum cr_task_type type,
+                                         const struct cr_store_key *key,
                                          const struct cr_store_task_reservation *res) {
     struct cr_task_detail *d = calloc(1, sizeof(*d) + key->key_len + 1);
     if (d == NULL) return NULL;
@@ -58,10 +70,10 @@ static struct cr_task_detail *detail_new(enum cr_task_type type, const struct cr
     d->ref = res->ref;
     d->release_source = type == CR_TASK_MOVE;
     d->executor = res->source_owner;
-    replica_copy(&res->source, &d->source);
+    replica_copy(store, &res->source, CR_CAP_READ, &d->source);
     d->target_count = res->targets.count;
     for (uint32_t i = 0; i < res->targets.count; i++)
-        replica_copy(&res->targets.replicas[i], &d->targets[i]);
+        replica_copy(store, &res->targets.replicas[i], CR_CAP_WRITE, &d->targets[i]);
     d->has_checksum = res->has_checksum;
     d->checksum = res->checksum;
     d->key_len = key->key_len;
@@ -90,7 +102,7 @@ int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call
         cr_task_call_refuse(call, rc, cr_store_last_error(store));
         return rc;
     }
-    *out = detail_new(copy ? CR_TASK_COPY : CR_TASK_MOVE, &key, &res);
+    *out = detail_new(store, copy ? CR_TASK_COPY : CR_TASK_MOVE, &key, &res);
     if (*out == NULL) {
         cr_store_task_rollback(store, &res.ref);
         cr_task_call_refuse(call, CR_ERR_NOMEM, "out of memory recording the task");
@@ -123,9 +135,9 @@ static void run_check(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
     op->moved = found.moved;
     if (!found.moved) return;
     op->executor = found.res.source_owner;
-    replica_copy(&found.res.source, &op->source);
+    replica_copy(store, &found.res.source, CR_CAP_READ, &op->source);
     for (uint32_t i = 0; i < found.res.targets.count; i++)
-        replica_copy(&found.res.targets.replicas[i], &op->targets[i]);
+        replica_copy(store, &found.res.targets.replicas[i], CR_CAP_WRITE, &op->targets[i]);
 }
 
 void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {

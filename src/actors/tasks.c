@@ -322,6 +322,10 @@ static void handle_pb(const struct cr_task_replica *r, Crescent__Master__BufHand
     h->buffer = r->buffer;
     h->status = CRESCENT__MASTER__BUF_HANDLE__BUF_STATUS__INIT;
     h->transport_endpoint = (char *)r->endpoint;
+    if (r->has_cap) {
+        h->has_capability = 1;
+        h->capability = (ProtobufCBinaryData){.len = sizeof(r->cap), .data = (uint8_t *)r->cap};
+    }
 }
 
 /* One assignment's protobuf pieces, pointing into the task's detail. */

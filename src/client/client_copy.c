@@ -45,8 +45,12 @@ int cr_client_read_mapped(struct cr_xfer_client *xfer, const struct cr_replica *
         /* Mapped just before its copy: a later handle's lookup may replace
          * a stale mapping (cr_xfer_shm_find_map), so no pointer is kept. */
         void *src = NULL;
-        if (cr_xfer_client_map(xfer, bh->transport_endpoint, bh->segment_name, bh->buffer,
-                               bh->size_bytes, &src) != CR_OK)
+        struct cr_cap cap;
+        if (cr_xfer_client_map_cap(xfer, bh->transport_endpoint, bh->segment_name, bh->buffer,
+                                   bh->size_bytes,
+                                   bh->has_capability && cr_cap_decode(bh->capability, &cap) == 0
+                                       ? &cap : NULL,
+                                   &src) != CR_OK)
             return CR_ERR_AGAIN;
         cr_copy_hashed(xxh3 != NULL ? &state : NULL, dst + off, src, (size_t)bh->size_bytes);
         off += bh->size_bytes;

@@ -112,6 +112,11 @@ static int submit(cr_client *c, const struct cr_xfer_op *op) {
     return rc;
 }
 
+const struct cr_cap *cr_client_handle_cap(const struct cr_buf_handle *bh, struct cr_cap *out) {
+    if (!bh->has_capability || cr_cap_decode(bh->capability, out) != 0) return NULL;
+    return out;
+}
+
 /* Queues the ops that move bytes [offset, offset + len) of one replica's
  * object (laid out as its handles in order, object_len bytes in all) to or
  * from [base, base + len): one op per handle the window touches.  A failure
@@ -139,10 +144,12 @@ void cr_client_submit_window(cr_client *c, enum cr_xfer_opcode opcode, const str
         at += bh->size_bytes;
         if (from >= to) continue; /* outside the window, or an empty handle */
         struct iovec iov = {.iov_base = base + (from - offset), .iov_len = (size_t)(to - from)};
+        struct cr_cap cap; /* the transfer layer copies it at submit */
         struct cr_xfer_op op = {.opcode = opcode, .endpoint = bh->transport_endpoint,
                                 .segment = bh->segment_name,
                                 .remote_addr = bh->buffer + (from - (at - bh->size_bytes)),
-                                .iov = &iov, .iov_count = 1, .done = attempt_done, .arg = a};
+                                .iov = &iov, .iov_count = 1, .done = attempt_done, .arg = a,
+                                .cap = cr_client_handle_cap(bh, &cap)};
         int rc = submit(c, &op);
         if (rc != CR_OK) {
             attempt_fail(a, rc, "%s", cr_xfer_client_last_error(c->xfer));

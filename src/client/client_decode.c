@@ -34,7 +34,7 @@ enum { /* ReplicaInfo */
     R_HANDLES = 1, R_STATUS = 2, R_MEDIUM = 3, R_FILE_PATH = 4, R_ENDPOINT = 5,
     R_SEGMENT = 6, R_OBJECT_SIZE = 7, R_POSITION = 8,
 };
-enum { H_NAME = 1, H_SIZE = 2, H_BUFFER = 3, H_STATUS = 4, H_ENDPOINT = 5 }; /* BufHandle */
+enum { H_NAME = 1, H_SIZE = 2, H_BUFFER = 3, H_STATUS = 4, H_ENDPOINT = 5, H_CAP = 6 }; /* BufHandle */
 
 struct wire {
     const uint8_t *p;
@@ -102,8 +102,17 @@ static bool handle_walk(struct wire w, struct sizes *sz, struct cr_buf_handle *o
     if (out != NULL) {
         out->transport_endpoint = NULL;
         out->status = CR_BUF_INIT; /* required, but with a default: may be absent */
+        out->has_capability = false;
     }
     while ((more = next_field(&w, &f)) == 1) {
+        if (f.number == H_CAP) { /* 48 bytes exactly, or the handle is malformed */
+            if (f.type != WIRE_LEN || f.sub.len != CR_CLIENT_CAPABILITY_BYTES) return false;
+            if (out != NULL) {
+                memcpy(out->capability, f.sub.p, CR_CLIENT_CAPABILITY_BYTES);
+                out->has_capability = true;
+            }
+            continue;
+        }
         bool string = f.number == H_NAME || f.number == H_ENDPOINT;
         bool scalar = f.number == H_SIZE || f.number == H_BUFFER || f.number == H_STATUS;
         if ((string && f.type != WIRE_LEN) || (scalar && f.type != WIRE_VARINT)) return false;

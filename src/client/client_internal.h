@@ -237,6 +237,10 @@ struct attempt {
     int status;
     char why[CR_XFER_MESSAGE_MAX];
 };
+/* The handle's capability decoded into *out for a transfer op, or NULL: none, or
+ * one that does not decode (the store server then decides, as for none). */
+const struct cr_cap *cr_client_handle_cap(const struct cr_buf_handle *bh, struct cr_cap *out);
+
 /* Queues the ops moving bytes [offset, offset + len) of replica r's object
  * (object_len bytes) to (CR_XFER_WRITE) or from (CR_XFER_READ) base; the
  * attempt counts them down as they complete (cr_client_drain). */

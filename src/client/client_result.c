@@ -75,6 +75,8 @@ int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size
             next->size_bytes = h->size;
             next->buffer = h->buffer;
             next->status = (enum cr_buf_status)h->status;
+            next->has_capability = h->has_capability && h->capability.len == CR_CLIENT_CAPABILITY_BYTES;
+            if (next->has_capability) memcpy(next->capability, h->capability.data, CR_CLIENT_CAPABILITY_BYTES);
         }
     }
     out->replicas = b.replicas;

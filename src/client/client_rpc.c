@@ -154,6 +154,11 @@ static int mount(cr_client *c, uint16_t method, const struct cr_segment_spec *sp
     req.client_id = &id;
     req.transport_endpoint = (char *)spec->transport_endpoint;
     if (spec->protocol != NULL) req.protocol = (char *)spec->protocol;
+    if (spec->capability_key != NULL) { /* never logged: it signs every capability */
+        req.has_capability_key = 1;
+        req.capability_key = (ProtobufCBinaryData){.len = CR_CLIENT_CAPABILITY_KEY_BYTES,
+                                                   .data = (uint8_t *)spec->capability_key};
+    }
     cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     ProtobufCMessage *msg;
     rc = cr_client_call(c, method, &req.base, &msg);

@@ -124,6 +124,8 @@ static bool handle_copy(const Crescent__Master__BufHandle *in, struct cr_buf_han
     out->size_bytes = in->size;
     out->buffer = in->buffer;
     out->status = (enum cr_buf_status)in->status;
+    out->has_capability = in->has_capability && in->capability.len == CR_CLIENT_CAPABILITY_BYTES;
+    if (out->has_capability) memcpy(out->capability, in->capability.data, CR_CLIENT_CAPABILITY_BYTES);
     return out->segment_name != NULL && out->transport_endpoint != NULL;
 }
 

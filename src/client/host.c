@@ -30,6 +30,10 @@ struct cr_host {
     struct cr_xfer_client *exec;    /* runs the tasks (NULL with a caller's heartbeat) */
     cr_client *master;              /* the keep-alive thread's after start */
     char segment_name[CR_XFER_SEGMENT_NAME_MAX + 1];
+    /* The segment's capability key: set on the transfer server and sent in
+     * every (re)mount; never logged. */
+    bool has_cap_key;
+    uint8_t cap_key[CR_CAP_KEY_BYTES];
     char master_endpoint[CR_CLIENT_ENDPOINT_MAX + 16];
     uint32_t ping_interval_ms;
     int (*heartbeat)(void *arg, cr_client *master, uint64_t *ttl_ms, bool *known, bool *again);
@@ -88,7 +92,8 @@ static struct cr_segment_spec spec_of(const struct cr_host *h) {
                                     .base = (uint64_t)(uintptr_t)h->segment.base,
                                     .size_bytes = h->segment.size,
                                     .transport_endpoint = cr_xfer_server_endpoint(h->xfer),
-                                    .protocol = cr_xfer_server_protocol(h->xfer)};
+                                    .protocol = cr_xfer_server_protocol(h->xfer),
+                                    .capability_key = h->has_cap_key ? h->cap_key : NULL};
 }
 
 static int mount(struct cr_host *h, bool again) {
@@ -198,7 +203,8 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
                                        .verbs_disabled = o->no_verbs,
                                        .rdma_devices = o->rdma_devices,
                                        .rdma_gid_index_set = o->rdma_gid_index_set,
-                                       .rdma_gid_index = o->rdma_gid_index};
+                                       .rdma_gid_index = o->rdma_gid_index,
+                                       .require_capability = o->require_capability};
     rc = cr_xfer_server_create(&xc, &h->xfer);
     if (rc != CR_OK) {
         set_error(error, size, "cannot serve transfers on %s: %s",
@@ -228,6 +234,15 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
         set_error(error, size, "cannot register segment '%s': %s", h->segment_name,
                   cr_strerror(rc));
         return rc;
+    }
+    /* A fresh key per start: the master learns it at (re)mount and signs the
+     * capabilities of this segment's handles with it (docs/architecture.md). */
+    h->has_cap_key = cr_cap_key_generate(h->cap_key) == 0 &&
+                     cr_xfer_server_set_key(h->xfer, h->segment_name, h->cap_key) == CR_OK;
+    if (!h->has_cap_key && o->require_capability) {
+        set_error(error, size, "cannot make a capability key for segment '%s' (libsodium did "
+                  "not initialise), and require_capability is set", h->segment_name);
+        return CR_ERR_IO;
     }
     if (o->ssd_read != NULL) {
         char name[sizeof(h->segment_name) + sizeof(CR_HOST_SSD_SUFFIX)];

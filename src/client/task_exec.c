@@ -32,6 +32,30 @@ static void write_done(void *arg, int status, const char *message) {
     }
 }
 
+/* The replica's capability for an op (copied at submit), or NULL. */
+static const struct cr_cap *replica_cap(const struct cr_task_exec_replica *r, struct cr_cap *out) {
+    if (r->cap == NULL || cr_cap_decode(r->cap, out) != 0) return NULL;
+    return out;
+}
+
+/* Submits op, polling for room while the client is at max_ops; counts it
+ * in w, or records the submit's failure there. */
+static bool submit_counted(struct cr_xfer_client *xfer, const struct cr_xfer_op *op,
+                           struct writes *w) {
+    int rc;
+    while ((rc = cr_xfer_submit(xfer, op)) == CR_ERR_AGAIN)
+        cr_xfer_client_poll(xfer, POLL_SLICE_MS); /* at max_ops: make room */
+    if (rc == CR_OK) {
+        w->pending++;
+        return true;
+    }
+    if (w->status == CR_OK) {
+        w->status = rc;
+        snprintf(w->why, sizeof(w->why), "%s", cr_xfer_client_last_error(xfer));
+    }
+    return false;
+}
+
 static int fail(char *why, size_t why_len, int status, const char *fmt, const char *a,
                 const char *b) {
     if (why_len > 0) snprintf(why, why_len, fmt, a, b);
@@ -44,8 +68,9 @@ static int read_source(struct cr_xfer_client *xfer, const struct cr_task_exec_jo
     const struct cr_task_exec_replica *s = &job->source;
     void *mapped = NULL;
     *owned = NULL;
-    if (cr_xfer_client_map(xfer, s->endpoint, s->segment, s->buffer, job->size, &mapped) ==
-        CR_OK) {
+    struct cr_cap map_cap;
+    if (cr_xfer_client_map_cap(xfer, s->endpoint, s->segment, s->buffer, job->size,
+                               replica_cap(s, &map_cap), &mapped) == CR_OK) {
         *bytes = mapped;
         return CR_OK;
     }
@@ -53,10 +78,19 @@ static int read_source(struct cr_xfer_client *xfer, const struct cr_task_exec_jo
     if (*owned == NULL)
         return fail(why, why_len, CR_ERR_NOMEM, "no memory to stage the object from %s %s",
                     s->endpoint, s->segment);
-    int rc = cr_xfer_read(xfer, s->endpoint, s->segment, s->buffer, *owned, job->size);
-    if (rc != CR_OK)
-        return fail(why, why_len, rc, "reading the source: %s%s",
-                    cr_xfer_client_last_error(xfer), "");
+    /* With the source's capability: a store server that requires them
+     * hands out neither its memfd (the map above) nor a byte without one. */
+    struct writes r = {.status = CR_OK};
+    struct iovec iov = {.iov_base = *owned, .iov_len = job->size};
+    struct cr_cap cap;
+    struct cr_xfer_op op = {.opcode = CR_XFER_READ, .endpoint = s->endpoint,
+                            .segment = s->segment, .remote_addr = s->buffer, .iov = &iov,
+                            .iov_count = 1, .done = write_done, .arg = &r,
+                            .cap = replica_cap(s, &cap)};
+    submit_counted(xfer, &op, &r);
+    while (r.pending > 0) cr_xfer_client_poll(xfer, POLL_SLICE_MS);
+    if (r.status != CR_OK)
+        return fail(why, why_len, r.status, "reading the source: %s%s", r.why, "");
     *bytes = *owned;
     return CR_OK;
 }
@@ -68,20 +102,12 @@ static int write_targets(struct cr_xfer_client *xfer, const struct cr_task_exec_
     struct iovec iov = {.iov_base = (void *)bytes, .iov_len = job->size};
     for (uint32_t i = 0; i < job->target_count; i++) {
         const struct cr_task_exec_replica *t = &job->targets[i];
+        struct cr_cap cap;
         struct cr_xfer_op op = {.opcode = CR_XFER_WRITE, .endpoint = t->endpoint,
                                 .segment = t->segment, .remote_addr = t->buffer, .iov = &iov,
-                                .iov_count = 1, .done = write_done, .arg = &w};
-        int rc;
-        while ((rc = cr_xfer_submit(xfer, &op)) == CR_ERR_AGAIN)
-            cr_xfer_client_poll(xfer, POLL_SLICE_MS); /* at max_ops: make room */
-        if (rc != CR_OK) {
-            if (w.status == CR_OK) {
-                w.status = rc;
-                snprintf(w.why, sizeof(w.why), "%s", cr_xfer_client_last_error(xfer));
-            }
-            break;
-        }
-        w.pending++;
+                                .iov_count = 1, .done = write_done, .arg = &w,
+                                .cap = replica_cap(t, &cap)};
+        if (!submit_counted(xfer, &op, &w)) break;
     }
     while (w.pending > 0) cr_xfer_client_poll(xfer, POLL_SLICE_MS);
     if (w.status != CR_OK)

@@ -26,6 +26,9 @@ struct cr_task_exec_replica {
     const char *endpoint; /* the owner's transfer "host:port" */
     const char *segment;
     uint64_t buffer;      /* address in the owner's memory: segment base + offset */
+    /* The master's capability for it (BufHandle.capability, 48 bytes: read on
+     * the source, write on a target), passed with the transfer; NULL: none. */
+    const uint8_t *cap;
 };
 
 struct cr_task_exec_job {

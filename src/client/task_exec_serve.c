@@ -10,11 +10,13 @@ static void job_of(const struct cr_task_assignment *a, struct cr_task_exec_job *
     *job = (struct cr_task_exec_job){.size = a->source.size_bytes,
                                      .has_checksum = a->has_checksum,
                                      .checksum = a->checksum_xxh3};
-    job->source = (struct cr_task_exec_replica){a->source.transport_endpoint,
-                                                a->source.segment_name, a->source.buffer};
+    job->source = (struct cr_task_exec_replica){
+        a->source.transport_endpoint, a->source.segment_name, a->source.buffer,
+        a->source.has_capability ? a->source.capability : NULL};
     for (size_t i = 0; i < a->target_count && i < CR_TASK_EXEC_TARGETS_MAX; i++)
         job->targets[job->target_count++] = (struct cr_task_exec_replica){
-            a->targets[i].transport_endpoint, a->targets[i].segment_name, a->targets[i].buffer};
+            a->targets[i].transport_endpoint, a->targets[i].segment_name, a->targets[i].buffer,
+            a->targets[i].has_capability ? a->targets[i].capability : NULL};
 }
 
 int cr_task_exec_run_all(struct cr_client *master, struct cr_xfer_client *xfer,

@@ -69,6 +69,7 @@ static int start(struct store_server *s) {
                                  .segment_name = s->opt.segment_name,
                                  .data_address = s->opt.data_address,
                                  .no_shm = s->opt.no_shm, .no_verbs = s->opt.no_verbs,
+                                 .require_capability = s->opt.require_capability,
                                  .rdma_devices = s->opt.rdma_devices,
                                  .rdma_gid_index_set = gid_set, .rdma_gid_index = gid,
                                  .ping_interval_ms = s->opt.ping_interval_ms,

@@ -14,6 +14,7 @@ struct cr_store_options {
     uint64_t segment_size;   /* bytes */
     char data_address[64];   /* "host:port" the transfer server binds */
     bool no_shm;
+    bool require_capability; /* --data-require-capability */
     bool no_verbs;
     int rdma_gid_index;      /* -1: picked by type */
     char rdma_devices[256];  /* "": every active device */

@@ -34,6 +34,11 @@ static void usage(FILE *out) {
             "                           loopback, a free port); bind another address to\n"
             "                           serve other machines\n"
             "  --no-shm                 do not serve same-host clients over shared memory\n"
+            "  --data-require-capability refuse transfers without the master's capability\n"
+            "                           (default: off; one sent is always checked): only\n"
+            "                           clients the master handed this range to may read\n"
+            "                           or write it; Mooncake clients carry none; the SSD\n"
+            "                           tier's reads (--ssd-dir) are then refused too\n"
             "  --no-verbs               never open an RDMA device (libibverbs): transfers\n"
             "                           go by tcp (and shm), protocol tcp at the master\n"
             "  --rdma-devices NAME,..   RDMA devices to use, at most 4 (e.g. mlx5_0,mlx5_1;\n"
@@ -86,7 +91,7 @@ static bool copy(char *dst, size_t cap, const char *src) {
     return true;
 }
 
-enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_NO_VERBS, OPT_DEVICES, OPT_GID, OPT_CPU, OPT_NO_PIN,
+enum { OPT_MASTER = 256, OPT_NAME, OPT_SIZE, OPT_DATA, OPT_NO_SHM, OPT_REQUIRE_CAP, OPT_NO_VERBS, OPT_DEVICES, OPT_GID, OPT_CPU, OPT_NO_PIN,
        OPT_PING, OPT_TIMEOUT, OPT_SSD_DIR, OPT_SSD_SIZE, OPT_PROMOTION_HITS, OPT_HELP,
        OPT_VERSION };
 
@@ -96,6 +101,7 @@ static const struct option options[] = {
     {"segment-size", required_argument, NULL, OPT_SIZE},
     {"data-address", required_argument, NULL, OPT_DATA},
     {"no-shm", no_argument, NULL, OPT_NO_SHM},
+    {"data-require-capability", no_argument, NULL, OPT_REQUIRE_CAP},
     {"no-verbs", no_argument, NULL, OPT_NO_VERBS},
     {"rdma-devices", required_argument, NULL, OPT_DEVICES},
     {"rdma-gid-index", required_argument, NULL, OPT_GID},
@@ -131,6 +137,7 @@ static int apply(int opt, const char *arg, struct cr_store_options *o) {
         return copy(o->data_address, sizeof(o->data_address), arg) ? 0
                                                                    : bad("data-address", arg, "want HOST:PORT");
     case OPT_NO_SHM: o->no_shm = true; return 0;
+    case OPT_REQUIRE_CAP: o->require_capability = true; return 0;
     case OPT_NO_VERBS: o->no_verbs = true; return 0;
     case OPT_DEVICES:
         return copy(o->rdma_devices, sizeof(o->rdma_devices), arg)

@@ -156,6 +156,14 @@ struct cr_store_segment_params {
     const char *protocol; /* "tcp" or "rdma" */
 };
 
+/* Gives mounted segment `name` its data-plane capability key (32 bytes,
+ * core/xfer_cap.h's CR_CAP_KEY_BYTES), replacing any it had: the RPC layer
+ * signs its handles' capabilities with it (rpc/rpc_caps.h).  Kept in memory
+ * only: never in views, events, logs or the durable log (a restored segment
+ * has none until its owner remounts).  Returns CR_OK or
+ * CR_ERR_SEGMENT_NOT_FOUND. */
+int cr_store_segment_set_key(cr_store *store, const char *name, const uint8_t key[32]);
+
 /* Mounts a segment owned by `client` (which counts as a sign of life).
  * Returns CR_OK, CR_ERR_SEGMENT_ALREADY_EXISTS (name taken), or
  * CR_ERR_INVALID_PARAMS (size 0, base+size overflows, range overlapping another
@@ -294,6 +302,11 @@ struct cr_store_replica_desc {
     enum cr_replica_medium medium;
     const char *file_path; /* DISK only; NULL otherwise */
     struct cr_uuid owner;  /* LOCAL_DISK: the segment owner (Mooncake's client_id) */
+    /* MEMORY: the segment's capability key (NULL: none); valid while the
+     * segment is mounted.  The RPC layer signs with it (rpc/rpc_caps.h). */
+    const uint8_t *cap_key;
+    bool has_cap;        /* cap holds a signed capability (rpc/rpc_caps.h) */
+    uint8_t cap[48];     /* CR_CAP_BYTES, the wire form */
 };
 
 /* One replica list, sized for the ceiling, with the object's checksum (the

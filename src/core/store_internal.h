@@ -104,6 +104,8 @@ struct cr_store_segment {
     uint32_t mounted_pos; /* index in store->mounted */
     bool in_use;
     bool draining; /* a drain job's source: no new allocations (store_drain.c) */
+    bool has_cap_key;
+    uint8_t cap_key[32]; /* CR_CAP_KEY_BYTES: cr_store_segment_set_key */
 };
 
 struct cr_store_client {

@@ -128,6 +128,16 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
     return cr_store_client_touch(store, client, now_ms);
 }
 
+int cr_store_segment_set_key(cr_store *store, const char *name, const uint8_t key[32]) {
+    assert(store != NULL && name != NULL && key != NULL);
+    int id = cr_store_segment_lookup(store, name);
+    if (id < 0) return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND, "no segment %s", name);
+    struct cr_store_segment *seg = &store->segments[id];
+    memcpy(seg->cap_key, key, sizeof(seg->cap_key));
+    seg->has_cap_key = true;
+    return CR_OK;
+}
+
 /* Frees the segment's own resources; callers dropped its replicas first. */
 void cr_store_segment_release(cr_store *store, uint32_t id) {
     struct cr_store_segment *seg = &store->segments[id];

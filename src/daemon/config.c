@@ -170,6 +170,9 @@ static const struct setting settings[] = {
      "where the local segment's transfers are served (port 0: a free one)"},
     {"data-no-shm", SETTING_BOOL, FIELD(data_no_shm), 0, 0, "BOOL",
      "serve the local segment over tcp only, never by shared memory to same-host clients"},
+    {"data-require-capability", SETTING_BOOL, FIELD(data_require_capability), 0, 0, "BOOL",
+     "refuse local-segment transfers that carry no capability from this master (default "
+     "false: one sent is still checked); Mooncake clients' descriptors carry none"},
     {"data-no-verbs", SETTING_BOOL, FIELD(data_no_verbs), 0, 0, "BOOL",
      "never open an RDMA device for the local segment and its task transfers: tcp (and shm)"},
     {"data-rdma-devices", SETTING_STRING, FIELD(data_rdma_devices), 0, 0, "NAME,..",

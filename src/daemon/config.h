@@ -81,6 +81,7 @@ struct cr_daemon_config {
     uint64_t local_segment_size;                  /* bytes; 0: off */
     char data_address[CR_CONFIG_ADDRESS_MAX];     /* host:port of its transfer server */
     bool data_no_shm;                             /* serve the local segment over tcp only */
+    bool data_require_capability;                 /* refuse transfers without a capability */
     bool data_no_verbs;                           /* never open an RDMA device for it */
     char data_rdma_gid_index[CR_CONFIG_ADDRESS_MAX]; /* "auto" or a GID table index */
     char data_rdma_devices[CR_CONFIG_ADDRESS_MAX];   /* "": every active one; "mlx5_0,mlx5_1" */

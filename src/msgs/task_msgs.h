@@ -40,6 +40,11 @@ struct cr_task_replica {
     char endpoint[CR_STORE_ENDPOINT_LEN_MAX];
     uint64_t buffer; /* segment base + offset in its owner's memory */
     uint64_t size;
+    /* The capability for this range (core/xfer_cap.h wire form): read on the
+     * source, write on a target, until the task's timeout; signed when the
+     * segment has a key (rpc/rpc_caps.h). */
+    bool has_cap;
+    uint8_t cap[48];
 };
 
 enum cr_task_op_kind {

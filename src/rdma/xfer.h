@@ -320,6 +320,13 @@ const char *cr_xfer_client_transport(const struct cr_xfer_client *cli, const cha
 int cr_xfer_client_map(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
                        uint64_t remote_addr, uint64_t len, void **out);
 
+/* The same, sending `cap` (NULL: none) with the map request when the segment
+ * is not mapped yet: a server that requires capabilities hands its memfd out
+ * only for one (src/rdma/README.md, "Capabilities"). */
+int cr_xfer_client_map_cap(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
+                           uint64_t remote_addr, uint64_t len, const struct cr_cap *cap,
+                           void **out);
+
 /* Fails ops in flight (callbacks run with CR_ERR_SHUTDOWN), closes
  * connections, frees.  NULL is a no-op. */
 void cr_xfer_client_destroy(struct cr_xfer_client *cli);

@@ -242,6 +242,12 @@ void cr_xfer_shm_run(struct cr_xfer_client *cli) {
 
 int cr_xfer_client_map(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
                        uint64_t remote_addr, uint64_t len, void **out) {
+    return cr_xfer_client_map_cap(cli, endpoint, segment, remote_addr, len, NULL, out);
+}
+
+int cr_xfer_client_map_cap(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
+                           uint64_t remote_addr, uint64_t len, const struct cr_cap *cap,
+                           void **out) {
     assert(cli != NULL && out != NULL);
     *out = NULL;
     struct xfer_peer *peer = endpoint == NULL ? NULL : cr_xfer_client_peer(cli, endpoint);
@@ -249,7 +255,7 @@ int cr_xfer_client_map(struct cr_xfer_client *cli, const char *endpoint, const c
     if (peer->shm_fd < 0) return CR_ERR_AGAIN;
     if (segment == NULL || !cr_xfer_name_valid(segment, strlen(segment)))
         return CR_ERR_INVALID_PARAMS;
-    struct xfer_shm_map *map = cr_xfer_shm_find_map(cli, peer, segment, NULL);
+    struct xfer_shm_map *map = cr_xfer_shm_find_map(cli, peer, segment, cap);
     if (map == NULL || map->local == NULL) return CR_ERR_AGAIN;
     if (!cr_xfer_range_inside(map->base, map->size, remote_addr, len)) {
         snprintf(cli->last_error, sizeof(cli->last_error),

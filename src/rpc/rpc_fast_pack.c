@@ -26,6 +26,7 @@ enum {
     TAG_HANDLE_BUFFER = 3 << 3 | WIRE_VARINT,     /* BufHandle.buffer */
     TAG_HANDLE_STATUS = 4 << 3 | WIRE_VARINT,     /* BufHandle.status */
     TAG_HANDLE_ENDPOINT = 5 << 3 | WIRE_LEN,      /* BufHandle.transport_endpoint */
+    TAG_HANDLE_CAPABILITY = 6 << 3 | WIRE_LEN,    /* BufHandle.capability */
     TAG_INFO_MEDIUM = 3 << 3 | WIRE_VARINT,       /* ReplicaInfo.medium */
     TAG_INFO_FILE_PATH = 4 << 3 | WIRE_LEN,       /* ReplicaInfo.file_path */
     TAG_INFO_ENDPOINT = 5 << 3 | WIRE_LEN,        /* ReplicaInfo.endpoint */
@@ -137,6 +138,7 @@ static void replica_measure(const struct cr_store_replica_desc *d, struct replic
     z->handle_len = 1 + varint_len(z->name_len) + z->name_len + 1 + varint_len(d->size) + 1 +
                     varint_len(d->buffer) + 1 + varint_len(cr_rpc_buf_status(d->status));
     if (d->endpoint != NULL) z->handle_len += 1 + varint_len(z->endpoint_len) + z->endpoint_len;
+    if (d->has_cap) z->handle_len += str_field_len(sizeof(d->cap));
     z->info_len = 1 + varint_len(z->handle_len) + z->handle_len + 1 +
                   varint_len((uint32_t)d->status);
 }
@@ -191,6 +193,8 @@ static uint8_t *replica_body_write(const struct cr_store_replica_list *list,
         *p++ = TAG_HANDLE_STATUS;
         p = put_varint(p, cr_rpc_buf_status(d->status));
         if (d->endpoint != NULL) p = put_str(p, TAG_HANDLE_ENDPOINT, d->endpoint, z->endpoint_len);
+        if (d->has_cap)
+            p = put_str(p, TAG_HANDLE_CAPABILITY, (const char *)d->cap, sizeof(d->cap));
         *p++ = TAG_INFO_STATUS;
         p = put_varint(p, (uint32_t)d->status);
     }

@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "rpc/rpc_batch.h"
+#include "rpc/rpc_caps.h"
 #include "rpc/rpc_codec.h"
 #include "rpc/rpc_fast_pack.h"
 #include "crescent/error.h"
@@ -149,6 +150,10 @@ static Crescent__Master__ReplicaInfo **replicas_pb(struct cr_rpc_arena *a,
         h->buffer = d->buffer;
         h->status = cr_rpc_buf_status(d->status);
         h->transport_endpoint = (char *)d->endpoint;
+        if (d->has_cap) {
+            h->has_capability = 1;
+            h->capability = (ProtobufCBinaryData){.len = sizeof(d->cap), .data = (uint8_t *)d->cap};
+        }
         hs[0] = h;
         info->n_handles = 1;
         info->handles = hs;
@@ -302,8 +307,13 @@ static int m_ping(struct cr_rpc_run *run, struct cr_master_call *call, struct cr
     Crescent__Master__PingResponse resp = CRESCENT__MASTER__PING_RESPONSE__INIT;
     bool known = false;
     resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
+    /* A client restored from the log and not heard from since reads as not
+     * known: its segments came back without their capability keys (never
+     * logged), and the remount this asks for brings them back. */
+    bool restored = resp.status_code == CR_OK && cr_store_client_awaiting(run->store, &id);
     if (resp.status_code == CR_OK)
         resp.status_code = cr_store_client_ping(run->store, &id, run->now_ms, &known);
+    if (restored) known = false;
     if (resp.status_code == CR_OK)
         issue_secret(run, a, &id, &resp.has_client_secret, &resp.client_secret);
     resp.has_client_known = resp.status_code == CR_OK; /* a refused ping tells nothing */
@@ -362,10 +372,23 @@ static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct c
         .protocol = req->protocol};
     Crescent__Master__MountSegmentResponse resp = CRESCENT__MASTER__MOUNT_SEGMENT_RESPONSE__INIT;
     resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
+    if (resp.status_code == CR_OK && req->has_capability_key &&
+        req->capability_key.len != CR_CAP_KEY_BYTES) {
+        resp.status_code = CR_ERR_INVALID_PARAMS;
+        cr_rpc_set_error_message(&resp.base, "capability_key must be 32 bytes");
+        finish(call, a, &resp.base);
+        return resp.status_code;
+    }
     if (resp.status_code == CR_OK)
         resp.status_code = call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
                                ? cr_store_remount_segment(run->store, &id, &p, run->now_ms)
                                : cr_store_mount_segment(run->store, &id, &p, run->now_ms);
+    /* The owner's key replaces the one held: after a master restart the
+     * segment was restored without one (keys are not logged), and an owner
+     * that restarted has a new one.  A (re)mount without a key keeps it. */
+    if (resp.status_code == CR_OK && req->has_capability_key)
+        resp.status_code = cr_store_segment_set_key(run->store, req->segment_name,
+                                                    req->capability_key.data);
     if (resp.status_code == CR_OK)
         issue_secret(run, a, &id, &resp.has_client_secret, &resp.client_secret);
     finish(call, a, &resp.base);
@@ -437,6 +460,10 @@ static int put_start_store(struct cr_rpc_run *run, struct secret_memo *memo,
                                     .meta = e->has_block ? &e->block : NULL};
     int rc = check_entry_secret(run, memo, e);
     if (rc == CR_OK) rc = cr_store_put_start(run->store, &e->client, &p, run->now_ms, list);
+    if (rc == CR_OK) /* writable until the store reclaims an unfinished put */
+        cr_rpc_caps_sign(list, CR_CAP_WRITE,
+                         cr_store_get_config(run->store)->put_start_release_timeout_ms,
+                         cr_rpc_caps_now_ms());
     /* Eviction only when it can make room: not for an object larger than every segment. */
     if (rc == CR_ERR_NO_AVAILABLE_HANDLE && cr_store_no_room_evictable(run->store))
         run->no_space = true;
@@ -509,6 +536,8 @@ static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_
     Crescent__Master__GetReplicaListResponse resp =
         CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
     resp.status_code = cr_store_get_replica_list_k(run->store, call_key(call), run->now_ms, &list);
+    if (resp.status_code == CR_OK) /* readable while the lease holds the replicas */
+        cr_rpc_caps_sign(&list, CR_CAP_READ, list.lease_ms, cr_rpc_caps_now_ms());
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
     if (resp.status_code == CR_OK) {
         resp.replica_list = replicas_pb(a, &list, &resp.n_replica_list);
@@ -682,8 +711,10 @@ static void get_entry(struct batch *b, size_t i, const struct cr_store_key *key)
     (void)i;
     struct cr_store_replica_list list;
     int rc = cr_store_get_replica_list_k(b->run->store, key, b->run->now_ms, &list);
-    if (rc == CR_OK)
+    if (rc == CR_OK) {
+        cr_rpc_caps_sign(&list, CR_CAP_READ, list.lease_ms, cr_rpc_caps_now_ms());
         cr_rpc_batch_add_replicas(&b->w, &list);
+    }
     else
         cr_rpc_batch_add_refusal(&b->w, rc, NULL);
 }

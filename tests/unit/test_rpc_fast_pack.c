@@ -44,6 +44,8 @@ static void random_list(struct cr_store_replica_list *list) {
         d->size = any_u64();
         d->buffer = any_u64();
         d->status = statuses[next() % 6];
+        d->has_cap = next() % 2 == 0; /* a keyed segment's handle carries a capability */
+        for (size_t b = 0; b < sizeof(d->cap); b++) d->cap[b] = (uint8_t)next();
     }
 }
 
@@ -69,6 +71,8 @@ static void infos_pb(const struct cr_store_replica_list *list, Crescent__Master_
         handles[i].buffer = d->buffer;
         handles[i].status = cr_rpc_buf_status(d->status);
         handles[i].transport_endpoint = (char *)d->endpoint;
+        handles[i].has_capability = d->has_cap;
+        handles[i].capability = (ProtobufCBinaryData){.len = sizeof(d->cap), .data = (uint8_t *)d->cap};
         handle_ptrs[i] = &handles[i];
         crescent__master__replica_info__init(&infos[i]);
         infos[i].n_handles = 1;

@@ -85,10 +85,10 @@ static struct cr_task_exec_job job_of(struct fixture *f, uint64_t size, uint64_t
                                       const uint64_t *dst_offs, uint32_t n) {
     struct cr_task_exec_job job = {.size = size, .target_count = n};
     job.source = (struct cr_task_exec_replica){f->endpoint, "seg-a",
-                                               (uint64_t)(uintptr_t)f->a.base + src_off};
+                                               (uint64_t)(uintptr_t)f->a.base + src_off, NULL};
     for (uint32_t i = 0; i < n; i++)
         job.targets[i] = (struct cr_task_exec_replica){
-            f->endpoint, "seg-b", (uint64_t)(uintptr_t)f->b.base + dst_offs[i]};
+            f->endpoint, "seg-b", (uint64_t)(uintptr_t)f->b.base + dst_offs[i], NULL};
     job.has_checksum = true;
     job.checksum = XXH3_64bits((uint8_t *)f->a.base + src_off, size);
     return job;
