@@ -268,7 +268,7 @@ static int run_query(struct cr_subsystems *peers, const struct cr_indexer_reques
         hashes = malloc((count + 1) * sizeof(uint64_t));
         if (hashes == NULL) return CR_ERR_NOMEM;
         uint64_t seed =
-            cr_prefix_hash_namespace_seed(CR_PREFIX_HASH_SEED_DEFAULT, req->lora, req->salt);
+            cr_prefix_hash_namespace_seed(peers->prefix_hash_seed, req->lora, req->salt);
         count = cr_prefix_hash_chain(req->tokens, req->token_count, req->block_size, seed, false, 0,
                                      hashes, count);
     }
