@@ -108,7 +108,7 @@ static int indexer_create(const struct cr_daemon_config *config, void **state_ou
     st->poll_dirty = true;
     if (st->pollitems == NULL || st->poll_source == NULL || st->poll_is_dealer == NULL ||
         st->zmq == NULL ||
-        cr_prefix_index_create(CR_PREFIX_HASH_SEED_DEFAULT, &st->index) != CR_OK ||
+        cr_prefix_index_create(config->prefix_hash_seed, &st->index) != CR_OK ||
         cr_kv_decoder_create(&st->decoder) != CR_OK) {
         state_free(st);
         return CR_ERR_NOMEM;

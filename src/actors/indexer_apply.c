@@ -182,6 +182,10 @@ static int apply_stored(struct cr_prefix_index *index, const struct indexer_targ
     } else if (e->seq_hashes) {
         rc = cr_prefix_index_stored_hashes(index, pub, context, NULL, e->hashes, e->hash_count,
                                            medium);
+    } else if (e->local_hashes != NULL) {
+        rc = cr_prefix_index_stored_locals(index, pub, context,
+                                           e->has_parent ? &e->parent_hash : NULL, e->hashes,
+                                           e->local_hashes, e->hash_count, medium);
     } else {
         t->counters->orphans++; /* engine hashes without tokens cannot be placed */
         return CR_OK;

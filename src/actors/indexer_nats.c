@@ -14,7 +14,10 @@
  *
  * Each worker_id is an index instance named by its decimal worker_id in
  * tenant "default"; its blocks file under --nats-model and
- * --nats-block-size.  A RouterEvent becomes a one-event batch and goes the
+ * --nats-block-size.  Blocks without token ids are placed by their
+ * tokens_hash (Dynamo's XXH3 of the tokens, seed 1337), chained like tokens
+ * under --prefix-hash-seed: with 1337 they land where token queries look.
+ * A RouterEvent becomes a one-event batch and goes the
  * way a ZMQ engine's batch goes (cr_indexer_batch_check, then
  * cr_indexer_batch_apply), so nothing is applied unless all of it can be.
  * Metrics become the instance's load (as POST /load), and a worker whose
@@ -38,6 +41,7 @@
 #define NATS_WORKERS_MAX 4096u
 #define NATS_SWEEP_NS (100ull * 1000000u)
 #define NATS_SUBJECT_MAX 1024u
+#define NATS_DYNAMO_SEED 1337u /* Dynamo's XXH3_SEED (kv_router protocols) */
 
 struct nats_sub {
     struct indexer_nats *owner;
@@ -141,6 +145,10 @@ int indexer_nats_start(struct indexer_state *st, struct cr_actor *self) {
                                      &n->subs[k]);
         if (s != NATS_OK) return nats_fail(n->subjects[k], s);
     }
+    if (c->prefix_hash_seed != NATS_DYNAMO_SEED)
+        CR_WARN("indexer", "NATS: --prefix-hash-seed is %u, not Dynamo's %u: RouterEvents whose "
+                "blocks carry tokens_hash but no token_ids will not match token queries",
+                c->prefix_hash_seed, NATS_DYNAMO_SEED);
     CR_INFO("indexer", "NATS %s: RouterEvents on %s, metrics on %s, hit rate to %s", c->nats_url,
             n->subjects[0], n->subjects[1], n->hit_subject[0] ? n->hit_subject : "(none)");
     return CR_OK;
@@ -228,6 +236,7 @@ static void apply_event(struct indexer_state *st, const struct cr_dyn_router_eve
         .has_token_ids = e->has_token_ids,
         .token_ids = e->token_ids,
         .token_count = e->token_count,
+        .local_hashes = e->has_token_ids ? NULL : e->local_hashes,
         .lora_name = {e->has_lora_id && e->lora_id != 0 ? lora : NULL, (uint32_t)strlen(lora)},
     };
     const char *error_prefix = "";
@@ -237,6 +246,11 @@ static void apply_event(struct indexer_state *st, const struct cr_dyn_router_eve
      * has no hash and is left out. */
     if (e->kind == CR_KV_EVENT_STORED && e->has_token_ids && e->token_count > want)
         ev.token_count = (uint32_t)want;
+    /* A worker's tokens_hash under a LoRA was seeded by rules of its Dynamo
+     * release that crescent's namespaces do not share: filed, such blocks
+     * could never match a query, so the run is an orphan. */
+    if (ev.kind == CR_KV_EVENT_STORED && !e->has_token_ids && ev.lora_name.ptr != NULL)
+        ev.local_hashes = NULL;
     struct cr_kv_batch batch = {.event_count = 1, .events = &ev};
     struct indexer_target target = {
         .instance = id,

@@ -55,6 +55,7 @@ struct cr_subsystems {
     void *states[CR_SUBSYSTEM_COUNT];
     const struct cr_daemon_config *config;
     uint64_t ask_timeout_ns; /* for HTTP routes that ask an actor */
+    uint64_t prefix_hash_seed; /* --prefix-hash-seed: HTTP routes hash tokens with it */
     /* Mooncake's HTTP metadata server when served (set before spawn, freed
      * after the actors stop): the Mooncake edge removes an expired
      * client's keys from it (--enable-metadata-cleanup-on-timeout). */

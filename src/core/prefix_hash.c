@@ -84,3 +84,16 @@ size_t cr_prefix_hash_chain(const uint32_t *tokens, size_t token_count, uint32_t
     }
     return blocks;
 }
+
+size_t cr_prefix_hash_chain_locals(const uint64_t *locals, size_t count, uint64_t seed,
+                                   bool has_parent, uint64_t parent_seq, uint64_t *seq_out) {
+    assert((locals != NULL && seq_out != NULL) || count == 0);
+    uint64_t prev = parent_seq;
+    bool linked = has_parent;
+    for (size_t i = 0; i < count; i++) {
+        prev = linked ? cr_prefix_hash_roll(prev, locals[i], seed) : locals[i];
+        linked = true;
+        seq_out[i] = prev;
+    }
+    return count;
+}

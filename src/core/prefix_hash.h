@@ -15,7 +15,9 @@
  *                                                  otherwise
  *
  * Length prefixes (rather than a separator byte) keep ("a\0", "") and ("a", "\0")
- * apart even for names that contain NUL bytes.  base_seed defaults to 0.
+ * apart even for names that contain NUL bytes.  base_seed defaults to 0;
+ * crescentd's --prefix-hash-seed sets it (1337 is NVIDIA Dynamo's XXH3 seed,
+ * with which these rules give Dynamo's tokens_hash and sequence hashes).
  *
  * Pure functions: no state, no allocation. */
 #ifndef CRESCENT_CORE_PREFIX_HASH_H
@@ -50,5 +52,12 @@ uint64_t cr_prefix_hash_roll(uint64_t parent_seq, uint64_t local, uint64_t seed)
 size_t cr_prefix_hash_chain(const uint32_t *tokens, size_t token_count, uint32_t block_size,
                             uint64_t seed, bool has_parent, uint64_t parent_seq,
                             uint64_t *seq_out, size_t seq_cap);
+
+/* Chains block hashes an engine computed itself (local[i] by the rule above,
+ * e.g. Dynamo's tokens_hash) into sequence hashes: seq_out[i] for i < count,
+ * rooted or continuing from parent_seq as in cr_prefix_hash_chain.  Returns
+ * count. */
+size_t cr_prefix_hash_chain_locals(const uint64_t *locals, size_t count, uint64_t seed,
+                                   bool has_parent, uint64_t parent_seq, uint64_t *seq_out);
 
 #endif

@@ -181,6 +181,16 @@ int cr_prefix_index_stored_tokens(struct cr_prefix_index *index, uint32_t publis
                                   const uint32_t *token_ids, size_t token_count,
                                   uint32_t block_size, uint8_t medium);
 
+/* As cr_prefix_index_stored_tokens for an engine that sends each block's
+ * own hash of its tokens (local_hashes[i], computed by the standard rule with
+ * the context's seed: NVIDIA Dynamo's tokens_hash under seed 1337) instead of
+ * the tokens: they are chained into sequence hashes from the parent's own
+ * hash.  Returns as cr_prefix_index_stored_tokens. */
+int cr_prefix_index_stored_locals(struct cr_prefix_index *index, uint32_t publisher,
+                                  uint32_t context, const uint64_t *parent_engine_hash,
+                                  const uint64_t *engine_hashes, const uint64_t *local_hashes,
+                                  size_t block_count, uint8_t medium);
+
 /* A run whose sequence hashes are already computed (the store's own events,
  * standardized events).  engine_hashes NULL means the engine names blocks by
  * their sequence hashes.  Returns as cr_prefix_index_stored_tokens, without

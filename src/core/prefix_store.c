@@ -284,6 +284,19 @@ static int hashes_reserve(struct cr_prefix_index *index, size_t count) {
     return CR_OK;
 }
 
+/* The own hash the run's parent maps to (0 at the root); false, counted as
+ * an orphan run, when the publisher never stored that parent. */
+static bool parent_own_hash(struct cr_prefix_index *index, uint32_t publisher, uint32_t context,
+                            const uint64_t *parent_engine_hash, uint64_t *parent_own) {
+    *parent_own = 0;
+    if (parent_engine_hash == NULL) return true;
+    struct prefix_track *track = track_find(index, &index->publishers[publisher], context, false);
+    if (track != NULL && cr_prefix_map_get(&track->engine_to_own, *parent_engine_hash, parent_own))
+        return true;
+    index->runs_orphaned++;
+    return false;
+}
+
 int cr_prefix_index_stored_tokens(struct cr_prefix_index *index, uint32_t publisher,
                                   uint32_t context, const uint64_t *parent_engine_hash,
                                   const uint64_t *engine_hashes, size_t block_count,
@@ -298,16 +311,9 @@ int cr_prefix_index_stored_tokens(struct cr_prefix_index *index, uint32_t publis
         token_count / block_size != block_count || token_count % block_size != 0) {
         return CR_ERR_INVALID_PARAMS;
     }
-    uint64_t parent_own = 0;
-    if (parent_engine_hash != NULL) {
-        struct prefix_track *track =
-            track_find(index, &index->publishers[publisher], context, false);
-        if (track == NULL ||
-            !cr_prefix_map_get(&track->engine_to_own, *parent_engine_hash, &parent_own)) {
-            index->runs_orphaned++;
-            return CR_ERR_OBJECT_NOT_FOUND;
-        }
-    }
+    uint64_t parent_own;
+    if (!parent_own_hash(index, publisher, context, parent_engine_hash, &parent_own))
+        return CR_ERR_OBJECT_NOT_FOUND;
     rc = hashes_reserve(index, block_count);
     if (rc != CR_OK) return rc;
     size_t n = cr_prefix_hash_chain(token_ids, token_count, block_size, ctx->seed,
@@ -315,6 +321,28 @@ int cr_prefix_index_stored_tokens(struct cr_prefix_index *index, uint32_t publis
                                     block_count);
     assert(n == block_count);
     (void)n;
+    return apply_stored(index, publisher, context, engine_hashes, index->scratch.hashes,
+                        block_count, medium);
+}
+
+int cr_prefix_index_stored_locals(struct cr_prefix_index *index, uint32_t publisher,
+                                  uint32_t context, const uint64_t *parent_engine_hash,
+                                  const uint64_t *engine_hashes, const uint64_t *local_hashes,
+                                  size_t block_count, uint8_t medium) {
+    assert(index != NULL);
+    int rc = validate(index, publisher, context);
+    if (rc != CR_OK) return rc;
+    if (engine_hashes == NULL || local_hashes == NULL || block_count == 0 ||
+        medium >= index->media_count) {
+        return CR_ERR_INVALID_PARAMS;
+    }
+    uint64_t parent_own;
+    if (!parent_own_hash(index, publisher, context, parent_engine_hash, &parent_own))
+        return CR_ERR_OBJECT_NOT_FOUND;
+    rc = hashes_reserve(index, block_count);
+    if (rc != CR_OK) return rc;
+    cr_prefix_hash_chain_locals(local_hashes, block_count, index->contexts[context].seed,
+                                parent_engine_hash != NULL, parent_own, index->scratch.hashes);
     return apply_stored(index, publisher, context, engine_hashes, index->scratch.hashes,
                         block_count, medium);
 }

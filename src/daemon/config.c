@@ -218,6 +218,9 @@ static const struct setting settings[] = {
      "engine block hashes one publisher may have in the index; runs past it are refused"},
     {"indexer-max-message-mb", SETTING_U32, FIELD(indexer_max_message_mb), 1, 2047, "MB",
      "largest message taken from a publisher (ZMQ_MAXMSGSIZE); a larger one drops the link"},
+    {"prefix-hash-seed", SETTING_U32, FIELD(prefix_hash_seed), 0, UINT32_MAX, "SEED",
+     "XXH3 seed of the prefix index's block and sequence hashes (token queries and events "
+     "with tokens alike); 1337 is NVIDIA Dynamo's, whose token-less events need it"},
     {"root-fs-dir", SETTING_STRING, FIELD(root_fs_dir), 0, 0, "DIR",
      "shared file tier: every put is also persisted by its client under DIR/<cluster-id>, "
      "mounted at the same path on every client (Mooncake's --root_fs_dir); '' none; "

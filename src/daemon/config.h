@@ -107,6 +107,7 @@ struct cr_daemon_config {
     char indexer_config[CR_CONFIG_ADDRESS_MAX];   /* conductor_config.json; empty: none */
     uint32_t indexer_engine_hashes_max;           /* per publisher */
     uint32_t indexer_max_message_mb;              /* ZMQ_MAXMSGSIZE of SUB and DEALER */
+    uint32_t prefix_hash_seed;                    /* base seed of the standard hashes (0) */
     char state_dir[CR_CONFIG_ADDRESS_MAX];        /* registrations and the store's log; "" none */
     /* The shared file tier (docs/tiers.md). */
     char root_fs_dir[CR_CONFIG_ADDRESS_MAX];      /* "" none */

@@ -62,6 +62,7 @@ static int start_runtime(struct daemon *d) {
         return status;
     }
     d->subsystems.ask_timeout_ns = (uint64_t)d->config.ask_timeout_ms * 1000000u;
+    d->subsystems.prefix_hash_seed = d->config.prefix_hash_seed;
     d->subsystems.metadata = d->metadata; /* started first: the Mooncake edge may clean it */
     return cr_subsystems_spawn(d->rt, &d->config, &d->subsystems);
 }

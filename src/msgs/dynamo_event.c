@@ -18,7 +18,7 @@
 #include "http/indexer_request.h"
 
 struct cr_dyn_decoder {
-    uint64_t *hashes;
+    uint64_t *hashes, *locals; /* both hash_cap long */
     uint32_t hash_cap;
     uint32_t *tokens;
     uint32_t token_cap;
@@ -41,6 +41,7 @@ int cr_dyn_decoder_create(struct cr_dyn_decoder **out) {
 void cr_dyn_decoder_destroy(struct cr_dyn_decoder *dec) {
     if (dec == NULL) return;
     free(dec->hashes);
+    free(dec->locals);
     free(dec->tokens);
     free(dec);
 }
@@ -132,7 +133,26 @@ static int read_tokens(struct cr_dyn_decoder *dec, const json_t *obj,
     return CR_OK;
 }
 
-/* block_hashes: [u64], or Dynamo's blocks: [{"block_hash": u64, ...}]. */
+/* block_hashes: [u64], or Dynamo's blocks: [{"block_hash": u64,
+ * "tokens_hash": u64, ...}].  A tokens_hash must be on every block or on
+ * none: half a run of local hashes cannot be chained. */
+static int read_block(const json_t *v, size_t i, uint64_t *hash, uint64_t *local, bool *has_local,
+                      const struct fail *f) {
+    if (!json_is_object(v)) return refuse(f, CR_DYN_BAD_FIELD, "blocks[%zu] is not an object", i);
+    const json_t *h = json_object_get(v, "block_hash");
+    if (h == NULL || !get_u64(h, hash))
+        return refuse(f, CR_DYN_BAD_HASH, "block hash %zu is not an integer in u64", i);
+    const json_t *t = json_object_get(v, "tokens_hash");
+    bool has = t != NULL && !json_is_null(t);
+    if (i > 0 && has != *has_local)
+        return refuse(f, CR_DYN_BAD_FIELD, "blocks[%zu] %s a tokens_hash and blocks[0] %s", i,
+                      has ? "has" : "lacks", has ? "lacks it" : "has one");
+    *has_local = has;
+    if (has && !get_u64(t, local))
+        return refuse(f, CR_DYN_BAD_HASH, "blocks[%zu].tokens_hash is not an integer in u64", i);
+    return CR_OK;
+}
+
 static int read_hashes(struct cr_dyn_decoder *dec, const json_t *obj,
                        struct cr_dyn_router_event *ev, const struct fail *f) {
     const json_t *a = json_object_get(obj, "block_hashes");
@@ -143,20 +163,25 @@ static int read_hashes(struct cr_dyn_decoder *dec, const json_t *obj,
     size_t n = json_array_size(a);
     if (n > CR_DYN_MAX_HASHES)
         return refuse(f, CR_DYN_BAD_LIMIT, "%zu block hashes, at most %u", n, CR_DYN_MAX_HASHES);
-    if (grow((void **)&dec->hashes, &dec->hash_cap, (uint32_t)n + 1, sizeof(uint64_t)) != CR_OK)
+    uint32_t cap = dec->hash_cap;
+    if (grow((void **)&dec->hashes, &cap, (uint32_t)n + 1, sizeof(uint64_t)) != CR_OK ||
+        grow((void **)&dec->locals, &dec->hash_cap, (uint32_t)n + 1, sizeof(uint64_t)) != CR_OK)
         return CR_ERR_NOMEM;
+    bool has_local = !blocks; /* the seed's block_hashes are local hashes */
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(a, i);
         if (blocks) {
-            if (!json_is_object(v))
-                return refuse(f, CR_DYN_BAD_FIELD, "blocks[%zu] is not an object", i);
-            v = json_object_get(v, "block_hash");
-        }
-        if (v == NULL || !get_u64(v, &dec->hashes[i]))
+            int rc = read_block(v, i, &dec->hashes[i], &dec->locals[i], &has_local, f);
+            if (rc != CR_OK) return rc;
+        } else if (!get_u64(v, &dec->hashes[i])) {
             return refuse(f, CR_DYN_BAD_HASH, "block hash %zu is not an integer in u64", i);
+        } else {
+            dec->locals[i] = dec->hashes[i];
+        }
     }
     ev->hashes = dec->hashes;
     ev->hash_count = (uint32_t)n;
+    ev->local_hashes = has_local && n > 0 ? dec->locals : NULL;
     return CR_OK;
 }
 

@@ -6,8 +6,9 @@
  *                 Removed: {"block_hashes": [u64]}    Cleared: null or {}
  *                 Dynamo's newer envelope is accepted too:
  *                 {"worker_id", "event": {"event_id": u64, "data": {"stored": {
- *                   "parent_hash": u64|null, "blocks": [{"block_hash", "tokens_hash"}],
- *                   "token_ids"?: [u32]}}}}  ("removed", "cleared" likewise);
+ *                   "parent_hash": u64|null, "blocks": [{"block_hash", "tokens_hash",
+ *                   "mm_extra_info"?}], "token_ids"?: [u32]}}, "dp_rank"?}}
+ *                 ("removed", "cleared" likewise; "storage_tier" is ignored);
  *                 variant names are taken in either case ("Stored", "stored").
  *   load_metrics  {"worker_id": i64, "endpoint_name"?: str, "metrics": ForwardPassMetrics}
  *                 or a bare ForwardPassMetrics with "worker_id" beside its fields.
@@ -52,6 +53,12 @@ struct cr_dyn_router_event {
     enum cr_kv_event_kind kind; /* STORED, REMOVED or CLEARED */
     const uint64_t *hashes;     /* engine block hashes, in chain order */
     uint32_t hash_count;
+    /* Each block's hash of its own tokens (XXH3-64 of the tokens as
+     * little-endian u32 with Dynamo's seed, 1337 unless changed): the blocks'
+     * tokens_hash, or for the seed's shape its block_hashes themselves (the
+     * seed computes them with compute_block_hash_for_seq); NULL when the
+     * blocks carry no tokens_hash.  hash_count of them. */
+    const uint64_t *local_hashes;
     bool has_parent;
     uint64_t parent_hash;
     bool has_token_ids;

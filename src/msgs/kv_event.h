@@ -99,6 +99,9 @@ struct cr_kv_event {
     const uint64_t *hashes;
     uint32_t hash_count;
     bool seq_hashes; /* true: hashes are already standard sequence hashes */
+    /* Stored runs without token ids: each block's own hash of its tokens by
+     * the standard rule (Dynamo's tokens_hash), hash_count of them; NULL none. */
+    const uint64_t *local_hashes;
     bool has_parent;
     uint64_t parent_hash;
 

@@ -5,10 +5,12 @@ a KVHitRateEvent published after each /route, and malformed payloads
 counted by cause without harm.  Debian's nats-server runs on loopback; the
 workers are a raw NATS protocol client (the protocol is text lines)."""
 import json
+import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -17,6 +19,9 @@ import pytest
 from conftest import free_port, http_get, wait_for
 from test_indexer import post_json
 from test_metrics import metrics as strict_metrics
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "unit"))
+import gen_xxh3_vectors as xxh3  # noqa: E402  (XXH3 written from its spec, no libxxhash)
 
 BS = 16
 NS = "namespace.dynamo.component"
@@ -239,5 +244,67 @@ def test_nats_server_down_at_start_then_up(daemon):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+    code, err = d.stop()
+    assert code == 0, err
+
+
+DYNAMO_SEED = 1337  # Dynamo's XXH3_SEED: tokens_hash and its sequence hashes
+
+
+def tokens_hashes(tokens):
+    """What a Dynamo worker puts in each block's tokens_hash."""
+    return [xxh3.xxh3_64(xxh3.le32s(tokens[i:i + BS]), DYNAMO_SEED)
+            for i in range(0, len(tokens) - BS + 1, BS)]
+
+
+def dynamo_stored(worker, event_id, parent, block_hashes, locals_):
+    """A RouterEvent exactly as Dynamo's serde writes it: no token ids."""
+    return {"worker_id": worker, "event": {"event_id": event_id, "data": {"stored": {
+        "parent_hash": parent,
+        "blocks": [{"block_hash": h, "tokens_hash": t, "mm_extra_info": None}
+                   for h, t in zip(block_hashes, locals_)]}}, "dp_rank": 0}}
+
+
+def test_dynamo_events_without_token_ids(daemon, nats_port):
+    """Blocks that carry only Dynamo's tokens_hash match /query by tokens
+    once --prefix-hash-seed is Dynamo's 1337."""
+    d = daemon("--nats-url", f"nats://127.0.0.1:{nats_port}", "--nats-model", "m",
+               "--nats-block-size", str(BS), "--prefix-hash-seed", str(DYNAMO_SEED))
+    worker = Nats(nats_port)
+    try:
+        def subscribed():
+            worker.pub(METRICS, load(21, 1))
+            return stats(d).get("nats_metrics_total", 0) >= 1
+        wait_for(subscribed, "crescentd subscribed", interval=0.2)
+        toks = [7000 + 3 * i for i in range(4 * BS + 3)]
+        locals_ = tokens_hashes(toks)
+        engine = [2**64 - 11, 2**63 + 1, 17, 2**40]  # the engine's own ids, opaque
+        # Blocks 0-1 at the root, then 2-3 continuing from block 1 by its engine id.
+        worker.pub(KV, dynamo_stored(21, 1, None, engine[:2], locals_[:2]))
+        worker.pub(KV, dynamo_stored(21, 2, engine[1], engine[2:], locals_[2:]))
+        wait_for(lambda: stats(d).get("nats_events_total") == 2, "two hash-only RouterEvents")
+        assert query(d, toks) == {"21": 4 * BS}
+        # Dynamo's own sequence hashes are ours: /query_by_hash finds them too.
+        seq = xxh3.chain(toks, BS, DYNAMO_SEED)
+        status, r = post_json(d.port, "/query_by_hash",
+                              {"model": "m", "seq_hashes": seq, "block_size": BS})
+        assert status == 200 and r["default"]["21"]["longest_matched"] == 4 * BS, r
+        # A worker sending the seed's shape (token ids) shares the same blocks.
+        worker.pub(KV, stored(22, locals_[:3], toks[:3 * BS]))
+        wait_for(lambda: query(d, toks).get("22") == 3 * BS, "worker 22's tokens")
+        # Removed by engine id, as any run.
+        worker.pub(KV, {"worker_id": 21, "event": {"event_id": 3, "data": {"removed": {
+            "block_hashes": [engine[2]]}}, "dp_rank": 0}})
+        wait_for(lambda: query(d, toks).get("21") == 2 * BS, "worker 21's block 2 removed")
+        # Unknown parent, or a LoRA whose seeding crescent cannot follow: orphans.
+        before = stats(d)["nats_orphan_runs_total"]
+        worker.pub(KV, dynamo_stored(21, 4, 999, [5], locals_[:1]))
+        lora = dynamo_stored(21, 5, None, [6], locals_[:1])
+        lora["event"]["data"]["stored"]["lora_id"] = 3
+        worker.pub(KV, lora)
+        wait_for(lambda: stats(d)["nats_orphan_runs_total"] == before + 2, "two orphan runs")
+        assert query(d, toks) == {"21": 2 * BS, "22": 3 * BS}
+    finally:
+        worker.close()
     code, err = d.stop()
     assert code == 0, err

@@ -39,6 +39,9 @@ static void test_seed_stored(void **unused) {
     assert_true(e.has_token_ids);
     assert_int_equal(e.token_count, 4);
     assert_int_equal(e.token_ids[3], 4);
+    /* The seed's block_hashes are compute_block_hash_for_seq's local hashes. */
+    assert_non_null(e.local_hashes);
+    assert_true(e.local_hashes[0] == UINT64_MAX && e.local_hashes[1] == 5);
 }
 
 static void test_dynamo_envelope(void **unused) {
@@ -56,6 +59,24 @@ static void test_dynamo_envelope(void **unused) {
     assert_int_equal(e.hash_count, 2);
     assert_true(e.hashes[1] == 3);
     assert_false(e.has_token_ids);
+    assert_non_null(e.local_hashes); /* the blocks' tokens_hash */
+    assert_true(e.local_hashes[0] == 2 && e.local_hashes[1] == 4);
+    /* Exactly as Dynamo's serde writes it: dp_rank, storage_tier, mm_extra_info. */
+    assert_int_equal(ev("{\"worker_id\": 3, \"storage_tier\": \"device\", \"event\": "
+                        "{\"event_id\": 12, \"data\": {\"stored\": {\"parent_hash\": null, "
+                        "\"blocks\": [{\"block_hash\": 18446744073709551615, \"tokens_hash\": "
+                        "14643705804678351452, \"mm_extra_info\": null}]}}, \"dp_rank\": 0}}",
+                        &e, &cause),
+                     CR_OK);
+    assert_false(e.has_parent);
+    assert_true(e.hashes[0] == UINT64_MAX);
+    assert_true(e.local_hashes[0] == 0xCB38E4D7FB2DCA5CULL);
+    /* blocks without tokens_hash: no local hashes; some with and some without: refused. */
+    assert_int_equal(ev("{\"worker_id\": 3, \"event\": {\"event_id\": 13, \"data\": "
+                        "{\"stored\": {\"parent_hash\": null, \"blocks\": [{\"block_hash\": 1}]}}}}",
+                        &e, &cause),
+                     CR_OK);
+    assert_null(e.local_hashes);
     assert_int_equal(ev("{\"worker_id\": 3, \"event\": {\"event_id\": 10, \"data\": {\"removed\": "
                         "{\"block_hashes\": [1]}}}}", &e, &cause), CR_OK);
     assert_int_equal(e.kind, CR_KV_EVENT_REMOVED);
@@ -100,6 +121,12 @@ static void test_bad_events(void **unused) {
                "\"parent_hash\": \"x\"}}}", CR_DYN_BAD_FIELD);
     expect_bad("{\"worker_id\": 1, \"data\": {\"Cleared\": {\"x\": 1}}}", CR_DYN_BAD_FIELD);
     expect_bad("{\"worker_id\": 1, \"event\": {\"event_id\": 1}}", CR_DYN_BAD_FIELD);
+    expect_bad("{\"worker_id\": 1, \"data\": {\"stored\": {\"blocks\": [{\"block_hash\": 1, "
+               "\"tokens_hash\": 2}, {\"block_hash\": 3}]}}}", CR_DYN_BAD_FIELD);
+    expect_bad("{\"worker_id\": 1, \"data\": {\"stored\": {\"blocks\": [{\"block_hash\": 1}, "
+               "{\"block_hash\": 3, \"tokens_hash\": 4}]}}}", CR_DYN_BAD_FIELD);
+    expect_bad("{\"worker_id\": 1, \"data\": {\"stored\": {\"blocks\": [{\"block_hash\": 1, "
+               "\"tokens_hash\": -2}]}}}", CR_DYN_BAD_HASH);
 }
 
 static void test_limits(void **unused) {

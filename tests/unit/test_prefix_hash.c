@@ -211,6 +211,30 @@ static void test_chain_is_built_from_block_and_roll(void **state) {
     assert_int_equal(cont[1], out[3]);
 }
 
+/* NVIDIA Dynamo hashes with XXH3 seed 1337: tokens_hash = XXH3_64(tokens as
+ * little-endian u32, 1337) and sequence hashes by the same rolling rule.  The
+ * values come from gen_xxh3_vectors.py: chain([1..8], 4, 1337). */
+static void test_dynamo_seed_vectors(void **state) {
+    (void)state;
+    const uint32_t tokens[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t seq[2];
+    assert_int_equal(cr_prefix_hash_chain(tokens, 8, 4, 1337, false, 0, seq, 2), 2);
+    assert_true(seq[0] == 0xCB38E4D7FB2DCA5CULL);
+    assert_true(seq[1] == 0x44A2B2379D6D3C3DULL);
+    /* From the engine's local hashes alone, rooted or continued. */
+    uint64_t locals[2] = {cr_prefix_hash_block(tokens, 4, 1337),
+                          cr_prefix_hash_block(tokens + 4, 4, 1337)};
+    assert_true(locals[0] == 0xCB38E4D7FB2DCA5CULL);
+    uint64_t out[2] = {0, 0};
+    assert_int_equal(cr_prefix_hash_chain_locals(locals, 2, 1337, false, 0, out), 2);
+    assert_true(out[0] == seq[0] && out[1] == seq[1]);
+    assert_int_equal(cr_prefix_hash_chain_locals(locals + 1, 1, 1337, true, seq[0], out), 1);
+    assert_true(out[0] == seq[1]);
+    /* Another seed gives other hashes: the seed must be Dynamo's to match. */
+    assert_int_equal(cr_prefix_hash_chain_locals(locals, 2, 0, false, 0, out), 2);
+    assert_true(out[1] != seq[1]);
+}
+
 static void test_chain_partial_and_cap(void **state) {
     (void)state;
     uint32_t tokens[40];
@@ -250,6 +274,7 @@ int main(void) {
         cmocka_unit_test(test_chain_vectors),
         cmocka_unit_test(test_chain_is_built_from_block_and_roll),
         cmocka_unit_test(test_chain_partial_and_cap),
+        cmocka_unit_test(test_dynamo_seed_vectors),
         cmocka_unit_test(test_seed_changes_every_hash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

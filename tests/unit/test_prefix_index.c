@@ -89,6 +89,53 @@ static size_t query(struct fixture *f, const struct cr_prefix_context_key *key, 
     return n;
 }
 
+/* Runs given as each block's own hash of its tokens (Dynamo's tokens_hash)
+ * land on the same sequence hashes as runs given as tokens. */
+static void test_stored_locals(void **state) {
+    struct fixture *f = *state;
+    struct cr_prefix_context_info info;
+    assert_int_equal(cr_prefix_index_context_info(f->ix, f->ctx, &info), CR_OK);
+    uint32_t tokens[6 * BS];
+    prompt(7, 6, tokens);
+    uint64_t locals[6], eh[6];
+    for (uint32_t i = 0; i < 6; i++) {
+        locals[i] = cr_prefix_hash_block(tokens + i * BS, BS, info.seed);
+        eh[i] = engine(0, 7, i);
+    }
+    assert_int_equal(cr_prefix_index_stored_locals(f->ix, f->pa, f->ctx, NULL, eh, locals, 4,
+                                                   CR_PREFIX_MEDIUM_GPU),
+                     CR_OK);
+    /* Continued from a parent engine hash; an unknown parent is an orphan. */
+    uint64_t unknown = 12345;
+    assert_int_equal(cr_prefix_index_stored_locals(f->ix, f->pa, f->ctx, &unknown, eh + 4,
+                                                   locals + 4, 2, CR_PREFIX_MEDIUM_GPU),
+                     CR_ERR_OBJECT_NOT_FOUND);
+    const struct cr_prefix_match *m;
+    assert_int_equal(query(f, &base_key, 7, 6, NULL, 0, &m), 1);
+    assert_int_equal(m[0].longest_tokens, 4 * BS);
+    assert_int_equal(cr_prefix_index_stored_locals(f->ix, f->pa, f->ctx, &eh[3], eh + 4,
+                                                   locals + 4, 2, CR_PREFIX_MEDIUM_GPU),
+                     CR_OK);
+    assert_int_equal(query(f, &base_key, 7, 6, NULL, 0, &m), 1);
+    assert_int_equal(m[0].longest_tokens, 6 * BS);
+    /* b stores the same prompt as tokens: the same six blocks, now shared. */
+    assert_int_equal(store(f, f->pb, 1, 7, 0, 6, CR_PREFIX_MEDIUM_GPU), CR_OK);
+    struct cr_prefix_summary s;
+    cr_prefix_index_summary(f->ix, &s);
+    assert_int_equal(s.blocks, 6);
+    assert_int_equal(s.pairs, 12);
+    assert_int_equal(s.runs_orphaned, 1);
+    /* Removal by engine hash, as for any run. */
+    assert_int_equal(cr_prefix_index_removed(f->ix, f->pa, f->ctx, eh + 2, 4,
+                                             CR_PREFIX_MEDIUM_ALL),
+                     CR_OK);
+    assert_int_equal(query(f, &base_key, 7, 6, &f->a, 1, &m), 1);
+    assert_int_equal(m[0].longest_tokens, 2 * BS);
+    assert_int_equal(cr_prefix_index_stored_locals(f->ix, f->pa, f->ctx, NULL, NULL, locals, 1,
+                                                   CR_PREFIX_MEDIUM_GPU),
+                     CR_ERR_INVALID_PARAMS);
+}
+
 static void test_store_query_remove(void **state) {
     struct fixture *f = *state;
     const struct cr_prefix_match *m;
@@ -568,6 +615,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_media, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stored_hashes_and_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stored_locals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instance_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_engine_hash_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_churn_does_not_grow, setup, teardown),
