@@ -309,8 +309,13 @@ def test_server_killed_mid_put_is_never_readable(daemon, tmp_path, replicas):
     SIGSTOPped first, so once the master holds the pending put the writer is
     blocked with far more bytes left than the socket buffers hold."""
     rpc = f"tcp://127.0.0.1:{free_port()}"
+    # The pending put is visible (NOT_READY) until the release timeout: 8 s, as
+    # each polling crescentctl can take seconds to start on a loaded machine
+    # (with 2 s, CI's polls at load 30 missed the whole window).
+    release_s = 8
     d = daemon("--rpc-address", rpc, "--local-segment-size", "0",
-               "--put-start-discard-timeout-sec", "1", "--put-start-release-timeout-sec", "2")
+               "--put-start-discard-timeout-sec", "1",
+               "--put-start-release-timeout-sec", str(release_s))
     stores = [Store(rpc, tmp_path / f"store{i}.log", f"seg{i}", "--no-shm") for i in range(2)]
     try:
         wait_for(lambda: stats(d)["segments"] == 2, "both segments mounted")
@@ -339,7 +344,7 @@ def test_server_killed_mid_put_is_never_readable(daemon, tmp_path, replicas):
         assert writer.returncode == 1 and out == b"", err
         assert b"put 'mid' revoked: write to 'seg0'" in err, err
         # Revoked or released as a zombie, never readable: poll past the release timeout.
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + release_s + 2
         while time.monotonic() < deadline:
             p = ctl(rpc, "get", "mid", str(tmp_path / "never"), check=False)
             assert p.returncode == 1 and p.stdout == b"", p.stderr
