@@ -48,8 +48,8 @@ static void replica_copy(const struct cr_store_replica_desc *d, struct cr_task_r
     out->size = d->size;
 }
 
-static struct cr_task_detail *detail_new(enum cr_task_type type, const struct cr_store_key *key,
-                                         const struct cr_store_task_reservation *res) {
+struct cr_task_detail *cr_task_detail_new(enum cr_task_type type, const struct cr_store_key *key,
+                                          const struct cr_store_task_reservation *res) {
     struct cr_task_detail *d = calloc(1, sizeof(*d) + key->key_len + 1);
     if (d == NULL) return NULL;
     d->type = type;
@@ -90,7 +90,7 @@ int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call
         cr_task_call_refuse(call, rc, cr_store_last_error(store));
         return rc;
     }
-    *out = detail_new(copy ? CR_TASK_COPY : CR_TASK_MOVE, &key, &res);
+    *out = cr_task_detail_new(copy ? CR_TASK_COPY : CR_TASK_MOVE, &key, &res);
     if (*out == NULL) {
         cr_store_task_rollback(store, &res.ref);
         cr_task_call_refuse(call, CR_ERR_NOMEM, "out of memory recording the task");
@@ -114,10 +114,33 @@ static void run_check(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
         replica_copy(&found.res.targets.replicas[i], &op->targets[i]);
 }
 
+/* An OFFLOAD task's op (store_offload.h): no targets, never moved. */
+static void run_offload_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
+    switch (op->kind) {
+    case CR_TASK_OP_COMMIT:
+        op->status = cr_store_offload_commit(store, &op->ref, op->ssd_position, now_ms);
+        break;
+    case CR_TASK_OP_ROLLBACK:
+        cr_store_offload_rollback(store, &op->ref);
+        op->status = CR_OK;
+        break;
+    case CR_TASK_OP_CHECK:
+        op->status = cr_store_offload_check(store, &op->ref, &op->executor, &op->executor_known);
+        op->source_lost = op->status != CR_OK;
+        break;
+    case CR_TASK_OP_RELEASE: op->status = CR_OK; break; /* an offload has no source to release */
+    }
+}
+
 void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
     assert(store != NULL && op != NULL);
     cr_store_clear_error(store);
     op->lease_deadline_ms = 0;
+    if (op->offload) {
+        run_offload_op(store, now_ms, op);
+        snprintf(op->message, sizeof(op->message), "%s", cr_store_last_error(store));
+        return;
+    }
     switch (op->kind) {
     case CR_TASK_OP_COMMIT:
         op->status = cr_store_task_commit(store, &op->ref, op->release_source, now_ms,

@@ -154,6 +154,8 @@ static int mount(cr_client *c, uint16_t method, const struct cr_segment_spec *sp
     req.client_id = &id;
     req.transport_endpoint = (char *)spec->transport_endpoint;
     if (spec->protocol != NULL) req.protocol = (char *)spec->protocol;
+    req.has_ssd_capacity = spec->ssd_capacity_bytes > 0;
+    req.ssd_capacity = spec->ssd_capacity_bytes;
     cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     ProtobufCMessage *msg;
     rc = cr_client_call(c, method, &req.base, &msg);

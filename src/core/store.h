@@ -153,6 +153,7 @@ struct cr_store_segment_params {
     uint64_t size;
     const char *endpoint; /* "host:port" of the transport */
     const char *protocol; /* "tcp" or "rdma" */
+    uint64_t ssd_capacity; /* the owner's SSD tier, bytes; 0: none (docs/tiers.md) */
 };
 
 /* Mounts a segment owned by `client` (which counts as a sign of life).
@@ -548,6 +549,7 @@ struct cr_store_segment_view {
     uint64_t size;
     uint64_t used_bytes;
     uint32_t allocation_count;
+    uint64_t ssd_capacity; /* the owner's SSD tier, bytes; 0: none */
     bool awaiting_owner; /* restored by a restart; its owner has not called since */
 };
 
@@ -657,6 +659,9 @@ struct cr_store_stats {
     uint64_t disk_evictions;      /* disk replicas dropped by cr_store_evict_disk */
     uint64_t local_disk_replicas; /* store servers' SSDs (CR_MEDIUM_LOCAL_DISK) */
     uint64_t local_disk_bytes;
+    uint64_t offloads_started;    /* evictions handed to a server's SSD (store_offload.h) */
+    uint64_t offloads_done;       /* of those, committed: local_disk replica recorded */
+    uint64_t offloads_failed;     /* ended without one (failed, lost, object gone) */
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 
@@ -666,5 +671,6 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
 #include "core/store_evict.h"
 #include "core/store_tasks.h"
 #include "core/store_tiers.h"
+#include "core/store_offload.h"
 
 #endif

@@ -86,7 +86,8 @@ int cr_store_mount_segment(cr_store *store, const struct cr_uuid *client,
     assert(store != NULL && client != NULL && p != NULL);
     int rc = segment_check_params(store, client, p);
     if (rc != CR_OK) return rc;
-    struct cr_store_segment seg = {.base = p->base, .size = p->size, .owner = *client};
+    struct cr_store_segment seg = {.base = p->base, .size = p->size, .owner = *client,
+                                   .ssd_capacity = p->ssd_capacity};
     seg.name = strdup(p->name);
     seg.endpoint = strdup(p->endpoint);
     seg.protocol = strdup(p->protocol);
@@ -117,7 +118,7 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
     assert(store != NULL && client != NULL && p != NULL);
     int id = (p->name != NULL) ? cr_store_segment_lookup(store, p->name) : -1;
     if (id < 0) return cr_store_mount_segment(store, client, p, now_ms);
-    const struct cr_store_segment *seg = &store->segments[id];
+    struct cr_store_segment *seg = &store->segments[id];
     bool same = cr_uuid_equal(&seg->owner, client) && seg->base == p->base &&
                 seg->size == p->size && p->endpoint != NULL &&
                 strcmp(seg->endpoint, p->endpoint) == 0 && p->protocol != NULL &&
@@ -125,6 +126,7 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
     if (!same)
         return cr_store_fail(store, CR_ERR_SEGMENT_ALREADY_EXISTS,
                              "segment %s is mounted with other parameters or owner", p->name);
+    seg->ssd_capacity = p->ssd_capacity; /* not identity: a server may gain or lose its SSD */
     return cr_store_client_touch(store, client, now_ms);
 }
 
@@ -245,9 +247,12 @@ void cr_store_usage(const cr_store *store, struct cr_store_usage *out) {
     assert(store != NULL && out != NULL);
     assert(store->used_bytes <= store->capacity_bytes);
     out->capacity_bytes = store->capacity_bytes;
-    out->used_bytes = store->used_bytes;
+    /* Space offloads in flight will free is as good as free to eviction. */
+    uint64_t pending = store->offload_pending_bytes < store->used_bytes
+                           ? store->offload_pending_bytes : store->used_bytes;
+    out->used_bytes = store->used_bytes - pending;
     out->ratio = store->capacity_bytes
-                     ? (double)store->used_bytes / (double)store->capacity_bytes
+                     ? (double)out->used_bytes / (double)store->capacity_bytes
                      : 0.0;
     out->objects = store->object_count;
     out->max_objects = store->cfg.max_objects;
@@ -270,7 +275,7 @@ static void segment_view(const cr_store *store, uint32_t id, struct cr_store_seg
         .segment_id = id, .name = seg->name, .endpoint = seg->endpoint,
         .protocol = seg->protocol, .owner = seg->owner, .base = seg->base,
         .size = seg->size, .used_bytes = seg->used_bytes,
-        .allocation_count = st.allocation_count,
+        .allocation_count = st.allocation_count, .ssd_capacity = seg->ssd_capacity,
         .awaiting_owner = cr_store_client_awaiting(store, &seg->owner)};
 }
 

@@ -359,7 +359,8 @@ static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct c
         .base = req->buffer,
         .size = req->size,
         .endpoint = req->transport_endpoint != NULL ? req->transport_endpoint : "",
-        .protocol = req->protocol};
+        .protocol = req->protocol,
+        .ssd_capacity = req->has_ssd_capacity ? req->ssd_capacity : 0};
     Crescent__Master__MountSegmentResponse resp = CRESCENT__MASTER__MOUNT_SEGMENT_RESPONSE__INIT;
     resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
     if (resp.status_code == CR_OK)
