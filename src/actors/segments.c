@@ -983,6 +983,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "file_tier_files_left_total", st->files_left);
     add_stat(out, "local_disk_used_bytes", s.local_disk_bytes);
     add_stat(out, "local_disk_replicas", s.local_disk_replicas);
+    add_stat(out, "local_disk_capacity_bytes", s.ssd_capacity_bytes);
     add_stat(out, "offloads_started_total", s.offloads_started);
     add_stat(out, "offloads_done_total", s.offloads_done);
     add_stat(out, "offloads_failed_total", s.offloads_failed);

@@ -662,6 +662,7 @@ struct cr_store_stats {
     uint64_t offloads_started;    /* evictions handed to a server's SSD (store_offload.h) */
     uint64_t offloads_done;       /* of those, committed: local_disk replica recorded */
     uint64_t offloads_failed;     /* ended without one (failed, lost, object gone) */
+    uint64_t ssd_capacity_bytes;  /* the SSD tiers mounted segments' servers announced */
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 

@@ -319,6 +319,9 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
     out->disk_evictions = store->counters.disk_evictions;
     out->local_disk_replicas = store->medium_replicas[CR_MEDIUM_LOCAL_DISK];
     out->local_disk_bytes = store->medium_bytes[CR_MEDIUM_LOCAL_DISK];
+    out->ssd_capacity_bytes = 0;
+    for (uint32_t i = 0; i < store->mounted_count; i++)
+        out->ssd_capacity_bytes += store->segments[store->mounted[i]].ssd_capacity;
     out->active_leases = store->lease_census;
     if (store->slab_high > CR_STORE_STATS_EXACT_SLOTS) return;
     out->active_leases = 0;

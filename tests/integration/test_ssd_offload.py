@@ -125,6 +125,10 @@ def crs_files(ssd):
 def test_eviction_offloads_to_ssd_and_gets_read_it_back(cluster, tmp_path):
     d, rpc, ssd, store = cluster
     s = store()
+    # The server announced its SSD tier when it mounted.
+    assert metric(d, "crescent_segments_local_disk_capacity_bytes") == 1 << 30
+    status, body = http_get(d.port, "/api/v1/segments")
+    assert [seg["ssd_capacity"] for seg in json.loads(body)["segments"]] == [1 << 30]
     payloads = put_many(rpc, tmp_path, 48)  # 48 MiB: past the 32 MiB watermark
     wait_for(lambda: (metric(d, "crescent_segments_offloads_done_total") or 0) >= 8,
              "offloads committed")
