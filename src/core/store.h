@@ -153,7 +153,6 @@ struct cr_store_segment_params {
     uint64_t size;
     const char *endpoint; /* "host:port" of the transport */
     const char *protocol; /* "tcp" or "rdma" */
-    uint64_t ssd_capacity; /* the owner's SSD tier, bytes; 0: none (docs/tiers.md) */
 };
 
 /* Mounts a segment owned by `client` (which counts as a sign of life).
@@ -176,6 +175,12 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
  * Returns CR_OK, CR_ERR_SEGMENT_NOT_FOUND or CR_ERR_ILLEGAL_CLIENT. */
 int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, const char *name,
                              uint64_t *freed_objects);
+
+/* Records the SSD tier the owner of mounted segment `name` announced at its
+ * (re)mount, in bytes (0: none): memory eviction offloads objects on that
+ * segment there (store_offload.h).  Not identity: a remount may change it.
+ * Returns CR_OK or CR_ERR_SEGMENT_NOT_FOUND. */
+int cr_store_segment_set_ssd_capacity(cr_store *store, const char *name, uint64_t bytes);
 
 /* Records a heartbeat of a known client (one that mounted or put); an
  * unknown one is not registered.  *was_known (may be NULL) says which: a

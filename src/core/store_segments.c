@@ -86,8 +86,7 @@ int cr_store_mount_segment(cr_store *store, const struct cr_uuid *client,
     assert(store != NULL && client != NULL && p != NULL);
     int rc = segment_check_params(store, client, p);
     if (rc != CR_OK) return rc;
-    struct cr_store_segment seg = {.base = p->base, .size = p->size, .owner = *client,
-                                   .ssd_capacity = p->ssd_capacity};
+    struct cr_store_segment seg = {.base = p->base, .size = p->size, .owner = *client};
     seg.name = strdup(p->name);
     seg.endpoint = strdup(p->endpoint);
     seg.protocol = strdup(p->protocol);
@@ -118,7 +117,7 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
     assert(store != NULL && client != NULL && p != NULL);
     int id = (p->name != NULL) ? cr_store_segment_lookup(store, p->name) : -1;
     if (id < 0) return cr_store_mount_segment(store, client, p, now_ms);
-    struct cr_store_segment *seg = &store->segments[id];
+    const struct cr_store_segment *seg = &store->segments[id];
     bool same = cr_uuid_equal(&seg->owner, client) && seg->base == p->base &&
                 seg->size == p->size && p->endpoint != NULL &&
                 strcmp(seg->endpoint, p->endpoint) == 0 && p->protocol != NULL &&
@@ -126,8 +125,16 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
     if (!same)
         return cr_store_fail(store, CR_ERR_SEGMENT_ALREADY_EXISTS,
                              "segment %s is mounted with other parameters or owner", p->name);
-    seg->ssd_capacity = p->ssd_capacity; /* not identity: a server may gain or lose its SSD */
     return cr_store_client_touch(store, client, now_ms);
+}
+
+int cr_store_segment_set_ssd_capacity(cr_store *store, const char *name, uint64_t bytes) {
+    assert(store != NULL && name != NULL);
+    int id = cr_store_segment_lookup(store, name);
+    if (id < 0)
+        return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND, "segment %s is not mounted", name);
+    store->segments[id].ssd_capacity = bytes;
+    return CR_OK;
 }
 
 /* Frees the segment's own resources; callers dropped its replicas first. */

@@ -359,14 +359,16 @@ static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct c
         .base = req->buffer,
         .size = req->size,
         .endpoint = req->transport_endpoint != NULL ? req->transport_endpoint : "",
-        .protocol = req->protocol,
-        .ssd_capacity = req->has_ssd_capacity ? req->ssd_capacity : 0};
+        .protocol = req->protocol};
     Crescent__Master__MountSegmentResponse resp = CRESCENT__MASTER__MOUNT_SEGMENT_RESPONSE__INIT;
     resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
     if (resp.status_code == CR_OK)
         resp.status_code = call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
                                ? cr_store_remount_segment(run->store, &id, &p, run->now_ms)
                                : cr_store_mount_segment(run->store, &id, &p, run->now_ms);
+    if (resp.status_code == CR_OK) /* not identity: a remount may gain or lose the SSD */
+        resp.status_code = cr_store_segment_set_ssd_capacity(
+            run->store, req->segment_name, req->has_ssd_capacity ? req->ssd_capacity : 0);
     if (resp.status_code == CR_OK)
         issue_secret(run, a, &id, &resp.has_client_secret, &resp.client_secret);
     finish(call, a, &resp.base);

@@ -46,11 +46,12 @@ static cr_store *make_store(struct recorder *rec) {
     struct cr_store_event_sink sink = {record, rec};
     cr_store *s = NULL;
     assert_int_equal(cr_store_create(&cfg, &sink, &s), CR_OK);
-    struct cr_store_segment_params a = {"plain", 1ull << 32, 1 << 20, "10.0.0.1:7000", "tcp", 0};
+    struct cr_store_segment_params a = {"plain", 1ull << 32, 1 << 20, "10.0.0.1:7000", "tcp"};
     assert_int_equal(cr_store_mount_segment(s, &PLAIN, &a, 0), CR_OK);
-    struct cr_store_segment_params b = {"ssd", 2ull << 32, 1 << 20, "10.0.0.2:7000", "tcp",
-                                        1ull << 30};
+    struct cr_store_segment_params b = {"ssd", 2ull << 32, 1 << 20, "10.0.0.2:7000", "tcp"};
     assert_int_equal(cr_store_mount_segment(s, &SSD_SERVER, &b, 0), CR_OK);
+    assert_int_equal(cr_store_segment_set_ssd_capacity(s, "ssd", 1ull << 30), CR_OK);
+    assert_int_equal(cr_store_segment_set_ssd_capacity(s, "none", 1), CR_ERR_SEGMENT_NOT_FOUND);
     return s;
 }
 
