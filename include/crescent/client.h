@@ -269,6 +269,9 @@ struct cr_segment_spec {
      * its transfer server checks capabilities with; NULL: none (the master
      * then signs no capability for it). */
     const uint8_t *capability_key;
+    /* The owner's SSD tier in bytes (a store server's --ssd-size), 0: none.
+     * The master offloads objects evicted from this segment to it. */
+    uint64_t ssd_capacity_bytes;
 };
 
 struct cr_replicate_config {
@@ -543,7 +546,14 @@ int cr_client_read_latency_metrics(cr_client *c, char *buf, size_t cap, size_t *
  * --task-timeout-sec (300 s) is rolled back and FAILED; the last
  * --task-retention (10000) finished tasks can be queried. */
 
-enum cr_client_task_type { CR_CLIENT_TASK_COPY = 0, CR_CLIENT_TASK_MOVE = 1 };
+/* OFFLOAD: memory eviction's copy of an object from the executor's own
+ * segment (source) to its SSD tier (docs/tiers.md); no targets; reported
+ * with cr_client_mark_task_offloaded. */
+enum cr_client_task_type {
+    CR_CLIENT_TASK_COPY = 0,
+    CR_CLIENT_TASK_MOVE = 1,
+    CR_CLIENT_TASK_OFFLOAD = 2,
+};
 enum cr_client_task_status {
     CR_CLIENT_TASK_PENDING = 0,    /* created, not fetched by its executor yet */
     CR_CLIENT_TASK_PROCESSING = 1, /* fetched, or a move waiting for a lease on its source */
@@ -617,6 +627,13 @@ int cr_client_heartbeat_tasks(cr_client *c, uint32_t max, uint64_t *ttl_ms, bool
  * (e.g. past its deadline). */
 int cr_client_mark_task_to_complete(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES],
                                     bool success, const char *message);
+/* Reports an OFFLOAD task done: the object is durable on this server's SSD
+ * at `position` (the id its "#ssd" reader segment serves it by); the master
+ * records a local_disk replica there and frees the memory replica.  A
+ * failed offload is reported with cr_client_mark_task_to_complete(false).
+ * Same returns. */
+int cr_client_mark_task_offloaded(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES],
+                                  uint64_t position);
 
 /* ---- pipelined calls --------------------------------------------------- *
  * submit_* sends a request without waiting and returns its request id;

@@ -87,6 +87,18 @@ struct cr_host_options {
      * Mooncake clients, whose descriptors carry none, then cannot use this
      * segment.  Default false (docs/architecture.md, "Capabilities"). */
     bool require_capability;
+    /* NULL: the master is told of no SSD tier.  Otherwise (with ssd_read,
+     * the same arg) the segment is mounted with ssd_capacity_bytes, and the
+     * master offloads objects it evicts from this segment to the SSD: the
+     * keep-alive thread runs those OFFLOAD tasks by calling this with the
+     * object's bytes (in this segment), which writes them durably, checked
+     * against xxh3, returning CR_OK and the id ssd_read will serve them by
+     * in *position, or a failure with a sentence in why; ssd_remove (may be
+     * NULL) deletes a file the master refused.  docs/tiers.md. */
+    int (*ssd_write)(void *arg, const char *tenant, const char *key, const void *value,
+                     uint64_t len, uint64_t xxh3, uint64_t *position, char *why, size_t why_len);
+    void (*ssd_remove)(void *arg, uint64_t position);
+    uint64_t ssd_capacity_bytes;
 };
 
 /* The suffix of the SSD tier's segment name at the transfer server. */

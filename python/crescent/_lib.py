@@ -186,7 +186,9 @@ class HostOptions(ctypes.Structure):
                 ("mount_when_master_answers", c_bool),
                 ("heartbeat", c_void_p), ("heartbeat_arg", c_void_p),
                 ("ssd_read", c_void_p), ("ssd_read_arg", c_void_p),
-                ("require_capability", c_bool)]
+                ("require_capability", c_bool),
+                ("ssd_write", c_void_p), ("ssd_remove", c_void_p),
+                ("ssd_capacity_bytes", c_u64)]
 
 
 class HostStats(ctypes.Structure):

@@ -763,6 +763,7 @@ static void on_evict_poll(struct segments_state *st, const struct cr_msg_evict_p
 static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply *apply) {
     for (uint32_t i = 0; i < apply->count && !st->standby; i++) { /* a standby: its leader evicts */
         const struct cr_evict_candidate *v = &apply->victims[i];
+        if (segments_offload_victim(st, v)) continue; /* to its server's SSD, not dropped */
         if (cr_store_evict(st->store, v->object_id, v->generation, st->now_ms))
             st->evictions_applied++;
         else
@@ -997,6 +998,10 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "file_tier_files_left_total", st->files_left);
     add_stat(out, "local_disk_used_bytes", s.local_disk_bytes);
     add_stat(out, "local_disk_replicas", s.local_disk_replicas);
+    add_stat(out, "local_disk_capacity_bytes", s.ssd_capacity_bytes);
+    add_stat(out, "offloads_started_total", s.offloads_started);
+    add_stat(out, "offloads_done_total", s.offloads_done);
+    add_stat(out, "offloads_failed_total", s.offloads_failed);
     add_stat(out, "calls_total", st->calls);
     add_stat(out, "call_errors_total", st->call_errors);
     add_stat(out, "replies_dropped_total", st->replies_dropped);

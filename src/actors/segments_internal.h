@@ -152,6 +152,7 @@ struct segments_state {
     uint64_t task_ops;
     uint64_t task_ops_dropped; /* TASK_OP_DONE that could not be sent */
     uint64_t task_pings_unforwarded; /* pings answered without tasks: tasks busy */
+    uint64_t offloads_unsent;  /* offloads begun but not handed to tasks (busy): retried */
     uint32_t at_tasks;         /* edge calls sent to tasks whose answer is not back */
     uint64_t tasks_busy;       /* edge calls refused "busy": AT_TASKS_MAX at tasks */
     bool task_recheck_due; /* an unmount or expiry tasks was not told of yet */
@@ -221,6 +222,11 @@ struct segments_state {
 
 /* segments.c: a finished call goes back to its edge or gateway. */
 void segments_finish(struct segments_state *st, struct cr_master_call *call);
+
+/* segments_offload.c: eviction victim v becomes an OFFLOAD task for the
+ * server whose SSD tier can take it.  True when it is not to be dropped now
+ * (handed over, or kept for the next pass); false: evict as ever. */
+bool segments_offload_victim(struct segments_state *st, const struct cr_evict_candidate *v);
 
 /* segments_durable.c */
 /* Replays --state-dir into the store (on segments' thread, at start). */

@@ -59,9 +59,9 @@ static void replica_copy(const cr_store *store, const struct cr_store_replica_de
     memcpy(out->cap, signed_desc.cap, sizeof(out->cap));
 }
 
-static struct cr_task_detail *detail_new(const cr_store *store, enum cr_task_type type,
-                                         const struct cr_store_key *key,
-                                         const struct cr_store_task_reservation *res) {
+struct cr_task_detail *cr_task_detail_new(const cr_store *store, enum cr_task_type type,
+                                          const struct cr_store_key *key,
+                                          const struct cr_store_task_reservation *res) {
     struct cr_task_detail *d = calloc(1, sizeof(*d) + key->key_len + 1);
     if (d == NULL) return NULL;
     d->type = type;
@@ -102,7 +102,7 @@ int cr_task_store_create(cr_store *store, uint64_t now_ms, struct cr_master_call
         cr_task_call_refuse(call, rc, cr_store_last_error(store));
         return rc;
     }
-    *out = detail_new(store, copy ? CR_TASK_COPY : CR_TASK_MOVE, &key, &res);
+    *out = cr_task_detail_new(store, copy ? CR_TASK_COPY : CR_TASK_MOVE, &key, &res);
     if (*out == NULL) {
         cr_store_task_rollback(store, &res.ref);
         cr_task_call_refuse(call, CR_ERR_NOMEM, "out of memory recording the task");
@@ -119,7 +119,7 @@ int cr_task_store_create_move(cr_store *store, uint64_t now_ms, const struct cr_
     struct cr_store_task_reservation res;
     int rc = cr_store_task_reserve(store, key, source, &target, 1, now_ms, &res);
     if (rc != CR_OK) return rc;
-    *out = detail_new(CR_TASK_MOVE, key, &res);
+    *out = cr_task_detail_new(store, CR_TASK_MOVE, key, &res);
     if (*out != NULL) return CR_OK;
     cr_store_task_rollback(store, &res.ref);
     return CR_ERR_NOMEM;
@@ -140,10 +140,33 @@ static void run_check(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
         replica_copy(store, &found.res.targets.replicas[i], CR_CAP_WRITE, &op->targets[i]);
 }
 
+/* An OFFLOAD task's op (store_offload.h): no targets, never moved. */
+static void run_offload_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
+    switch (op->kind) {
+    case CR_TASK_OP_COMMIT:
+        op->status = cr_store_offload_commit(store, &op->ref, op->ssd_position, now_ms);
+        break;
+    case CR_TASK_OP_ROLLBACK:
+        cr_store_offload_rollback(store, &op->ref);
+        op->status = CR_OK;
+        break;
+    case CR_TASK_OP_CHECK:
+        op->status = cr_store_offload_check(store, &op->ref, &op->executor, &op->executor_known);
+        op->source_lost = op->status != CR_OK;
+        break;
+    case CR_TASK_OP_RELEASE: op->status = CR_OK; break; /* an offload has no source to release */
+    }
+}
+
 void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
     assert(store != NULL && op != NULL);
     cr_store_clear_error(store);
     op->lease_deadline_ms = 0;
+    if (op->offload) {
+        run_offload_op(store, now_ms, op);
+        snprintf(op->message, sizeof(op->message), "%s", cr_store_last_error(store));
+        return;
+    }
     switch (op->kind) {
     case CR_TASK_OP_COMMIT:
         op->status = cr_store_task_commit(store, &op->ref, op->release_source, now_ms,

@@ -35,6 +35,12 @@ int cr_task_store_create_move(cr_store *store, uint64_t now_ms, const struct cr_
                               const char *source, const char *target,
                               struct cr_task_detail **out);
 
+/* A task's detail (malloc'd, the caller's) for the reservation `res` of
+ * object `key`; NULL when out of memory. */
+struct cr_task_detail *cr_task_detail_new(const cr_store *store, enum cr_task_type type,
+                                          const struct cr_store_key *key,
+                                          const struct cr_store_task_reservation *res);
+
 /* Packs a refusal of `status` with `why` into a CreateCopyTask or
  * CreateMoveTask call (also used by tasks when it cannot take the task). */
 void cr_task_call_refuse(struct cr_master_call *call, int status, const char *why);

@@ -21,6 +21,15 @@
  *     tick past the lease's deadline tasks asks segments to release the
  *     source (TASK_OP release), until the task's own deadline.
  *
+ *  Offloads (docs/tiers.md, "Local SSD tier") are tasks too, created by
+ *  segments itself when eviction picks an object a store server with an SSD
+ *  tier holds (TASK_CREATE without a call): no targets; the executor
+ *  writes the object from its segment to its SSD and reports the position
+ *  (MarkTaskToComplete.position); commit records the local_disk replica and
+ *  frees memory.  A lost executor fails an offload (never reassigned: its
+ *  SSD is the point), and a failed offload's report is answered with the
+ *  failure, so the server deletes the file nobody will read.
+ *
  *  5. An executor lost: after an unmount or a client's expiry segments
  *     sends TASKS_RECHECK, and every task not committed gets a TASK_OP
  *     check (when no op of its own is out; else at the next tick).  Segments
@@ -78,6 +87,7 @@ struct tasks_state {
     uint64_t rechecks;     /* unmounts/expiries segments told of */
     uint64_t reassigned;   /* tasks handed to another executor */
     uint64_t failed_lost;  /* tasks FAILED because their executor or a target was lost */
+    uint64_t offloads_created, offloads_done, offloads_failed, offloaded_bytes; /* OFFLOAD tasks */
     uint64_t last_log_ns;
     /* Answered calls whose gateway's ring was full, oldest first
      * (reply_as_is); sent again at every round's end. */
@@ -205,7 +215,9 @@ static bool send_op(struct tasks_state *st, struct cr_task *task, enum cr_task_o
     struct cr_task_op *op = calloc(1, sizeof(*op));
     if (op == NULL) return false;
     *op = (struct cr_task_op){.kind = kind, .task_id = task->id, .ref = d->ref,
-                              .release_source = d->release_source, .executor = d->executor};
+                              .release_source = d->release_source, .executor = d->executor,
+                              .offload = d->type == CR_TASK_OFFLOAD,
+                              .ssd_position = d->ssd_position};
     struct cr_msg msg = {.type = CR_MSG_TASK_OP};
     CR_MSG_BODY(&msg, struct cr_msg_task_op)->op = op;
     if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
@@ -232,16 +244,25 @@ static void finish(struct tasks_state *st, struct cr_task *task, enum cr_task_st
         message = noted;
     }
     struct cr_master_call *held = d->held;
+    bool offload = d->type == CR_TASK_OFFLOAD;
+    /* An offload reported done whose commit failed: its file is nobody's. */
+    bool refuse = offload && status != CR_TASK_SUCCESS && d->op_kind == CR_TASK_OP_COMMIT;
     if (status == CR_TASK_SUCCESS) {
         st->succeeded++;
         st->bytes_moved += d->ref.size * d->ref.target_count;
+        st->offloads_done += offload;
+        st->offloaded_bytes += offload ? d->ref.size : 0;
     } else {
         st->failed++;
+        st->offloads_failed += offload;
     }
     free(d);
     task->detail = NULL;
     cr_task_table_finish(st->table, task, status, message, epoch_now(st));
-    if (held != NULL) answer_status(st, held, CR_OK, NULL);
+    /* That executor is told, so it deletes the file it wrote. */
+    if (held != NULL)
+        answer_status(st, held, refuse ? CR_ERR_OBJECT_NOT_FOUND : CR_OK,
+                      refuse ? message : NULL);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -259,13 +280,15 @@ static void on_create(struct tasks_state *st, struct cr_master_call *call,
         struct cr_task_op *op = calloc(1, sizeof(*op));
         struct cr_msg msg = {.type = CR_MSG_TASK_OP};
         if (op != NULL) {
-            *op = (struct cr_task_op){.kind = CR_TASK_OP_ROLLBACK, .ref = detail->ref};
+            *op = (struct cr_task_op){.kind = CR_TASK_OP_ROLLBACK, .ref = detail->ref,
+                                      .offload = detail->type == CR_TASK_OFFLOAD};
             CR_MSG_BODY(&msg, struct cr_msg_task_op)->op = op;
             if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) free(op);
         }
         free(detail);
         char why[CR_RPC_ERROR_MAX];
         st->refused_full++;
+        if (call == NULL) return; /* an offload: the object stays in memory, evictable again */
         snprintf(why, sizeof(why), "%u copy/move tasks are in flight, the most crescentd runs "
                  "at once (--task-max-in-flight); retry when some finish, or raise the flag",
                  st->max_in_flight);
@@ -276,6 +299,10 @@ static void on_create(struct tasks_state *st, struct cr_master_call *call,
     st->created++;
     cr_task_table_update(st->table, task, CR_TASK_PENDING, "waiting for the executor to fetch it",
                          epoch_now(st));
+    if (call == NULL) { /* an offload segments created: nobody waits for its id */
+        st->offloads_created++;
+        return;
+    }
     Crescent__Master__UUID pb_id;
     cr_rpc_uuid_to_pb(&id, &pb_id);
     /* The two responses have the same layout: status_code, task_id, error_message. */
@@ -475,6 +502,12 @@ static void on_report(struct tasks_state *st, struct cr_master_call *call) {
         return;
     }
     bool ok = req->status == CRESCENT__MASTER__TASK_STATUS__SUCCESS;
+    if (ok && d->type == CR_TASK_OFFLOAD && !req->has_position) {
+        answer_status(st, call, CR_ERR_INVALID_PARAMS, "an offload's success report needs the "
+                      "object's SSD position (MarkTaskToCompleteRequest.position)");
+        return;
+    }
+    d->ssd_position = req->position;
     snprintf(why, sizeof(why), "executor reported %s%s%s", ok ? "success" : "failure",
              req->message != NULL && req->message[0] ? ": " : "",
              req->message != NULL ? req->message : "");
@@ -739,6 +772,10 @@ static void tasks_stats(struct cr_actor *self, void *arg, struct cr_actor_stats 
     add_stat(out, "finished_kept", cr_task_table_finished_count(st->table));
     add_stat(out, "finished_dropped_total", cr_task_table_dropped(st->table));
     add_stat(out, "bytes_moved_total", st->bytes_moved);
+    add_stat(out, "offloads_created_total", st->offloads_created);
+    add_stat(out, "offloads_done_total", st->offloads_done);
+    add_stat(out, "offloads_failed_total", st->offloads_failed);
+    add_stat(out, "offloaded_bytes_total", st->offloaded_bytes);
     add_stat(out, "ops_dropped_total", st->ops_dropped);
     add_stat(out, "replies_waiting", st->unsent);
     add_stat(out, "replies_delayed_total", st->replies_delayed);

@@ -443,6 +443,20 @@ static void read_from_file(cr_client *c, const char *tenant, struct read_item *i
     if (rc != CR_OK) snprintf(it->why, sizeof(it->why), "%s", why);
 }
 
+/* A read that found no memory replica it could read: a local_disk replica
+ * on a store server's SSD, if it has one, before the shared file tier. */
+static void read_from_ssd(cr_client *c, struct read_item *it) {
+    struct cr_get_buffer *out = it->out;
+    if (out->status == CR_OK || out->len > out->cap || !cr_client_ssd_has_replica(it->list))
+        return;
+    char why[sizeof(it->why)];
+    size_t len = 0;
+    int rc = cr_client_ssd_read(c, it->list, out->buf, out->cap, &len, why, sizeof(why));
+    out->status = it->status = rc;
+    out->len = len;
+    if (rc != CR_OK) snprintf(it->why, sizeof(it->why), "%s", why);
+}
+
 static int single_get(cr_client *c, const char *tenant, const char *key, void *buf, size_t cap,
                       bool allocate, void **data_out, size_t *len) {
     int rc = cr_client_data_open(c);
@@ -465,6 +479,7 @@ static int single_get(cr_client *c, const char *tenant, const char *key, void *b
         }
     }
     if (read_prepare(&it)) read_all(c, &it, 1);
+    read_from_ssd(c, &it);
     read_from_file(c, tenant, &it);
     cr_client_replica_list_free(&list);
     *len = out.len;
@@ -515,7 +530,10 @@ int cr_client_batch_get_into(cr_client *c, const char *tenant, struct cr_get_buf
             read_prepare(&reads[i]);
         }
         read_all(c, reads, count);
-        for (size_t i = 0; i < count; i++) read_from_file(c, tenant, &reads[i]);
+        for (size_t i = 0; i < count; i++) {
+            read_from_ssd(c, &reads[i]);
+            read_from_file(c, tenant, &reads[i]);
+        }
         cr_client_replica_lists_free(&lists);
     }
     free(keys);

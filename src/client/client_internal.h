@@ -257,6 +257,14 @@ void cr_client_read_observe(cr_client *c, int tier, uint64_t ns);
 
 /* ---- client_files.c: the shared file tier ---- */
 
+/* client_ssd.c: local_disk replicas (a store server's SSD tier).  Whether
+ * the list has a complete one; reading one (each in turn until one reads and
+ * matches the put's checksum) into buf: CR_OK and *len, or the last
+ * failure with a sentence in why. */
+bool cr_client_ssd_has_replica(const struct cr_replica_list *list);
+int cr_client_ssd_read(cr_client *c, const struct cr_replica_list *list, void *buf, size_t cap,
+                       size_t *len, char *why, size_t why_len);
+
 /* At the first put/get: asks crescentd for its file tier and starts the
  * writer, or refuses (the refusal stays).  CR_OK when the tier is usable or
  * off. */

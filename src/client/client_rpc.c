@@ -159,6 +159,8 @@ static int mount(cr_client *c, uint16_t method, const struct cr_segment_spec *sp
         req.capability_key = (ProtobufCBinaryData){.len = CR_CLIENT_CAPABILITY_KEY_BYTES,
                                                    .data = (uint8_t *)spec->capability_key};
     }
+    req.has_ssd_capacity = spec->ssd_capacity_bytes > 0;
+    req.ssd_capacity = spec->ssd_capacity_bytes;
     cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     ProtobufCMessage *msg;
     rc = cr_client_call(c, method, &req.base, &msg);

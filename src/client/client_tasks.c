@@ -10,7 +10,9 @@
 #define COPY_TARGETS_MAX 7u
 
 const char *cr_client_task_type_name(enum cr_client_task_type type) {
-    return type == CR_CLIENT_TASK_MOVE ? "REPLICA_MOVE" : "REPLICA_COPY";
+    return type == CR_CLIENT_TASK_MOVE      ? "REPLICA_MOVE"
+           : type == CR_CLIENT_TASK_OFFLOAD ? "REPLICA_OFFLOAD"
+                                            : "REPLICA_COPY";
 }
 
 const char *cr_client_task_status_name(enum cr_client_task_status status) {
@@ -212,8 +214,8 @@ int cr_client_heartbeat_tasks(cr_client *c, uint32_t max, uint64_t *ttl_ms, bool
     return copy_assignments(c, msg, r->tasks, r->n_tasks, out);
 }
 
-int cr_client_mark_task_to_complete(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES],
-                                    bool success, const char *message) {
+static int mark(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES], bool success,
+                const char *message, bool has_position, uint64_t position) {
     assert(c != NULL && task_id != NULL);
     Crescent__Master__UUID id, client;
     cr_client_uuid_to_pb(task_id, &id);
@@ -225,9 +227,21 @@ int cr_client_mark_task_to_complete(cr_client *c, const uint8_t task_id[CR_CLIEN
     req.status = success ? CRESCENT__MASTER__TASK_STATUS__SUCCESS
                          : CRESCENT__MASTER__TASK_STATUS__FAILED;
     req.message = (char *)message;
+    req.has_position = has_position;
+    req.position = position;
     cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
     ProtobufCMessage *msg;
     int rc = cr_client_call(c, CR_METHOD_MARK_TASK_TO_COMPLETE, &req.base, &msg);
     if (rc == CR_OK) protobuf_c_message_free_unpacked(msg, NULL);
     return rc;
+}
+
+int cr_client_mark_task_to_complete(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES],
+                                    bool success, const char *message) {
+    return mark(c, task_id, success, message, false, 0);
+}
+
+int cr_client_mark_task_offloaded(cr_client *c, const uint8_t task_id[CR_CLIENT_ID_BYTES],
+                                  uint64_t position) {
+    return mark(c, task_id, true, NULL, true, position);
 }

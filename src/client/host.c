@@ -28,6 +28,8 @@ struct cr_host {
     struct cr_xfer_segment segment;
     struct cr_xfer_server *xfer;
     struct cr_xfer_client *exec;    /* runs the tasks (NULL with a caller's heartbeat) */
+    struct cr_task_exec_ssd ssd;    /* OFFLOAD tasks' SSD writer (write NULL: none) */
+    uint64_t ssd_capacity;          /* told to the master at mount; 0: no SSD tier */
     cr_client *master;              /* the keep-alive thread's after start */
     char segment_name[CR_XFER_SEGMENT_NAME_MAX + 1];
     /* The segment's capability key: set on the transfer server and sent in
@@ -93,7 +95,8 @@ static struct cr_segment_spec spec_of(const struct cr_host *h) {
                                     .size_bytes = h->segment.size,
                                     .transport_endpoint = cr_xfer_server_endpoint(h->xfer),
                                     .protocol = cr_xfer_server_protocol(h->xfer),
-                                    .capability_key = h->has_cap_key ? h->cap_key : NULL};
+                                    .capability_key = h->has_cap_key ? h->cap_key : NULL,
+                                    .ssd_capacity_bytes = h->ssd_capacity};
 }
 
 static int mount(struct cr_host *h, bool again) {
@@ -137,7 +140,8 @@ static int heartbeat_with_tasks(struct cr_host *h, uint64_t *ttl_ms, bool *known
     struct cr_task_assignments tasks;
     int rc = cr_client_heartbeat_tasks(h->master, TASKS_PER_ROUND, ttl_ms, known, &tasks);
     if (rc != CR_OK) return rc;
-    int ran = cr_task_exec_run_all(h->master, h->exec, &tasks);
+    int ran = cr_task_exec_run_all_ssd(h->master, h->exec, &tasks,
+                                       h->ssd.write != NULL ? &h->ssd : NULL);
     cr_client_task_assignments_free(&tasks);
     if (ran > 0) {
         atomic_fetch_add_explicit(&h->tasks_run, (uint64_t)ran, memory_order_relaxed);
@@ -243,6 +247,13 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
         set_error(error, size, "cannot make a capability key for segment '%s' (libsodium did "
                   "not initialise), and require_capability is set", h->segment_name);
         return CR_ERR_IO;
+    }
+    if (o->ssd_read != NULL && o->ssd_write != NULL) {
+        h->ssd = (struct cr_task_exec_ssd){.segment_base = h->segment.base,
+                                           .segment_size = h->segment.size,
+                                           .write = o->ssd_write, .remove = o->ssd_remove,
+                                           .arg = o->ssd_read_arg};
+        h->ssd_capacity = o->ssd_capacity_bytes;
     }
     if (o->ssd_read != NULL) {
         char name[sizeof(h->segment_name) + sizeof(CR_HOST_SSD_SUFFIX)];

@@ -72,4 +72,33 @@ int cr_task_exec_serve(struct cr_client *master, struct cr_xfer_client *xfer, ui
 struct cr_task_assignments;
 int cr_task_exec_run_all(struct cr_client *master, struct cr_xfer_client *xfer,
                          const struct cr_task_assignments *tasks);
+
+/* A store server's SSD tier, for OFFLOAD tasks (docs/tiers.md, "Local SSD
+ * tier"): the object's bytes are in the server's own segment
+ * [segment_base, segment_base + segment_size), at the source handle's
+ * buffer; `write` stores them durably (checking their XXH3 against xxh3)
+ * and gives their position, `remove` deletes a file the master refused. */
+struct cr_task_exec_ssd {
+    const uint8_t *segment_base;
+    uint64_t segment_size;
+    int (*write)(void *arg, const char *tenant, const char *key, const void *value, uint64_t len,
+                 uint64_t xxh3, uint64_t *position, char *why, size_t why_len);
+    void (*remove)(void *arg, uint64_t position);
+    void *arg;
+};
+
+/* Runs one OFFLOAD task: checks that the source lies in ssd's segment,
+ * writes it with ssd->write (ssd NULL: fails, "no SSD tier") and reports
+ * (cr_client_mark_task_offloaded, or a failure with the reason).  When the
+ * master refuses the success report (the object went meanwhile), the file
+ * is removed.  Returns CR_OK when the master recorded the offload. */
+struct cr_task_assignment;
+int cr_task_exec_offload(struct cr_client *master, const struct cr_task_exec_ssd *ssd,
+                         const struct cr_task_assignment *a);
+
+/* cr_task_exec_run_all, with OFFLOAD tasks run by cr_task_exec_offload
+ * (ssd may be NULL). */
+int cr_task_exec_run_all_ssd(struct cr_client *master, struct cr_xfer_client *xfer,
+                             const struct cr_task_assignments *tasks,
+                             const struct cr_task_exec_ssd *ssd);
 #endif

@@ -21,8 +21,18 @@ static void job_of(const struct cr_task_assignment *a, struct cr_task_exec_job *
 
 int cr_task_exec_run_all(struct cr_client *master, struct cr_xfer_client *xfer,
                          const struct cr_task_assignments *tasks) {
+    return cr_task_exec_run_all_ssd(master, xfer, tasks, NULL);
+}
+
+int cr_task_exec_run_all_ssd(struct cr_client *master, struct cr_xfer_client *xfer,
+                             const struct cr_task_assignments *tasks,
+                             const struct cr_task_exec_ssd *ssd) {
     for (size_t i = 0; i < tasks->count; i++) {
         const struct cr_task_assignment *a = &tasks->tasks[i];
+        if (a->type == CR_CLIENT_TASK_OFFLOAD) {
+            (void)cr_task_exec_offload(master, ssd, a);
+            continue;
+        }
         struct cr_task_exec_job job;
         job_of(a, &job);
         char why[CR_TASK_EXEC_ERROR_MAX];

@@ -79,7 +79,11 @@ static int start(struct store_server *s) {
                                  .mount_when_master_answers = true,
                                  /* no heartbeat: the host's own runs the copy/move tasks */
                                  .ssd_read = s->ssd.store != NULL ? cr_store_ssd_read : NULL,
-                                 .ssd_read_arg = &s->ssd};
+                                 .ssd_read_arg = &s->ssd,
+                                 /* the master offloads evicted objects to it */
+                                 .ssd_write = s->ssd.store != NULL ? cr_store_ssd_write : NULL,
+                                 .ssd_remove = cr_store_ssd_remove,
+                                 .ssd_capacity_bytes = s->opt.ssd_size};
     char error[512];
     int rc = cr_host_start(&ho, &s->host, error, sizeof(error));
     if (rc == CR_ERR_SEGMENT_ALREADY_EXISTS) {

@@ -57,6 +57,18 @@ int cr_store_ssd_open(struct cr_store_ssd *ssd, const struct cr_store_options *o
  * must be the object's whole value, checked before they are handed out. */
 int cr_store_ssd_read(void *arg, uint64_t addr, uint64_t len, void *dst);
 
+/* cr_host_options.ssd_write: an OFFLOAD task's object, written durably
+ * (checked against xxh3), evicting the least recently used files over
+ * --ssd-size; *position gets its id.  Returns CR_OK or cr_ssd_put's
+ * failure with why. */
+int cr_store_ssd_write(void *arg, const char *tenant, const char *key, const void *value,
+                       uint64_t len, uint64_t xxh3, uint64_t *position, char *why,
+                       size_t why_len);
+
+/* cr_host_options.ssd_remove: deletes object `position` (the master
+ * refused its offload). */
+void cr_store_ssd_remove(void *arg, uint64_t position);
+
 /* Logs the tier's counters and closes it (files stay).  No tier: no-op. */
 void cr_store_ssd_close(struct cr_store_ssd *ssd);
 

@@ -1,6 +1,7 @@
 /* crescent-store's SSD tier (see crescent_store.h and docs/tiers.md, "Local SSD tier"). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "cmd/crescent_store.h"
@@ -47,6 +48,24 @@ int cr_store_ssd_read(void *arg, uint64_t addr, uint64_t len, void *dst) {
     pthread_mutex_unlock(&ssd->lock);
     if (rc == CR_ERR_CHECKSUM) CR_WARN("store", "%s: not served", why);
     return rc;
+}
+
+int cr_store_ssd_write(void *arg, const char *tenant, const char *key, const void *value,
+                       uint64_t len, uint64_t xxh3, uint64_t *position, char *why,
+                       size_t why_len) {
+    struct cr_store_ssd *ssd = arg;
+    pthread_mutex_lock(&ssd->lock);
+    int rc = cr_ssd_put(ssd->store, tenant, (const uint8_t *)key, (uint32_t)strlen(key), value,
+                        len, xxh3, NULL, NULL, position, why, why_len);
+    pthread_mutex_unlock(&ssd->lock);
+    return rc;
+}
+
+void cr_store_ssd_remove(void *arg, uint64_t position) {
+    struct cr_store_ssd *ssd = arg;
+    pthread_mutex_lock(&ssd->lock);
+    (void)cr_ssd_remove(ssd->store, position);
+    pthread_mutex_unlock(&ssd->lock);
 }
 
 void cr_store_ssd_close(struct cr_store_ssd *ssd) {

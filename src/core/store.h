@@ -185,6 +185,12 @@ int cr_store_remount_segment(cr_store *store, const struct cr_uuid *client,
 int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, const char *name,
                              uint64_t *freed_objects);
 
+/* Records the SSD tier the owner of mounted segment `name` announced at its
+ * (re)mount, in bytes (0: none): memory eviction offloads objects on that
+ * segment there (store_offload.h).  Not identity: a remount may change it.
+ * Returns CR_OK or CR_ERR_SEGMENT_NOT_FOUND. */
+int cr_store_segment_set_ssd_capacity(cr_store *store, const char *name, uint64_t bytes);
+
 /* Records a heartbeat of a known client (one that mounted or put); an
  * unknown one is not registered.  *was_known (may be NULL) says which: a
  * store server the store has forgotten (restart, expiry) remounts its
@@ -562,6 +568,7 @@ struct cr_store_segment_view {
     uint64_t size;
     uint64_t used_bytes;
     uint32_t allocation_count;
+    uint64_t ssd_capacity; /* the owner's SSD tier, bytes; 0: none */
     bool awaiting_owner; /* restored by a restart; its owner has not called since */
     bool draining;       /* a drain job's source: no new allocations */
 };
@@ -672,6 +679,10 @@ struct cr_store_stats {
     uint64_t disk_evictions;      /* disk replicas dropped by cr_store_evict_disk */
     uint64_t local_disk_replicas; /* store servers' SSDs (CR_MEDIUM_LOCAL_DISK) */
     uint64_t local_disk_bytes;
+    uint64_t offloads_started;    /* evictions handed to a server's SSD (store_offload.h) */
+    uint64_t offloads_done;       /* of those, committed: local_disk replica recorded */
+    uint64_t offloads_failed;     /* ended without one (failed, lost, object gone) */
+    uint64_t ssd_capacity_bytes;  /* the SSD tiers mounted segments' servers announced */
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 
@@ -681,5 +692,6 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
 #include "core/store_evict.h"
 #include "core/store_tasks.h"
 #include "core/store_tiers.h"
+#include "core/store_offload.h"
 
 #endif

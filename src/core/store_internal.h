@@ -102,6 +102,7 @@ struct cr_store_segment {
     cr_offset_alloc *alloc;
     struct cr_uuid owner;
     uint32_t mounted_pos; /* index in store->mounted */
+    uint64_t ssd_capacity; /* the owner's SSD tier (offload target), bytes; 0: none */
     bool in_use;
     bool draining; /* a drain job's source: no new allocations (store_drain.c) */
     bool has_cap_key;
@@ -210,6 +211,10 @@ struct cr_store {
     void *file_hook_ctx;
     bool file_hook_muted; /* a replacement keeping its path */
     struct cr_store_stats counters; /* only the cumulative fields are kept here */
+    /* Memory that offloads in flight will free once committed
+     * (store_offload.c): eviction does not count it as used, or every poll
+     * until the first commit would hand more objects to the SSD. */
+    uint64_t offload_pending_bytes;
 
     char err[CR_STORE_ERROR_LEN];
     /* The last NO_AVAILABLE_HANDLE: could freeing space have made room?  False

@@ -138,6 +138,15 @@ int cr_store_segment_set_key(cr_store *store, const char *name, const uint8_t ke
     return CR_OK;
 }
 
+int cr_store_segment_set_ssd_capacity(cr_store *store, const char *name, uint64_t bytes) {
+    assert(store != NULL && name != NULL);
+    int id = cr_store_segment_lookup(store, name);
+    if (id < 0)
+        return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND, "segment %s is not mounted", name);
+    store->segments[id].ssd_capacity = bytes;
+    return CR_OK;
+}
+
 /* Frees the segment's own resources; callers dropped its replicas first. */
 void cr_store_segment_release(cr_store *store, uint32_t id) {
     struct cr_store_segment *seg = &store->segments[id];
@@ -255,9 +264,12 @@ void cr_store_usage(const cr_store *store, struct cr_store_usage *out) {
     assert(store != NULL && out != NULL);
     assert(store->used_bytes <= store->capacity_bytes);
     out->capacity_bytes = store->capacity_bytes;
-    out->used_bytes = store->used_bytes;
+    /* Space offloads in flight will free is as good as free to eviction. */
+    uint64_t pending = store->offload_pending_bytes < store->used_bytes
+                           ? store->offload_pending_bytes : store->used_bytes;
+    out->used_bytes = store->used_bytes - pending;
     out->ratio = store->capacity_bytes
-                     ? (double)store->used_bytes / (double)store->capacity_bytes
+                     ? (double)out->used_bytes / (double)store->capacity_bytes
                      : 0.0;
     out->objects = store->object_count;
     out->max_objects = store->cfg.max_objects;
@@ -280,7 +292,7 @@ static void segment_view(const cr_store *store, uint32_t id, struct cr_store_seg
         .segment_id = id, .name = seg->name, .endpoint = seg->endpoint,
         .protocol = seg->protocol, .owner = seg->owner, .base = seg->base,
         .size = seg->size, .used_bytes = seg->used_bytes,
-        .allocation_count = st.allocation_count,
+        .allocation_count = st.allocation_count, .ssd_capacity = seg->ssd_capacity,
         .awaiting_owner = cr_store_client_awaiting(store, &seg->owner),
         .draining = seg->draining};
 }
@@ -325,6 +337,9 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
     out->disk_evictions = store->counters.disk_evictions;
     out->local_disk_replicas = store->medium_replicas[CR_MEDIUM_LOCAL_DISK];
     out->local_disk_bytes = store->medium_bytes[CR_MEDIUM_LOCAL_DISK];
+    out->ssd_capacity_bytes = 0;
+    for (uint32_t i = 0; i < store->mounted_count; i++)
+        out->ssd_capacity_bytes += store->segments[store->mounted[i]].ssd_capacity;
     out->active_leases = store->lease_census;
     if (store->slab_high > CR_STORE_STATS_EXACT_SLOTS) return;
     out->active_leases = 0;

@@ -207,5 +207,7 @@ const char *cr_task_status_name(enum cr_task_status s) {
 }
 
 const char *cr_task_type_name(enum cr_task_type type) {
-    return type == CR_TASK_MOVE ? "REPLICA_MOVE" : "REPLICA_COPY";
+    return type == CR_TASK_MOVE      ? "REPLICA_MOVE"
+           : type == CR_TASK_OFFLOAD ? "REPLICA_OFFLOAD"
+                                     : "REPLICA_COPY";
 }

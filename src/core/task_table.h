@@ -25,7 +25,7 @@
 
 #define CR_TASK_MESSAGE_MAX 256u /* bytes of a task's message, NUL included */
 
-enum cr_task_type { CR_TASK_COPY = 0, CR_TASK_MOVE = 1 }; /* = proto TaskType */
+enum cr_task_type { CR_TASK_COPY = 0, CR_TASK_MOVE = 1, CR_TASK_OFFLOAD = 2 }; /* = proto TaskType */
 
 enum cr_task_status { /* = proto TaskStatus */
     CR_TASK_PENDING = 0,

@@ -48,12 +48,13 @@ static json_t *owner_json(const struct cr_uuid *id, bool hide) {
 }
 
 static json_t *segment_json(const struct cr_store_segment_view *v, bool hide_owner) {
-    return json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:f, s:b, s:b}", "name", v->name, "endpoint",
-                     v->endpoint, "protocol", v->protocol, "owner", owner_json(&v->owner, hide_owner), "base",
+    return json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:I, s:f, s:b, s:b, s:I}", "name",
+                     v->name, "endpoint", v->endpoint, "protocol", v->protocol, "owner", owner_json(&v->owner, hide_owner), "base",
                      (json_int_t)v->base, "size", (json_int_t)v->size, "used_bytes",
                      (json_int_t)v->used_bytes, "allocations", (json_int_t)v->allocation_count,
                      "usage_ratio", v->size ? (double)v->used_bytes / (double)v->size : 0.0,
-                     "awaiting_owner", v->awaiting_owner, "draining", v->draining);
+                     "awaiting_owner", v->awaiting_owner, "draining", v->draining,
+                     "ssd_capacity", (json_int_t)v->ssd_capacity);
 }
 
 static const char *status_name(enum cr_replica_status s) {

@@ -389,6 +389,9 @@ static int m_mount(struct cr_rpc_run *run, struct cr_master_call *call, struct c
     if (resp.status_code == CR_OK && req->has_capability_key)
         resp.status_code = cr_store_segment_set_key(run->store, req->segment_name,
                                                     req->capability_key.data);
+    if (resp.status_code == CR_OK) /* not identity: a remount may gain or lose the SSD */
+        resp.status_code = cr_store_segment_set_ssd_capacity(
+            run->store, req->segment_name, req->has_ssd_capacity ? req->ssd_capacity : 0);
     if (resp.status_code == CR_OK)
         issue_secret(run, a, &id, &resp.has_client_secret, &resp.client_secret);
     finish(call, a, &resp.base);

@@ -4,8 +4,8 @@ counted, a file that is not the tier's is left alone), and the read-only
 "<segment>#ssd" reader segment on its transfer server: a READ of an id the
 tier does not hold is an error answer, a WRITE is refused.
 
-The master side (offload on eviction, local_disk replicas, promotion) is not
-built yet; the round trip of valid files is covered by tests/unit/test_ssd_store.c."""
+Offload on eviction and reads of local_disk replicas: test_ssd_offload.py; the
+round trip of valid files is covered by tests/unit/test_ssd_store.c."""
 import json
 import signal
 import socket

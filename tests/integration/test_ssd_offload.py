@@ -1,0 +1,207 @@
+"""Memory eviction's offload to a store server's SSD tier (docs/tiers.md,
+"Local SSD tier"), end to end: crescentd with a low eviction watermark, a
+crescent-store with --ssd-dir, crescentctl as the client.
+
+Objects evicted from the server's segment are not dropped: the master hands
+the server an OFFLOAD task, the server writes each to its SSD, and only then
+does the object get a `local_disk` replica and lose its memory one (a store
+event with the seed's replica pairs); a get reads it back, bytes intact,
+through the transfer layer.  While the server has not confirmed (stopped),
+every object keeps its memory replica; a server killed with its offloads
+pending leaves no torn file and no replica pointing at one."""
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import binary, free_port, http_get, wait_for
+
+SEGMENT = 64 << 20
+OBJ = 1 << 20
+
+
+class Store:
+    def __init__(self, rpc, log_path, ssd):
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(
+            [binary("crescent-store"), "--master", rpc, "--segment-name", "seg0",
+             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "100",
+             "--ssd-dir", str(ssd), "--ssd-size", "1G"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=30)
+        self.log.close()
+        return rc
+
+
+def ctl(rpc, *args, check=True):
+    env = dict(os.environ)
+    env.pop("CRESCENT_ROOT_FS_DIR", None)
+    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "20000", *args],
+                       capture_output=True, timeout=120, env=env)
+    if check:
+        assert p.returncode == 0, p.stderr.decode()
+    return p
+
+
+def metric(d, name):
+    status, body = http_get(d.port, "/metrics")
+    assert status == 200
+    m = re.search(rf"^{name} (\d+)$", body.decode(), re.M)
+    return int(m.group(1)) if m else None
+
+
+def tiers(rpc, key):
+    lines = ctl(rpc, "replicas", key).stdout.decode().splitlines()
+    assert lines[1].split()[:2] == ["REPLICA", "TIER"]
+    return sorted(line.split()[1] for line in lines[2:])
+
+
+@pytest.fixture
+def cluster(daemon, tmp_path):
+    rpc = f"tcp://127.0.0.1:{free_port()}"
+    # Eviction past half the 64 MiB segment, a fifth at a time.
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "0",
+               "--eviction-high-watermark-ratio", "0.5", "--eviction-ratio", "0.2",
+               "--client-ttl", "30")
+    ssd = tmp_path / "ssd"
+    stores = []
+
+    def store():
+        s = Store(rpc, tmp_path / f"store{len(stores)}.log", ssd)
+        stores.append(s)
+        wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+        return s
+
+    yield d, rpc, ssd, store
+    for s in stores:
+        if s.proc.poll() is None:
+            s.stop(signal.SIGKILL)
+
+
+def put_many(rpc, tmp_path, n, first=0):
+    payloads = {}
+    for i in range(first, first + n):
+        data = os.urandom(OBJ)
+        path = tmp_path / f"in{i}.bin"
+        path.write_bytes(data)
+        ctl(rpc, "put", f"key/{i}", str(path))
+        payloads[f"key/{i}"] = data
+    return payloads
+
+
+def py_store(rpc):
+    """python/crescent over libcrescent: one process, so its shm mapping of
+    the server's segment outlives a SIGSTOP of the server."""
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import Store as PyStore
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", rpc.split("//")[1]) == 0
+    return py
+
+
+def py_put_many(py, n, first=0):
+    payloads = {}
+    for i in range(first, first + n):
+        payloads[f"key/{i}"] = os.urandom(OBJ)
+        assert py.put(f"key/{i}", payloads[f"key/{i}"]) == 0
+    return payloads
+
+
+def crs_files(ssd):
+    return sorted(p.name for p in ssd.iterdir() if p.name.endswith(".crs"))
+
+
+def test_eviction_offloads_to_ssd_and_gets_read_it_back(cluster, tmp_path):
+    d, rpc, ssd, store = cluster
+    s = store()
+    # The server announced its SSD tier when it mounted.
+    assert metric(d, "crescent_segments_local_disk_capacity_bytes") == 1 << 30
+    status, body = http_get(d.port, "/api/v1/segments")
+    assert [seg["ssd_capacity"] for seg in json.loads(body)["segments"]] == [1 << 30]
+    payloads = put_many(rpc, tmp_path, 48)  # 48 MiB: past the 32 MiB watermark
+    wait_for(lambda: (metric(d, "crescent_segments_offloads_done_total") or 0) >= 8,
+             "offloads committed")
+    status, body = http_get(d.port, "/api/v1/stats")
+    assert json.loads(body)["objects"] == 48  # nothing dropped
+    assert metric(d, "crescent_segments_evictions_total") >= 8
+    offloaded = [k for k in payloads if tiers(rpc, k) == ["local_disk"]]
+    assert len(offloaded) >= 8
+    assert len(crs_files(ssd)) >= len(offloaded)
+    # The replica names the server's endpoint, segment and SSD position.
+    text = ctl(rpc, "replicas", offloaded[0]).stdout.decode()
+    assert "local_disk" in text and "seg0" in text
+    # Read back through the transfer layer, bytes intact (checksum checked).
+    for k in offloaded[:6]:
+        assert ctl(rpc, "get", k).stdout == payloads[k]
+    assert metric(d, "crescent_tasks_offloads_done_total") >= len(offloaded)
+    assert metric(d, "crescent_segments_local_disk_replicas") >= len(offloaded)
+    assert s.stop() == 0
+    # The replicas go with the segment's unmount (its server re-registers
+    # them when it comes back; not yet: see docs/tiers.md).
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+
+
+def test_a_stopped_server_keeps_memory_replicas_until_it_confirms(cluster, tmp_path):
+    d, rpc, ssd, store = cluster
+    s = store()
+    py = py_store(rpc)
+    payloads = py_put_many(py, 24)
+    s.proc.send_signal(signal.SIGSTOP)  # no ping: no task fetched, none confirmed
+    try:
+        payloads.update(py_put_many(py, 16, first=24))  # shm writes: no server thread
+        wait_for(lambda: (metric(d, "crescent_segments_offloads_started_total") or 0) > 0,
+                 "offloads handed out")
+        assert metric(d, "crescent_segments_offloads_done_total") == 0
+        assert metric(d, "crescent_segments_local_disk_replicas") == 0
+        status, body = http_get(d.port, "/api/v1/stats")
+        assert json.loads(body)["objects"] == 40
+        for k in list(payloads)[:4]:
+            assert tiers(rpc, k) == ["memory"]
+    finally:
+        s.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: (metric(d, "crescent_segments_offloads_done_total") or 0) > 0,
+             "offloads confirmed")
+    moved = [k for k in payloads if tiers(rpc, k) == ["local_disk"]]
+    assert moved and ctl(rpc, "get", moved[-1]).stdout == payloads[moved[-1]]
+    assert py.get(moved[0]) == payloads[moved[0]]
+    assert [r["tier"] for r in py.get_replica_list(moved[0])] == ["local_disk"]
+    py.close()
+
+
+def test_server_killed_with_offloads_pending_leaves_nothing_torn(cluster, tmp_path):
+    d, rpc, ssd, store = cluster
+    s = store()
+    py = py_store(rpc)
+    py_put_many(py, 24)
+    s.proc.send_signal(signal.SIGSTOP)
+    py_put_many(py, 16, first=24)
+    py.close()
+    wait_for(lambda: (metric(d, "crescent_segments_offloads_started_total") or 0) > 0,
+             "offloads handed out")
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait(timeout=30)
+    # Its client expires (--client-ttl 30): the segment and every replica on
+    # it go; the offloads fail, none committed, no local_disk replica left.
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted",
+             timeout=90)
+    wait_for(lambda: (metric(d, "crescent_segments_offloads_failed_total") or 0) > 0,
+             "offloads failed")
+    assert metric(d, "crescent_segments_offloads_done_total") == 0
+    assert metric(d, "crescent_segments_local_disk_replicas") == 0
+    # No torn file is ever served: whatever the killed server left is
+    # complete or a .tmp, and a restart on the directory checks every file.
+    s2 = store()
+    s2.stop()
+    text = s2.log_path.read_text()
+    assert "0 bad file(s) dropped" in text, text
