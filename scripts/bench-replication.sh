@@ -13,28 +13,7 @@ conns=${2:-64}
 secs=${3:-5}
 parent=${4:-$(mktemp -d)}
 mkdir -p "$parent"
-bin=${CRESCENT_BIN_DIR:-$(dirname "$0")/../zig-out/bin}
-# Free loopback ports (the machine is shared: fixed or random ones collide).
-port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-start() { # NAME ARGS...: a crescentd on free ports, healthy; sets http and native
-    local name=$1
-    shift
-    http=$(port)
-    native=$(port)
-    "$bin/crescentd" --no-pin --http-address "127.0.0.1:$http" \
-        --rpc-address "tcp://127.0.0.1:$(port)" --rpc-tcp-address "127.0.0.1:$native" \
-        --event-address "tcp://127.0.0.1:$(port)" \
-        --replay-address "tcp://127.0.0.1:$(port)" --metrics-port 0 \
-        --mooncake-rpc-address "127.0.0.1:$(port)" --rpc-shm-path off \
-        --local-segment-size 0 --durability async "$@" >"$parent/crescentd-$name.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 100); do
-        curl -sf "http://127.0.0.1:$http/health" >/dev/null && return
-        sleep 0.1
-    done
-    echo "crescentd $name did not start: $(tail -n 2 "$parent/crescentd-$name.log")" >&2
-    exit 1
-}
+source "$(dirname "$0")/bench-lib.sh"
 # p50 and p99 (bucket upper bounds, ms) of the lag histogram in /metrics text.
 lag() {
     python3 -c '
@@ -58,38 +37,29 @@ for r in $(seq "$rounds"); do
         repl=$(port)
         rm -rf "$parent/leader-$mode-$r" "$parent/standby-$mode-$r"
         if [ "$mode" = none ]; then
-            start "leader-$mode-$r" --state-dir "$parent/leader-$mode-$r"
+            start "leader-$mode-$r" --durability async --state-dir "$parent/leader-$mode-$r"
             lhttp=$http lnative=$native
         else
-            start "leader-$mode-$r" --state-dir "$parent/leader-$mode-$r" \
+            start "leader-$mode-$r" --durability async --state-dir "$parent/leader-$mode-$r" \
                 --replication-address "127.0.0.1:$repl" --replication "$mode"
             lhttp=$http lnative=$native
-            start "standby-$mode-$r" --state-dir "$parent/standby-$mode-$r" \
+            start "standby-$mode-$r" --durability async --state-dir "$parent/standby-$mode-$r" \
                 --standby-of "127.0.0.1:$repl"
             for _ in $(seq 100); do
                 curl -s "http://127.0.0.1:$lhttp/api/v1/ha" | grep -q '"acked_lsn"' && break
                 sleep 0.1
             done
         fi
-        ops=$("$bin/crescent-bench" --workload put --connections "$conns" \
-            --rpc "crescent://127.0.0.1:$lnative" --mount-fake --duration "$secs" \
-            --warmup 1 --quiet --json - 2>/dev/null |
-            python3 -c 'import json,sys; print(round(json.load(sys.stdin)["throughput_ops_s"]))')
+        ops=$(put_load "$lnative" "$conns" "$secs")
         extra=""
         if [ "$mode" != none ]; then
             l=$(curl -s "http://127.0.0.1:$lhttp/metrics" | lag)
             extra=" (standby lag p50 <= $(echo "$l" | cut -d' ' -f1) ms, p99 <= $(echo "$l" | cut -d' ' -f2) ms over $(echo "$l" | cut -d' ' -f3) blocks)"
             lags+="$mode round $r: $l"$'\n'
         fi
-        for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" || true; done
+        stop_all
         results[$mode]+="$ops "
-        echo "round $r $mode: $ops put pairs/s$extra"
+        echo "round $r $mode: $ops put pairs/s$extra (load $(cut -d' ' -f1 /proc/loadavg))"
     done
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-none=$(echo "${results[none]}" | median)
-for mode in none async sync; do
-    m=$(echo "${results[$mode]}" | median)
-    python3 -c "print(f'$mode: median $m put pairs/s, {$m / $none:.2f}x no standby')"
-done
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+report "no standby" none async sync

@@ -303,6 +303,9 @@ void cr_store_replica_release(cr_store *store, const struct cr_store_replica *re
 /* Makes room in the key index for one more object, doubling it at half
  * full.  Returns CR_OK or CR_ERR_NOMEM (message set). */
 int cr_store_index_reserve(cr_store *store);
+/* The same for `more` objects at once (a restore sizes it once); grows to
+ * at most the index's ceiling, where the last insert fails as above. */
+int cr_store_index_reserve_for(cr_store *store, uint64_t more);
 uint32_t cr_store_obj_find(const cr_store *store, uint16_t tenant, const char *key,
                            uint32_t key_len, uint64_t hash);
 uint64_t cr_store_key_hash(const cr_store *store, uint16_t tenant, const char *key,

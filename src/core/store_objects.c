@@ -79,22 +79,29 @@ static void table_insert(cr_store *store, uint32_t id, uint64_t hash) {
  * through and hinted to huge pages like the first one (cr_store_map_zeroed).
  * Doubling costs a pause in the put that crosses the threshold: about a
  * slot copy per object (bench/RESULTS.md), amortised over as many puts. */
-int cr_store_index_reserve(cr_store *store) {
+int cr_store_index_reserve(cr_store *store) { return cr_store_index_reserve_for(store, 1); }
+
+int cr_store_index_reserve_for(cr_store *store, uint64_t more) {
     assert(store != NULL);
-    uint64_t slots = (uint64_t)store->table_mask + 1;
-    if (((uint64_t)store->object_count + 1) * 2 <= slots) return CR_OK;
-    if (slots >= store->table_slots_max) /* the slab refuses first: max_objects */
+    uint64_t slots = (uint64_t)store->table_mask + 1, want = slots;
+    while (((uint64_t)store->object_count + more) * 2 > want && want < store->table_slots_max)
+        want *= 2;
+    if (want == slots) {
+        if (((uint64_t)store->object_count + more) * 2 <= slots) return CR_OK;
+        /* the slab refuses first: max_objects */
         return cr_store_fail(store, CR_ERR_NOMEM, "key index full at %llu slots",
                              (unsigned long long)slots);
-    struct cr_store_slot *grown = cr_store_map_zeroed(slots * 2 * sizeof(*grown));
+    }
+    struct cr_store_slot *grown = cr_store_map_zeroed(want * sizeof(*grown));
     if (grown == NULL)
         return cr_store_fail(store, CR_ERR_NOMEM,
                              "out of memory growing the key index to %llu slots (%llu MiB) "
-                             "for %u objects",
-                             (unsigned long long)(slots * 2),
-                             (unsigned long long)(slots * 2 * sizeof(*grown) >> 20),
-                             store->object_count + 1);
-    uint32_t mask = (uint32_t)(slots * 2 - 1), shift = store->table_shift - 1;
+                             "for %llu objects",
+                             (unsigned long long)want,
+                             (unsigned long long)(want * sizeof(*grown) >> 20),
+                             (unsigned long long)(store->object_count + more));
+    uint32_t mask = (uint32_t)(want - 1);
+    uint32_t shift = 32u - (uint32_t)__builtin_ctzll(want);
     for (uint64_t i = 0; i < slots; i++)
         if (store->table[i].id_plus1 != 0) slot_put(grown, mask, shift, store->table[i]);
     cr_store_unmap(store->table, slots * sizeof(*grown));

@@ -147,3 +147,9 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
     store->replica_count += placed.count;
     return CR_OK;
 }
+
+int cr_store_restore_reserve(cr_store *store, uint64_t objects) {
+    assert(store != NULL);
+    uint64_t room = store->cfg.max_objects - store->object_count;
+    return cr_store_index_reserve_for(store, objects < room ? objects : room);
+}

@@ -48,4 +48,10 @@ struct cr_store_restore_object {
 int cr_store_restore_object(cr_store *store, const struct cr_store_restore_object *o,
                             uint64_t now_ms, uint32_t *dropped_replicas);
 
+/* Sizes the key index for `objects` more objects (at most max_objects in
+ * all) before restoring them: one rehash instead of a doubling every time
+ * the count crosses a power of two.  Returns CR_OK or CR_ERR_NOMEM (the
+ * restore then grows it as it goes, or fails where it would have). */
+int cr_store_restore_reserve(cr_store *store, uint64_t objects);
+
 #endif

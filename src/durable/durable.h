@@ -49,6 +49,10 @@ struct cr_durable_recovery {
     uint64_t objects;          /* restored */
     uint64_t objects_dropped;  /* no replica could be placed */
     uint64_t replicas_dropped; /* on a segment gone, or a range taken */
+    /* Where the time went (monotonic clock; for the log line and bench/). */
+    uint64_t read_ns;        /* reading the files */
+    uint64_t replay_ns;      /* checking and applying their records to the image */
+    uint64_t materialize_ns; /* building the store from the image */
 };
 
 /* Builds the store from an image: mounts its segments (each owned by its

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,9 +17,23 @@
 static const char log_magic[8] = {'C', 'R', 'E', 'S', 'W', 'A', 'L', '\0'};
 static const char snap_magic[8] = {'C', 'R', 'E', 'S', 'S', 'N', 'A', 'P'};
 
+/* Where scanned records go: apply (the decoded record) or body (the same
+ * with the bytes it was decoded from). */
+struct sink {
+    cr_durable_apply_fn apply;
+    cr_durable_body_fn body;
+    void *ctx;
+};
+
+static int sink_call(const struct sink *s, const struct cr_durable_record *rec,
+                     const uint8_t *body, uint32_t body_len, char *err, size_t err_len) {
+    return s->body != NULL ? s->body(s->ctx, rec, body, body_len, err, err_len)
+                           : s->apply(s->ctx, rec, err, err_len);
+}
+
 static int log_pass(const uint8_t *data, size_t len, struct cr_durable_record *rec,
-                    cr_durable_apply_fn apply, void *ctx, struct cr_durable_log_scan *out,
-                    char *err, size_t err_len);
+                    const struct sink *sink, struct cr_durable_log_scan *out, char *err,
+                    size_t err_len);
 
 static void put_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -67,10 +82,10 @@ static int check_header(const uint8_t *data, size_t len, const char magic[8], si
     return CR_OK;
 }
 
-int cr_durable_log_scan(const uint8_t *data, size_t len, cr_durable_apply_fn apply, void *ctx,
-                        struct cr_durable_log_scan *out, char *err, size_t err_len) {
+static int log_scan(const uint8_t *data, size_t len, const struct sink *sink,
+                    struct cr_durable_log_scan *out, char *err, size_t err_len) {
     assert(data != NULL || len == 0);
-    assert(apply != NULL && out != NULL && err != NULL && err_len > 0);
+    assert(out != NULL && err != NULL && err_len > 0);
     memset(out, 0, sizeof(*out));
     int rc = check_header(data, len, log_magic, CR_DURABLE_LOG_HEADER, "log", err, err_len);
     if (rc != CR_OK) return rc;
@@ -79,14 +94,29 @@ int cr_durable_log_scan(const uint8_t *data, size_t len, cr_durable_apply_fn app
         snprintf(err, err_len, "no memory to decode a record");
         return CR_ERR_NOMEM;
     }
-    rc = log_pass(data, len, rec, apply, ctx, out, err, err_len);
+    rc = log_pass(data, len, rec, sink, out, err, err_len);
     free(rec);
     return rc;
 }
 
+int cr_durable_log_scan(const uint8_t *data, size_t len, cr_durable_apply_fn apply, void *ctx,
+                        struct cr_durable_log_scan *out, char *err, size_t err_len) {
+    assert(apply != NULL);
+    struct sink sink = {.apply = apply, .ctx = ctx};
+    return log_scan(data, len, &sink, out, err, err_len);
+}
+
+int cr_durable_log_scan_bodies(const uint8_t *data, size_t len, cr_durable_body_fn apply,
+                               void *ctx, struct cr_durable_log_scan *out, char *err,
+                               size_t err_len) {
+    assert(apply != NULL);
+    struct sink sink = {.body = apply, .ctx = ctx};
+    return log_scan(data, len, &sink, out, err, err_len);
+}
+
 static int log_pass(const uint8_t *data, size_t len, struct cr_durable_record *rec,
-                    cr_durable_apply_fn apply, void *ctx, struct cr_durable_log_scan *out,
-                    char *err, size_t err_len) {
+                    const struct sink *sink, struct cr_durable_log_scan *out, char *err,
+                    size_t err_len) {
     size_t pos = CR_DURABLE_LOG_HEADER;
     for (;;) {
         const uint8_t *body;
@@ -110,7 +140,7 @@ static int log_pass(const uint8_t *data, size_t len, struct cr_durable_record *r
                      (unsigned long long)rec->lsn);
             return CR_ERR_PROTOCOL;
         }
-        int rc = apply(ctx, rec, err, err_len);
+        int rc = sink_call(sink, rec, body, body_len, err, err_len);
         if (rc != CR_OK) return rc;
         out->records++;
         out->last_lsn = rec->lsn;
@@ -118,10 +148,10 @@ static int log_pass(const uint8_t *data, size_t len, struct cr_durable_record *r
     }
 }
 
-/* One pass over a snapshot's frames: checks only (apply NULL) or applies. */
+/* One pass over a snapshot's frames: checks only (sink NULL) or applies. */
 static int snapshot_pass(const uint8_t *data, size_t len, uint64_t lsn,
-                         struct cr_durable_record *rec, cr_durable_apply_fn apply, void *ctx,
-                         char *err, size_t err_len) {
+                         struct cr_durable_record *rec, const struct sink *sink, char *err,
+                         size_t err_len) {
     size_t pos = CR_DURABLE_SNAPSHOT_HEADER;
     uint64_t count = 0;
     for (;;) {
@@ -167,37 +197,78 @@ static int snapshot_pass(const uint8_t *data, size_t len, uint64_t lsn,
             return CR_ERR_PROTOCOL;
         }
         count++;
-        if (apply != NULL) {
-            int rc = apply(ctx, rec, err, err_len);
+        if (sink != NULL) {
+            int rc = sink_call(sink, rec, body, body_len, err, err_len);
             if (rc != CR_OK) return rc;
         }
     }
 }
 
-int cr_durable_snapshot_scan(const uint8_t *data, size_t len, cr_durable_apply_fn apply,
-                             void *ctx, uint64_t *lsn, char *err, size_t err_len) {
+/* Checks the header and sets *lsn; *rec malloc'd for the passes. */
+static int snapshot_open(const uint8_t *data, size_t len, uint64_t *lsn,
+                         struct cr_durable_record **rec, char *err, size_t err_len) {
     assert(data != NULL || len == 0);
-    assert(apply != NULL && lsn != NULL && err != NULL && err_len > 0);
+    assert(lsn != NULL && err != NULL && err_len > 0);
+    *rec = NULL;
     int rc = check_header(data, len, snap_magic, CR_DURABLE_SNAPSHOT_HEADER, "snapshot", err,
                           err_len);
     if (rc != CR_OK) return rc;
     *lsn = (uint64_t)get_u32(data + 16) | (uint64_t)get_u32(data + 20) << 32;
-    struct cr_durable_record *rec = malloc(sizeof(*rec));
-    if (rec == NULL) {
+    if ((*rec = malloc(sizeof(**rec))) == NULL) {
         snprintf(err, err_len, "no memory to decode a record");
         return CR_ERR_NOMEM;
     }
+    return CR_OK;
+}
+
+int cr_durable_snapshot_scan(const uint8_t *data, size_t len, cr_durable_apply_fn apply,
+                             void *ctx, uint64_t *lsn, char *err, size_t err_len) {
+    assert(apply != NULL);
+    struct cr_durable_record *rec;
+    int rc = snapshot_open(data, len, lsn, &rec, err, err_len);
+    if (rc != CR_OK) return rc;
     /* Check all of it first: a bad snapshot must apply nothing. */
-    rc = snapshot_pass(data, len, *lsn, rec, NULL, NULL, err, err_len);
-    if (rc == CR_OK) rc = snapshot_pass(data, len, *lsn, rec, apply, ctx, err, err_len);
+    struct sink sink = {.apply = apply, .ctx = ctx};
+    rc = snapshot_pass(data, len, *lsn, rec, NULL, err, err_len);
+    if (rc == CR_OK) rc = snapshot_pass(data, len, *lsn, rec, &sink, err, err_len);
     free(rec);
     return rc;
 }
 
+int cr_durable_snapshot_load(const uint8_t *data, size_t len, cr_durable_body_fn apply,
+                             void *ctx, uint64_t *lsn, char *err, size_t err_len) {
+    assert(apply != NULL);
+    struct cr_durable_record *rec;
+    int rc = snapshot_open(data, len, lsn, &rec, err, err_len);
+    if (rc != CR_OK) return rc;
+    struct sink sink = {.body = apply, .ctx = ctx};
+    rc = snapshot_pass(data, len, *lsn, rec, &sink, err, err_len);
+    free(rec);
+    return rc;
+}
+
+/* The end record: a frame header and a body of type, lsn and count. */
+#define SNAPSHOT_END_FRAME (CR_DURABLE_FRAME_HEADER + 1u + 8u + 8u)
+
+uint64_t cr_durable_snapshot_count_hint(const uint8_t *data, size_t len) {
+    if (data == NULL || len < CR_DURABLE_SNAPSHOT_HEADER + SNAPSHOT_END_FRAME) return 0;
+    const uint8_t *p = data + len - SNAPSHOT_END_FRAME, *body;
+    uint32_t body_len;
+    size_t frame_len;
+    if (cr_durable_frame_next(p, SNAPSHOT_END_FRAME, &body, &body_len, &frame_len) !=
+            CR_DURABLE_FRAME_OK ||
+        frame_len != SNAPSHOT_END_FRAME || body[0] != CR_DURABLE_SNAPSHOT_END)
+        return 0;
+    uint64_t count = (uint64_t)get_u32(body + 9) | (uint64_t)get_u32(body + 13) << 32;
+    uint64_t most = len / (CR_DURABLE_FRAME_HEADER + 9u); /* no record is shorter */
+    return count < most ? count : most;
+}
+
 /* ---- files ------------------------------------------------------------------ */
 
-int cr_durable_read_file(const char *path, uint8_t **data, size_t *len, char *err,
-                         size_t err_len) {
+/* Reads the whole file into a buffer from malloc or (big) from mmap. */
+static int read_whole(const char *path, bool big, uint8_t **data, size_t *len, char *err,
+                      size_t err_len) {
     assert(path != NULL && data != NULL && len != NULL);
     *data = NULL;
     *len = 0;
@@ -209,7 +280,20 @@ int cr_durable_read_file(const char *path, uint8_t **data, size_t *len, char *er
         return CR_ERR_IO;
     }
     size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n > 0 ? n : 1);
+    uint8_t *buf;
+    if (big) {
+        /* Its pages faulted in 2 MiB at a time where the kernel allows
+         * (a 4 KiB fault per page was a tenth of a restart's time in a VM,
+         * bench/RESULTS.md). */
+        buf = mmap(NULL, n > 0 ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+        if (buf == MAP_FAILED) buf = NULL;
+#ifdef MADV_HUGEPAGE
+        if (buf != NULL) (void)madvise(buf, n > 0 ? n : 1, MADV_HUGEPAGE); /* a hint */
+#endif
+    } else {
+        buf = malloc(n > 0 ? n : 1);
+    }
     if (buf == NULL) {
         close(fd);
         snprintf(err, err_len, "%s: no memory for its %zu bytes", path, n);
@@ -222,7 +306,8 @@ int cr_durable_read_file(const char *path, uint8_t **data, size_t *len, char *er
         if (r <= 0) {
             snprintf(err, err_len, "%s: read failed at byte %zu: %s", path, got,
                      r < 0 ? strerror(errno) : "file shrank");
-            free(buf);
+            if (big) cr_durable_big_free(buf, n);
+            else free(buf);
             close(fd);
             return CR_ERR_IO;
         }
@@ -232,6 +317,20 @@ int cr_durable_read_file(const char *path, uint8_t **data, size_t *len, char *er
     *data = buf;
     *len = n;
     return CR_OK;
+}
+
+int cr_durable_read_file(const char *path, uint8_t **data, size_t *len, char *err,
+                         size_t err_len) {
+    return read_whole(path, false, data, len, err, err_len);
+}
+
+int cr_durable_read_big(const char *path, uint8_t **data, size_t *len, char *err,
+                        size_t err_len) {
+    return read_whole(path, true, data, len, err, err_len);
+}
+
+void cr_durable_big_free(uint8_t *data, size_t len) {
+    if (data != NULL) munmap(data, len > 0 ? len : 1);
 }
 
 int cr_durable_sync_dir(const char *dir, char *err, size_t err_len) {

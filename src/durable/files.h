@@ -32,6 +32,12 @@
 typedef int (*cr_durable_apply_fn)(void *ctx, const struct cr_durable_record *rec, char *err,
                                    size_t err_len);
 
+/* The same with the checked body `rec` was decoded from (valid during the
+ * call), for a target that keeps the bytes (the replay image, image.h). */
+typedef int (*cr_durable_body_fn)(void *ctx, const struct cr_durable_record *rec,
+                                  const uint8_t *body, uint32_t body_len, char *err,
+                                  size_t err_len);
+
 /* What a log scan found. */
 struct cr_durable_log_scan {
     uint64_t records;      /* whole records applied */
@@ -55,6 +61,11 @@ void cr_durable_log_header(uint8_t out[CR_DURABLE_LOG_HEADER]);
 int cr_durable_log_scan(const uint8_t *data, size_t len, cr_durable_apply_fn apply, void *ctx,
                         struct cr_durable_log_scan *out, char *err, size_t err_len);
 
+/* cr_durable_log_scan handing each record over with its body. */
+int cr_durable_log_scan_bodies(const uint8_t *data, size_t len, cr_durable_body_fn apply,
+                               void *ctx, struct cr_durable_log_scan *out, char *err,
+                               size_t err_len);
+
 /* Writes a snapshot's header (CR_DURABLE_SNAPSHOT_HEADER bytes). */
 void cr_durable_snapshot_header(uint64_t lsn, uint8_t out[CR_DURABLE_SNAPSHOT_HEADER]);
 
@@ -66,12 +77,32 @@ void cr_durable_snapshot_header(uint64_t lsn, uint8_t out[CR_DURABLE_SNAPSHOT_HE
 int cr_durable_snapshot_scan(const uint8_t *data, size_t len, cr_durable_apply_fn apply,
                              void *ctx, uint64_t *lsn, char *err, size_t err_len);
 
+/* Checks and applies a snapshot as cr_durable_snapshot_scan does, in one
+ * pass instead of two: each record is applied once it is checked, so when
+ * the snapshot turns out bad, the records before the fault were applied.
+ * For a target the caller throws away on error (recovery's fresh image:
+ * the store is built only from a whole one). */
+int cr_durable_snapshot_load(const uint8_t *data, size_t len, cr_durable_body_fn apply,
+                             void *ctx, uint64_t *lsn, char *err, size_t err_len);
+
+/* The count of records a snapshot's end record states, to size tables
+ * before loading it (at most what len bytes can hold); 0 when its last
+ * bytes are no whole end record (the load then says what is wrong). */
+uint64_t cr_durable_snapshot_count_hint(const uint8_t *data, size_t len);
+
 /* ---- files (system calls) ------------------------------------------------- */
 
 /* Reads a whole file into a malloc'd buffer.  Returns CR_OK, CR_ERR_IO
  * (err names the file and errno's text) or CR_ERR_NOMEM. */
 int cr_durable_read_file(const char *path, uint8_t **data, size_t *len, char *err,
                          size_t err_len);
+
+/* The same for files of any size, in a buffer of its own mapping (2 MiB
+ * pages where the kernel allows): a restart's snapshot of millions of
+ * objects.  Free it with cr_durable_big_free(data, len). */
+int cr_durable_read_big(const char *path, uint8_t **data, size_t *len, char *err,
+                        size_t err_len);
+void cr_durable_big_free(uint8_t *data, size_t len);
 
 /* fsyncs a directory, so that a rename or create in it survives a crash.
  * Returns CR_OK or CR_ERR_IO (err set). */

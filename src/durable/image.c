@@ -1,22 +1,34 @@
 /* The replay image (image.h): two chained hash tables of encoded records,
- * segments by name and objects by (tenant, key). */
+ * segments by name and objects by (tenant, key).
+ *
+ * Entries live in an arena of large chunks, not one malloc each: a restart
+ * of 10 M objects made 10 M mallocs and as many frees (a tenth of its time,
+ * bench/RESULTS.md).  A replacement that fits is written over the entry in
+ * place; a removed entry goes on a free list that the next insert of its
+ * size or smaller reuses, so a log that keeps rewriting a working set does
+ * not grow the arena; the rest is given back when the image is destroyed,
+ * right after the restore. */
 #include "durable/image.h"
 
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <xxhash.h>
 
 #include "crescent/error.h"
 
 /* One record: its table key (a name, or tenant NUL key) and its body. */
 struct entry {
-    struct entry *next;
+    struct entry *next; /* in its chain; in the free list once removed */
     uint64_t hash;
+    uint64_t order_segment; /* objects: XXH3 of the first replica's segment name */
+    uint64_t order_offset;  /* ... and its offset (image.h's restore order) */
     uint32_t key_len;
     uint32_t body_len;
-    uint8_t data[]; /* key_len key bytes, then body_len body bytes */
+    uint32_t room;     /* bytes of data[]: a replacement up to this size fits */
+    uint8_t data[];    /* key_len key bytes, then body_len body bytes */
 };
 
 struct table {
@@ -25,56 +37,118 @@ struct table {
     uint64_t count;
 };
 
+/* A chunk of the arena; entries are carved from its end on. */
+struct chunk {
+    struct chunk *prev;
+    size_t used;
+    size_t size;
+    _Alignas(8) uint8_t data[];
+};
+
+/* Chunks double from 64 KiB (a small image stays small) to 32 MiB. */
+#define CHUNK_FIRST (64u << 10)
+#define CHUNK_MAX (32u << 20)
+
 struct cr_durable_image {
     struct table segments;
     struct table objects;
     uint64_t lsn;
+    struct chunk *chunks;    /* the newest first */
+    struct entry *free_list; /* removed entries, any room */
 };
+
+/* Zeroed memory of its own mapping, hinted to 2 MiB pages: an image of
+ * 10 M objects is gigabytes, and a 4 KiB page fault each was a tenth of a
+ * restart (bench/RESULTS.md).  NULL when out of memory. */
+static void *big_alloc(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: refused where THP is off */
+#endif
+    return p;
+}
+
+static void big_free(void *p, size_t bytes) {
+    if (p != NULL) munmap(p, bytes);
+}
 
 struct cr_durable_image *cr_durable_image_create(void) {
     return calloc(1, sizeof(struct cr_durable_image));
 }
 
 static void table_free(struct table *t) {
-    for (uint64_t i = 0; t->buckets != NULL && i <= t->mask; i++) {
-        struct entry *e = t->buckets[i];
-        while (e != NULL) {
-            struct entry *next = e->next;
-            free(e);
-            e = next;
-        }
-    }
-    free(t->buckets);
-    memset(t, 0, sizeof(*t));
+    if (t->buckets != NULL) big_free(t->buckets, (t->mask + 1) * sizeof(*t->buckets));
 }
 
 void cr_durable_image_destroy(struct cr_durable_image *img) {
     if (img == NULL) return;
+    for (struct chunk *c = img->chunks, *prev; c != NULL; c = prev) {
+        prev = c->prev;
+        big_free(c, sizeof(*c) + c->size);
+    }
     table_free(&img->segments);
     table_free(&img->objects);
     free(img);
 }
 
-/* Doubles the buckets at one entry per bucket.  Returns false on no memory
- * (the table is unchanged and still correct, only slower). */
-static bool table_grow(struct table *t) {
-    if (t->buckets != NULL && t->count < t->mask + 1) return true;
-    uint64_t n = t->buckets == NULL ? 1024 : (t->mask + 1) * 2;
-    struct entry **b = calloc(n, sizeof(*b));
+/* Room for an entry of `need` data bytes: the free list's head when it is
+ * large enough (records of one workload mostly have one size), else carved
+ * from the arena.  NULL when out of memory. */
+static struct entry *entry_take(struct cr_durable_image *img, uint32_t need) {
+    struct entry *e = img->free_list;
+    if (e != NULL && e->room >= need) {
+        img->free_list = e->next;
+        return e;
+    }
+    size_t bytes = (sizeof(struct entry) + need + 7u) & ~(size_t)7u;
+    struct chunk *c = img->chunks;
+    if (c == NULL || c->size - c->used < bytes) {
+        size_t size = c == NULL ? CHUNK_FIRST : c->size * 2 > CHUNK_MAX ? CHUNK_MAX : c->size * 2;
+        if (size < bytes) size = bytes;
+        struct chunk *fresh = big_alloc(sizeof(*fresh) + size);
+        if (fresh == NULL) return NULL;
+        *fresh = (struct chunk){.prev = c, .used = 0, .size = size};
+        img->chunks = c = fresh;
+    }
+    e = (struct entry *)(c->data + c->used);
+    c->used += bytes;
+    e->room = (uint32_t)(bytes - sizeof(struct entry));
+    return e;
+}
+
+static void entry_give(struct cr_durable_image *img, struct entry *e) {
+    e->next = img->free_list;
+    img->free_list = e;
+}
+
+/* Sizes the buckets for n entries at one per bucket.  Returns false on no
+ * memory (the table is unchanged and still correct, only slower). */
+static bool table_size_for(struct table *t, uint64_t n) {
+    uint64_t want = 1024;
+    while (want < n) want *= 2;
+    if (t->buckets != NULL && want <= t->mask + 1) return true;
+    struct entry **b = big_alloc(want * sizeof(*b));
     if (b == NULL) return t->buckets != NULL;
     for (uint64_t i = 0; t->buckets != NULL && i <= t->mask; i++) {
         struct entry *e = t->buckets[i];
         while (e != NULL) {
             struct entry *next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
+            e->next = b[e->hash & (want - 1)];
+            b[e->hash & (want - 1)] = e;
             e = next;
         }
     }
-    free(t->buckets);
+    table_free(t);
     t->buckets = b;
-    t->mask = n - 1;
+    t->mask = want - 1;
     return true;
+}
+
+/* Doubles the buckets at one entry per bucket. */
+static bool table_grow(struct table *t) {
+    if (t->buckets != NULL && t->count < t->mask + 1) return true;
+    return table_size_for(t, t->buckets == NULL ? 1024 : (t->mask + 1) * 2);
 }
 
 /* The link pointing at the entry with this key, or at the chain's end. */
@@ -92,39 +166,48 @@ static struct entry **table_find(const struct table *t, uint64_t hash, const uin
 }
 
 /* Inserts or replaces.  Returns CR_OK or CR_ERR_NOMEM (unchanged). */
-static int table_put(struct table *t, const uint8_t *key, uint32_t key_len, const uint8_t *body,
-                     uint32_t body_len) {
+static int table_put(struct cr_durable_image *img, struct table *t, const uint8_t *key,
+                     uint32_t key_len, const uint8_t *body, uint32_t body_len,
+                     uint64_t order_segment, uint64_t order_offset) {
     if (!table_grow(t)) return CR_ERR_NOMEM;
     uint64_t hash = XXH3_64bits(key, key_len);
-    struct entry *e = malloc(sizeof(*e) + key_len + body_len);
-    if (e == NULL) return CR_ERR_NOMEM;
-    e->hash = hash;
-    e->key_len = key_len;
-    e->body_len = body_len;
-    memcpy(e->data, key, key_len);
-    memcpy(e->data + key_len, body, body_len);
     struct entry **link = table_find(t, hash, key, key_len);
-    if (*link != NULL) {
-        e->next = (*link)->next;
-        free(*link);
-    } else {
-        e->next = NULL;
-        t->count++;
+    struct entry *e = *link;
+    uint32_t need = key_len + body_len;
+    if (e == NULL || e->room < need) {
+        struct entry *fresh = entry_take(img, need);
+        if (fresh == NULL) return CR_ERR_NOMEM;
+        if (e != NULL) {
+            fresh->next = e->next;
+            entry_give(img, e);
+        } else {
+            fresh->next = NULL;
+            t->count++;
+        }
+        *link = e = fresh;
+        e->hash = hash;
+        e->key_len = key_len;
+        memcpy(e->data, key, key_len);
     }
-    *link = e;
+    e->body_len = body_len;
+    e->order_segment = order_segment;
+    e->order_offset = order_offset;
+    memcpy(e->data + key_len, body, body_len);
     return CR_OK;
 }
 
-static void table_remove_link(struct table *t, struct entry **link) {
+static void table_remove_link(struct cr_durable_image *img, struct table *t,
+                              struct entry **link) {
     struct entry *e = *link;
     *link = e->next;
-    free(e);
+    entry_give(img, e);
     t->count--;
 }
 
-static void table_remove(struct table *t, const uint8_t *key, uint32_t key_len) {
+static void table_remove(struct cr_durable_image *img, struct table *t, const uint8_t *key,
+                         uint32_t key_len) {
     struct entry **link = table_find(t, XXH3_64bits(key, key_len), key, key_len);
-    if (link != NULL && *link != NULL) table_remove_link(t, link);
+    if (link != NULL && *link != NULL) table_remove_link(img, t, link);
 }
 
 /* An object's table key: tenant, NUL, key bytes. */
@@ -138,7 +221,8 @@ static uint32_t object_key(const char *tenant, const char *key, uint32_t key_len
 }
 
 /* Removes every object of `tenant` ("" = all). */
-static void remove_all(struct table *t, const char *tenant) {
+static void remove_all(struct cr_durable_image *img, const char *tenant) {
+    struct table *t = &img->objects;
     size_t tn = strlen(tenant);
     for (uint64_t i = 0; t->buckets != NULL && i <= t->mask; i++) {
         struct entry **link = &t->buckets[i];
@@ -146,55 +230,71 @@ static void remove_all(struct table *t, const char *tenant) {
             struct entry *e = *link;
             bool match = tn == 0 || (e->key_len > tn && memcmp(e->data, tenant, tn) == 0 &&
                                      e->data[tn] == 0);
-            if (match) table_remove_link(t, link);
+            if (match) table_remove_link(img, t, link);
             else link = &e->next;
         }
     }
 }
 
-int cr_durable_image_apply(void *ctx, const struct cr_durable_record *rec, char *err,
-                           size_t err_len) {
+/* Where a restore claims the object's first replica (image.h). */
+static void order_of(const struct cr_durable_record *rec, uint64_t *segment, uint64_t *offset) {
+    const struct cr_durable_replica *r = &rec->replicas[0];
+    bool memory = rec->replica_count > 0 && r->medium == CR_MEDIUM_MEMORY;
+    *segment = memory ? XXH3_64bits(r->segment, strlen(r->segment)) : 0;
+    *offset = memory ? r->offset : 0;
+}
+
+static int put_record(struct cr_durable_image *img, const struct cr_durable_record *rec,
+                      const uint8_t *body, uint32_t body_len) {
+    if (rec->type == CR_DURABLE_SEGMENT_MOUNT)
+        return table_put(img, &img->segments, (const uint8_t *)rec->name,
+                         (uint32_t)strlen(rec->name), body, body_len, 0, 0);
+    uint8_t key[CR_STORE_NAME_LEN_MAX + 1 + CR_STORE_KEY_LEN_MAX];
+    uint32_t key_len = object_key(rec->tenant, rec->key, rec->key_len, key);
+    uint64_t segment, offset;
+    order_of(rec, &segment, &offset);
+    return table_put(img, &img->objects, key, key_len, body, body_len, segment, offset);
+}
+
+int cr_durable_image_apply_body(void *ctx, const struct cr_durable_record *rec,
+                                const uint8_t *body, uint32_t body_len, char *err,
+                                size_t err_len) {
     struct cr_durable_image *img = ctx;
     assert(img != NULL && rec != NULL);
     static_assert(CR_STORE_NAME_LEN_MAX + 1 + CR_STORE_KEY_LEN_MAX < CR_DURABLE_RECORD_MAX,
                   "object keys fit a record-sized buffer");
-    uint8_t key[CR_STORE_NAME_LEN_MAX + 1 + CR_STORE_KEY_LEN_MAX];
-    uint32_t key_len = 0;
     int rc = CR_OK;
-    struct cr_buf body;
-    cr_buf_init(&body);
+    struct cr_buf encoded;
+    cr_buf_init(&encoded);
     switch (rec->type) {
     case CR_DURABLE_SEGMENT_MOUNT:
     case CR_DURABLE_OBJECT_PUT:
     case CR_DURABLE_OBJECT_PUT_TIERED: /* never decoded as such: given back as OBJECT_PUT */
-        rc = cr_durable_encode(rec, &body);
-        if (rc != CR_OK) break;
-        if (rec->type == CR_DURABLE_SEGMENT_MOUNT) {
-            rc = table_put(&img->segments, (const uint8_t *)rec->name,
-                           (uint32_t)strlen(rec->name),
-                           (const uint8_t *)body.data + CR_DURABLE_FRAME_HEADER,
-                           (uint32_t)(body.len - CR_DURABLE_FRAME_HEADER));
-        } else {
-            key_len = object_key(rec->tenant, rec->key, rec->key_len, key);
-            rc = table_put(&img->objects, key, key_len,
-                           (const uint8_t *)body.data + CR_DURABLE_FRAME_HEADER,
-                           (uint32_t)(body.len - CR_DURABLE_FRAME_HEADER));
+        if (body == NULL) { /* a record made here, not read: its bytes are encoded */
+            rc = cr_durable_encode(rec, &encoded);
+            if (rc != CR_OK) break;
+            body = (const uint8_t *)encoded.data + CR_DURABLE_FRAME_HEADER;
+            body_len = (uint32_t)(encoded.len - CR_DURABLE_FRAME_HEADER);
         }
+        rc = put_record(img, rec, body, body_len);
         break;
     case CR_DURABLE_SEGMENT_UNMOUNT:
-        table_remove(&img->segments, (const uint8_t *)rec->name, (uint32_t)strlen(rec->name));
+        table_remove(img, &img->segments, (const uint8_t *)rec->name,
+                     (uint32_t)strlen(rec->name));
         break;
-    case CR_DURABLE_OBJECT_REMOVE:
-        key_len = object_key(rec->tenant, rec->key, rec->key_len, key);
-        table_remove(&img->objects, key, key_len);
+    case CR_DURABLE_OBJECT_REMOVE: {
+        uint8_t key[CR_STORE_NAME_LEN_MAX + 1 + CR_STORE_KEY_LEN_MAX];
+        uint32_t key_len = object_key(rec->tenant, rec->key, rec->key_len, key);
+        table_remove(img, &img->objects, key, key_len);
         break;
+    }
     case CR_DURABLE_REMOVE_ALL:
-        remove_all(&img->objects, rec->tenant);
+        remove_all(img, rec->tenant);
         break;
     case CR_DURABLE_SNAPSHOT_END:
         break;
     }
-    cr_buf_free(&body);
+    cr_buf_free(&encoded);
     if (rc != CR_OK) {
         snprintf(err, err_len, "no memory to replay record %llu (%llu objects so far)",
                  (unsigned long long)rec->lsn, (unsigned long long)img->objects.count);
@@ -204,8 +304,24 @@ int cr_durable_image_apply(void *ctx, const struct cr_durable_record *rec, char 
     return CR_OK;
 }
 
+int cr_durable_image_apply(void *img, const struct cr_durable_record *rec, char *err,
+                           size_t err_len) {
+    return cr_durable_image_apply_body(img, rec, NULL, 0, err, err_len);
+}
+
+void cr_durable_image_reserve(struct cr_durable_image *img, uint64_t objects) {
+    assert(img != NULL);
+    (void)table_size_for(&img->objects, objects); /* a hint: growing later works too */
+}
+
 uint64_t cr_durable_image_objects(const struct cr_durable_image *img) {
     return img->objects.count;
+}
+
+uint64_t cr_durable_image_arena_bytes(const struct cr_durable_image *img) {
+    uint64_t n = 0;
+    for (const struct chunk *c = img->chunks; c != NULL; c = c->prev) n += c->used;
+    return n;
 }
 
 uint32_t cr_durable_image_segments(const struct cr_durable_image *img) {
@@ -217,7 +333,7 @@ uint64_t cr_durable_image_lsn(const struct cr_durable_image *img) { return img->
 static void decode_entry(const struct entry *e, struct cr_durable_record *out) {
     char why[160];
     int rc = cr_durable_decode(e->data + e->key_len, e->body_len, out, why, sizeof(why));
-    assert(rc == CR_OK); /* encoded by this image from a valid record */
+    assert(rc == CR_OK); /* checked when read, or encoded here from a valid record */
     (void)rc;
 }
 
@@ -264,13 +380,76 @@ int cr_durable_image_object_find(const struct cr_durable_image *img, const char 
     return CR_OK;
 }
 
-void cr_durable_image_object_get(const struct cr_durable_image *img, uint64_t ref,
+/* ---- restore order ------------------------------------------------------------ */
+
+static bool ref_less(const struct cr_durable_image_ref *a, const struct cr_durable_image_ref *b) {
+    return a->segment != b->segment ? a->segment < b->segment : a->offset < b->offset;
+}
+
+/* In-place LSD radix sort would need a second array as large; an
+ * introsort-free quicksort on the two keys (median of three, insertion
+ * sort for short runs) is as fast as qsort without its indirect calls. */
+static void sort_refs(struct cr_durable_image_ref *v, uint64_t n) {
+    while (n > 16) {
+        struct cr_durable_image_ref *a = &v[0], *b = &v[n / 2], *c = &v[n - 1], pivot;
+        if (ref_less(b, a)) { struct cr_durable_image_ref t = *a; *a = *b; *b = t; }
+        if (ref_less(c, b)) { struct cr_durable_image_ref t = *b; *b = *c; *c = t; }
+        if (ref_less(b, a)) { struct cr_durable_image_ref t = *a; *a = *b; *b = t; }
+        pivot = *b;
+        uint64_t i = 0, j = n - 1;
+        for (;;) {
+            while (ref_less(&v[i], &pivot)) i++;
+            while (ref_less(&pivot, &v[j])) j--;
+            if (i >= j) break;
+            struct cr_durable_image_ref t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+            i++;
+            j--;
+        }
+        /* Recurse into the smaller part, loop on the larger: log n depth. */
+        uint64_t left = j + 1;
+        if (left < n - left) {
+            sort_refs(v, left);
+            v += left;
+            n -= left;
+        } else {
+            sort_refs(v + left, n - left);
+            n = left;
+        }
+    }
+    for (uint64_t i = 1; i < n; i++) {
+        struct cr_durable_image_ref t = v[i];
+        uint64_t j = i;
+        for (; j > 0 && ref_less(&t, &v[j - 1]); j--) v[j] = v[j - 1];
+        v[j] = t;
+    }
+}
+
+int cr_durable_image_restore_order(const struct cr_durable_image *img,
+                                   struct cr_durable_image_ref **out, uint64_t *count) {
+    assert(img != NULL && out != NULL && count != NULL);
+    const struct table *t = &img->objects;
+    struct cr_durable_image_ref *v = big_alloc((t->count > 0 ? t->count : 1) * sizeof(*v));
+    *out = v;
+    *count = 0;
+    if (v == NULL) return CR_ERR_NOMEM;
+    uint64_t n = 0;
+    for (uint64_t i = 0; t->buckets != NULL && i <= t->mask; i++)
+        for (const struct entry *e = t->buckets[i]; e != NULL; e = e->next)
+            v[n++] = (struct cr_durable_image_ref){e->order_segment, e->order_offset, e};
+    assert(n == t->count);
+    sort_refs(v, n);
+    *count = n;
+    return CR_OK;
+}
+
+void cr_durable_image_order_free(struct cr_durable_image_ref *refs, uint64_t count) {
+    big_free(refs, (count > 0 ? count : 1) * sizeof(*refs));
+}
+
+void cr_durable_image_ref_decode(const struct cr_durable_image_ref *ref,
                                  struct cr_durable_record *out) {
-    assert(img != NULL && out != NULL);
-    uint64_t bucket = ref >> 24, pos = ref & 0xffffffu;
-    assert(pos > 0 && img->objects.buckets != NULL && bucket <= img->objects.mask);
-    const struct entry *e = img->objects.buckets[bucket];
-    for (uint64_t i = 1; e != NULL && i < pos; i++) e = e->next;
-    assert(e != NULL);
-    decode_entry(e, out);
+    assert(ref != NULL && ref->entry != NULL && out != NULL);
+    decode_entry(ref->entry, out);
 }

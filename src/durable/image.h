@@ -8,8 +8,10 @@
  * top makes the image exact as of the log's end, and only then is the store
  * built from it, each replica at its recorded offset.
  *
- * An object is kept as its encoded record (about 100 bytes for a short key),
- * in a chained hash table on (tenant, key).  Pure: no threads, no I/O. */
+ * An object is kept as its encoded record (about 100 bytes for a short key:
+ * the very bytes read from the file, checked once, not encoded again), in
+ * a chained hash table on (tenant, key) whose entries live in an arena.
+ * Pure: no threads, no I/O. */
 #ifndef CRESCENT_DURABLE_IMAGE_H
 #define CRESCENT_DURABLE_IMAGE_H
 
@@ -32,8 +34,21 @@ void cr_durable_image_destroy(struct cr_durable_image *img);
 int cr_durable_image_apply(void *img, const struct cr_durable_record *rec, char *err,
                            size_t err_len);
 
+/* The same with the body `rec` was decoded from (a cr_durable_body_fn,
+ * files.h): kept as it is, where cr_durable_image_apply encodes rec again.
+ * body NULL: as cr_durable_image_apply. */
+int cr_durable_image_apply_body(void *img, const struct cr_durable_record *rec,
+                                const uint8_t *body, uint32_t body_len, char *err,
+                                size_t err_len);
+
+/* Sizes the object table for `objects` objects up front (a snapshot's
+ * count), sparing its doublings.  A hint: out of memory, it grows later. */
+void cr_durable_image_reserve(struct cr_durable_image *img, uint64_t objects);
+
 uint64_t cr_durable_image_objects(const struct cr_durable_image *img);
 uint32_t cr_durable_image_segments(const struct cr_durable_image *img);
+/* Bytes of the arena holding entries, live or free for reuse. */
+uint64_t cr_durable_image_arena_bytes(const struct cr_durable_image *img);
 /* The largest lsn applied (0 when none). */
 uint64_t cr_durable_image_lsn(const struct cr_durable_image *img);
 
@@ -45,9 +60,26 @@ bool cr_durable_image_segment_next(const struct cr_durable_image *img, uint64_t 
 bool cr_durable_image_object_next(const struct cr_durable_image *img, uint64_t *cursor,
                                   struct cr_durable_record *out);
 
-/* The object the walk returned just before it set *cursor to `ref`
- * (cr_durable_image_object_next), decoded into *out. */
-void cr_durable_image_object_get(const struct cr_durable_image *img, uint64_t ref,
+/* An object of the image, where a restore claims its first replica:
+ * segment is XXH3 of that replica's segment name (0 for one off memory). */
+struct cr_durable_image_ref {
+    uint64_t segment;
+    uint64_t offset;
+    const void *entry;
+};
+
+/* Every object in restore order: by first replica's segment, then offset,
+ * so each segment's ranges are claimed in ascending order (what the store's
+ * allocator takes in O(1), store_restore.h).  Kept from when the record
+ * was applied: no record is decoded to order them.  Free *out with
+ * cr_durable_image_order_free (it is valid while the image is unchanged).
+ * Returns CR_OK or CR_ERR_NOMEM. */
+int cr_durable_image_restore_order(const struct cr_durable_image *img,
+                                   struct cr_durable_image_ref **out, uint64_t *count);
+void cr_durable_image_order_free(struct cr_durable_image_ref *refs, uint64_t count);
+
+/* Decodes the object `ref` stands for. */
+void cr_durable_image_ref_decode(const struct cr_durable_image_ref *ref,
                                  struct cr_durable_record *out);
 
 /* Finds an object: CR_OK and *out, or CR_ERR_OBJECT_NOT_FOUND. */
