@@ -85,6 +85,8 @@ static void test_charged_per_replica_and_refused_past_the_quota(void **state) {
 static void test_disk_replicas_charge_nothing(void **state) {
     (void)state;
     cr_store *s = make(64 * MIB);
+    struct cr_store_quota_view v;
+    assert_int_equal(cr_store_quota_set(s, "t1", 1 * MIB, &v), CR_OK);
     assert_int_equal(put(s, "t1", "a", 8 * KIB, 1, true), CR_OK);
     assert_int_equal(put(s, "t1", "b", 8 * KIB, 1, true), CR_OK);
     struct cr_store_key a, b;
