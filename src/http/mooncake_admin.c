@@ -29,16 +29,9 @@
 #include "http/mooncake_admin.h"
 #include "http/mooncake_drain.h"
 #include "http/mooncake_quotas.h"
+#include "http/mooncake_reply.h"
 #include "http/store_routes.h"
 
-/* Mooncake's ErrorCode values (mooncake-store/include/types.h). */
-#define MC_SEGMENT_NOT_FOUND (-101)
-#define MC_INVALID_PARAMS (-600)
-#define MC_REPLICA_IS_NOT_READY (-703)
-#define MC_OBJECT_NOT_FOUND (-704)
-#define MC_UNAVAILABLE_IN_CURRENT_MODE (-1011)
-
-#define MC_JSON "application/json; charset=utf-8"
 #define MC_TEXT "text/plain; charset=utf-8"
 #define MC_METRICS_TEXT "text/plain; version=0.0.4"
 
@@ -49,22 +42,7 @@ static void respond(struct cr_http_response *resp, int status, const char *type,
     resp->body_len = body != NULL ? strlen(body) : 0;
 }
 
-static void respond_doc(struct cr_http_response *resp, int status, json_t *doc) {
-    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(doc);
-    if (text == NULL) {
-        respond(resp, 503, MC_TEXT, strdup("out of memory"));
-        return;
-    }
-    respond(resp, status, MC_JSON, text);
-}
 
-/* The reference's WriteErrorResponse: {"success":false,"error_code":N,"error_message":M}. */
-static void respond_mc_error(struct cr_http_response *resp, int status, int code,
-                             const char *message) {
-    respond_doc(resp, status, json_pack("{s:b, s:i, s:s}", "success", 0, "error_code", code,
-                                        "error_message", message));
-}
 
 static bool query_param(const struct cr_http_request *req, const char *name, char *buf,
                         size_t size) {
@@ -82,7 +60,7 @@ static json_t *ask(struct cr_subsystems *peers, struct cr_master_admin_query *q,
 }
 
 static void respond_unavailable(struct cr_http_response *resp, int rc) {
-    respond_mc_error(resp, 503, MC_UNAVAILABLE_IN_CURRENT_MODE, cr_strerror(rc));
+    cr_mc_respond_error(resp, 503, MC_UNAVAILABLE_IN_CURRENT_MODE, cr_strerror(rc));
 }
 
 /* The memory-replica descriptors of crescent's object JSON, in Mooncake's field
@@ -118,7 +96,7 @@ static void query_key(struct cr_subsystems *peers, const struct cr_http_request 
     char key[CR_STORE_KEY_LEN_MAX + 1];
     if (!query_param(req, "key", key, sizeof(key)) || key[0] == '\0') {
         if (bare) respond(resp, 400, MC_METRICS_TEXT, strdup("query_key wants ?key=KEY"));
-        else respond_mc_error(resp, 400, MC_INVALID_PARAMS, "query_key wants ?key=KEY");
+        else cr_mc_respond_error(resp, 400, MC_INVALID_PARAMS, "query_key wants ?key=KEY");
         return;
     }
     int rc, code = MC_OBJECT_NOT_FOUND;
@@ -131,8 +109,8 @@ static void query_key(struct cr_subsystems *peers, const struct cr_http_request 
     json_decref(object);
     const char *name = code == MC_OBJECT_NOT_FOUND ? "OBJECT_NOT_FOUND" : "REPLICA_IS_NOT_READY";
     if (!bare) {
-        if (data == NULL) respond_mc_error(resp, 404, code, name);
-        else respond_doc(resp, 200, json_pack("{s:b, s:o}", "success", 1, "data", data));
+        if (data == NULL) cr_mc_respond_error(resp, 404, code, name);
+        else cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:o}", "success", 1, "data", data));
         return;
     }
     /* Before Mooncake #2435: one descriptor a line, the error's name alone. */
@@ -177,7 +155,7 @@ static void batch_query_keys(void *ctx, const struct cr_http_request *req,
     char *list = malloc(cap), **keys = NULL;
     if (list == NULL || !query_param(req, "keys", list, cap) || list[0] == '\0') {
         free(list);
-        respond_doc(resp, 400, json_pack("{s:b, s:s}", "success", 0, "error",
+        cr_mc_respond_doc(resp, 400, json_pack("{s:b, s:s}", "success", 0, "error",
                                          "No keys provided. Use ?keys=key1,key2,..."));
         return;
     }
@@ -185,7 +163,7 @@ static void batch_query_keys(void *ctx, const struct cr_http_request *req,
     for (const char *c = list; *c != '\0'; c++) n += *c == ',';
     if (n > BATCH_KEYS_MAX || (keys = malloc(n * sizeof(*keys))) == NULL) {
         free(list);
-        respond_doc(resp, 400, json_pack("{s:b, s:s}", "success", 0, "error",
+        cr_mc_respond_doc(resp, 400, json_pack("{s:b, s:s}", "success", 0, "error",
                                          "at most 10000 keys a request"));
         return;
     }
@@ -224,7 +202,7 @@ static void batch_query_keys(void *ctx, const struct cr_http_request *req,
     }
     free(keys);
     free(list);
-    respond_doc(resp, 200, json_pack("{s:b, s:o}", "success", 1, "data", data));
+    cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:o}", "success", 1, "data", data));
 }
 
 /* "1.5 GiB" as the reference's ostream prints a double (6 significant digits). */
@@ -252,7 +230,7 @@ static void get_segments_detail(void *ctx, const struct cr_http_request *req,
     int rc;
     json_t *doc = ask(ctx, &q, &rc);
     if (doc == NULL) {
-        respond_mc_error(resp, 500, MC_UNAVAILABLE_IN_CURRENT_MODE, "Failed to get segments detail");
+        cr_mc_respond_error(resp, 500, MC_UNAVAILABLE_IN_CURRENT_MODE, "Failed to get segments detail");
         return;
     }
     json_t *segments = json_array();
@@ -280,7 +258,7 @@ static void get_segments_detail(void *ctx, const struct cr_http_request *req,
                       "allocator_usage_percent", size > 0 ? (double)used / (double)size * 100.0 : 0.0));
     }
     json_decref(doc);
-    respond_doc(resp, 200, json_pack("{s:I, s:o}", "total_segments",
+    cr_mc_respond_doc(resp, 200, json_pack("{s:I, s:o}", "total_segments",
                                      (json_int_t)json_array_size(segments), "segments", segments));
 }
 
@@ -288,7 +266,7 @@ static void segment_status(void *ctx, const struct cr_http_request *req,
                            struct cr_http_response *resp) {
     char name[CR_STORE_NAME_LEN_MAX + 1];
     if (!query_param(req, "segment", name, sizeof(name)) || name[0] == '\0') {
-        respond_mc_error(resp, 400, MC_INVALID_PARAMS, "Missing segment query parameter");
+        cr_mc_respond_error(resp, 400, MC_INVALID_PARAMS, "Missing segment query parameter");
         return;
     }
     struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_SEGMENT, .name = name};
@@ -296,7 +274,7 @@ static void segment_status(void *ctx, const struct cr_http_request *req,
     json_t *doc = ask(ctx, &q, &rc);
     if (doc == NULL) {
         if (rc == CR_ERR_SEGMENT_NOT_FOUND)
-            respond_mc_error(resp, 404, MC_SEGMENT_NOT_FOUND, "SEGMENT_NOT_FOUND");
+            cr_mc_respond_error(resp, 404, MC_SEGMENT_NOT_FOUND, "SEGMENT_NOT_FOUND");
         else
             respond_unavailable(resp, rc);
         return;
@@ -305,7 +283,7 @@ static void segment_status(void *ctx, const struct cr_http_request *req,
     json_decref(doc);
     /* A mounted segment takes allocations (the reference's OK, 1) unless a
      * drain job empties it (DRAINING, 2); a drained one is unmounted. */
-    respond_doc(resp, 200, json_pack("{s:b, s:s, s:i, s:s, s:i, s:s}", "success", 1, "segment",
+    cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:s, s:i, s:s, s:i, s:s}", "success", 1, "segment",
                                      name, "status", draining ? 2 : 1, "status_name",
                                      draining ? "DRAINING" : "OK", "error_code", 0,
                                      "error_message", ""));
@@ -325,7 +303,7 @@ static void remove_all(void *ctx, const struct cr_http_request *req,
         respond_unavailable(resp, rc);
         return;
     }
-    respond_doc(resp, 200, json_pack("{s:b, s:O}", "success", 1, "removed_count",
+    cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:O}", "success", 1, "removed_count",
                                      json_object_get(doc, "removed_count")));
     json_decref(doc);
 }
@@ -344,7 +322,7 @@ static void ha_status(void *ctx, const struct cr_http_request *req,
 static void leader(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
     (void)ctx, (void)req;
     /* The reference without HA observes no leader view: present false. */
-    respond_doc(resp, 200, json_pack("{s:b, s:n, s:n}", "present", 0, "leader_address",
+    cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:n, s:n}", "present", 0, "leader_address",
                                      "view_version"));
 }
 
@@ -353,7 +331,7 @@ static void kv_events_status(void *ctx, const struct cr_http_request *req,
     (void)ctx, (void)req;
     /* The RFC #1527 publisher (--enable_kv_events) is not built: it is off and
      * has published nothing.  crescent's own events: /api/v1/stats. */
-    respond_doc(resp, 200, json_pack("{s:b, s:i, s:i, s:i, s:i}", "enabled", 0,
+    cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:i, s:i, s:i, s:i}", "enabled", 0,
                                      "published_batches", 0, "published_events", 0,
                                      "dropped_events", 0, "skipped_unparsed_keys", 0));
 }

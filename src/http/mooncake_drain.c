@@ -23,36 +23,11 @@
 #include "crescent/error.h"
 #include "durable/role.h"
 #include "http/front.h"
+#include "http/mooncake_reply.h"
 #include "http/store_routes.h"
 
-#define MC_INVALID_PARAMS (-600)
-#define MC_JSON "application/json; charset=utf-8"
 
-static void respond_doc(struct cr_http_response *resp, int status, json_t *doc) {
-    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(doc);
-    resp->status = text != NULL ? status : 503;
-    resp->content_type = MC_JSON;
-    resp->body = text != NULL ? text : strdup("{\"success\":false,\"error_code\":-1,"
-                                              "\"error_message\":\"out of memory\"}");
-    resp->body_len = resp->body != NULL ? strlen(resp->body) : 0;
-}
 
-static void respond_error(struct cr_http_response *resp, int status, int code,
-                          const char *message) {
-    respond_doc(resp, status, json_pack("{s:b, s:i, s:s}", "success", 0, "error_code", code,
-                                        "error_message", message));
-}
-
-/* The reference's ErrorCodeToHttpStatus. */
-static int http_status(int code) {
-    switch (code) {
-    case -600: return 400;                        /* INVALID_PARAMS */
-    case -1402: case -101: case -704: return 404; /* JOB_, SEGMENT_, OBJECT_NOT_FOUND */
-    case -1010: case -1011: case -1702: return 409;
-    default: return 500;
-    }
-}
 
 /* Its StringToUuid: "FIRST-SECOND", two decimal uint64s. */
 static bool parse_job_id(const char *text, uint64_t *first, uint64_t *second) {
@@ -124,7 +99,7 @@ void cr_mooncake_drain_jobs(void *ctx, const struct cr_http_request *req,
         q.kind = CR_MASTER_ADMIN_DRAIN_CREATE;
         if (!parse_body(req, &body, &r, why, sizeof(why))) {
             json_decref(body);
-            respond_error(resp, 400, MC_INVALID_PARAMS, why);
+            cr_mc_respond_error(resp, 400, MC_INVALID_PARAMS, why);
             return;
         }
     } else {
@@ -134,7 +109,7 @@ void cr_mooncake_drain_jobs(void *ctx, const struct cr_http_request *req,
         if (req->query == NULL ||
             mg_get_var(req->query, strlen(req->query), "job_id", job, sizeof(job)) <= 0 ||
             !parse_job_id(job, &r.id_first, &r.id_second)) {
-            respond_error(resp, 400, MC_INVALID_PARAMS, "Missing or invalid job_id");
+            cr_mc_respond_error(resp, 400, MC_INVALID_PARAMS, "Missing or invalid job_id");
             return;
         }
     }
@@ -144,7 +119,7 @@ void cr_mooncake_drain_jobs(void *ctx, const struct cr_http_request *req,
     json_t *doc = rc == CR_OK ? json_loads(text, 0, NULL) : NULL;
     free(text);
     if (doc == NULL) {
-        respond_error(resp, rc == CR_ROLE_NOT_LEADER_STATUS ? 409 : 503, -1011,
+        cr_mc_respond_error(resp, rc == CR_ROLE_NOT_LEADER_STATUS ? 409 : 503, -1011,
                       rc == CR_ROLE_NOT_LEADER_STATUS
                           ? "UNAVAILABLE_IN_CURRENT_MODE: this master is a standby"
                           : cr_strerror(rc != CR_OK ? rc : CR_ERR_NOMEM));
@@ -152,5 +127,5 @@ void cr_mooncake_drain_jobs(void *ctx, const struct cr_http_request *req,
     }
     json_t *code = json_object_get(doc, "error_code");
     int c = code != NULL ? (int)json_integer_value(code) : 0;
-    respond_doc(resp, c != 0 ? http_status(c) : 200, doc);
+    cr_mc_respond_doc(resp, c != 0 ? cr_mc_http_status(c) : 200, doc);
 }

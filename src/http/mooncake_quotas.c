@@ -22,13 +22,10 @@
 #include "actors/subsystems.h"
 #include "crescent/error.h"
 #include "http/front.h"
+#include "http/mooncake_reply.h"
 #include "http/store_routes.h"
 
-#define MC_INVALID_PARAMS (-600)
-#define MC_OBJECT_NOT_FOUND (-704)
-#define MC_TENANT_NOT_EMPTY (-1702)
 #define MC_INTERNAL_ERROR (-1)
-#define MC_JSON "application/json; charset=utf-8"
 
 /* ---- on the segments actor's thread ----------------------------------------- */
 
@@ -113,31 +110,8 @@ int cr_mooncake_quotas_apply(cr_store *store, const struct cr_master_admin_query
 
 /* ---- on an HTTP worker ---------------------------------------------------------- */
 
-static void respond_doc(struct cr_http_response *resp, int status, json_t *doc) {
-    char *text = doc != NULL ? json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(doc);
-    resp->status = text != NULL ? status : 503;
-    resp->content_type = MC_JSON;
-    resp->body = text != NULL ? text : strdup("{\"success\":false,\"error_code\":-1,"
-                                              "\"error_message\":\"out of memory\"}");
-    resp->body_len = resp->body != NULL ? strlen(resp->body) : 0;
-}
 
-static void respond_error(struct cr_http_response *resp, int status, int code,
-                          const char *message) {
-    respond_doc(resp, status, json_pack("{s:b, s:i, s:s}", "success", 0, "error_code", code,
-                                        "error_message", message));
-}
 
-/* The reference's ErrorCodeToHttpStatus for the codes these routes give. */
-static int http_status(int code) {
-    switch (code) {
-    case MC_INVALID_PARAMS: return 400;
-    case MC_OBJECT_NOT_FOUND: return 404;
-    case MC_TENANT_NOT_EMPTY: return 409;
-    default: return 500;
-    }
-}
 
 /* The body's requested_quota_bytes; false (with why) when it is not JSON
  * or the field is not a non-negative integer.  A missing field is 0, as
@@ -171,14 +145,14 @@ void cr_mooncake_tenant_quotas(void *ctx, const struct cr_http_request *req,
     struct cr_master_admin_query q = {.kind = CR_MASTER_ADMIN_QUOTAS,
                                       .name = named ? tenant : NULL};
     if (!get && !named) {
-        respond_error(resp, 400, MC_INVALID_PARAMS, "Missing or invalid tenant_id");
+        cr_mc_respond_error(resp, 400, MC_INVALID_PARAMS, "Missing or invalid tenant_id");
         return;
     }
     if (strcmp(req->method, "PUT") == 0) {
         char why[160];
         q.kind = CR_MASTER_ADMIN_QUOTA_SET;
         if (!quota_body(req, &q.quota_bytes, why, sizeof(why))) {
-            respond_error(resp, 400, MC_INVALID_PARAMS, why);
+            cr_mc_respond_error(resp, 400, MC_INVALID_PARAMS, why);
             return;
         }
     } else if (strcmp(req->method, "DELETE") == 0) {
@@ -189,9 +163,9 @@ void cr_mooncake_tenant_quotas(void *ctx, const struct cr_http_request *req,
     json_t *doc = rc == CR_OK ? json_loads(text, 0, NULL) : NULL;
     free(text);
     if (doc == NULL) {
-        respond_error(resp, 503, -1011, cr_strerror(rc != CR_OK ? rc : CR_ERR_NOMEM));
+        cr_mc_respond_error(resp, 503, -1011, cr_strerror(rc != CR_OK ? rc : CR_ERR_NOMEM));
         return;
     }
     json_t *code = json_object_get(doc, "error_code");
-    respond_doc(resp, code != NULL ? http_status((int)json_integer_value(code)) : 200, doc);
+    cr_mc_respond_doc(resp, code != NULL ? cr_mc_http_status((int)json_integer_value(code)) : 200, doc);
 }
