@@ -7,6 +7,8 @@
 #define XXH_STATIC_LINKING_ONLY /* XXH3 states by value: no malloc per name */
 #include <xxhash.h>
 
+#include "core/le.h"
+
 static const char HEX[] = "0123456789abcdef";
 static const uint8_t MAGIC[4] = {'C', 'R', 'F', '1'};
 
@@ -75,27 +77,6 @@ size_t cr_file_tier_name(const char *tenant, const char *key, size_t key_len, ch
     return at;
 }
 
-static void put_u16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
 /* XXH3 of the header (check field taken as zero), tenant and key. */
 static uint64_t header_check(const uint8_t *fixed, const void *tenant, size_t tenant_len,
                              const void *key, size_t key_len) {
@@ -121,15 +102,15 @@ size_t cr_file_tier_header_encode(const char *tenant, const char *key, size_t ke
     size_t total = CR_FILE_TIER_HEADER_FIXED + tenant_len + key_len;
     if (total > cap) return 0;
     memcpy(out, MAGIC, 4);
-    put_u32(out + 4, (uint32_t)total);
-    put_u16(out + 8, (uint16_t)tenant_len);
-    put_u16(out + 10, 0);
-    put_u32(out + 12, (uint32_t)key_len);
-    put_u64(out + 16, value_len);
-    put_u64(out + 24, value_xxh3);
+    cr_le_put_u32(out + 4, (uint32_t)total);
+    cr_le_put_u16(out + 8, (uint16_t)tenant_len);
+    cr_le_put_u16(out + 10, 0);
+    cr_le_put_u32(out + 12, (uint32_t)key_len);
+    cr_le_put_u64(out + 16, value_len);
+    cr_le_put_u64(out + 24, value_xxh3);
     memcpy(out + CR_FILE_TIER_HEADER_FIXED, tenant, tenant_len);
     memcpy(out + CR_FILE_TIER_HEADER_FIXED + tenant_len, key, key_len);
-    put_u64(out + 32, header_check(out, tenant, tenant_len, key, key_len));
+    cr_le_put_u64(out + 32, header_check(out, tenant, tenant_len, key, key_len));
     return total;
 }
 
@@ -139,9 +120,9 @@ enum cr_file_tier_verdict cr_file_tier_header_decode(const uint8_t *p, size_t le
     memset(out, 0, sizeof(*out));
     if (len < CR_FILE_TIER_HEADER_FIXED) return CR_FILE_TIER_SHORT;
     if (memcmp(p, MAGIC, 4) != 0) return CR_FILE_TIER_BAD;
-    uint32_t header_len = get_u32(p + 4);
+    uint32_t header_len = cr_le_get_u32(p + 4);
     uint32_t tenant_len = (uint32_t)p[8] | (uint32_t)p[9] << 8;
-    uint32_t key_len = get_u32(p + 12);
+    uint32_t key_len = cr_le_get_u32(p + 12);
     if (p[10] != 0 || p[11] != 0 || tenant_len > CR_FILE_TIER_TENANT_MAX || key_len == 0 ||
         key_len > CR_FILE_TIER_KEY_MAX ||
         header_len != CR_FILE_TIER_HEADER_FIXED + tenant_len + key_len)
@@ -150,12 +131,12 @@ enum cr_file_tier_verdict cr_file_tier_header_decode(const uint8_t *p, size_t le
     if (len < header_len) return CR_FILE_TIER_SHORT;
     const uint8_t *tenant = p + CR_FILE_TIER_HEADER_FIXED;
     const uint8_t *key = tenant + tenant_len;
-    if (header_check(p, tenant, tenant_len, key, key_len) != get_u64(p + 32))
+    if (header_check(p, tenant, tenant_len, key, key_len) != cr_le_get_u64(p + 32))
         return CR_FILE_TIER_BAD;
     out->tenant_len = tenant_len;
     out->key_len = key_len;
-    out->value_len = get_u64(p + 16);
-    out->value_xxh3 = get_u64(p + 24);
+    out->value_len = cr_le_get_u64(p + 16);
+    out->value_xxh3 = cr_le_get_u64(p + 24);
     out->tenant = (const char *)tenant;
     out->key = (const char *)key;
     return CR_FILE_TIER_OK;

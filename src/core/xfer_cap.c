@@ -7,17 +7,9 @@
 #include <sodium.h>
 #include <string.h>
 
+#include "core/le.h"
+
 static const char DOMAIN[] = "crescent xfer capability v1";
-
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
 
 const char *cr_cap_verdict_name(enum cr_cap_verdict v) {
     static const char *const names[CR_CAP_VERDICTS] = {
@@ -45,9 +37,9 @@ static void mac_of(const uint8_t key[CR_CAP_KEY_BYTES], const char *name, size_t
     msg[n++] = (uint8_t)name_len;
     memcpy(msg + n, name, name_len);
     n += name_len;
-    put_u64(msg + n, cap->addr);
-    put_u64(msg + n + 8, cap->length);
-    put_u64(msg + n + 16, cap->expiry_ms);
+    cr_le_put_u64(msg + n, cap->addr);
+    cr_le_put_u64(msg + n + 8, cap->length);
+    cr_le_put_u64(msg + n + 16, cap->expiry_ms);
     msg[n + 24] = cap->mode;
     n += 25;
     /* crypto_generichash never fails for these sizes (key 16..64, out 16..64). */
@@ -63,9 +55,9 @@ void cr_cap_sign(const uint8_t key[CR_CAP_KEY_BYTES], const char *name, size_t n
 
 void cr_cap_encode(const struct cr_cap *cap, uint8_t out[CR_CAP_BYTES]) {
     assert(cap != NULL && out != NULL);
-    put_u64(out, cap->addr);
-    put_u64(out + 8, cap->length);
-    put_u64(out + 16, cap->expiry_ms);
+    cr_le_put_u64(out, cap->addr);
+    cr_le_put_u64(out + 8, cap->length);
+    cr_le_put_u64(out + 16, cap->expiry_ms);
     out[24] = cap->mode;
     memset(out + 25, 0, 7);
     memcpy(out + 32, cap->mac, CR_CAP_MAC_BYTES);
@@ -77,9 +69,9 @@ int cr_cap_decode(const uint8_t in[CR_CAP_BYTES], struct cr_cap *out) {
     if (mode < CR_CAP_READ || mode > (CR_CAP_READ | CR_CAP_WRITE)) return -1;
     for (int i = 25; i < 32; i++)
         if (in[i] != 0) return -1;
-    out->addr = get_u64(in);
-    out->length = get_u64(in + 8);
-    out->expiry_ms = get_u64(in + 16);
+    out->addr = cr_le_get_u64(in);
+    out->length = cr_le_get_u64(in + 8);
+    out->expiry_ms = cr_le_get_u64(in + 16);
     out->mode = mode;
     memcpy(out->mac, in + 32, CR_CAP_MAC_BYTES);
     return 0;

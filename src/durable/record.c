@@ -8,23 +8,23 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "core/le.h"
 #include "crescent/error.h"
 
 static void put_u8(uint8_t **p, uint8_t v) { *(*p)++ = v; }
 
 static void put_u16(uint8_t **p, uint16_t v) {
-    (*p)[0] = (uint8_t)v;
-    (*p)[1] = (uint8_t)(v >> 8);
+    cr_le_put_u16(*p, v);
     *p += 2;
 }
 
 static void put_u32(uint8_t **p, uint32_t v) {
-    for (int i = 0; i < 4; i++) (*p)[i] = (uint8_t)(v >> (8 * i));
+    cr_le_put_u32(*p, v);
     *p += 4;
 }
 
 static void put_u64(uint8_t **p, uint64_t v) {
-    for (int i = 0; i < 8; i++) (*p)[i] = (uint8_t)(v >> (8 * i));
+    cr_le_put_u64(*p, v);
     *p += 8;
 }
 
@@ -38,14 +38,6 @@ static void put_str(uint8_t **p, const char *s) {
     assert(n <= CR_STORE_ENDPOINT_LEN_MAX);
     put_u16(p, (uint16_t)n);
     put_bytes(p, s, n);
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
 }
 
 static size_t str_size(const char *s) { return 2 + strlen(s); }
@@ -173,10 +165,10 @@ enum cr_durable_frame_status cr_durable_frame_next(const uint8_t *p, size_t len,
     assert(body != NULL && body_len != NULL && frame_len != NULL);
     if (len == 0) return CR_DURABLE_FRAME_END;
     if (len < CR_DURABLE_FRAME_HEADER) return CR_DURABLE_FRAME_TORN;
-    uint32_t n = get_u32(p);
+    uint32_t n = cr_le_get_u32(p);
     if (n < 9 || n > CR_DURABLE_RECORD_MAX) return CR_DURABLE_FRAME_BAD_LEN;
     if (len - CR_DURABLE_FRAME_HEADER < n) return CR_DURABLE_FRAME_TORN;
-    if (XXH3_64bits(p + CR_DURABLE_FRAME_HEADER, n) != get_u64(p + 4))
+    if (XXH3_64bits(p + CR_DURABLE_FRAME_HEADER, n) != cr_le_get_u64(p + 4))
         return CR_DURABLE_FRAME_BAD_CHECK;
     *body = p + CR_DURABLE_FRAME_HEADER;
     *body_len = n;
@@ -222,7 +214,7 @@ static uint8_t take_u8(struct reader *r, const char *what) {
 
 static uint32_t take_u32(struct reader *r, const char *what) {
     if (!need(r, 4, what)) return 0;
-    uint32_t v = get_u32(r->p);
+    uint32_t v = cr_le_get_u32(r->p);
     r->p += 4;
     r->left -= 4;
     return v;
@@ -230,7 +222,7 @@ static uint32_t take_u32(struct reader *r, const char *what) {
 
 static uint64_t take_u64(struct reader *r, const char *what) {
     if (!need(r, 8, what)) return 0;
-    uint64_t v = get_u64(r->p);
+    uint64_t v = cr_le_get_u64(r->p);
     r->p += 8;
     r->left -= 8;
     return v;

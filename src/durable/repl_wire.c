@@ -8,16 +8,9 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "core/le.h"
 #include "crescent/error.h"
 #include "durable/record.h"
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
 
 static void set_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -77,14 +70,14 @@ enum cr_repl_status cr_repl_decode(const uint8_t *p, size_t len, struct cr_repl_
                                    size_t *used, char *err, size_t err_len) {
     assert(out != NULL && used != NULL && err != NULL && err_len > 0);
     if (len < CR_REPL_FRAME_HEADER) return CR_REPL_NEED_MORE;
-    uint32_t n = get_u32(p);
+    uint32_t n = cr_le_get_u32(p);
     if (n < 1 || n > CR_REPL_BODY_MAX) {
         snprintf(err, err_len, "a frame of %" PRIu32 " bytes (at most %u)", n, CR_REPL_BODY_MAX);
         return CR_REPL_BAD;
     }
     if (len - CR_REPL_FRAME_HEADER < n) return CR_REPL_NEED_MORE;
     const uint8_t *b = p + CR_REPL_FRAME_HEADER;
-    if (XXH3_64bits(b, n) != get_u64(p + 4)) {
+    if (XXH3_64bits(b, n) != cr_le_get_u64(p + 4)) {
         snprintf(err, err_len, "a frame's checksum does not match its bytes");
         return CR_REPL_BAD;
     }
@@ -118,13 +111,13 @@ enum cr_repl_status cr_repl_decode(const uint8_t *p, size_t len, struct cr_repl_
     case CR_REPL_TERMS:
     case CR_REPL_HELLO: {
         if (out->kind == CR_REPL_TERMS) {
-            out->term = get_u64(q);
+            out->term = cr_le_get_u64(q);
         } else {
-            out->lsn = get_u64(q);
-            out->term = get_u64(q + 8);
+            out->lsn = cr_le_get_u64(q);
+            out->term = cr_le_get_u64(q + 8);
             if (left == fixed) break; /* no history: a standby that keeps none */
         }
-        uint32_t hn = left >= fixed + 4 ? get_u32(q + fixed) : UINT32_MAX;
+        uint32_t hn = left >= fixed + 4 ? cr_le_get_u32(q + fixed) : UINT32_MAX;
         if (hn > CR_TERMS_MAX || left != fixed + 4 + (size_t)hn * CR_TERMS_ENTRY ||
             !cr_terms_get_entries(q + fixed + 4, hn, &out->history)) {
             snprintf(err, err_len, "a %s whose term history is not one (%zu payload bytes)",
@@ -134,22 +127,22 @@ enum cr_repl_status cr_repl_decode(const uint8_t *p, size_t len, struct cr_repl_
         out->has_history = true;
         break;
     }
-    case CR_REPL_ACK: out->lsn = get_u64(q); break;
+    case CR_REPL_ACK: out->lsn = cr_le_get_u64(q); break;
     case CR_REPL_SNAP_BEGIN:
-        out->term = get_u64(q);
-        out->lsn = get_u64(q + 8);
+        out->term = cr_le_get_u64(q);
+        out->lsn = cr_le_get_u64(q + 8);
         break;
     case CR_REPL_RECORDS:
-        out->term = get_u64(q);
-        out->lsn = get_u64(q + 8);
+        out->term = cr_le_get_u64(q);
+        out->lsn = cr_le_get_u64(q + 8);
         break;
     case CR_REPL_SNAP_PART:
-    case CR_REPL_SNAP_END: out->term = get_u64(q); break;
+    case CR_REPL_SNAP_END: out->term = cr_le_get_u64(q); break;
     case CR_REPL_RESYNC:
     case CR_REPL_REFUSE: {
         if (out->kind == CR_REPL_RESYNC) {
-            out->term = get_u64(q);
-            out->lsn = get_u64(q + 8);
+            out->term = cr_le_get_u64(q);
+            out->lsn = cr_le_get_u64(q + 8);
         }
         const uint8_t *tq = q + fixed;
         size_t tl = left - fixed;
@@ -270,9 +263,9 @@ enum cr_repl_verdict cr_repl_judge(const struct cr_repl_frame *f, uint64_t highe
     uint64_t lsn = 0;
     while (off < f->records_len) {
         const uint8_t *r = f->records + off;
-        lsn = get_u64(r + CR_DURABLE_FRAME_HEADER + 1);
+        lsn = cr_le_get_u64(r + CR_DURABLE_FRAME_HEADER + 1);
         if (lsn > have_lsn) break;
-        off += CR_DURABLE_FRAME_HEADER + (size_t)get_u32(r);
+        off += CR_DURABLE_FRAME_HEADER + (size_t)cr_le_get_u32(r);
     }
     if (lsn != have_lsn + 1) {
         snprintf(err, err_len, "a gap in the stream: lsn %" PRIu64 " after %" PRIu64, lsn,

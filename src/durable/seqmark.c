@@ -13,26 +13,17 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "core/le.h"
 #include "crescent/error.h"
 #include "durable/files.h"
 
 static const uint8_t seqmark_magic[8] = {'C', 'R', 'E', 'S', 'S', 'E', 'Q', 0};
 
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
 void cr_seqmark_encode(uint64_t mark, uint8_t out[CR_SEQMARK_LEN]) {
     assert(out != NULL);
     memcpy(out, seqmark_magic, sizeof(seqmark_magic));
-    put_u64(out + 8, mark);
-    put_u64(out + 16, XXH3_64bits(out, 16));
+    cr_le_put_u64(out + 8, mark);
+    cr_le_put_u64(out + 16, XXH3_64bits(out, 16));
 }
 
 int cr_seqmark_decode(const uint8_t *data, size_t len, uint64_t *mark, char *err,
@@ -47,11 +38,11 @@ int cr_seqmark_decode(const uint8_t *data, size_t len, uint64_t *mark, char *err
         snprintf(err, err_len, "is not a sequence mark file (wrong magic)");
         return CR_ERR_PROTOCOL;
     }
-    if (XXH3_64bits(data, 16) != get_u64(data + 16)) {
+    if (XXH3_64bits(data, 16) != cr_le_get_u64(data + 16)) {
         snprintf(err, err_len, "fails its checksum (corrupt)");
         return CR_ERR_PROTOCOL;
     }
-    *mark = get_u64(data + 8);
+    *mark = cr_le_get_u64(data + 8);
     return CR_OK;
 }
 

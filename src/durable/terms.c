@@ -12,28 +12,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "core/le.h"
 #include "crescent/error.h"
 #include "durable/files.h"
 
 static const uint8_t terms_magic[8] = {'C', 'R', 'E', 'S', 'T', 'E', 'R', 'M'};
-
-static void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
 
 bool cr_terms_see(struct cr_terms *t, uint64_t term) {
     assert(t != NULL);
@@ -99,8 +82,8 @@ uint64_t cr_terms_agree(const struct cr_terms *a, uint64_t a_last, const struct 
 
 void cr_terms_put_entries(const struct cr_terms *t, uint8_t *out) {
     for (uint32_t i = 0; i < t->count; i++) {
-        put_u64(out + i * CR_TERMS_ENTRY, t->e[i].term);
-        put_u64(out + i * CR_TERMS_ENTRY + 8, t->e[i].first_lsn);
+        cr_le_put_u64(out + i * CR_TERMS_ENTRY, t->e[i].term);
+        cr_le_put_u64(out + i * CR_TERMS_ENTRY + 8, t->e[i].first_lsn);
     }
 }
 
@@ -109,8 +92,8 @@ bool cr_terms_get_entries(const uint8_t *p, uint32_t n, struct cr_terms *out) {
     memset(out, 0, sizeof(*out));
     if (n > CR_TERMS_MAX) return false;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t term = get_u64(p + i * CR_TERMS_ENTRY);
-        uint64_t first = get_u64(p + i * CR_TERMS_ENTRY + 8);
+        uint64_t term = cr_le_get_u64(p + i * CR_TERMS_ENTRY);
+        uint64_t first = cr_le_get_u64(p + i * CR_TERMS_ENTRY + 8);
         if (first == 0 || (i > 0 && (term <= out->e[i - 1].term ||
                                      first <= out->e[i - 1].first_lsn)))
             return false;
@@ -123,12 +106,12 @@ bool cr_terms_get_entries(const uint8_t *p, uint32_t n, struct cr_terms *out) {
 size_t cr_terms_encode(const struct cr_terms *t, uint8_t out[CR_TERMS_FILE_MAX]) {
     assert(t != NULL && t->count <= CR_TERMS_MAX);
     memcpy(out, terms_magic, sizeof(terms_magic));
-    put_u32(out + 8, CR_TERMS_FORMAT);
-    put_u32(out + 12, t->count);
-    put_u64(out + 16, t->highest);
+    cr_le_put_u32(out + 8, CR_TERMS_FORMAT);
+    cr_le_put_u32(out + 12, t->count);
+    cr_le_put_u64(out + 16, t->highest);
     cr_terms_put_entries(t, out + CR_TERMS_HEADER);
     size_t len = CR_TERMS_HEADER + (size_t)t->count * CR_TERMS_ENTRY;
-    put_u64(out + len, XXH3_64bits(out, len));
+    cr_le_put_u64(out + len, XXH3_64bits(out, len));
     return len + 8;
 }
 
@@ -140,7 +123,7 @@ int cr_terms_decode(const uint8_t *data, size_t len, struct cr_terms *out, char 
         snprintf(err, err_len, "is not a term history (%zu bytes, wrong length or magic)", len);
         return CR_ERR_PROTOCOL;
     }
-    uint32_t format = get_u32(data + 8), n = get_u32(data + 12);
+    uint32_t format = cr_le_get_u32(data + 8), n = cr_le_get_u32(data + 12);
     if (format != CR_TERMS_FORMAT) {
         snprintf(err, err_len, "has format %u; this crescentd reads format %u (a newer "
                  "version wrote it)", format, CR_TERMS_FORMAT);
@@ -151,7 +134,7 @@ int cr_terms_decode(const uint8_t *data, size_t len, struct cr_terms *out, char 
         return CR_ERR_PROTOCOL;
     }
     size_t body = len - 8;
-    if (XXH3_64bits(data, body) != get_u64(data + body)) {
+    if (XXH3_64bits(data, body) != cr_le_get_u64(data + body)) {
         snprintf(err, err_len, "fails its checksum (corrupt)");
         return CR_ERR_PROTOCOL;
     }
@@ -160,7 +143,7 @@ int cr_terms_decode(const uint8_t *data, size_t len, struct cr_terms *out, char 
         snprintf(err, err_len, "holds terms or lsns that do not increase (corrupt)");
         return CR_ERR_PROTOCOL;
     }
-    t.highest = get_u64(data + 16);
+    t.highest = cr_le_get_u64(data + 16);
     if (n > 0 && t.e[n - 1].term > t.highest) {
         snprintf(err, err_len, "says the highest term is %llu below its term %llu (corrupt)",
                  (unsigned long long)t.highest, (unsigned long long)t.e[n - 1].term);
