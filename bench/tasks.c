@@ -55,8 +55,10 @@ static double run_case(struct cr_xfer_client *cli, const char *endpoint, uint64_
         if (copy) {
             struct cr_task_exec_job job = {.size = size, .target_count = 1,
                                            .has_checksum = true, .checksum = checksum};
-            job.source = (struct cr_task_exec_replica){endpoint, "seg-a", base_a};
-            job.targets[0] = (struct cr_task_exec_replica){endpoint, "seg-b", dst};
+            job.source = (struct cr_task_exec_replica){.endpoint = endpoint, .segment = "seg-a",
+                                                      .buffer = base_a};
+            job.targets[0] = (struct cr_task_exec_replica){.endpoint = endpoint, .segment = "seg-b",
+                                                          .buffer = dst};
             rc = cr_task_exec_run(cli, &job, why, sizeof(why));
         } else {
             rc = cr_xfer_write(cli, endpoint, "seg-b", dst, object, size);
