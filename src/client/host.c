@@ -248,7 +248,14 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
                   "not initialise), and require_capability is set", h->segment_name);
         return CR_ERR_IO;
     }
-    if (o->ssd_read != NULL && o->ssd_write != NULL) {
+    if (o->ssd_read != NULL && o->ssd_write != NULL && o->require_capability) {
+        /* The master signs no capability for local_disk replicas yet, and a
+         * server that requires them refuses every read of its SSD tier: objects
+         * offloaded there could not be read back, so they are not offered. */
+        CR_WARN("host", "segment '%s': the SSD tier is not offered to the master for offload "
+                "while capabilities are required (its reads would be refused); evicted objects "
+                "are dropped as without --ssd-dir", h->segment_name);
+    } else if (o->ssd_read != NULL && o->ssd_write != NULL) {
         h->ssd = (struct cr_task_exec_ssd){.segment_base = h->segment.base,
                                            .segment_size = h->segment.size,
                                            .write = o->ssd_write, .remove = o->ssd_remove,

@@ -338,6 +338,13 @@ static bool serve_reader(struct xfer_conn *c, const struct cr_xfer_server_segmen
         refuse(c, req, CR_ERR_INVALID_PARAMS); /* read-only: a WRITE's payload is not taken */
         return false;
     }
+    /* The same capability rule as a memory segment's: a server that requires
+     * capabilities serves none of a reader's bytes without one. */
+    if (cr_xfer_server_cap_check(srv, c->peer, seg, CR_CAP_READ, req->addr, req->length,
+                                 req->has_cap, &req->cap) != CR_CAP_OK) {
+        refuse(c, req, CR_ERR_ILLEGAL_CLIENT);
+        return false;
+    }
     void *bytes = NULL;
     uint64_t cap = 0;
     if (req->length > 0 && c->spare_cap >= req->length) {

@@ -279,3 +279,37 @@ def test_keys_come_back_after_a_master_restart(daemon, tmp_path):
         store.terminate()
         store.wait(timeout=20)
 
+
+
+def test_ssd_tier_reads_need_a_capability_when_required(daemon, tmp_path):
+    """crescent-store --ssd-dir --data-require-capability: its read-only SSD
+    segment ("<segment>#ssd") serves no bytes without a capability (it served
+    any reader before), and since the master signs none for local_disk
+    replicas yet, the SSD is not offered for offload (ssd_capacity 0), so no
+    object is moved where it could not be read back."""
+    rpc_port = free_port()
+    rpc = f"tcp://127.0.0.1:{rpc_port}"
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "0")
+    log_path = tmp_path / "store.log"
+    with open(log_path, "wb") as log:
+        store = subprocess.Popen(
+            [binary("crescent-store"), "--master", rpc, "--segment-name", "capseg",
+             "--segment-size", str(64 << 20), "--no-pin", "--ping-interval-ms", "200",
+             "--ssd-dir", str(tmp_path / "ssd"), "--ssd-size", str(64 << 20),
+             "--data-require-capability"], stdout=log, stderr=subprocess.STDOUT)
+    s = Store()
+    try:
+        assert s.setup(master_server_address=f"127.0.0.1:{rpc_port}", timeout_ms=10000) == 0
+        wait_for(lambda: _put_ok(s, "obj", b"x" * 4096), "the store's segment mounted")
+        h = handle_of(s.get_replica_list("obj"))
+        assert raw(h["transport_endpoint"], READ, "capseg#ssd", 0, 16)[0] == ILLEGAL_CLIENT
+        status, body = http_get(d.port, "/api/v1/segments")
+        assert status == 200
+        segs = {x["name"]: x for x in json.loads(body)["segments"]}
+        assert segs["capseg"]["ssd_capacity"] == 0
+        wait_for(lambda: "not offered to the master" in log_path.read_text(),
+                 "the SSD tier's refusal logged")
+    finally:
+        s.close()
+        store.terminate()
+        store.wait(timeout=20)
