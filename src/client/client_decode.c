@@ -105,11 +105,15 @@ static bool handle_walk(struct wire w, struct sizes *sz, struct cr_buf_handle *o
         out->has_capability = false;
     }
     while ((more = next_field(&w, &f)) == 1) {
-        if (f.number == H_CAP) { /* 48 bytes exactly, or the handle is malformed */
-            if (f.type != WIRE_LEN || f.sub.len != CR_CLIENT_CAPABILITY_BYTES) return false;
+        if (f.number == H_CAP) {
+            /* Bytes of any length parse, as in protobuf-c; only 48 make a
+             * capability (one of another length is none, as the protobuf-c
+             * path's copy has it: cr_client_replicas_from_pb). */
+            if (f.type != WIRE_LEN) return false;
             if (out != NULL) {
-                memcpy(out->capability, f.sub.p, CR_CLIENT_CAPABILITY_BYTES);
-                out->has_capability = true;
+                out->has_capability = f.sub.len == CR_CLIENT_CAPABILITY_BYTES;
+                if (out->has_capability)
+                    memcpy(out->capability, f.sub.p, CR_CLIENT_CAPABILITY_BYTES);
             }
             continue;
         }

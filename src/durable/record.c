@@ -348,7 +348,14 @@ static void decode_payload(struct reader *r, struct cr_durable_record *out) {
         take_key(r, out);
         if (out->type != CR_DURABLE_OBJECT_REMOVE)
             decode_object(r, out, out->type == CR_DURABLE_OBJECT_PUT_TIERED);
-        if (out->type == CR_DURABLE_OBJECT_PUT_TIERED) out->type = CR_DURABLE_OBJECT_PUT;
+        if (out->type != CR_DURABLE_OBJECT_PUT_TIERED) return;
+        out->type = CR_DURABLE_OBJECT_PUT;
+        /* The encoder writes the tiered layout only for a replica off memory:
+         * one without is not a record it wrote (one canonical form each). */
+        if (!r->bad && !tiered(out)) {
+            r->bad = true;
+            r->what = "replica media (a tiered record with every replica in memory)";
+        }
         return;
     case CR_DURABLE_REMOVE_ALL:
         take_str(r, out->tenant, CR_STORE_NAME_LEN_MAX, "tenant");
