@@ -2,6 +2,7 @@
  * records to the journal actor, the calls --durability sync holds until
  * their records are on disk, snapshots a slice per round, and the replay of
  * --state-dir at start.  State: segments_internal.h. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +42,6 @@ static void held_release(struct segments_state *st) {
     }
 }
 
-static void snapshot_step(struct segments_state *st);
-
 /* The round's records to the journal; the round's held calls wait for the
  * lsn of its last record. */
 void segments_durable_round_end(struct segments_state *st) {
@@ -63,7 +62,8 @@ void segments_durable_round_end(struct segments_state *st) {
             st->synced_lsn = last_lsn; /* nobody will sync it: do not hold calls forever */
         }
     }
-    if (st->peers->actors[CR_SUBSYSTEM_JOURNAL] != NULL) snapshot_step(st);
+    /* Every record up to feed.next_lsn - 1 was sent: the cut. */
+    segments_snapshot_step(st, st->feed.records, &st->snapshot_mark, st->feed.next_lsn - 1);
     if (st->round_held.head == NULL) return;
     uint64_t lsn = st->feed.next_lsn - 1;
     if (st->groups_count == HELD_GROUPS_MAX) { /* wait with the newest group */
@@ -98,17 +98,22 @@ static bool snapshot_send(struct segments_state *st, uint16_t type, struct cr_bu
     return false;
 }
 
-/* One slice of a snapshot per round, begun every snapshot_every records:
- * a fuzzy cut of the store at snapshot_lsn (objects changed meanwhile are
- * in the log after it, which recovery replays on top). */
-static void snapshot_step(struct segments_state *st) {
+/* One slice of a snapshot per round, a leader's and a standby's alike: one
+ * begins once `counted_records` passed *mark by snapshot_every, as a fuzzy
+ * cut of the store at cut_lsn (objects changed meanwhile are in the log
+ * after it, which recovery replays on top). */
+void segments_snapshot_step(struct segments_state *st, uint64_t counted_records, uint64_t *mark,
+                            uint64_t cut_lsn) {
+    assert(mark != NULL);
+    if (st->peers == NULL || st->peers->actors[CR_SUBSYSTEM_JOURNAL] == NULL) return;
     struct cr_buf buf;
     cr_buf_init(&buf);
     if (!st->snapshot_active) {
-        if (st->snapshot_every == 0 || st->feed.records - st->snapshot_mark < st->snapshot_every)
+        if (st->snapshot_every == 0 || cut_lsn == 0 ||
+            counted_records - *mark < st->snapshot_every)
             return;
-        st->snapshot_lsn = st->feed.next_lsn - 1; /* every record up to it was sent */
-        st->snapshot_mark = st->feed.records;
+        st->snapshot_lsn = cut_lsn;
+        *mark = counted_records;
         if (!snapshot_send(st, CR_MSG_DURABLE_SNAPSHOT_BEGIN, &buf)) return;
         st->snapshot_active = true;
         st->snapshot_cursor = 0;
@@ -122,11 +127,10 @@ static void snapshot_step(struct segments_state *st) {
                                                  SNAPSHOT_SLICE_OBJECTS, &buf,
                                                  &st->snapshot_count);
     if (done) cr_durable_feed_snapshot_end(&st->feed, st->snapshot_lsn, st->snapshot_count, &buf);
-    if (buf.len > 0 || done) {
-        if (!snapshot_send(st, done ? CR_MSG_DURABLE_SNAPSHOT_END : CR_MSG_DURABLE_SNAPSHOT_PART,
-                           &buf))
-            done = true; /* the journal stopped or no memory: abandoned */
-    }
+    if ((buf.len > 0 || done) &&
+        !snapshot_send(st, done ? CR_MSG_DURABLE_SNAPSHOT_END : CR_MSG_DURABLE_SNAPSHOT_PART,
+                       &buf))
+        done = true; /* the journal stopped or no memory: abandoned */
     cr_buf_free(&buf);
     if (done) st->snapshot_active = false;
 }

@@ -265,6 +265,11 @@ void segments_repl_reset(struct segments_state *st);
 /* A standby's own snapshots: one slice per round, begun every
  * --snapshot-every-records records applied, cut at the last applied. */
 void segments_repl_snapshot_step(struct segments_state *st);
+/* segments_durable.c: one slice of a snapshot (a leader's or a
+ * standby's), begun once counted_records passed *mark by
+ * --snapshot-every-records, cut at cut_lsn (0: nothing to cut yet). */
+void segments_snapshot_step(struct segments_state *st, uint64_t counted_records, uint64_t *mark,
+                            uint64_t cut_lsn);
 
 /* segments_files.c: the shared file tier on the master's side. */
 void segments_files_init(struct segments_state *st, const struct cr_daemon_config *config);

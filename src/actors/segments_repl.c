@@ -105,61 +105,26 @@ void segments_repl_reset(struct segments_state *st) {
     st->repl_snapshot_mark = st->repl_counts.records;
     st->repl_applied_lsn = 0;
     cr_role_note_applied(0);
+    /* The journal ignored this store's snapshot messages since its start
+     * over; what follows is of the new state. */
+    struct cr_msg done = {.type = CR_MSG_REPL_RESET_DONE};
+    if (st->peers == NULL || st->peers->actors[CR_SUBSYSTEM_JOURNAL] == NULL ||
+        cr_send(st->peers->actors[CR_SUBSYSTEM_JOURNAL], &done) != CR_OK)
+        CR_WARN("segments", "replication: the journal took no reset notice (stopping?): this "
+                "standby takes no snapshot of its own until it restarts");
     CR_WARN("segments", "replication: store emptied to start over from the leader (%u "
             "segments, %llu objects dropped)", n, (unsigned long long)(freed + removed));
 }
 
-/* A block of a standby's snapshot to the journal (as segments_durable.c's
- * for a leader's); false when it is gone (the snapshot is abandoned). */
-static bool snapshot_send(struct segments_state *st, uint16_t type, struct cr_buf *buf) {
-    struct cr_msg msg = {.type = type};
-    struct cr_msg_durable_append *a = CR_MSG_BODY(&msg, struct cr_msg_durable_append);
-    size_t len = 0;
-    a->block = cr_buf_ok(buf) ? (uint8_t *)cr_buf_take(buf, &len) : NULL;
-    a->len = len;
-    a->last_lsn = st->snapshot_lsn;
-    cr_buf_free(buf);
-    if (a->block == NULL && type != CR_MSG_DURABLE_SNAPSHOT_BEGIN) return false;
-    if (cr_send(st->peers->actors[CR_SUBSYSTEM_JOURNAL], &msg) == CR_OK) return true;
-    free(a->block);
-    return false;
-}
-
 /* A standby's log would grow until it is promoted, and its restart replay
  * all of it: it takes snapshots of its own, the same fuzzy cut as a
- * leader's (segments_durable.c), at the last record it applied (the journal
- * has every record up to it; one that took more meanwhile skips this
- * snapshot: its log cannot be cut there).  A snapshot a leader began before
- * it stepped down goes on here. */
+ * leader's (segments_snapshot_step), at the last record it applied.  The
+ * journal may hold records after that one (a busy stream): it keeps them in
+ * the log it cuts and starts the next log after them (journal.c).  A
+ * snapshot a leader began before it stepped down goes on here. */
 void segments_repl_snapshot_step(struct segments_state *st) {
-    if (st->peers == NULL || st->peers->actors[CR_SUBSYSTEM_JOURNAL] == NULL) return;
-    struct cr_buf buf;
-    cr_buf_init(&buf);
-    if (!st->snapshot_active) {
-        if (st->snapshot_every == 0 || st->repl_applied_lsn == 0 ||
-            st->repl_counts.records - st->repl_snapshot_mark < st->snapshot_every)
-            return;
-        st->snapshot_lsn = st->repl_applied_lsn;
-        st->repl_snapshot_mark = st->repl_counts.records;
-        if (!snapshot_send(st, CR_MSG_DURABLE_SNAPSHOT_BEGIN, &buf)) return;
-        st->snapshot_active = true;
-        st->snapshot_cursor = 0;
-        st->snapshot_count = 0;
-        st->snapshots_begun++;
-        cr_durable_feed_snapshot_segments(&st->feed, st->store, st->snapshot_lsn, &buf,
-                                          &st->snapshot_count);
-    }
-    bool done = cr_durable_feed_snapshot_objects(&st->feed, st->store, st->now_ms,
-                                                 st->snapshot_lsn, &st->snapshot_cursor,
-                                                 SNAPSHOT_SLICE_OBJECTS, &buf,
-                                                 &st->snapshot_count);
-    if (done) cr_durable_feed_snapshot_end(&st->feed, st->snapshot_lsn, st->snapshot_count, &buf);
-    if ((buf.len > 0 || done) &&
-        !snapshot_send(st, done ? CR_MSG_DURABLE_SNAPSHOT_END : CR_MSG_DURABLE_SNAPSHOT_PART,
-                       &buf))
-        done = true; /* the journal stopped or no memory: abandoned */
-    cr_buf_free(&buf);
-    if (done) st->snapshot_active = false;
+    segments_snapshot_step(st, st->repl_counts.records, &st->repl_snapshot_mark,
+                           st->repl_applied_lsn);
 }
 
 /* Every restored segment's owner counts as seen now and awaits its call,

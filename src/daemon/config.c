@@ -248,6 +248,10 @@ static const struct setting settings[] = {
     {"snapshot-every-records", SETTING_U32, FIELD(snapshot_every_records), 0, UINT32_MAX, "N",
      "with --state-dir, a snapshot of the store after every N log records; the logs before "
      "it are then removed (0: never; the log grows)"},
+    {"keep-diverged", SETTING_U32, FIELD(keep_diverged), 0, UINT32_MAX, "N",
+     "with --state-dir, keep the N newest DIR/diverged-<ms>/ directories a standby's start "
+     "over leaves (a former leader's records its new leader lacked); older ones are deleted at "
+     "start and after each start over (docs/ha.md)"},
     /* High availability on etcd (docs/ha.md) */
     {"ha", SETTING_STRING, FIELD(ha), 0, 0, "BACKEND",
      "high availability: 'etcd' elects one leader among crescentds of --cluster-id on an etcd "
@@ -293,6 +297,7 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     snprintf(config->durability, sizeof(config->durability), "async");
     snprintf(config->replication, sizeof(config->replication), "async");
     config->snapshot_every_records = 1000000;
+    config->keep_diverged = 2;
     config->ha_lease_ttl = 5;
     config->metrics_port = CR_CONFIG_METRICS_PORT_DEFAULT; /* as Mooncake's master */
     config->http_threads = 16;

@@ -118,6 +118,7 @@ struct cr_daemon_config {
     char standby_of[CR_CONFIG_ADDRESS_MAX];       /* a standby's leader; "" not a standby */
     char replication[CR_CONFIG_ADDRESS_MAX];      /* async or sync */
     uint32_t snapshot_every_records;              /* log records between snapshots; 0 never */
+    uint32_t keep_diverged;                       /* DIR/diverged-<ms>/ kept; older deleted */
 
     /* High availability on etcd (src/ha, docs/ha.md): off unless ha is "etcd" or
      * enable_ha (Mooncake's --enable_ha) is set. */

@@ -122,22 +122,30 @@ static void snapshot_abandon(struct journal_state *st, const char *what, int err
 }
 
 /* A snapshot begins at lsn: the log up to it is synced, the next log
- * starts at lsn + 1, and the snapshot's file is opened. */
+ * starts after the last record written (lsn + 1 on a leader) and the
+ * snapshot's file is opened.  A standby's journal is often ahead of its
+ * store (it takes the stream before segments applies it): the records after
+ * lsn stay in the log being closed, which recovery replays on top of the
+ * snapshot (records up to its lsn are skipped), and snapshot_end keeps that
+ * log.  So a standby's snapshots progress under a continuous stream. */
 static void snapshot_begin(struct journal_state *st, uint64_t lsn) {
     journal_write(st);
     journal_sync(st);
     if (st->failed) return;
-    /* A standby's store cut at lsn while this journal took records after
-     * it (or, after a start over, a cut of the state dropped): the log
-     * cannot be cut there, so this one is skipped; the next may be taken. */
-    if (st->repl.on && !st->repl.leading && st->written_lsn != lsn) {
+    /* Skipped: a cut of the state a start over dropped (sent before
+     * segments emptied the store), of records this journal does not have,
+     * or one no later than the leader's snapshot it received (segments may
+     * have cut while that snapshot's parts were still being applied). */
+    if (st->repl.reset_unseen || lsn > st->written_lsn ||
+        (lsn <= st->repl.received_snap_lsn && !st->repl.leading)) {
         if (st->snap_fd >= 0) snapshot_abandon(st, "a newer one began", ECANCELED);
+        st->snapshots_skipped++;
         return;
     }
     char err[512], path[CR_DURABLE_PATH_MAX];
     int fd;
-    if (cr_durable_log_create(st->dir, lsn + 1, path, sizeof(path), &fd, err, sizeof(err)) !=
-        CR_OK) {
+    if (cr_durable_log_create(st->dir, st->written_lsn + 1, path, sizeof(path), &fd, err,
+                              sizeof(err)) != CR_OK) {
         if (!st->failed) {
             st->failed = true;
             CR_ERROR("journal", "%s; crescentd stops, since it can no longer keep what it "
@@ -158,6 +166,32 @@ static void snapshot_begin(struct journal_state *st, uint64_t lsn) {
     cr_durable_snapshot_header(lsn, header);
     int e = st->snap_fd < 0 ? errno : write_all(st->snap_fd, header, sizeof(header));
     if (e != 0) snapshot_abandon(st, "creating it", e);
+}
+
+/* What a snapshot at lsn replaces: older snapshots, and each log whose
+ * records all precede lsn + 1 (the next log begins at or before it).  The
+ * log holding records after lsn stays, even when it begins before. */
+static int drop_replaced(const char *dir, uint64_t lsn, char *err, size_t err_len) {
+    char **names = NULL;
+    char path[CR_DURABLE_PATH_MAX + 64];
+    uint32_t count = 0;
+    int rc = cr_durable_list(dir, true, &names, &count, err, err_len);
+    for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
+        if (cr_durable_name_lsn(names[i]) >= lsn) continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        (void)unlink(path);
+    }
+    cr_durable_names_free(names, count);
+    names = NULL;
+    count = 0;
+    if (rc == CR_OK) rc = cr_durable_list(dir, false, &names, &count, err, err_len);
+    for (uint32_t i = 0; rc == CR_OK && i + 1 < count; i++) {
+        if (cr_durable_name_lsn(names[i + 1]) > lsn + 1) break; /* sorted by first lsn */
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        (void)unlink(path);
+    }
+    cr_durable_names_free(names, count);
+    return rc == CR_OK ? cr_durable_sync_dir(dir, err, err_len) : rc;
 }
 
 static void snapshot_part(struct journal_state *st, const uint8_t *block, size_t len) {
@@ -185,7 +219,7 @@ static void snapshot_end(struct journal_state *st, const uint8_t *block, size_t 
         return;
     }
     if (cr_durable_sync_dir(st->dir, err, sizeof(err)) != CR_OK ||
-        cr_durable_drop_redundant(st->dir, st->snap_lsn, err, sizeof(err)) != CR_OK) {
+        drop_replaced(st->dir, st->snap_lsn, err, sizeof(err)) != CR_OK) {
         CR_WARN("journal", "snapshot %s: %s (the older files stay)", path, err);
         return;
     }
@@ -210,15 +244,41 @@ void journal_release(struct journal_state *st) {
     (void)cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg);
 }
 
-/* Async: sync now when the oldest unsynced byte is 10 ms old, else at that
- * moment (one timer at a time). */
+/* The background sync's results (syncer.h): how far the log is on disk,
+ * the durations, a failure (which stops crescentd as one here would). */
+static void syncer_collect(struct journal_state *st) {
+    if (!st->syncer_on) return;
+    uint64_t done = 0, ns[CR_SYNCER_SAMPLES];
+    uint32_t n = 0;
+    int err = 0;
+    (void)cr_syncer_collect(&st->syncer, &done, &err, ns, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        st->syncs++;
+        if (ns[i] > st->sync_ns_max) st->sync_ns_max = ns[i];
+        cr_histogram_observe(&st->sync_hist, ns[i]);
+    }
+    if (done > st->synced_lsn && done <= st->written_lsn) st->synced_lsn = done;
+    if (err != 0 && !st->failed) journal_fail(st, "fdatasync of", err);
+}
+
+/* Async: a sync once the oldest unsynced byte is 10 ms old (on the syncer's
+ * thread; when one is still under way, looked at again in a millisecond),
+ * else a timer for that moment (one at a time). */
 static void journal_async_due(struct journal_state *st) {
-    if (st->unsynced_since_ns == 0) return;
+    syncer_collect(st);
+    if (st->unsynced_since_ns == 0 || st->failed) return;
     uint64_t now = cr_runtime_now_ns(cr_actor_runtime(st->self));
     uint64_t age = now - st->unsynced_since_ns;
     if (age >= JOURNAL_ASYNC_SYNC_NS) {
-        journal_sync(st);
-        return;
+        if (!st->syncer_on) {
+            journal_sync(st);
+            return;
+        }
+        if (cr_syncer_ask(&st->syncer, st->fd, st->written_lsn)) {
+            st->unsynced_since_ns = 0; /* the next write starts the clock again */
+            return;
+        }
+        age = JOURNAL_ASYNC_SYNC_NS - 1000000u;
     }
     if (st->tick_armed) return;
     struct cr_msg tick = {.type = CR_MSG_DURABLE_TICK};
@@ -253,9 +313,13 @@ static void journal_handle(struct cr_actor *self, void *arg, struct cr_msg *msg)
         return;
     }
     case CR_MSG_REPL_TICK: repl_tick(st); return;
+    case CR_MSG_REPL_RESET_DONE: st->repl.reset_unseen = false; return;
     case CR_MSG_DURABLE_TICK:
         st->tick_armed = false;
-        journal_sync(st);
+        if (st->syncer_on)
+            journal_async_due(st);
+        else
+            journal_sync(st);
         return;
     case CR_MSG_DURABLE_SNAPSHOT_BEGIN:
         if (st->fd >= 0 && !st->failed)
@@ -352,6 +416,8 @@ static void journal_stats(struct cr_actor *self, void *arg, struct cr_actor_stat
     journal_add_stat(out, "snapshots_total", st->snapshots);
     journal_add_stat(out, "snapshot_bytes_total", st->snapshot_bytes);
     journal_add_stat(out, "snapshot_failures_total", st->snapshot_failures);
+    journal_add_stat(out, "snapshots_skipped_total", st->snapshots_skipped);
+    journal_add_stat(out, "diverged_kept", st->repl.diverged_kept);
     if (out->histograms != NULL && out->histogram_count < out->histograms_max) {
         out->histograms[out->histogram_count++] = (struct cr_actor_histogram){
             .name = "fsync_duration_seconds",
@@ -380,9 +446,18 @@ static int journal_create(const struct cr_daemon_config *config, void **state_ou
             return rc == CR_ERR_NOMEM ? rc : CR_ERR_IO;
         }
         st->synced_lsn = st->pending_lsn = st->told_lsn = st->written_lsn;
+        st->repl.keep_diverged = config->keep_diverged;
+        repl_diverged_prune(st);
+        if (st->mode == CR_DURABILITY_ASYNC) {
+            st->syncer_on = cr_syncer_start(&st->syncer) == CR_OK;
+            if (!st->syncer_on)
+                CR_WARN("journal", "no thread for the background fdatasync: the journal "
+                        "syncs on its own thread (the replication stream waits for it)");
+        }
     }
     int rc = repl_create(st, config);
     if (rc != CR_OK) {
+        if (st->syncer_on) cr_syncer_stop(&st->syncer);
         if (st->fd >= 0) close(st->fd);
         free(st);
         return rc;
@@ -395,6 +470,7 @@ static void journal_destroy(void *arg) {
     struct journal_state *st = arg;
     if (st == NULL) return;
     repl_destroy(st);
+    if (st->syncer_on) cr_syncer_stop(&st->syncer); /* a sync under way ends first */
     for (uint32_t i = 0; i < st->pending; i++) free(st->block[i]);
     if (st->fd >= 0) close(st->fd);
     if (st->snap_fd >= 0) { /* stopped mid-snapshot: recovery removes the .tmp */

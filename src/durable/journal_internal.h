@@ -13,6 +13,7 @@
 #include "core/histogram.h"
 #include "durable/durable.h"
 #include "durable/role.h"
+#include "durable/syncer.h"
 #include "durable/terms.h"
 
 #define REPL_PEERS_MAX 8u
@@ -59,6 +60,10 @@ struct repl_state {
     int snap_fd;
     uint64_t snap_lsn;
     bool snap_on;
+    uint64_t received_snap_lsn; /* the last leader's snapshot taken whole (0: none) */
+    /* A start over emptied the log; segments has not emptied its store yet
+     * (REPL_RESET_DONE): its snapshot messages are of the dropped state. */
+    bool reset_unseen;
     /* The terms seen and the log's term history, as DIR/terms holds them
      * (repl_terms.c; terms_on false without a state directory). */
     bool terms_on;
@@ -69,15 +74,15 @@ struct repl_state {
     uint64_t resyncs;          /* a standby: times it dropped its state to start over */
     uint64_t terms_failures;   /* DIR/terms could not be written */
     uint32_t storage_ticks;    /* repl ticks since the state directory was listed */
+    uint32_t keep_diverged;    /* --keep-diverged */
+    uint32_t diverged_kept;    /* DIR/diverged-<ms>/ directories there now */
     /* Counters for /metrics. */
     uint64_t bytes_sent, bytes_received, frames_sent, frames_received, reconnects, accepts;
     uint64_t stale_refused, bad_frames, refused_hellos, catchups, snapshots_sent,
         snapshots_received, apply_dropped;
     struct cr_histogram lag_hist; /* a record's sending to its ACK */
+    uint64_t lag_max_ns;          /* the longest of them */
 };
-
-#define JOURNAL_IOV_MAX 64u /* blocks per writev (IOV_MAX is 1024) */
-#define JOURNAL_ASYNC_SYNC_NS 10000000ull
 
 #define JOURNAL_IOV_MAX 64u /* blocks per writev (IOV_MAX is 1024) */
 #define JOURNAL_ASYNC_SYNC_NS 10000000ull
@@ -110,7 +115,12 @@ struct journal_state {
     uint64_t snapshots;
     uint64_t snapshot_bytes;
     uint64_t snapshot_failures;
+    uint64_t snapshots_skipped; /* a standby's cut the log cannot take (journal.c) */
     struct repl_state repl; /* replication (repl.c); repl.on false: off */
+    /* --durability async: the periodic fdatasync on a thread of its own
+     * (syncer.h), so the stream is never held behind it. */
+    struct cr_syncer syncer;
+    bool syncer_on;
 };
 
 
@@ -155,6 +165,10 @@ uint64_t repl_terms_agree(const struct journal_state *st, const struct cr_terms 
  * segments told to empty the store.  False when the directory could not be
  * changed (crescentd stops: its state would be unknown). */
 bool repl_terms_start_over(struct journal_state *st, const char *why);
+/* Deletes the DIR/diverged-<ms>/ directories beyond --keep-diverged
+ * (durable/diverged.h), at start and after a start over; a failure is
+ * logged, never fatal (they are only kept for an operator). */
+void repl_diverged_prune(struct journal_state *st);
 /* The state directory's log bytes and newest snapshot, for /health (a
  * directory listing: called once a second). */
 void repl_note_storage(struct journal_state *st);

@@ -384,7 +384,9 @@ static void on_ack(struct journal_state *st, struct repl_peer *p, uint64_t lsn) 
     p->acked = lsn;
     uint64_t now = now_ns(st);
     while (p->inflight_count > 0 && p->inflight_lsn[p->inflight_head] <= lsn) {
-        cr_histogram_observe(&st->repl.lag_hist, now - p->inflight_ns[p->inflight_head]);
+        uint64_t lag = now - p->inflight_ns[p->inflight_head];
+        cr_histogram_observe(&st->repl.lag_hist, lag);
+        if (lag > st->repl.lag_max_ns) st->repl.lag_max_ns = lag;
         p->inflight_head = (p->inflight_head + 1) % REPL_INFLIGHT;
         p->inflight_count--;
     }
@@ -609,6 +611,7 @@ static bool on_snapshot(struct journal_state *st, struct repl_peer *p,
         return false;
     }
     (void)cr_durable_drop_redundant(st->dir, lsn, err, sizeof(err));
+    st->repl.received_snap_lsn = lsn;
     st->repl.snapshots_received++;
     CR_INFO("journal", "replication: the leader's snapshot at lsn %" PRIu64 " received", lsn);
     return true;
@@ -1049,6 +1052,7 @@ void repl_stats(const struct journal_state *st, struct cr_actor_stats *out) {
     journal_add_stat(out, "repl_lag_records_max", r->leading ? lag_records_max : s.lag_records);
     journal_add_stat(out, "repl_standby_lag_ms", s.lag_ms);
     journal_add_stat(out, "repl_acked_lsn", r->acked_lsn);
+    journal_add_stat(out, "repl_lag_max_us", r->lag_max_ns / 1000u);
     journal_add_stat(out, "repl_bytes_sent_total", r->bytes_sent);
     journal_add_stat(out, "repl_bytes_received_total", r->bytes_received);
     journal_add_stat(out, "repl_reconnects_total", r->reconnects);

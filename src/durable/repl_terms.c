@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "crescent/error.h"
 #include "durable/files.h"
+#include "durable/diverged.h"
 #include "durable/journal_internal.h"
 #include "msgs/durable_msgs.h"
 
@@ -102,6 +103,18 @@ static bool move_aside(const char *dir, const char *aside, char *err, size_t err
            cr_durable_sync_dir(dir, err, err_len) == CR_OK;
 }
 
+void repl_diverged_prune(struct journal_state *st) {
+    if (st->dir[0] == '\0') return;
+    char err[512];
+    uint32_t kept = 0;
+    if (cr_durable_diverged_prune(st->dir, st->repl.keep_diverged, &kept, err, sizeof(err)) !=
+        CR_OK)
+        CR_WARN("journal", "--keep-diverged: %s (the directories stay; remove them by hand)",
+                err);
+    st->repl.diverged_kept = kept;
+    cr_role_note_diverged(kept);
+}
+
 void repl_note_storage(struct journal_state *st) {
     if (st->dir[0] == '\0' || st->fd < 0) return;
     uint64_t bytes = 0, snap_lsn = 0, snap_ms = 0;
@@ -150,6 +163,7 @@ bool repl_terms_start_over(struct journal_state *st, const char *why) {
     st->repl.terms.count = 0;
     int fd = -1;
     bool ok = move_aside(st->dir, aside, err, sizeof(err));
+    if (ok) repl_diverged_prune(st); /* this one counts among the kept */
     if (ok) ok = save(st);
     if (ok)
         ok = cr_durable_log_create(st->dir, 1, st->path, sizeof(st->path), &fd, err,
@@ -165,6 +179,8 @@ bool repl_terms_start_over(struct journal_state *st, const char *why) {
     st->written_lsn = st->synced_lsn = st->pending_lsn = st->told_lsn = 0;
     st->unsynced_since_ns = 0;
     st->repl.acked_sent = 0;
+    st->repl.received_snap_lsn = 0;
+    st->repl.reset_unseen = true; /* until segments' REPL_RESET_DONE */
     st->repl.resyncs++;
     struct cr_msg msg = {.type = CR_MSG_REPL_RESET};
     if (st->peers == NULL || cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {

@@ -27,6 +27,7 @@ static _Atomic bool g_connected = false;
 static _Atomic uint32_t g_standbys = 0;
 static _Atomic uint64_t g_log_bytes = 0;
 static _Atomic uint64_t g_snapshot_lsn = 0;
+static _Atomic uint32_t g_diverged_kept = 0;
 static _Atomic uint64_t g_snapshot_unix_ms = 0;
 static _Atomic(struct cr_actor *) g_journal = NULL;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -112,6 +113,7 @@ void cr_role_get(struct cr_role_status *out) {
     out->log_bytes = atomic_load(&g_log_bytes);
     out->snapshot_lsn = atomic_load(&g_snapshot_lsn);
     out->snapshot_unix_ms = atomic_load(&g_snapshot_unix_ms);
+    out->diverged_kept = atomic_load(&g_diverged_kept);
     pthread_mutex_lock(&g_lock);
     memcpy(out->leader, g_leader, sizeof(out->leader));
     uint32_t n = g_list_count < out->standbys ? g_list_count : out->standbys;
@@ -189,6 +191,10 @@ void cr_role_note_storage(uint64_t log_bytes, uint64_t snapshot_lsn, uint64_t sn
     atomic_store_explicit(&g_log_bytes, log_bytes, memory_order_relaxed);
     atomic_store_explicit(&g_snapshot_lsn, snapshot_lsn, memory_order_relaxed);
     atomic_store_explicit(&g_snapshot_unix_ms, snapshot_unix_ms, memory_order_relaxed);
+}
+
+void cr_role_note_diverged(uint32_t kept) {
+    atomic_store_explicit(&g_diverged_kept, kept, memory_order_relaxed);
 }
 
 void cr_role_reset(void) {

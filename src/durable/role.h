@@ -73,6 +73,7 @@ struct cr_role_status {
     uint64_t log_bytes;
     uint64_t snapshot_lsn;
     uint64_t snapshot_unix_ms;
+    uint32_t diverged_kept;   /* DIR/diverged-<ms>/ directories kept (--keep-diverged) */
     struct cr_role_standby standby[CR_ROLE_STANDBYS_MAX]; /* the first `standbys` */
 };
 
@@ -140,6 +141,8 @@ void cr_role_note_lag(uint64_t records, uint64_t ms, bool connected);
 void cr_role_note_standbys(uint32_t count);
 void cr_role_note_standby_list(const struct cr_role_standby *list, uint32_t count);
 void cr_role_note_storage(uint64_t log_bytes, uint64_t snapshot_lsn, uint64_t snapshot_unix_ms);
+/* The journal: how many DIR/diverged-<ms>/ directories it keeps now. */
+void cr_role_note_diverged(uint32_t kept);
 
 /* Back to NONE, term 0 (tests; crescentd's start). */
 void cr_role_reset(void);

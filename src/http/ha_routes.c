@@ -17,6 +17,7 @@ json_t *cr_ha_json(void) {
     json_object_set_new(o, "log_bytes", json_integer((json_int_t)s.log_bytes));
     json_object_set_new(o, "snapshot_lsn", json_integer((json_int_t)s.snapshot_lsn));
     json_object_set_new(o, "snapshot_unix_ms", json_integer((json_int_t)s.snapshot_unix_ms));
+    json_object_set_new(o, "diverged_kept", json_integer((json_int_t)s.diverged_kept));
     if (s.role == CR_ROLE_STANDBY) {
         json_object_set_new(o, "leader", json_string(s.leader));
         json_object_set_new(o, "connected", json_boolean(s.connected));

@@ -25,7 +25,8 @@ enum cr_durable_msg_type {
     CR_MSG_DURABLE_TICK = CR_MSG_STORE_FIRST + 52,
     /* segments → journal: a snapshot begins at lsn (cr_msg_durable_append's
      * last_lsn; no block): the journal syncs the log so far, starts the next
-     * log at lsn + 1 and a snapshot file. */
+     * log after its last record (lsn + 1 on a leader; later on a standby
+     * whose journal took more of the stream) and a snapshot file. */
     CR_MSG_DURABLE_SNAPSHOT_BEGIN = CR_MSG_STORE_FIRST + 53,
     /* segments → journal: cr_msg_durable_append, a block of the snapshot's
      * records (segments first, then objects, a slice per round). */
@@ -49,6 +50,10 @@ enum cr_durable_msg_type {
      * store (every object, every logged segment); the leader's snapshot or
      * whole log follows. */
     CR_MSG_REPL_RESET = CR_MSG_STORE_FIRST + 60,
+    /* segments → journal: the store was emptied (REPL_RESET handled); the
+     * snapshot messages segments sent before it were of the state dropped,
+     * and the journal ignores them until this one (no body). */
+    CR_MSG_REPL_RESET_DONE = CR_MSG_STORE_FIRST + 61,
 };
 
 struct cr_msg_repl_role {

@@ -131,6 +131,7 @@ def test_former_leader_drops_its_unreplicated_tail_and_follows(etcd, nodes, tmp_
     assert metric(b, "crescent_journal_repl_resyncs_asked_total") >= 1
     aside = [p for p in os.listdir(state_a) if p.startswith("diverged-")]
     assert len(aside) == 1, os.listdir(state_a)
+    assert metric(a, "crescent_journal_diverged_kept") == 1  # --keep-diverged 2: kept
     assert any(n.endswith(".log") for n in os.listdir(os.path.join(state_a, aside[0])))
     assert "starting over from the leader's state" in a.text()
     # The new leader's writes keep reaching it.

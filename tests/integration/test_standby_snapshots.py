@@ -5,8 +5,9 @@ without bound), and a standby killed with -9 comes back from its snapshot
 and log with exactly the leader's objects, then follows on."""
 import json
 import signal
+import subprocess
 
-from conftest import free_port, http_get, wait_for
+from conftest import binary, free_port, http_get, wait_for
 from test_data_path import Store as StoreServer, stats
 from test_replication import Store, ha, leader_args, standby_args
 
@@ -52,3 +53,63 @@ def test_standby_snapshots_bound_its_log_and_serve_its_restart(daemon, tmp_path)
     assert len(want) == 200 - 67 + 30
     s.close()
     assert server.stop(signal.SIGKILL) is not None
+
+
+def metric(d, name):
+    status, body = http_get(d.port, "/metrics")
+    assert status == 200, (status, body)
+    for line in body.decode().splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def test_standby_snapshots_progress_under_a_continuous_stream(daemon, tmp_path):
+    """With the stream never idle (crescent-bench puts for the whole test), the
+    standby's journal has taken more than its store applied whenever a
+    snapshot begins: every snapshot its store begins is still written (the
+    records after the cut stay in the log it closes), and a restart from them
+    has the leader's objects."""
+    repl = f"127.0.0.1:{free_port()}"
+    native = free_port()
+    rpc_a, rpc_b = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    leader = daemon(*leader_args(tmp_path, rpc_a, repl, "--rpc-tcp-address",
+                                 f"127.0.0.1:{native}", mode="async"))
+    args_b = (*standby_args(tmp_path, "standby", rpc_b, repl), "--snapshot-every-records",
+              "400")
+    standby = daemon(*args_b)
+    wait_for(lambda: ha(standby)["connected"], "the standby following")
+    bench = subprocess.Popen(
+        [binary("crescent-bench"), "--workload", "put", "--connections", "64", "--rpc",
+         f"crescent://127.0.0.1:{native}", "--mount-fake", "--duration", "300", "--warmup",
+         "0", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: metric(standby, "crescent_journal_snapshots_total") >= 5,
+                 "five standby snapshots written under the stream", timeout=120)
+        assert bench.poll() is None, bench.stderr.read().decode()  # the stream never paused
+        begun = metric(standby, "crescent_segments_snapshots_begun_total")
+        written = metric(standby, "crescent_journal_snapshots_total")
+    finally:
+        bench.kill()  # its fake segment stays mounted: the objects stay
+        bench.wait(timeout=30)
+    # Each one its store began was written, but the one maybe still under way.
+    assert written >= begun - 1, (begun, written)
+    assert metric(standby, "crescent_journal_snapshots_skipped_total") == 0
+    state = tmp_path / "standby"
+    assert not (state / "store-0000000000000001.log").exists(), sorted(state.iterdir())
+
+    # Restarted from its snapshot and the logs after it: the same store.  (Its
+    # own count, not the leader's: puts the kill cut between PutStart and
+    # PutEnd are in the leader's store and never in the log.)
+    wait_for(lambda: ha(standby)["applied_lsn"] == ha(leader)["applied_lsn"],
+             "the standby caught up")
+    lsn = ha(leader)["applied_lsn"]
+    before = stats(standby)["objects"]
+    assert before > 0
+    standby.proc.kill()
+    standby.proc.wait()
+    standby = daemon(*args_b)
+    wait_for(lambda: ha(standby)["connected"] and ha(standby)["applied_lsn"] >= lsn,
+             "the restarted standby following", timeout=60)
+    assert ha(leader)["applied_lsn"] == lsn  # nothing was written meanwhile
+    assert stats(standby)["objects"] == before
