@@ -12,7 +12,11 @@
  *   durable_recover run DIR [ROUNDS]    ROUNDS (default 3) interleaved
  *        rounds of: the ceiling, then cr_durable_recover into a new store
  *        with crescentd's default table sizes; medians, and recovery's own
- *        phase times (read, replay into the image, materialize)
+ *        phase times (read, replay into the image, materialize); then,
+ *        on the restored store, a snapshot of it taken as crescentd takes
+ *        one (cr_durable_feed_snapshot_objects, SLICE objects a round):
+ *        each slice's wall and thread CPU time, the longest a round of the
+ *        store thread (and so a call waiting for it) is held by a snapshot
  *
  * Files are read from the page cache after the first round (the write
  * leaves them there): the figures are CPU cost, not the disk's. */
@@ -31,11 +35,14 @@
 #include "core/store_internal.h"
 #include "crescent/error.h"
 #include "durable/durable.h"
+#include "durable/feed.h"
 #include "durable/files.h"
 #include "durable/record.h"
 
 #define SEGMENTS 16u
 #define OBJECT_BYTES 4096u
+#define SLICE 4096u /* objects per round: segments' SNAPSHOT_SLICE_OBJECTS */
+#define SLICES_MAX (1u << 14)
 
 static const struct cr_uuid OWNER = {{0xC1, 0x5E}};
 
@@ -195,23 +202,6 @@ static uint64_t ceiling_ns(const char *dir, uint64_t *bytes, uint64_t *records) 
     return bench_now_ns() - t0;
 }
 
-static uint64_t recover_ns(const char *dir, struct cr_durable_recovery *out) {
-    cr_store_config cfg;
-    cr_store_config_default(&cfg); /* crescentd's defaults: 16 M objects of room */
-    cr_store *store;
-    if (cr_store_create(&cfg, NULL, &store) != CR_OK) die("cr_store_create");
-    char err[1024];
-    uint64_t t0 = bench_now_ns();
-    int rc = cr_durable_recover(dir, store, 1000, out, err, sizeof(err));
-    uint64_t ns = bench_now_ns() - t0;
-    if (rc != CR_OK) {
-        fprintf(stderr, "durable_recover: %s\n", err);
-        exit(1);
-    }
-    cr_store_destroy(store);
-    return ns;
-}
-
 /* User + system CPU time of the process: on a shared, loaded machine the
  * steadier figure (wall time there is mostly waiting for a core). */
 static uint64_t cpu_ns(void) {
@@ -221,13 +211,109 @@ static uint64_t cpu_ns(void) {
            ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
 }
 
+/* Resident bytes now (/proc/self/statm): the store's state after a
+ * restore, once the replay image is given back. */
+static uint64_t rss_bytes(void) {
+    unsigned long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) { return bench_u64_compare(a, b); }
+
+/* A slice's times, sorted: p50, p99, p99.9 and max. */
+struct slices {
+    uint64_t n, wall[4], cpu[4];
+    uint64_t state_bytes; /* resident bytes the restored store added */
+};
+
+static void quantiles(uint64_t *v, uint64_t n, uint64_t out[4]) {
+    qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+    const double q[3] = {0.50, 0.99, 0.999};
+    for (int i = 0; i < 3; i++) out[i] = v[(uint64_t)(q[i] * (double)(n - 1))];
+    out[3] = v[n - 1];
+}
+
+/* Takes a snapshot of the whole store a slice at a time, as segments does
+ * (the block of each slice handed off, as to the journal). */
+static void snapshot_slices(const cr_store *store, uint32_t max_segments, struct slices *out) {
+    static uint64_t wall[SLICES_MAX], cpu[SLICES_MAX];
+    struct cr_durable_feed feed;
+    if (cr_durable_feed_init(&feed, 1, max_segments, NULL) != CR_OK) die("feed");
+    uint32_t cursor = 0;
+    uint64_t count = 0, n = 0;
+    bool done = false;
+    while (!done && n < SLICES_MAX) {
+        struct cr_buf buf;
+        cr_buf_init(&buf);
+        uint64_t t0 = bench_now_ns(), c0 = thread_cpu_ns();
+        done = cr_durable_feed_snapshot_objects(&feed, store, 1000, 1, &cursor, SLICE, &buf,
+                                                &count);
+        size_t len;
+        void *block = cr_buf_ok(&buf) ? cr_buf_take(&buf, &len) : NULL;
+        cpu[n] = thread_cpu_ns() - c0;
+        wall[n++] = bench_now_ns() - t0;
+        free(block);
+        cr_buf_free(&buf);
+    }
+    cr_durable_feed_free(&feed);
+    out->n = n;
+    quantiles(wall, n, out->wall);
+    quantiles(cpu, n, out->cpu);
+}
+
+/* Recovery's wall time; its CPU time into *cpu (the snapshot pass after it
+ * and the store's destruction not counted). */
+static uint64_t recover_ns(const char *dir, struct cr_durable_recovery *out,
+                           struct slices *slices, uint64_t *cpu) {
+    cr_store_config cfg;
+    cr_store_config_default(&cfg); /* crescentd's defaults: 16 M objects of room */
+    cr_store *store;
+    uint64_t rss0 = rss_bytes();
+    if (cr_store_create(&cfg, NULL, &store) != CR_OK) die("cr_store_create");
+    char err[1024];
+    uint64_t t0 = bench_now_ns(), c0 = cpu_ns();
+    int rc = cr_durable_recover(dir, store, 1000, out, err, sizeof(err));
+    uint64_t ns = bench_now_ns() - t0;
+    *cpu = cpu_ns() - c0;
+    if (rc != CR_OK) {
+        fprintf(stderr, "durable_recover: %s\n", err);
+        exit(1);
+    }
+    uint64_t state = rss_bytes() - rss0;
+    snapshot_slices(store, cfg.max_segments, slices);
+    slices->state_bytes = state;
+    cr_store_destroy(store);
+    return ns;
+}
+
+/* The 1-minute load average: the machine is shared, and every figure is
+ * printed beside it. */
+static double load1(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 static double peak_rss_mib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_maxrss / 1024.0;
 }
-
-static int cmp_u64(const void *a, const void *b) { return bench_u64_compare(a, b); }
 
 static uint64_t median(uint64_t *v, int n) {
     qsort(v, (size_t)n, sizeof(*v), cmp_u64);
@@ -237,22 +323,31 @@ static uint64_t median(uint64_t *v, int n) {
 static void run(const char *dir, int rounds) {
     uint64_t ceil[16], rec[16], read[16], replay[16], mat[16], ceil_cpu[16], rec_cpu[16];
     struct cr_durable_recovery r = {0};
+    struct slices sl[16];
     uint64_t bytes = 0, records = 0;
     for (int i = 0; i < rounds; i++) {
         uint64_t c0 = cpu_ns();
         ceil[i] = ceiling_ns(dir, &bytes, &records);
         uint64_t c1 = cpu_ns();
-        rec[i] = recover_ns(dir, &r);
+        rec[i] = recover_ns(dir, &r, &sl[i], &rec_cpu[i]);
         ceil_cpu[i] = c1 - c0;
-        rec_cpu[i] = cpu_ns() - c1;
         read[i] = r.read_ns;
         replay[i] = r.replay_ns;
         mat[i] = r.materialize_ns;
-        printf("round %d: ceiling %.3f s (cpu %.3f), recovery %.3f s (cpu %.3f; read %.3f, "
-               "replay %.3f, materialize %.3f), peak RSS %.0f MiB\n",
-               i + 1, (double)ceil[i] / 1e9, (double)ceil_cpu[i] / 1e9, (double)rec[i] / 1e9,
-               (double)rec_cpu[i] / 1e9, (double)read[i] / 1e9,
+        printf("round %d (load %.1f): ceiling %.3f s (cpu %.3f), recovery %.3f s (cpu %.3f; "
+               "read %.3f, replay %.3f, materialize %.3f), peak RSS %.0f MiB\n",
+               i + 1, load1(), (double)ceil[i] / 1e9, (double)ceil_cpu[i] / 1e9,
+               (double)rec[i] / 1e9, (double)rec_cpu[i] / 1e9, (double)read[i] / 1e9,
                (double)replay[i] / 1e9, (double)mat[i] / 1e9, peak_rss_mib());
+        printf("  the restored store: %.0f MiB resident, %.0f bytes per object\n",
+               (double)sl[i].state_bytes / 1048576.0,
+               (double)sl[i].state_bytes / (double)(r.objects > 0 ? r.objects : 1));
+        printf("  snapshot of it, %" PRIu64 " slices of %u objects: wall p50 %.2f ms, p99 %.2f, "
+               "p99.9 %.2f, max %.2f; CPU p50 %.2f ms, p99 %.2f, p99.9 %.2f, max %.2f\n",
+               sl[i].n, SLICE, (double)sl[i].wall[0] / 1e6, (double)sl[i].wall[1] / 1e6,
+               (double)sl[i].wall[2] / 1e6, (double)sl[i].wall[3] / 1e6,
+               (double)sl[i].cpu[0] / 1e6, (double)sl[i].cpu[1] / 1e6,
+               (double)sl[i].cpu[2] / 1e6, (double)sl[i].cpu[3] / 1e6);
         fflush(stdout);
     }
     uint64_t c = median(ceil, rounds), m = median(rec, rounds);

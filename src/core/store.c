@@ -164,6 +164,24 @@ void *cr_store_map_zeroed(size_t bytes) {
     return p;
 }
 
+/* Mapped with 2 MiB to spare and trimmed to a 2 MiB boundary: the kernel
+ * backs only whole aligned 2 MiB ranges with huge pages. */
+void *cr_store_map_huge(size_t bytes) {
+    assert(bytes > 0);
+    const size_t huge = 2u << 20;
+    size_t span = bytes + huge;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    char *aligned = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+    if (aligned > p) munmap(p, (size_t)(aligned - p));
+    size_t tail = (size_t)(p + span - (aligned + bytes));
+    if (tail > 0) munmap(aligned + bytes, tail);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(aligned, bytes, MADV_HUGEPAGE); /* a hint: refused where THP is off */
+#endif
+    return aligned;
+}
+
 void cr_store_unmap(void *p, size_t bytes) {
     if (p != NULL) munmap(p, bytes);
 }
@@ -231,7 +249,15 @@ void cr_store_destroy(cr_store *s) {
     for (uint32_t i = 0; s->segments != NULL && i < s->cfg.max_segments; i++) {
         if (s->segments[i].in_use) cr_store_segment_release(s, i);
     }
-    for (uint32_t i = 0; s->chunks != NULL && i < s->chunk_count; i++) free(s->chunks[i]);
+    for (uint32_t i = 0; s->chunks != NULL && i < s->chunk_count; i++) {
+        bool mapped = false;
+        for (uint32_t r = 0; r < s->slab_region_count; r++)
+            mapped = mapped || (i >= s->slab_regions[r].first &&
+                                i - s->slab_regions[r].first < s->slab_regions[r].count);
+        if (!mapped) free(s->chunks[i]);
+    }
+    for (uint32_t r = 0; r < s->slab_region_count; r++)
+        cr_store_unmap(s->slab_regions[r].base, s->slab_regions[r].bytes);
     for (uint32_t i = 0; i < s->tenant_high; i++) free(s->tenants[i].name);
     free(s->chunks);
     cr_store_unmap(s->table, ((size_t)s->table_mask + 1) * sizeof(*s->table));

@@ -158,6 +158,9 @@ struct cr_store_slot {
  * 16 M objects take. */
 #define CR_STORE_INDEX_SLOTS_MIN (1u << 14)
 
+/* Regions of chunks a restore maps at once (cr_store_slab_reserve). */
+#define CR_STORE_SLAB_REGIONS_MAX 8u
+
 struct cr_store {
     cr_store_config cfg;
     struct cr_store_event_sink sink;
@@ -166,6 +169,14 @@ struct cr_store {
 
     struct cr_store_obj **chunks; /* max_objects / CHUNK rounded up */
     uint32_t chunk_count;         /* chunks allocated */
+    /* Chunks mapped together by cr_store_slab_reserve (not calloc'd one by
+     * one): chunks [first, first + count) lie in one mapping of `bytes`. */
+    struct cr_store_slab_region {
+        void *base;
+        size_t bytes;
+        uint32_t first, count;
+    } slab_regions[CR_STORE_SLAB_REGIONS_MAX];
+    uint32_t slab_region_count;
     uint32_t slab_high;           /* slots ever handed out */
     uint32_t lease_census_cursor; /* cr_store_lease_census_step: next slot */
     uint64_t lease_census_partial;/* leases counted by the walk under way */
@@ -284,6 +295,9 @@ static inline bool cr_uuid_equal(const struct cr_uuid *a, const struct cr_uuid *
  * (see store.c for why); NULL when the kernel refuses it. */
 void *cr_store_map_zeroed(size_t bytes);
 void cr_store_unmap(void *p, size_t bytes);
+/* Like cr_store_map_zeroed, but 2 MiB-aligned and not touched: each 2 MiB
+ * faults in once, as one huge page where the kernel gives them. */
+void *cr_store_map_huge(size_t bytes);
 int cr_store_tenant_lookup(const cr_store *store, const char *tenant); /* -1 unknown */
 uint64_t cr_store_tenant_seed(const char *tenant); /* the seed of its keys' hashes */
 /* Finds or adds a tenant; a new one holds no reference yet, so the caller
@@ -306,6 +320,10 @@ int cr_store_index_reserve(cr_store *store);
 /* The same for `more` objects at once (a restore sizes it once); grows to
  * at most the index's ceiling, where the last insert fails as above. */
 int cr_store_index_reserve_for(cr_store *store, uint64_t more);
+/* Maps the slab chunks `more` new objects need beyond those allocated, in
+ * one region hinted to huge pages (store_objects.c).  CR_OK, or
+ * CR_ERR_NOMEM (nothing changed: the slab grows chunk by chunk as before). */
+int cr_store_slab_reserve(cr_store *store, uint64_t more);
 uint32_t cr_store_obj_find(const cr_store *store, uint16_t tenant, const char *key,
                            uint32_t key_len, uint64_t hash);
 uint64_t cr_store_key_hash(const cr_store *store, uint16_t tenant, const char *key,

@@ -151,5 +151,17 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
 int cr_store_restore_reserve(cr_store *store, uint64_t objects) {
     assert(store != NULL);
     uint64_t room = store->cfg.max_objects - store->object_count;
-    return cr_store_index_reserve_for(store, objects < room ? objects : room);
+    if (objects > room) objects = room;
+    int rc = cr_store_index_reserve_for(store, objects);
+    int slab = cr_store_slab_reserve(store, objects);
+    return rc != CR_OK ? rc : slab;
+}
+
+void cr_store_restore_prefetch(const cr_store *store, const char *tenant, const char *key,
+                               uint32_t key_len) {
+    assert(store != NULL && tenant != NULL && key != NULL);
+    int t = cr_store_tenant_lookup(store, tenant);
+    if (t < 0) return;
+    uint64_t hash = cr_store_key_hash(store, (uint16_t)t, key, key_len);
+    __builtin_prefetch(&store->table[cr_store_home(store, hash)], 1);
 }

@@ -50,8 +50,16 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
 
 /* Sizes the key index for `objects` more objects (at most max_objects in
  * all) before restoring them: one rehash instead of a doubling every time
- * the count crosses a power of two.  Returns CR_OK or CR_ERR_NOMEM (the
- * restore then grows it as it goes, or fails where it would have). */
+ * the count crosses a power of two; and maps the object slab's chunks for
+ * them in one region of huge pages (cr_store_slab_reserve).  Returns CR_OK
+ * or CR_ERR_NOMEM (the restore then grows each as it goes, or fails where
+ * it would have). */
 int cr_store_restore_reserve(cr_store *store, uint64_t objects);
+
+/* A hint before restoring (tenant, key) a few objects later: starts the
+ * load of the key index slot it probes, so that a restore of millions of
+ * objects does not wait for one cache miss per object.  Changes nothing. */
+void cr_store_restore_prefetch(const cr_store *store, const char *tenant, const char *key,
+                               uint32_t key_len);
 
 #endif

@@ -448,6 +448,24 @@ void cr_durable_image_order_free(struct cr_durable_image_ref *refs, uint64_t cou
     big_free(refs, (count > 0 ? count : 1) * sizeof(*refs));
 }
 
+void cr_durable_image_ref_prefetch(const struct cr_durable_image_ref *ref) {
+    const char *e = ref->entry;
+    __builtin_prefetch(e);
+    __builtin_prefetch(e + 64);
+    __builtin_prefetch(e + 128);
+}
+
+void cr_durable_image_ref_key(const struct cr_durable_image_ref *ref, const char **tenant,
+                              const char **key, uint32_t *key_len) {
+    assert(ref != NULL && ref->entry != NULL && tenant != NULL && key != NULL);
+    const struct entry *e = ref->entry;
+    size_t tn = strnlen((const char *)e->data, e->key_len);
+    assert(tn < e->key_len); /* object_key wrote tenant, NUL, key */
+    *tenant = (const char *)e->data;
+    *key = (const char *)e->data + tn + 1;
+    *key_len = e->key_len - (uint32_t)tn - 1;
+}
+
 void cr_durable_image_ref_decode(const struct cr_durable_image_ref *ref,
                                  struct cr_durable_record *out) {
     assert(ref != NULL && ref->entry != NULL && out != NULL);

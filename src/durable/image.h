@@ -78,6 +78,15 @@ int cr_durable_image_restore_order(const struct cr_durable_image *img,
                                    struct cr_durable_image_ref **out, uint64_t *count);
 void cr_durable_image_order_free(struct cr_durable_image_ref *refs, uint64_t count);
 
+/* Starts loading the entry `ref` stands for (a restore walks millions of
+ * them in an order the arena was not written in). */
+void cr_durable_image_ref_prefetch(const struct cr_durable_image_ref *ref);
+
+/* The tenant (NUL-terminated) and key of the object `ref` stands for,
+ * pointing into the image (valid while it is unchanged). */
+void cr_durable_image_ref_key(const struct cr_durable_image_ref *ref, const char **tenant,
+                              const char **key, uint32_t *key_len);
+
 /* Decodes the object `ref` stands for. */
 void cr_durable_image_ref_decode(const struct cr_durable_image_ref *ref,
                                  struct cr_durable_record *out);

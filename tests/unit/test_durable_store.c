@@ -368,6 +368,71 @@ static void test_restore_refusals(void **unused) {
     cr_store_destroy(s);
 }
 
+/* A restore maps the slab for the objects it announces in one region
+ * (cr_store_restore_reserve); objects beyond it go to chunks allocated one
+ * by one after it.  Every object, in each chunk of the region and past it,
+ * across removals and new puts, keeps its own key and replica, and the
+ * store frees both kinds of chunk (free() of a mapped one aborts). */
+static void test_reserved_slab_then_grown(void **unused) {
+    (void)unused;
+    /* ids 0..8999 in a region of 3 chunks (to id 12287); then 5,000 puts,
+     * into the 1,286 ids the removals freed, the region's rest, and a
+     * fourth chunk allocated alone (ids 12288..12713) */
+    enum { RESTORED = 9000, PUT = 5000 };
+    static const char *const segs[3] = {"seg-a", "seg-b", "seg-c"};
+    cr_store *s = make_store(NULL);
+    for (uint32_t i = 0; i < 3; i++) mount(s, &CLIENT_A, segs[i], (uint64_t)(i + 1) << 40);
+    mount(s, &CLIENT_A, "seg-d", 4ull << 40);
+    mount(s, &CLIENT_A, "seg-e", 5ull << 40);
+    assert_int_equal(cr_store_restore_reserve(s, RESTORED), CR_OK);
+    assert_int_equal(cr_store_restore_reserve(s, RESTORED), CR_OK); /* room already there */
+    char key[32];
+    for (uint32_t i = 0; i < RESTORED; i++) {
+        snprintf(key, sizeof(key), "restored-%u", i);
+        cr_store_restore_prefetch(s, "", key, (uint32_t)strlen(key)); /* a hint, no change */
+        struct cr_store_restore_object o = {.tenant = "", .key = key,
+                                            .key_len = (uint32_t)strlen(key), .size = 256,
+                                            .has_checksum = true, .checksum = i,
+                                            .replica_count = 1};
+        o.replicas[0] = (struct cr_store_restore_replica){
+            .segment = segs[i % 3], .offset = (uint64_t)(i / 3) * 256, .size = 256};
+        uint32_t dropped = 0;
+        assert_int_equal(cr_store_restore_object(s, &o, 0, &dropped), CR_OK);
+    }
+    for (uint32_t i = 0; i < RESTORED; i += 7) { /* freed ids are taken again first */
+        snprintf(key, sizeof(key), "restored-%u", i);
+        assert_int_equal(cr_store_remove(s, "default", key, (uint32_t)strlen(key), true, 0),
+                         CR_OK);
+    }
+    for (uint32_t i = 0; i < PUT; i++) {
+        snprintf(key, sizeof(key), "put-%u", i);
+        struct cr_store_put_params p = {.key = key, .key_len = (uint32_t)strlen(key),
+                                        .value_length = 100, .replica_num = 1,
+                                        .preferred_segment = i % 2 ? "seg-d" : "seg-e"};
+        struct cr_store_replica_list list;
+        assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 0, &list), CR_OK);
+    }
+    for (uint32_t i = 0; i < RESTORED; i++) {
+        snprintf(key, sizeof(key), "restored-%u", i);
+        struct cr_store_object_view v;
+        int rc = cr_store_object_find(s, "default", key, (uint32_t)strlen(key), 0, &v);
+        if (i % 7 == 0) {
+            assert_int_equal(rc, CR_ERR_OBJECT_NOT_FOUND);
+            continue;
+        }
+        assert_int_equal(rc, CR_OK);
+        assert_int_equal(v.key_len, strlen(key));
+        assert_memory_equal(v.key, key, v.key_len);
+        assert_int_equal(v.replicas.checksum, i);
+        assert_int_equal(v.replicas.replicas[0].buffer,
+                         ((uint64_t)(i % 3 + 1) << 40) + (uint64_t)(i / 3) * 256);
+    }
+    struct cr_store_stats st;
+    cr_store_get_stats(s, 0, &st);
+    assert_int_equal(st.object_count, RESTORED - (RESTORED + 6) / 7 + PUT);
+    cr_store_destroy(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_through_log),
@@ -375,6 +440,7 @@ int main(void) {
         cmocka_unit_test(test_volatile_segment_left_out),
         cmocka_unit_test(test_snapshot_fuzzy_cut),
         cmocka_unit_test(test_restore_refusals),
+        cmocka_unit_test(test_reserved_slab_then_grown),
     };
     return cmocka_run_group_tests_name("durable_store", tests, NULL, NULL);
 }
