@@ -768,8 +768,9 @@ static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply 
     uint32_t gone = 0;
     for (uint32_t i = 0; i < apply->count && !st->standby; i++) { /* a standby: its leader evicts */
         const struct cr_evict_candidate *v = &apply->victims[i];
+        uint64_t unsent = st->offloads_unsent;
         if (segments_offload_victim(st, v)) { /* to its server's SSD, not dropped */
-            gone++;
+            gone += st->offloads_unsent == unsent; /* handed over, not kept for the next pass */
             continue;
         }
         if (cr_store_evict(st->store, v->object_id, v->generation, st->now_ms))
