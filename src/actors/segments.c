@@ -41,12 +41,14 @@
 #include "msgs/task_msgs.h"
 #include "actors/segments_internal.h"
 #include "actors/segments_drain.h"
+#include "actors/segments_mc.h"
 #include "actors/segments_recent.h"
 #include "http/mooncake_quotas.h"
 #include "durable/role.h"
 
 static const char *const segments_views[] = {"rpc",          "rpc_tcp",     "rpc_shm",
-                                             "mooncake_rpc", "store_calls", NULL};
+                                             "mooncake_rpc", "store_calls", "mooncake_calls",
+                                             NULL};
 
 /* The "store_calls" view: refusals of the single-key and segment calls
  * (every endpoint's: ZMQ, native, shm, Mooncake's), as Mooncake counts its
@@ -324,6 +326,7 @@ static void on_task_create(struct segments_state *st, struct cr_msg *ask,
         cr_task_call_refuse(call, CR_ERR_AGAIN, "the tasks actor is busy or stopping; retry");
     }
     st->call_errors++;
+    segments_mc_note_task_refused(&st->mc, call->method);
     if (call->reply_to == NULL) {
         st->replies_dropped++;
         cr_master_call_free(call);
@@ -389,6 +392,7 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
     uint64_t changes = st->feed.changes;
     int rc = cr_rpc_methods_run(&run, call);
     if (rc != CR_OK) st->call_errors++, count_failure(st, call, rc);
+    segments_mc_note_call(&st->mc, call->method, rc, &run.outcome);
     if (st->feed_on && (call->method == CRESCENT__MASTER__METHOD__MOUNT_SEGMENT ||
                         call->method == CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT ||
                         call->method == CRESCENT__MASTER__METHOD__UNMOUNT_SEGMENT))
@@ -761,14 +765,20 @@ static void on_evict_poll(struct segments_state *st, const struct cr_msg_evict_p
 }
 
 static void on_evict_apply(struct segments_state *st, struct cr_msg_evict_apply *apply) {
+    uint32_t gone = 0;
     for (uint32_t i = 0; i < apply->count && !st->standby; i++) { /* a standby: its leader evicts */
         const struct cr_evict_candidate *v = &apply->victims[i];
-        if (segments_offload_victim(st, v)) continue; /* to its server's SSD, not dropped */
+        uint64_t unsent = st->offloads_unsent;
+        if (segments_offload_victim(st, v)) { /* to its server's SSD, not dropped */
+            gone += st->offloads_unsent == unsent; /* handed over, not kept for the next pass */
+            continue;
+        }
         if (cr_store_evict(st->store, v->object_id, v->generation, st->now_ms))
-            st->evictions_applied++;
+            st->evictions_applied++, gone++;
         else
             st->evictions_refused++; /* leased, re-pinned or gone since the sample */
     }
+    if (apply->count > 0 && !st->standby) segments_mc_note_evict_pass(&st->mc, gone);
     free(apply->victims);
 }
 
@@ -959,6 +969,12 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
         for (size_t i = 0; i < sizeof(failure_stats) / sizeof(failure_stats[0]); i++)
             add_stat(out, failure_stats[i].stat, st->method_failures[failure_stats[i].method]);
         add_stat(out, "put_start_no_room_total", st->put_start_no_room);
+        return;
+    }
+    if (out->view > 0 && strcmp(out->name, "mooncake_calls") == 0) {
+        struct cr_store_stats s;
+        cr_store_get_stats(st->store, cr_runtime_now_ns(cr_actor_runtime(self)) / 1000000u, &s);
+        segments_mc_stats(&st->mc, &s, st->method_failures, out);
         return;
     }
     if (out->view > 0) {

@@ -22,6 +22,7 @@
 #include "rpc/edge.h"
 #include "rpc/rpc_codec.h"
 #include "rpc/rpc_methods.h"
+#include "actors/segments_mc.h"
 #include "runtime/wait_timer.h"
 
 #define SEGMENTS_TICK_NS 1000000000ull /* client expiry period */
@@ -218,6 +219,7 @@ struct segments_state {
      * want of room (master_put_start_alloc_failures_total). */
     uint64_t method_failures[CR_RPC_METHOD_SLOTS];
     uint64_t put_start_no_room;
+    struct segments_mc_counts mc; /* Mooncake's other counts (segments_mc.c) */
 };
 
 /* segments.c: a finished call goes back to its edge or gateway. */

@@ -95,6 +95,10 @@ struct tasks_state {
     uint64_t unsent;          /* calls waiting there now */
     uint64_t replies_delayed; /* times a reply had to wait there */
     uint64_t replies_lost;    /* replies to a gateway that was stopping */
+    /* Calls answered with a refusal here, by method (Mooncake's
+     * master_{create_copy,create_move,query,fetch,update}_task(s)_failures_total). */
+    uint64_t refused_create_copy, refused_create_move, refused_query, refused_fetch,
+        refused_mark;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -193,9 +197,21 @@ static void answer(struct tasks_state *st, struct cr_master_call *call, Protobuf
     reply_as_is(st, call);
 }
 
+static void count_refusal(struct tasks_state *st, uint16_t method) {
+    switch (method) {
+    case CRESCENT__MASTER__METHOD__CREATE_COPY_TASK: st->refused_create_copy++; break;
+    case CRESCENT__MASTER__METHOD__CREATE_MOVE_TASK: st->refused_create_move++; break;
+    case CRESCENT__MASTER__METHOD__QUERY_TASK: st->refused_query++; break;
+    case CRESCENT__MASTER__METHOD__FETCH_TASKS: st->refused_fetch++; break;
+    case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE: st->refused_mark++; break;
+    default: break;
+    }
+}
+
 /* Answers a call with only a status and a reason. */
 static void answer_status(struct tasks_state *st, struct cr_master_call *call, int status,
                           const char *why) {
+    if (status != CR_OK) count_refusal(st, call->method);
     const struct cr_rpc_method *m = cr_rpc_method_find(call->method);
     assert(m != NULL);
     _Alignas(max_align_t) uint8_t storage[256];
@@ -293,6 +309,7 @@ static void on_create(struct tasks_state *st, struct cr_master_call *call,
                  "at once (--task-max-in-flight); retry when some finish, or raise the flag",
                  st->max_in_flight);
         cr_task_call_refuse(call, rc, why);
+        count_refusal(st, call->method);
         reply_as_is(st, call);
         return;
     }
@@ -780,6 +797,11 @@ static void tasks_stats(struct cr_actor *self, void *arg, struct cr_actor_stats 
     add_stat(out, "replies_waiting", st->unsent);
     add_stat(out, "replies_delayed_total", st->replies_delayed);
     add_stat(out, "replies_lost_total", st->replies_lost);
+    add_stat(out, "failures_create_copy_task_total", st->refused_create_copy);
+    add_stat(out, "failures_create_move_task_total", st->refused_create_move);
+    add_stat(out, "failures_query_task_total", st->refused_query);
+    add_stat(out, "failures_fetch_tasks_total", st->refused_fetch);
+    add_stat(out, "failures_mark_task_to_complete_total", st->refused_mark);
 }
 
 static void tasks_round_end(struct cr_actor *self, void *arg) {

@@ -683,6 +683,16 @@ struct cr_store_stats {
     uint64_t offloads_done;       /* of those, committed: local_disk replica recorded */
     uint64_t offloads_failed;     /* ended without one (failed, lost, object gone) */
     uint64_t ssd_capacity_bytes;  /* the SSD tiers mounted segments' servers announced */
+    /* Counted as active_leases is (exactly, or by the census past
+     * CR_STORE_STATS_EXACT_SLOTS): soft-pinned objects now, and complete
+     * objects with a complete memory replica, and with a complete file
+     * (DISK or LOCAL_DISK) replica (Mooncake's mem_/file_cache_nums_). */
+    uint64_t soft_pinned;
+    uint64_t mem_cached_objects;
+    uint64_t file_cached_objects;
+    uint64_t put_partial_allocations; /* PutStarts that placed fewer replicas than asked */
+    uint64_t discards_released;       /* preempted puts whose parked replicas were freed */
+    uint64_t discarded_put_bytes;     /* bytes of preempted puts' replicas still parked */
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 

@@ -165,6 +165,7 @@ uint64_t cr_store_reclaim_discarded(cr_store *store, uint64_t now_ms) {
             continue;
         }
         bytes += d->replica.size;
+        store->counters.discards_released += d->put == CR_STORE_DISCARD_PUT_FIRST;
         cr_store_replica_release(store, &d->replica);
         *d = store->discarded[--store->discarded_count];
     }

@@ -142,7 +142,12 @@ struct cr_store_quota {
 struct cr_store_discarded {
     uint64_t put_start_ms;
     struct cr_store_replica replica;
+    /* A preempted put's replicas (preempt): the first of them is the put
+     * (Mooncake counts released PutStarts, not replicas); 0 for a task's
+     * reserved replica, which is no put. */
+    uint8_t put; /* 0, CR_STORE_DISCARD_PUT_FIRST or _MORE */
 };
+enum { CR_STORE_DISCARD_PUT_FIRST = 1, CR_STORE_DISCARD_PUT_MORE = 2 };
 
 /* Open-addressing slot: the high 32 hash bits, object id + 1.  A key's home
  * slot is the top bits of hash_hi (cr_store_home), so the index can double
@@ -181,6 +186,11 @@ struct cr_store {
     uint32_t lease_census_cursor; /* cr_store_lease_census_step: next slot */
     uint64_t lease_census_partial;/* leases counted by the walk under way */
     uint64_t lease_census;        /* the last whole walk's count */
+    /* The same walk's soft-pinned objects, and objects with a complete
+     * memory / file (disk or SSD) replica: partial and last whole. */
+    uint64_t soft_pin_census_partial, soft_pin_census;
+    uint64_t mem_cached_census_partial, mem_cached_census;
+    uint64_t file_cached_census_partial, file_cached_census;
     uint32_t free_head;           /* free list of recycled slots */
     uint32_t object_count;
 

@@ -244,7 +244,7 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
         if (rep->status == CR_REPLICA_PROCESSING &&
             store->discarded_count < store->cfg.max_discarded)
             store->discarded[store->discarded_count++] = (struct cr_store_discarded){
-                obj->task_reserved_ms + (task > release ? task - release : 0), *rep};
+                obj->task_reserved_ms + (task > release ? task - release : 0), *rep, 0};
         else
             cr_store_replica_release(store, rep);
     }
@@ -651,8 +651,9 @@ static void preempt(cr_store *store, uint32_t id) {
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     for (uint32_t r = 0; r < obj->replica_count; r++) {
         assert(store->discarded_count < store->cfg.max_discarded);
-        store->discarded[store->discarded_count++] =
-            (struct cr_store_discarded){obj->put_start_ms, obj->replicas[r]};
+        store->discarded[store->discarded_count++] = (struct cr_store_discarded){
+            obj->put_start_ms, obj->replicas[r],
+            r == 0 ? CR_STORE_DISCARD_PUT_FIRST : CR_STORE_DISCARD_PUT_MORE};
     }
     store->counters.zombies_preempted++;
     obj_free_ex(store, id, false);
@@ -742,6 +743,8 @@ static int put_start_once(cr_store *store, const struct cr_uuid *client,
         plan_unwind(store, &plan);
         return rc;
     }
+    /* Placed fewer than asked: Mooncake's best-effort degradation too. */
+    if (plan.count < p->replica_num) store->counters.put_partial_allocations++;
     cr_store_obj_fill_list(store, cr_store_obj_at(store, id), false, out);
     return CR_OK;
 }

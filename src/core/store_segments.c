@@ -318,6 +318,29 @@ int cr_store_segment_find(const cr_store *store, const char *name,
     return CR_OK;
 }
 
+/* What cr_store_get_stats counts object by object (exactly for small
+ * tables, by the census walk past CR_STORE_STATS_EXACT_SLOTS). */
+struct census {
+    uint64_t leased, soft_pinned, mem_cached, file_cached;
+};
+
+static void census_add(const cr_store *store, uint32_t id, uint64_t now_ms, struct census *c) {
+    const struct cr_store_obj *obj = cr_store_obj_at(store, id);
+    if (obj->state == CR_OBJ_FREE) return;
+    c->leased += cr_store_obj_leased(obj, now_ms);
+    c->soft_pinned += cr_store_obj_soft_pinned(store, obj, now_ms);
+    if (obj->state != CR_OBJ_COMPLETE) return;
+    bool mem = false, file = false;
+    for (uint32_t r = 0; r < obj->replica_count; r++) {
+        const struct cr_store_replica *rep = &obj->replicas[r];
+        if (rep->status != CR_REPLICA_COMPLETE) continue;
+        if (rep->medium == CR_MEDIUM_MEMORY) mem = true;
+        else if (rep->medium == CR_MEDIUM_DISK || rep->medium == CR_MEDIUM_LOCAL_DISK) file = true;
+    }
+    c->mem_cached += mem;
+    c->file_cached += file;
+}
+
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out) {
     assert(store != NULL && out != NULL);
     *out = store->counters;
@@ -340,13 +363,20 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
     out->ssd_capacity_bytes = 0;
     for (uint32_t i = 0; i < store->mounted_count; i++)
         out->ssd_capacity_bytes += store->segments[store->mounted[i]].ssd_capacity;
+    out->discarded_put_bytes = 0;
+    for (uint32_t i = 0; i < store->discarded_count; i++)
+        if (store->discarded[i].put != 0) out->discarded_put_bytes += store->discarded[i].replica.size;
     out->active_leases = store->lease_census;
+    out->soft_pinned = store->soft_pin_census;
+    out->mem_cached_objects = store->mem_cached_census;
+    out->file_cached_objects = store->file_cached_census;
     if (store->slab_high > CR_STORE_STATS_EXACT_SLOTS) return;
-    out->active_leases = 0;
-    for (uint32_t id = 0; id < store->slab_high; id++) {
-        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
-        if (obj->state != CR_OBJ_FREE && cr_store_obj_leased(obj, now_ms)) out->active_leases++;
-    }
+    struct census c = {0};
+    for (uint32_t id = 0; id < store->slab_high; id++) census_add(store, id, now_ms, &c);
+    out->active_leases = c.leased;
+    out->soft_pinned = c.soft_pinned;
+    out->mem_cached_objects = c.mem_cached;
+    out->file_cached_objects = c.file_cached;
 }
 
 bool cr_store_lease_census_step(cr_store *store, uint64_t now_ms, uint32_t slots_max) {
@@ -354,15 +384,22 @@ bool cr_store_lease_census_step(cr_store *store, uint64_t now_ms, uint32_t slots
     uint32_t id = store->lease_census_cursor;
     if (id > store->slab_high) id = store->slab_high; /* the table shrank under the walk */
     uint32_t end = store->slab_high - id > slots_max ? id + slots_max : store->slab_high;
-    for (; id < end; id++) {
-        const struct cr_store_obj *obj = cr_store_obj_at(store, id);
-        if (obj->state != CR_OBJ_FREE && cr_store_obj_leased(obj, now_ms))
-            store->lease_census_partial++;
-    }
+    struct census c = {.leased = store->lease_census_partial,
+                       .soft_pinned = store->soft_pin_census_partial,
+                       .mem_cached = store->mem_cached_census_partial,
+                       .file_cached = store->file_cached_census_partial};
+    for (; id < end; id++) census_add(store, id, now_ms, &c);
     store->lease_census_cursor = id;
-    if (id < store->slab_high) return false;
-    store->lease_census = store->lease_census_partial;
-    store->lease_census_partial = 0;
+    bool whole = id >= store->slab_high;
+    store->lease_census_partial = whole ? 0 : c.leased;
+    store->soft_pin_census_partial = whole ? 0 : c.soft_pinned;
+    store->mem_cached_census_partial = whole ? 0 : c.mem_cached;
+    store->file_cached_census_partial = whole ? 0 : c.file_cached;
+    if (!whole) return false;
+    store->lease_census = c.leased;
+    store->soft_pin_census = c.soft_pinned;
+    store->mem_cached_census = c.mem_cached;
+    store->file_cached_census = c.file_cached;
     store->lease_census_cursor = 0;
     return true;
 }

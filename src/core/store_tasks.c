@@ -268,7 +268,7 @@ static void park_for_task(cr_store *store, const struct cr_store_replica *rep, u
     uint64_t task = store->cfg.task_timeout_ms;
     if (store->discarded_count < store->cfg.max_discarded)
         store->discarded[store->discarded_count++] =
-            (struct cr_store_discarded){now_ms + (task > release ? task - release : 0), *rep};
+            (struct cr_store_discarded){now_ms + (task > release ? task - release : 0), *rep, 0};
     else
         cr_store_replica_release(store, rep);
 }

@@ -220,66 +220,18 @@ static void actors_route(void *ctx, const struct cr_http_request *req,
     json_decref(obj);
 }
 
-/* One subsystem counter of a collected actor, 0 when absent. */
-static uint64_t extra(const struct cr_metrics_actor *actors, uint32_t count, const char *actor,
-                      const char *name) {
-    for (uint32_t i = 0; i < count; i++) {
-        if (!actors[i].up || strcmp(actors[i].name, actor) != 0) continue;
-        for (uint32_t e = 0; e < actors[i].stats.extra_count; e++)
-            if (strcmp(actors[i].stats.extra[e].name, name) == 0)
-                return actors[i].stats.extra[e].value;
-    }
-    return 0;
-}
-
-static void append_bytes(struct cr_buf *b, uint64_t bytes) {
-    static const char *const units[] = {"B", "KB", "MB", "GB", "TB"};
-    double v = (double)bytes;
-    unsigned u = 0;
-    while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) v /= 1024.0, u++;
-    if (u == 0)
-        cr_buf_appendf(b, "%llu B", (unsigned long long)bytes);
-    else
-        cr_buf_appendf(b, "%.2f %s", v, units[u]);
-}
-
-/* GET /metrics/summary: Mooncake master's one-line summary, from the same
- * counters as /metrics.  crescentd counts requests, not their failures, so
- * the request part reads "(Total)" where Mooncake's reads "(Success/Total)". */
+/* GET /metrics/summary: Mooncake master's one line (mooncake_summary.h),
+ * from the same values as the metrics port's /metrics. */
 static void metrics_summary(void *ctx, const struct cr_http_request *req,
                             struct cr_http_response *resp) {
     (void)req;
-    const struct cr_http_admin *admin = ctx;
+    struct cr_http_admin *admin = ctx;
     struct cr_metrics_actor actors[CR_METRICS_ENTRIES_MAX];
     uint32_t count;
     collect(admin, actors, &count, NULL);
-    static const struct {
-        const char *label, *metric;
-    } requests[] = {
-        {"PutStart", "requests_put_start_total"}, {"PutEnd", "requests_put_end_total"},
-        {"PutRevoke", "requests_put_revoke_total"}, {"Get", "requests_get_replica_list_total"},
-        {"Exist", "requests_exist_key_total"},      {"Del", "requests_remove_total"},
-        {"DelAll", "requests_remove_all_total"},    {"Ping", "requests_ping_total"},
-    };
     struct cr_buf b;
     cr_buf_init(&b);
-    uint64_t used = extra(actors, count, "segments", "used_bytes");
-    uint64_t capacity = extra(actors, count, "segments", "capacity_bytes");
-    cr_buf_appendf(&b, "Storage: ");
-    append_bytes(&b, used);
-    cr_buf_appendf(&b, " / ");
-    append_bytes(&b, capacity);
-    if (capacity > 0) cr_buf_appendf(&b, " (%.1f%%)", (double)used / (double)capacity * 100.0);
-    cr_buf_appendf(&b, " | Keys: %llu | Clients: %llu | Requests (Total): ",
-                   (unsigned long long)extra(actors, count, "segments", "objects"),
-                   (unsigned long long)extra(actors, count, "segments", "clients"));
-    for (size_t i = 0; i < sizeof(requests) / sizeof(requests[0]); i++)
-        cr_buf_appendf(&b, "%s%s=%llu", i ? ", " : "", requests[i].label,
-                       (unsigned long long)extra(actors, count, "rpc", requests[i].metric));
-    cr_buf_appendf(&b, " | Eviction: keys=%llu, size=",
-                   (unsigned long long)extra(actors, count, "segments", "evictions_total"));
-    append_bytes(&b, extra(actors, count, "segments", "evicted_bytes_total"));
-    cr_buf_appendf(&b, "\n");
+    cr_mc_summary_render(&b, actors, count, cr_runtime_now_ns(admin->rt), &admin->summary);
     resp->status = 200;
     resp->content_type = "text/plain; version=0.0.4";
     resp->body = cr_buf_take(&b, &resp->body_len);

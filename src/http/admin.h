@@ -7,6 +7,7 @@
 
 #include "runtime/runtime.h"
 #include "http/front.h"
+#include "http/mooncake_summary.h"
 
 struct cr_ha_gate;
 
@@ -16,12 +17,13 @@ struct cr_http_admin {
     uint64_t ask_timeout_ns; /* per actor */
     const struct cr_http_front *front; /* set by cr_http_admin_register: route latencies */
     struct cr_ha_gate *ha;             /* --ha etcd: role, term, leader (src/ha); NULL off */
+    struct cr_mc_summary_window summary; /* /metrics/summary's previous reading */
 };
 
 int cr_http_admin_register(struct cr_http_front *front, struct cr_http_admin *admin);
 
 /* The --metrics-port front's share: /health, /metrics in Mooncake master's
- * metric names (mooncake_metrics.h) and its /metrics/summary (one line: storage, keys, clients, requests, eviction).
+ * metric names (mooncake_metrics.h) and its /metrics/summary (mooncake_summary.h).
  * `admin` must be the one registered on the main front (its route latencies). */
 int cr_http_admin_register_mooncake(struct cr_http_front *front, struct cr_http_admin *admin);
 

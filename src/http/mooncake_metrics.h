@@ -4,6 +4,7 @@
 #ifndef CRESCENT_HTTP_MOONCAKE_METRICS_H
 #define CRESCENT_HTTP_MOONCAKE_METRICS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/buf.h"
@@ -13,6 +14,11 @@
  * type and help, from the actors' collected stats. */
 void cr_mooncake_metrics_render(struct cr_buf *b, const struct cr_metrics_actor *actors,
                                 uint32_t count);
+
+/* One family's value by its Mooncake name (as /metrics serves it); false
+ * when it has none now (its actor did not answer) or no such family. */
+bool cr_mooncake_metric_value(const struct cr_metrics_actor *actors, uint32_t count,
+                              const char *name, uint64_t *out);
 
 /* Every family crescent serves, in order: for the tests and the docs. */
 const char *cr_mooncake_metric_name(uint32_t i);

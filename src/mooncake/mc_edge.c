@@ -103,6 +103,7 @@ struct mc_edge {
     struct cr_mc_state state;
     char address[CR_CONFIG_ADDRESS_MAX];
     uint64_t unsupported, bad_args, closed_malformed, last_log_ns;
+    uint64_t refused_named[11]; /* refused_calls[i]'s, as Mooncake's metrics count them */
     /* Mooncake's HTTP metadata server, when an expired client's keys are
      * removed from it (--enable-metadata-cleanup-on-timeout); else NULL. */
     struct cr_mc_meta *meta;
@@ -218,6 +219,34 @@ static void tag_write(struct cr_master_call *call, const struct tag *t) {
 static void submit(struct mc_edge *st, struct conn *c, const struct cr_mc_fn *fn,
                    const struct tag *t, uint16_t method, const uint8_t *body, size_t len);
 
+/* Calls of Mooncake's client this endpoint refuses (UNAVAILABLE_IN_CURRENT_MODE)
+ * whose requests and failures Mooncake's master counts in its metrics
+ * (master_copy_start_requests_total, ...): each one received here is a
+ * request and a failure of that family (src/http/mooncake_metrics.c). */
+static const struct {
+    const char *call, *stat;
+} refused_calls[] = {
+    {"CopyStart", "refused_copy_start_total"},
+    {"CopyEnd", "refused_copy_end_total"},
+    {"CopyRevoke", "refused_copy_revoke_total"},
+    {"MoveStart", "refused_move_start_total"},
+    {"MoveEnd", "refused_move_end_total"},
+    {"MoveRevoke", "refused_move_revoke_total"},
+    {"EvictDiskReplica", "refused_evict_disk_replica_total"},
+    {"CreateCopyTask", "refused_create_copy_task_total"},
+    {"CreateMoveTask", "refused_create_move_task_total"},
+    {"QueryTask", "refused_query_task_total"},
+    {"MarkTaskToComplete", "refused_mark_task_to_complete_total"},
+};
+_Static_assert(sizeof(refused_calls) / sizeof(refused_calls[0]) ==
+                   sizeof(((struct mc_edge *)0)->refused_named) / sizeof(uint64_t),
+               "one counter per refused call counted");
+
+static void count_refused(struct mc_edge *st, const char *call) {
+    for (size_t i = 0; call != NULL && i < sizeof(refused_calls) / sizeof(refused_calls[0]); i++)
+        if (strcmp(refused_calls[i].call, call) == 0) st->refused_named[i]++;
+}
+
 static void handle_frame(struct mc_edge *st, struct conn *c, const uint8_t *h,
                          const uint8_t *body, size_t len) {
     st->taken++;
@@ -228,6 +257,7 @@ static void handle_frame(struct mc_edge *st, struct conn *c, const uint8_t *h,
     if (fn == NULL) {
         st->unsupported++;
         st->edge.intake.unknown_method++;
+        count_refused(st, other);
         snprintf(msg, sizeof(msg), "crescentd does not serve Mooncake's %s (function id 0x%08x)",
                  other != NULL ? other : "unknown call", id);
         size_t at = reply_begin(c, seq, 0);
@@ -520,6 +550,8 @@ static void mc_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     add_stat(out, "connections_closed_malformed_total", st->closed_malformed);
     add_stat(out, "clients_forgotten_total", st->clients_forgotten);
     add_stat(out, "metadata_keys_removed_total", st->meta_keys_removed);
+    for (size_t i = 0; i < sizeof(refused_calls) / sizeof(refused_calls[0]); i++)
+        add_stat(out, refused_calls[i].stat, st->refused_named[i]);
 }
 
 static void mc_destroy(struct cr_edge *edge) {

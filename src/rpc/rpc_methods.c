@@ -534,11 +534,29 @@ static int m_exist(struct cr_rpc_run *run, struct cr_master_call *call, struct c
     return resp.status_code;
 }
 
+/* A GetReplicaList lookup, as Mooncake counts it: every one, those
+ * answered, and where the answer's first replica lies (its hits). */
+static void note_get(struct cr_rpc_run *run, int rc, const struct cr_store_replica_list *list) {
+    struct cr_rpc_outcome *o = &run->outcome;
+    o->gets++;
+    if (rc != CR_OK || list->count == 0) return;
+    o->gets_valid++;
+    const struct cr_store_replica_desc *first = &list->replicas[0];
+    if (first->medium == CR_MEDIUM_MEMORY) {
+        o->mem_hits++;
+        o->mem_hit_bytes += first->size;
+    } else if (first->medium == CR_MEDIUM_DISK || first->medium == CR_MEDIUM_LOCAL_DISK) {
+        o->file_hits++;
+        o->file_hit_bytes += first->size;
+    }
+}
+
 static int m_get(struct cr_rpc_run *run, struct cr_master_call *call, struct cr_rpc_arena *a) {
     struct cr_store_replica_list list;
     Crescent__Master__GetReplicaListResponse resp =
         CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
     resp.status_code = cr_store_get_replica_list_k(run->store, call_key(call), run->now_ms, &list);
+    note_get(run, resp.status_code, &list);
     if (resp.status_code == CR_OK) /* readable while the lease holds the replicas */
         cr_rpc_caps_sign(&list, CR_CAP_READ, list.lease_ms, cr_rpc_caps_now_ms());
     if (resp.status_code == CR_OK && finish_replicas(call, &list)) return CR_OK;
@@ -590,6 +608,7 @@ static int batch_run(struct batch *b, size_t count, size_t expect, batch_keys_fn
                      batch_entry_fn entry_fn) {
     struct cr_master_call *call = b->call;
     cr_rpc_batch_begin(&b->w, call->reply_inline, sizeof(call->reply_inline), expect);
+    b->run->outcome.items = (uint32_t)count;
     struct cr_store_key keys[BATCH_GROUP];
     for (size_t at = 0; at < count; at += BATCH_GROUP) {
         size_t n = count - at < BATCH_GROUP ? count - at : BATCH_GROUP;
@@ -630,6 +649,7 @@ static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key
     struct cr_store_replica_list list;
     int rc = put_start_store(b->run, &b->secret, &b->req->puts[i], key, &list);
     note_status(b, rc);
+    b->run->outcome.failed_items += rc != CR_OK;
     if (rc == CR_OK)
         cr_rpc_batch_add_replicas(&b->w, &list);
     else /* each refused entry says why: the object-table cap, no space, ... */
@@ -639,6 +659,7 @@ static void put_start_entry(struct batch *b, size_t i, const struct cr_store_key
 static void put_end_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
     int rc = end_or_revoke(b->run, &b->secret, b->call->method, &b->req->puts[i], key);
     note_status(b, rc);
+    b->run->outcome.failed_items += rc != CR_OK;
     cr_rpc_batch_add_code(&b->w, rc);
 }
 
@@ -700,13 +721,17 @@ static void tenant_keys(const struct batch *b, size_t at, size_t n, struct cr_st
 
 static void exist_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
     (void)i;
-    cr_rpc_batch_add_code(&b->w, cr_store_exist_key_k(b->run->store, key, b->run->now_ms));
+    int rc = cr_store_exist_key_k(b->run->store, key, b->run->now_ms);
+    /* A missing key is an answer (false), as Mooncake's expected<bool>. */
+    b->run->outcome.failed_items += rc != CR_OK && rc != CR_ERR_OBJECT_NOT_FOUND;
+    cr_rpc_batch_add_code(&b->w, rc);
 }
 
 static void remove_entry(struct batch *b, size_t i, const struct cr_store_key *key) {
     (void)i;
-    cr_rpc_batch_add_code(&b->w,
-                          cr_store_remove_k(b->run->store, key, b->req->force, b->run->now_ms));
+    int rc = cr_store_remove_k(b->run->store, key, b->req->force, b->run->now_ms);
+    b->run->outcome.failed_items += rc != CR_OK;
+    cr_rpc_batch_add_code(&b->w, rc);
 }
 
 /* A refused entry carries its status only. */
@@ -714,6 +739,8 @@ static void get_entry(struct batch *b, size_t i, const struct cr_store_key *key)
     (void)i;
     struct cr_store_replica_list list;
     int rc = cr_store_get_replica_list_k(b->run->store, key, b->run->now_ms, &list);
+    note_get(b->run, rc, &list);
+    b->run->outcome.failed_items += rc != CR_OK;
     if (rc == CR_OK) {
         cr_rpc_caps_sign(&list, CR_CAP_READ, list.lease_ms, cr_rpc_caps_now_ms());
         cr_rpc_batch_add_replicas(&b->w, &list);
@@ -888,6 +915,10 @@ static int m_query_ip(struct cr_rpc_run *run, struct cr_master_call *call, struc
         resp.n_client_ip_map = kept;
         resp.client_ip_map = c.entries;
     }
+    /* Mooncake: a client left out of the answer is a failed entry. */
+    run->outcome.items = (uint32_t)n;
+    run->outcome.failed_items = (uint32_t)(resp.status_code == CR_OK && !a->failed
+                                               ? n - resp.n_client_ip_map : n);
     finish(call, a, &resp.base);
     return resp.status_code;
 }
@@ -911,6 +942,9 @@ static int m_replica_clear(struct cr_rpc_run *run, struct cr_master_call *call,
         for (size_t i = 0; resp.status_code == CR_OK && i < n; i++)
             if (cleared[i]) resp.cleared_keys[resp.n_cleared_keys++] = req->object_keys[i];
     }
+    /* Mooncake: a key not cleared is a failed entry. */
+    run->outcome.items = (uint32_t)n;
+    run->outcome.failed_items = (uint32_t)(n - resp.n_cleared_keys);
     finish(call, a, &resp.base);
     return resp.status_code;
 }

@@ -34,6 +34,15 @@ struct cr_rpc_files {
     uint64_t reports, reported_files, dropped_files;
 };
 
+/* What a call's entries came to, for Mooncake's metrics (counted by the
+ * segments actor: segments_mc.c).  Out fields, zero before the call. */
+struct cr_rpc_outcome {
+    uint32_t items, failed_items; /* a batch's entries, and those refused as Mooncake counts */
+    uint32_t gets, gets_valid;    /* GetReplicaList lookups (single and batch), those answered */
+    uint32_t mem_hits, file_hits; /* answered with a memory / file (disk, SSD) replica first */
+    uint64_t mem_hit_bytes, file_hit_bytes; /* their objects' bytes */
+};
+
 struct cr_rpc_run {
     cr_store *store;
     struct cr_rpc_arena *arena;
@@ -48,6 +57,7 @@ struct cr_rpc_run {
     const struct cr_store_remove_all_run *remove_all;
     /* The file tier (NULL or root "": none). */
     struct cr_rpc_files *files;
+    struct cr_rpc_outcome outcome; /* out */
 };
 
 /* Returns whether the call is a RemoveAll, with its tenant (NULL: every

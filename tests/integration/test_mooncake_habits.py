@@ -101,8 +101,10 @@ def test_mooncake_endpoints(daemon):
     status, body = http_get(port, "/metrics/summary")
     assert status == 200
     summary = body.decode()
-    assert summary.startswith("Storage: 8.00 KB / 64.00 MB (0.0%) | Keys: 2 |"), summary
-    assert "PutStart=2, PutEnd=2" in summary
+    assert summary.startswith("role=leader, state=serving, service_ready=true, master={Mem "
+                              "Storage: 8.00 KB / 64.00 MB (0.0%) | NVMe-oF SSD: 0 B / 0 B | "
+                              "SSD Storage: 0 B / 0 B | Keys: 2 (soft-pinned: 0) |"), summary
+    assert "PutStart=0.00/0.00, PutEnd=0.00/0.00" in summary  # the first: no window yet
     status, body = http_get(port, "/metrics")
     assert status == 200 and b"# TYPE master_key_count gauge" in body  # Mooncake's names
 
