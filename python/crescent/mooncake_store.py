@@ -241,10 +241,11 @@ from crescent.mooncake_replicas import _Replicas  # noqa: E402
 from crescent.mooncake_ranges import _Ranges  # noqa: E402
 from crescent.mooncake_parallel import _Parallelism  # noqa: E402
 from crescent.mooncake_extras import _Extras  # noqa: E402
+from crescent.mooncake_offload import _Offload  # noqa: E402
 
 
 class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism, _Replicas,
-                               _Ranges, _Extras):
+                               _Ranges, _Extras, _Offload):
     """Mooncake's MooncakeDistributedStore over crescentd (see the module doc)."""
 
     def __init__(self):
@@ -365,6 +366,8 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
                 rc = rc or _code(status)
             self._hosts = []
             if self._client is not None:
+                # get_offload_rpc_read_count outlives the client, as the reference's
+                self._offload_reads_closed += lib.cr_client_offload_read_count(self._client)
                 lib.cr_client_close(self._client)
                 self._client = None
             self._registered, self._registered_sizes = set(), {}  # went with the client
