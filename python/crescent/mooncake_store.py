@@ -351,7 +351,8 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
         """The reference's local buffer: memory registered for transfers
         (with an RDMA device its pages are pinned once), handed out by
         get_local_buffer() for zero-copy *_into / *_from calls."""
-        self._local_buffer = mmap.mmap(-1, size)
+        # Faulted in now (MAP_POPULATE), not on the first reads into it.
+        self._local_buffer = mmap.mmap(-1, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
         array = (ctypes.c_char * size).from_buffer(self._local_buffer)
         self._local_array = array
         return lib.cr_client_register_buffer(self._client, ctypes.addressof(array), size)
