@@ -17,7 +17,12 @@
  *   chunked N KiB       memcpy N KiB, feed those N KiB to XXH3's streaming
  *                       state while they are in cache, next N KiB
  *                       (libcrescent's read path, src/client/client_copy.c, at
- *                       its chunk size and neighbours);
+ *                       its chunk size and neighbours, for an object in
+ *                       several handles or a build without AVX2);
+ *   fused, one pass     each 64-byte stripe loaded once, stored and fed to
+ *                       XXH3's accumulator from the same registers
+ *                       (src/client/copy_xxh3.c, libcrescent's read path
+ *                       for one-handle objects since issue 27's follow-up);
  *   hash, cache-hot     XXH3 of one 64 KiB chunk already in cache (what the
  *                       chunked read adds per chunk at best).
  * Each verified case checks that its hash equals the one-shot XXH3 of the
@@ -33,6 +38,7 @@
 #include <xxh_x86dispatch.h> /* the vector code libcrescent uses (client_data.c) */
 #endif
 
+#include "client/copy_xxh3.h"
 #include "harness.h"
 
 #define BLOCKS 32u
@@ -40,11 +46,11 @@
 #define TOTAL_BYTES ((size_t)BLOCKS * BLOCK_BYTES)
 #define CALLS_PER_ROUND 20u
 
-enum { MEMCPY, COPY_ALL_HASH_ALL, COPY_THEN_HASH, CHUNK_16K, CHUNK_32K, CHUNK_64K, CHUNK_128K, HOT_HASH, CASES };
+enum { MEMCPY, COPY_ALL_HASH_ALL, COPY_THEN_HASH, CHUNK_16K, CHUNK_32K, CHUNK_64K, CHUNK_128K, FUSED, HOT_HASH, CASES };
 static const char *const names[CASES] = {"memcpy", "copy all, then hash all", "copy, then hash", "chunked 16 KiB",
                                          "chunked 32 KiB", "chunked 64 KiB", "chunked 128 KiB",
-                                         "hash of a cache-hot 64 KiB chunk"};
-static const size_t chunk_of[CASES] = {0, 0, 0, 16384, 32768, 65536, 131072, 0};
+                                         "fused, one pass (libcrescent)", "hash of a cache-hot 64 KiB chunk"};
+static const size_t chunk_of[CASES] = {0, 0, 0, 16384, 32768, 65536, 131072, 0, 0};
 
 static uint64_t expected[BLOCKS];
 static volatile uint64_t sink;
@@ -81,6 +87,7 @@ static bool run_case(int c, uint8_t *dst, const uint8_t *src) {
             memcpy(d, s, BLOCK_BYTES);
             h = XXH3_64bits(d, BLOCK_BYTES);
             break;
+        case FUSED: h = cr_copy_xxh3(d, s, BLOCK_BYTES); break;
         case HOT_HASH: sink += XXH3_64bits(d, 65536); continue;
         default: h = copy_chunked(d, s, BLOCK_BYTES, chunk_of[c]); break;
         }

@@ -7,6 +7,9 @@
   same two processes (tcp); over shm also with the checksums split between
   the reading thread and a helper (CRESCENT_VERIFY_THREAD=1,
   src/client/client_verify.h), in the same rounds;
+  over shm also by a second reader that reaches crescentd by its same-host
+  shared-memory RPC endpoint (master "shm://@crescent-rpc/PORT", crescentd's
+  default --rpc-shm-path) instead of ZMQ over loopback TCP, in the same rounds;
   the per-call Python cost of is_exist / batch_is_exist(32) against a bare
   ctypes call of the same libcrescent function on the same client.
 
@@ -85,7 +88,7 @@ def main():
     time.sleep(1.0)
     master = f"127.0.0.1:{ports[1]}"
     try:
-        return run(master, args.rounds)
+        return run(master, f"shm://@crescent-rpc/{ports[1]}", args.rounds)
     finally:
         daemon.terminate()
         daemon.wait()
@@ -101,7 +104,7 @@ def start_host(master, no_shm):
     return p, socket.create_connection(("127.0.0.1", port))
 
 
-def run(master, rounds):
+def run(master, master_shm, rounds):
     from crescent import MooncakeDistributedStore
     from crescent._lib import lib, StatusList
     keys = [f"blk{i}" for i in range(BLOCKS)]
@@ -126,6 +129,14 @@ def run(master, rounds):
         def get_once():
             s.batch_get_into(keys, ptrs, [BLOCK] * BLOCKS)
 
+        if transport == "shm":  # the same reads, the master reached over shm://
+            s_shm = MooncakeDistributedStore()
+            assert s_shm.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", master_shm) == 0
+            assert s_shm.batch_get_into(keys, ptrs, [BLOCK] * BLOCKS) == [BLOCK] * BLOCKS
+
+        def get_shm_rpc_once():
+            s_shm.batch_get_into(keys, ptrs, [BLOCK] * BLOCKS)
+
         def two_threads_once():  # checksums split with a helper thread (client_verify.h)
             os.environ["CRESCENT_VERIFY_THREAD"] = "1"
             try:
@@ -133,17 +144,20 @@ def run(master, rounds):
             finally:
                 del os.environ["CRESCENT_VERIFY_THREAD"]
 
-        store_t, base_t, one_t = [], [], []
+        store_t, base_t, one_t, rpc_shm_t = [], [], [], []
         for _ in range(rounds):
             store_t.append(timed(get_once, 5))
             base_t.append(timed(lambda: ctypes.memmove(dst, src, len(dst)), 5)
                           if transport == "shm" else timed(stream_once, 5))
             if transport == "shm":
                 one_t.append(timed(two_threads_once, 5))
+                rpc_shm_t.append(timed(get_shm_rpc_once, 5))
         gb = BLOCKS * BLOCK / 1e9
         results[transport] = (gb / statistics.median(store_t), gb / statistics.median(base_t))
         if transport == "shm":
             results["shm two threads"] = gb / statistics.median(one_t)
+            results["shm, master over shm"] = gb / statistics.median(rpc_shm_t)
+            s_shm.close()
         if transport == "shm":
             results["calls"] = call_overhead(s, lib, StatusList, rounds)
         s.close()
@@ -158,6 +172,9 @@ def run(master, rounds):
     print(f"  the same over shm with the checksums split with a helper thread "
           f"(CRESCENT_VERIFY_THREAD=1): {results['shm two threads']:.2f} GB/s; ratio "
           f"{results['shm two threads'] / results['shm'][1]:.2f}")
+    print(f"  the same over shm with the master reached over shm:// (same-host RPC): "
+          f"{results['shm, master over shm']:.2f} GB/s; ratio "
+          f"{results['shm, master over shm'] / results['shm'][1]:.2f}")
     for name, (wrapped, bare) in results["calls"].items():
         print(f"{name}: {wrapped * 1e6:.1f} us/call through the class, {bare * 1e6:.1f} us/call "
               f"bare ctypes; ratio {wrapped / bare:.2f}")

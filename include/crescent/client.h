@@ -536,6 +536,13 @@ int cr_client_read_latency(cr_client *c, int tier, struct cr_read_latency *out);
  * NUL-terminated in buf.  *len (when not NULL) gets the text's length.
  * CR_OK, or CR_ERR_INVALID_PARAMS when cap is too small (8 KiB suffices). */
 int cr_client_read_latency_metrics(cr_client *c, char *buf, size_t cap, size_t *len);
+
+/* How many reads of local_disk replicas (a store server's SSD tier, read
+ * through its "<segment>#ssd" segment) this client asked for, successful or
+ * not, since it was opened: Mooncake's get_offload_rpc_read_count, which
+ * counts its offload RPCs to the peers that hold SSD replicas.  Memory and
+ * shared-file reads are not counted. */
+uint64_t cr_client_offload_read_count(cr_client *c);
 /* ---- copy/move tasks (seed 004) --------------------------------------- *
  * A task copies a complete object onto other segments (copy) or onto one
  * other segment, dropping the source replica (move).  crescentd reserves the

@@ -101,6 +101,18 @@ struct cr_host_options {
     uint64_t ssd_capacity_bytes;
 };
 
+/* Withdraws this host's SSD tier from offload (Mooncake's
+ * unmount_local_disk_segment): the keep-alive thread remounts the segment
+ * with no SSD capacity, so the master hands it no more OFFLOAD tasks (also
+ * after a master restart's remount).  Objects already offloaded here keep
+ * their local_disk replicas and are served until cr_host_stop.  *drained:
+ * whether a tier was offered until this call (false: nothing to do, CR_OK at
+ * once).  Waits up to timeout_ms for the remount: CR_OK, or CR_ERR_TIMEOUT
+ * with a sentence in error (the keep-alive thread keeps retrying at each
+ * ping while the master does not answer). */
+int cr_host_drain_ssd(cr_host *h, int timeout_ms, bool *drained, char *error,
+                      size_t error_size);
+
 /* The suffix of the SSD tier's segment name at the transfer server. */
 #define CR_HOST_SSD_SUFFIX "#ssd"
 

@@ -156,6 +156,7 @@ def _declare(lib):
         "cr_client_status_list_free": (None, [P(StatusList)]),
         "cr_client_read_latency": (c_int, [c_void_p, c_int, P(ReadLatency)]),
         "cr_client_read_latency_metrics": (c_int, [c_void_p, c_char_p, c_size_t, P(c_size_t)]),
+        "cr_client_offload_read_count": (c_u64, [c_void_p]),
         "cr_status_name": (c_char_p, [c_int]),
         "cr_strerror": (c_char_p, [c_int]),
     }
@@ -207,6 +208,7 @@ def _declare_host(lib):
         "cr_host_base": (c_void_p, [c_void_p]),
         "cr_host_size": (c_u64, [c_void_p]),
         "cr_host_get_stats": (None, [c_void_p, P(HostStats)]),
+        "cr_host_drain_ssd": (c_int, [c_void_p, c_int, P(c_bool), c_char_p, c_size_t]),
     }
     for name, (restype, argtypes) in sigs.items():
         fn = getattr(lib, name)

@@ -241,10 +241,11 @@ from crescent.mooncake_replicas import _Replicas  # noqa: E402
 from crescent.mooncake_ranges import _Ranges  # noqa: E402
 from crescent.mooncake_parallel import _Parallelism  # noqa: E402
 from crescent.mooncake_extras import _Extras  # noqa: E402
+from crescent.mooncake_offload import _Offload  # noqa: E402
 
 
 class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism, _Replicas,
-                               _Ranges, _Extras):
+                               _Ranges, _Extras, _Offload):
     """Mooncake's MooncakeDistributedStore over crescentd (see the module doc)."""
 
     def __init__(self):
@@ -350,7 +351,8 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
         """The reference's local buffer: memory registered for transfers
         (with an RDMA device its pages are pinned once), handed out by
         get_local_buffer() for zero-copy *_into / *_from calls."""
-        self._local_buffer = mmap.mmap(-1, size)
+        # Faulted in now (MAP_POPULATE), not on the first reads into it.
+        self._local_buffer = mmap.mmap(-1, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
         array = (ctypes.c_char * size).from_buffer(self._local_buffer)
         self._local_array = array
         return lib.cr_client_register_buffer(self._client, ctypes.addressof(array), size)
@@ -365,6 +367,8 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
                 rc = rc or _code(status)
             self._hosts = []
             if self._client is not None:
+                # get_offload_rpc_read_count outlives the client, as the reference's
+                self._offload_reads_closed += lib.cr_client_offload_read_count(self._client)
                 lib.cr_client_close(self._client)
                 self._client = None
             self._registered, self._registered_sizes = set(), {}  # went with the client

@@ -31,7 +31,9 @@ void cr_copy_hashed(XXH3_state_t *state, void *dst, const void *src, size_t len)
 
 /* Reads replica `r` of an object of `len` bytes into dst through `xfer`'s
  * same-host mappings, in place of transfer ops: one handle at a time, each
- * mapped (cr_xfer_client_map) and copied with cr_copy_hashed.  *xxh3 (when
+ * mapped (cr_xfer_client_map) and copied with cr_copy_hashed, or, when the
+ * object is one handle and a hash is wanted, with cr_copy_xxh3 (one pass,
+ * copy_xxh3.h).  *xxh3 (when
  * not NULL) is the XXH3-64 of the len bytes written to dst.  Returns CR_OK,
  * or CR_ERR_AGAIN when some handle is not mapped here (another host, plain
  * memory, shm off, a malformed handle): then dst may hold part of the object

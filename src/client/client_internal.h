@@ -105,6 +105,8 @@ struct cr_client {
     char files_refusal[768];
     /* Read latency per tier (client_latency.c). */
     struct cr_histogram read_latency[CR_READ_TIERS];
+    /* Reads of local_disk replicas asked of store servers (client_ssd.c). */
+    uint64_t offload_reads;
 };
 
 /* What the allocation-free scanner reads from a response body: field 1

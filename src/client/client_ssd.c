@@ -3,6 +3,7 @@
  * read-only segment "<segment>#ssd" (include/crescent/host.h), the whole
  * value at the replica's position, and checked against the put's XXH3
  * here as well as on the server (docs/tiers.md, "Local SSD tier"). */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <xxhash.h>
@@ -11,6 +12,11 @@
 #include "crescent/error.h"
 #include "crescent/host.h"
 #include "rdma/xfer.h"
+
+uint64_t cr_client_offload_read_count(cr_client *c) {
+    assert(c != NULL);
+    return c->offload_reads;
+}
 
 bool cr_client_ssd_has_replica(const struct cr_replica_list *list) {
     for (size_t r = 0; r < list->count; r++)
@@ -30,6 +36,7 @@ static int read_one(cr_client *c, const struct cr_replica_list *list, const stru
                  r->segment_name);
         return CR_ERR_PROTOCOL;
     }
+    c->offload_reads++;
     int rc = r->object_size == 0 ? CR_OK
                                  : cr_xfer_read(c->xfer, r->endpoint, segment, r->position, buf,
                                                 r->object_size);

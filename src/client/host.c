@@ -47,6 +47,10 @@ struct cr_host {
     atomic_bool stop;
     pthread_mutex_t lock;           /* with `wake`: the keep-alive thread's sleep */
     pthread_cond_t wake;
+    /* Under `lock` (cr_host_drain_ssd): the SSD tier is offered to the
+     * master; drains asked for, and the last one the keep-alive thread took. */
+    bool ssd_offered;
+    uint32_t drains_asked, drains_taken;
     _Atomic uint64_t pings, pings_failed, remounts, tasks_run;
     atomic_bool mounted;
 };
@@ -126,7 +130,7 @@ static bool sleep_unless_stopped(struct cr_host *h, uint64_t wait_ms) {
         until.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&h->lock);
-    while (!atomic_load(&h->stop)) {
+    while (!atomic_load(&h->stop) && h->drains_asked == h->drains_taken) {
         if (pthread_cond_timedwait(&h->wake, &h->lock, &until) == ETIMEDOUT) break;
     }
     pthread_mutex_unlock(&h->lock);
@@ -151,6 +155,28 @@ static int heartbeat_with_tasks(struct cr_host *h, uint64_t *ttl_ms, bool *known
     return CR_OK;
 }
 
+/* cr_host_drain_ssd's request, on this thread (the master client's
+ * owner): a remount with no SSD capacity.  One that fails leaves `mounted`
+ * false, so the ping loop remounts (with no capacity) until one succeeds;
+ * the tier counts as withdrawn once a mount without it did. */
+static void drain_ssd(struct cr_host *h) {
+    pthread_mutex_lock(&h->lock);
+    bool asked = h->drains_asked != h->drains_taken;
+    h->drains_taken = h->drains_asked;
+    pthread_mutex_unlock(&h->lock);
+    if (asked && h->ssd_capacity > 0) {
+        h->ssd_capacity = 0;
+        (void)mount(h, true);
+    }
+    pthread_mutex_lock(&h->lock);
+    if (h->ssd_offered && h->ssd_capacity == 0 && atomic_load(&h->mounted)) {
+        h->ssd_offered = false;
+        CR_INFO("host", "segment '%s': SSD tier withdrawn from offload", h->segment_name);
+        pthread_cond_broadcast(&h->wake);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
 /* Pings; remounts when the master has forgotten this client (restarted, or
  * pings were missed past its TTL) or the last mount failed. */
 static void *keepalive(void *arg) {
@@ -158,6 +184,7 @@ static void *keepalive(void *arg) {
     bool down = false;
     uint64_t wait_ms = h->ping_interval_ms;
     do {
+        drain_ssd(h);
         uint64_t ttl_ms = 0;
         bool known = true, again = false;
         int rc = h->heartbeat != NULL
@@ -261,6 +288,7 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
                                            .write = o->ssd_write, .remove = o->ssd_remove,
                                            .arg = o->ssd_read_arg};
         h->ssd_capacity = o->ssd_capacity_bytes;
+        h->ssd_offered = h->ssd_capacity > 0;
     }
     if (o->ssd_read != NULL) {
         char name[sizeof(h->segment_name) + sizeof(CR_HOST_SSD_SUFFIX)];
@@ -392,6 +420,38 @@ void *cr_host_base(const cr_host *h) {
 uint64_t cr_host_size(const cr_host *h) {
     assert(h != NULL);
     return h->segment.size;
+}
+
+int cr_host_drain_ssd(cr_host *h, int timeout_ms, bool *drained, char *error,
+                      size_t error_size) {
+    assert(h != NULL && drained != NULL);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t wait_ms = timeout_ms > 0 ? (uint64_t)timeout_ms : 0;
+    until.tv_sec += (time_t)(wait_ms / 1000);
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&h->lock);
+    *drained = h->ssd_offered;
+    if (h->ssd_offered) {
+        h->drains_asked++;
+        pthread_cond_broadcast(&h->wake);
+        while (h->ssd_offered && !atomic_load(&h->stop)) {
+            if (pthread_cond_timedwait(&h->wake, &h->lock, &until) == ETIMEDOUT) break;
+        }
+    }
+    bool left = h->ssd_offered;
+    pthread_mutex_unlock(&h->lock);
+    if (left) {
+        set_error(error, error_size, "segment '%s': the master %s did not take the SSD tier's "
+                  "withdrawal within %d ms (%s); retried at each ping", h->segment_name,
+                  h->master_endpoint, timeout_ms, atomic_load(&h->stop) ? "stopping" : "no answer");
+        return CR_ERR_TIMEOUT;
+    }
+    return CR_OK;
 }
 
 void cr_host_get_stats(const cr_host *h, struct cr_host_stats *out) {

@@ -49,6 +49,7 @@ struct master {
     pthread_mutex_t lock;        /* the segment as last mounted */
     char segment[256], transport[64];
     uint64_t buffer;
+    _Atomic uint64_t ssd_capacity; /* the SSD tier the last (re)mount announced */
 };
 
 struct request {
@@ -118,6 +119,7 @@ static void answer_mount(struct master *m, const struct request *r) {
     snprintf(m->transport, sizeof(m->transport), "%s",
              req->transport_endpoint ? req->transport_endpoint : "");
     m->buffer = req->buffer;
+    atomic_store(&m->ssd_capacity, req->has_ssd_capacity ? req->ssd_capacity : 0);
     pthread_mutex_unlock(&m->lock);
     crescent__master__mount_segment_request__free_unpacked(req, NULL);
     atomic_fetch_add(r->method == CR_METHOD_MOUNT_SEGMENT ? &m->mounts : &m->remounts, 1);
@@ -387,6 +389,66 @@ static void test_host_start_refuses_bad_options(void **unused) {
     assert_int_equal(cr_host_stop(NULL), CR_OK);
 }
 
+/* ---- withdrawing the SSD tier (cr_host_drain_ssd) ------------------------ */
+
+static int ssd_read_zeros(void *arg, uint64_t addr, uint64_t len, void *dst) {
+    (void)arg, (void)addr;
+    memset(dst, 0, len);
+    return CR_OK;
+}
+
+static int ssd_write_refused(void *arg, const char *tenant, const char *key, const void *value,
+                             uint64_t len, uint64_t xxh3, uint64_t *position, char *why,
+                             size_t why_len) {
+    (void)arg, (void)tenant, (void)key, (void)value, (void)len, (void)xxh3, (void)position;
+    snprintf(why, why_len, "this test offloads nothing");
+    return CR_ERR_IO;
+}
+
+/* A host that offers an SSD tier announces it at mount; a drain remounts
+ * without it (the master offloads nothing more there), once: the second
+ * finds nothing to withdraw.  A host without a tier has nothing to do. */
+static void test_host_drain_withdraws_the_ssd_tier(void **unused) {
+    (void)unused;
+    struct master *m = master_start();
+    struct cr_host_options o = {.master = m->endpoint, .segment_size = 1u << 20,
+                                .no_verbs = true, .ping_interval_ms = 2, .timeout_ms = 5000,
+                                .ssd_read = ssd_read_zeros, .ssd_write = ssd_write_refused,
+                                .ssd_capacity_bytes = 1u << 30};
+    cr_host *h = NULL;
+    char error[256] = "";
+    int rc = cr_host_start(&o, &h, error, sizeof(error));
+    if (rc != CR_OK) fail_msg("cr_host_start: %s: %s", cr_strerror(rc), error);
+    assert_int_equal(atomic_load(&m->ssd_capacity), 1u << 30);
+    uint32_t remounts = atomic_load(&m->remounts);
+
+    bool drained = false;
+    assert_int_equal(cr_host_drain_ssd(h, WAIT_MS, &drained, error, sizeof(error)), CR_OK);
+    assert_true(drained);
+    assert_int_equal(atomic_load(&m->ssd_capacity), 0);
+    assert_int_equal(atomic_load(&m->remounts), remounts + 1);
+    /* Later remounts (the master forgot the client) keep it withdrawn. */
+    atomic_store(&m->forget_at, atomic_load(&m->pings) + 2);
+    for (int i = 0; i < 1000 && atomic_load(&m->remounts) < remounts + 2; i++) sleep_ms(2);
+    assert_true(atomic_load(&m->remounts) >= remounts + 2);
+    assert_int_equal(atomic_load(&m->ssd_capacity), 0);
+    uint32_t after = atomic_load(&m->remounts);
+    assert_int_equal(cr_host_drain_ssd(h, WAIT_MS, &drained, error, sizeof(error)), CR_OK);
+    assert_false(drained);
+    assert_int_equal(atomic_load(&m->remounts), after);
+    assert_int_equal(cr_host_stop(h), CR_OK);
+    master_stop(m);
+
+    m = master_start();
+    cr_host *plain = host_start(m, false);
+    drained = true;
+    assert_int_equal(cr_host_drain_ssd(plain, WAIT_MS, &drained, error, sizeof(error)), CR_OK);
+    assert_false(drained);
+    assert_int_equal(atomic_load(&m->remounts), 0);
+    assert_int_equal(cr_host_stop(plain), CR_OK);
+    master_stop(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_serves_a_get_over_shm),
@@ -394,6 +456,7 @@ int main(void) {
         cmocka_unit_test(test_host_ranges_over_shm),
         cmocka_unit_test(test_host_ranges_over_tcp),
         cmocka_unit_test(test_host_start_refuses_bad_options),
+        cmocka_unit_test(test_host_drain_withdraws_the_ssd_tier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
