@@ -129,6 +129,8 @@ struct segments_state {
     bool files_can_delete;   /* crescentd sees the directory: it deletes dropped files */
     uint64_t files_deleted, files_left, files_delete_failed;
     uint64_t files_last_log_ns;
+    /* Read latency per tier clients report with Ping (core/read_latency.h). */
+    struct cr_read_latency_sums reads;
     struct cr_rpc_arena *arena; /* response scratch, reused by every call */
     uint64_t client_ttl_ms;
     struct cr_actor *self;
@@ -265,6 +267,9 @@ void segments_repl_reset(struct segments_state *st);
 /* A standby's own snapshots: one slice per round, begun every
  * --snapshot-every-records records applied, cut at the last applied. */
 void segments_repl_snapshot_step(struct segments_state *st);
+
+/* segments_reads.c: the clients' read latency per tier, as /metrics histograms. */
+void segments_read_latency_stats(const struct segments_state *st, struct cr_actor_stats *out);
 
 /* segments_files.c: the shared file tier on the master's side. */
 void segments_files_init(struct segments_state *st, const struct cr_daemon_config *config);
