@@ -386,7 +386,8 @@ static void run_call(struct segments_state *st, struct cr_master_call *call, boo
                              .client_ttl_ms = st->client_ttl_ms,
                              .scan = scan,
                              .remove_all = removed,
-                             .files = &st->files};
+                             .files = &st->files,
+                             .reads = &st->reads};
     st->calls++;
     st->round_calls++;
     uint64_t changes = st->feed.changes;
@@ -825,7 +826,8 @@ static void on_admin(struct segments_state *st, struct cr_msg *msg) {
     const struct cr_msg_master_admin *a = CR_MSG_BODY(msg, struct cr_msg_master_admin);
     struct cr_store_admin_counters counters = {.events_sent = st->events_sent,
                                                .events_dropped = st->events_dropped,
-                                               .zombie_reclaims = st->zombie_reclaims};
+                                               .zombie_reclaims = st->zombie_reclaims,
+                                               .reads = &st->reads};
     int rc;
     if (a->query->kind == CR_MASTER_ADMIN_REMOVE_ALL && !cr_role_accepts_writes()) {
         *a->json_out = NULL; /* a standby: the leader removes */
@@ -1018,6 +1020,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "offloads_started_total", s.offloads_started);
     add_stat(out, "offloads_done_total", s.offloads_done);
     add_stat(out, "offloads_failed_total", s.offloads_failed);
+    segments_read_latency_stats(st, out);
     add_stat(out, "calls_total", st->calls);
     add_stat(out, "call_errors_total", st->call_errors);
     add_stat(out, "replies_dropped_total", st->replies_dropped);

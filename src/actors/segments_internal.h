@@ -130,6 +130,8 @@ struct segments_state {
     bool files_can_delete;   /* crescentd sees the directory: it deletes dropped files */
     uint64_t files_deleted, files_left, files_delete_failed;
     uint64_t files_last_log_ns;
+    /* Read latency per tier clients report with Ping (core/read_latency.h). */
+    struct cr_read_latency_sums reads;
     struct cr_rpc_arena *arena; /* response scratch, reused by every call */
     uint64_t client_ttl_ms;
     struct cr_actor *self;
@@ -272,6 +274,9 @@ void segments_repl_snapshot_step(struct segments_state *st);
  * --snapshot-every-records, cut at cut_lsn (0: nothing to cut yet). */
 void segments_snapshot_step(struct segments_state *st, uint64_t counted_records, uint64_t *mark,
                             uint64_t cut_lsn);
+
+/* segments_reads.c: the clients' read latency per tier, as /metrics histograms. */
+void segments_read_latency_stats(const struct segments_state *st, struct cr_actor_stats *out);
 
 /* segments_files.c: the shared file tier on the master's side. */
 void segments_files_init(struct segments_state *st, const struct cr_daemon_config *config);

@@ -463,6 +463,7 @@ static int single_get(cr_client *c, const char *tenant, const char *key, void *b
     if (rc == CR_OK) rc = cr_client_files_check(c);
     if (rc != CR_OK) return rc;
     cr_client_files_poll(c);
+    cr_client_read_report_poll(c);
     struct cr_replica_list list;
     int64_t started = c->clock_ms(c->clock_ctx);
     rc = cr_client_get_replica_list(c, tenant, key, &list);
@@ -512,6 +513,7 @@ int cr_client_batch_get_into(cr_client *c, const char *tenant, struct cr_get_buf
     if (rc == CR_OK) rc = cr_client_files_check(c);
     if (rc != CR_OK) return rc;
     cr_client_files_poll(c);
+    cr_client_read_report_poll(c);
     const char **keys = malloc((count > 0 ? count : 1) * sizeof(*keys));
     struct read_item *reads = calloc(count > 0 ? count : 1, sizeof(*reads));
     if (keys == NULL || reads == NULL) {

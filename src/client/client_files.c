@@ -67,6 +67,9 @@ struct cr_files_job {
     size_t cap;       /* bytes of buf: hlen + len rounded up to DIRECT_ALIGN */
     size_t hlen;
     bool ok;          /* done: the file is in place */
+    /* A persist the master refused (its object was removed or replaced
+     * meanwhile): the writer removes its file, off the caller's thread. */
+    bool unlink_only;
     int64_t done_ms;
 };
 
@@ -82,6 +85,7 @@ struct cr_client_files {
     size_t queued_bytes;
     size_t writing;               /* jobs taken by the writer, not done yet */
     bool stop;
+    bool joined;                  /* the writer has exited: refused files go at once */
     int64_t oldest_done_ms;
     uint8_t *spare[SPARE_MAX];    /* written buffers to reuse (under mu) */
     size_t spare_cap[SPARE_MAX];
@@ -270,6 +274,29 @@ static uint8_t *take_spare(struct cr_client_files *f, size_t need, size_t *cap) 
     return buf;
 }
 
+/* Removes the file of a persist the master did not take (its object was
+ * removed or replaced meanwhile): nothing would ever read or evict it.  On
+ * the writer's thread: an unlink waits for the file system's journal, which
+ * the writer's own fsyncs keep busy, and a put must not wait for that
+ * (bench/RESULTS.md, "File tier, third pass").  Only the file this job
+ * wrote goes: a later put of the key may have replaced it. */
+static void remove_refused(struct cr_client_files *f, const struct cr_files_job *j) {
+    char name[CR_FILE_TIER_NAME_MAX], path[PATH_MAX];
+    if (cr_file_tier_name(j->tenant, j->key, j->key_len, name, sizeof(name)) == 0) return;
+    int n = snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+    if (n <= 0 || (size_t)n >= sizeof(path)) return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    uint8_t head[CR_FILE_TIER_HEADER_FIXED + CR_FILE_TIER_TENANT_MAX + CR_FILE_TIER_KEY_MAX];
+    size_t want = j->hlen <= sizeof(head) ? j->hlen : 0;
+    ssize_t got = want > 0 ? pread(fd, head, want, 0) : -1;
+    close(fd);
+    struct cr_file_tier_header h;
+    if (got == (ssize_t)want && cr_file_tier_header_decode(head, want, &h) == CR_FILE_TIER_OK &&
+        h.value_len == j->len && h.value_xxh3 == j->checksum)
+        unlink(path);
+}
+
 static void *writer_main(void *arg) {
     struct cr_client_files *f = arg;
     uint64_t seq = 0;
@@ -278,19 +305,25 @@ static void *writer_main(void *arg) {
     for (;;) {
         while (f->head == NULL && !f->stop) pthread_cond_wait(&f->wake, &f->mu);
         if (f->head == NULL) break; /* stopping, and nothing left */
-        struct cr_files_job *jobs[WRITE_BATCH];
+        struct cr_files_job *jobs[WRITE_BATCH], *unlinks[WRITE_BATCH];
         int errs[WRITE_BATCH];
-        size_t n = 0;
-        while (f->head != NULL && n < (paths != NULL ? WRITE_BATCH : 1u)) {
-            jobs[n++] = f->head;
-            f->head = f->head->next;
+        size_t n = 0, u = 0;
+        while (f->head != NULL && n + u < (paths != NULL ? WRITE_BATCH : 1u)) {
+            struct cr_files_job *j = f->head;
+            f->head = j->next;
+            if (j->unlink_only) unlinks[u++] = j;
+            else jobs[n++] = j;
         }
         if (f->head == NULL) f->tail = NULL;
-        f->writing += n;
+        f->writing += n + u;
         pthread_mutex_unlock(&f->mu);
+        for (size_t i = 0; i < u; i++) {
+            remove_refused(f, unlinks[i]);
+            free(unlinks[i]);
+        }
         if (paths != NULL) {
             persist_batch(f, jobs, n, &seq, paths, errs);
-        } else {
+        } else if (n > 0) {
             errs[0] = ENOMEM;
         }
         uint8_t *to_free[WRITE_BATCH];
@@ -316,7 +349,7 @@ static void *writer_main(void *arg) {
             f->done_tail = j;
             f->done_count++;
         }
-        f->writing -= n;
+        f->writing -= n + u;
         pthread_cond_broadcast(&f->idle);
         pthread_mutex_unlock(&f->mu);
         for (size_t i = 0; i < frees; i++) free(to_free[i]);
@@ -557,13 +590,24 @@ static int send_report(cr_client *c, Crescent__Master__DiskReplicaReportRequest_
     return rc;
 }
 
-/* Removes the file of a persist the master did not take (the object was
- * removed or replaced meanwhile): nothing would ever read or evict it. */
-static void unlink_refused(struct cr_client_files *f, const struct cr_files_job *j) {
-    char name[CR_FILE_TIER_NAME_MAX], path[PATH_MAX];
-    if (cr_file_tier_name(j->tenant, j->key, j->key_len, name, sizeof(name)) == 0) return;
-    int n = snprintf(path, sizeof(path), "%s/%s", f->dir, name);
-    if (n > 0 && (size_t)n < sizeof(path)) unlink(path);
+/* Hands a refused persist's file to the writer to remove (remove_refused);
+ * after the writer has exited (close), removes it here. */
+static void queue_unlink(struct cr_client_files *f, struct cr_files_job *j) {
+    pthread_mutex_lock(&f->mu);
+    bool joined = f->joined;
+    if (!joined) {
+        j->unlink_only = true;
+        j->next = NULL;
+        if (f->tail != NULL) f->tail->next = j;
+        else f->head = j;
+        f->tail = j;
+        pthread_cond_signal(&f->wake);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (joined) {
+        remove_refused(f, j);
+        free(j);
+    }
 }
 
 /* Reports finished persists: when `force`, or enough have gathered, or the
@@ -624,11 +668,13 @@ static void files_report(cr_client *c, bool force) {
                  * nothing would read or delete that file, so it goes.  A
                  * call that did not go through leaves it for a later put of
                  * the key to replace; the object lives on in memory. */
-                if (statuses[i] != CR_ERR_TIMEOUT && statuses[i] != CR_ERR_IO)
-                    unlink_refused(f, jobs[i]);
                 pthread_mutex_lock(&f->mu);
                 f->reports_refused++;
                 pthread_mutex_unlock(&f->mu);
+                if (statuses[i] != CR_ERR_TIMEOUT && statuses[i] != CR_ERR_IO) {
+                    queue_unlink(f, jobs[i]);
+                    continue;
+                }
             }
             free(jobs[i]);
         }
@@ -825,6 +871,7 @@ void cr_client_files_close(cr_client *c) {
     pthread_cond_signal(&f->wake);
     pthread_mutex_unlock(&f->mu);
     pthread_join(f->thread, NULL);
+    f->joined = true; /* no lock needed: the writer is gone */
     files_report(c, true);
     struct cr_files_job *j = f->done_head;
     while (j != NULL) {

@@ -107,6 +107,10 @@ struct cr_client {
     struct cr_histogram read_latency[CR_READ_TIERS];
     /* Reads of local_disk replicas asked of store servers (client_ssd.c). */
     uint64_t offload_reads;
+    /* What the master has of them (sent with a Ping it answered), and when
+     * the last Ping that carried reads was answered or failed. */
+    struct cr_histogram read_reported[CR_READ_TIERS];
+    int64_t read_reported_ms;
 };
 
 /* What the allocation-free scanner reads from a response body: field 1
@@ -286,6 +290,24 @@ void cr_client_files_commit(cr_client *c, struct cr_files_job *j, uint64_t check
 void cr_client_files_cancel(cr_client *c, struct cr_files_job *j);
 /* Reports finished persists when enough have gathered (at each put/get). */
 void cr_client_files_poll(cr_client *c);
+
+/* The read latency a Ping carries to the master (client_latency.c): what
+ * this client observed per tier since the last Ping the master answered. */
+struct cr_client_read_report {
+    Crescent__Master__PingRequest__ReadLatency entries[CR_READ_TIERS];
+    Crescent__Master__PingRequest__ReadLatency *ptrs[CR_READ_TIERS];
+    uint64_t buckets[CR_READ_TIERS][CR_HISTOGRAM_BUCKETS];
+    struct cr_histogram snapshot[CR_READ_TIERS];
+};
+/* Fills r and points req's read_latency at it (nothing when no new reads). */
+void cr_client_read_report_attach(cr_client *c, struct cr_client_read_report *r,
+                                  Crescent__Master__PingRequest *req);
+/* The master answered the Ping that carried r: those reads are reported. */
+void cr_client_read_report_sent(cr_client *c, const struct cr_client_read_report *r);
+/* At a get: a Ping with the reads of the last CR_CLIENT_READ_REPORT_MS and
+ * more, when there are any (a client that never pings still reports). */
+#define CR_CLIENT_READ_REPORT_MS 1000
+void cr_client_read_report_poll(cr_client *c);
 /* The list's complete disk replica, or NULL. */
 const struct cr_replica *cr_client_files_replica(const struct cr_replica_list *list);
 /* Reads the object from its disk replica (there must be one) into buf. */

@@ -75,3 +75,56 @@ int cr_client_read_latency_metrics(cr_client *c, char *buf, size_t cap, size_t *
     if (len != NULL) *len = at;
     return CR_OK;
 }
+
+/* ---- reporting to the master ------------------------------------------------
+ * Clients read replicas directly, so crescentd learns read latency only from
+ * them: each Ping carries what was observed per tier since the last Ping the
+ * master answered (deltas of the histograms above), and crescentd sums them
+ * into its /metrics (docs/tiers.md, "Read latency per tier").  A Ping that
+ * fails carries the same reads again next time. */
+
+void cr_client_read_report_attach(cr_client *c, struct cr_client_read_report *r,
+                                  Crescent__Master__PingRequest *req) {
+    assert(c != NULL && r != NULL && req != NULL);
+    size_t n = 0;
+    for (int t = 0; t < CR_READ_TIERS; t++) {
+        const struct cr_histogram *now = &c->read_latency[t], *was = &c->read_reported[t];
+        r->snapshot[t] = *now;
+        if (now->count == was->count) continue;
+        Crescent__Master__PingRequest__ReadLatency *e = &r->entries[n];
+        crescent__master__ping_request__read_latency__init(e);
+        e->tier = (uint32_t)t;
+        e->count = now->count - was->count;
+        e->sum_ns = now->sum_ns - was->sum_ns;
+        for (uint32_t b = 0; b < CR_HISTOGRAM_BUCKETS; b++)
+            r->buckets[t][b] = now->buckets[b] - was->buckets[b];
+        e->n_buckets = CR_HISTOGRAM_BUCKETS;
+        e->buckets = r->buckets[t];
+        r->ptrs[n++] = e;
+    }
+    req->n_read_latency = n;
+    req->read_latency = n > 0 ? r->ptrs : NULL;
+}
+
+void cr_client_read_report_sent(cr_client *c, const struct cr_client_read_report *r) {
+    assert(c != NULL && r != NULL);
+    memcpy(c->read_reported, r->snapshot, sizeof(c->read_reported));
+    c->read_reported_ms = c->clock_ms(c->clock_ctx);
+}
+
+void cr_client_read_report_poll(cr_client *c) {
+    assert(c != NULL);
+    bool unreported = false;
+    for (int t = 0; t < CR_READ_TIERS; t++)
+        unreported = unreported || c->read_latency[t].count != c->read_reported[t].count;
+    if (!unreported || c->clock_ms(c->clock_ctx) - c->read_reported_ms < CR_CLIENT_READ_REPORT_MS)
+        return;
+    /* Its failure is not the get's: the reads go with a later Ping, tried
+     * no sooner than the interval after this one. */
+    char saved[sizeof(c->error)];
+    memcpy(saved, c->error, sizeof(saved));
+    if (cr_client_heartbeat(c, NULL, NULL) != CR_OK) {
+        memcpy(c->error, saved, sizeof(saved));
+        c->read_reported_ms = c->clock_ms(c->clock_ctx);
+    }
+}

@@ -119,10 +119,13 @@ int cr_client_heartbeat(cr_client *c, uint64_t *ttl_ms, bool *known) {
     Crescent__Master__PingRequest req = CRESCENT__MASTER__PING_REQUEST__INIT;
     req.client_id = &id;
     cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
+    struct cr_client_read_report reads;
+    cr_client_read_report_attach(c, &reads, &req);
     ProtobufCMessage *msg;
     int rc = cr_client_call(c, CR_METHOD_PING, &req.base, &msg);
     if (rc != CR_OK) return rc;
     Crescent__Master__PingResponse *resp = (Crescent__Master__PingResponse *)msg;
+    if (resp->status_code == CR_OK) cr_client_read_report_sent(c, &reads);
     cr_client_secret_take(c, resp->has_client_secret, resp->client_secret);
     if (ttl_ms != NULL) *ttl_ms = resp->has_client_ttl_ms ? resp->client_ttl_ms : 0;
     /* A master that does not say is taken to know us: nothing to redo. */

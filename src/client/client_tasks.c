@@ -203,10 +203,13 @@ int cr_client_heartbeat_tasks(cr_client *c, uint32_t max, uint64_t *ttl_ms, bool
     req.has_max_tasks = 1;
     req.max_tasks = max;
     cr_client_secret_to_pb(c, &req.has_client_secret, &req.client_secret);
+    struct cr_client_read_report reads;
+    cr_client_read_report_attach(c, &reads, &req);
     ProtobufCMessage *msg;
     rc = cr_client_call(c, CR_METHOD_PING, &req.base, &msg);
     if (rc != CR_OK) return rc;
     const Crescent__Master__PingResponse *r = (const void *)msg;
+    if (r->status_code == CR_OK) cr_client_read_report_sent(c, &reads);
     cr_client_secret_take(c, r->has_client_secret, r->client_secret);
     if (ttl_ms != NULL) *ttl_ms = r->has_client_ttl_ms ? r->client_ttl_ms : 0;
     /* A master that does not say is taken to know us (as cr_client_heartbeat). */

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "actors/subsystems.h"
+#include "core/read_latency.h"
 #include "crescent/error.h"
 #include "http/front.h"
 
@@ -193,6 +194,29 @@ int cr_store_admin_render_keys(const cr_store *store, uint64_t now_ms,
     return *json_out != NULL ? CR_OK : CR_ERR_NOMEM;
 }
 
+/* The clients' read latency per tier (docs/tiers.md): reads, their mean and
+ * the bucket bounds that hold the median and the 99th percentile (null with
+ * no reads; a read past the last bound counts as 10 s). */
+static json_t *read_latency(const struct cr_read_latency_sums *r) {
+    json_t *out = json_object();
+    for (uint32_t t = 0; out != NULL && t < CR_READ_LATENCY_TIERS; t++) {
+        const struct cr_histogram *h = &r->tiers[t];
+        json_t *tier = json_pack("{s:I, s:f}", "count", (json_int_t)h->count, "sum_seconds",
+                                 (double)h->sum_ns / 1e9);
+        if (tier == NULL) break;
+        static const struct { const char *name; double q; } qs[] = {{"p50_seconds", 0.5},
+                                                                    {"p99_seconds", 0.99}};
+        for (size_t i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+            uint64_t ns = cr_read_latency_quantile_ns(h, qs[i].q);
+            if (ns == UINT64_MAX) ns = cr_histogram_bounds_ns[CR_HISTOGRAM_BOUNDS - 1];
+            json_object_set_new(tier, qs[i].name, h->count > 0 ? json_real((double)ns / 1e9)
+                                                               : json_null());
+        }
+        json_object_set_new(out, cr_read_latency_tier_names[t], tier);
+    }
+    return out;
+}
+
 static json_t *render_stats(const cr_store *store, uint64_t now_ms,
                             const struct cr_store_admin_counters *c) {
     struct cr_store_stats s;
@@ -217,6 +241,8 @@ static json_t *render_stats(const cr_store *store, uint64_t now_ms,
                             json_integer((json_int_t)s.disk_evictions));
         json_object_set_new(out, "local_disk_bytes", json_integer((json_int_t)s.local_disk_bytes));
     }
+    if (out != NULL && c->reads != NULL)
+        json_object_set_new(out, "read_latency", read_latency(c->reads));
     return out;
 }
 

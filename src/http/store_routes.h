@@ -13,6 +13,7 @@
 #include "msgs/master_msgs.h"
 
 struct cr_http_front;
+struct cr_read_latency_sums;
 struct cr_subsystems;
 
 /* Extra counters of the segments actor shown by /api/v1/stats. */
@@ -20,6 +21,7 @@ struct cr_store_admin_counters {
     uint64_t events_sent;
     uint64_t events_dropped;
     uint64_t zombie_reclaims;
+    const struct cr_read_latency_sums *reads; /* clients' reports (NULL: none) */
 };
 
 /* Renders the answer to `q` as JSON text (malloc'd) into *json_out.  For the

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/read_latency.h"
 #include "crescent/error.h"
 
 #define M(ID, METRIC, REQ, RESP)                                                                   \
@@ -177,6 +178,26 @@ const char *cr_rpc_prescan(const ProtobufCMessageDescriptor *desc, const uint8_t
 static int fail(char err[CR_RPC_ERROR_MAX], const char *fmt, const char *what, size_t index) {
     snprintf(err, CR_RPC_ERROR_MAX, fmt, what, index);
     return CR_ERR_INVALID_PARAMS;
+}
+
+/* A Ping's read latency report (core/read_latency.h): each entry whole, at
+ * most one per tier. */
+static int check_read_latency(const Crescent__Master__PingRequest *r,
+                              char err[CR_RPC_ERROR_MAX]) {
+    if (r->n_read_latency > CR_READ_LATENCY_TIERS)
+        return fail(err, "%s: %zu entries, at most one per tier (3)", "read_latency",
+                    r->n_read_latency);
+    unsigned seen = 0;
+    for (size_t i = 0; i < r->n_read_latency; i++) {
+        const Crescent__Master__PingRequest__ReadLatency *e = r->read_latency[i];
+        if (cr_read_latency_check(e->tier, e->count, e->buckets, e->n_buckets, err,
+                                  CR_RPC_ERROR_MAX) != 0)
+            return CR_ERR_INVALID_PARAMS;
+        if (seen & (1u << e->tier))
+            return fail(err, "%s: tier %zu twice", "read_latency", e->tier);
+        seen |= 1u << e->tier;
+    }
+    return CR_OK;
 }
 
 static int check_key(const char *key, size_t index, char err[CR_RPC_ERROR_MAX]) {
@@ -403,7 +424,7 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RP
         const Crescent__Master__PingRequest *r = (const void *)req;
         if (r->has_max_tasks && r->max_tasks > 256)
             return fail(err, "%s must be 0 to 256%.0zu", "max_tasks", 0);
-        return CR_OK;
+        return check_read_latency(r, err);
     }
     case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE:
         return check_task_report((const void *)req, err);

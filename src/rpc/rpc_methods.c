@@ -15,6 +15,7 @@
 #include "rpc/rpc_fast_pack.h"
 #include "crescent/error.h"
 #include "core/file_tier.h"
+#include "core/read_latency.h"
 #include "crescent/version.h"
 
 /* ------------------------------------------------------------------------ */
@@ -316,6 +317,16 @@ static int m_ping(struct cr_rpc_run *run, struct cr_master_call *call, struct cr
     if (restored) known = false;
     if (resp.status_code == CR_OK)
         issue_secret(run, a, &id, &resp.has_client_secret, &resp.client_secret);
+    /* The client's read latency since its last report (cr_rpc_validate
+     * refused a malformed one; checked again, as cheap, before it counts). */
+    char why[CR_RPC_ERROR_MAX];
+    for (size_t i = 0; resp.status_code == CR_OK && run->reads != NULL &&
+                       i < req->n_read_latency && i < CR_READ_LATENCY_TIERS; i++) {
+        const Crescent__Master__PingRequest__ReadLatency *e = req->read_latency[i];
+        if (cr_read_latency_check(e->tier, e->count, e->buckets, e->n_buckets, why,
+                                  sizeof(why)) == 0)
+            cr_read_latency_add(run->reads, e->tier, e->count, e->sum_ns, e->buckets);
+    }
     resp.has_client_known = resp.status_code == CR_OK; /* a refused ping tells nothing */
     resp.client_known = known;
     resp.has_client_ttl_ms = 1;

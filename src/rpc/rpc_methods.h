@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/read_latency.h"
 #include "core/store.h"
 #include "msgs/master_msgs.h"
 
@@ -58,6 +59,8 @@ struct cr_rpc_run {
     /* The file tier (NULL or root "": none). */
     struct cr_rpc_files *files;
     struct cr_rpc_outcome outcome; /* out */
+    /* Read latency per tier clients report with Ping (NULL: not kept). */
+    struct cr_read_latency_sums *reads;
 };
 
 /* Returns whether the call is a RemoveAll, with its tenant (NULL: every

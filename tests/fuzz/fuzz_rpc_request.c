@@ -21,7 +21,9 @@
  *  - an accepted request satisfies every bound cr_rpc_validate documents,
  *    checked independently by walking the message's descriptor: keys 1..4096
  *    bytes, tenants at most 23, batches at most 4096, value_length > 0,
- *    replica_num 1..8, client ids where required, segment names 1..255;
+ *    replica_num 1..8, client ids where required, segment names 1..255, a
+ *    Ping's read latency report whole (one entry per tier, 20 buckets adding
+ *    up to its count), and the master's sums of those reports stay whole;
  *  - the pre-scan bounds what protobuf-c allocates: an accepted request
  *    holds at most CR_RPC_UNKNOWN_FIELDS_MAX unknown fields over all its
  *    levels (protobuf-c keeps each as an allocation of its own);
@@ -41,6 +43,7 @@
 #include "rpc/rpc_codec.h"
 #include "rpc/rpc_methods.h"
 #include "actors/task_store.h"
+#include "core/read_latency.h"
 #include "core/store.h"
 #include "fuzz_store.h"
 #include "crescent/error.h"
@@ -77,6 +80,23 @@ static void check_key(const char *key) {
 }
 
 static void check_bounds(const ProtobufCMessage *m);
+
+/* A Ping's read latency report, restated from core/read_latency.h: at most
+ * one entry per tier, 20 buckets that add up to count, count <= 2^40. */
+static void check_read_latency(const Crescent__Master__PingRequest *r) {
+    if (r->n_read_latency > 3) abort();
+    unsigned seen = 0;
+    for (size_t i = 0; i < r->n_read_latency; i++) {
+        const Crescent__Master__PingRequest__ReadLatency *e = r->read_latency[i];
+        if (e->tier >= 3 || (seen & (1u << e->tier)) || e->n_buckets != CR_HISTOGRAM_BUCKETS ||
+            e->count > CR_READ_LATENCY_REPORT_MAX)
+            abort();
+        seen |= 1u << e->tier;
+        unsigned __int128 total = 0;
+        for (size_t b = 0; b < e->n_buckets; b++) total += e->buckets[b];
+        if (total != e->count) abort();
+    }
+}
 
 static void check_field(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {
     const char *name = f->name;
@@ -119,6 +139,7 @@ static void check_field(const ProtobufCMessage *m, const ProtobufCFieldDescripto
 
 static void check_bounds(const ProtobufCMessage *m) {
     const ProtobufCMessageDescriptor *d = m->descriptor;
+    if (is(m, &crescent__master__ping_request__descriptor)) check_read_latency((const void *)m);
     for (unsigned i = 0; i < d->n_fields; i++) check_field(m, &d->fields[i]);
 }
 
@@ -150,8 +171,9 @@ static void run_on_store(const struct cr_rpc_method *m, ProtobufCMessage *reques
     call->method = m->id;
     call->request = request;
     call->request_arena = request_arena;
+    static struct cr_read_latency_sums reads; /* Ping's reports add up here */
     struct cr_rpc_run run = {.store = store, .arena = arena, .now_ms = now_ms += 37,
-                             .client_ttl_ms = 10000};
+                             .client_ttl_ms = 10000, .reads = &reads};
     int code = cr_rpc_methods_run(&run, call);
     /* A batch returns its first failing entry's code, which its response
      * carries per entry rather than in status_code. */
@@ -166,6 +188,12 @@ static void run_on_store(const struct cr_rpc_method *m, ProtobufCMessage *reques
         abort();
     }
     cr_master_call_free(call); /* frees the request too */
+    for (uint32_t t = 0; t < CR_READ_LATENCY_TIERS; t++) { /* sums stay whole */
+        const struct cr_histogram *h = &reads.tiers[t];
+        unsigned __int128 total = 0;
+        for (uint32_t b = 0; b < CR_HISTOGRAM_BUCKETS; b++) total += h->buckets[b];
+        if (h->count < UINT64_MAX && total != h->count) abort();
+    }
 }
 
 /* ---- the gateway's path ---- */
@@ -430,6 +458,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     Crescent__Master__PingRequest ping = CRESCENT__MASTER__PING_REQUEST__INIT;
     ping.client_id = &client;
     write_seed(dir, &ping.base, CRESCENT__MASTER__METHOD__PING);
+    uint64_t buckets[CR_HISTOGRAM_BUCKETS] = {[0] = 3, [4] = 1, [CR_HISTOGRAM_BOUNDS] = 1};
+    Crescent__Master__PingRequest__ReadLatency lat =
+        CRESCENT__MASTER__PING_REQUEST__READ_LATENCY__INIT;
+    lat.tier = 1, lat.count = 5, lat.sum_ns = 12345678, lat.n_buckets = CR_HISTOGRAM_BUCKETS;
+    lat.buckets = buckets;
+    Crescent__Master__PingRequest__ReadLatency *lats[] = {&lat};
+    ping.n_read_latency = 1, ping.read_latency = lats;
+    write_seed(dir, &ping.base, CRESCENT__MASTER__METHOD__PING);
+    ping.n_read_latency = 0, ping.read_latency = NULL;
     Crescent__Master__MountSegmentRequest mount = CRESCENT__MASTER__MOUNT_SEGMENT_REQUEST__INIT;
     mount.buffer = 0x10000, mount.size = 64u << 20, mount.segment_name = "seg0";
     mount.client_id = &client, mount.transport_endpoint = "127.0.0.1:7000";

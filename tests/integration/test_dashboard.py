@@ -118,6 +118,9 @@ def test_dashboard_shows_the_apis_numbers(daemon, browser, tmp_path):
         expected = model[section]
         for part in rest.split("."):
             expected = expected[part]
+        if expected is None:  # a read latency quantile of a tier without reads
+            assert (value, text) == ("", "–"), (field, value, text)
+            continue
         assert float(value) == pytest.approx(float(expected)), (field, value, expected)
         if field == "capacity.metadata_only":
             continue  # shown only beside a metadata-only segment
@@ -263,3 +266,37 @@ def test_first_poll_draws_no_false_zeros_and_a_present_time_axis(daemon, browser
     for text in labels:
         for other in (str(year + 1), str(year + 2), str(year + 3)):
             assert other not in text, labels
+
+
+def test_read_latency_per_tier_from_the_clients_pings(daemon, browser):
+    """A client's reads reach crescentd with its Ping (the client measures
+    them: it reads the replicas itself) and show on the dashboard's tier card
+    as /api/v1/stats has them; the tiers without reads show "–"."""
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import Store  # noqa: E402
+    d = daemon("--local-segment-size", "64M")
+    rpc = d.args[d.args.index("--rpc-address") + 1]
+    st = Store()
+    assert st.setup("localhost", "", 0, 0, "tcp", "", rpc) == 0
+    for i in range(6):
+        assert st.put(f"k{i}", os.urandom(65536)) == 0
+    for i in range(6):
+        assert len(st.get(f"k{i}")) == 65536
+    st.ping()  # carries the six reads
+    st.close()
+    reads = api(d, "/api/v1/stats")["read_latency"]
+    assert reads["memory"]["count"] == 6 and reads["disk"]["count"] == 0
+    assert reads["memory"]["p50_seconds"] > 0 and reads["disk"]["p50_seconds"] is None
+    browser.get(f"http://127.0.0.1:{d.port}/")
+    wait_for(lambda: int(browser.execute_script("return document.body.dataset.polls || 0")) >= 1,
+             "a poll of the API")
+    fields = shown_fields(browser)
+    p50 = fields["stats.read_latency.memory.p50_seconds"]
+    assert float(p50[0]) == pytest.approx(reads["memory"]["p50_seconds"]), p50
+    assert p50[1].startswith("≤ ") and p50[1].endswith(("µs", "ms", " s")), p50
+    assert fields["stats.read_latency.memory.count"] == ["6", "6"]
+    assert fields["stats.read_latency.disk.p50_seconds"] == ["", "–"]
+    assert browser.find_element("id", "read-latency").is_displayed()

@@ -334,6 +334,11 @@ def test_batched_writes_of_every_size_read_back_whole(cluster, monkeypatch):
     assert f'crescent_client_read_latency_seconds_count{{tier="disk"}} {len(values)}' in text
     assert f'crescent_client_read_latency_seconds_bucket{{tier="disk",le="+Inf"}} {len(values)}' \
         in text
+    py.ping()  # carries the reads to crescentd's /metrics (the first client's one memory read
+    # went with no ping: it closed within a second of it)
+    status, body = http_get(d.port, "/metrics")
+    assert f'crescent_segments_read_latency_seconds_count{{tier="disk"}} {len(values)}\n' \
+        in body.decode()
     py.close()
 
 
@@ -359,3 +364,36 @@ def test_a_file_longer_or_shorter_than_its_header_is_refused(cluster, tmp_path):
         assert bad.returncode != 0 and bad.stdout == b"", key
         assert b"than its header says" in bad.stderr, bad.stderr
     assert metric(d, "crescent_segments_file_tier_dropped_total") == 2
+
+
+def test_a_refused_persist_loses_its_file_on_the_writer_thread(cluster, monkeypatch):
+    """A put whose object is removed before its file is reported: crescentd
+    refuses the report, and the client's writer thread (not the put's)
+    deletes that file, unless a later put of the key has replaced it."""
+    import ctypes
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import Store as PyStore
+    lib = ctypes.CDLL(os.environ["CRESCENT_LIB"])
+    lib.cr_client_file_tier_flush.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    start, store, rpc, root = cluster
+    d = start()
+    store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    monkeypatch.setenv("CRESCENT_ROOT_FS_DIR", str(root))
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", rpc.split("//")[1]) == 0
+    assert py.put("gone", b"g" * 10000) == 0
+    assert py.remove("gone") == 0  # before its report: the report will be refused
+    assert py.put("dup", b"a" * 10000) == 0
+    assert py.remove("dup") == 0
+    assert py.put("dup", b"b" * 10000) == 0  # the same file name, other bytes
+    assert lib.cr_client_file_tier_flush(py._client, 20000) == 0  # writes, reports
+    # The refused files went to the writer; a second flush waits for it.
+    assert lib.cr_client_file_tier_flush(py._client, 20000) == 0
+    values = [open(f, "rb").read()[-10000:] for f in obj_files(root)]
+    assert values == [b"b" * 10000], [v[:1] for v in values]
+    assert tiers(rpc, root, "dup") == ["disk", "memory"]
+    py.close()

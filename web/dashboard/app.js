@@ -44,6 +44,9 @@ function format(value, kind) {
     case "bytes": return formatBytes(value);
     case "percent": return (value * 100).toFixed(value > 0 && value < 0.001 ? 4 : 1) + " %";
     case "rate": return value.toFixed(1);
+    // A bucket bound of crescentd's histograms (10 us .. 10 s): "≤ 250 µs".
+    case "seconds": return "≤ " + (value < 1e-3 ? (value * 1e6).toFixed(0) + " µs"
+      : value < 1 ? (value * 1e3).toFixed(value < 1e-2 ? 1 : 0) + " ms" : value.toFixed(1) + " s");
     default: return Number.isInteger(value) ? value.toLocaleString("en-US") : String(value);
   }
 }
