@@ -39,10 +39,11 @@ const server_dirs = [_][]const u8{ "src/daemon", "src/ha", "src/durable", "src/a
 
 /// The public client library: RPC client plus what it shares with the server:
 /// the transfer layer (src/rdma, which Put/Get move bytes with), the log, the
-/// data-plane capability codec the transfer layer's frames carry, and the etcd
-/// client that resolves an etcd:// endpoint's leader (src/ha/etcd*.c).
+/// data-plane capability codec the transfer layer's frames carry, the etcd
+/// client that resolves an etcd:// endpoint's leader (src/ha/etcd*.c), and the
+/// SSD tier (src/tier) an engine's hosted segment may offload to.
 const client_dirs = [_][]const u8{"src/client"};
-const client_shared_dirs = [_][]const u8{"src/rdma"};
+const client_shared_dirs = [_][]const u8{ "src/rdma", "src/tier" };
 const client_shared_files = [_][]const u8{ "src/core/error.c", "src/core/log.c", "src/core/xfer_cap.c", "src/core/file_tier.c", "src/core/histogram.c", "src/ha/etcd.c", "src/ha/etcd_json.c" };
 
 const Sources = struct {

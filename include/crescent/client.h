@@ -200,6 +200,11 @@ struct cr_replica {
     char *segment_name; /* local_disk: the server's segment; "" otherwise */
     uint64_t object_size; /* disk, local_disk: the value's bytes */
     uint64_t position;    /* local_disk: where the server keeps it */
+    /* local_disk: the master's read capability for the server's SSD segment
+     * "<segment_name>#ssd" at [position, position + object_size)
+     * (ReplicaInfo.capability), sent with the read; false when none. */
+    bool has_capability;
+    uint8_t capability[CR_CLIENT_CAPABILITY_BYTES];
 };
 
 /* One object's replicas; `key` is set only by the regex form. `status` is

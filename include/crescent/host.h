@@ -20,9 +20,10 @@
  * clients are independent).  The functions below may be called from any one
  * thread at a time.
  *
- * Copy/move tasks whose source is this segment are not run by the embedded
- * host (crescent-store and crescentd's local segment run them): the master
- * fails them after its --task-timeout-sec. */
+ * Copy/move tasks whose source is this segment, and the master's offloads of
+ * its evicted objects to an SSD tier (ssd_dir below), are run by the
+ * keep-alive thread, handed out with its pings (unless the caller brings its
+ * own heartbeat). */
 #ifndef CRESCENT_HOST_H
 #define CRESCENT_HOST_H
 
@@ -99,6 +100,18 @@ struct cr_host_options {
                      uint64_t len, uint64_t xxh3, uint64_t *position, char *why, size_t why_len);
     void (*ssd_remove)(void *arg, uint64_t position);
     uint64_t ssd_capacity_bytes;
+    /* The host's own SSD tier, for callers that do not bring theirs (ssd_read
+     * NULL): NULL or "": none.  Otherwise a directory (created 0700 when
+     * missing, one host per directory) the host opens at start as
+     * crescent-store --ssd-dir does (files checked, the excess over ssd_size
+     * evicted), serves as "<segment name>" CR_HOST_SSD_SUFFIX and announces
+     * at mount, so the master offloads objects it evicts from this segment
+     * there; ssd_size (bytes of files, > 0) bounds it.  Files stay at
+     * cr_host_stop; a later host on the same directory finds them checked
+     * (docs/tiers.md).  Python: setup(..., enable_ssd_offload=True,
+     * ssd_offload_path=DIR). */
+    const char *ssd_dir;
+    uint64_t ssd_size;
 };
 
 /* Withdraws this host's SSD tier from offload (Mooncake's

@@ -41,7 +41,9 @@ class Replica(ctypes.Structure):
     _fields_ = [("status", c_int), ("handle_count", c_size_t),
                 ("handles", ctypes.POINTER(BufHandle)), ("medium", c_int),
                 ("file_path", c_char_p), ("endpoint", c_char_p), ("segment_name", c_char_p),
-                ("object_size", c_u64), ("position", c_u64)]
+                ("object_size", c_u64), ("position", c_u64),
+                # local_disk: the read capability for "<segment_name>#ssd" (48 bytes)
+                ("has_capability", c_bool), ("capability", ctypes.c_uint8 * 48)]
 
 
 class ReplicaList(ctypes.Structure):
@@ -189,7 +191,9 @@ class HostOptions(ctypes.Structure):
                 ("ssd_read", c_void_p), ("ssd_read_arg", c_void_p),
                 ("require_capability", c_bool),
                 ("ssd_write", c_void_p), ("ssd_remove", c_void_p),
-                ("ssd_capacity_bytes", c_u64)]
+                ("ssd_capacity_bytes", c_u64),
+                # the host's own SSD tier (setup(enable_ssd_offload=True))
+                ("ssd_dir", c_char_p), ("ssd_size", c_u64)]
 
 
 class HostStats(ctypes.Structure):

@@ -22,6 +22,7 @@ client is single-threaded); transfers run with the GIL released.
 import atexit
 import ctypes
 import mmap
+import os
 import re
 import socket
 import threading
@@ -172,11 +173,13 @@ class _Host:
     """One segment this process hosts (libcrescent's cr_host)."""
 
     def __init__(self, master, size, address, no_shm, no_verbs, rdma_devices, memory=None,
-                 name=None):
+                 name=None, ssd=None):
+        ssd_dir, ssd_size = ssd if ssd else (None, 0)
         options = _lib.HostOptions(master=_b(master), segment_size=size, memory=memory,
                                    segment_name=_b(name) if name else None,
                                    data_address=_b(address), no_shm=no_shm, no_verbs=no_verbs,
-                                   rdma_devices=_b(rdma_devices) if rdma_devices else None)
+                                   rdma_devices=_b(rdma_devices) if rdma_devices else None,
+                                   ssd_dir=_b(ssd_dir) if ssd_dir else None, ssd_size=ssd_size)
         handle = ctypes.c_void_p()
         error = ctypes.create_string_buffer(512)
         self.status = lib.cr_host_start(ctypes.byref(options), ctypes.byref(handle), error,
@@ -219,6 +222,34 @@ _live = weakref.WeakSet()
 def _close_all():
     for store in list(_live):
         store.close()
+
+
+def _ssd_offload(enabled, path, size):
+    """(directory, bytes) of the hosted segment's SSD tier, None when off, or
+    a sentence saying what is missing.  As the reference: the path falls back
+    to $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH and the size to
+    $MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES; with neither size, 90% of what
+    the directory's file system has free at setup."""
+    if not enabled:
+        return None
+    path = path or os.environ.get("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "")
+    if not path:
+        return ("enable_ssd_offload needs ssd_offload_path (or "
+                "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH): the SSD directory")
+    size = size if size is not None else os.environ.get("MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES")
+    try:
+        if size is not None:
+            size = _size(size)
+        else:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            st = os.statvfs(path)
+            size = st.f_bavail * st.f_frsize * 9 // 10
+    except (ValueError, OSError) as e:
+        return f"SSD offload in {path}: {e}"
+    if size <= 0:
+        return f"SSD offload in {path}: no room (ssd_offload_size or " \
+               "MOONCAKE_OFFLOAD_TOTAL_SIZE_LIMIT_BYTES)"
+    return (str(path), int(size))
 
 
 def _local_address(local_hostname):
@@ -266,7 +297,7 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
               master_server_addr=None, engine=None, enable_ssd_offload=False,
               ssd_offload_path="", tenant_id="default", enable_client_http_server=False,
               client_http_port=9300, *, config=None, data_no_shm=False, timeout_ms=5000,
-              **kwargs):
+              ssd_offload_size=None, **kwargs):
         """setup(local_hostname, metadata_server, global_segment_size,
         local_buffer_size, protocol, rdma_devices, master_server_addr, ...)
         or setup(config_dict) / setup(config=dict).  Returns 0 or the
@@ -283,9 +314,13 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
             raise TypeError("setup() takes local_hostname, metadata_server, global_segment_size, "
                             "local_buffer_size, protocol, rdma_devices, master_server_addr "
                             "(or one config dict)")
+        ssd = _ssd_offload(enable_ssd_offload, ssd_offload_path, ssd_offload_size)
+        if isinstance(ssd, str):
+            self.last_error = ssd
+            return INVALID_PARAMS
         return self._setup(local_hostname, int(global_segment_size), int(local_buffer_size),
                            protocol, rdma_devices, master_server_addr, tenant_id, data_no_shm,
-                           timeout_ms)
+                           timeout_ms, ssd)
 
     def _setup_dict(self, config):
         config = {str(k): v for k, v in dict(config).items()}
@@ -297,6 +332,12 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
         except ValueError:
             return INVALID_PARAMS
         no_shm = str(config.get("data_no_shm", "false")).lower() in ("1", "true", "yes")
+        ssd = _ssd_offload(str(config.get("enable_ssd_offload", "false")).lower()
+                           in ("1", "true", "yes"), config.get("ssd_offload_path") or "",
+                           config.get("ssd_offload_size"))
+        if isinstance(ssd, str):
+            self.last_error = ssd
+            return INVALID_PARAMS
         return self._setup(str(config["local_hostname"]), gss, lbs,
                            str(config.get("protocol", "tcp")),
                            str(config.get("rdma_devices", config.get("device_name", ""))),
@@ -304,11 +345,15 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
                                           config.get("master_server_address",
                                                      DEFAULT_MASTER_SERVER_ADDR))),
                            str(config.get("tenant_id", "default")), no_shm,
-                           int(config.get("timeout_ms", 5000)))
+                           int(config.get("timeout_ms", 5000)), ssd)
 
     def _setup(self, local_hostname, global_segment_size, local_buffer_size, protocol,
-               rdma_devices, master_server_addr, tenant_id, no_shm, timeout_ms):
+               rdma_devices, master_server_addr, tenant_id, no_shm, timeout_ms, ssd=None):
         if not local_hostname or global_segment_size < 0 or local_buffer_size < 0:
+            return INVALID_PARAMS
+        if ssd and global_segment_size == 0:
+            self.last_error = ("enable_ssd_offload is the SSD tier of the segment this process "
+                               "hosts: it needs global_segment_size > 0")
             return INVALID_PARAMS
         if self._client is not None:
             return INVALID_PARAMS  # set up already (the reference refuses a second setup)
@@ -332,7 +377,7 @@ class MooncakeDistributedStore(_Methods, _Tensors, _TensorParallel, _Parallelism
         rc = lib.cr_client_get_version(self._client, ctypes.byref(version))
         if rc == OK and global_segment_size > 0:
             host = _Host(self._master, global_segment_size, self._address, self._no_shm,
-                         self._no_verbs, self._rdma_devices)
+                         self._no_verbs, self._rdma_devices, ssd=ssd)
             rc = host.status
             if rc == OK:
                 self._hosts.append(host)

@@ -76,6 +76,10 @@ def _replicas(rl):
             entry["file_path"] = (r.file_path or b"").decode()
         elif r.medium == 2:
             entry["endpoint"] = (r.endpoint or b"").decode()
+            entry["segment_name"] = (r.segment_name or b"").decode()
+            entry["position"] = r.position
+            # the master's read capability for "<segment_name>#ssd" (48 bytes) or None
+            entry["capability"] = bytes(r.capability) if r.has_capability else None
         if r.medium != 0:
             entry["size"] = r.object_size
         out.append(entry)

@@ -14,6 +14,14 @@
  * reported with MarkTaskToComplete.  While one runs (its targets written,
  * a few milliseconds for 4 MiB), the local segment's own transfers wait.
  *
+ * With --local-segment-ssd-dir it is also a store server with an SSD tier
+ * (tier/ssd_host.h, crescent-store's code): it announces the tier at mount,
+ * runs the master's REPLICA_OFFLOAD tasks (the object written from the
+ * segment to a file: a write, fdatasync and rename on this thread, during
+ * which the segment's transfers wait, as for a copy task) and serves the
+ * files as the read-only segment "crescentd-local#ssd", under the segment's
+ * capability key.
+ *
  * Threads: the transfer server is driven only here, from the wait hook
  * (its epoll fd and the runtime's wake fd in one epoll set), on this actor's
  * pinned thread like every other.  With size 0 the actor only answers stats. */
@@ -36,9 +44,11 @@
 #include "msgs/master_msgs.h"
 #include "rdma/xfer.h"
 #include "rdma/xfer_verbs.h"
+#include "tier/ssd_host.h"
 
 #define DATA_SEGMENT_NAME CR_DATA_SEGMENT_NAME
 #define DATA_TASKS_PER_PING 16u /* copy/move tasks taken per heartbeat; a full round pings again */
+#define SSD_PROMOTION_HITS 2u   /* SSD reads that ask for promotion (crescent-store's default) */
 
 struct data_state {
     struct cr_actor *self;
@@ -60,6 +70,12 @@ struct data_state {
     uint32_t ping_every_ms;  /* a quarter of the client TTL */
     uint64_t mounts, mount_failures, pings, remounts, send_failures;
     uint64_t tasks_run, tasks_failed, task_reports_refused;
+    /* --local-segment-ssd-dir: the SSD tier (store NULL: none), its size told
+     * at mount, and its offloads. */
+    struct cr_store_ssd ssd;
+    bool ssd_open;
+    uint64_t ssd_capacity;
+    uint64_t offloads_run, offloads_failed, offload_files_removed;
 };
 
 /* ---- calls to the segments actor ------------------------------------------ */
@@ -102,6 +118,8 @@ static void mount(struct data_state *st, bool again) {
     req.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
     req.has_capability_key = st->has_cap_key;
     req.capability_key = (ProtobufCBinaryData){.len = sizeof(st->cap_key), .data = st->cap_key};
+    req.has_ssd_capacity = st->ssd_capacity > 0;
+    req.ssd_capacity = st->ssd_capacity;
     send_call(st, again ? CRESCENT__MASTER__METHOD__REMOUNT_SEGMENT
                         : CRESCENT__MASTER__METHOD__MOUNT_SEGMENT, &req.base);
 }
@@ -123,12 +141,23 @@ static void run_tasks(struct data_state *st, const Crescent__Master__PingRespons
     for (size_t i = 0; i < p->n_tasks; i++) {
         const Crescent__Master__TaskAssignment *a = p->tasks[i];
         char why[CR_TASK_EXEC_ERROR_MAX];
-        int rc = cr_data_task_run(&st->segment, DATA_SEGMENT_NAME, st->exec, a, why, sizeof(why));
+        bool offload = a->type == CRESCENT__MASTER__TASK_TYPE__REPLICA_OFFLOAD;
+        uint64_t position = 0;
+        int rc = offload ? cr_data_task_offload(&st->segment, DATA_SEGMENT_NAME, &st->ssd, a,
+                                                &position, why, sizeof(why))
+                         : cr_data_task_run(&st->segment, DATA_SEGMENT_NAME, st->exec, a, why,
+                                            sizeof(why));
         st->tasks_run++;
         st->tasks_failed += rc != CR_OK;
-        if (rc != CR_OK) CR_WARN("data", "copy/move task of '%.100s': %s", a->key, why);
+        st->offloads_run += offload;
+        st->offloads_failed += offload && rc != CR_OK;
+        if (rc != CR_OK)
+            CR_WARN("data", "%s task of '%.100s': %s", offload ? "offload" : "copy/move", a->key,
+                    why);
         Crescent__Master__MarkTaskToCompleteRequest r =
             CRESCENT__MASTER__MARK_TASK_TO_COMPLETE_REQUEST__INIT;
+        r.has_position = offload && rc == CR_OK; /* where the SSD file is */
+        r.position = position;
         r.client_id = &st->id;
         r.task_id = a->task_id;
         r.status = rc == CR_OK ? CRESCENT__MASTER__TASK_STATUS__SUCCESS
@@ -139,6 +168,21 @@ static void run_tasks(struct data_state *st, const Crescent__Master__PingRespons
         send_call(st, CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE, &r.base);
     }
     if (p->n_tasks == DATA_TASKS_PER_PING) ping(st);
+}
+
+/* An offload's success report refused (the object went, the task ended):
+ * nobody will read its SSD file, so it is deleted, as crescent-store does
+ * (client/task_exec_offload.c).  A transport failure keeps it: the master may
+ * have recorded it. */
+static void drop_refused_offload(struct data_state *st, const struct cr_master_call *call,
+                                 int32_t status) {
+    const Crescent__Master__MarkTaskToCompleteRequest *req = (const void *)call->request;
+    if (status == CR_OK || req == NULL || !req->has_position || st->ssd.store == NULL) return;
+    if (status != CR_ERR_OBJECT_NOT_FOUND && status != CR_ERR_INVALID_PARAMS &&
+        status != CR_ERR_ILLEGAL_CLIENT)
+        return;
+    cr_store_ssd_remove(&st->ssd, req->position);
+    st->offload_files_removed++;
 }
 
 /* A store forgotten and remounted issues a new secret: the last one wins. */
@@ -173,6 +217,7 @@ static void on_reply(struct data_state *st, const struct cr_master_call *call) {
         if (status != CR_OK)
             CR_WARN("data", "the master refused a task report: %s: %s", cr_strerror(status),
                     r != NULL && r->error_message != NULL ? r->error_message : "");
+        drop_refused_offload(st, call, status);
     } else if (call->method != CRESCENT__MASTER__METHOD__PING) {
         if (resp != NULL) {
             const Crescent__Master__MountSegmentResponse *r = (const void *)resp;
@@ -291,6 +336,10 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
     add_stat(out, "tasks_run_total", st->tasks_run);
     add_stat(out, "tasks_failed_total", st->tasks_failed);
     add_stat(out, "task_reports_refused_total", st->task_reports_refused);
+    add_stat(out, "offloads_run_total", st->offloads_run);
+    add_stat(out, "offloads_failed_total", st->offloads_failed);
+    add_stat(out, "offload_files_removed_total", st->offload_files_removed);
+    add_stat(out, "ssd_capacity_bytes", st->ssd_capacity);
     if (st->xfer == NULL) return;
     struct cr_xfer_server_stats x;
     cr_xfer_server_get_stats(st->xfer, &x);
@@ -325,9 +374,36 @@ static void data_destroy(void *arg) {
     if (st == NULL) return;
     cr_xfer_client_destroy(st->exec);
     cr_xfer_server_destroy(st->xfer);
+    if (st->ssd_open) cr_store_ssd_close(&st->ssd); /* after the server: no reader left */
     cr_xfer_segment_free(&st->segment);
     if (st->epoll_fd >= 0) close(st->epoll_fd);
     free(st);
+}
+
+/* --local-segment-ssd-dir: opens the tier (checking its files), serves it as
+ * "crescentd-local#ssd" under the segment's key, and has it announced at
+ * mount.  A failure is crescentd's start's (exit 2), with the flags named. */
+static int open_ssd(struct data_state *st, const struct cr_daemon_config *config) {
+    char why[512];
+    int rc = cr_store_ssd_open(&st->ssd, config->local_segment_ssd_dir,
+                               config->local_segment_ssd_size, SSD_PROMOTION_HITS, why,
+                               sizeof(why));
+    st->ssd_open = true; /* its lock exists either way */
+    if (rc != CR_OK) {
+        fprintf(stderr, "crescentd: %s (--local-segment-ssd-dir, --local-segment-ssd-size)\n",
+                why);
+        return rc;
+    }
+    const char *name = DATA_SEGMENT_NAME CR_CAP_SSD_SUFFIX;
+    rc = cr_xfer_server_register_reader(st->xfer, name, cr_store_ssd_read, &st->ssd);
+    if (rc == CR_OK && st->has_cap_key) rc = cr_xfer_server_set_key(st->xfer, name, st->cap_key);
+    if (rc != CR_OK) {
+        fprintf(stderr, "crescentd: cannot serve the local segment's SSD tier as '%s': %s\n",
+                name, cr_strerror(rc));
+        return rc;
+    }
+    st->ssd_capacity = config->local_segment_ssd_size;
+    return CR_OK;
 }
 
 /* Allocates, binds and registers on the main thread, so that a data address
@@ -385,6 +461,8 @@ static int data_create(const struct cr_daemon_config *config, void **state_out) 
                                        .rdma_gid_index_set = xc.rdma_gid_index_set,
                                        .rdma_gid_index = xc.rdma_gid_index};
     if (rc == CR_OK) rc = cr_xfer_client_create(&cc, &st->exec);
+    if (rc == CR_OK && config->local_segment_ssd_dir[0] != '\0' && open_ssd(st, config) != CR_OK)
+        return CR_ERR_IO;
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = -1};
     if (rc == CR_OK &&
         epoll_ctl(st->epoll_fd, EPOLL_CTL_ADD, cr_xfer_server_fd(st->xfer), &ev) != 0)

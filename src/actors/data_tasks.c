@@ -9,6 +9,7 @@
 #include "client/task_exec.h"
 #include "crescent/error.h"
 #include "rdma/xfer.h"
+#include "tier/ssd_host.h"
 
 /* Whether [buffer, buffer + size) lies inside the segment, without overflow.
  * An empty object (size 0) still names an address of the segment. */
@@ -51,4 +52,31 @@ int cr_data_task_run(const struct cr_xfer_segment *segment, const char *segment_
     const uint8_t *bytes = (const uint8_t *)segment->base +
                            (src->buffer - (uint64_t)(uintptr_t)segment->base);
     return cr_task_exec_write(xfer, &job, bytes, why, why_len);
+}
+
+int cr_data_task_offload(const struct cr_xfer_segment *segment, const char *segment_name,
+                         struct cr_store_ssd *ssd, const Crescent__Master__TaskAssignment *a,
+                         uint64_t *position, char *why, size_t why_len) {
+    assert(segment != NULL && segment_name != NULL && a != NULL && position != NULL);
+    assert(why != NULL && why_len > 0);
+    const Crescent__Master__BufHandle *src = a->source;
+    if (ssd == NULL || ssd->store == NULL) {
+        snprintf(why, why_len, "crescentd's local segment has no SSD tier "
+                 "(--local-segment-ssd-dir)");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (!a->has_checksum_xxh3) {
+        snprintf(why, why_len, "the task carries no checksum to write against");
+        return CR_ERR_INVALID_PARAMS;
+    }
+    if (src == NULL || strcmp(src->segment_name, segment_name) != 0 ||
+        !inside(segment, src->buffer, src->size)) {
+        snprintf(why, why_len, "the task's source is not in crescentd's local segment %s",
+                 segment_name);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    const uint8_t *bytes = (const uint8_t *)segment->base +
+                           (src->buffer - (uint64_t)(uintptr_t)segment->base);
+    return cr_store_ssd_write(ssd, a->tenant_id != NULL ? a->tenant_id : "default", a->key,
+                              bytes, src->size, a->checksum_xxh3, position, why, why_len);
 }

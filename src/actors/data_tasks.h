@@ -28,4 +28,15 @@ int cr_data_task_run(const struct cr_xfer_segment *segment, const char *segment_
                      struct cr_xfer_client *xfer, const Crescent__Master__TaskAssignment *a,
                      char *why, size_t why_len);
 
+/* Runs one REPLICA_OFFLOAD assignment (docs/tiers.md, "Offload on
+ * eviction"): the object, read in place from `segment`, is written to the
+ * local segment's SSD tier `ssd` (tier/ssd_host.h: checked against the
+ * task's checksum, fdatasync'd, renamed) and *position gets its id, for the
+ * report.  Returns CR_OK, or a failure with a sentence in why: no SSD tier,
+ * no checksum, a source outside the segment, or the write's. */
+struct cr_store_ssd;
+int cr_data_task_offload(const struct cr_xfer_segment *segment, const char *segment_name,
+                         struct cr_store_ssd *ssd, const Crescent__Master__TaskAssignment *a,
+                         uint64_t *position, char *why, size_t why_len);
+
 #endif

@@ -32,7 +32,7 @@ enum {
 };
 enum { /* ReplicaInfo */
     R_HANDLES = 1, R_STATUS = 2, R_MEDIUM = 3, R_FILE_PATH = 4, R_ENDPOINT = 5,
-    R_SEGMENT = 6, R_OBJECT_SIZE = 7, R_POSITION = 8,
+    R_SEGMENT = 6, R_OBJECT_SIZE = 7, R_POSITION = 8, R_OWNER = 9, R_CAP = 10,
 };
 enum { H_NAME = 1, H_SIZE = 2, H_BUFFER = 3, H_STATUS = 4, H_ENDPOINT = 5, H_CAP = 6 }; /* BufHandle */
 
@@ -160,6 +160,21 @@ static void replica_string(const struct field *f, struct sizes *sz, char **dst, 
     *dst = s;
 }
 
+/* ReplicaInfo.owner, a UUID: not kept, but checked as protobuf-c checks it
+ * (both required uint64 fields present, as varints), so that both decoders
+ * refuse the same replies. */
+static bool owner_valid(struct wire w) {
+    unsigned seen = 0;
+    struct field f = {0};
+    int more;
+    while ((more = next_field(&w, &f)) == 1) {
+        if (f.number != 1 && f.number != 2) continue;
+        if (f.type != WIRE_VARINT) return false;
+        seen |= 1u << f.number;
+    }
+    return more == 0 && seen == (1u << 1 | 1u << 2);
+}
+
 /* The replica's three strings start as "" (three bytes of its block). */
 #define REPLICA_DEFAULT_STRING_BYTES 3u
 
@@ -176,6 +191,7 @@ static bool replica_walk(struct wire w, struct sizes *sz, struct cr_replica *out
         out->handles = NULL;
         out->medium = CR_MEDIUM_MEMORY;
         out->object_size = out->position = 0;
+        out->has_capability = false;
         char *empty = *strings;
         memset(empty, 0, REPLICA_DEFAULT_STRING_BYTES);
         *strings += REPLICA_DEFAULT_STRING_BYTES;
@@ -188,7 +204,17 @@ static bool replica_walk(struct wire w, struct sizes *sz, struct cr_replica *out
         bool scalar = f.number == R_STATUS || f.number == R_MEDIUM ||
                       f.number == R_OBJECT_SIZE || f.number == R_POSITION;
         if ((string && f.type != WIRE_LEN) || (scalar && f.type != WIRE_VARINT)) return false;
-        if (f.number == R_HANDLES) {
+        if (f.number == R_OWNER) {
+            if (f.type != WIRE_LEN || !owner_valid(f.sub)) return false;
+        } else if (f.number == R_CAP) {
+            /* As a handle's: bytes of any length parse, only 48 make one. */
+            if (f.type != WIRE_LEN) return false;
+            if (out != NULL) {
+                out->has_capability = f.sub.len == CR_CLIENT_CAPABILITY_BYTES;
+                if (out->has_capability)
+                    memcpy(out->capability, f.sub.p, CR_CLIENT_CAPABILITY_BYTES);
+            }
+        } else if (f.number == R_HANDLES) {
             if (f.type != WIRE_LEN) return false;
             sz->handles++;
             struct cr_buf_handle *h = out != NULL ? (*handles)++ : NULL;

@@ -66,6 +66,8 @@ int cr_client_replicas_from_pb(Crescent__Master__ReplicaInfo *const *infos, size
         r->segment_name = put_string(&b.strings, in->segment_name);
         r->object_size = in->has_object_size ? in->object_size : 0;
         r->position = in->has_position ? in->position : 0;
+        r->has_capability = in->has_capability && in->capability.len == CR_CLIENT_CAPABILITY_BYTES;
+        if (r->has_capability) memcpy(r->capability, in->capability.data, CR_CLIENT_CAPABILITY_BYTES);
         r->handle_count = in->n_handles;
         r->handles = in->n_handles > 0 ? next : NULL;
         for (size_t j = 0; j < in->n_handles; j++, next++) {

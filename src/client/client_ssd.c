@@ -37,9 +37,15 @@ static int read_one(cr_client *c, const struct cr_replica_list *list, const stru
         return CR_ERR_PROTOCOL;
     }
     c->offload_reads++;
+    /* The master's read capability for this segment and range, when it
+     * signed one (a server with --data-require-capability refuses a read
+     * without it). */
+    struct cr_cap cap;
+    const struct cr_cap *capp = r->has_capability && cr_cap_decode(r->capability, &cap) == 0
+                                    ? &cap : NULL;
     int rc = r->object_size == 0 ? CR_OK
-                                 : cr_xfer_read(c->xfer, r->endpoint, segment, r->position, buf,
-                                                r->object_size);
+                                 : cr_xfer_read_cap(c->xfer, r->endpoint, segment, r->position,
+                                                    buf, r->object_size, capp);
     if (rc != CR_OK) {
         snprintf(why, why_len, "SSD replica on '%s' (%s, object %" PRIu64 "): %s",
                  r->segment_name, r->endpoint, r->position, cr_xfer_client_last_error(c->xfer));

@@ -19,10 +19,14 @@
 #include "core/log.h"
 #include "crescent/host.h"
 #include "rdma/xfer.h"
+#include "tier/ssd_host.h"
 
 /* Copy/move tasks taken per heartbeat: a round of this many pings again at
  * once, since more may be waiting. */
 #define TASKS_PER_ROUND 16u
+/* SSD reads of one object within the window that ask for its promotion, in a
+ * host's own SSD tier (crescent-store's --promotion-hits default). */
+#define CR_HOST_PROMOTION_HITS 2u
 
 struct cr_host {
     struct cr_xfer_segment segment;
@@ -30,6 +34,8 @@ struct cr_host {
     struct cr_xfer_client *exec;    /* runs the tasks (NULL with a caller's heartbeat) */
     struct cr_task_exec_ssd ssd;    /* OFFLOAD tasks' SSD writer (write NULL: none) */
     uint64_t ssd_capacity;          /* told to the master at mount; 0: no SSD tier */
+    struct cr_store_ssd own_ssd;    /* options.ssd_dir: the host's own SSD tier */
+    bool own_ssd_open;
     cr_client *master;              /* the keep-alive thread's after start */
     char segment_name[CR_XFER_SEGMENT_NAME_MAX + 1];
     /* The segment's capability key: set on the transfer server and sent in
@@ -275,14 +281,7 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
                   "not initialise), and require_capability is set", h->segment_name);
         return CR_ERR_IO;
     }
-    if (o->ssd_read != NULL && o->ssd_write != NULL && o->require_capability) {
-        /* The master signs no capability for local_disk replicas yet, and a
-         * server that requires them refuses every read of its SSD tier: objects
-         * offloaded there could not be read back, so they are not offered. */
-        CR_WARN("host", "segment '%s': the SSD tier is not offered to the master for offload "
-                "while capabilities are required (its reads would be refused); evicted objects "
-                "are dropped as without --ssd-dir", h->segment_name);
-    } else if (o->ssd_read != NULL && o->ssd_write != NULL) {
+    if (o->ssd_read != NULL && o->ssd_write != NULL) {
         h->ssd = (struct cr_task_exec_ssd){.segment_base = h->segment.base,
                                            .segment_size = h->segment.size,
                                            .write = o->ssd_write, .remove = o->ssd_remove,
@@ -298,8 +297,39 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
             set_error(error, size, "cannot register the SSD tier as '%s': %s (a segment name "
                       "of at most %zu bytes)", name, cr_strerror(rc),
                       (size_t)CR_XFER_SEGMENT_NAME_MAX - strlen(CR_HOST_SSD_SUFFIX));
+        /* The segment's key checks the SSD segment's reads too: the master
+         * signs local_disk replicas for "<name>#ssd" with it (rpc/rpc_caps.h),
+         * so a server that requires capabilities serves its SSD to readers
+         * the master sent, and to no one else. */
+        if (rc == CR_OK && h->has_cap_key)
+            rc = cr_xfer_server_set_key(h->xfer, name, h->cap_key);
     }
     return rc;
+}
+
+/* options.ssd_dir without the caller's own ssd_read: the host opens the tier
+ * (tier/ssd_host.h, crescent-store's code) and wires its callbacks into *o. */
+static int open_own_ssd(struct cr_host *h, struct cr_host_options *o, char *error, size_t size) {
+    if (o->ssd_read != NULL || o->ssd_dir == NULL || o->ssd_dir[0] == '\0') return CR_OK;
+    if (o->ssd_size == 0) {
+        set_error(error, size, "an SSD tier in '%s' needs its size in bytes (ssd_size > 0)",
+                  o->ssd_dir);
+        return CR_ERR_INVALID_PARAMS;
+    }
+    char why[512];
+    int rc = cr_store_ssd_open(&h->own_ssd, o->ssd_dir, o->ssd_size, CR_HOST_PROMOTION_HITS, why,
+                               sizeof(why));
+    h->own_ssd_open = true; /* its lock is made either way; closed at stop */
+    if (rc != CR_OK) {
+        set_error(error, size, "cannot open the SSD tier: %s (ssd_dir, ssd_size)", why);
+        return rc;
+    }
+    o->ssd_read = cr_store_ssd_read;
+    o->ssd_read_arg = &h->own_ssd;
+    o->ssd_write = cr_store_ssd_write;
+    o->ssd_remove = cr_store_ssd_remove;
+    o->ssd_capacity_bytes = o->ssd_size;
+    return CR_OK;
 }
 
 static int start_threads(struct cr_host *h, char *error, size_t size) {
@@ -319,6 +349,8 @@ static int start_threads(struct cr_host *h, char *error, size_t size) {
 int cr_host_start(const struct cr_host_options *o, cr_host **out, char *error,
                   size_t error_size) {
     assert(out != NULL);
+    /* the master signs SSD reads for the name this host serves them under */
+    assert(strcmp(CR_HOST_SSD_SUFFIX, CR_CAP_SSD_SUFFIX) == 0);
     *out = NULL;
     if (o == NULL || o->master == NULL || o->segment_size == 0) {
         set_error(error, error_size, "cr_host_start needs a master endpoint and a segment size "
@@ -344,7 +376,9 @@ int cr_host_start(const struct cr_host_options *o, cr_host **out, char *error,
     h->pin = o->pin_serve_thread;
     h->cpu = o->serve_cpu;
     h->mount_later = o->mount_when_master_answers;
-    int rc = open_transfer(h, o, error, error_size);
+    struct cr_host_options with_ssd = *o;
+    int rc = open_own_ssd(h, &with_ssd, error, error_size);
+    if (rc == CR_OK) rc = open_transfer(h, &with_ssd, error, error_size);
     if (rc == CR_OK) {
         struct cr_client_options co = {.timeout_ms = o->timeout_ms};
         rc = cr_client_open(o->master, &co, &h->master, error, error_size);
@@ -390,6 +424,7 @@ int cr_host_stop(cr_host *h) {
     cr_client_close(h->master);
     cr_xfer_server_destroy(h->xfer);
     cr_xfer_client_destroy(h->exec);
+    if (h->own_ssd_open) cr_store_ssd_close(&h->own_ssd); /* no thread reads or writes it now */
     if (h->segment.fd >= 0 && h->segment.base != NULL) cr_xfer_segment_free(&h->segment);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->lock);

@@ -37,7 +37,7 @@
 struct store_server {
     struct cr_store_options opt;
     cr_host *host;               /* libcrescent's hosted segment (include/crescent/host.h) */
-    struct cr_store_ssd ssd;     /* --ssd-dir: the SSD tier (crescent_store_ssd.c) */
+    struct cr_store_ssd ssd;     /* --ssd-dir: the SSD tier (tier/ssd_host.h) */
 };
 
 /* The CPU the transfer thread takes when --cpu was not given: one of the
@@ -57,7 +57,12 @@ static int default_cpu(void) {
 /* ---- setup and teardown ------------------------------------------------- */
 
 static int start(struct store_server *s) {
-    if (cr_store_ssd_open(&s->ssd, &s->opt) != CR_OK) return 2;
+    char why[512];
+    if (cr_store_ssd_open(&s->ssd, s->opt.ssd_dir, s->opt.ssd_size, s->opt.promotion_hits, why,
+                          sizeof(why)) != CR_OK) {
+        fprintf(stderr, "crescent-store: %s (--ssd-dir, --ssd-size)\n", why);
+        return 2;
+    }
     bool gid_set = s->opt.rdma_gid_index >= 0;
     uint8_t gid = (uint8_t)(gid_set ? s->opt.rdma_gid_index : 0);
     if (s->opt.no_verbs)

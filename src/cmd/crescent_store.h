@@ -33,43 +33,8 @@ enum { CR_STORE_OPTIONS_RUN = 0, CR_STORE_OPTIONS_HELP = 1, CR_STORE_OPTIONS_USA
 int cr_store_options_parse(int argc, char **argv, struct cr_store_options *out);
 
 
-/* ---- the SSD tier (crescent_store_ssd.c) --------------------------------- */
-
-#include <pthread.h>
-#include "tier/ssd_store.h"
-
-/* The server's SSD tier: the transfer thread reads it (the "#ssd" reader
- * segment), the keep-alive thread writes it (offloads); one lock, held for a
- * file's whole read or write: a disk operation costs far more than the lock,
- * and the two sides never wait on each other for long. */
-struct cr_store_ssd {
-    pthread_mutex_t lock;
-    cr_ssd_store *store; /* NULL: no SSD tier */
-    uint64_t promotions_asked; /* reads that reached --promotion-hits */
-};
-
-/* Opens opt->ssd_dir (scanning and checking every file, logging what it
- * dropped).  No --ssd-dir: CR_OK with no tier.  Returns CR_OK or the open's
- * failure, with one line on stderr naming the flag and the cause. */
-int cr_store_ssd_open(struct cr_store_ssd *ssd, const struct cr_store_options *opt);
-
-/* cr_host_options.ssd_read: the len bytes of SSD object addr (its id), which
- * must be the object's whole value, checked before they are handed out. */
-int cr_store_ssd_read(void *arg, uint64_t addr, uint64_t len, void *dst);
-
-/* cr_host_options.ssd_write: an OFFLOAD task's object, written durably
- * (checked against xxh3), evicting the least recently used files over
- * --ssd-size; *position gets its id.  Returns CR_OK or cr_ssd_put's
- * failure with why. */
-int cr_store_ssd_write(void *arg, const char *tenant, const char *key, const void *value,
-                       uint64_t len, uint64_t xxh3, uint64_t *position, char *why,
-                       size_t why_len);
-
-/* cr_host_options.ssd_remove: deletes object `position` (the master
- * refused its offload). */
-void cr_store_ssd_remove(void *arg, uint64_t position);
-
-/* Logs the tier's counters and closes it (files stay).  No tier: no-op. */
-void cr_store_ssd_close(struct cr_store_ssd *ssd);
+/* The SSD tier (--ssd-dir) is src/tier/ssd_host.h's, shared with libcrescent's
+ * embedded host and crescentd's local segment. */
+#include "tier/ssd_host.h"
 
 #endif

@@ -308,8 +308,9 @@ struct cr_store_replica_desc {
     enum cr_replica_medium medium;
     const char *file_path; /* DISK only; NULL otherwise */
     struct cr_uuid owner;  /* LOCAL_DISK: the segment owner (Mooncake's client_id) */
-    /* MEMORY: the segment's capability key (NULL: none); valid while the
-     * segment is mounted.  The RPC layer signs with it (rpc/rpc_caps.h). */
+    /* MEMORY and LOCAL_DISK: the segment's capability key (NULL: none);
+     * valid while the segment is mounted.  The RPC layer signs with it
+     * (rpc/rpc_caps.h; a local_disk replica's for "<segment>#ssd"). */
     const uint8_t *cap_key;
     bool has_cap;        /* cap holds a signed capability (rpc/rpc_caps.h) */
     uint8_t cap[48];     /* CR_CAP_BYTES, the wire form */

@@ -320,7 +320,7 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
             .status = (enum cr_replica_status)rep->status,
             .medium = (enum cr_replica_medium)rep->medium,
             .owner = local ? seg->owner : (struct cr_uuid){{0}},
-            .cap_key = !local && seg->has_cap_key ? seg->cap_key : NULL};
+            .cap_key = seg->has_cap_key ? seg->cap_key : NULL};
     }
 }
 

@@ -28,6 +28,12 @@
 /* How far the server's clock may run ahead of the master's before a fresh
  * capability reads as expired: the check accepts now <= expiry + skew. */
 #define CR_CAP_SKEW_MS_DEFAULT 2000u
+/* The suffix of a store server's read-only SSD segment ("<segment>#ssd"),
+ * whose reads the master signs for local_disk replicas: the same text as
+ * include/crescent/host.h's CR_HOST_SSD_SUFFIX, for code that cannot include
+ * the public headers beside the store's (tests/integration/test_data_capability.py
+ * reads through both). */
+#define CR_CAP_SSD_SUFFIX "#ssd"
 
 enum {
     CR_CAP_READ = 1,

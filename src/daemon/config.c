@@ -39,7 +39,7 @@ static const char *const empty_allowed[] = {
     "store-hash-key-model",
     "ha", "etcd-endpoints", "ha-advertise-host",
     "replication-address", "standby-of",
-    "root-fs-dir",
+    "root-fs-dir", "local-segment-ssd-dir",
 };
 
 static bool empty_ok(const struct setting *s) {
@@ -181,6 +181,12 @@ static const struct setting settings[] = {
     {"data-rdma-gid-index", SETTING_STRING, FIELD(data_rdma_gid_index), 0, 0, "N|auto",
      "RDMA GID table index to route by; auto: the first RoCE v2 entry with an IPv4-mapped "
      "address (then v2, then the first; InfiniBand: 0)"},
+    {"local-segment-ssd-dir", SETTING_STRING, FIELD(local_segment_ssd_dir), 0, 0, "DIR",
+     "an SSD tier for the local segment in this directory (created if missing): objects "
+     "evicted from it are offloaded there, as crescent-store --ssd-dir; '' none"},
+    {"local-segment-ssd-size", SETTING_SIZE, FIELD(local_segment_ssd_size), 0, 0, "SIZE",
+     "bytes of the local segment's SSD files at most (e.g. 200G); goes with "
+     "--local-segment-ssd-dir"},
     /* Event plane */
     {"event-address", SETTING_STRING, FIELD(event_address), 0, 0, "ENDPOINT",
      "ZMQ PUB endpoint of the store events"},
@@ -607,6 +613,12 @@ static bool validate(const struct cr_daemon_config *config, char error[CR_CONFIG
         return false;
     }
     if (!cr_ha_config_check(config, error, CR_CONFIG_ERROR_MAX)) return false;
+    if ((config->local_segment_ssd_dir[0] != '\0') != (config->local_segment_ssd_size > 0) ||
+        (config->local_segment_ssd_dir[0] != '\0' && config->local_segment_size == 0)) {
+        snprintf(error, CR_CONFIG_ERROR_MAX, "local-segment-ssd-dir and local-segment-ssd-size "
+                 "go together, with a local segment (--local-segment-size above 0)");
+        return false;
+    }
     uint32_t gid;
     if (strcmp(config->data_rdma_gid_index, "auto") != 0 &&
         (!parse_u32(config->data_rdma_gid_index, &gid) || gid > 255)) {

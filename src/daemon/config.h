@@ -85,6 +85,8 @@ struct cr_daemon_config {
     bool data_no_verbs;                           /* never open an RDMA device for it */
     char data_rdma_gid_index[CR_CONFIG_ADDRESS_MAX]; /* "auto" or a GID table index */
     char data_rdma_devices[CR_CONFIG_ADDRESS_MAX];   /* "": every active one; "mlx5_0,mlx5_1" */
+    char local_segment_ssd_dir[CR_CONFIG_ADDRESS_MAX]; /* "": no SSD tier (docs/tiers.md) */
+    uint64_t local_segment_ssd_size;                 /* bytes of SSD files; > 0 with the dir */
 
     /* Event plane (seed 000). */
     char event_address[CR_CONFIG_ADDRESS_MAX];    /* ZMQ PUB endpoint */

@@ -301,6 +301,9 @@ int cr_xfer_read(struct cr_xfer_client *cli, const char *endpoint, const char *s
                  uint64_t remote_addr, void *dst, size_t len);
 int cr_xfer_write(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
                   uint64_t remote_addr, const void *src, size_t len);
+/* cr_xfer_read sending the master's capability for the range (NULL: none). */
+int cr_xfer_read_cap(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
+                     uint64_t remote_addr, void *dst, size_t len, const struct cr_cap *cap);
 
 /* The message of the latest failure (submit or completion); "" if none. */
 const char *cr_xfer_client_last_error(const struct cr_xfer_client *cli);

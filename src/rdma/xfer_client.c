@@ -478,12 +478,13 @@ static void wait_one_done(void *arg, int status, const char *message) {
 }
 
 static int run_one(struct cr_xfer_client *cli, enum cr_xfer_opcode opcode, const char *endpoint,
-                   const char *segment, uint64_t remote_addr, void *buf, size_t len) {
+                   const char *segment, uint64_t remote_addr, void *buf, size_t len,
+                   const struct cr_cap *cap) {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     struct wait_one w = {0};
     struct cr_xfer_op op = {.opcode = opcode, .endpoint = endpoint, .segment = segment,
-                            .remote_addr = remote_addr, .iov = &iov, .iov_count = len ? 1 : 0,
-                            .done = wait_one_done, .arg = &w};
+                            .remote_addr = remote_addr, .cap = cap, .iov = &iov,
+                            .iov_count = len ? 1 : 0, .done = wait_one_done, .arg = &w};
     int rc;
     while ((rc = cr_xfer_submit(cli, &op)) == CR_ERR_AGAIN) cr_xfer_client_poll(cli, -1);
     if (rc != CR_OK) return rc;
@@ -493,10 +494,15 @@ static int run_one(struct cr_xfer_client *cli, enum cr_xfer_opcode opcode, const
 
 int cr_xfer_read(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
                  uint64_t remote_addr, void *dst, size_t len) {
-    return run_one(cli, CR_XFER_READ, endpoint, segment, remote_addr, dst, len);
+    return run_one(cli, CR_XFER_READ, endpoint, segment, remote_addr, dst, len, NULL);
+}
+
+int cr_xfer_read_cap(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
+                     uint64_t remote_addr, void *dst, size_t len, const struct cr_cap *cap) {
+    return run_one(cli, CR_XFER_READ, endpoint, segment, remote_addr, dst, len, cap);
 }
 
 int cr_xfer_write(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
                   uint64_t remote_addr, const void *src, size_t len) {
-    return run_one(cli, CR_XFER_WRITE, endpoint, segment, remote_addr, (void *)src, len);
+    return run_one(cli, CR_XFER_WRITE, endpoint, segment, remote_addr, (void *)src, len, NULL);
 }

@@ -34,6 +34,7 @@ enum {
     TAG_INFO_OBJECT_SIZE = 7 << 3 | WIRE_VARINT,  /* ReplicaInfo.object_size */
     TAG_INFO_POSITION = 8 << 3 | WIRE_VARINT,     /* ReplicaInfo.position */
     TAG_INFO_OWNER = 9 << 3 | WIRE_LEN,           /* ReplicaInfo.owner */
+    TAG_INFO_CAPABILITY = 10 << 3 | WIRE_LEN,     /* ReplicaInfo.capability */
     TAG_UUID_FIRST = 1 << 3 | WIRE_VARINT,        /* UUID.first */
     TAG_UUID_SECOND = 2 << 3 | WIRE_VARINT,       /* UUID.second */
     WIRE_FIXED64 = 1,
@@ -101,6 +102,7 @@ static void replica_measure_elsewhere(const struct cr_store_replica_desc *d,
     z->owner_len = 1 + varint_len(z->owner_first) + 1 + varint_len(z->owner_second);
     z->info_len += str_field_len(z->endpoint_len) + str_field_len(z->name_len) + 1 +
                    varint_len(d->buffer) + str_field_len(z->owner_len);
+    if (d->has_cap) z->info_len += str_field_len(sizeof(d->cap));
 }
 
 static uint8_t *replica_write_elsewhere(const struct cr_store_replica_desc *d,
@@ -127,6 +129,8 @@ static uint8_t *replica_write_elsewhere(const struct cr_store_replica_desc *d,
         p = put_varint(p, z->owner_first);
         *p++ = TAG_UUID_SECOND;
         p = put_varint(p, z->owner_second);
+        if (d->has_cap)
+            p = put_str(p, TAG_INFO_CAPABILITY, (const char *)d->cap, sizeof(d->cap));
     }
     return p;
 }

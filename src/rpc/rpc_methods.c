@@ -120,6 +120,10 @@ static bool replica_pb_elsewhere(struct cr_rpc_arena *a, const struct cr_store_r
     crescent__master__uuid__init(owner);
     cr_rpc_uuid_to_pb(&d->owner, owner);
     info->owner = owner;
+    if (d->has_cap) { /* the read capability of "<segment>#ssd" (rpc/rpc_caps.h) */
+        info->has_capability = 1;
+        info->capability = (ProtobufCBinaryData){.len = sizeof(d->cap), .data = (uint8_t *)d->cap};
+    }
     return true;
 }
 

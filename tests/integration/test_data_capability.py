@@ -280,36 +280,125 @@ def test_keys_come_back_after_a_master_restart(daemon, tmp_path):
         store.wait(timeout=20)
 
 
+def _ssd_replica(s, key):
+    """The object's local_disk replica (dict), or None while it has none."""
+    for r in s.get_replica_list(key):
+        if r["tier"] == "local_disk":
+            return r
+    return None
 
-def test_ssd_tier_reads_need_a_capability_when_required(daemon, tmp_path):
-    """crescent-store --ssd-dir --data-require-capability: its read-only SSD
-    segment ("<segment>#ssd") serves no bytes without a capability (it served
-    any reader before), and since the master signs none for local_disk
-    replicas yet, the SSD is not offered for offload (ssd_capacity 0), so no
-    object is moved where it could not be read back."""
+
+def _offload_some(d, s, prefix, n=24):
+    """Puts n MiB objects (past the watermark of a 32 MiB segment) and waits
+    until some live on the SSD only; returns {key: bytes} of those.  Replica
+    lists are asked for only then: each grants a lease, which eviction skips."""
+    payloads = {f"{prefix}/{i}": os.urandom(1 << 20) for i in range(n)}
+    for k, v in payloads.items():
+        wait_for(lambda: _put_ok(s, k, v), "the segment mounted")
+    wait_for(lambda: _metric(d, "crescent_segments_offloads_done_total") >= 2,
+             "objects offloaded to the SSD")
+    gone = {k: v for k, v in payloads.items()
+            if [r["tier"] for r in s.get_replica_list(k)] == ["local_disk"]}
+    assert len(gone) >= 2
+    return gone
+
+
+def _metric(d, name):
+    status, body = http_get(d.port, "/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0
+
+
+def _ssd_raw_reads(s, key, value, segment):
+    """The SSD replica's capability reads it; none, a forged one, another range
+    and (past the lease and the skew) the same one are refused.  Returns the
+    capability."""
+    r = _ssd_replica(s, key)
+    cap, ep, pos, size = r["capability"], r["endpoint"], r["position"], r["size"]
+    assert cap is not None and len(cap) == 48 and r["segment_name"] == segment
+    assert size == len(value)
+    ssd = segment + "#ssd"
+    assert raw(ep, READ, ssd, pos, size, cap) == (0, value)
+    assert raw(ep, READ, ssd, pos, size)[0] == ILLEGAL_CLIENT
+    assert raw(ep, READ, ssd, pos, size, forged(cap))[0] == ILLEGAL_CLIENT
+    assert raw(ep, READ, ssd, pos + 1, size, cap)[0] == ILLEGAL_CLIENT
+    time.sleep((LEASE_MS + SKEW_MS + 700) / 1000)
+    assert raw(ep, READ, ssd, pos, size, cap)[0] == ILLEGAL_CLIENT
+    return cap
+
+
+def test_ssd_reads_carry_capabilities_crescent_store(daemon, tmp_path):
+    """crescent-store --ssd-dir --data-require-capability offers its SSD for
+    offload (it held it back while local_disk replicas carried no capability):
+    the master signs a read capability for "capseg#ssd", the position and the
+    size into each local_disk replica, libcrescent's get sends it, and a raw
+    read of the SSD segment is refused without it, forged, for another range,
+    or expired, each logged by cause."""
     rpc_port = free_port()
     rpc = f"tcp://127.0.0.1:{rpc_port}"
-    d = daemon("--rpc-address", rpc, "--local-segment-size", "0")
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "0",
+               "--eviction-high-watermark-ratio", "0.5", "--eviction-ratio", "0.2",
+               "--default-kv-lease-ttl", str(LEASE_MS))
     log_path = tmp_path / "store.log"
     with open(log_path, "wb") as log:
         store = subprocess.Popen(
             [binary("crescent-store"), "--master", rpc, "--segment-name", "capseg",
-             "--segment-size", str(64 << 20), "--no-pin", "--ping-interval-ms", "200",
-             "--ssd-dir", str(tmp_path / "ssd"), "--ssd-size", str(64 << 20),
+             "--segment-size", str(32 << 20), "--no-pin", "--ping-interval-ms", "100",
+             "--ssd-dir", str(tmp_path / "ssd"), "--ssd-size", str(256 << 20),
              "--data-require-capability"], stdout=log, stderr=subprocess.STDOUT)
     s = Store()
     try:
         assert s.setup(master_server_address=f"127.0.0.1:{rpc_port}", timeout_ms=10000) == 0
-        wait_for(lambda: _put_ok(s, "obj", b"x" * 4096), "the store's segment mounted")
-        h = handle_of(s.get_replica_list("obj"))
-        assert raw(h["transport_endpoint"], READ, "capseg#ssd", 0, 16)[0] == ILLEGAL_CLIENT
+        gone = _offload_some(d, s, "st")
         status, body = http_get(d.port, "/api/v1/segments")
-        assert status == 200
-        segs = {x["name"]: x for x in json.loads(body)["segments"]}
-        assert segs["capseg"]["ssd_capacity"] == 0
-        wait_for(lambda: "not offered to the master" in log_path.read_text(),
-                 "the SSD tier's refusal logged")
+        assert {x["name"]: x for x in json.loads(body)["segments"]}["capseg"]["ssd_capacity"] \
+            == 256 << 20
+        for k, v in gone.items():
+            assert s.get(k) == v  # libcrescent's SSD read carries the capability
+        key, value = next(iter(gone.items()))
+        cap = _ssd_raw_reads(s, key, value, "capseg")
+        assert s.get(key) == value  # a fresh get, a fresh capability
+        text = log_path.read_text()
+        for cause in ("missing", "bad_mac", "out_of_range", "expired"):
+            assert f"capability {cause}" in text, cause
+        assert "not offered to the master" not in text
+        assert cap.hex() not in text
     finally:
         s.close()
         store.terminate()
         store.wait(timeout=20)
+
+
+def test_ssd_reads_carry_capabilities_local_segment(daemon, tmp_path):
+    """The same for crescentd's local segment with --local-segment-ssd-dir and
+    --data-require-capability, where each refusal is counted by cause in
+    /metrics."""
+    rpc_port = free_port()
+    d = daemon("--rpc-address", f"tcp://127.0.0.1:{rpc_port}", "--local-segment-size", "32M",
+               "--local-segment-ssd-dir", str(tmp_path / "ssd"),
+               "--local-segment-ssd-size", "256M", "--data-require-capability", "true",
+               "--eviction-high-watermark-ratio", "0.5", "--eviction-ratio", "0.2",
+               "--default-kv-lease-ttl", str(LEASE_MS))
+    s = Store()
+    try:
+        assert s.setup(master_server_address=f"127.0.0.1:{rpc_port}", timeout_ms=10000) == 0
+        gone = _offload_some(d, s, "loc")
+        before = metrics(d)
+        for k, v in gone.items():
+            assert s.get(k) == v
+        key, value = next(iter(gone.items()))
+        _ssd_raw_reads(s, key, value, "crescentd-local")
+        assert s.get(key) == value
+        after = metrics(d)
+        grew = {k: after[k] - before.get(k, 0) for k in after}
+        assert grew["refused_missing_total"] == 1, grew
+        assert grew["refused_bad_mac_total"] == 1, grew
+        assert grew["refused_out_of_range_total"] == 1, grew
+        assert grew["refused_expired_total"] == 1, grew
+        assert grew["refused_total"] == 4, grew
+        assert grew["checked_total"] >= len(gone) + 2, grew
+    finally:
+        s.close()

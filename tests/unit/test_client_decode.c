@@ -62,6 +62,28 @@ static Crescent__Master__ReplicaInfo **random_replicas(size_t *count) {
             h->status = (Crescent__Master__BufHandle__BufStatus)any_i32();
             r->handles[j] = h;
         }
+        if (next() % 2 == 0) { /* an SSD replica: where it is, and its capability */
+            r->has_medium = true;
+            r->medium = CRESCENT__MASTER__REPLICA_INFO__MEDIUM__LOCAL_DISK;
+            r->endpoint = any_string();
+            r->segment_name = any_string();
+            r->has_position = true;
+            r->position = any_u64();
+            r->has_object_size = true;
+            r->object_size = any_u64();
+            r->owner = malloc(sizeof(*r->owner));
+            assert_non_null(r->owner);
+            crescent__master__uuid__init(r->owner);
+            r->owner->first = any_u64();
+            r->owner->second = any_u64();
+            /* 48 bytes make a capability; another length parses as none */
+            static const size_t cap_lengths[] = {48, 48, 0, 47, 49};
+            r->has_capability = next() % 3 != 0;
+            r->capability.len = cap_lengths[next() % 5];
+            r->capability.data = malloc(r->capability.len + 1);
+            assert_non_null(r->capability.data);
+            for (size_t b = 0; b < r->capability.len; b++) r->capability.data[b] = (uint8_t)next();
+        }
         infos[i] = r;
     }
     return infos;
@@ -75,6 +97,10 @@ static void free_replicas(Crescent__Master__ReplicaInfo **infos, size_t count) {
             free(infos[i]->handles[j]);
         }
         free(infos[i]->handles);
+        free(infos[i]->endpoint);
+        free(infos[i]->segment_name);
+        free(infos[i]->capability.data);
+        free(infos[i]->owner);
         free(infos[i]);
     }
     free(infos);
@@ -182,6 +208,12 @@ static void same_lists(const struct cr_replica_lists *a, const struct cr_replica
             assert_int_equal(p->status, q->status);
             assert_int_equal(p->handle_count, q->handle_count);
             assert_true((p->handles == NULL) == (p->handle_count == 0));
+            assert_int_equal(p->medium, q->medium);
+            assert_string_equal(p->endpoint, q->endpoint);
+            assert_string_equal(p->segment_name, q->segment_name);
+            assert_true(p->position == q->position && p->object_size == q->object_size);
+            assert_int_equal(p->has_capability, q->has_capability);
+            if (p->has_capability) assert_memory_equal(p->capability, q->capability, 48);
             for (size_t h = 0; h < p->handle_count; h++) {
                 const struct cr_buf_handle *s = &p->handles[h], *t = &q->handles[h];
                 assert_string_equal(s->segment_name, t->segment_name);

@@ -134,8 +134,53 @@ static void test_unmount_drops_the_key(void **state) {
                      CR_CAP_OK);
 }
 
+/* An SSD (local_disk) replica is read from the server's read-only segment
+ * "<segment>#ssd" at its position: its capability names that segment and
+ * that range, is read-only, and a name too long to sign goes unsigned. */
+static void test_local_disk_capability_names_the_ssd_segment(void **state) {
+    (void)state;
+    struct cr_store_replica_desc d = {.segment_name = "keyed", .buffer = 42, .size = SIZE,
+                                      .medium = CR_MEDIUM_LOCAL_DISK, .cap_key = KEY};
+    cr_rpc_caps_sign_one(&d, CR_CAP_READ, NOW + 500);
+    assert_true(d.has_cap);
+    struct cr_cap cap;
+    assert_int_equal(cr_cap_decode(d.cap, &cap), 0);
+    assert_int_equal(cr_cap_check(KEY, "keyed#ssd", 9, &cap, CR_CAP_READ, 42, SIZE, NOW, 0),
+                     CR_CAP_OK);
+    assert_int_equal(cr_cap_check(KEY, "keyed#ssd", 9, &cap, CR_CAP_READ, 43, SIZE, NOW, 0),
+                     CR_CAP_OUT_OF_RANGE);
+    assert_int_equal(cr_cap_check(KEY, "keyed#ssd", 9, &cap, CR_CAP_READ, 42, SIZE, NOW + 501, 0),
+                     CR_CAP_EXPIRED);
+    /* Not a capability for the memory segment of the same name. */
+    assert_int_equal(cr_cap_check(KEY, "keyed", 5, &cap, CR_CAP_READ, 42, SIZE, NOW, 0),
+                     CR_CAP_BAD_MAC);
+    /* Never a write one: the SSD segment takes no writes. */
+    cr_rpc_caps_sign_one(&d, CR_CAP_WRITE, NOW + 500);
+    assert_false(d.has_cap);
+    /* No key, or "<name>#ssd" over 255 bytes: none. */
+    d.cap_key = NULL;
+    cr_rpc_caps_sign_one(&d, CR_CAP_READ, NOW + 500);
+    assert_false(d.has_cap);
+    char name[253];
+    memset(name, 'n', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0'; /* 252 bytes: 256 with the suffix */
+    d = (struct cr_store_replica_desc){.segment_name = name, .buffer = 42, .size = SIZE,
+                                       .medium = CR_MEDIUM_LOCAL_DISK, .cap_key = KEY};
+    cr_rpc_caps_sign_one(&d, CR_CAP_READ, NOW + 500);
+    assert_false(d.has_cap);
+    name[251] = '\0'; /* 251: 255 with it */
+    cr_rpc_caps_sign_one(&d, CR_CAP_READ, NOW + 500);
+    assert_true(d.has_cap);
+    /* A disk replica (a file) gets none. */
+    d = (struct cr_store_replica_desc){.segment_name = "", .medium = CR_MEDIUM_DISK,
+                                       .file_path = "/x", .cap_key = KEY};
+    cr_rpc_caps_sign_one(&d, CR_CAP_READ, NOW + 500);
+    assert_false(d.has_cap);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_local_disk_capability_names_the_ssd_segment),
         cmocka_unit_test_setup_teardown(test_write_capability_scoped_to_the_put, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_capability_lives_as_long_as_the_lease, setup,
                                         teardown),

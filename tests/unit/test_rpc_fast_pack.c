@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rpc/rpc_codec.h"
 #include "rpc/rpc_fast_pack.h"
 #include "master.pb-c.h"
 
@@ -391,9 +392,71 @@ static void test_batch_decodes_with_protobuf_c(void **unused) {
     if (w.buf != w.inline_buf) free(w.buf);
 }
 
+/* SSD (local_disk) replicas: no handle, where they are, and the read
+ * capability of "<segment>#ssd" when the segment has a key (field 10),
+ * written as protobuf-c writes them, and decoded back by it. */
+static void test_local_disk_replicas_with_capabilities(void **unused) {
+    (void)unused;
+    static uint8_t out[CR_STORE_REPLICAS_MAX * 40000];
+    for (int round = 0; round < 500; round++) {
+        struct cr_store_replica_list list;
+        random_list(&list);
+        Crescent__Master__ReplicaInfo infos[CR_STORE_REPLICAS_MAX], *ptrs[CR_STORE_REPLICAS_MAX];
+        Crescent__Master__UUID owners[CR_STORE_REPLICAS_MAX];
+        for (uint32_t i = 0; i < list.count; i++) {
+            struct cr_store_replica_desc *d = &list.replicas[i];
+            d->medium = CR_MEDIUM_LOCAL_DISK;
+            if (d->endpoint == NULL) d->endpoint = strdup(""); /* the store always has one */
+            for (size_t b = 0; b < sizeof(d->owner.b); b++) d->owner.b[b] = (uint8_t)next();
+            crescent__master__replica_info__init(&infos[i]);
+            infos[i].status = (Crescent__Master__ReplicaInfo__ReplicaStatus)d->status;
+            infos[i].has_medium = true;
+            infos[i].medium = CRESCENT__MASTER__REPLICA_INFO__MEDIUM__LOCAL_DISK;
+            infos[i].endpoint = (char *)d->endpoint;
+            infos[i].segment_name = (char *)d->segment_name;
+            infos[i].has_object_size = true;
+            infos[i].object_size = d->size;
+            infos[i].has_position = true;
+            infos[i].position = d->buffer;
+            crescent__master__uuid__init(&owners[i]);
+            cr_rpc_uuid_to_pb(&d->owner, &owners[i]);
+            infos[i].owner = &owners[i];
+            infos[i].has_capability = d->has_cap;
+            infos[i].capability = (ProtobufCBinaryData){.len = sizeof(d->cap), .data = d->cap};
+            ptrs[i] = &infos[i];
+        }
+        Crescent__Master__GetReplicaListResponse get =
+            CRESCENT__MASTER__GET_REPLICA_LIST_RESPONSE__INIT;
+        get.n_replica_list = list.count;
+        get.replica_list = ptrs;
+        list.has_checksum = false;
+        list.lease_ms = 0;
+        size_t want_len = protobuf_c_message_get_packed_size(&get.base);
+        uint8_t *want = malloc(want_len + 1);
+        assert_non_null(want);
+        assert_int_equal(protobuf_c_message_pack(&get.base, want), want_len);
+        size_t len = cr_rpc_pack_replica_response(&list, out, sizeof(out));
+        assert_int_equal(len, want_len);
+        assert_memory_equal(out, want, len);
+        Crescent__Master__GetReplicaListResponse *back =
+            crescent__master__get_replica_list_response__unpack(NULL, len, out);
+        assert_non_null(back);
+        for (uint32_t i = 0; i < list.count; i++) {
+            assert_int_equal(back->replica_list[i]->has_capability, list.replicas[i].has_cap);
+            if (list.replicas[i].has_cap)
+                assert_memory_equal(back->replica_list[i]->capability.data, list.replicas[i].cap,
+                                    sizeof(list.replicas[i].cap));
+        }
+        crescent__master__get_replica_list_response__free_unpacked(back, NULL);
+        free(want);
+        free_list(&list);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_bytes_as_protobuf_c),
+        cmocka_unit_test(test_local_disk_replicas_with_capabilities),
         cmocka_unit_test(test_decodes_with_protobuf_c),
         cmocka_unit_test(test_ok_responses),
         cmocka_unit_test(test_batch_lists_same_bytes),

@@ -1,10 +1,11 @@
-/* crescent-store's SSD tier (see crescent_store.h and docs/tiers.md, "Local SSD tier"). */
+/* A store server's SSD tier (see ssd_host.h and docs/tiers.md, "Local SSD tier"). */
+#include "tier/ssd_host.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "cmd/crescent_store.h"
 #include "core/log.h"
 #include "crescent/error.h"
 
@@ -14,22 +15,18 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-int cr_store_ssd_open(struct cr_store_ssd *ssd, const struct cr_store_options *opt) {
+int cr_store_ssd_open(struct cr_store_ssd *ssd, const char *dir, uint64_t size,
+                      uint32_t promotion_hits, char *why, size_t why_len) {
     *ssd = (struct cr_store_ssd){0};
     pthread_mutex_init(&ssd->lock, NULL);
-    if (opt->ssd_dir[0] == '\0') return CR_OK;
-    struct cr_ssd_config cfg = {.dir = opt->ssd_dir, .capacity = opt->ssd_size,
-                                .promotion_hits = opt->promotion_hits};
+    if (dir == NULL || dir[0] == '\0') return CR_OK;
+    struct cr_ssd_config cfg = {.dir = dir, .capacity = size, .promotion_hits = promotion_hits};
     struct cr_ssd_scan_report r;
-    char why[512];
-    int rc = cr_ssd_open(&cfg, &ssd->store, &r, why, sizeof(why));
-    if (rc != CR_OK) {
-        fprintf(stderr, "crescent-store: %s (--ssd-dir, --ssd-size)\n", why);
-        return rc;
-    }
+    int rc = cr_ssd_open(&cfg, &ssd->store, &r, why, why_len);
+    if (rc != CR_OK) return rc;
     CR_INFO("store", "SSD tier %s (%" PRIu64 " bytes): %" PRIu64 " object(s), %" PRIu64
             " bytes kept; %" PRIu64 " bad file(s) dropped, %" PRIu64 " interrupted write(s) "
-            "removed, %" PRIu64 " evicted over --ssd-size", opt->ssd_dir, opt->ssd_size, r.kept,
+            "removed, %" PRIu64 " evicted over its size", dir, size, r.kept,
             r.kept_bytes, r.dropped, r.tmp_removed, r.over_capacity);
     return CR_OK;
 }

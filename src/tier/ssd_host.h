@@ -1,0 +1,53 @@
+/* A store server's SSD tier as its programs run it: the SSD store
+ * (tier/ssd_store.h) behind one lock, with the callbacks a hosted segment
+ * takes (include/crescent/host.h: ssd_read, ssd_write, ssd_remove).  Shared
+ * by crescent-store, libcrescent's embedded host (cr_host_options.ssd_dir:
+ * engines, Python's setup(enable_ssd_offload=True)) and crescentd's local
+ * segment (--local-segment-ssd-dir).  docs/tiers.md, "Local SSD tier". */
+#ifndef CRESCENT_TIER_SSD_HOST_H
+#define CRESCENT_TIER_SSD_HOST_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tier/ssd_store.h"
+
+/* The server's SSD tier: the transfer thread reads it (the "#ssd" reader
+ * segment), the keep-alive thread writes it (offloads); one lock, held for a
+ * file's whole read or write: a disk operation costs far more than the lock,
+ * and the two sides never wait on each other for long. */
+struct cr_store_ssd {
+    pthread_mutex_t lock;
+    cr_ssd_store *store; /* NULL: no SSD tier */
+    uint64_t promotions_asked; /* reads that reached --promotion-hits */
+};
+
+/* Opens dir as an SSD tier of at most size bytes (scanning and checking
+ * every file, logging what it dropped).  dir NULL or "": CR_OK with no tier
+ * (ssd->store NULL).  Returns CR_OK or cr_ssd_open's failure, with a
+ * sentence naming the directory and the cause in why (the caller adds its
+ * flags' names). */
+int cr_store_ssd_open(struct cr_store_ssd *ssd, const char *dir, uint64_t size,
+                      uint32_t promotion_hits, char *why, size_t why_len);
+
+/* cr_host_options.ssd_read: the len bytes of SSD object addr (its id), which
+ * must be the object's whole value, checked before they are handed out. */
+int cr_store_ssd_read(void *arg, uint64_t addr, uint64_t len, void *dst);
+
+/* cr_host_options.ssd_write: an OFFLOAD task's object, written durably
+ * (checked against xxh3), evicting the least recently used files over
+ * the tier's size; *position gets its id.  Returns CR_OK or cr_ssd_put's
+ * failure with why. */
+int cr_store_ssd_write(void *arg, const char *tenant, const char *key, const void *value,
+                       uint64_t len, uint64_t xxh3, uint64_t *position, char *why,
+                       size_t why_len);
+
+/* cr_host_options.ssd_remove: deletes object `position` (the master
+ * refused its offload). */
+void cr_store_ssd_remove(void *arg, uint64_t position);
+
+/* Logs the tier's counters and closes it (files stay).  No tier: no-op. */
+void cr_store_ssd_close(struct cr_store_ssd *ssd);
+
+#endif
