@@ -683,6 +683,14 @@ struct cr_store_stats {
     uint64_t offloads_done;       /* of those, committed: local_disk replica recorded */
     uint64_t offloads_failed;     /* ended without one (failed, lost, object gone) */
     uint64_t ssd_capacity_bytes;  /* the SSD tiers mounted segments' servers announced */
+    uint64_t promotion_hits;      /* GetReplicaLists served by a local_disk replica only */
+    uint64_t promotions_started;  /* SSD → memory copies begun (store_promote.h) */
+    uint64_t promotions_done;     /* of those, committed: a memory replica added */
+    uint64_t promotions_failed;   /* ended without one (failed, lost, object gone) */
+    uint64_t promotions_no_room;  /* wanted, but no segment had room below the watermark */
+    uint64_t promotions_dropped;  /* wanted while the queue was full */
+    uint64_t local_disk_registered; /* SSD files a server re-registered (replica added/created) */
+    uint64_t local_disk_gone;     /* local_disk replicas dropped: the server's file went */
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 
@@ -693,5 +701,6 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
 #include "core/store_tasks.h"
 #include "core/store_tiers.h"
 #include "core/store_offload.h"
+#include "core/store_promote.h"
 
 #endif
