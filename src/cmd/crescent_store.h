@@ -46,6 +46,10 @@ struct cr_store_ssd {
     pthread_mutex_t lock;
     cr_ssd_store *store; /* NULL: no SSD tier */
     uint64_t promotions_asked; /* reads that reached --promotion-hits */
+    /* Reports to the master (crescent_store_ssd_sync.c): files gone since
+     * the last one (under `lock`), and what the reports did. */
+    struct cr_store_ssd_note *gone;
+    uint64_t gone_lost, reported_gone, registered, refused;
 };
 
 /* Opens opt->ssd_dir (scanning and checking every file, logging what it
@@ -68,6 +72,19 @@ int cr_store_ssd_write(void *arg, const char *tenant, const char *key, const voi
 /* cr_host_options.ssd_remove: deletes object `position` (the master
  * refused its offload). */
 void cr_store_ssd_remove(void *arg, uint64_t position);
+
+/* cr_ssd_evict_fn (and the drop hook): notes a file the tier let go of, for
+ * the next report; arg is the cr_store_ssd, whose lock the caller holds. */
+void cr_store_ssd_note_gone(void *arg, const struct cr_ssd_object *gone);
+
+/* cr_host_options.ssd_sync: reports the files gone since the last report
+ * and, with `mounted`, re-registers every file the tier holds
+ * (LocalDiskReport); a file the master refuses as another put's is deleted.
+ * Returns CR_OK, or the call's failure (retried at the next ping). */
+#include "crescent/client.h"
+int cr_store_ssd_sync(void *arg, cr_client *master, const char *segment, bool mounted);
+/* Frees the notes of files gone not reported yet. */
+void cr_store_ssd_forget_gone(struct cr_store_ssd *ssd);
 
 /* Logs the tier's counters and closes it (files stay).  No tier: no-op. */
 void cr_store_ssd_close(struct cr_store_ssd *ssd);
