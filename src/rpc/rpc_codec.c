@@ -57,7 +57,7 @@ static const struct cr_rpc_method methods[] = {
 #undef M
 
 const struct cr_rpc_method *cr_rpc_method_find(uint16_t id) {
-    /* 28 entries: a linear scan is a few compares, cheaper than keeping a
+    /* 29 entries: a linear scan is a few compares, cheaper than keeping a
      * second table in sync. */
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (methods[i].id == id) return &methods[i];
