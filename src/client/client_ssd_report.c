@@ -49,7 +49,8 @@ int cr_client_local_disk_report(cr_client *c, const char *segment_name,
     if (rc != CR_OK) return rc;
     const Crescent__Master__LocalDiskReportResponse *resp = (const void *)msg;
     rc = resp->status_code;
-    if (rc != CR_OK && resp->error_message != NULL) (void)cr_client_fail(c, rc, "%s", resp->error_message);
+    if (rc != CR_OK && resp->error_message != NULL)
+        (void)cr_client_fail(c, rc, "%s", resp->error_message);
     for (size_t i = 0; i < n; i++)
         statuses[i] = rc != CR_OK ? rc : i < resp->n_status_codes ? resp->status_codes[i]
                                                                    : CR_ERR_PROTOCOL;

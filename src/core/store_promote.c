@@ -67,7 +67,8 @@ static int complete_of(const struct cr_store_obj *obj, uint8_t medium, uint32_t 
 void cr_store_promote_note(cr_store *store, uint32_t id, const struct cr_store_obj *obj,
                            uint64_t now_ms) {
     struct cr_store_promote *p = store->promote;
-    if (p == NULL || obj->tasks > 0 || complete_of(obj, CR_MEDIUM_MEMORY, CR_STORE_NO_SEGMENT) >= 0 ||
+    if (p == NULL || obj->tasks > 0 ||
+        complete_of(obj, CR_MEDIUM_MEMORY, CR_STORE_NO_SEGMENT) >= 0 ||
         complete_of(obj, CR_MEDIUM_LOCAL_DISK, CR_STORE_NO_SEGMENT) < 0)
         return;
     store->counters.promotion_hits++;

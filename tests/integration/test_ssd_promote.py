@@ -143,3 +143,31 @@ def test_restarted_store_re_registers_its_ssd(daemon, tmp_path, stores):
     assert readable >= len(cold) - 1
     log = (tmp_path / "store1.log").read_bytes().decode(errors="replace")
     assert "1 bad file(s) dropped" in log
+
+
+def test_master_restart_keeps_local_disk_replicas(daemon, tmp_path, stores):
+    """crescentd killed and restarted with --state-dir: the log brings the
+    local_disk replicas back (restored, not re-created), and the server's
+    re-registration after its remount finds them recorded already."""
+    state = tmp_path / "state"
+    flags = ("--promotion-hits", "0", "--state-dir", str(state), "--durability", "sync")
+    d, rpc = start(daemon, tmp_path, *flags)
+    stores.append(Store(rpc, tmp_path / "store.log", tmp_path / "ssd"))
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    payloads = put_many(rpc, tmp_path, 48)
+    cold = offloaded_keys(d, rpc, payloads)
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait(timeout=30)
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "0",
+               "--eviction-high-watermark-ratio", "0.5", "--eviction-ratio", "0.2",
+               "--client-ttl", "30", *flags)
+    assert metric(d, "crescent_segments_restored_objects") >= len(cold)
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment remounted")
+    for k in cold[:6]:
+        assert tiers(rpc, k) == ["local_disk"]
+        assert ctl(rpc, "get", k).stdout == payloads[k]
+    # The server re-registered its files after the remount, and they were
+    # recorded already: none re-created or moved.
+    wait_for(lambda: "registered with the master, 0 refused" in
+             (tmp_path / "store.log").read_bytes().decode(errors="replace"), "re-registration")
+    assert metric(d, "crescent_segments_local_disk_registered_total") == 0
