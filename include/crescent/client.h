@@ -77,6 +77,7 @@ enum cr_method {
     CR_METHOD_FETCH_TASKS = 63,
     CR_METHOD_MARK_TASK_TO_COMPLETE = 64,
     CR_METHOD_DISK_REPLICA_REPORT = 70,
+    CR_METHOD_LOCAL_DISK_REPORT = 71,
 };
 
 /* Values of BufHandle.BufStatus and ReplicaInfo.ReplicaStatus. */

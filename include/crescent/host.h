@@ -100,6 +100,12 @@ struct cr_host_options {
                      uint64_t len, uint64_t xxh3, uint64_t *position, char *why, size_t why_len);
     void (*ssd_remove)(void *arg, uint64_t position);
     uint64_t ssd_capacity_bytes;
+    /* NULL: nothing.  Otherwise called on the keep-alive thread after each
+     * answered heartbeat while mounted (same arg as ssd_read), `mounted`
+     * true the first time after each (re)mount, until it returns CR_OK: a
+     * store server re-registers what its SSD holds then, and reports the
+     * files its SSD dropped since (cr_client_local_disk_report). */
+    int (*ssd_sync)(void *arg, cr_client *master, const char *segment_name, bool mounted);
     /* The host's own SSD tier, for callers that do not bring theirs (ssd_read
      * NULL): NULL or "": none.  Otherwise a directory (created 0700 when
      * missing, one host per directory) the host opens at start as
@@ -125,6 +131,29 @@ struct cr_host_options {
  * ping while the master does not answer). */
 int cr_host_drain_ssd(cr_host *h, int timeout_ms, bool *drained, char *error,
                       size_t error_size);
+
+/* One file of a store server's SSD tier, for cr_client_local_disk_report. */
+struct cr_local_disk_entry {
+    const char *tenant; /* NULL: "default" */
+    const char *key;    /* NUL-terminated */
+    uint64_t size;      /* the value's bytes */
+    uint64_t checksum;  /* the value's XXH3-64 (the put's checksum) */
+    uint64_t position;  /* the file's id on the server */
+    bool gone;          /* false: whole, register it; true: evicted or corrupt */
+};
+#define CR_LOCAL_DISK_REPORT_MAX 4096u
+
+/* Reports n (<= CR_LOCAL_DISK_REPORT_MAX) files of the SSD tier behind the
+ * segment this client mounted (LocalDiskReport, docs/rpc-native.md):
+ * whole ones become (or stay) local_disk replicas, the object re-created
+ * when the master no longer has it; gone ones drop the replica at that
+ * position.  statuses[i] gets each verdict: CR_OK, CR_ERR_INVALID_PARAMS
+ * (the master holds another put of the key: delete the file), others (kept).
+ * Returns CR_OK or the call's failure (every status set to it;
+ * cr_client_last_error says why). */
+int cr_client_local_disk_report(cr_client *c, const char *segment_name,
+                                const struct cr_local_disk_entry *entries, size_t n,
+                                int *statuses);
 
 /* The suffix of the SSD tier's segment name at the transfer server. */
 #define CR_HOST_SSD_SUFFIX "#ssd"

@@ -192,6 +192,7 @@ class HostOptions(ctypes.Structure):
                 ("require_capability", c_bool),
                 ("ssd_write", c_void_p), ("ssd_remove", c_void_p),
                 ("ssd_capacity_bytes", c_u64),
+                ("ssd_sync", c_void_p),  # a store server's reports (C callers)
                 # the host's own SSD tier (setup(enable_ssd_offload=True))
                 ("ssd_dir", c_char_p), ("ssd_size", c_u64)]
 

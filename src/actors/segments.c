@@ -794,6 +794,7 @@ static void edges_client_gone(void *arg, const struct cr_uuid *client) {
 }
 
 static void on_tick(struct segments_state *st) {
+    segments_promote_tick(st); /* SSD objects read often, back to memory */
     uint32_t mounted = cr_store_mounted_count(st->store);
     /* A standby's clients call its leader: it expires none (a promotion
      * gives each its TTL again). */
@@ -1021,6 +1022,13 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "offloads_done_total", s.offloads_done);
     add_stat(out, "offloads_failed_total", s.offloads_failed);
     segments_read_latency_stats(st, out);
+    add_stat(out, "promotion_hits_total", s.promotion_hits);
+    add_stat(out, "promotions_started_total", s.promotions_started);
+    add_stat(out, "promotions_done_total", s.promotions_done);
+    add_stat(out, "promotions_failed_total", s.promotions_failed);
+    add_stat(out, "promotions_no_room_total", s.promotions_no_room + s.promotions_dropped);
+    add_stat(out, "local_disk_registered_total", s.local_disk_registered);
+    add_stat(out, "local_disk_gone_total", s.local_disk_gone);
     add_stat(out, "calls_total", st->calls);
     add_stat(out, "call_errors_total", st->call_errors);
     add_stat(out, "replies_dropped_total", st->replies_dropped);
@@ -1104,6 +1112,7 @@ static int segments_create(const struct cr_daemon_config *config, void **state_o
     st->arena = cr_rpc_arena_new();
     st->recent = segments_recent_new();
     rc = st->arena != NULL && st->recent != NULL ? cr_store_create(&cfg, &sink, &st->store) : CR_ERR_NOMEM;
+    if (rc == CR_OK) rc = segments_promote_setup(st, config);
     if (rc != CR_OK) {
         CR_ERROR("segments", "cannot create the store: %s", cr_strerror(rc));
         cr_rpc_arena_free(st->arena);

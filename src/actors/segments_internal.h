@@ -232,6 +232,12 @@ void segments_finish(struct segments_state *st, struct cr_master_call *call);
  * (handed over, or kept for the next pass); false: evict as ever. */
 bool segments_offload_victim(struct segments_state *st, const struct cr_evict_candidate *v);
 
+struct cr_daemon_config;
+/* segments_promote.c: --promotion-hits on the store (at create), and the
+ * objects that reached them become promotion tasks (each tick). */
+int segments_promote_setup(struct segments_state *st, const struct cr_daemon_config *config);
+void segments_promote_tick(struct segments_state *st);
+
 /* segments_durable.c */
 /* Replays --state-dir into the store (on segments' thread, at start). */
 int segments_durable_start(struct segments_state *st);

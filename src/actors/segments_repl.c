@@ -30,7 +30,8 @@ bool segments_call_mutates(uint16_t method) {
     case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR:
     case CRESCENT__MASTER__METHOD__CREATE_COPY_TASK:
     case CRESCENT__MASTER__METHOD__CREATE_MOVE_TASK:
-    case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE: return true;
+    case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE:
+    case CRESCENT__MASTER__METHOD__LOCAL_DISK_REPORT: return true;
     default: return false;
     }
 }

@@ -158,12 +158,29 @@ static void run_offload_op(cr_store *store, uint64_t now_ms, struct cr_task_op *
     }
 }
 
+/* A promotion's op (store_promote.h): one target, never moved (the SSD
+ * copy is its executor's own). */
+static void run_promote_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
+    switch (op->kind) {
+    case CR_TASK_OP_COMMIT: op->status = cr_store_promote_commit(store, &op->ref, now_ms); break;
+    case CR_TASK_OP_ROLLBACK:
+        cr_store_promote_rollback(store, &op->ref);
+        op->status = CR_OK;
+        break;
+    case CR_TASK_OP_CHECK:
+        op->status = cr_store_promote_check(store, &op->ref, &op->executor, &op->executor_known);
+        op->source_lost = op->status != CR_OK;
+        break;
+    case CR_TASK_OP_RELEASE: op->status = CR_OK; break; /* the SSD copy stays */
+    }
+}
+
 void cr_task_store_run_op(cr_store *store, uint64_t now_ms, struct cr_task_op *op) {
     assert(store != NULL && op != NULL);
     cr_store_clear_error(store);
     op->lease_deadline_ms = 0;
-    if (op->offload) {
-        run_offload_op(store, now_ms, op);
+    if (op->offload || op->promote) {
+        (op->offload ? run_offload_op : run_promote_op)(store, now_ms, op);
         snprintf(op->message, sizeof(op->message), "%s", cr_store_last_error(store));
         return;
     }

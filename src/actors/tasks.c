@@ -232,7 +232,7 @@ static bool send_op(struct tasks_state *st, struct cr_task *task, enum cr_task_o
     if (op == NULL) return false;
     *op = (struct cr_task_op){.kind = kind, .task_id = task->id, .ref = d->ref,
                               .release_source = d->release_source, .executor = d->executor,
-                              .offload = d->type == CR_TASK_OFFLOAD,
+                              .offload = d->type == CR_TASK_OFFLOAD, .promote = d->promote,
                               .ssd_position = d->ssd_position};
     struct cr_msg msg = {.type = CR_MSG_TASK_OP};
     CR_MSG_BODY(&msg, struct cr_msg_task_op)->op = op;
@@ -297,7 +297,8 @@ static void on_create(struct tasks_state *st, struct cr_master_call *call,
         struct cr_msg msg = {.type = CR_MSG_TASK_OP};
         if (op != NULL) {
             *op = (struct cr_task_op){.kind = CR_TASK_OP_ROLLBACK, .ref = detail->ref,
-                                      .offload = detail->type == CR_TASK_OFFLOAD};
+                                      .offload = detail->type == CR_TASK_OFFLOAD,
+                                      .promote = detail->promote};
             CR_MSG_BODY(&msg, struct cr_msg_task_op)->op = op;
             if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) free(op);
         }
@@ -316,8 +317,8 @@ static void on_create(struct tasks_state *st, struct cr_master_call *call,
     st->created++;
     cr_task_table_update(st->table, task, CR_TASK_PENDING, "waiting for the executor to fetch it",
                          epoch_now(st));
-    if (call == NULL) { /* an offload segments created: nobody waits for its id */
-        st->offloads_created++;
+    if (call == NULL) { /* an offload or promotion segments created: nobody waits for its id */
+        st->offloads_created += detail->type == CR_TASK_OFFLOAD;
         return;
     }
     Crescent__Master__UUID pb_id;

@@ -147,6 +147,8 @@ const ProtobufCMessageDescriptor *cr_client_response_descriptor(uint16_t method)
         return &crescent__master__mark_task_to_complete_response__descriptor;
     case CR_METHOD_DISK_REPLICA_REPORT:
         return &crescent__master__disk_replica_report_response__descriptor;
+    case CR_METHOD_LOCAL_DISK_REPORT:
+        return &crescent__master__local_disk_report_response__descriptor;
     default: return NULL;
     }
 }

@@ -36,6 +36,9 @@ struct cr_host {
     uint64_t ssd_capacity;          /* told to the master at mount; 0: no SSD tier */
     struct cr_store_ssd own_ssd;    /* options.ssd_dir: the host's own SSD tier */
     bool own_ssd_open;
+    int (*ssd_sync)(void *arg, cr_client *master, const char *segment_name, bool mounted);
+    void *ssd_sync_arg;
+    bool ssd_fresh;                 /* mounted since ssd_sync last succeeded with mounted */
     cr_client *master;              /* the keep-alive thread's after start */
     char segment_name[CR_XFER_SEGMENT_NAME_MAX + 1];
     /* The segment's capability key: set on the transfer server and sent in
@@ -115,6 +118,7 @@ static int mount(struct cr_host *h, bool again) {
                    : cr_client_mount_segment(h->master, &spec);
     atomic_store_explicit(&h->mounted, rc == CR_OK, memory_order_relaxed);
     if (rc == CR_OK && again) atomic_fetch_add_explicit(&h->remounts, 1, memory_order_relaxed);
+    if (rc == CR_OK) h->ssd_fresh = true; /* the SSD's files to register again */
     if (rc == CR_OK)
         CR_INFO("host", "segment '%s' (%" PRIu64 " bytes) %s at %s, served on %s://%s",
                 h->segment_name, h->segment.size, again ? "remounted" : "mounted",
@@ -213,6 +217,9 @@ static void *keepalive(void *arg) {
                         "were missed): remounting '%s'", h->master_endpoint, h->segment_name);
             (void)mount(h, true);
         }
+        if (h->ssd_sync != NULL && atomic_load_explicit(&h->mounted, memory_order_relaxed) &&
+            h->ssd_sync(h->ssd_sync_arg, h->master, h->segment_name, h->ssd_fresh) == CR_OK)
+            h->ssd_fresh = false;
         wait_ms = h->ping_interval_ms;
         if (ttl_ms > 0 && ttl_ms / 4 < wait_ms) wait_ms = ttl_ms / 4 > 0 ? ttl_ms / 4 : 1;
         if (again) wait_ms = 0; /* a full round of work: more may be waiting */
@@ -288,6 +295,8 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
                                            .arg = o->ssd_read_arg};
         h->ssd_capacity = o->ssd_capacity_bytes;
         h->ssd_offered = h->ssd_capacity > 0;
+        h->ssd_sync = o->ssd_sync;
+        h->ssd_sync_arg = o->ssd_read_arg;
     }
     if (o->ssd_read != NULL) {
         char name[sizeof(h->segment_name) + sizeof(CR_HOST_SSD_SUFFIX)];
@@ -328,6 +337,7 @@ static int open_own_ssd(struct cr_host *h, struct cr_host_options *o, char *erro
     o->ssd_read_arg = &h->own_ssd;
     o->ssd_write = cr_store_ssd_write;
     o->ssd_remove = cr_store_ssd_remove;
+    o->ssd_sync = cr_store_ssd_sync; /* re-registers its files, reports those gone */
     o->ssd_capacity_bytes = o->ssd_size;
     return CR_OK;
 }

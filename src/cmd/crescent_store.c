@@ -88,6 +88,7 @@ static int start(struct store_server *s) {
                                  /* the master offloads evicted objects to it */
                                  .ssd_write = s->ssd.store != NULL ? cr_store_ssd_write : NULL,
                                  .ssd_remove = cr_store_ssd_remove,
+                                 .ssd_sync = s->ssd.store != NULL ? cr_store_ssd_sync : NULL,
                                  .ssd_capacity_bytes = s->opt.ssd_size};
     char error[512];
     int rc = cr_host_start(&ho, &s->host, error, sizeof(error));

@@ -266,6 +266,7 @@ void cr_store_destroy(cr_store *s) {
     free(s->clients);
     free(s->tenants);
     free(s->discarded);
+    cr_store_promote_free(s);
     cr_store_quotas_free(s);
     free(s);
 }

@@ -694,6 +694,14 @@ struct cr_store_stats {
     uint64_t put_partial_allocations; /* PutStarts that placed fewer replicas than asked */
     uint64_t discards_released;       /* preempted puts whose parked replicas were freed */
     uint64_t discarded_put_bytes;     /* bytes of preempted puts' replicas still parked */
+    uint64_t promotion_hits;      /* GetReplicaLists served by a local_disk replica only */
+    uint64_t promotions_started;  /* SSD → memory copies begun (store_promote.h) */
+    uint64_t promotions_done;     /* of those, committed: a memory replica added */
+    uint64_t promotions_failed;   /* ended without one (failed, lost, object gone) */
+    uint64_t promotions_no_room;  /* wanted, but no segment had room below the watermark */
+    uint64_t promotions_dropped;  /* wanted while the queue was full */
+    uint64_t local_disk_registered; /* SSD files a server re-registered (replica added/created) */
+    uint64_t local_disk_gone;     /* local_disk replicas dropped: the server's file went */
 };
 void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_stats *out);
 
@@ -704,5 +712,6 @@ void cr_store_get_stats(const cr_store *store, uint64_t now_ms, struct cr_store_
 #include "core/store_tasks.h"
 #include "core/store_tiers.h"
 #include "core/store_offload.h"
+#include "core/store_promote.h"
 
 #endif

@@ -236,6 +236,7 @@ struct cr_store {
      * (store_offload.c): eviction does not count it as used, or every poll
      * until the first commit would hand more objects to the SSD. */
     uint64_t offload_pending_bytes;
+    struct cr_store_promote *promote; /* SSD hit counters (store_promote.c); NULL: off */
 
     char err[CR_STORE_ERROR_LEN];
     /* The last NO_AVAILABLE_HANDLE: could freeing space have made room?  False
@@ -342,6 +343,8 @@ void cr_store_obj_free(cr_store *store, uint32_t id);
 void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *obj,
                             bool complete_only, struct cr_store_replica_list *out);
 void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj);
+/* A STORE event for an object that appears other than by PutEnd (store_promote.c). */
+void cr_store_obj_emit_store(cr_store *store, const struct cr_store_obj *obj);
 void cr_store_obj_remove(cr_store *store, uint32_t id); /* free + "gone" event if published */
 bool cr_store_obj_leased(const struct cr_store_obj *obj, uint64_t now_ms);
 /* Leased, or holding a copy/move task's reservation: not to be removed
@@ -391,5 +394,11 @@ static inline uint32_t cr_store_find_plain(const cr_store *store, const char *te
 static inline int cr_store_not_found(cr_store *store) {
     return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object not found");
 }
+
+/* store_promote.c: a GetReplicaList of object `id` (promotion's hits),
+ * and the release of the hit table. */
+void cr_store_promote_note(cr_store *store, uint32_t id, const struct cr_store_obj *obj,
+                           uint64_t now_ms);
+void cr_store_promote_free(cr_store *store);
 
 #endif

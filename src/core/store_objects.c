@@ -355,6 +355,10 @@ void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj) {
     emit_object(store, CR_STORE_CHANGE_UPDATE, obj, obj->replica_count);
 }
 
+void cr_store_obj_emit_store(cr_store *store, const struct cr_store_obj *obj) {
+    emit_object(store, CR_STORE_CHANGE_STORE, obj, obj->replica_count);
+}
+
 /* Frees an object and, when subscribers were told of it (it is complete:
  * its STORE event went out at PutEnd), tells them it is gone with an UPDATE
  * that lists no replica.  An in-flight put was never published, so freeing

@@ -86,9 +86,9 @@ int cr_store_offload_begin(cr_store *store, uint32_t object_id, uint32_t generat
 }
 
 /* Drops every memory replica of obj (eviction's part of the commit).  The
- * tenant is charged per replica (an object's removal uncharges
- * replica_count allocations), so each one dropped is uncharged here and the
- * local_disk replica added is charged. */
+ * tenant is charged per memory replica (cr_store_rep_charge; an object's
+ * removal uncharges what cr_store_obj_charge says), so each one dropped is
+ * uncharged here; the local_disk replica added charges nothing. */
 static void drop_memory(cr_store *store, struct cr_store_obj *obj) {
     for (uint32_t r = 0; r < obj->replica_count;) {
         if (!cr_store_rep_memory(&obj->replicas[r])) {
@@ -129,7 +129,6 @@ int cr_store_offload_commit(cr_store *store, const struct cr_store_task_ref *ref
     store->replica_count++;
     store->medium_replicas[CR_MEDIUM_LOCAL_DISK]++;
     store->medium_bytes[CR_MEDIUM_LOCAL_DISK] += rep.size;
-    cr_store_tenant_charge(store, obj->tenant, cr_store_alloc_bytes(obj->size), true);
     store->counters.offloads_done++;
     if (!cr_store_obj_leased(obj, now_ms)) {
         drop_memory(store, obj);

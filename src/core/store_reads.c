@@ -8,7 +8,7 @@
 #include "crescent/error.h"
 
 static int read_object(cr_store *store, const struct cr_store_key *key, uint64_t now_ms,
-                       struct cr_store_obj **out) {
+                       struct cr_store_obj **out, uint32_t *id_out) {
     uint32_t id = cr_store_find_key(store, key);
     if (id == CR_STORE_NONE) return cr_store_not_found(store);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
@@ -16,6 +16,7 @@ static int read_object(cr_store *store, const struct cr_store_key *key, uint64_t
         return cr_store_fail(store, CR_ERR_OBJECT_NOT_READY, "put has not ended");
     cr_store_obj_grant_lease(store, obj, now_ms);
     *out = obj;
+    *id_out = id;
     return CR_OK;
 }
 
@@ -30,7 +31,8 @@ int cr_store_exist_key(cr_store *store, const char *tenant, const char *key, uin
 int cr_store_exist_key_k(cr_store *store, const struct cr_store_key *key, uint64_t now_ms) {
     assert(store != NULL && key != NULL);
     struct cr_store_obj *obj;
-    return read_object(store, key, now_ms, &obj);
+    uint32_t id;
+    return read_object(store, key, now_ms, &obj, &id);
 }
 
 int cr_store_get_replica_list(cr_store *store, const char *tenant, const char *key,
@@ -52,9 +54,11 @@ int cr_store_get_replica_list_k(cr_store *store, const struct cr_store_key *key,
     out->has_checksum = false;
     out->lease_ms = 0;
     struct cr_store_obj *obj;
-    int rc = read_object(store, key, now_ms, &obj);
+    uint32_t id;
+    int rc = read_object(store, key, now_ms, &obj, &id);
     if (rc != CR_OK) return rc;
     cr_store_obj_fill_list(store, obj, true, out);
+    if (store->promote != NULL) cr_store_promote_note(store, id, obj, now_ms);
     out->lease_ms = obj->lease_deadline_ms - now_ms; /* >= the TTL: just granted */
     return CR_OK;
 }

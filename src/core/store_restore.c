@@ -135,7 +135,8 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
         .hard_pinned = o->hard_pinned, .has_checksum = o->has_checksum,
         .checksum = o->checksum, .link_prev = CR_STORE_NONE, .link_next = CR_STORE_NONE};
     memcpy(obj->replicas, placed.replicas, placed.count * sizeof(placed.replicas[0]));
-    cr_store_tenant_charge(store, tenant, cr_store_alloc_bytes(o->size) * placed.count, true);
+    /* Memory replicas only, as cr_store_obj_free uncharges (store_internal.h). */
+    cr_store_tenant_charge(store, tenant, cr_store_obj_charge(obj), true);
     if (obj->key == NULL) {
         memcpy(obj->key_inline, o->key, o->key_len);
         obj->key = obj->key_inline;

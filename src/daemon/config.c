@@ -163,6 +163,11 @@ static const struct setting settings[] = {
      "finished copy/move tasks kept for QueryTask; the oldest goes first"},
     {"task-max-in-flight", SETTING_U32, FIELD(task_max_in_flight), 1, 262144, "N",
      "copy/move tasks running at once (each holds its reserved replicas); one more is refused"},
+    {"promotion-hits", SETTING_U32, FIELD(promotion_hits), 0, 1000000, "N",
+     "gets of an object served by a store server's SSD only, within --promotion-window-sec, "
+     "that copy it back to memory when there is room (0: never)"},
+    {"promotion-window-sec", SETTING_U32, FIELD(promotion_window_sec), 1, 86400, "S",
+     "the window --promotion-hits count in"},
     /* Local segment (crescentd as a store server too) */
     {"local-segment-size", SETTING_SIZE, FIELD(local_segment_size), 0, 0, "SIZE",
      "memory crescentd hosts as a store segment (taken as written); 0 turns it off"},
@@ -353,6 +358,8 @@ void cr_daemon_config_default(struct cr_daemon_config *config) {
     config->task_timeout_sec = 300;            /* wire-formats §6 */
     config->task_retention = 10000;
     config->task_max_in_flight = 4096;
+    config->promotion_hits = 2;        /* docs/tiers.md, "Promotion" */
+    config->promotion_window_sec = 60;
     snprintf(config->event_address, sizeof(config->event_address), "tcp://127.0.0.1:19997");
     snprintf(config->event_topic, sizeof(config->event_topic), "mooncake");
     config->event_batch_max = 50;

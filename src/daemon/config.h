@@ -76,6 +76,8 @@ struct cr_daemon_config {
     uint32_t task_timeout_sec;                    /* a copy/move task not reported by then fails */
     uint32_t task_retention;                      /* finished tasks kept for QueryTask */
     uint32_t task_max_in_flight;                  /* tasks PENDING or PROCESSING at once */
+    uint32_t promotion_hits;       /* SSD reads within the window that copy back to memory; 0 off */
+    uint32_t promotion_window_sec; /* the window those reads count in */
 
     /* Local segment: crescentd hosts store memory itself (src/actors/data.c). */
     uint64_t local_segment_size;                  /* bytes; 0: off */

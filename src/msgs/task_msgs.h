@@ -67,6 +67,7 @@ struct cr_task_detail {
     bool has_checksum; /* the object's PutEnd checksum, for the executor */
     uint64_t checksum;
     uint64_t ssd_position; /* OFFLOAD: where the executor reported the object */
+    bool promote; /* a COPY from a local_disk replica to memory (core/store_promote.h) */
     /* tasks' own state */
     bool op_in_flight;           /* a TASK_OP is out: nothing else starts */
     bool committed;              /* a move whose source waits for its lease */
@@ -91,6 +92,7 @@ struct cr_task_op {
     enum cr_task_op_kind kind;
     bool release_source;
     bool offload;          /* an OFFLOAD task's op (store_offload.h) */
+    bool promote;          /* a promotion's op (store_promote.h) */
     uint64_t ssd_position; /* OFFLOAD COMMIT: the object's SSD position */
     struct cr_uuid task_id;
     struct cr_store_task_ref ref;

@@ -53,11 +53,12 @@ static const struct cr_rpc_method methods[] = {
     M(MARK_TASK_TO_COMPLETE, "mark_task_to_complete", mark_task_to_complete,
       mark_task_to_complete),
     M(DISK_REPLICA_REPORT, "disk_replica_report", disk_replica_report, disk_replica_report),
+    M(LOCAL_DISK_REPORT, "local_disk_report", local_disk_report, local_disk_report),
 };
 #undef M
 
 const struct cr_rpc_method *cr_rpc_method_find(uint16_t id) {
-    /* 28 entries: a linear scan is a few compares, cheaper than keeping a
+    /* 29 entries: a linear scan is a few compares, cheaper than keeping a
      * second table in sync. */
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (methods[i].id == id) return &methods[i];
@@ -432,6 +433,19 @@ int cr_rpc_validate(uint16_t method, const ProtobufCMessage *req, char err[CR_RP
         const Crescent__Master__DiskReplicaReportRequest *r = (const void *)req;
         if (r->n_entries > CR_MASTER_BATCH_MAX)
             return fail(err, "%s: %zu entries, more than 4096", "batch", r->n_entries);
+        for (size_t i = 0; i < r->n_entries; i++) {
+            int rc = check_key(r->entries[i]->key, i, err);
+            if (rc == CR_OK) rc = check_tenant(r->entries[i]->tenant_id, err);
+            if (rc != CR_OK) return rc;
+        }
+        return CR_OK;
+    }
+    case CRESCENT__MASTER__METHOD__LOCAL_DISK_REPORT: {
+        const Crescent__Master__LocalDiskReportRequest *r = (const void *)req;
+        if (r->n_entries > CR_MASTER_BATCH_MAX)
+            return fail(err, "%s: %zu entries, more than 4096", "batch", r->n_entries);
+        if (r->segment_name[0] == '\0' || strlen(r->segment_name) >= CR_STORE_NAME_LEN_MAX)
+            return fail(err, "%s must be 1 to 255 bytes%.0zu", "segment_name", 0);
         for (size_t i = 0; i < r->n_entries; i++) {
             int rc = check_key(r->entries[i]->key, i, err);
             if (rc == CR_OK) rc = check_tenant(r->entries[i]->tenant_id, err);

@@ -1029,6 +1029,43 @@ static int m_disk_report(struct cr_rpc_run *run, struct cr_master_call *call,
     return resp.status_code;
 }
 
+/* LocalDiskReport (docs/tiers.md, "Local SSD tier"): a store server's SSD
+ * files, re-registered after a restart or gone (its LRU evicted them, a read
+ * found them corrupt).  Only the segment's owner reports on it. */
+static int m_local_disk_report(struct cr_rpc_run *run, struct cr_master_call *call,
+                               struct cr_rpc_arena *a) {
+    REQ(LocalDiskReportRequest);
+    struct cr_uuid id;
+    store_uuid(req->client_id, &id);
+    Crescent__Master__LocalDiskReportResponse resp =
+        CRESCENT__MASTER__LOCAL_DISK_REPORT_RESPONSE__INIT;
+    resp.status_code = check_secret(run, &id, req->has_client_secret, req->client_secret);
+    resp.status_codes = arena_alloc(a, req->n_entries * sizeof(int32_t) + 1);
+    for (size_t i = 0; resp.status_code == CR_OK && resp.status_codes != NULL &&
+                       i < req->n_entries; i++) {
+        const Crescent__Master__LocalDiskReportRequest__Entry *e = req->entries[i];
+        struct cr_store_key k;
+        cr_store_key_make(e->tenant_id, e->key, (uint32_t)strlen(e->key), &k);
+        bool changed = false;
+        int rc = e->has_gone && e->gone
+                     ? cr_store_local_disk_gone(run->store, &k, req->segment_name, &id,
+                                                e->position, &changed)
+                     : cr_store_local_disk_register(run->store, &k, req->segment_name, &id,
+                                                    e->position, e->size,
+                                                    e->has_checksum_xxh3 ? e->checksum_xxh3 : 0,
+                                                    run->now_ms, &changed);
+        if (rc == CR_ERR_SEGMENT_NOT_FOUND || rc == CR_ERR_ILLEGAL_CLIENT) {
+            resp.status_code = rc; /* the whole report: not this client's segment */
+            const char *why = cr_store_last_error(run->store);
+            resp.error_message = arena_strndup(a, why, strlen(why));
+            break;
+        }
+        resp.status_codes[resp.n_status_codes++] = rc;
+    }
+    finish(call, a, &resp.base);
+    return resp.status_code;
+}
+
 /* ------------------------------------------------------------------------ */
 
 void cr_rpc_methods_prefetch(const cr_store *store, const struct cr_master_call *call,
@@ -1064,6 +1101,7 @@ static method_fn method_for(uint16_t id) {
     case CRESCENT__MASTER__METHOD__BATCH_QUERY_IP: return m_query_ip;
     case CRESCENT__MASTER__METHOD__BATCH_REPLICA_CLEAR: return m_replica_clear;
     case CRESCENT__MASTER__METHOD__DISK_REPLICA_REPORT: return m_disk_report;
+    case CRESCENT__MASTER__METHOD__LOCAL_DISK_REPORT: return m_local_disk_report;
     case CRESCENT__MASTER__METHOD__FETCH_TASKS:
     case CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE: return m_task_gate;
     default: return NULL;

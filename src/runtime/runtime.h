@@ -188,7 +188,7 @@ struct cr_actor_histogram {
 
 /* Counters of one actor.  Runtime fields are filled by the runtime; `extra`
  * carries subsystem counters as (name, value) pairs. */
-#define CR_ACTOR_STATS_EXTRA_MAX 96u /* segments has 62 (the file tier's among them) */
+#define CR_ACTOR_STATS_EXTRA_MAX 96u /* segments has about 75 (the tiers' among them) */
 struct cr_actor_stats {
     char name[CR_ACTOR_NAME_MAX];
     uint32_t view;             /* which: 0 the actor, k its k-th stats view (cr_msg_stats) */

@@ -24,6 +24,7 @@ int cr_store_ssd_open(struct cr_store_ssd *ssd, const char *dir, uint64_t size,
     struct cr_ssd_scan_report r;
     int rc = cr_ssd_open(&cfg, &ssd->store, &r, why, why_len);
     if (rc != CR_OK) return rc;
+    cr_ssd_set_drop_hook(ssd->store, cr_store_ssd_note_gone, ssd); /* corrupt at a read */
     CR_INFO("store", "SSD tier %s (%" PRIu64 " bytes): %" PRIu64 " object(s), %" PRIu64
             " bytes kept; %" PRIu64 " bad file(s) dropped, %" PRIu64 " interrupted write(s) "
             "removed, %" PRIu64 " evicted over its size", dir, size, r.kept,
@@ -53,7 +54,7 @@ int cr_store_ssd_write(void *arg, const char *tenant, const char *key, const voi
     struct cr_store_ssd *ssd = arg;
     pthread_mutex_lock(&ssd->lock);
     int rc = cr_ssd_put(ssd->store, tenant, (const uint8_t *)key, (uint32_t)strlen(key), value,
-                        len, xxh3, NULL, NULL, position, why, why_len);
+                        len, xxh3, cr_store_ssd_note_gone, ssd, position, why, why_len);
     pthread_mutex_unlock(&ssd->lock);
     return rc;
 }
@@ -77,5 +78,6 @@ void cr_store_ssd_close(struct cr_store_ssd *ssd) {
         cr_ssd_close(ssd->store);
         ssd->store = NULL;
     }
+    cr_store_ssd_forget_gone(ssd); /* not reported: the master learns at the next start */
     pthread_mutex_destroy(&ssd->lock);
 }

@@ -11,16 +11,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
+#include "crescent/client.h"
 #include "tier/ssd_store.h"
 
 /* The server's SSD tier: the transfer thread reads it (the "#ssd" reader
  * segment), the keep-alive thread writes it (offloads); one lock, held for a
  * file's whole read or write: a disk operation costs far more than the lock,
  * and the two sides never wait on each other for long. */
+/* Files gone and not reported yet that a tier remembers (a master away for
+ * long, or crescentd's local segment, which reports none): past it a gone
+ * file is counted in gone_lost, and its stale replica fails its read
+ * cleanly (checked on both ends), the get going to the next replica. */
+#define CR_STORE_SSD_GONE_MAX 65536u
+
 struct cr_store_ssd {
     pthread_mutex_t lock;
     cr_ssd_store *store; /* NULL: no SSD tier */
     uint64_t promotions_asked; /* reads that reached --promotion-hits */
+    /* Reports to the master (ssd_host_sync.c): files gone since the last
+     * one (under `lock`), and what the reports did. */
+    struct cr_store_ssd_note *gone;
+    uint64_t gone_count; /* notes in `gone`: at most CR_STORE_SSD_GONE_MAX */
+    uint64_t gone_lost, reported_gone, registered, refused;
 };
 
 /* Opens dir as an SSD tier of at most size bytes (scanning and checking
@@ -46,6 +60,19 @@ int cr_store_ssd_write(void *arg, const char *tenant, const char *key, const voi
 /* cr_host_options.ssd_remove: deletes object `position` (the master
  * refused its offload). */
 void cr_store_ssd_remove(void *arg, uint64_t position);
+
+/* cr_ssd_evict_fn (and the drop hook): notes a file the tier let go of, for
+ * the next report; arg is the cr_store_ssd, whose lock the caller holds. */
+void cr_store_ssd_note_gone(void *arg, const struct cr_ssd_object *gone);
+
+/* cr_host_options.ssd_sync: reports the files gone since the last report
+ * and, with `mounted`, re-registers every file the tier holds
+ * (LocalDiskReport); a file the master refuses as another put's is deleted.
+ * Returns CR_OK, or the call's failure (retried at the next ping). */
+int cr_store_ssd_sync(void *arg, cr_client *master, const char *segment, bool mounted);
+
+/* Frees the notes of files gone not reported yet. */
+void cr_store_ssd_forget_gone(struct cr_store_ssd *ssd);
 
 /* Logs the tier's counters and closes it (files stay).  No tier: no-op. */
 void cr_store_ssd_close(struct cr_store_ssd *ssd);

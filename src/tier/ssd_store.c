@@ -46,6 +46,8 @@ struct cr_ssd_store {
     uint64_t capacity;
     uint32_t promotion_hits;
     uint64_t window_ms;
+    cr_ssd_evict_fn drop_hook; /* cr_ssd_set_drop_hook */
+    void *drop_arg;
     uint64_t next_id;
     struct entry **by_id, **by_key;
     uint64_t buckets; /* a power of two, for both tables */
@@ -578,6 +580,11 @@ int cr_ssd_read(cr_ssd_store *s, uint64_t id, void *dst, uint64_t cap, uint64_t 
         CR_WARN("ssd", "%s/%s: dropped at read: %s", s->dir, name, reason);
         s->stats.read_failures++;
         s->stats.corrupt_dropped++;
+        if (s->drop_hook != NULL) {
+            struct cr_ssd_object o;
+            object_of(e, &o);
+            s->drop_hook(s->drop_arg, &o);
+        }
         erase(s, e);
         return fail(why, why_len, rc, "SSD file %s/%s: %s", s->dir, name, reason);
     }
@@ -615,6 +622,12 @@ void cr_ssd_foreach(const cr_ssd_store *s, void (*fn)(void *arg, const struct cr
         object_of(e, &o);
         fn(arg, &o);
     }
+}
+
+void cr_ssd_set_drop_hook(cr_ssd_store *s, cr_ssd_evict_fn fn, void *arg) {
+    assert(s != NULL);
+    s->drop_hook = fn;
+    s->drop_arg = arg;
 }
 
 void cr_ssd_get_stats(const cr_ssd_store *s, struct cr_ssd_stats *out) {

@@ -113,6 +113,11 @@ void cr_ssd_foreach(const cr_ssd_store *s, void (*fn)(void *arg, const struct cr
 
 void cr_ssd_get_stats(const cr_ssd_store *s, struct cr_ssd_stats *out);
 
+/* fn (NULL: none) is told of each object a read drops (its file missing,
+ * short or corrupt), before it goes, as cr_ssd_put's evicted is of
+ * evictions: the owner tells its master the object's replica is gone. */
+void cr_ssd_set_drop_hook(cr_ssd_store *s, cr_ssd_evict_fn fn, void *arg);
+
 /* The directory (as configured). */
 const char *cr_ssd_dir(const cr_ssd_store *s);
 

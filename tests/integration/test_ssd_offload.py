@@ -148,7 +148,7 @@ def test_eviction_offloads_to_ssd_and_gets_read_it_back(cluster, tmp_path):
     assert metric(d, "crescent_segments_local_disk_replicas") >= len(offloaded)
     assert s.stop() == 0
     # The replicas go with the segment's unmount (its server re-registers
-    # them when it comes back; not yet: see docs/tiers.md).
+    # them when it comes back: test_ssd_promote.py).
     wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
 
 
