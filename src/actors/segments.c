@@ -1025,6 +1025,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "promotion_hits_total", s.promotion_hits);
     add_stat(out, "promotions_started_total", s.promotions_started);
     add_stat(out, "promotions_done_total", s.promotions_done);
+    add_stat(out, "promotions_done_bytes_total", s.promotions_done_bytes);
     add_stat(out, "promotions_failed_total", s.promotions_failed);
     add_stat(out, "promotions_no_room_total", s.promotions_no_room + s.promotions_dropped);
     add_stat(out, "local_disk_registered_total", s.local_disk_registered);

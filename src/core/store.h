@@ -697,6 +697,7 @@ struct cr_store_stats {
     uint64_t promotion_hits;      /* GetReplicaLists served by a local_disk replica only */
     uint64_t promotions_started;  /* SSD → memory copies begun (store_promote.h) */
     uint64_t promotions_done;     /* of those, committed: a memory replica added */
+    uint64_t promotions_done_bytes; /* their objects' bytes */
     uint64_t promotions_failed;   /* ended without one (failed, lost, object gone) */
     uint64_t promotions_no_room;  /* wanted, but no segment had room below the watermark */
     uint64_t promotions_dropped;  /* wanted while the queue was full */

@@ -202,9 +202,14 @@ int cr_store_promote_commit(cr_store *store, const struct cr_store_task_ref *ref
                              "unmounted)");
     }
     uint64_t lease_deadline_ms = 0;
+    uint64_t bytes = ref_object(store, ref)->size; /* reserved(): the object is there */
     int rc = cr_store_task_commit(store, ref, false, now_ms, &lease_deadline_ms);
-    if (rc == CR_OK) store->counters.promotions_done++;
-    else store->counters.promotions_failed++;
+    if (rc == CR_OK) {
+        store->counters.promotions_done++;
+        store->counters.promotions_done_bytes += bytes;
+    } else {
+        store->counters.promotions_failed++;
+    }
     return rc;
 }
 

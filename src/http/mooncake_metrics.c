@@ -9,8 +9,11 @@
  *   SUM_OR_ZERO  the same, but 0 when their source is not running, which is
  *                then the true value: no Mooncake endpoint, no CopyStart can
  *                arrive; no --state-dir, no operation log is written;
+ *   PROMOTION_IN_FLIGHT  promotions begun and not ended (segments' counters);
  *   ZERO_*       true 0 by construction, for what crescent does not do
- *                (promotion from SSD to memory; out-of-order op-log entries,
+ *                (the parts of Mooncake's promotion crescent's has not: a
+ *                frequency sketch, a reaper, retry candidates, cancellation
+ *                apart from failure; out-of-order op-log entries,
  *                since a standby applies its leader's stream in order;
  *                mutations retried into etcd, since crescent writes none);
  *   HA_*         from the replication role (journal's repl_role).
@@ -24,6 +27,7 @@ enum family_type { COUNTER, GAUGE };
 enum kind {
     SUM,
     SUM_OR_ZERO,
+    PROMOTION_IN_FLIGHT,
     ZERO_NO_PROMOTION,
     ZERO_IN_ORDER,
     ZERO_NO_ETCD_MUTATIONS,
@@ -266,23 +270,23 @@ static const struct family families[] = {
      "Total number of released PutStart operations"},
     {"master_put_start_discarded_staging_size", GAUGE, SUM, {{"mooncake_calls", "discarded_put_bytes"}},
      "Total size of memory replicas in discarded but not yet released PutStart operations"},
-    {"master_promotion_in_flight", GAUGE, ZERO_NO_PROMOTION, {},
+    {"master_promotion_in_flight", GAUGE, PROMOTION_IN_FLIGHT, {},
      "Current number of in-flight L2->L1 promotion tasks"},
-    {"master_promotion_admitted_total", COUNTER, ZERO_NO_PROMOTION, {},
+    {"master_promotion_admitted_total", COUNTER, SUM_OR_ZERO, {{"segments", "promotions_started_total"}},
      "Total promotion tasks admitted past all gates and enqueued"},
-    {"master_promotion_completed_total", COUNTER, ZERO_NO_PROMOTION, {},
+    {"master_promotion_completed_total", COUNTER, SUM_OR_ZERO, {{"segments", "promotions_done_total"}},
      "Total promotion tasks committed via NotifyPromotionSuccess"},
-    {"master_promotion_completed_bytes_total", COUNTER, ZERO_NO_PROMOTION, {},
+    {"master_promotion_completed_bytes_total", COUNTER, SUM_OR_ZERO, {{"segments", "promotions_done_bytes_total"}},
      "Total bytes promoted from LOCAL_DISK to MEMORY"},
     {"master_promotion_expired_total", COUNTER, ZERO_NO_PROMOTION, {},
      "Total promotion tasks expired via the reaper (put_start_release_timeout_sec)"},
-    {"master_promotion_failed_total", COUNTER, ZERO_NO_PROMOTION, {},
+    {"master_promotion_failed_total", COUNTER, SUM_OR_ZERO, {{"segments", "promotions_failed_total"}},
      "Total promotion tasks aborted by holder via NotifyPromotionFailure (holder reported a downstream failure)"},
     {"master_promotion_cancelled_total", COUNTER, ZERO_NO_PROMOTION, {},
      "Total promotion tasks removed because the prerequisite went away: object removal mid-flight (Remove / UpsertStart / etc.), holder-client expiry (ClearInvalidHandles), or staged replica lost (NotifyPromotionSuccess committed=false)"},
     {"master_promotion_rejected_frequency_total", COUNTER, ZERO_NO_PROMOTION, {},
      "Promotion attempts rejected because CountMinSketch frequency was below promotion_admission_threshold"},
-    {"master_promotion_rejected_watermark_total", COUNTER, ZERO_NO_PROMOTION, {},
+    {"master_promotion_rejected_watermark_total", COUNTER, SUM_OR_ZERO, {{"segments", "promotions_no_room_total"}},
      "Promotion attempts rejected because DRAM was at or above the eviction high watermark"},
     {"master_promotion_rejected_cap_total", COUNTER, ZERO_NO_PROMOTION, {},
      "Promotion attempts rejected because promotion_in_flight was at promotion_queue_limit"},
@@ -364,6 +368,14 @@ static bool family_value(const struct family *f, const struct cr_metrics_actor *
             found = true;
         }
         return found || f->kind == SUM_OR_ZERO;
+    }
+    case PROMOTION_IN_FLIGHT: { /* begun, neither committed nor failed yet */
+        uint64_t begun, done, failed;
+        if (!value_of(actors, count, "segments", "promotions_started_total", &begun)) return false;
+        value_of(actors, count, "segments", "promotions_done_total", &done);
+        value_of(actors, count, "segments", "promotions_failed_total", &failed);
+        *out = begun > done + failed ? begun - done - failed : 0;
+        return true;
     }
     case ZERO_NO_PROMOTION:
     case ZERO_IN_ORDER:

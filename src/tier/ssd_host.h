@@ -13,8 +13,9 @@
 
 #include <stdbool.h>
 
-#include "crescent/client.h"
 #include "tier/ssd_store.h"
+
+struct cr_client; /* crescent/client.h: not included, its enums clash with the store's */
 
 /* The server's SSD tier: the transfer thread reads it (the "#ssd" reader
  * segment), the keep-alive thread writes it (offloads); one lock, held for a
@@ -69,7 +70,7 @@ void cr_store_ssd_note_gone(void *arg, const struct cr_ssd_object *gone);
  * and, with `mounted`, re-registers every file the tier holds
  * (LocalDiskReport); a file the master refuses as another put's is deleted.
  * Returns CR_OK, or the call's failure (retried at the next ping). */
-int cr_store_ssd_sync(void *arg, cr_client *master, const char *segment, bool mounted);
+int cr_store_ssd_sync(void *arg, struct cr_client *master, const char *segment, bool mounted);
 
 /* Frees the notes of files gone not reported yet. */
 void cr_store_ssd_forget_gone(struct cr_store_ssd *ssd);

@@ -13,6 +13,7 @@ with --ssd-dir, crescentctl as the client.
 import os
 import signal
 import subprocess
+import urllib.request
 
 import pytest
 
@@ -84,6 +85,15 @@ def test_ssd_reads_promote_back_to_memory(daemon, tmp_path, stores, hits):
     assert ctl(rpc, "get", key).stdout == payloads[key]  # from memory now, checked
     assert metric(d, "crescent_segments_promotion_hits_total") >= 2
     assert metric(d, "crescent_segments_promotions_failed_total") == 0
+    # Mooncake's promotion families on --metrics-port count the same.
+    mport = int(d.args[d.args.index("--metrics-port") + 1])
+    with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=10) as r:
+        mc = dict(line.rsplit(" ", 1) for line in r.read().decode().splitlines()
+                  if line and not line.startswith("#"))
+    assert int(mc["master_promotion_completed_total"]) >= 1
+    assert int(mc["master_promotion_completed_bytes_total"]) >= OBJ
+    assert int(mc["master_promotion_admitted_total"]) >= int(mc["master_promotion_completed_total"])
+    assert int(mc["master_promotion_failed_total"]) == 0
     # (`crescentctl replicas` is a GetReplicaList too: the scan above counted
     # one hit on every object, so no other object is checked for staying.)
 
