@@ -7,6 +7,8 @@ import os
 import sys
 import time
 
+import pytest
+
 from conftest import BIN_DIR, binary, free_port, http_get, wait_for
 from test_mooncake_drain import drain, metrics_port, query, token_file, wait_job
 from test_tasks_data import Store as StoreServer, segments_of
@@ -18,12 +20,16 @@ from crescent import Store  # noqa: E402
 OBJECTS = 40
 
 
-def test_drain_job_resumes_after_kill9(daemon, tmp_path):
+@pytest.mark.parametrize("snapshots", [False, True], ids=["log", "snapshot"])
+def test_drain_job_resumes_after_kill9(daemon, tmp_path, snapshots):
+    """With snapshots every 8 records, the job's early records are in a
+    snapshot only (the logs before it dropped): snapshots carry the jobs."""
     binary("crescent-store")
+    extra = ("--snapshot-every-records", "8") if snapshots else ()
     rpc = f"tcp://127.0.0.1:{free_port()}"
     d = daemon("--rpc-address", rpc, "--local-segment-size", "0",
                "--admin-token-file", token_file(tmp_path), "--state-dir", str(tmp_path / "state"),
-               "--durability", "sync", "--client-ttl", "60")
+               "--durability", "sync", "--client-ttl", "60", *extra)
     port = metrics_port(d)
     servers = [StoreServer(rpc, tmp_path / f"store{i}.log", f"seg{i}") for i in range(2)]
     try:
@@ -52,6 +58,10 @@ def test_drain_job_resumes_after_kill9(daemon, tmp_path):
         assert before["succeeded_units"] < OBJECTS, "drained before the kill: more objects"
         d.proc.kill()  # SIGKILL mid-drain: no shutdown
         d.proc.wait()
+        state = sorted(os.listdir(tmp_path / "state"))
+        if snapshots:  # the log that held the job's creation is gone
+            assert any(n.endswith(".snap") for n in state), state
+            assert not any(n.startswith("store-0000000000000001") for n in state), state
 
         d2 = daemon(*d.args[4:])  # the same ports and --state-dir
         after = query(port, job)
