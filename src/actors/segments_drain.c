@@ -30,6 +30,7 @@
 
 #include <jansson.h>
 
+#include "actors/segments_drain_internal.h"
 #include "actors/segments_internal.h"
 #include "actors/subsystems.h"
 #include "actors/task_store.h"
@@ -39,7 +40,9 @@
 #include "durable/role.h"
 #include "msgs/task_msgs.h"
 
-#define DRAIN_JOBS_MAX 64u       /* kept, finished ones dropped oldest first */
+static const char *const STATUS_NAMES[] = {"CREATED",   "PLANNING", "RUNNING",
+                                           "SUCCEEDED", "FAILED",   "CANCELED"};
+
 #define DRAIN_UNIT_RETRIES 3u    /* the reference's kMaxDrainUnitRetries */
 #define DRAIN_CONCURRENCY_MAX 1024u
 
@@ -50,47 +53,9 @@
 #define MC_UNAVAILABLE_IN_CURRENT_STATUS (-1010)
 #define MC_JOB_NOT_FOUND (-1402)
 
-enum job_status { JOB_CREATED, JOB_PLANNING, JOB_RUNNING, JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELED };
-static const char *const STATUS_NAMES[] = {"CREATED",   "PLANNING", "RUNNING",
-                                           "SUCCEEDED", "FAILED",   "CANCELED"};
-
-struct unit {
-    uint32_t id, generation;
-    uint32_t source; /* index into job->segments */
-    uint32_t tries;  /* failed moves so far (retry entries) */
-    uint64_t bytes;
-    char target[CR_STORE_NAME_LEN_MAX + 1];
-};
-
-struct units {
-    struct unit *at;
-    uint32_t count, cap;
-};
-
-struct job {
-    uint64_t id_first, id_second;
-    enum job_status status;
-    uint64_t created_wall_ms, created_mono_ms, updated_mono_ms;
-    char *segments[CR_DRAIN_SEGMENTS_MAX];
-    uint32_t segment_count;
-    char *targets[CR_DRAIN_SEGMENTS_MAX];
-    uint32_t target_count;
-    uint32_t max_concurrency;
-    uint64_t succeeded, failed, blocked, migrated_bytes;
-    struct units active;  /* moves in flight */
-    struct units retries; /* units that failed, with their count */
-    const char *message;
-};
-
-struct segments_drain {
-    struct job *jobs[DRAIN_JOBS_MAX];
-    uint32_t count;
-    uint64_t moves_started, moves_succeeded, bytes_moved;
-};
-
 struct segments_drain *segments_drain_new(void) { return calloc(1, sizeof(struct segments_drain)); }
 
-static void job_free(struct job *j) {
+void segments_drain_job_free(struct job *j) {
     if (j == NULL) return;
     for (uint32_t i = 0; i < j->segment_count; i++) free(j->segments[i]);
     for (uint32_t i = 0; i < j->target_count; i++) free(j->targets[i]);
@@ -101,11 +66,14 @@ static void job_free(struct job *j) {
 
 void segments_drain_free(struct segments_drain *d) {
     if (d == NULL) return;
-    for (uint32_t i = 0; i < d->count; i++) job_free(d->jobs[i]);
+    for (uint32_t i = 0; i < d->count; i++) segments_drain_job_free(d->jobs[i]);
+    free(d->rec);
     free(d);
 }
 
-static bool terminal(const struct job *j) { return j->status >= JOB_SUCCEEDED; }
+bool segments_drain_terminal(const struct job *j) { return j->status >= JOB_SUCCEEDED; }
+
+static bool terminal(const struct job *j) { return segments_drain_terminal(j); }
 
 void segments_drain_counts(const struct segments_drain *d, uint64_t out[4]) {
     uint64_t running = 0;
@@ -287,6 +255,26 @@ static void schedule(struct segments_state *st, struct segments_drain *d, struct
     j->updated_mono_ms = st->now_ms;
 }
 
+/* A running job one of whose segments is no longer mounted (unmounted by
+ * hand, or its owner gone: after a restart, an owner that did not come
+ * back within --client-ttl) FAILED, saying which: its objects went with it. */
+static bool segment_gone(struct segments_state *st, struct job *j) {
+    bool draining;
+    for (uint32_t i = 0; i < j->segment_count; i++) {
+        if (cr_store_segment_draining(st->store, j->segments[i], &draining)) continue;
+        set_draining(st, j, false);
+        j->status = JOB_FAILED;
+        snprintf(j->reason, sizeof(j->reason),
+                 "Drain job failed: segment %.100s is no longer mounted", j->segments[i]);
+        j->message = j->reason;
+        j->updated_mono_ms = st->now_ms;
+        CR_WARN("segments", "drain job %" PRIu64 "-%" PRIu64 " failed: segment %s was unmounted",
+                j->id_first, j->id_second, j->segments[i]);
+        return true;
+    }
+    return false;
+}
+
 uint32_t segments_drain_tick(struct segments_state *st) {
     assert(st != NULL);
     struct segments_drain *d = st->drain;
@@ -297,7 +285,8 @@ uint32_t segments_drain_tick(struct segments_state *st) {
         struct job *j = d->jobs[i];
         if (terminal(j)) continue;
         refresh(st, d, j);
-        if (!maybe_complete(st, j, &unmounted)) schedule(st, d, j);
+        if (!segment_gone(st, j) && !maybe_complete(st, j, &unmounted)) schedule(st, d, j);
+        segments_drain_log(st, j); /* when its status or counters changed */
     }
     return unmounted;
 }
@@ -321,6 +310,15 @@ static bool named_in(char *const *list, uint32_t n, const char *name) {
     return false;
 }
 
+/* Whether the job's names fit its DRAIN_JOB record (record_drain.h): about
+ * 12 KB of them, which 64 segments of 190-byte names fill. */
+static bool names_fit(const struct cr_drain_request *r) {
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < r->segment_count; i++) bytes += strlen(r->segments[i]) + 1;
+    for (uint32_t i = 0; i < r->target_count; i++) bytes += strlen(r->targets[i]) + 1;
+    return bytes <= CR_DURABLE_DRAIN_NAMES_MAX;
+}
+
 /* The reference's ValidateDrainRequestLocked, in its order. */
 static int validate(const cr_store *store, const struct cr_drain_request *r) {
     if (r->segment_count == 0 || r->max_concurrency == 0) return MC_INVALID_PARAMS;
@@ -333,6 +331,7 @@ static int validate(const cr_store *store, const struct cr_drain_request *r) {
             return MC_SEGMENT_NOT_FOUND;
         if (draining) return MC_UNAVAILABLE_IN_CURRENT_STATUS;
     }
+    if (!names_fit(r)) return MC_INVALID_PARAMS;
     for (uint32_t i = 0; i < r->target_count; i++) {
         if (named_in((char *const *)r->segments, r->segment_count, r->targets[i]))
             return MC_INVALID_PARAMS;
@@ -357,7 +356,7 @@ static bool make_room(struct segments_drain *d) {
     if (d->count < DRAIN_JOBS_MAX) return true;
     for (uint32_t i = 0; i < d->count; i++) {
         if (!terminal(d->jobs[i])) continue;
-        job_free(d->jobs[i]);
+        segments_drain_job_free(d->jobs[i]);
         memmove(&d->jobs[i], &d->jobs[i + 1], (d->count - i - 1) * sizeof(d->jobs[0]));
         d->count--;
         return true;
@@ -386,7 +385,7 @@ static json_t *create(struct segments_state *st, const struct cr_master_admin_qu
     uint64_t id[2];
     ok = ok && getrandom(id, sizeof(id), 0) == (ssize_t)sizeof(id);
     if (!ok) {
-        job_free(j);
+        segments_drain_job_free(j);
         return error_doc(MC_INTERNAL_ERROR, "out of memory or entropy creating the job");
     }
     j->id_first = id[0], j->id_second = id[1];
@@ -398,6 +397,7 @@ static json_t *create(struct segments_state *st, const struct cr_master_admin_qu
     j->message = "Drain job created";
     set_draining(st, j, true);
     d->jobs[d->count++] = j;
+    segments_drain_log(st, j);
     char text[48];
     snprintf(text, sizeof(text), "%" PRIu64 "-%" PRIu64, j->id_first, j->id_second);
     CR_INFO("segments", "drain job %s created: %u segment(s), %u move(s) at a time", text,
@@ -434,6 +434,7 @@ static json_t *cancel(struct segments_state *st, struct job *j) {
     j->message = "Drain job canceled";
     j->updated_mono_ms = st->now_ms;
     set_draining(st, j, false);
+    segments_drain_log(st, j);
     char text[48];
     snprintf(text, sizeof(text), "%" PRIu64 "-%" PRIu64, j->id_first, j->id_second);
     return json_pack("{s:b, s:s, s:s, s:i, s:s}", "success", 1, "job_id", text, "status",

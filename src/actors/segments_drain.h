@@ -38,6 +38,15 @@ int segments_drain_admin(struct segments_state *st, const struct cr_master_admin
  * it unmounted (finished drains), for the caller to log and tell tasks. */
 uint32_t segments_drain_tick(struct segments_state *st);
 
+/* The operation log's side (segments_drain_durable.c): _restore takes the
+ * jobs recovery replayed (st->recovery.drain_jobs) and resumes the running
+ * ones, at start once the feed is on; _snapshot appends a DRAIN_JOB record
+ * (lsn `lsn`) per job kept to a snapshot, adding them to *count. */
+struct cr_buf;
+int segments_drain_restore(struct segments_state *st, uint64_t now_ms);
+void segments_drain_snapshot(struct segments_state *st, uint64_t lsn, struct cr_buf *out,
+                             uint64_t *count);
+
 /* Stats: jobs running, finished, objects moved, bytes moved. */
 void segments_drain_counts(const struct segments_drain *d, uint64_t out[4]);
 

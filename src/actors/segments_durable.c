@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors/segments_drain.h"
 #include "actors/segments_internal.h"
 #include "durable/role.h"
 #include "core/log.h"
@@ -121,6 +122,7 @@ void segments_snapshot_step(struct segments_state *st, uint64_t counted_records,
         st->snapshots_begun++;
         cr_durable_feed_snapshot_segments(&st->feed, st->store, st->snapshot_lsn, &buf,
                                           &st->snapshot_count);
+        segments_drain_snapshot(st, st->snapshot_lsn, &buf, &st->snapshot_count);
     }
     bool done = cr_durable_feed_snapshot_objects(&st->feed, st->store, st->now_ms,
                                                  st->snapshot_lsn, &st->snapshot_cursor,
@@ -179,7 +181,7 @@ int segments_durable_start(struct segments_state *st) {
     if (rc != CR_OK) return rc;
     st->synced_lsn = r->last_lsn;
     st->feed_on = true;
-    return CR_OK;
+    return segments_drain_restore(st, now_ms); /* drain jobs, resumed */
 }
 
 void segments_durable_hold(struct segments_state *st, struct cr_master_call *call) {

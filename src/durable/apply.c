@@ -94,6 +94,8 @@ int cr_durable_apply(cr_store *store, const struct cr_durable_record *rec, uint6
             cr_store_remove_all(store, rec->tenant[0] != '\0' ? rec->tenant : NULL, true, now_ms);
         return CR_OK;
     case CR_DURABLE_SNAPSHOT_END: return CR_OK;
+    /* A standby keeps no drain jobs (docs/mooncake.md): the leader runs them. */
+    case CR_DURABLE_DRAIN_JOB: return CR_OK;
     }
     snprintf(err, err_len, "a record of unknown type %d", (int)rec->type);
     return CR_ERR_PROTOCOL;

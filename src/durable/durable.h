@@ -53,6 +53,8 @@ struct cr_durable_recovery {
     uint64_t read_ns;        /* reading the files */
     uint64_t replay_ns;      /* checking and applying their records to the image */
     uint64_t materialize_ns; /* building the store from the image */
+    /* Drain jobs replayed, for segments_drain.c to resume (it frees them). */
+    struct cr_durable_drain_jobs drain_jobs;
 };
 
 /* Builds the store from an image: mounts its segments (each owned by its

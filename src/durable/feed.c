@@ -70,6 +70,12 @@ static void emit(struct cr_durable_feed *feed, struct cr_durable_record *rec) {
     feed->records++;
 }
 
+void cr_durable_feed_append(struct cr_durable_feed *feed, struct cr_durable_record *rec) {
+    assert(feed != NULL && rec != NULL);
+    feed->changes++;
+    emit(feed, rec);
+}
+
 void cr_durable_feed_note(struct cr_durable_feed *feed, const struct cr_store_change *ev) {
     assert(feed != NULL && ev != NULL);
     const char *tenant = ev->tenant != NULL ? ev->tenant : "";

@@ -59,6 +59,10 @@ static inline void cr_durable_feed_note_segments(struct cr_durable_feed *feed) {
     feed->changes++;
 }
 
+/* Appends a record made elsewhere (a drain job's, record_drain.h) to the
+ * round's block, with the next lsn (set in rec). */
+void cr_durable_feed_append(struct cr_durable_feed *feed, struct cr_durable_record *rec);
+
 /* Ends the round: writes the records of what was noted, reading the store
  * as it is now, and hands over the block (malloc'd; the caller frees or
  * passes it on) with the lsn of its last record.  Returns false when there

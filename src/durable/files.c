@@ -191,7 +191,8 @@ static int snapshot_pass(const uint8_t *data, size_t len, uint64_t lsn,
             }
             return CR_OK;
         }
-        if (rec->type != CR_DURABLE_SEGMENT_MOUNT && rec->type != CR_DURABLE_OBJECT_PUT) {
+        if (rec->type != CR_DURABLE_SEGMENT_MOUNT && rec->type != CR_DURABLE_OBJECT_PUT &&
+            rec->type != CR_DURABLE_DRAIN_JOB) {
             snprintf(err, err_len, "corrupt at byte %zu: a record of type %u has no place in "
                      "a snapshot", pos - frame_len, (unsigned)rec->type);
             return CR_ERR_PROTOCOL;

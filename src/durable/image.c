@@ -55,6 +55,7 @@ struct cr_durable_image {
     uint64_t lsn;
     struct chunk *chunks;    /* the newest first */
     struct entry *free_list; /* removed entries, any room */
+    struct cr_durable_drain_jobs drain; /* drain jobs (few: kept whole) */
 };
 
 /* Zeroed memory of its own mapping, hinted to 2 MiB pages: an image of
@@ -89,7 +90,14 @@ void cr_durable_image_destroy(struct cr_durable_image *img) {
     }
     table_free(&img->segments);
     table_free(&img->objects);
+    cr_durable_drain_jobs_free(&img->drain);
     free(img);
+}
+
+void cr_durable_image_take_drain(struct cr_durable_image *img, struct cr_durable_drain_jobs *out) {
+    assert(img != NULL && out != NULL);
+    *out = img->drain;
+    img->drain.count = 0;
 }
 
 /* Room for an entry of `need` data bytes: the free list's head when it is
@@ -292,6 +300,9 @@ int cr_durable_image_apply_body(void *ctx, const struct cr_durable_record *rec,
         remove_all(img, rec->tenant);
         break;
     case CR_DURABLE_SNAPSHOT_END:
+        break;
+    case CR_DURABLE_DRAIN_JOB:
+        if (cr_durable_drain_jobs_put(&img->drain, &rec->drain) != 0) rc = CR_ERR_NOMEM;
         break;
     }
     cr_buf_free(&encoded);

@@ -49,6 +49,10 @@ uint64_t cr_durable_image_objects(const struct cr_durable_image *img);
 uint32_t cr_durable_image_segments(const struct cr_durable_image *img);
 /* Bytes of the arena holding entries, live or free for reuse. */
 uint64_t cr_durable_image_arena_bytes(const struct cr_durable_image *img);
+/* Hands the drain jobs replayed (DRAIN_JOB records) to *out, which frees
+ * them (cr_durable_drain_jobs_free); the image keeps none. */
+void cr_durable_image_take_drain(struct cr_durable_image *img, struct cr_durable_drain_jobs *out);
+
 /* The largest lsn applied (0 when none). */
 uint64_t cr_durable_image_lsn(const struct cr_durable_image *img);
 

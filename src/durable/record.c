@@ -81,6 +81,8 @@ static size_t payload_size(const struct cr_durable_record *r) {
         return str_size(r->tenant);
     case CR_DURABLE_SNAPSHOT_END:
         return 8;
+    case CR_DURABLE_DRAIN_JOB:
+        return cr_durable_drain_payload_size(&r->drain);
     }
     assert(!"unknown record type");
     return 0;
@@ -134,12 +136,17 @@ static void encode_payload(const struct cr_durable_record *r, uint8_t **p) {
     case CR_DURABLE_SNAPSHOT_END:
         put_u64(p, r->record_count);
         return;
+    case CR_DURABLE_DRAIN_JOB:
+        cr_durable_drain_encode(&r->drain, *p);
+        *p += cr_durable_drain_payload_size(&r->drain);
+        return;
     }
 }
 
 int cr_durable_encode(const struct cr_durable_record *rec, struct cr_buf *out) {
     assert(rec != NULL && out != NULL);
-    assert(rec->type >= CR_DURABLE_SEGMENT_MOUNT && rec->type <= CR_DURABLE_SNAPSHOT_END);
+    assert(rec->type >= CR_DURABLE_SEGMENT_MOUNT && rec->type <= CR_DURABLE_TYPE_MAX &&
+           rec->type != CR_DURABLE_OBJECT_PUT_TIERED);
     assert(rec->key_len <= CR_STORE_KEY_LEN_MAX);
     assert(rec->replica_count <= CR_STORE_REPLICAS_MAX);
     size_t total = cr_durable_encoded_size(rec);
@@ -363,6 +370,16 @@ static void decode_payload(struct reader *r, struct cr_durable_record *out) {
     case CR_DURABLE_SNAPSHOT_END:
         out->record_count = take_u64(r, "record count");
         return;
+    case CR_DURABLE_DRAIN_JOB: { /* the rest of the body */
+        const char *bad = cr_durable_drain_decode(r->p, r->left, &out->drain);
+        r->p += r->left;
+        r->left = 0;
+        if (bad != NULL) {
+            r->bad = true;
+            r->what = bad;
+        }
+        return;
+    }
     }
 }
 

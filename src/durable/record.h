@@ -27,6 +27,7 @@
 
 #include "core/buf.h"
 #include "core/store.h"
+#include "durable/record_drain.h"
 
 #define CR_DURABLE_FRAME_HEADER 12u /* u32 body_len + u64 check */
 /* The largest body: an object with the longest key, tenant and every replica
@@ -46,7 +47,10 @@ enum cr_durable_type {
      * byte for byte as before, for the rest; the decoder gives both back as
      * CR_DURABLE_OBJECT_PUT.  Logs of earlier versions read unchanged. */
     CR_DURABLE_OBJECT_PUT_TIERED = 7,
-    CR_DURABLE_TYPE_MAX = 7,
+    /* A drain job's whole state (record_drain.h).  Logs of earlier
+     * versions read unchanged; an earlier crescentd refuses this type. */
+    CR_DURABLE_DRAIN_JOB = 8,
+    CR_DURABLE_TYPE_MAX = 8,
 };
 
 enum {
@@ -87,6 +91,8 @@ struct cr_durable_record {
     char file_path[CR_STORE_FILE_PATH_LEN_MAX + 1];
     /* SNAPSHOT_END: records before it in the snapshot */
     uint64_t record_count;
+    /* DRAIN_JOB (last: the decoder clears only what a record's type uses) */
+    struct cr_durable_drain drain;
 };
 
 /* Appends one framed record to `out`.  The record's fields must be within

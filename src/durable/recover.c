@@ -322,6 +322,7 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
     }
     uint64_t t0 = now_ns();
     if (rc == CR_OK) rc = cr_durable_materialize(img, store, now_ms, out, err, err_len);
+    if (rc == CR_OK) cr_durable_image_take_drain(img, &out->drain_jobs);
     cr_durable_image_destroy(img);
     out->materialize_ns = now_ns() - t0;
     free_names(names, count);
