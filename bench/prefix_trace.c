@@ -25,6 +25,8 @@
  * fast as it can: the figure is per core.  Every query's answer for the
  * worker that then serves the request is checked against that engine's own
  * cache (the two must agree: mismatches are printed and fail the run).
+ * A digest of every answer (all instances' counts, in any order) is printed:
+ * two builds of the index that print the same digest gave the same answers.
  *
  * Run: ./prefix_trace TRACE [--workers W] [--replicas R] [--gpu-blocks G]
  *                          [--block-size B] [--rounds N] */
@@ -60,6 +62,28 @@ struct timeline {
     size_t removed_count, removed_cap;
     uint64_t requests, events, query_blocks, stored_blocks, removed_blocks, runs;
 };
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDULL;
+    return h ^ (h >> 33);
+}
+
+/* A digest of one answer, whatever order its matches come in: the sum of
+ * each match's hash over everything it reports. */
+static uint64_t answer_digest(const struct cr_prefix_match *m, size_t n) {
+    uint64_t sum = n;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t h = mix(m[k].instance_id, m[k].longest_tokens);
+        for (unsigned md = 0; md < CR_PREFIX_MEDIA_MAX; md++) h = mix(h, m[k].medium_tokens[md]);
+        h = mix(h, m[k].dp_mask);
+        for (uint64_t set = m[k].dp_mask; set != 0; set &= set - 1)
+            h = mix(h, m[k].dp_tokens[__builtin_ctzll(set)]);
+        sum += h;
+    }
+    return sum;
+}
 
 static void die(int rc, const char *what) {
     if (rc != CR_OK) {
@@ -143,6 +167,7 @@ static void build_timeline(const struct cr_kv_trace *trace, unsigned workers, ui
 struct round {
     double wall_s, event_s, query_s;
     uint64_t p50_ns, p99_ns, mismatches;
+    uint64_t digest; /* of every answer: equal digests, equal answers (old vs new index) */
     size_t bytes_end, bytes_mid;
     uint64_t pairs_end, pairs_mid, blocks_end;
 };
@@ -194,6 +219,7 @@ static struct round replay(const struct timeline *t, unsigned workers, unsigned 
                 for (size_t k = 0; k < n; k++)
                     if (m[k].instance_id == ids[inst]) got = m[k].longest_tokens / bs;
                 out.mismatches += got != en->hit;
+                out.digest = mix(out.digest, answer_digest(m, n));
             } else if (en->kind == STORED) {
                 die(cr_prefix_index_stored_hashes(ix, pubs[inst], ctx, NULL, t->seqs + en->at,
                                                   en->count, CR_PREFIX_MEDIUM_GPU),
@@ -331,6 +357,8 @@ int main(int argc, char **argv) {
            bench_median(ingest, (int)rounds) / 1e6, bench_median(bare, (int)rounds) / 1e6,
            bench_median(ratio, (int)rounds), bench_median(p50, (int)rounds),
            bench_median(p99, (int)rounds), bench_median(qps, (int)rounds));
+    printf("answers digest %016llx (equal across rounds and builds = the same answers)\n",
+           (unsigned long long)last.digest);
     printf("memory: mid-replay %zu bytes for %llu pairs (%.1f B/pair), end %zu bytes for %llu "
            "pairs (%.1f B/pair), %llu blocks\n", last.bytes_mid,
            (unsigned long long)last.pairs_mid,

@@ -54,7 +54,8 @@ static bool should_narrow(const struct prefix_block *b) {
 }
 
 /* Converts a narrow block to wide, covering `locals` local indices. */
-static int widen(struct cr_prefix_index *index, struct prefix_block *b, uint32_t locals) {
+static int widen(struct cr_prefix_index *index, const struct prefix_context *ctx,
+                 struct prefix_block *b, uint32_t locals) {
     struct prefix_wide *w = calloc(1, wide_bytes(locals));
     if (w == NULL) return CR_ERR_NOMEM;
     w->locals = locals;
@@ -65,6 +66,7 @@ static int widen(struct cr_prefix_index *index, struct prefix_block *b, uint32_t
         assert(local < locals);
         w->bits[local / 64] |= 1ULL << (local % 64);
         attrs[local] = record_attr(recs[i]);
+        w->nonhome += attrs[local] != ctx->locals[local].home;
     }
     prefix_block_release(index, b);
     b->u.wide = w;
@@ -80,6 +82,7 @@ static int wide_grow(struct cr_prefix_index *index, struct prefix_block *b, uint
     struct prefix_wide *w = calloc(1, wide_bytes(locals));
     if (w == NULL) return CR_ERR_NOMEM;
     w->locals = locals;
+    w->nonhome = old->nonhome;
     memcpy(w->bits, old->bits, old->locals / 64 * sizeof(uint64_t));
     memcpy(wide_attrs(w), wide_attrs_const(old), old->locals * sizeof(uint16_t));
     index->bytes_used += wide_bytes(locals) - wide_bytes(old->locals);
@@ -140,7 +143,7 @@ int prefix_block_insert(struct cr_prefix_index *index, const struct prefix_conte
     assert(local < ctx->local_high);
     if (!block_is_wide(b) && b->count == b->cap && should_widen(ctx, b->count + 1)) {
         /* A failed widen leaves the list as it was: grow the list instead. */
-        (void)widen(index, b, locals_round(ctx->local_high));
+        (void)widen(index, ctx, b, locals_round(ctx->local_high));
     }
     if (block_is_wide(b) && local >= b->u.wide->locals &&
         (size_t)(b->count + 1) * sizeof(uint32_t) * 8 < wide_bytes(locals_round(ctx->local_high))) {
@@ -160,6 +163,7 @@ int prefix_block_insert(struct cr_prefix_index *index, const struct prefix_conte
         assert((w->bits[local / 64] & (1ULL << (local % 64))) == 0);
         w->bits[local / 64] |= 1ULL << (local % 64);
         wide_attrs(w)[local] = attr;
+        w->nonhome += attr != ctx->locals[local].home;
         b->count++;
         return CR_OK;
     }
@@ -173,11 +177,15 @@ int prefix_block_insert(struct cr_prefix_index *index, const struct prefix_conte
     return CR_OK;
 }
 
-void prefix_block_replace(struct prefix_block *b, uint16_t local, uint32_t pos, uint16_t attr) {
-    assert(b != NULL && attr != 0);
+void prefix_block_replace(const struct prefix_context *ctx, struct prefix_block *b, uint16_t local,
+                          uint32_t pos, uint16_t attr) {
+    assert(ctx != NULL && b != NULL && attr != 0);
     if (block_is_wide(b)) {
-        assert(wide_attrs(b->u.wide)[local] != 0);
-        wide_attrs(b->u.wide)[local] = attr;
+        struct prefix_wide *w = b->u.wide;
+        uint16_t old = wide_attrs(w)[local], home = ctx->locals[local].home;
+        assert(old != 0);
+        w->nonhome = w->nonhome - (old != home) + (attr != home);
+        wide_attrs(w)[local] = attr;
         return;
     }
     uint32_t *recs = block_records(b);
@@ -207,10 +215,10 @@ static void list_shrink(struct cr_prefix_index *index, struct prefix_block *b) {
 void prefix_block_erase(struct cr_prefix_index *index, const struct prefix_context *ctx,
                         struct prefix_block *b, uint16_t local, uint32_t pos) {
     assert(index != NULL && ctx != NULL && b != NULL && b->count > 0);
-    (void)ctx;
     if (block_is_wide(b)) {
         struct prefix_wide *w = b->u.wide;
         assert(local < w->locals && wide_attrs(w)[local] != 0);
+        w->nonhome -= wide_attrs(w)[local] != ctx->locals[local].home;
         w->bits[local / 64] &= ~(1ULL << (local % 64));
         wide_attrs(w)[local] = 0;
         b->count--;

@@ -415,6 +415,7 @@ int prefix_context_local(struct cr_prefix_index *index, struct prefix_context *c
     }
     if (slot == ctx->local_high) ctx->local_high++;
     ctx->locals[slot].global = instance;
+    ctx->locals[slot].home = 0; /* set by its first pair (prefix_store.c) */
     *local = (uint16_t)slot;
     return CR_OK;
 }

@@ -59,8 +59,9 @@ struct prefix_attr_table {
 #define BLOCK_WIDE UINT32_MAX
 
 struct prefix_wide {
-    uint32_t locals; /* local indices covered: a multiple of 64 */
-    uint64_t bits[]; /* locals / 64 words, then uint16_t attr[locals] */
+    uint32_t locals;  /* local indices covered: a multiple of 64 */
+    uint32_t nonhome; /* holders whose placement id is not their local's home id */
+    uint64_t bits[];  /* locals / 64 words, then uint16_t attr[locals] */
 };
 
 static inline uint16_t *wide_attrs(struct prefix_wide *w) {
@@ -94,9 +95,17 @@ static inline const uint32_t *block_records_const(const struct prefix_block *b) 
     return b->cap <= INLINE_HOLDERS ? b->u.inline_recs : b->u.recs;
 }
 
+/* home: the placement-set id of the local's first pair in the context (0
+ * until it has one), fixed while any block holds the local.  A wide block
+ * counts its holders whose id differs from their home (prefix_wide.nonhome),
+ * and the query its survivors whose current id does: when both are 0 and the
+ * block holds exactly the survivors, no placement changed, and the query
+ * skips comparing 2 bytes per instance (prefix_query.c).  Instances keep one
+ * placement for most of their blocks, so this is the common case. */
 struct prefix_local {
     uint16_t global;     /* local index -> instance id */
     uint16_t free_local; /* stack of free local indices (first free_local_count) */
+    uint16_t home;       /* by local index: its home placement-set id */
 };
 
 struct prefix_context {
@@ -198,7 +207,8 @@ uint16_t prefix_block_holder(const struct prefix_block *b, uint16_t local, uint3
 int prefix_block_insert(struct cr_prefix_index *index, const struct prefix_context *ctx,
                         struct prefix_block *b, uint16_t local, uint32_t pos, uint16_t attr);
 /* Replaces a present holder's placement-set id. */
-void prefix_block_replace(struct prefix_block *b, uint16_t local, uint32_t pos, uint16_t attr);
+void prefix_block_replace(const struct prefix_context *ctx, struct prefix_block *b, uint16_t local,
+                          uint32_t pos, uint16_t attr);
 /* Takes a present holder off; may shrink or narrow the storage. */
 void prefix_block_erase(struct cr_prefix_index *index, const struct prefix_context *ctx,
                         struct prefix_block *b, uint16_t local, uint32_t pos);

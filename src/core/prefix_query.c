@@ -31,6 +31,7 @@ struct walk {
     struct prefix_scratch *s;
     uint32_t words;       /* bitset words covering the context's local indices */
     uint32_t alive_count; /* bits set in s->alive_bits */
+    uint32_t nonhome;     /* survivors whose current placement id is not their home */
     uint32_t next_slot;   /* matches set up so far */
     /* The last block, when narrow: the survivors hold it with its
      * placements, so a next block with the same records changes nothing,
@@ -134,14 +135,39 @@ static void flush_run(struct walk *w, uint16_t local, uint32_t end) {
 /* The survivor's placement changes at `depth`: close its run. */
 static void change_attr(struct walk *w, uint16_t local, uint16_t attr, uint32_t depth) {
     flush_run(w, local, depth);
+    uint16_t home = w->ctx->locals[local].home;
+    w->nonhome = w->nonhome - (w->s->cur_attr[local] != home) + (attr != home);
     w->s->cur_attr[local] = attr;
 }
 
 /* The survivor matched `depth` blocks; its bit is cleared by the caller. */
 static void drop_out(struct walk *w, uint16_t local, uint32_t depth) {
-    flush_run(w, local, depth);
-    match_of(w, local)->longest_tokens = depth * w->ctx->block_size;
-    w->s->cur_attr[local] = 0;
+    struct prefix_scratch *s = w->s;
+    const struct prefix_local *l = &w->ctx->locals[local];
+    uint16_t attr = s->cur_attr[local];
+    uint32_t longest = depth * w->ctx->block_size;
+    w->nonhome -= attr != l->home;
+    if (s->slot_of[local] != UINT32_MAX) { /* its placement changed on the way */
+        flush_run(w, local, depth);
+        s->matches[s->slot_of[local]].longest_tokens = longest;
+        s->cur_attr[local] = 0;
+        return;
+    }
+    s->cur_attr[local] = 0;
+    /* One run from block 0 at one placement (nearly every instance): its
+     * match is written once, whole, with no run to add up. */
+    assert(s->run_start[local] == 0);
+    s->slot_of[local] = w->next_slot;
+    struct cr_prefix_match *m = &s->matches[w->next_slot++];
+    const struct prefix_attr *a = prefix_attr_get(w->index, attr);
+    m->instance_id = l->global;
+    m->longest_tokens = longest;
+    memset(m->medium_tokens, 0, sizeof(m->medium_tokens));
+    for (uint8_t media = a->media_mask; media != 0; media &= (uint8_t)(media - 1))
+        m->medium_tokens[__builtin_ctz(media)] = longest;
+    m->dp_mask = a->dp_mask;
+    for (uint64_t ranks = a->dp_mask; ranks != 0; ranks &= ranks - 1)
+        m->dp_tokens[__builtin_ctzll(ranks)] = longest;
 }
 
 /* Drops the survivors whose bit in `keep` is clear; returns survivors left. */
@@ -167,10 +193,16 @@ static uint32_t step_wide(struct walk *w, const struct prefix_block *b, uint32_t
     if (w->alive_count == 0) return 0;
     const uint16_t *attrs = wide_attrs_const(wide);
     uint16_t *cur = w->s->cur_attr;
-    /* Exactly the survivors hold it (they are a subset): every id outside
-     * them is 0 on both sides, so one compare covers all placements. */
-    if (b->count == w->alive_count && memcmp(attrs, cur, words * 64 * sizeof(uint16_t)) == 0)
+    /* Exactly the survivors hold it (they are a subset).  When every one of
+     * them holds it and held the last block at its home placement, nothing
+     * changed, and nothing per instance need be read; otherwise every id
+     * outside them is 0 on both sides, so one compare covers all placements. */
+    size_t attr_bytes = (size_t)words * 64 * sizeof(uint16_t);
+    if (b->count == w->alive_count && wide->nonhome == 0 && w->nonhome == 0) {
+        assert(memcmp(attrs, cur, attr_bytes) == 0);
         return w->alive_count;
+    }
+    if (b->count == w->alive_count && memcmp(attrs, cur, attr_bytes) == 0) return w->alive_count;
     const uint64_t *alive = w->s->alive_bits;
     for (uint32_t word = 0; word < words; word++) {
         for (uint64_t bits = alive[word]; bits != 0; bits &= bits - 1) {
@@ -228,6 +260,7 @@ static bool filter_has(const uint16_t *locals, size_t count, uint16_t local) {
 
 static void walk_enter(struct walk *w, uint16_t local, uint16_t attr) {
     w->alive_count++;
+    w->nonhome += attr != w->ctx->locals[local].home;
     w->s->alive_bits[local / 64] |= 1ULL << (local % 64);
     w->s->cur_attr[local] = attr;
 }
@@ -237,6 +270,7 @@ static void walk_start(struct walk *w, const struct prefix_block *b, const uint1
                        size_t filter_count) {
     size_t locals = (size_t)w->words * 64;
     w->alive_count = 0;
+    w->nonhome = 0;
     /* Every survivor's run starts at block 0 and has no match yet. */
     memset(w->s->run_start, 0, locals * sizeof(uint32_t));
     memset(w->s->slot_of, 0xff, locals * sizeof(uint32_t));
@@ -250,6 +284,7 @@ static void walk_start(struct walk *w, const struct prefix_block *b, const uint1
             memcpy(w->s->alive_bits, wide->bits, words * sizeof(uint64_t));
             memcpy(w->s->cur_attr, attrs, (size_t)words * 64 * sizeof(uint16_t));
             w->alive_count = b->count;
+            w->nonhome = wide->nonhome;
             return;
         }
         for (uint32_t word = 0; word < words; word++) {

@@ -96,11 +96,13 @@ static int pair_add(struct cr_prefix_index *index, const struct pair_ref *ref, u
         place[medium] |= 1ULL << ref->rank;
         uint16_t id = prefix_attr_acquire(index, place);
         if (id == 0) return CR_ERR_NOMEM;
-        prefix_block_replace(b, ref->local, pos, id);
+        prefix_block_replace(ref->ctx, b, ref->local, pos, id);
         prefix_attr_release(index, old);
         return CR_OK;
     }
     uint16_t id = prefix_attr_acquire_single(index, medium, ref->rank);
+    /* The local's first pair names its home placement (prefix_internal.h). */
+    if (ref->ctx->locals[ref->local].home == 0) ref->ctx->locals[ref->local].home = id;
     if (id == 0 || prefix_block_insert(index, ref->ctx, b, ref->local, pos, id) != CR_OK) {
         if (id != 0) prefix_attr_release(index, id);
         if (b->count == 0) block_drop(index, ref->ctx, seq_hash, b);
@@ -139,7 +141,7 @@ static int pair_remove(struct cr_prefix_index *index, const struct pair_ref *ref
     if (memcmp(place, prefix_attr_get(index, old)->place, sizeof(place)) == 0) return CR_OK;
     uint16_t id = prefix_attr_acquire(index, place);
     if (id == 0) return CR_ERR_NOMEM;
-    prefix_block_replace(b, ref->local, pos, id);
+    prefix_block_replace(ref->ctx, b, ref->local, pos, id);
     prefix_attr_release(index, old);
     return CR_OK;
 }

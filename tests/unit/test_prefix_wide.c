@@ -288,6 +288,57 @@ static void test_placement_change_between_forms(void **state) {
     world_free(w);
 }
 
+/* Every instance holds every block at one placement (wide blocks), except
+ * that instance 9's first pair in the context (its home placement) was on
+ * CPU while it holds blocks 0-3 on GPU (and no more), and instance 4 holds
+ * block 3 on CPU too.  The walk skips comparing placements only when
+ * neither the block nor the survivors differ from home: blocks 4-9 are all
+ * at home, yet instance 4 arrives there on CPU and GPU, so the walk must
+ * still compare and see it go back to GPU alone. */
+static void test_home_placement_skip(void **state) {
+    (void)state;
+    struct world *w = world_new();
+    uint64_t other = 0xabcdef, other_engine = 0x1234;
+    assert_int_equal(cr_prefix_index_stored_hashes(w->ix, w->pubs[9][0], w->ctx, &other_engine,
+                                                   &other, 1, 1), CR_OK);
+    for (int i = 0; i < W_INST; i++) {
+        for (uint32_t b = 0; b < (i == 9 ? 4u : W_BLOCKS); b++) {
+            uint64_t eh = w->seq[b] ^ 0x5555;
+            assert_int_equal(cr_prefix_index_stored_hashes(w->ix, w->pubs[i][0], w->ctx, &eh,
+                                                           &w->seq[b], 1, 0), CR_OK);
+            w->held[i][0][b] |= 1;
+        }
+    }
+    uint64_t eh3 = w->seq[3] ^ 0x5555;
+    assert_int_equal(cr_prefix_index_stored_hashes(w->ix, w->pubs[4][0], w->ctx, &eh3,
+                                                   &w->seq[3], 1, 1), CR_OK);
+    w->held[4][0][3] |= 2;
+    assert_int_equal(wide_blocks(w), W_BLOCKS);
+    const struct prefix_context *ctx = &w->ix->contexts[w->ctx];
+    assert_int_equal(prefix_block_find(ctx, w->seq[3])->u.wide->nonhome, 2);
+    assert_int_equal(prefix_block_find(ctx, w->seq[5])->u.wide->nonhome, 0);
+    const struct cr_prefix_match *m;
+    size_t n;
+    assert_int_equal(cr_prefix_index_query(w->ix, w->ctx, w->seq, W_BLOCKS, NULL, 0, &m, &n),
+                     CR_OK);
+    const struct cr_prefix_match *got = find(m, n, w->ids[4]);
+    assert_non_null(got);
+    assert_int_equal(got->medium_tokens[0], W_BLOCKS * BS);
+    assert_int_equal(got->medium_tokens[1], 1 * BS);
+    got = find(m, n, w->ids[9]);
+    assert_non_null(got);
+    assert_int_equal(got->longest_tokens, 4 * BS);
+    assert_int_equal(got->medium_tokens[0], 4 * BS);
+    assert_int_equal(got->medium_tokens[1], 0);
+    for (uint32_t blocks = 1; blocks <= W_BLOCKS; blocks++) check_query(w, blocks, NULL);
+    /* Instance 4 back at home on block 3: every block is at home again. */
+    assert_int_equal(cr_prefix_index_removed(w->ix, w->pubs[4][0], w->ctx, &eh3, 1, 1), CR_OK);
+    w->held[4][0][3] &= (uint8_t)~2u;
+    assert_int_equal(prefix_block_find(ctx, w->seq[3])->u.wide->nonhome, 1);
+    for (uint32_t blocks = 1; blocks <= W_BLOCKS; blocks++) check_query(w, blocks, NULL);
+    world_free(w);
+}
+
 /* A wide block stays within its bound when many instances join after it
  * went wide: the first of them to hold it turns it back into a list. */
 static void test_joiners_keep_bound(void **state) {
@@ -372,6 +423,7 @@ int main(void) {
         cmocka_unit_test(test_wide_clear_and_reuse),
         cmocka_unit_test(test_shared_prompt_depths),
         cmocka_unit_test(test_placement_change_between_forms),
+        cmocka_unit_test(test_home_placement_skip),
         cmocka_unit_test(test_joiners_keep_bound),
         cmocka_unit_test(test_wide_memory_bounded),
     };
