@@ -77,34 +77,67 @@ class MemoryDescriptor:
 
 
 class DiskDescriptor:
+    """A disk replica: a file of the shared file tier (--file-tier-dir)."""
+
     def __init__(self, file_path, object_size):
         self.file_path = file_path
         self.object_size = object_size
 
+    def __repr__(self):
+        return f"<DiskDescriptor file_path={self.file_path} object_size={self.object_size}>"
+
+
+class LocalDiskDescriptor:
+    """A local_disk replica: a store server's SSD (crescent-store --ssd-dir).
+    The reference's Python binding has no accessor for its C++
+    LocalDiskDescriptor; crescent adds get_local_disk_descriptor()."""
+
+    def __init__(self, transport_endpoint, segment_name, object_size, position):
+        self.transport_endpoint = transport_endpoint
+        self.segment_name = segment_name
+        self.object_size = object_size
+        self.position = position
+
+    def __repr__(self):
+        return (f"<LocalDiskDescriptor transport_endpoint={self.transport_endpoint} "
+                f"segment_name={self.segment_name} object_size={self.object_size}>")
+
 
 class ReplicaDescriptor:
-    """One replica.  crescent's replicas are memory replicas (one handle)."""
+    """One replica, as the reference's: exactly one of a memory replica
+    (MemoryDescriptor), a disk replica (DiskDescriptor) or a local_disk
+    replica; the get_*_descriptor of another kind raises RuntimeError."""
 
-    def __init__(self, status, memory):
+    def __init__(self, status, descriptor):
         self.status = status
-        self._memory = memory
+        self._descriptor = descriptor
 
     def is_memory_replica(self):
-        return self._memory is not None
+        return isinstance(self._descriptor, MemoryDescriptor)
 
     def is_disk_replica(self):
-        return False
+        return isinstance(self._descriptor, DiskDescriptor)
 
     def is_local_disk_replica(self):
-        return False
+        return isinstance(self._descriptor, LocalDiskDescriptor)
 
     def get_memory_descriptor(self):
-        if self._memory is None:
+        if not self.is_memory_replica():
             raise RuntimeError("Expected MemoryDescriptor")
-        return self._memory
+        return self._descriptor
 
     def get_disk_descriptor(self):
-        raise RuntimeError("Expected DiskDescriptor")
+        if not self.is_disk_replica():
+            raise RuntimeError("Expected DiskDescriptor")
+        return self._descriptor
+
+    def get_local_disk_descriptor(self):
+        if not self.is_local_disk_replica():
+            raise RuntimeError("Expected LocalDiskDescriptor")
+        return self._descriptor
+
+    def __repr__(self):
+        return f"<ReplicaDescriptor status={self.status} {self._descriptor!r}>"
 
 
 class QueryTaskResponse:
@@ -164,20 +197,37 @@ def _key(key):
     return key.encode() if isinstance(key, str) else bytes(key)
 
 
+_MEDIUM_MEMORY, _MEDIUM_DISK, _MEDIUM_LOCAL_DISK = 0, 1, 2  # enum cr_replica_medium
+
+
+def _text(raw):
+    return (raw or b"").decode(errors="surrogateescape")
+
+
+def _descriptor(r):
+    """The replica's descriptor by its medium (None: a memory replica with no
+    handle, or a medium this module does not know)."""
+    if r.medium == _MEDIUM_DISK:
+        return DiskDescriptor(_text(r.file_path), r.object_size)
+    if r.medium == _MEDIUM_LOCAL_DISK:
+        return LocalDiskDescriptor(_text(r.endpoint), _text(r.segment_name), r.object_size,
+                                   r.position)
+    if r.medium == _MEDIUM_MEMORY and r.handle_count >= 1:
+        h = r.handles[0]
+        return MemoryDescriptor(Descriptor(h.buffer, h.size_bytes, _text(h.segment_name)))
+    return None
+
+
 def _descriptors(rl):
     out = []
     for i in range(rl.count):
         r = rl.replicas[i]
-        memory = None
-        if r.handle_count >= 1:
-            h = r.handles[0]
-            memory = MemoryDescriptor(Descriptor(h.buffer, h.size_bytes,
-                                                 (h.segment_name or b"").decode()))
+        descriptor = _descriptor(r)
         try:
             status = ReplicaStatus(r.status)
         except ValueError:
             status = ReplicaStatus.UNDEFINED
-        out.append(ReplicaDescriptor(status, memory))
+        out.append(ReplicaDescriptor(status, descriptor))
     return out
 
 

@@ -11,6 +11,7 @@
 #include "crescent/version.h"
 #include "ha/ha.h"
 #include "http/metrics.h"
+#include "http/mooncake_ha.h"
 #include "http/mooncake_metrics.h"
 #include "msgs/indexer_msgs.h"
 
@@ -133,8 +134,9 @@ static void health(void *ctx, const struct cr_http_request *req, struct cr_http_
 }
 
 /* GET /health on --metrics-port: Mooncake master's shape (its HandleHealth):
- * always 200 "ok"; one master, the leader, serving; service_ready says
- * whether every actor answers (crescent's own /health says which do not). */
+ * always 200 "ok"; the role, HA state and leader view of /role, /ha_status
+ * and /leader; service_ready says whether this master's service plane is
+ * active and every actor answers (crescent's own /health says which do not). */
 static void health_mooncake(void *ctx, const struct cr_http_request *req,
                             struct cr_http_response *resp) {
     (void)req;
@@ -142,10 +144,15 @@ static void health_mooncake(void *ctx, const struct cr_http_request *req,
     struct cr_metrics_actor actors[CR_METRICS_ENTRIES_MAX];
     uint32_t count;
     uint32_t up = collect_actors(admin, actors, &count);
-    json_t *obj = json_pack("{s:s, s:s, s:s, s:b, s:n, s:n}", "status", "ok", "role", "leader",
-                            "ha_state", "serving", "service_ready",
-                            up == cr_runtime_actor_count(admin->rt), "leader_address",
-                            "view_version");
+    struct cr_mc_ha ha; /* crescentd's role in Mooncake's words (mooncake_ha.h) */
+    cr_mc_ha_now(admin->ha, &ha);
+    json_t *obj = json_pack("{s:s, s:s, s:s, s:b, s:o, s:o}", "status", "ok", "role", ha.role,
+                            "ha_state", ha.state, "service_ready",
+                            ha.service_active && up == cr_runtime_actor_count(admin->rt),
+                            "leader_address",
+                            ha.present ? json_string(ha.leader_address) : json_null(),
+                            "view_version",
+                            ha.present ? json_integer((json_int_t)ha.view_version) : json_null());
     char *text = obj != NULL ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(obj);
     resp->status = text != NULL ? 200 : 503;
@@ -231,7 +238,9 @@ static void metrics_summary(void *ctx, const struct cr_http_request *req,
     collect(admin, actors, &count, NULL);
     struct cr_buf b;
     cr_buf_init(&b);
-    cr_mc_summary_render(&b, actors, count, cr_runtime_now_ns(admin->rt), &admin->summary);
+    struct cr_mc_ha ha;
+    cr_mc_ha_now(admin->ha, &ha);
+    cr_mc_summary_render(&b, actors, count, cr_runtime_now_ns(admin->rt), &admin->summary, &ha);
     resp->status = 200;
     resp->content_type = "text/plain; version=0.0.4";
     resp->body = cr_buf_take(&b, &resp->body_len);

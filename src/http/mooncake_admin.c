@@ -10,7 +10,7 @@
  *   GET  /get_segments_detail        {"total_segments":N,"segments":[...]}
  *   GET  /api/v1/segments/status?segment=S
  *   POST /api/v1/remove_all[?force=true&tenant_id=T]   (admin token)
- *   GET  /role, /ha_status, /leader  a single master: leader, serving, no HA view
+ *   GET  /role, /ha_status, /leader  crescentd's role in Mooncake's words (mooncake_ha.h)
  *   GET  /kv_events/status           the RFC #1527 publisher: off in crescent
  *   /api/v1/tenant_quotas (GET, PUT, DELETE): mooncake_quotas.c
  *   /api/v1/drain_jobs[/query|/cancel]: mooncake_drain.c
@@ -28,6 +28,7 @@
 #include "http/front.h"
 #include "http/mooncake_admin.h"
 #include "http/mooncake_drain.h"
+#include "http/mooncake_ha.h"
 #include "http/mooncake_quotas.h"
 #include "http/mooncake_reply.h"
 #include "http/store_routes.h"
@@ -289,8 +290,15 @@ static void segment_status(void *ctx, const struct cr_http_request *req,
                                      "error_message", ""));
 }
 
+/* The election's fence (NULL without --ha etcd). */
+static struct cr_ha_gate *gate_of(void *ctx) {
+    struct cr_subsystems *peers = ctx;
+    return cr_segments_ha_gate(peers->states[CR_SUBSYSTEM_SEGMENTS]);
+}
+
 static void remove_all(void *ctx, const struct cr_http_request *req,
                        struct cr_http_response *resp) {
+    if (cr_mc_ha_refuse_inactive(gate_of(ctx), resp)) return; /* a standby changes nothing */
     char force[8] = "", tenant[CR_STORE_NAME_LEN_MAX + 1] = "";
     query_param(req, "force", force, sizeof(force));
     query_param(req, "tenant_id", tenant, sizeof(tenant));
@@ -309,21 +317,31 @@ static void remove_all(void *ctx, const struct cr_http_request *req,
 }
 
 static void role(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
-    (void)ctx, (void)req;
-    respond(resp, 200, MC_TEXT, strdup("leader")); /* one master, always serving */
+    (void)req;
+    struct cr_mc_ha ha;
+    cr_mc_ha_now(gate_of(ctx), &ha);
+    respond(resp, 200, MC_TEXT, strdup(ha.role));
 }
 
 static void ha_status(void *ctx, const struct cr_http_request *req,
                       struct cr_http_response *resp) {
-    (void)ctx, (void)req;
-    respond(resp, 200, MC_TEXT, strdup("serving"));
+    (void)req;
+    struct cr_mc_ha ha;
+    cr_mc_ha_now(gate_of(ctx), &ha);
+    respond(resp, 200, MC_TEXT, strdup(ha.state));
 }
 
 static void leader(void *ctx, const struct cr_http_request *req, struct cr_http_response *resp) {
-    (void)ctx, (void)req;
-    /* The reference without HA observes no leader view: present false. */
-    cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:n, s:n}", "present", 0, "leader_address",
-                                     "view_version"));
+    (void)req;
+    struct cr_mc_ha ha;
+    cr_mc_ha_now(gate_of(ctx), &ha);
+    if (ha.present)
+        cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:s, s:I}", "present", 1, "leader_address",
+                                               ha.leader_address, "view_version",
+                                               (json_int_t)ha.view_version));
+    else /* no election's view (no HA, or none known yet), as the reference without one */
+        cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:n, s:n}", "present", 0,
+                                               "leader_address", "view_version"));
 }
 
 static void kv_events_status(void *ctx, const struct cr_http_request *req,
@@ -334,6 +352,18 @@ static void kv_events_status(void *ctx, const struct cr_http_request *req,
     cr_mc_respond_doc(resp, 200, json_pack("{s:b, s:i, s:i, s:i, s:i}", "enabled", 0,
                                      "published_batches", 0, "published_events", 0,
                                      "dropped_events", 0, "skipped_unparsed_keys", 0));
+}
+
+/* The quota and drain changes: a standby's service plane is not active
+ * (reads of either still answer, from the state it follows). */
+static void quotas_change(void *ctx, const struct cr_http_request *req,
+                          struct cr_http_response *resp) {
+    if (!cr_mc_ha_refuse_inactive(gate_of(ctx), resp)) cr_mooncake_tenant_quotas(ctx, req, resp);
+}
+
+static void drain_change(void *ctx, const struct cr_http_request *req,
+                         struct cr_http_response *resp) {
+    if (!cr_mc_ha_refuse_inactive(gate_of(ctx), resp)) cr_mooncake_drain_jobs(ctx, req, resp);
 }
 
 int cr_mooncake_admin_register(struct cr_http_front *front, struct cr_subsystems *peers,
@@ -352,11 +382,11 @@ int cr_mooncake_admin_register(struct cr_http_front *front, struct cr_subsystems
         {"GET", "/leader", leader, false},
         {"GET", "/kv_events/status", kv_events_status, false},
         {"GET", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, false},
-        {"PUT", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, true},
-        {"DELETE", "/api/v1/tenant_quotas", cr_mooncake_tenant_quotas, true},
-        {"POST", "/api/v1/drain_jobs", cr_mooncake_drain_jobs, true},
+        {"PUT", "/api/v1/tenant_quotas", quotas_change, true},
+        {"DELETE", "/api/v1/tenant_quotas", quotas_change, true},
+        {"POST", "/api/v1/drain_jobs", drain_change, true},
         {"GET", "/api/v1/drain_jobs/query", cr_mooncake_drain_jobs, false},
-        {"POST", "/api/v1/drain_jobs/cancel", cr_mooncake_drain_jobs, true},
+        {"POST", "/api/v1/drain_jobs/cancel", drain_change, true},
     };
     /* Operators change the reference's admin API with `curl -X PUT --data BODY`
      * (form-encoded) and its master takes any body: so does this front.  The

@@ -250,8 +250,9 @@ static void tail(struct cr_buf *b, const struct reading *r) {
 }
 
 void cr_mc_summary_render(struct cr_buf *b, const struct cr_metrics_actor *actors, uint32_t count,
-                          uint64_t now_ns, struct cr_mc_summary_window *window) {
-    assert(b != NULL && window != NULL && (actors != NULL || count == 0));
+                          uint64_t now_ns, struct cr_mc_summary_window *window,
+                          const struct cr_mc_ha *ha) {
+    assert(b != NULL && window != NULL && ha != NULL && (actors != NULL || count == 0));
     struct reading r = {.actors = actors, .count = count};
     uint64_t now[W_COUNT];
     for (size_t i = 0; i < W_COUNT; i++) {
@@ -263,8 +264,9 @@ void cr_mc_summary_render(struct cr_buf *b, const struct cr_metrics_actor *actor
     window->initialized = true;
     window->at_ns = now_ns;
     for (size_t i = 0; i < W_COUNT; i++) window->values[i] = now[i];
-    /* crescentd's Mooncake face is one master, serving, as its /role says. */
-    cr_buf_appendf(b, "role=leader, state=serving, service_ready=true, master={");
+    /* The role and state /role and /ha_status say (mooncake_ha.h). */
+    cr_buf_appendf(b, "role=%s, state=%s, service_ready=%s, master={", ha->role, ha->state,
+                   ha->service_active ? "true" : "false");
     storage(b, &r);
     requests(b, &r);
     eviction(b, &r);

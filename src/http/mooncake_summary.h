@@ -15,6 +15,7 @@
 
 #include "core/buf.h"
 #include "http/metrics.h"
+#include "http/mooncake_ha.h"
 
 #define CR_MC_SUMMARY_WINDOWED 77u /* the counters whose rates it shows */
 
@@ -25,9 +26,10 @@ struct cr_mc_summary_window {
     uint64_t values[CR_MC_SUMMARY_WINDOWED];
 };
 
-/* Appends the summary (no trailing newline, as the reference) and moves
- * the window to now_ns. */
+/* Appends the summary (no trailing newline, as the reference), its role
+ * and state from `ha` (mooncake_ha.h), and moves the window to now_ns. */
 void cr_mc_summary_render(struct cr_buf *b, const struct cr_metrics_actor *actors, uint32_t count,
-                          uint64_t now_ns, struct cr_mc_summary_window *window);
+                          uint64_t now_ns, struct cr_mc_summary_window *window,
+                          const struct cr_mc_ha *ha);
 
 #endif

@@ -397,3 +397,47 @@ def test_a_refused_persist_loses_its_file_on_the_writer_thread(cluster, monkeypa
     assert values == [b"b" * 10000], [v[:1] for v in values]
     assert tiers(rpc, root, "dup") == ["disk", "memory"]
     py.close()
+
+
+def test_replica_descriptors_of_a_disk_replica(cluster, monkeypatch):
+    """get_replica_desc describes the file tier's replica as the reference's
+    ReplicaDescriptor does: is_disk_replica(), get_disk_descriptor() with the
+    file's path and the object's size; the memory replica beside it stays a
+    memory replica."""
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import MooncakeDistributedStore
+    start, store, rpc, root = cluster
+    d = start()
+    store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    monkeypatch.setenv("CRESCENT_ROOT_FS_DIR", str(root))
+    master = rpc.split("//")[1]
+    value = os.urandom(200000)
+    mc = MooncakeDistributedStore()
+    assert mc.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    assert mc.put("desc-key", value) == 0
+    mc.close()  # writes and reports what it queued
+    assert tiers(rpc, root, "desc-key") == ["disk", "memory"]
+    mc = MooncakeDistributedStore()
+    assert mc.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    descs = mc.get_replica_desc("desc-key")
+    kinds = sorted((r.is_memory_replica(), r.is_disk_replica(), r.is_local_disk_replica())
+                   for r in descs)
+    assert kinds == [(False, True, False), (True, False, False)], kinds
+    (disk,) = [r for r in descs if r.is_disk_replica()]
+    dd = disk.get_disk_descriptor()
+    assert dd.object_size == len(value)
+    assert dd.file_path in obj_files(root), (dd.file_path, obj_files(root))
+    with open(dd.file_path, "rb") as f:
+        assert value in f.read()  # the file holds the object's bytes (after its header)
+    with pytest.raises(RuntimeError):
+        disk.get_memory_descriptor()
+    (mem,) = [r for r in descs if r.is_memory_replica()]
+    with pytest.raises(RuntimeError):
+        mem.get_disk_descriptor()
+    assert [r.is_disk_replica() for r in mc.batch_get_replica_desc(["desc-key"])["desc-key"]] \
+        .count(True) == 1
+    mc.close()

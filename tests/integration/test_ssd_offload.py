@@ -205,3 +205,47 @@ def test_server_killed_with_offloads_pending_leaves_nothing_torn(cluster, tmp_pa
     s2.stop()
     text = s2.log_path.read_text()
     assert "0 bad file(s) dropped" in text, text
+
+
+def mooncake_store(rpc):
+    """python/crescent's MooncakeDistributedStore on the daemon (no segment of its own)."""
+    py_store(rpc).close()  # puts python/ on sys.path and CRESCENT_LIB in the environment
+    from crescent import MooncakeDistributedStore
+    mc = MooncakeDistributedStore()
+    assert mc.setup("localhost", "", 0, 0, "tcp", "", rpc.split("//")[1]) == 0
+    return mc
+
+
+def test_replica_descriptors_of_an_offloaded_object(cluster, tmp_path):
+    """get_replica_desc / batch_get_replica_desc describe a local_disk replica
+    as the reference's ReplicaDescriptor does: is_local_disk_replica() only,
+    and get_memory_descriptor / get_disk_descriptor raise."""
+    d, rpc, ssd, store = cluster
+    store()
+    payloads = put_many(rpc, tmp_path, 48)
+    wait_for(lambda: (metric(d, "crescent_segments_offloads_done_total") or 0) >= 8,
+             "offloads committed")
+    offloaded = [k for k in payloads if tiers(rpc, k) == ["local_disk"]]
+    in_memory = [k for k in payloads if tiers(rpc, k) == ["memory"]]
+    assert offloaded and in_memory
+    mc = mooncake_store(rpc)
+    (desc,) = mc.get_replica_desc(offloaded[0])
+    assert (desc.is_memory_replica(), desc.is_disk_replica(), desc.is_local_disk_replica()) == \
+        (False, False, True)
+    assert str(desc.status) == "ReplicaStatus.COMPLETE"
+    for wrong in (desc.get_memory_descriptor, desc.get_disk_descriptor):
+        with pytest.raises(RuntimeError):
+            wrong()
+    local = desc.get_local_disk_descriptor()
+    assert local.segment_name == "seg0" and local.object_size == OBJ, local
+    assert local.transport_endpoint != "", local
+    batch = mc.batch_get_replica_desc([offloaded[0], in_memory[0], "nokey"])
+    assert sorted(batch) == sorted([offloaded[0], in_memory[0]])
+    assert [r.is_local_disk_replica() for r in batch[offloaded[0]]] == [True]
+    (mem,) = batch[in_memory[0]]
+    assert (mem.is_memory_replica(), mem.is_disk_replica(), mem.is_local_disk_replica()) == \
+        (True, False, False)
+    assert mem.get_memory_descriptor().buffer_descriptor.size == OBJ
+    with pytest.raises(RuntimeError):
+        mem.get_local_disk_descriptor()
+    mc.close()
