@@ -13,7 +13,8 @@ is in flight); "memory reads" counts the hot reads a memory replica served
 --promotion-hits 2, the default) the second round's reads copy them back
 and later rounds read memory; with --promotion-hits 0 every round reads the
 SSD.  Both SSD cases evict a fifth of the pool per pass
-(--eviction-ratio 0.2), so the settled pool has room to promote into.
+(--eviction-ratio 0.2, passed to crescentd; 0.05 is crescentd's default),
+so the settled pool has room to promote into.
 
 Each case starts its own crescentd (no local segment) and one crescent-store
 (zig-out/bin, loopback, free ports) with a --segment MiB segment, with and
@@ -22,7 +23,7 @@ offloads are in flight is retried (counted).  Not a timing benchmark: the
 hit rate does not depend on the machine's load; the wall times printed do.
 
     /usr/bin/python3 bench/ssd_churn.py [--segment-mib 64] [--factor 4] [--object-kib 1024]
-                                        [--hot 8] [--rounds 4]
+                                        [--hot 8] [--rounds 4] [--eviction-ratio 0.2]
 """
 import argparse
 import os
@@ -100,7 +101,8 @@ def hot_phase(st, http, hot, rounds, size):
     return mem1 - mem0, hits - (mem1 - mem0), hits
 
 
-def run_case(segment, objects, size, ssd_dir, promotion_hits=2, hot_count=8, rounds=4):
+def run_case(segment, objects, size, ssd_dir, promotion_hits=2, hot_count=8, rounds=4,
+             eviction_ratio=0.2):
     from crescent import Store
     http, rpc_port = free_port(), free_port()
     d = subprocess.Popen(
@@ -110,7 +112,7 @@ def run_case(segment, objects, size, ssd_dir, promotion_hits=2, hot_count=8, rou
          "--event-address", f"tcp://127.0.0.1:{free_port()}",
          "--replay-address", f"tcp://127.0.0.1:{free_port()}",
          "--promotion-hits", str(promotion_hits)]
-        + (["--eviction-ratio", "0.2"] if ssd_dir is not None else []),
+        + (["--eviction-ratio", str(eviction_ratio)] if ssd_dir is not None else []),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     store_args = [os.path.join(BIN, "crescent-store"), "--master", f"tcp://127.0.0.1:{rpc_port}",
                   "--segment-name", "seg0", "--segment-size", str(segment), "--no-pin",
@@ -188,16 +190,18 @@ def main():
     ap.add_argument("--object-kib", type=int, default=1024)
     ap.add_argument("--hot", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--eviction-ratio", type=float, default=0.2,
+                    help="crescentd --eviction-ratio of the SSD cases (its default: 0.05)")
     a = ap.parse_args()
     segment, size = a.segment_mib << 20, a.object_kib << 10
     objects = a.factor * segment // size
     print(f"working set {objects} x {a.object_kib} KiB = {a.factor}x a {a.segment_mib} MiB "
-          f"segment; load {os.getloadavg()}")
+          f"segment; SSD cases --eviction-ratio {a.eviction_ratio}; load {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         cases = (("memory only", None, 2), ("SSD, no promotion", os.path.join(tmp, "ssd0"), 0),
                  ("SSD, promotion", os.path.join(tmp, "ssd2"), 2))
         for name, ssd, hits in cases:
-            r = run_case(segment, objects, size, ssd, hits, a.hot, a.rounds)
+            r = run_case(segment, objects, size, ssd, hits, a.hot, a.rounds, a.eviction_ratio)
             print(f"{name:18s} hit rate {r['hits'] / r['gets']:.3f} ({r['hits']}/{r['gets']}); "
                   f"objects kept {r['objects']}, offloads {r['offloads']}, local_disk "
                   f"{r['local_disk']}; put retries {r['put_retries']}, failed puts "

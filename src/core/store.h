@@ -398,8 +398,10 @@ int cr_store_validate_key(cr_store *store, const char *key, uint32_t key_len);
  * CR_ERR_NO_AVAILABLE_HANDLE (no replica at all), CR_ERR_NOMEM (object,
  * tenant, client or parking table full).  At a full object table it first
  * evicts one object itself (cr_store_evict_for_room's sample; UPDATE event
- * published) and refuses only when none of the sample could go.  Changes
- * nothing else on error. */
+ * published) and refuses only when none of the sample could go; finding
+ * no segment with room, it evicts up to put_evictions_max objects, never
+ * one a store server's SSD could keep (store_objects.c).  Changes nothing
+ * else on error. */
 int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
                        const struct cr_store_put_params *params, uint64_t now_ms,
                        struct cr_store_replica_list *out);

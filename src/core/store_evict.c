@@ -59,11 +59,11 @@ static void evict_memory(cr_store *store, uint32_t id) {
     cr_store_obj_emit_update(store, obj);
 }
 
-size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_ms,
-                                           uint64_t *rng, size_t sample_size,
-                                           struct cr_evict_candidate *out) {
-    assert(store != NULL && rng != NULL && *rng != 0);
-    assert(out != NULL || sample_size == 0);
+/* The sampling; keep_offloadable leaves out (and notes in *offloadable_seen)
+ * the objects an SSD could keep. */
+static size_t sample(const cr_store *store, uint64_t now_ms, uint64_t *rng, size_t sample_size,
+                     bool keep_offloadable, bool *offloadable_seen,
+                     struct cr_evict_candidate *out) {
     if (store->slab_high == 0) return 0;
     size_t count = 0;
     size_t draws = sample_size * SAMPLE_DRAWS_PER_RESULT;
@@ -71,12 +71,24 @@ size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_m
         uint32_t id = (uint32_t)(cr_store_rng_next(rng) % store->slab_high);
         const struct cr_store_obj *obj = cr_store_obj_at(store, id);
         if (!evictable(obj, now_ms)) continue;
+        if (keep_offloadable && cr_store_offload_wanted(store, obj)) {
+            *offloadable_seen = true;
+            continue;
+        }
         out[count++] = (struct cr_evict_candidate){
             .object_id = id, .generation = obj->generation, .size_bytes = obj_bytes(obj),
             .last_access_ms = obj->last_access_ms,
             .soft_pinned = cr_store_obj_soft_pinned(store, obj, now_ms)};
     }
     return count;
+}
+
+size_t cr_store_sample_eviction_candidates(const cr_store *store, uint64_t now_ms,
+                                           uint64_t *rng, size_t sample_size,
+                                           struct cr_evict_candidate *out) {
+    assert(store != NULL && rng != NULL && *rng != 0);
+    assert(out != NULL || sample_size == 0);
+    return sample(store, now_ms, rng, sample_size, false, NULL, out);
 }
 
 static int by_id(const void *a, const void *b) {
@@ -242,16 +254,23 @@ uint64_t cr_store_evict_pass(cr_store *store, uint64_t now_ms, uint64_t *rng,
     return p.bytes;
 }
 
-/* A PutStart at a full object table evicts one object itself: the leases
- * actor's passes (count watermark) keep the table below it, but a burst of
- * puts between two passes would otherwise be refused.  The oldest of a
- * small sample goes, soft-pinned ones only when the setting allows and no
- * other was drawn; its UPDATE event is published like any eviction's. */
-bool cr_store_evict_for_room(cr_store *store, uint64_t now_ms) {
+/* A PutStart at a full object table, or finding no segment with room,
+ * evicts one object itself: the leases actor's passes keep usage below the
+ * watermarks, but a burst of puts between two passes would otherwise be
+ * refused.  The oldest of a small sample goes, soft-pinned ones only when
+ * the setting allows and no other was drawn; its UPDATE event is published
+ * like any eviction's.  For segment room (keep_offloadable) an object an
+ * SSD could keep is never drawn: this path cannot file the offload task
+ * (the segments actor does, when the put's refusal asks for a pass), and
+ * dropping it would lose what the pass would have kept.  At a full object
+ * table an offload frees no slot, so there it is drawn like any other. */
+bool cr_store_evict_for_room(cr_store *store, uint64_t now_ms, bool keep_offloadable,
+                             bool *offloadable_seen) {
     assert(store != NULL);
     struct cr_evict_candidate pool[ROOM_SAMPLE_SIZE];
-    size_t n = cr_store_sample_eviction_candidates(store, now_ms, &store->rng, ROOM_SAMPLE_SIZE,
-                                                   pool);
+    bool seen = false;
+    size_t n = sample(store, now_ms, &store->rng, ROOM_SAMPLE_SIZE, keep_offloadable, &seen, pool);
+    if (offloadable_seen != NULL) *offloadable_seen = *offloadable_seen || seen;
     size_t k = cr_evict_choose(pool, n, 0, 1, store->cfg.allow_evict_soft_pinned_objects);
     for (size_t i = 0; i < k; i++) {
         if (!cr_store_evict(store, pool[i].object_id, pool[i].generation, now_ms)) continue;

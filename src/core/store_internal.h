@@ -364,9 +364,20 @@ void cr_store_table_insert(cr_store *store, uint32_t id, uint64_t hash);
 bool cr_store_slab_has_room(const cr_store *store);
 
 /* store_evict.c */
-/* Evicts one object, the oldest of a small sample, to make room in a full
- * object table.  Returns false when none of the sample could be evicted. */
-bool cr_store_evict_for_room(cr_store *store, uint64_t now_ms);
+/* Evicts one object, the oldest of a small sample, to make room for a
+ * PutStart.  keep_offloadable (room in a segment, which an offload frees
+ * too): objects cr_store_offload_wanted names are not drawn, and
+ * *offloadable_seen (may be NULL) tells whether one was passed over.
+ * Returns false when none of the sample could be evicted. */
+bool cr_store_evict_for_room(cr_store *store, uint64_t now_ms, bool keep_offloadable,
+                             bool *offloadable_seen);
+
+/* store_offload.c: whether dropping obj's memory replicas would lose an
+ * object a store server's SSD could keep: no replica on another tier, and
+ * cr_store_offload_begin would take it once it is idle (a checksum, a free
+ * replica slot, a COMPLETE memory replica on a segment whose SSD holds its
+ * size). */
+bool cr_store_offload_wanted(const cr_store *store, const struct cr_store_obj *obj);
 
 /* store_segments.c: frees segment `id`'s slot, allocator and name; its
  * objects' replicas must already be dropped (cr_store_obj_drop_segment).

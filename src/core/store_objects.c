@@ -718,7 +718,7 @@ static int put_start_once(cr_store *store, const struct cr_uuid *client,
     int rc = put_validate(store, p);
     /* Before the key is looked up: the victim may be the last object of the
      * put's tenant, which then leaves the tenant table. */
-    if (rc == CR_OK && !slab_has_room(store)) (void)cr_store_evict_for_room(store, now_ms);
+    if (rc == CR_OK && !slab_has_room(store)) (void)cr_store_evict_for_room(store, now_ms, false, NULL);
     if (rc == CR_OK) rc = plan_check_existing(store, &plan, client, p, now_ms);
     if (rc == CR_OK) rc = plan_check_room(store, client);
     /* The tenant's quota, charged per replica asked for (value_length and
@@ -762,18 +762,29 @@ static int put_start_once(cr_store *store, const struct cr_uuid *client,
  * put_evictions_max objects go for one put (0: none, the store's
  * default; crescentd sets 64); an object that can never fit,
  * or a store with nothing evictable (leased, pinned, in flight), is refused
- * as before. */
+ * as before.  Objects a store server's SSD could keep are not dropped for a
+ * put (cr_store_evict_for_room): when only those are left, the put is
+ * refused NO_AVAILABLE_HANDLE, which asks the segments actor for a pass,
+ * and the pass offloads them; the client retries. */
 
 int cr_store_put_start(cr_store *store, const struct cr_uuid *client,
                        const struct cr_store_put_params *p, uint64_t now_ms,
                        struct cr_store_replica_list *out) {
     assert(store != NULL && client != NULL && p != NULL && out != NULL);
     int rc = put_start_once(store, client, p, now_ms, out);
+    bool offloadable = false;
     for (uint32_t i = 0; i < store->cfg.put_evictions_max && rc == CR_ERR_NO_AVAILABLE_HANDLE &&
-                         store->no_room_evictable && cr_store_evict_for_room(store, now_ms);
+                         store->no_room_evictable &&
+                         cr_store_evict_for_room(store, now_ms, true, &offloadable);
          i++) {
         rc = put_start_once(store, client, p, now_ms, out);
     }
+    if (rc == CR_ERR_NO_AVAILABLE_HANDLE && store->no_room_evictable && offloadable)
+        return cr_store_fail(store, rc,
+                             "no segment has %llu free bytes yet: the objects eviction would "
+                             "free are kept on their store server's SSD first (offloaded, not "
+                             "dropped); retry the put shortly",
+                             (unsigned long long)cr_store_alloc_bytes(p->value_length));
     return rc;
 }
 

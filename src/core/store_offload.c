@@ -53,6 +53,14 @@ static int pick_source(const cr_store *store, const struct cr_store_obj *obj) {
     return -1;
 }
 
+bool cr_store_offload_wanted(const cr_store *store, const struct cr_store_obj *obj) {
+    assert(store != NULL && obj != NULL);
+    for (uint32_t r = 0; r < obj->replica_count; r++)
+        if (!cr_store_rep_memory(&obj->replicas[r])) return false; /* eviction keeps it */
+    return obj->has_checksum && obj->replica_count < store->cfg.max_replicas_per_object &&
+           pick_source(store, obj) >= 0;
+}
+
 int cr_store_offload_begin(cr_store *store, uint32_t object_id, uint32_t generation,
                            uint64_t now_ms, struct cr_store_task_reservation *out,
                            struct cr_store_key *key) {
