@@ -495,12 +495,15 @@ struct cr_file_tier_stats {
     uint64_t persisted, persist_bytes;
     uint64_t persist_failed;      /* by cause below (and "other") */
     uint64_t failed_missing, failed_read_only, failed_full;
-    uint64_t persist_dropped;     /* not queued: the writer was 256 MiB behind */
+    uint64_t persist_dropped;     /* not queued: out of memory, key or value too large */
     uint64_t queued_bytes;
     uint64_t reads, read_bytes, read_failures;
     uint64_t read_ns_total;       /* time in file reads (open to checksum) */
     uint64_t corrupt_dropped;     /* files found gone or corrupt, reported dropped */
     uint64_t reports_refused;     /* persists crescentd did not record */
+    /* not persisted: every buffer of the writer was queued (it is behind);
+     * the put is in memory (docs/tiers.md, "Writing") */
+    uint64_t persist_skipped_busy;
 };
 void cr_client_file_tier_stats(cr_client *c, struct cr_file_tier_stats *out);
 
