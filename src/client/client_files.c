@@ -41,7 +41,13 @@
  * never waits for the file system, never touches fresh memory, and loses no
  * acknowledged data (its memory replica is there; the file tier is a
  * cache).  CRESCENT_FILE_TIER_BUFFER_BYTES overrides it (docs/tiers.md). */
-#define POOL_BYTES_DEFAULT (64u << 20)
+#define POOL_BYTES_DEFAULT (32u << 20)
+/* A put adds a buffer to the pool itself (and takes the page faults) only
+ * while the pool is this small or the writer is idle; past that only the
+ * idle writer adds them: with 64 MiB filled by the puts of a burst, a put
+ * ran at 0.15 of memory-only, with 8 MiB at 0.64 (bench/RESULTS.md, "File
+ * tier, fourth pass"). */
+#define PUT_GROW_BYTES (8u << 20)
 #define REPORT_BATCH 64u      /* finished persists that trigger a report */
 #define REPORT_AGE_MS 50      /* or the age of the oldest unreported one */
 #define REPORT_MAX 256u       /* entries per DiskReplicaReport (on the stack) */
@@ -542,7 +548,9 @@ struct cr_files_job *cr_client_files_reserve(cr_client *c, const char *tenant, c
             f->spare_bytes -= f->spare_cap[last];
             f->pool_bytes -= f->spare_cap[last];
         }
-        grow = buf == NULL && f->pool_bytes + need <= f->pool_max;
+        bool idle = f->head == NULL && f->writing == 0;
+        grow = buf == NULL && f->pool_bytes + need <= f->pool_max &&
+               (idle || f->pool_bytes + need <= PUT_GROW_BYTES);
         if (grow) f->pool_bytes += need;
         busy = buf == NULL && !grow;
     }
