@@ -107,6 +107,7 @@ struct cr_client_files {
     uint64_t persisted, persist_bytes, persist_failed, persist_dropped;
     uint64_t skipped_busy, skipped_reported; /* no free buffer; told the master so far */
     bool busy_logged, too_large_logged;
+    int64_t failures_sent_ms;     /* the last report (failure counts go at most this often) */
     uint64_t failures_by_cause[CAUSE_COUNT];
     uint64_t failures_reported[CAUSE_COUNT]; /* told the master so far */
     bool cause_logged[CAUSE_COUNT];
@@ -540,17 +541,19 @@ struct cr_files_job *cr_client_files_reserve(cr_client *c, const char *tenant, c
     } else if (j != NULL) {
         f->last_need = need;
         buf = take_spare(f, need, &cap);
-        /* No free buffer fits: free ones too small make room for one that
-         * does, when the pool's bound allows it. */
-        while (buf == NULL && f->pool_bytes + need > f->pool_max && f->spares > 0) {
-            size_t last = --f->spares;
-            drop[drops++] = f->spare[last];
-            f->spare_bytes -= f->spare_cap[last];
-            f->pool_bytes -= f->spare_cap[last];
-        }
         bool idle = f->head == NULL && f->writing == 0;
-        grow = buf == NULL && f->pool_bytes + need <= f->pool_max &&
-               (idle || f->pool_bytes + need <= PUT_GROW_BYTES);
+        size_t bound = idle || f->pool_max < PUT_GROW_BYTES ? f->pool_max : PUT_GROW_BYTES;
+        /* No free buffer fits: free ones too small make room for one that
+         * does, when the buffers in use leave room for it. */
+        if (buf == NULL && f->pool_bytes - f->spare_bytes + need <= bound) {
+            while (f->pool_bytes + need > bound && f->spares > 0) {
+                size_t last = --f->spares;
+                drop[drops++] = f->spare[last];
+                f->spare_bytes -= f->spare_cap[last];
+                f->pool_bytes -= f->spare_cap[last];
+            }
+        }
+        grow = buf == NULL && f->pool_bytes + need <= bound;
         if (grow) f->pool_bytes += need;
         busy = buf == NULL && !grow;
     }
@@ -715,9 +718,14 @@ static void files_report(cr_client *c, bool force) {
     }
     failed[CAUSE_COUNT] = f->skipped_busy - f->skipped_reported;
     failures = failures || failed[CAUSE_COUNT] > 0;
-    bool due = (f->done_count > 0 || failures) &&
-               (force || f->done_count >= REPORT_BATCH ||
-                now_ms() - f->oldest_done_ms >= REPORT_AGE_MS);
+    int64_t now = now_ms();
+    /* Failures alone (a writer behind skips every put of a burst) are told
+     * at most every REPORT_AGE_MS: not an RPC per put. */
+    bool due = force || (f->done_count > 0 ? f->done_count >= REPORT_BATCH ||
+                                                 now - f->oldest_done_ms >= REPORT_AGE_MS
+                                           : failures && now - f->failures_sent_ms >= REPORT_AGE_MS);
+    due = due && (f->done_count > 0 || failures);
+    if (due) f->failures_sent_ms = now;
     struct cr_files_job *list = due ? f->done_head : NULL;
     if (due) {
         f->done_head = f->done_tail = NULL;
