@@ -479,7 +479,9 @@ int cr_client_read_ranges(cr_client *c, struct cr_range *ranges, size_t count);
  * every later one fail with CR_ERR_INVALID_PARAMS saying what to set.
  * Then every successful put (cr_client_put, cr_client_batch_put) is also
  * persisted by a writer thread to <root>/<cluster_id>/... (the call does not
- * wait; the bytes are copied), reported to crescentd, which records a disk
+ * wait; the bytes are copied into one of the writer's pre-faulted buffers, and
+ * a put that finds none free is not persisted: persist_skipped_busy), reported
+ * to crescentd, which records a disk
  * replica; a get that finds no memory replica to read reads the file,
  * checking its header and XXH3.  A failed persist (directory missing,
  * read-only, full) leaves the put in memory and is counted (stats below,
