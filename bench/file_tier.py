@@ -190,6 +190,9 @@ def put_round(root, count):
         ops = json.load(f)["throughput_ops_s"]
     try:
         reported = metric(c.http, "crescent_segments_file_tier_reported_total") or 0
+        # persists the client skipped because its writer was behind (docs/tiers.md)
+        skipped = metric(c.http, "crescent_segments_file_tier_persist_skipped_busy_total") or 0
+        reported = f"{reported} recorded, {skipped} skipped busy" if root is not None else reported
     except OSError:  # crescentd gone after the measured puts: say so, keep the number
         reported = -1
         with open(c.log_path, "rb") as f:

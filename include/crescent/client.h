@@ -485,7 +485,9 @@ int cr_client_read_ranges(cr_client *c, struct cr_range *ranges, size_t count);
  * every later one fail with CR_ERR_INVALID_PARAMS saying what to set.
  * Then every successful put (cr_client_put, cr_client_batch_put) is also
  * persisted by a writer thread to <root>/<cluster_id>/... (the call does not
- * wait; the bytes are copied), reported to crescentd, which records a disk
+ * wait; the bytes are copied into one of the writer's pre-faulted buffers, and
+ * a put that finds none free is not persisted: persist_skipped_busy), reported
+ * to crescentd, which records a disk
  * replica; a get that finds no memory replica to read reads the file,
  * checking its header and XXH3.  A failed persist (directory missing,
  * read-only, full) leaves the put in memory and is counted (stats below,
@@ -501,12 +503,15 @@ struct cr_file_tier_stats {
     uint64_t persisted, persist_bytes;
     uint64_t persist_failed;      /* by cause below (and "other") */
     uint64_t failed_missing, failed_read_only, failed_full;
-    uint64_t persist_dropped;     /* not queued: the writer was 256 MiB behind */
+    uint64_t persist_dropped;     /* not queued: out of memory, key or value too large */
     uint64_t queued_bytes;
     uint64_t reads, read_bytes, read_failures;
     uint64_t read_ns_total;       /* time in file reads (open to checksum) */
     uint64_t corrupt_dropped;     /* files found gone or corrupt, reported dropped */
     uint64_t reports_refused;     /* persists crescentd did not record */
+    /* not persisted: every buffer of the writer was queued (it is behind);
+     * the put is in memory (docs/tiers.md, "Writing") */
+    uint64_t persist_skipped_busy;
 };
 void cr_client_file_tier_stats(cr_client *c, struct cr_file_tier_stats *out);
 

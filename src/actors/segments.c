@@ -1013,6 +1013,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "file_tier_persist_failed_read_only_total", st->files.failed[1]);
     add_stat(out, "file_tier_persist_failed_full_total", st->files.failed[2]);
     add_stat(out, "file_tier_persist_failed_other_total", st->files.failed[3]);
+    add_stat(out, "file_tier_persist_skipped_busy_total", st->files.skipped_busy);
     add_stat(out, "file_tier_files_deleted_total", st->files_deleted);
     add_stat(out, "file_tier_files_left_total", st->files_left);
     add_stat(out, "local_disk_used_bytes", s.local_disk_bytes);

@@ -34,10 +34,20 @@
 #include "core/file_tier.h"
 #include "core/log.h"
 
-/* Bytes queued for the writer at most: past it a put is still stored in
- * memory, and its persist is counted dropped (a put never waits for the
- * file system). */
-#define QUEUE_BYTES_MAX (256u << 20)
+/* The writer's buffers: a pool of at most this many bytes (queued, being
+ * written or free), kept for the client's life and pre-faulted by the
+ * writer while it is idle.  A put that finds no free buffer and no room to
+ * add one is not persisted and is counted persist_skipped_busy: the put
+ * never waits for the file system, never touches fresh memory, and loses no
+ * acknowledged data (its memory replica is there; the file tier is a
+ * cache).  CRESCENT_FILE_TIER_BUFFER_BYTES overrides it (docs/tiers.md). */
+#define POOL_BYTES_DEFAULT (32u << 20)
+/* A put adds a buffer to the pool itself (and takes the page faults) only
+ * while the pool is this small or the writer is idle; past that only the
+ * idle writer adds them: with 64 MiB filled by the puts of a burst, a put
+ * ran at 0.15 of memory-only, with 8 MiB at 0.64 (bench/RESULTS.md, "File
+ * tier, fourth pass"). */
+#define PUT_GROW_BYTES (8u << 20)
 #define REPORT_BATCH 64u      /* finished persists that trigger a report */
 #define REPORT_AGE_MS 50      /* or the age of the oldest unreported one */
 #define REPORT_MAX 256u       /* entries per DiskReplicaReport (on the stack) */
@@ -48,11 +58,11 @@
 /* A job's buffer holds the file as it goes to disk (header, then value),
  * aligned and padded for O_DIRECT. */
 #define DIRECT_ALIGN 4096u
-/* Written buffers kept for the next puts: a fresh 1 MiB malloc is an mmap,
+/* Free buffers kept for the next puts: a fresh 1 MiB malloc is an mmap,
  * 256 page faults on first touch and an munmap (with a TLB shootdown to the
- * other thread's CPU) when freed, on every put. */
-#define SPARE_MAX 8u
-#define SPARE_BYTES_MAX (32u << 20)
+ * other thread's CPU) when freed, on every put (bench/RESULTS.md, "File
+ * tier, third pass"). */
+#define SPARE_MAX 64u
 
 enum cause { CAUSE_MISSING, CAUSE_READ_ONLY, CAUSE_FULL, CAUSE_OTHER, CAUSE_COUNT };
 static const char *const cause_names[CAUSE_COUNT] = {"missing", "read_only", "full", "other"};
@@ -90,9 +100,14 @@ struct cr_client_files {
     uint8_t *spare[SPARE_MAX];    /* written buffers to reuse (under mu) */
     size_t spare_cap[SPARE_MAX];
     size_t spares, spare_bytes;
+    size_t pool_bytes, pool_max;  /* every buffer's bytes (free, queued, written); the bound */
+    size_t last_need;             /* the last put's buffer size: what the writer pre-faults */
     bool direct_off;              /* the writer's own: O_DIRECT refused here, buffered writes */
     /* counters (under mu) */
     uint64_t persisted, persist_bytes, persist_failed, persist_dropped;
+    uint64_t skipped_busy, skipped_reported; /* no free buffer; told the master so far */
+    bool busy_logged, too_large_logged;
+    int64_t failures_sent_ms;     /* the last report (failure counts go at most this often) */
     uint64_t failures_by_cause[CAUSE_COUNT];
     uint64_t failures_reported[CAUSE_COUNT]; /* told the master so far */
     bool cause_logged[CAUSE_COUNT];
@@ -250,9 +265,13 @@ static void note_failure(struct cr_client_files *f, int err, const struct cr_fil
             cause_names[cause]);
 }
 
-/* Keeps a written buffer for a later put, or says to free it (under mu). */
+/* Keeps a written buffer for a later put, or says to free it (under mu;
+ * then it leaves the pool). */
 static bool keep_spare(struct cr_client_files *f, uint8_t *buf, size_t cap) {
-    if (f->spares == SPARE_MAX || f->spare_bytes + cap > SPARE_BYTES_MAX) return false;
+    if (f->spares == SPARE_MAX) {
+        f->pool_bytes -= cap;
+        return false;
+    }
     f->spare[f->spares] = buf;
     f->spare_cap[f->spares++] = cap;
     f->spare_bytes += cap;
@@ -297,13 +316,40 @@ static void remove_refused(struct cr_client_files *f, const struct cr_files_job 
         unlink(path);
 }
 
+/* While idle, the writer adds one buffer of the last put's size to the
+ * pool and touches every page of it, so that puts copy into memory that is
+ * already mapped (first-touch faults cost milliseconds per MiB in a
+ * paravirtualized guest: bench/RESULTS.md).  Under mu, which it drops
+ * meanwhile; false when the pool is full (or memory short). */
+static bool prefault_one(struct cr_client_files *f) {
+    size_t need = f->last_need;
+    if (need == 0 || f->spares == SPARE_MAX || f->pool_bytes + need > f->pool_max) return false;
+    f->pool_bytes += need;
+    pthread_mutex_unlock(&f->mu);
+    uint8_t *buf = NULL;
+    if (posix_memalign((void **)&buf, DIRECT_ALIGN, need) != 0) buf = NULL;
+    if (buf != NULL) memset(buf, 0, need);
+    pthread_mutex_lock(&f->mu);
+    if (buf == NULL) {
+        f->pool_bytes -= need;
+        f->last_need = 0; /* no more tries until a put asks again */
+        return false;
+    }
+    if (keep_spare(f, buf, need)) return true;
+    pthread_mutex_unlock(&f->mu);
+    free(buf);
+    pthread_mutex_lock(&f->mu);
+    return false;
+}
+
 static void *writer_main(void *arg) {
     struct cr_client_files *f = arg;
     uint64_t seq = 0;
     struct batch_paths *paths = malloc(sizeof(*paths)); /* once per thread */
     pthread_mutex_lock(&f->mu);
     for (;;) {
-        while (f->head == NULL && !f->stop) pthread_cond_wait(&f->wake, &f->mu);
+        while (f->head == NULL && !f->stop)
+            if (!prefault_one(f)) pthread_cond_wait(&f->wake, &f->mu);
         if (f->head == NULL) break; /* stopping, and nothing left */
         struct cr_files_job *jobs[WRITE_BATCH], *unlinks[WRITE_BATCH];
         int errs[WRITE_BATCH];
@@ -393,6 +439,19 @@ static int files_start(cr_client *c, const char *root, const char *cluster) {
         free(f);
         return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "root_fs_dir '%s' is too long", root);
     }
+    f->pool_max = POOL_BYTES_DEFAULT;
+    const char *pool = getenv("CRESCENT_FILE_TIER_BUFFER_BYTES");
+    if (pool != NULL && pool[0] != '\0') {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(pool, &end, 10);
+        if (errno != 0 || *end != '\0' || pool[0] == '-' || v > SIZE_MAX / 2) {
+            free(f);
+            return cr_client_fail(c, CR_ERR_INVALID_PARAMS, "CRESCENT_FILE_TIER_BUFFER_BYTES="
+                                  "'%.64s' is not a number of bytes", pool);
+        }
+        f->pool_max = (size_t)v;
+    }
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->wake, NULL);
     pthread_cond_init(&f->idle, NULL);
@@ -470,28 +529,61 @@ struct cr_files_job *cr_client_files_reserve(cr_client *c, const char *tenant, c
     size_t hlen = CR_FILE_TIER_HEADER_FIXED + tn + kn;
     size_t need = (hlen + len + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
     /* The job itself is small (a malloc from the thread's cache); the
-     * buffer, the big one, is reused. */
+     * buffer, the big one, comes from the pool. */
     struct cr_files_job *j = malloc(sizeof(*j) + tn + 1 + kn + 1);
-    uint8_t *buf = NULL;
-    size_t cap = 0;
+    uint8_t *buf = NULL, *drop[SPARE_MAX];
+    size_t cap = 0, drops = 0;
+    bool grow = false, busy = false, log_busy = false, log_large = false;
     pthread_mutex_lock(&f->mu);
-    bool room = j != NULL && f->queued_bytes + len <= QUEUE_BYTES_MAX;
-    if (room) {
-        f->queued_bytes += len;
+    if (j != NULL && need > f->pool_max) {
+        log_large = !f->too_large_logged;
+        f->too_large_logged = true;
+    } else if (j != NULL) {
+        f->last_need = need;
         buf = take_spare(f, need, &cap);
+        bool idle = f->head == NULL && f->writing == 0;
+        size_t bound = idle || f->pool_max < PUT_GROW_BYTES ? f->pool_max : PUT_GROW_BYTES;
+        /* No free buffer fits: free ones too small make room for one that
+         * does, when the buffers in use leave room for it. */
+        if (buf == NULL && f->pool_bytes - f->spare_bytes + need <= bound) {
+            while (f->pool_bytes + need > bound && f->spares > 0) {
+                size_t last = --f->spares;
+                drop[drops++] = f->spare[last];
+                f->spare_bytes -= f->spare_cap[last];
+                f->pool_bytes -= f->spare_cap[last];
+            }
+        }
+        grow = buf == NULL && f->pool_bytes + need <= bound;
+        if (grow) f->pool_bytes += need;
+        busy = buf == NULL && !grow;
+    }
+    if (busy) {
+        f->skipped_busy++;
+        log_busy = !f->busy_logged;
+        f->busy_logged = true;
+    } else if (buf != NULL || grow) {
+        f->queued_bytes += len;
     } else {
         f->persist_dropped++;
     }
     pthread_mutex_unlock(&f->mu);
-    if (!room) {
-        free(j);
-        return NULL;
-    }
-    if (buf == NULL && posix_memalign((void **)&buf, DIRECT_ALIGN, need) == 0) cap = need;
+    for (size_t i = 0; i < drops; i++) free(drop[i]);
+    if (log_busy)
+        CR_WARN("files", "the file tier's writer is behind (its %zu MiB of buffers are all "
+                "queued): puts it has no buffer for stay in memory only and are counted "
+                "persist_skipped_busy (logged once)", f->pool_max >> 20);
+    if (log_large)
+        CR_WARN("files", "a put of %zu bytes is larger than the file tier's buffers (%zu "
+                "bytes; CRESCENT_FILE_TIER_BUFFER_BYTES): it stays in memory only, counted "
+                "persist_dropped (logged once)", len, f->pool_max);
+    if (buf == NULL && grow && posix_memalign((void **)&buf, DIRECT_ALIGN, need) == 0) cap = need;
     if (buf == NULL) {
         pthread_mutex_lock(&f->mu);
-        f->queued_bytes -= len;
-        f->persist_dropped++;
+        if (grow) { /* out of memory */
+            f->pool_bytes -= need;
+            f->queued_bytes -= len;
+            f->persist_dropped++;
+        }
         pthread_mutex_unlock(&f->mu);
         free(j);
         return NULL;
@@ -576,6 +668,8 @@ static int send_report(cr_client *c, Crescent__Master__DiskReplicaReportRequest_
         req.failed_read_only = failed[CAUSE_READ_ONLY];
         req.failed_full = failed[CAUSE_FULL];
         req.failed_other = failed[CAUSE_OTHER];
+        req.has_skipped_busy = 1;
+        req.skipped_busy = failed[CAUSE_COUNT];
     }
     ProtobufCMessage *msg;
     int rc = cr_client_call(c, CR_METHOD_DISK_REPLICA_REPORT, &req.base, &msg);
@@ -615,21 +709,29 @@ static void queue_unlink(struct cr_client_files *f, struct cr_files_job *j) {
 static void files_report(cr_client *c, bool force) {
     struct cr_client_files *f = c->files;
     if (f == NULL) return;
-    uint64_t failed[CAUSE_COUNT];
+    uint64_t failed[CAUSE_COUNT + 1]; /* by cause, then skipped_busy */
     bool failures = false;
     pthread_mutex_lock(&f->mu);
     for (int k = 0; k < CAUSE_COUNT; k++) {
         failed[k] = f->failures_by_cause[k] - f->failures_reported[k];
         failures = failures || failed[k] > 0;
     }
-    bool due = (f->done_count > 0 || failures) &&
-               (force || f->done_count >= REPORT_BATCH ||
-                now_ms() - f->oldest_done_ms >= REPORT_AGE_MS);
+    failed[CAUSE_COUNT] = f->skipped_busy - f->skipped_reported;
+    failures = failures || failed[CAUSE_COUNT] > 0;
+    int64_t now = now_ms();
+    /* Failures alone (a writer behind skips every put of a burst) are told
+     * at most every REPORT_AGE_MS: not an RPC per put. */
+    bool due = force || (f->done_count > 0 ? f->done_count >= REPORT_BATCH ||
+                                                 now - f->oldest_done_ms >= REPORT_AGE_MS
+                                           : failures && now - f->failures_sent_ms >= REPORT_AGE_MS);
+    due = due && (f->done_count > 0 || failures);
+    if (due) f->failures_sent_ms = now;
     struct cr_files_job *list = due ? f->done_head : NULL;
     if (due) {
         f->done_head = f->done_tail = NULL;
         f->done_count = 0;
         memcpy(f->failures_reported, f->failures_by_cause, sizeof(f->failures_reported));
+        f->skipped_reported = f->skipped_busy;
     }
     pthread_mutex_unlock(&f->mu);
     if (due && failures && list == NULL) { /* failures only: the master counts them */
@@ -848,6 +950,7 @@ void cr_client_file_tier_stats(cr_client *c, struct cr_file_tier_stats *out) {
     out->persist_bytes = f->persist_bytes;
     out->persist_failed = f->persist_failed;
     out->persist_dropped = f->persist_dropped;
+    out->persist_skipped_busy = f->skipped_busy;
     out->failed_missing = f->failures_by_cause[CAUSE_MISSING];
     out->failed_read_only = f->failures_by_cause[CAUSE_READ_ONLY];
     out->failed_full = f->failures_by_cause[CAUSE_FULL];

@@ -1015,6 +1015,7 @@ static int m_disk_report(struct cr_rpc_run *run, struct cr_master_call *call,
         f->failed[1] += req->failed_read_only;
         f->failed[2] += req->failed_full;
         f->failed[3] += req->failed_other;
+        f->skipped_busy += req->skipped_busy;
         for (size_t i = 0; i < req->n_entries; i++) {
             const Crescent__Master__DiskReplicaReportRequest__Entry *e = req->entries[i];
             int rc = report_entry(run, f, e);

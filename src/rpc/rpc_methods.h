@@ -32,6 +32,7 @@ struct cr_rpc_files {
     uint64_t rng;           /* the file tier's eviction sampling */
     /* Persist failures clients reported, by cause: missing, read-only, full, other. */
     uint64_t failed[4];
+    uint64_t skipped_busy; /* persists clients skipped: their writer was behind */
     uint64_t reports, reported_files, dropped_files;
 };
 

@@ -441,3 +441,67 @@ def test_replica_descriptors_of_a_disk_replica(cluster, monkeypatch):
     assert [r.is_disk_replica() for r in mc.batch_get_replica_desc(["desc-key"])["desc-key"]] \
         .count(True) == 1
     mc.close()
+
+
+def test_a_put_the_writer_has_no_buffer_for_is_skipped_and_counted(cluster, monkeypatch):
+    """The writer's buffers are a bounded pool (CRESCENT_FILE_TIER_BUFFER_BYTES):
+    a put that finds every buffer queued is not persisted, never waits and
+    never copies into fresh memory; it is counted persist_skipped_busy in
+    crescentd's /metrics and /health, and its object stays in memory.  Here
+    the pool holds one buffer and a batch put queues 64 values in one loop
+    (no RPC between them), far faster than the writer's fdatasync and
+    rename of even one: most are skipped.  Every file that was written holds
+    exactly its put's bytes."""
+    import sys
+    from conftest import BIN_DIR
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    from crescent import Store as PyStore
+    start, store, rpc, root = cluster
+    d = start()
+    s = store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    monkeypatch.setenv("CRESCENT_ROOT_FS_DIR", str(root))
+    # one buffer: header (40 + "default" + key) and 64 KiB, rounded up to 4 KiB
+    monkeypatch.setenv("CRESCENT_FILE_TIER_BUFFER_BYTES", str(17 * 4096))
+    master = rpc.split("//")[1]
+    values = {f"b{i:02d}": os.urandom(65536) for i in range(64)}
+    keys = list(values)
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    assert py.batch_put_from(keys, [values[k] for k in keys], [65536] * 64) == [0] * 64
+    py.close()  # writes what it queued and reports, with the skipped count
+    skipped = metric(d, "crescent_segments_file_tier_persist_skipped_busy_total")
+    recorded = metric(d, "crescent_segments_file_tier_reported_total")
+    assert skipped is not None and skipped >= 1 and recorded >= 1, (skipped, recorded)
+    assert skipped + recorded == 64
+    assert len(obj_files(root)) == recorded
+    status, body = http_get(d.port, "/health")
+    assert status == 200 and f'"persist_skipped_busy_total":{skipped}'.encode() in body, body
+    # A skipped put is in memory; with the memory replicas gone, exactly the
+    # persisted ones remain, each read back whole from its file.
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    assert all(py.get(k) == values[k] for k in keys)
+    py.close()
+    assert s.stop() == 0
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment unmounted")
+    assert metric(d, "crescent_segments_file_tier_replicas") == recorded
+    py = PyStore()
+    assert py.setup("localhost", "", 0, 0, "tcp", "", master) == 0
+    on_file = [k for k in keys if py.is_exist(k) == 1]
+    assert len(on_file) == recorded
+    assert all(py.get(k) == values[k] for k in on_file)
+    py.close()
+
+
+def test_a_bad_buffer_bound_is_refused_with_its_name(cluster, tmp_path):
+    start, store, rpc, root = cluster
+    d = start()
+    store()
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    (tmp_path / "in.bin").write_bytes(b"z" * 100)
+    env = dict(os.environ, CRESCENT_ROOT_FS_DIR=str(root), CRESCENT_FILE_TIER_BUFFER_BYTES="1M")
+    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "put", "k", str(tmp_path / "in.bin")],
+                       capture_output=True, timeout=120, env=env)
+    assert p.returncode != 0 and b"CRESCENT_FILE_TIER_BUFFER_BYTES" in p.stderr, p.stderr
