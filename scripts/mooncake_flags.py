@@ -58,6 +58,8 @@ def markdown(crescentd):
             what = f"`--{target}` takes the value"
         elif kind == "when":
             what = f"accepted as `={target}`; other values refused: {reason}"
+        elif kind == "switch":
+            what = f"turns crescent's `--{target}` feature on or off: {reason}"
         elif kind == "ignored":
             what = "accepted and ignored: " + reason
         else:

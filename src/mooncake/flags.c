@@ -38,6 +38,7 @@ static const char *bool_text(const char *text) {
 struct args {
     int count, cap;
     char **v;
+    const char *switched_off; /* a SWITCH's setting the last =false set to 0, or NULL */
 };
 
 static bool push(struct args *a, const char *text, size_t len) {
@@ -150,6 +151,12 @@ static bool apply(struct args *out, const struct cr_mooncake_flag *f, const char
         }
         return true;
     case CR_MC_IGNORED: return true;
+    case CR_MC_SWITCH:
+        /* Applied after every flag (cr_mooncake_flags_rewrite), so that
+         * --promotion_on_hit=false wins over a threshold given after it, as in
+         * the reference; the last of several =true/=false decides. */
+        out->switched_off = strcmp(value, "false") == 0 ? f->target : NULL;
+        return true;
     case CR_MC_WHEN:
         if (strcmp(value, f->target) == 0) return true;
         snprintf(error, error_size, "--%s=%s (Mooncake master's flag): only %s is supported: %s",
@@ -240,6 +247,10 @@ bool cr_mooncake_flags_rewrite(int argc, char **argv, int *out_argc, char ***out
     bool ok = push(&out, argv[0], strlen(argv[0]));
     if (!ok) snprintf(error, error_size, "out of memory reading the command line");
     if (ok) ok = expand(&out, argc, argv, 0, error, error_size);
+    if (ok && out.switched_off != NULL && !pushf(&out, out.switched_off, "0")) {
+        snprintf(error, error_size, "out of memory reading the command line");
+        ok = false;
+    }
     if (!ok) {
         cr_mooncake_argv_free(out.count, out.v);
         return false;
@@ -250,7 +261,7 @@ bool cr_mooncake_flags_rewrite(int argc, char **argv, int *out_argc, char ***out
 }
 
 void cr_mooncake_flags_print(FILE *out) {
-    static const char *const kinds[] = {"setting", "when", "ignored", "refused"};
+    static const char *const kinds[] = {"setting", "when", "ignored", "refused", "switch"};
     size_t count;
     const struct cr_mooncake_flag *flags = cr_mooncake_flags(&count);
     fprintf(out, "flag\tkind\ttarget\treason\n");

@@ -8,6 +8,9 @@
  *   SETTING  the value goes to a crescent setting (its name), parsed by it;
  *   WHEN     crescent behaves as the reference does with one value (e.g.
  *            --enable_ha=false): that value is accepted, any other refused;
+ *   SWITCH   a bool turning a crescent feature on or off: =true accepted (the
+ *            feature is on by default), =false sets the setting (target) to 0
+ *            after every other flag, so it wins whatever their order;
  *   IGNORED  the reference itself ignores the flag (deprecated): accepted;
  *   REFUSED  refused with the reason.
  * Switching a refused flag to honoured is its one line becoming SETTING. */
@@ -18,15 +21,19 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum cr_mooncake_flag_kind { CR_MC_SETTING, CR_MC_WHEN, CR_MC_IGNORED, CR_MC_REFUSED };
+enum cr_mooncake_flag_kind {
+    CR_MC_SETTING, CR_MC_WHEN, CR_MC_IGNORED, CR_MC_REFUSED, CR_MC_SWITCH
+};
 
 struct cr_mooncake_flag {
     const char *name;                /* the reference's spelling: enable_ha */
     bool is_bool;                    /* gflags bool: bare --flag, --noflag, =true/false/1/0 */
     enum cr_mooncake_flag_kind kind;
-    const char *target;              /* SETTING: crescent's setting; WHEN: the accepted value */
+    const char *target;              /* SETTING, SWITCH: crescent's setting; WHEN: the
+                                        accepted value */
     const char *reason;              /* WHEN/REFUSED: why other values are refused, naming
-                                        crescent's equivalent or why there is none */
+                                        crescent's equivalent or why there is none
+                                        (SWITCH: what each value does) */
 };
 
 /* The flag named `name` (underscores or dashes), or NULL. */

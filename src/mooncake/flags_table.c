@@ -9,6 +9,7 @@
 #define WHEN(name, is_bool, value, reason) {name, is_bool, CR_MC_WHEN, value, reason}
 #define IGNORED(name, is_bool) \
     {name, is_bool, CR_MC_IGNORED, NULL, "deprecated in the reference, which ignores it too"}
+#define SWITCH(name, setting, reason) {name, true, CR_MC_SWITCH, setting, reason}
 #define REFUSED(name, is_bool, reason) {name, is_bool, CR_MC_REFUSED, NULL, reason}
 
 /* Reasons shared by families of flags. */
@@ -17,9 +18,13 @@
                "and its leader is elected on an etcd lease (--enable_ha, docs/ha.md)"
 #define RPC_KNOB "crescent's Mooncake endpoint (--mooncake-rpc-address, or --rpc_port/--port/" \
                  "--rpc_address) is served on the store's own thread and has no such knob"
-#define TIERS "crescent's tier below memory is its shared file tier (--root_fs_dir; " \
-              "docs/tiers.md), which evicts past --global_file_segment_size and has no such " \
-              "knob; disk offload, NoF SSD and promotion are not built"
+#define NOF "crescent has no NVMe-oF tier: its SSD tier is each store server's own SSD " \
+            "(crescent-store --ssd-dir, --ssd-size; docs/tiers.md)"
+#define OFFLOAD "crescent offloads an object memory eviction picks to the SSD of the store " \
+                "server holding it whenever that server runs with crescent-store --ssd-dir " \
+                "(docs/tiers.md); start it without --ssd-dir for no offload"
+#define TASKS_BOUND "crescent's offloads and promotions are tasks, bounded with copy and move " \
+                    "tasks by --task-max-in-flight (docs/tiers.md)"
 #define KV_EVENTS "crescent always publishes its store events as ZMQ PUB batches at " \
                   "--event-address (topic --event-topic, replay at --replay-address; " \
                   "docs/http-api.md), not the RFC #1527 publisher"
@@ -48,7 +53,9 @@ static const struct cr_mooncake_flag table[] = {
     REFUSED("dynamic_replication_max_memory_replicas", false, NO_HEAT),
     WHEN("dynamic_replication_mode", false, "off", NO_HEAT),
     WHEN("enable_cxl", true, "false", NO_CXL),
-    REFUSED("enable_disk_eviction", true, TIERS),
+    WHEN("enable_disk_eviction", true, "true",
+         "a store server's SSD always evicts its least recently used files past "
+         "crescent-store --ssd-size, and the file tier past --global_file_segment_size"),
     SETTING("enable_ha", true, "enable-ha"),
     SETTING("enable_http_metadata_server", true, "enable-http-metadata-server"),
     REFUSED("enable_kv_events", true, KV_EVENTS),
@@ -59,7 +66,7 @@ static const struct cr_mooncake_flag table[] = {
     WHEN("enable_multi_tenants", true, "false",
          "crescent keeps tenants' keys apart always, without strict admission: "
          "--max-tenants-per-client bounds them"),
-    WHEN("enable_offload", true, "false", TIERS),
+    WHEN("enable_offload", true, "true", OFFLOAD),
     WHEN("enable_oplog", true, "false", HA_YET),
     WHEN("enable_snapshot", true, "false", HA_YET),
     WHEN("enable_snapshot_restore", true, "false", HA_YET),
@@ -104,15 +111,21 @@ static const struct cr_mooncake_flag table[] = {
          "cachelib is not built"),
     SETTING("metrics_host", false, "metrics-host"),
     SETTING("metrics_port", false, "metrics-port"),
-    REFUSED("nof_eviction_high_watermark_ratio", false, TIERS),
-    REFUSED("nof_eviction_ratio", false, TIERS),
-    REFUSED("nof_heartbeat_failures_threshold", false, TIERS),
-    REFUSED("nof_heartbeat_interval_sec", false, TIERS),
-    REFUSED("nof_heartbeat_probe_timeout_ms", false, TIERS),
-    REFUSED("offload_cap_ratio", false, TIERS),
-    WHEN("offload_force_evict", true, "false", TIERS),
-    WHEN("offload_on_evict", true, "false", TIERS),
-    REFUSED("offloading_queue_limit", false, TIERS),
+    REFUSED("nof_eviction_high_watermark_ratio", false, NOF),
+    REFUSED("nof_eviction_ratio", false, NOF),
+    REFUSED("nof_heartbeat_failures_threshold", false, NOF),
+    REFUSED("nof_heartbeat_interval_sec", false, NOF),
+    REFUSED("nof_heartbeat_probe_timeout_ms", false, NOF),
+    REFUSED("offload_cap_ratio", false,
+            "crescent has no per-cycle offload cap: " TASKS_BOUND),
+    WHEN("offload_force_evict", true, "false",
+         "crescent never drops an object it can offload: eviction files a REPLICA_OFFLOAD "
+         "task for it and skips it until the task ends (--task-max-in-flight bounds them)"),
+    WHEN("offload_on_evict", true, "true",
+         "crescent offloads when memory eviction picks an object (crescent-store --ssd-dir; "
+         "docs/tiers.md), never at PutEnd"),
+    REFUSED("offloading_queue_limit", false,
+            "crescent has no offload queue of its own: " TASKS_BOUND),
     REFUSED("oplog_batch_max_entries", false, HA_YET),
     REFUSED("oplog_poll_interval_ms", false, HA_YET),
     REFUSED("pending_task_timeout_sec", false,
@@ -122,13 +135,19 @@ static const struct cr_mooncake_flag table[] = {
     SETTING("port", false, "port"),
     REFUSED("processing_task_timeout_sec", false,
             "crescent has one timeout from a task's creation to its report: --task-timeout-sec"),
-    REFUSED("promotion_admission_threshold", false, TIERS),
-    REFUSED("promotion_max_per_heartbeat", false, TIERS),
-    WHEN("promotion_on_hit", true, "false", TIERS),
-    REFUSED("promotion_queue_limit", false, TIERS),
+    SETTING("promotion_admission_threshold", false, "promotion-hits"),
+    REFUSED("promotion_max_per_heartbeat", false,
+            "crescent has no per-heartbeat promotion cap: " TASKS_BOUND),
+    SWITCH("promotion_on_hit", "promotion-hits",
+           "=true keeps crescent's promotion on (gets an SSD serves, --promotion-hits, default "
+           "2, within --promotion-window-sec); =false turns it off (--promotion-hits=0), "
+           "whatever --promotion-hits or --promotion_admission_threshold say"),
+    REFUSED("promotion_queue_limit", false,
+            "crescent has no promotion queue limit of its own: " TASKS_BOUND),
     SETTING("put_start_discard_timeout_sec", false, "put-start-discard-timeout-sec"),
     SETTING("put_start_release_timeout_sec", false, "put-start-release-timeout-sec"),
-    REFUSED("quota_bytes", false, TIERS),
+    REFUSED("quota_bytes", false,
+            "crescent's SSD tier size is each store server's own: crescent-store --ssd-size"),
     SETTING("root_fs_dir", false, "root-fs-dir"),
     SETTING("rpc_address", false, "rpc_address"),
     REFUSED("rpc_conn_timeout_seconds", false, RPC_KNOB),

@@ -67,6 +67,7 @@ SETTING_VALUES = {
     "etcd_endpoints": ("10.0.0.1:2379;10.0.0.2:2379", "10.0.0.1:2379;10.0.0.2:2379"),
     "http_metadata_server_host": ("127.0.0.2", "127.0.0.2"),
     "http_metadata_server_port": ("18080", 18080),
+    "promotion_admission_threshold": ("3", 3),
     # Mooncake's RPC flags edit the host or port of its own endpoint
     # (--mooncake-rpc-address), a setting of another name: (value, expected, key).
     "port": ("5555", "127.0.0.1:5555", "mooncake_rpc_address"),
@@ -88,7 +89,7 @@ def test_table_covers_the_reference_exactly():
     assert len(ref) == 97
     assert sorted(ref) == sorted(ours), (set(ref) ^ set(ours))
     for name, row in ours.items():
-        assert row["kind"] in ("setting", "when", "ignored", "refused"), row
+        assert row["kind"] in ("setting", "when", "ignored", "refused", "switch"), row
         if row["kind"] != "setting":
             assert NAMED.search(row["reason"]), row
 
@@ -113,6 +114,14 @@ def test_every_flag(name):
             assert resolved(f"--{name}", "0")[key] is False
         else:
             assert resolved(f"-{name}", value)[key] == expected
+        return
+    if kind == "switch":
+        key = row["target"].replace("-", "_")
+        assert resolved()[key] != 0, "a switch turns off a feature that is on by default"
+        assert resolved(f"--{name}=true")[key] == resolved()[key]
+        for off in (f"--{name}=false", f"--no{name}"):
+            assert resolved(off)[key] == 0
+        assert crescentd(f"--{name}=maybe").returncode == 2
         return
     if kind == "ignored":
         assert crescentd(f"--{name}=x" if not is_bool else f"--{name}").returncode == 0
@@ -209,3 +218,19 @@ def test_docs_list_every_flag_with_its_kind():
         m = re.search(rf"^\| `--{name}` \| (\w+) \|", text, re.M)
         assert m is not None, f"docs/mooncake.md has no row for --{name}"
         assert m.group(1) == row["kind"], name
+
+
+def test_promotion_flags_change_promotion():
+    """--promotion_admission_threshold is crescent's --promotion-hits, and
+    --promotion_on_hit=false turns promotion off whatever the order; the
+    resolved value is what the segments actor hands the store (docs/tiers.md)."""
+    assert resolved()["promotion_hits"] == 2
+    assert resolved("--promotion_admission_threshold", "3")["promotion_hits"] == 3
+    assert resolved("--promotion_admission_threshold=3",
+                    "--promotion_on_hit=true")["promotion_hits"] == 3
+    assert resolved("--promotion_on_hit=false",
+                    "--promotion_admission_threshold=3")["promotion_hits"] == 0
+    assert resolved("--promotion-hits=5", "--nopromotion_on_hit")["promotion_hits"] == 0
+    assert resolved("--promotion_on_hit=false", "--promotion_on_hit")["promotion_hits"] == 2
+    r = crescentd("--promotion_admission_threshold=many")
+    assert r.returncode == 2 and "promotion-hits" in r.stderr, r.stderr

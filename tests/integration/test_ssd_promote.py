@@ -62,9 +62,15 @@ def offloaded_keys(d, rpc, payloads, at_least=8):
     return [k for k in payloads if tiers(rpc, k) == ["local_disk"]]
 
 
-@pytest.mark.parametrize("hits", [2, 0])
-def test_ssd_reads_promote_back_to_memory(daemon, tmp_path, stores, hits):
-    d, rpc = start(daemon, tmp_path, "--promotion-hits", str(hits))
+# Mooncake's spellings (docs/mooncake.md) too: --promotion_admission_threshold
+# is --promotion-hits (3 here: the scan's hit and the two gets), and
+# --promotion_on_hit=false turns promotion off even with a threshold after it.
+@pytest.mark.parametrize("flags,promotes", [
+    (("--promotion-hits", "2"), True), (("--promotion-hits", "0"), False),
+    (("--promotion_admission_threshold", "3"), True),
+    (("--promotion_on_hit=false", "--promotion_admission_threshold", "3"), False)])
+def test_ssd_reads_promote_back_to_memory(daemon, tmp_path, stores, flags, promotes):
+    d, rpc = start(daemon, tmp_path, *flags)
     stores.append(Store(rpc, tmp_path / "store.log", tmp_path / "ssd"))
     wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
     payloads = put_many(rpc, tmp_path, 48)
@@ -73,7 +79,7 @@ def test_ssd_reads_promote_back_to_memory(daemon, tmp_path, stores, hits):
     key = cold[0]
     for _ in range(2):
         assert ctl(rpc, "get", key).stdout == payloads[key]
-    if hits == 0:
+    if not promotes:
         # Nothing asks for a copy back: the object stays on the SSD.
         assert ctl(rpc, "get", key).stdout == payloads[key]
         assert tiers(rpc, key) == ["local_disk"]
