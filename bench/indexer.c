@@ -13,7 +13,8 @@
  * is filled before the actor starts), C clients on keep-alive connections
  * POSTing /query with JSON bodies of 2k/8k/32k tokens.
  *
- * --bare N: each HTTP case runs N rounds, each /query then the ceiling
+ * --bare N: each HTTP case runs N rounds, each /query (read by the workers),
+ * /query asking the indexer actor (as before the workers read), then the ceiling
  * measured beside it: POST /bare on the same front, a handler that answers
  * 200 with a stored body as long as /query's answers (no index, no JSON
  * rendering), same request bodies and connections; medians and the ratio.
@@ -201,6 +202,7 @@ struct client {
 };
 
 /* The ceiling's answer: as many bytes as /query's, made once per case. */
+static struct cr_subsystems *http_peers; /* the routes' peers: rounds switch the read path */
 static char *bare_body;
 static size_t bare_len;
 
@@ -349,9 +351,17 @@ static void bench_http(int port, int instances, uint32_t bs, const uint32_t *pro
             http_run(port, "/query", lengths[l], bs, prompts, seconds, name, &body_len);
             continue;
         }
-        double query[99], bare[99], ratio[99];
+        double query[99], hop[99], bare[99], ratio[99], hop_ratio[99];
         for (int r = 0; r < bare_rounds; r++) {
             query[r] = http_run(port, "/query", lengths[l], bs, prompts, seconds, name, &body_len);
+            /* The same route asking the actor (no state to read under the
+             * lock): /query as it was before the workers read the index. */
+            void *indexer = http_peers->states[CR_SUBSYSTEM_INDEXER];
+            http_peers->states[CR_SUBSYSTEM_INDEXER] = NULL;
+            hop[r] = http_run(port, "/query", lengths[l], bs, prompts, seconds,
+                              "  before: /query asking the indexer actor", &body_len);
+            http_peers->states[CR_SUBSYSTEM_INDEXER] = indexer;
+            hop_ratio[r] = hop[r] / query[r];
             free(bare_body);
             bare_len = body_len > 0 ? (size_t)body_len : 2;
             bare_body = malloc(bare_len + 1);
@@ -365,6 +375,9 @@ static void bench_http(int port, int instances, uint32_t bs, const uint32_t *pro
         printf("median of %d rounds: /query %.0f req/s, bare handler %.0f req/s (ratio %.2f), "
                "answers of %ld bytes\n", bare_rounds, bench_median(query, bare_rounds),
                bench_median(bare, bare_rounds), bench_median(ratio, bare_rounds), body_len);
+        printf("  /query asking the actor %.0f req/s (%.2f of the workers' read; %.2f of bare)\n",
+               bench_median(hop, bare_rounds), bench_median(hop_ratio, bare_rounds),
+               bench_median(hop, bare_rounds) / bench_median(bare, bare_rounds));
     }
 }
 
@@ -384,6 +397,8 @@ static void bench_http_setup(int instances, uint32_t bs, const uint32_t *prompts
     struct cr_runtime *rt;
     check(cr_runtime_create(&rc, &rt), "runtime");
     struct cr_subsystems peers = {.ask_timeout_ns = 5000000000ull};
+    peers.states[CR_SUBSYSTEM_INDEXER] = state; /* /query reads the index in the workers */
+    http_peers = &peers;
     check(cr_runtime_spawn(rt, "indexer", cr_indexer_def.ops, state,
                            &peers.actors[CR_SUBSYSTEM_INDEXER]),
           "spawn");

@@ -45,6 +45,7 @@ static void state_free(struct indexer_state *st) {
     free(st->poll_is_dealer);
     free(st->static_regs);
     free(st->saved_regs);
+    indexer_read_lock_destroy(st);
     free(st);
 }
 
@@ -109,7 +110,7 @@ static int indexer_create(const struct cr_daemon_config *config, void **state_ou
     if (st->pollitems == NULL || st->poll_source == NULL || st->poll_is_dealer == NULL ||
         st->zmq == NULL ||
         cr_prefix_index_create(config->prefix_hash_seed, &st->index) != CR_OK ||
-        cr_kv_decoder_create(&st->decoder) != CR_OK) {
+        cr_kv_decoder_create(&st->decoder) != CR_OK || indexer_read_lock_init(st) != CR_OK) {
         state_free(st);
         return CR_ERR_NOMEM;
     }
@@ -136,8 +137,7 @@ static void indexer_destroy(void *state) { state_free(state); }
 
 static uint64_t runtime_clock(void *rt) { return cr_runtime_now_ns(rt); }
 
-static int indexer_start(struct cr_actor *self, void *state) {
-    struct indexer_state *st = state;
+static int indexer_start_locked(struct cr_actor *self, struct indexer_state *st) {
     st->clock = runtime_clock;
     st->clock_ctx = cr_actor_runtime(self);
     st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
@@ -169,6 +169,13 @@ static int indexer_start(struct cr_actor *self, void *state) {
         CR_INFO("indexer", "%u of %u publishers saved in %s restored", restored, st->saved_count,
                 st->persist_path);
     return indexer_nats_start(st, self);
+}
+
+static int indexer_start(struct cr_actor *self, void *state) {
+    indexer_write_begin(state);
+    int rc = indexer_start_locked(self, state);
+    indexer_write_end(state);
+    return rc;
 }
 
 struct indexer_instance_info *indexer_instance_info_get(struct indexer_state *st, uint16_t id) {
@@ -270,8 +277,8 @@ static int handle_ask(struct indexer_state *st, struct cr_msg *msg) {
     }
 }
 
-static void indexer_handle(struct cr_actor *self, void *state, struct cr_msg *msg) {
-    struct indexer_state *st = state;
+static void indexer_handle_locked(struct cr_actor *self, struct indexer_state *st,
+                                  struct cr_msg *msg) {
     st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
     if (msg->type == CR_MSG_WIRE) return; /* the indexer sends to no peer */
     if (msg->type == CR_MSG_STORE_EVENT) {
@@ -295,17 +302,30 @@ static void indexer_handle(struct cr_actor *self, void *state, struct cr_msg *ms
     if (msg->flags & CR_MSG_ASK) cr_reply(msg, CR_ERR_INVALID_PARAMS);
 }
 
+/* Every message may change the index (or what /query reads beside it), so
+ * the actor holds the read lock for writing while it handles one: once per
+ * message, and a message is a batch (a store event chain, an ask). */
+static void indexer_handle(struct cr_actor *self, void *state, struct cr_msg *msg) {
+    indexer_write_begin(state);
+    indexer_handle_locked(self, state, msg);
+    indexer_write_end(state);
+}
+
 static void indexer_wait_hook(struct cr_actor *self, void *state, int wake_fd, int64_t timeout_ns) {
     struct indexer_state *st = state;
+    indexer_write_begin(st); /* dropped by indexer_wait around its zmq_poll */
     st->now_ns = cr_runtime_now_ns(cr_actor_runtime(self));
     indexer_load_only_sweep(st, false);
     indexer_wait(st, wake_fd, cr_timeout_ms(timeout_ns)); /* zmq_poll sleeps in milliseconds */
+    indexer_write_end(st);
 }
 
 static void indexer_stop(struct cr_actor *self, void *state) {
     (void)self;
+    indexer_write_begin(state);
     indexer_nats_stop(state);
     indexer_sources_close(state); /* sockets are closed on the thread that used them */
+    indexer_write_end(state);
 }
 
 static void indexer_discard(void *state, struct cr_msg *msg) {
@@ -365,7 +385,8 @@ static void indexer_stats(struct cr_actor *self, void *state, struct cr_actor_st
     STAT("blocks", s.blocks);
     STAT("block_instance_pairs", s.pairs);
     STAT("index_bytes", s.bytes_used);
-    STAT("queries_total", st->queries);
+    STAT("queries_total", st->queries + atomic_load_explicit(&st->queries_shared,
+                                                             memory_order_relaxed));
     STAT("route_requests_total", st->routes);
     STAT("route_request_tokens_total", st->route_request_tokens);
     STAT("route_hit_tokens_total", st->route_hit_tokens);

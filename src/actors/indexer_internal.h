@@ -7,6 +7,8 @@
 #define CRESCENT_ACTORS_INDEXER_INTERNAL_H
 
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -200,6 +202,13 @@ struct indexer_state {
     uint64_t load_only_sweep_ns; /* when expired load-only instances are next looked for */
     uint64_t load_only_expired, load_only_rejected;
     struct indexer_nats *nats; /* NULL without --nats-url */
+    /* The index's reader-writer lock (indexer_read.c): the actor holds it
+     * for writing whenever it runs, except in zmq_poll; HTTP workers read
+     * /query answers under it.  Everything above may be read under it. */
+    pthread_rwlock_t read_lock;
+    bool read_lock_ready;           /* false in states tests build by hand */
+    bool write_held;                /* the actor holds it (its thread only) */
+    _Atomic uint64_t queries_shared; /* /query answered by a worker under the lock */
 };
 
 /* ---- indexer_conf.c ---- */
@@ -327,7 +336,24 @@ void indexer_instance_forget(struct indexer_state *st, uint16_t id);
 /* The instance's info slot, grown on demand; NULL when out of memory. */
 struct indexer_instance_info *indexer_instance_info_get(struct indexer_state *st, uint16_t id);
 
+/* ---- indexer_read.c (the index read by HTTP workers) ---- */
+
+/* Sets up the lock (CR_OK or CR_ERR_NOMEM); destroy is a no-op if never set up. */
+int indexer_read_lock_init(struct indexer_state *st);
+void indexer_read_lock_destroy(struct indexer_state *st);
+/* The actor's hold on the index: taken at each handle and wait hook, dropped
+ * around zmq_poll.  No-ops in a state without the lock. */
+void indexer_write_begin(struct indexer_state *st);
+void indexer_write_end(struct indexer_state *st);
+
 /* ---- indexer_route.c ---- */
+
+/* The /query answer from the index alone (no route, no counters), into
+ * *result_out.  scratch NULL: the index's own (the actor's thread only);
+ * else the caller's, with the read lock held.  Returns CR_OK or
+ * CR_ERR_NOMEM. */
+int indexer_answer(struct indexer_state *st, struct cr_prefix_scratch *scratch,
+                   const struct cr_indexer_query *q, struct cr_indexer_result **result_out);
 
 /* Answers a /query or /route ask into *result_out (owned by the asker).
  * Returns CR_OK, CR_ERR_NOMEM, or the index's refusal. */

@@ -201,8 +201,8 @@ static void route_pick(struct indexer_state *st, const struct cr_indexer_query *
     if (best >= 0) indexer_nats_routed(st, (uint16_t)best, q->request_tokens, best_hit);
 }
 
-int indexer_query(struct indexer_state *st, const struct cr_indexer_query *q,
-                  struct cr_indexer_result **out) {
+int indexer_answer(struct indexer_state *st, struct cr_prefix_scratch *scratch,
+                   const struct cr_indexer_query *q, struct cr_indexer_result **out) {
     const struct cr_prefix_match *matches = NULL;
     size_t count = 0;
     uint32_t context;
@@ -219,18 +219,28 @@ int indexer_query(struct indexer_state *st, const struct cr_indexer_query *q,
                                               &filter) == CR_OK;
         if (!known) match = CR_INDEXER_MATCH_UNKNOWN_INSTANCE;
     }
-    st->queries++;
     if (known && q->block_count > 0) {
-        int rc = cr_prefix_index_query(st->index, context, q->seq_hashes, q->block_count,
-                                       q->instance_filter != NULL ? &filter : NULL,
-                                       q->instance_filter != NULL ? 1 : 0, &matches, &count);
+        const uint16_t *f = q->instance_filter != NULL ? &filter : NULL;
+        size_t fc = q->instance_filter != NULL ? 1 : 0;
+        int rc = scratch != NULL
+                     ? cr_prefix_index_query_shared(st->index, scratch, context, q->seq_hashes,
+                                                    q->block_count, f, fc, &matches, &count)
+                     : cr_prefix_index_query(st->index, context, q->seq_hashes, q->block_count,
+                                             f, fc, &matches, &count);
         if (rc != CR_OK) return rc;
     }
     *out = result_build(st->index, matches, count);
     if (*out == NULL) return CR_ERR_NOMEM;
     (*out)->match = count > 0 ? CR_INDEXER_MATCH_HIT : match;
-    if (q->route) route_pick(st, q, *out);
     return CR_OK;
+}
+
+int indexer_query(struct indexer_state *st, const struct cr_indexer_query *q,
+                  struct cr_indexer_result **out) {
+    st->queries++;
+    int rc = indexer_answer(st, NULL, q, out);
+    if (rc == CR_OK && q->route) route_pick(st, q, *out);
+    return rc;
 }
 
 /* Forgets load-only instances whose last report is older than the TTL.

@@ -760,7 +760,12 @@ void indexer_wait(struct indexer_state *st, int wake_fd, int timeout_ms) {
     if (st->poll_dirty || ((zmq_pollitem_t *)st->pollitems)[0].fd != wake_fd)
         poll_rebuild(st, wake_fd);
     zmq_pollitem_t *items = st->pollitems;
+    /* Readers of the index (indexer_read.c) run while the actor sleeps;
+     * what the poll brings is applied under one hold (a batch, not an event). */
+    bool held = st->write_held; /* tests call this without the hold */
+    if (held) indexer_write_end(st);
     int ready = zmq_poll(items, (int)st->poll_count, timeout_ms);
+    if (held) indexer_write_begin(st);
     if (st->clock != NULL) st->now_ns = st->clock(st->clock_ctx);
     if (ready < 0) {
         if (zmq_errno() != EINTR)

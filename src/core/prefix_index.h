@@ -21,7 +21,10 @@
  * interned placement sets are reference counted.
  *
  * Single-threaded (src/core rules).  Query results point into the index's
- * scratch space and stay valid until the next call on the index. */
+ * scratch space and stay valid until the next call on the index.  The
+ * read-only calls (context lookup with create false, instance find/name/
+ * tenant, tenant_known, medium_name, query_shared) change nothing, so
+ * callers that exclude writers may run them from several threads. */
 #ifndef CRESCENT_CORE_PREFIX_INDEX_H
 #define CRESCENT_CORE_PREFIX_INDEX_H
 
@@ -234,6 +237,21 @@ int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
                           const uint64_t *seq_hashes, size_t block_count,
                           const uint16_t *filter, size_t filter_count,
                           const struct cr_prefix_match **matches, size_t *match_count);
+
+/* Query scratch owned by a caller instead of the index, so that several
+ * threads may query one index at once: cr_prefix_index_query_shared reads
+ * the index and writes only its scratch.  The caller must keep every
+ * change to the index out while it runs (the indexer actor's read lock,
+ * src/actors/indexer_read.c); results point into the scratch and stay
+ * valid until its next query.  One scratch serves one thread at a time. */
+struct cr_prefix_scratch;
+int cr_prefix_scratch_create(struct cr_prefix_scratch **out); /* CR_OK or CR_ERR_NOMEM */
+void cr_prefix_scratch_destroy(struct cr_prefix_scratch *scratch); /* NULL is a no-op */
+int cr_prefix_index_query_shared(const struct cr_prefix_index *index,
+                                 struct cr_prefix_scratch *scratch, uint32_t context,
+                                 const uint64_t *seq_hashes, size_t block_count,
+                                 const uint16_t *filter, size_t filter_count,
+                                 const struct cr_prefix_match **matches, size_t *match_count);
 
 /* Hashes token_ids with the context's seed and queries.  An unknown context
  * (or fewer tokens than one block) is CR_OK with no matches. */

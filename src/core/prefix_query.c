@@ -26,7 +26,7 @@
 #define QUERY_PREFETCH 8u /* block lookups started ahead of the walk */
 
 struct walk {
-    struct cr_prefix_index *index;
+    const struct cr_prefix_index *index;
     const struct prefix_context *ctx;
     struct prefix_scratch *s;
     uint32_t words;       /* bitset words covering the context's local indices */
@@ -304,27 +304,30 @@ static void walk_start(struct walk *w, const struct prefix_block *b, const uint1
     }
 }
 
-/* Maps the filter's instance ids to the context's local indices, sorted;
- * returns how many the context knows. */
-static size_t filter_locals(struct cr_prefix_index *index, const struct prefix_context *ctx,
-                            const uint16_t *filter, size_t filter_count) {
+/* Maps the filter's instance ids to the context's local indices, sorted,
+ * into s->filter; returns how many the context knows.  Reads the index only. */
+static size_t filter_locals(const struct cr_prefix_index *index, struct prefix_scratch *s,
+                            const struct prefix_context *ctx, const uint16_t *filter,
+                            size_t filter_count) {
     size_t n = 0;
     for (size_t i = 0; i < filter_count; i++) {
         uint16_t local;
-        if (prefix_context_local(index, (struct prefix_context *)ctx, filter[i], false, &local) ==
-            CR_OK) {
-            index->scratch.filter[n++] = local;
+        /* create == false: the call only looks up (the cast is for its other use) */
+        if (prefix_context_local((struct cr_prefix_index *)index, (struct prefix_context *)ctx,
+                                 filter[i], false, &local) == CR_OK) {
+            s->filter[n++] = local;
         }
     }
-    qsort(index->scratch.filter, n, sizeof(uint16_t), u16_compare);
+    qsort(s->filter, n, sizeof(uint16_t), u16_compare);
     return n;
 }
 
-int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
-                          const uint64_t *seq_hashes, size_t block_count,
-                          const uint16_t *filter, size_t filter_count,
-                          const struct cr_prefix_match **matches, size_t *match_count) {
-    assert(index != NULL && matches != NULL && match_count != NULL);
+/* The query proper: reads the index, writes only s. */
+static int query_in(const struct cr_prefix_index *index, struct prefix_scratch *s,
+                    uint32_t context, const uint64_t *seq_hashes, size_t block_count,
+                    const uint16_t *filter, size_t filter_count,
+                    const struct cr_prefix_match **matches, size_t *match_count) {
+    assert(index != NULL && s != NULL && matches != NULL && match_count != NULL);
     assert(seq_hashes != NULL || block_count == 0);
     *matches = NULL;
     *match_count = 0;
@@ -332,14 +335,13 @@ int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
     const struct prefix_context *ctx = &index->contexts[context];
     const struct prefix_block *b = block_count > 0 ? prefix_block_find(ctx, seq_hashes[0]) : NULL;
     if (b == NULL || block_count > UINT32_MAX) return CR_OK;
-    struct prefix_scratch *s = &index->scratch;
     uint32_t words = (ctx->local_high + 63) / 64;
     int rc = scratch_reserve(s, b->count, (size_t)words * 64);
     if (rc == CR_OK) rc = grow_array((void **)&s->filter, &s->filter_cap, filter_count, 2);
     if (rc != CR_OK) return rc;
     const uint16_t *locals = NULL;
     if (filter_count > 0) {
-        filter_count = filter_locals(index, ctx, filter, filter_count);
+        filter_count = filter_locals(index, s, ctx, filter, filter_count);
         if (filter_count == 0) return CR_OK;
         locals = s->filter;
     }
@@ -364,6 +366,41 @@ int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
     *matches = s->matches;
     *match_count = candidates;
     return CR_OK;
+}
+
+int cr_prefix_index_query(struct cr_prefix_index *index, uint32_t context,
+                          const uint64_t *seq_hashes, size_t block_count,
+                          const uint16_t *filter, size_t filter_count,
+                          const struct cr_prefix_match **matches, size_t *match_count) {
+    assert(index != NULL);
+    return query_in(index, &index->scratch, context, seq_hashes, block_count, filter,
+                    filter_count, matches, match_count);
+}
+
+struct cr_prefix_scratch {
+    struct prefix_scratch s;
+};
+
+int cr_prefix_scratch_create(struct cr_prefix_scratch **out) {
+    assert(out != NULL);
+    *out = calloc(1, sizeof(**out));
+    return *out != NULL ? CR_OK : CR_ERR_NOMEM;
+}
+
+void cr_prefix_scratch_destroy(struct cr_prefix_scratch *scratch) {
+    if (scratch == NULL) return;
+    prefix_scratch_free(&scratch->s);
+    free(scratch);
+}
+
+int cr_prefix_index_query_shared(const struct cr_prefix_index *index,
+                                 struct cr_prefix_scratch *scratch, uint32_t context,
+                                 const uint64_t *seq_hashes, size_t block_count,
+                                 const uint16_t *filter, size_t filter_count,
+                                 const struct cr_prefix_match **matches, size_t *match_count) {
+    assert(index != NULL && scratch != NULL);
+    return query_in(index, &scratch->s, context, seq_hashes, block_count, filter, filter_count,
+                    matches, match_count);
 }
 
 int cr_prefix_index_query_tokens(struct cr_prefix_index *index,

@@ -276,7 +276,9 @@ static void respond_matches_msgpack(struct cr_http_response *resp, const char *t
 
 /* ---- /query, /query_by_hash, /route ---- */
 
-/* Hashes the request (token ids) or takes its hashes, then asks the actor. */
+/* Hashes the request (token ids) or takes its hashes, then reads the index
+ * (a /query; src/actors/indexer_read.c) or asks the actor (a /route, or a
+ * /query whose answer is the actor's). */
 static int run_query(struct cr_subsystems *peers, const struct cr_indexer_request *req, bool route,
                      struct cr_indexer_result **result) {
     uint64_t *hashes = req->hashes;
@@ -305,11 +307,16 @@ static int run_query(struct cr_subsystems *peers, const struct cr_indexer_reques
             req->tokens != NULL ? req->token_count : (uint64_t)req->hash_count * req->block_size,
         .include_unhealthy = req->include_unhealthy,
     };
-    struct cr_msg msg = {.type = CR_MSG_INDEXER_QUERY};
-    *CR_MSG_BODY(&msg, struct cr_msg_indexer_query) =
-        (struct cr_msg_indexer_query){.query = &q, .result_out = result};
     *result = NULL;
-    int rc = ask_indexer(peers, &msg);
+    /* A /query is read here under the index's read lock; a /route changes
+     * the actor's counters and load view, so it is asked. */
+    int rc = route ? CR_OK : cr_indexer_query_read(peers->states[CR_SUBSYSTEM_INDEXER], &q, result);
+    if (rc == CR_OK && *result == NULL) {
+        struct cr_msg msg = {.type = CR_MSG_INDEXER_QUERY};
+        *CR_MSG_BODY(&msg, struct cr_msg_indexer_query) =
+            (struct cr_msg_indexer_query){.query = &q, .result_out = result};
+        rc = ask_indexer(peers, &msg);
+    }
     if (hashes != req->hashes) free(hashes);
     if (rc != CR_OK) {
         cr_indexer_result_free(*result);

@@ -159,6 +159,16 @@ struct cr_msg_indexer_json {
 
 void cr_indexer_result_free(struct cr_indexer_result *result);
 
+/* A /query (not a /route) answered on the calling thread, reading the
+ * indexer's index under its read lock (src/actors/indexer_read.c);
+ * indexer_state is the indexer subsystem's state (NULL: ask the actor, as
+ * a bench does to compare).  Returns CR_OK with
+ * *result_out set, or CR_OK with *result_out NULL when the answer is the
+ * actor's to give (ask it: an unknown context, a filter naming an instance
+ * known only from /load), or CR_ERR_NOMEM. */
+int cr_indexer_query_read(void *indexer_state, const struct cr_indexer_query *q,
+                          struct cr_indexer_result **result_out);
+
 /* Fills *reg from one registration object (the /register body, or an entry
  * of kvevent_instance; default_instance names it when it has no
  * "instance_id").  Returns CR_OK or CR_ERR_INVALID_PARAMS with one line in
