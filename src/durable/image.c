@@ -49,6 +49,11 @@ struct chunk {
 #define CHUNK_FIRST (64u << 10)
 #define CHUNK_MAX (32u << 20)
 
+/* A snapshot's object is linked into the table LOAD_RING objects after it
+ * was copied in: its bucket is prefetched at once and the bucket's first
+ * entry half way, so neither miss is waited for (image.h's load). */
+#define LOAD_RING 32u
+
 struct cr_durable_image {
     struct table segments;
     struct table objects;
@@ -56,6 +61,11 @@ struct cr_durable_image {
     struct chunk *chunks;    /* the newest first */
     struct entry *free_list; /* removed entries, any room */
     struct cr_durable_drain_jobs drain; /* drain jobs (few: kept whole) */
+    /* A snapshot's objects on their way into the table (load_push): a ring,
+     * the oldest at pending_head. */
+    struct entry *pending[LOAD_RING];
+    uint32_t pending_head;
+    uint32_t pending_count;
 };
 
 /* Zeroed memory of its own mapping, hinted to 2 MiB pages: an image of
@@ -269,6 +279,7 @@ int cr_durable_image_apply_body(void *ctx, const struct cr_durable_record *rec,
                                 size_t err_len) {
     struct cr_durable_image *img = ctx;
     assert(img != NULL && rec != NULL);
+    assert(img->pending_count == 0); /* a load is ended before the log's records */
     static_assert(CR_STORE_NAME_LEN_MAX + 1 + CR_STORE_KEY_LEN_MAX < CR_DURABLE_RECORD_MAX,
                   "object keys fit a record-sized buffer");
     int rc = CR_OK;
@@ -315,6 +326,106 @@ int cr_durable_image_apply_body(void *ctx, const struct cr_durable_record *rec,
     return CR_OK;
 }
 
+/* ---- snapshot load ------------------------------------------------------------ */
+
+/* Links e into the objects: it replaces an entry of the same key (a
+ * snapshot holds each key once; a forged one with a key twice keeps the
+ * later, as cr_durable_image_apply_body does). */
+static int table_link(struct cr_durable_image *img, struct table *t, struct entry *e) {
+    if (!table_grow(t)) return CR_ERR_NOMEM;
+    struct entry **link = table_find(t, e->hash, e->data, e->key_len);
+    struct entry *old = *link;
+    if (old != NULL) {
+        e->next = old->next;
+        entry_give(img, old);
+    } else {
+        e->next = NULL;
+        t->count++;
+    }
+    *link = e;
+    return CR_OK;
+}
+
+static int link_oldest(struct cr_durable_image *img) {
+    assert(img->pending_count > 0);
+    struct entry *e = img->pending[img->pending_head];
+    img->pending_head = (img->pending_head + 1) & (LOAD_RING - 1);
+    img->pending_count--;
+    return table_link(img, &img->objects, e);
+}
+
+/* Queues e, links the entry LOAD_RING before it, and starts loading what
+ * the entries after that will probe: e's bucket now, and the first entry
+ * of the bucket of the one LOAD_RING/2 before e (its bucket is in cache by
+ * then).  A bucket that changes meanwhile only wastes a prefetch. */
+static int load_push(struct cr_durable_image *img, struct entry *e) {
+    const struct table *t = &img->objects;
+    if (img->pending_count == LOAD_RING) {
+        int rc = link_oldest(img);
+        if (rc != CR_OK) return rc;
+    }
+    uint32_t at = (img->pending_head + img->pending_count) & (LOAD_RING - 1);
+    img->pending[at] = e;
+    img->pending_count++;
+    if (t->buckets == NULL) return CR_OK;
+    __builtin_prefetch(&t->buckets[e->hash & t->mask], 1);
+    if (img->pending_count > LOAD_RING / 2) {
+        const struct entry *mid = img->pending[(at - LOAD_RING / 2) & (LOAD_RING - 1)];
+        const struct entry *head = t->buckets[mid->hash & t->mask];
+        if (head != NULL) __builtin_prefetch(head);
+    }
+    return CR_OK;
+}
+
+static int load_flush(struct cr_durable_image *img) {
+    while (img->pending_count > 0) {
+        int rc = link_oldest(img);
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
+}
+
+static int replay_nomem(const struct cr_durable_image *img, const struct cr_durable_record *rec,
+                        char *err, size_t err_len) {
+    snprintf(err, err_len, "no memory to replay record %llu (%llu objects so far)",
+             (unsigned long long)rec->lsn, (unsigned long long)img->objects.count);
+    return CR_ERR_NOMEM;
+}
+
+int cr_durable_image_load_body(void *ctx, const struct cr_durable_record *rec,
+                               const uint8_t *body, uint32_t body_len, char *err,
+                               size_t err_len) {
+    struct cr_durable_image *img = ctx;
+    assert(img != NULL && rec != NULL);
+    bool object = body != NULL && (rec->type == CR_DURABLE_OBJECT_PUT ||
+                                   rec->type == CR_DURABLE_OBJECT_PUT_TIERED);
+    if (!object) { /* in order with the objects before it */
+        if (load_flush(img) != CR_OK) return replay_nomem(img, rec, err, err_len);
+        return cr_durable_image_apply_body(img, rec, body, body_len, err, err_len);
+    }
+    uint8_t key[CR_STORE_NAME_LEN_MAX + 1 + CR_STORE_KEY_LEN_MAX];
+    uint32_t key_len = object_key(rec->tenant, rec->key, rec->key_len, key);
+    struct entry *e = entry_take(img, key_len + body_len);
+    if (e == NULL) return replay_nomem(img, rec, err, err_len);
+    e->hash = XXH3_64bits(key, key_len);
+    e->key_len = key_len;
+    e->body_len = body_len;
+    order_of(rec, &e->order_segment, &e->order_offset);
+    memcpy(e->data, key, key_len);
+    memcpy(e->data + key_len, body, body_len);
+    if (load_push(img, e) != CR_OK) return replay_nomem(img, rec, err, err_len);
+    if (rec->lsn > img->lsn) img->lsn = rec->lsn;
+    return CR_OK;
+}
+
+int cr_durable_image_load_end(struct cr_durable_image *img, char *err, size_t err_len) {
+    assert(img != NULL);
+    if (load_flush(img) == CR_OK) return CR_OK;
+    snprintf(err, err_len, "no memory to index the snapshot's objects (%llu so far)",
+             (unsigned long long)img->objects.count);
+    return CR_ERR_NOMEM;
+}
+
 int cr_durable_image_apply(void *img, const struct cr_durable_record *rec, char *err,
                            size_t err_len) {
     return cr_durable_image_apply_body(img, rec, NULL, 0, err, err_len);
@@ -326,6 +437,7 @@ void cr_durable_image_reserve(struct cr_durable_image *img, uint64_t objects) {
 }
 
 uint64_t cr_durable_image_objects(const struct cr_durable_image *img) {
+    assert(img->pending_count == 0);
     return img->objects.count;
 }
 
@@ -374,6 +486,7 @@ bool cr_durable_image_segment_next(const struct cr_durable_image *img, uint64_t 
 bool cr_durable_image_object_next(const struct cr_durable_image *img, uint64_t *cursor,
                                   struct cr_durable_record *out) {
     assert(img != NULL && cursor != NULL && out != NULL);
+    assert(img->pending_count == 0);
     return table_next(&img->objects, cursor, out);
 }
 
@@ -381,6 +494,7 @@ int cr_durable_image_object_find(const struct cr_durable_image *img, const char 
                                  const char *key, uint32_t key_len,
                                  struct cr_durable_record *out) {
     assert(img != NULL && tenant != NULL && key != NULL && out != NULL);
+    assert(img->pending_count == 0);
     if (strlen(tenant) > CR_STORE_NAME_LEN_MAX || key_len > CR_STORE_KEY_LEN_MAX)
         return CR_ERR_OBJECT_NOT_FOUND;
     uint8_t k[CR_STORE_NAME_LEN_MAX + 1 + CR_STORE_KEY_LEN_MAX];
@@ -440,6 +554,7 @@ static void sort_refs(struct cr_durable_image_ref *v, uint64_t n) {
 int cr_durable_image_restore_order(const struct cr_durable_image *img,
                                    struct cr_durable_image_ref **out, uint64_t *count) {
     assert(img != NULL && out != NULL && count != NULL);
+    assert(img->pending_count == 0);
     const struct table *t = &img->objects;
     struct cr_durable_image_ref *v = big_alloc((t->count > 0 ? t->count : 1) * sizeof(*v));
     *out = v;

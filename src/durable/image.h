@@ -41,6 +41,18 @@ int cr_durable_image_apply_body(void *img, const struct cr_durable_record *rec,
                                 const uint8_t *body, uint32_t body_len, char *err,
                                 size_t err_len);
 
+/* Loads a snapshot's record (a cr_durable_body_fn for
+ * cr_durable_snapshot_load): the same effect as cr_durable_image_apply_body,
+ * except that an object is linked into the table a few dozen records later,
+ * its hash bucket prefetched meanwhile (a miss per object was a quarter of
+ * a restart, bench/RESULTS.md).  Call cr_durable_image_load_end after the
+ * last record, before anything else reads or changes the image.  On an
+ * error (CR_ERR_NOMEM, err set) the image is only fit to be destroyed. */
+int cr_durable_image_load_body(void *img, const struct cr_durable_record *rec,
+                               const uint8_t *body, uint32_t body_len, char *err,
+                               size_t err_len);
+int cr_durable_image_load_end(struct cr_durable_image *img, char *err, size_t err_len);
+
 /* Sizes the object table for `objects` objects up front (a snapshot's
  * count), sparing its doublings.  A hint: out of memory, it grows later. */
 void cr_durable_image_reserve(struct cr_durable_image *img, uint64_t objects);

@@ -286,8 +286,9 @@ static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t
             /* One pass: a bad snapshot fails the whole recovery, and the
              * image it half filled is thrown away with it. */
             cr_durable_image_reserve(img, cr_durable_snapshot_count_hint(data, len));
-            rc = cr_durable_snapshot_load(data, len, cr_durable_image_apply_body, img, lsn, why,
+            rc = cr_durable_snapshot_load(data, len, cr_durable_image_load_body, img, lsn, why,
                                           sizeof(why));
+            if (rc == CR_OK) rc = cr_durable_image_load_end(img, why, sizeof(why));
             cr_durable_big_free(data, len);
             out->replay_ns += now_ns() - t1;
             if (rc != CR_OK)
