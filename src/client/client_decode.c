@@ -75,8 +75,12 @@ static inline __attribute__((always_inline)) int next_field(struct wire *w,
         return 1;
     }
     if (f->type == WIRE_LEN) {
+        /* As protobuf-c 1.4 reads a length: at most 5 bytes (a longer one
+         * refuses the reply even when its value is small). */
         uint64_t n;
-        if (!varint(w, &n) || n > w->len - w->pos) return -1;
+        size_t at_len = w->pos;
+        if (!varint(w, &n) || w->pos - at_len > 5) return -1;
+        if (n > w->len - w->pos) return -1;
         f->sub = (struct wire){.p = w->p + w->pos, .len = (size_t)n, .pos = 0};
         w->pos += (size_t)n;
         return 1;

@@ -342,6 +342,16 @@ static void test_required_fields_and_wire_types(void **unused) {
                                    0x09, 0x80, 0x00, 0x00, 0x0a, 0x00, 0x10, 0x00, 0x18,
                                    0x00, 0x10, 0x01};
     assert_true(compare(handle_tag0, sizeof(handle_tag0), true));
+    /* Found by fuzz_client_decode: protobuf-c reads a length in at most 5
+     * bytes: a 10-byte length refuses the reply though its value (cut to 64
+     * bits) is 0; a 5-byte one is read whole (here 2^32: too long). */
+    const uint8_t len_10_bytes[] = {0x08, 0x40, 0x52, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                    0x80, 0x80, 0x80, 0x80, 0x02, 0x48, 0x21};
+    const uint8_t len_past_32[] = {0x08, 0x40, 0x52, 0x80, 0x80, 0x80, 0x80, 0x10, 0x48, 0x21};
+    assert_false(compare(len_10_bytes, sizeof(len_10_bytes), true));
+    assert_false(compare(len_past_32, sizeof(len_past_32), true));
+    const uint8_t len_5_bytes[] = {0x08, 0x40, 0x52, 0x80, 0x80, 0x80, 0x80, 0x00, 0x48, 0x21};
+    assert_true(compare(len_5_bytes, sizeof(len_5_bytes), true));
 }
 
 /* Lists made by either path free with cr_client_replica_list_free one by
