@@ -119,7 +119,7 @@ static void bench_actor_to_actor(uint64_t count) {
     wait_done(&sink.done_ns);
     bench_report(pin_threads ? "actor->actor one way (pinned)" : "actor->actor one way (unpinned)", count, atomic_load(&sink.done_ns) - start, NULL);
     if (getenv("RING_BENCH_DEBUG")) {
-        struct cr_actor_stats st;
+        struct cr_actor_stats st = {0};
         struct cr_msg q = {.type = CR_MSG_STATS};
         CR_MSG_BODY(&q, struct cr_msg_stats)->out = &st;
         cr_ask(sink_actor, &q, 1000000000u);

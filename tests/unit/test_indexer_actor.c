@@ -142,7 +142,7 @@ static uint32_t route(struct fx *f, char *best, size_t best_size) {
 }
 
 static uint64_t stat_of(struct fx *f, const char *name) {
-    struct cr_actor_stats out;
+    struct cr_actor_stats out = {0};
     memset(&out, 0, sizeof(out));
     struct cr_msg msg = {.type = CR_MSG_STATS};
     CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &out;

@@ -219,7 +219,7 @@ static int32_t put(struct fixture *f, const char *key, int64_t size, bool soft_p
 }
 
 static uint64_t stat_of(struct fixture *f, enum cr_subsystem who, const char *name) {
-    struct cr_actor_stats s;
+    struct cr_actor_stats s = {0}; /* histograms NULL: none asked for */
     struct cr_msg msg = {.type = CR_MSG_STATS};
     CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &s;
     assert_int_equal(cr_ask(f->peers.actors[who], &msg, 5000000000ull), CR_OK);
@@ -470,7 +470,7 @@ static void start_leases_facing(struct fixture *f, struct mute_segments *mute) {
 }
 
 static uint64_t timers_fired(struct fixture *f, enum cr_subsystem who) {
-    struct cr_actor_stats s;
+    struct cr_actor_stats s = {0}; /* histograms NULL: none asked for */
     struct cr_msg msg = {.type = CR_MSG_STATS};
     CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &s;
     assert_int_equal(cr_ask(f->peers.actors[who], &msg, 5000000000ull), CR_OK);

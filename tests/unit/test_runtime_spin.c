@@ -42,7 +42,7 @@ static uint64_t now_ns(void) {
 }
 
 static struct cr_actor_stats stats(struct cr_actor *actor) {
-    struct cr_actor_stats out;
+    struct cr_actor_stats out = {0};
     struct cr_msg msg = {.type = CR_MSG_STATS};
     CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &out;
     assert_int_equal(cr_ask(actor, &msg, 5000000000u), CR_OK);

@@ -150,7 +150,7 @@ static struct fixture *start_with(uint32_t max_in_flight) {
 static struct fixture *start(void) { return start_with(4096); }
 
 static uint64_t tasks_stat(struct fixture *f, const char *name) {
-    struct cr_actor_stats s;
+    struct cr_actor_stats s = {0};
     struct cr_msg msg = {.type = CR_MSG_STATS};
     CR_MSG_BODY(&msg, struct cr_msg_stats)->out = &s;
     assert_int_equal(cr_ask(f->peers.actors[CR_SUBSYSTEM_TASKS], &msg, 5000000000ull), CR_OK);
