@@ -65,12 +65,13 @@ def tiers(rpc, key):
 
 
 @pytest.fixture
-def cluster(daemon, tmp_path):
+def cluster(daemon, tmp_path, request):
     rpc = f"tcp://127.0.0.1:{free_port()}"
-    # Eviction past half the 64 MiB segment, a fifth at a time.
+    # Eviction past half the 64 MiB segment, a fifth at a time; a test may add
+    # flags (indirect parametrization).
     d = daemon("--rpc-address", rpc, "--local-segment-size", "0",
                "--eviction-high-watermark-ratio", "0.5", "--eviction-ratio", "0.2",
-               "--client-ttl", "30")
+               "--client-ttl", "30", *getattr(request, "param", ()))
     ssd = tmp_path / "ssd"
     stores = []
 
@@ -216,6 +217,10 @@ def mooncake_store(rpc):
     return mc
 
 
+# Promotion off: the scans below read each object's replica list more than
+# --promotion-hits times, and a promotion would add a memory replica to the
+# offloaded object while the test looks at it.
+@pytest.mark.parametrize("cluster", [("--promotion-hits", "0")], indirect=True)
 def test_replica_descriptors_of_an_offloaded_object(cluster, tmp_path):
     """get_replica_desc / batch_get_replica_desc describe a local_disk replica
     as the reference's ReplicaDescriptor does: is_local_disk_replica() only,
