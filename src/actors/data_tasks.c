@@ -77,12 +77,6 @@ int cr_data_task_offload(const struct cr_xfer_segment *segment, const char *segm
     }
     const uint8_t *bytes = (const uint8_t *)segment->base +
                            (src->buffer - (uint64_t)(uintptr_t)segment->base);
-    int rc = cr_store_ssd_write(ssd, a->tenant_id != NULL ? a->tenant_id : "default", a->key,
-                                bytes, src->size, a->checksum_xxh3, position, why, why_len);
-    /* crescentd's local segment does not report the files its SSD lets go
-     * (docs/tiers.md): their notes are not kept. */
-    pthread_mutex_lock(&ssd->lock);
-    cr_store_ssd_forget_gone(ssd);
-    pthread_mutex_unlock(&ssd->lock);
-    return rc;
+    return cr_store_ssd_write(ssd, a->tenant_id != NULL ? a->tenant_id : "default", a->key,
+                              bytes, src->size, a->checksum_xxh3, position, why, why_len);
 }

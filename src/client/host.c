@@ -129,8 +129,8 @@ static int mount(struct cr_host *h, bool again) {
     return rc;
 }
 
-/* Sleeps up to wait_ms or until cr_host_stop; returns false when stopping. */
-static bool sleep_unless_stopped(struct cr_host *h, uint64_t wait_ms) {
+/* CLOCK_MONOTONIC's time wait_ms from now (the host's condvar waits on it). */
+static struct timespec deadline_in(uint64_t wait_ms) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += (time_t)(wait_ms / 1000);
@@ -139,6 +139,12 @@ static bool sleep_unless_stopped(struct cr_host *h, uint64_t wait_ms) {
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
+    return until;
+}
+
+/* Sleeps up to wait_ms or until cr_host_stop; returns false when stopping. */
+static bool sleep_unless_stopped(struct cr_host *h, uint64_t wait_ms) {
+    struct timespec until = deadline_in(wait_ms);
     pthread_mutex_lock(&h->lock);
     while (!atomic_load(&h->stop) && h->drains_asked == h->drains_taken) {
         if (pthread_cond_timedwait(&h->wake, &h->lock, &until) == ETIMEDOUT) break;
@@ -338,6 +344,7 @@ static int open_own_ssd(struct cr_host *h, struct cr_host_options *o, char *erro
     o->ssd_write = cr_store_ssd_write;
     o->ssd_remove = cr_store_ssd_remove;
     o->ssd_sync = cr_store_ssd_sync; /* re-registers its files, reports those gone */
+    h->own_ssd.reports = true;
     o->ssd_capacity_bytes = o->ssd_size;
     return CR_OK;
 }
@@ -470,15 +477,7 @@ uint64_t cr_host_size(const cr_host *h) {
 int cr_host_drain_ssd(cr_host *h, int timeout_ms, bool *drained, char *error,
                       size_t error_size) {
     assert(h != NULL && drained != NULL);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    uint64_t wait_ms = timeout_ms > 0 ? (uint64_t)timeout_ms : 0;
-    until.tv_sec += (time_t)(wait_ms / 1000);
-    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = deadline_in(timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
     pthread_mutex_lock(&h->lock);
     *drained = h->ssd_offered;
     if (h->ssd_offered) {

@@ -63,6 +63,7 @@ static int start(struct store_server *s) {
         fprintf(stderr, "crescent-store: %s (--ssd-dir, --ssd-size)\n", why);
         return 2;
     }
+    s->ssd.reports = true; /* the host calls cr_store_ssd_sync (.ssd_sync below) */
     bool gid_set = s->opt.rdma_gid_index >= 0;
     uint8_t gid = (uint8_t)(gid_set ? s->opt.rdma_gid_index : 0);
     if (s->opt.no_verbs)

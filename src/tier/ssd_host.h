@@ -22,7 +22,8 @@ struct cr_client; /* crescent/client.h: not included, its enums clash with the s
  * file's whole read or write: a disk operation costs far more than the lock,
  * and the two sides never wait on each other for long. */
 /* Files gone and not reported yet that a tier remembers (a master away for
- * long, or crescentd's local segment, which reports none): past it a gone
+ * long; a tier nobody reports for, crescentd's local segment, notes none):
+ * past it a gone
  * file is counted in gone_lost, and its stale replica fails its read
  * cleanly (checked on both ends), the get going to the next replica. */
 #define CR_STORE_SSD_GONE_MAX 65536u
@@ -33,6 +34,7 @@ struct cr_store_ssd {
     uint64_t promotions_asked; /* reads that reached --promotion-hits */
     /* Reports to the master (ssd_host_sync.c): files gone since the last
      * one (under `lock`), and what the reports did. */
+    bool reports; /* set by who wires cr_store_ssd_sync: gone files are noted */
     struct cr_store_ssd_note *gone;
     uint64_t gone_count; /* notes in `gone`: at most CR_STORE_SSD_GONE_MAX */
     uint64_t gone_lost, reported_gone, registered, refused;

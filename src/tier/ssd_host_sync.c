@@ -37,6 +37,7 @@ static struct cr_store_ssd_note *note_of(const struct cr_ssd_object *o) {
 
 void cr_store_ssd_note_gone(void *arg, const struct cr_ssd_object *gone) {
     struct cr_store_ssd *ssd = arg; /* its lock is held: called from a write or read */
+    if (!ssd->reports) return; /* nobody reports for it: a stale replica fails its read */
     struct cr_store_ssd_note *n = ssd->gone_count < CR_STORE_SSD_GONE_MAX ? note_of(gone) : NULL;
     if (n == NULL) {
         ssd->gone_lost++; /* out of memory: the master keeps a replica a get will fail on */
