@@ -901,6 +901,7 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
         on_task_op(st, CR_MSG_BODY(msg, struct cr_msg_task_op)->op);
         return;
     case CR_MSG_SEGMENTS_REGEX_STEP: regex_step(st); return;
+    case CR_MSG_SEGMENTS_SNAPSHOT_STEP: st->snapshot_step_armed = false; return; /* round end */
     case CR_MSG_MASTER_ADMIN: on_admin(st, msg); return;
     case CR_MSG_DURABLE_SYNCED:
         segments_durable_synced(st, CR_MSG_BODY(msg, struct cr_msg_durable_synced));
@@ -1054,6 +1055,7 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "log_blocks_dropped_total", st->log_blocks_dropped + st->feed.failures);
     add_stat(out, "restored_objects", st->recovery.objects);
     add_stat(out, "snapshots_begun_total", st->snapshots_begun);
+    add_stat(out, "snapshot_slices_total", st->snapshot_slices);
 }
 
 static void segments_destroy(void *arg) {

@@ -99,14 +99,25 @@ static bool snapshot_send(struct segments_state *st, uint16_t type, struct cr_bu
     return false;
 }
 
-/* One slice of a snapshot per round, a leader's and a standby's alike: one
- * begins once `counted_records` passed *mark by snapshot_every, as a fuzzy
- * cut of the store at cut_lsn (objects changed meanwhile are in the log
- * after it, which recovery replays on top). */
+/* Wakes segments when the next slice is due, if no call does first (a
+ * snapshot of an idle store would otherwise move one slice per tick). */
+static void snapshot_wake(struct segments_state *st, uint64_t in_ns) {
+    if (st->snapshot_step_armed) return;
+    struct cr_msg step = {.type = CR_MSG_SEGMENTS_SNAPSHOT_STEP};
+    st->snapshot_step_armed = cr_actor_timer_after(st->self, in_ns, &step, NULL) == CR_OK;
+}
+
+/* A snapshot's slices, a leader's and a standby's alike, at most one per
+ * round and paced (SNAPSHOT_PACE): one begins once `counted_records`
+ * passed *mark by snapshot_every, as a fuzzy cut of the store at cut_lsn
+ * (objects changed meanwhile are in the log after it, which recovery
+ * replays on top). */
 void segments_snapshot_step(struct segments_state *st, uint64_t counted_records, uint64_t *mark,
                             uint64_t cut_lsn) {
     assert(mark != NULL);
     if (st->peers == NULL || st->peers->actors[CR_SUBSYSTEM_JOURNAL] == NULL) return;
+    const struct cr_runtime *rt = cr_actor_runtime(st->self);
+    uint64_t start = cr_runtime_now_ns(rt);
     struct cr_buf buf;
     cr_buf_init(&buf);
     if (!st->snapshot_active) {
@@ -119,22 +130,34 @@ void segments_snapshot_step(struct segments_state *st, uint64_t counted_records,
         st->snapshot_active = true;
         st->snapshot_cursor = 0;
         st->snapshot_count = 0;
+        st->snapshot_next_ns = 0;
         st->snapshots_begun++;
         cr_durable_feed_snapshot_segments(&st->feed, st->store, st->snapshot_lsn, &buf,
                                           &st->snapshot_count);
         segments_drain_snapshot(st, st->snapshot_lsn, &buf, &st->snapshot_count);
+    } else if (start < st->snapshot_next_ns) {
+        snapshot_wake(st, st->snapshot_next_ns - start);
+        return; /* resting: this round's calls only */
     }
     bool done = cr_durable_feed_snapshot_objects(&st->feed, st->store, st->now_ms,
                                                  st->snapshot_lsn, &st->snapshot_cursor,
                                                  SNAPSHOT_SLICE_OBJECTS, &buf,
                                                  &st->snapshot_count);
+    st->snapshot_slices++;
     if (done) cr_durable_feed_snapshot_end(&st->feed, st->snapshot_lsn, st->snapshot_count, &buf);
     if ((buf.len > 0 || done) &&
         !snapshot_send(st, done ? CR_MSG_DURABLE_SNAPSHOT_END : CR_MSG_DURABLE_SNAPSHOT_PART,
                        &buf))
         done = true; /* the journal stopped or no memory: abandoned */
     cr_buf_free(&buf);
-    if (done) st->snapshot_active = false;
+    if (done) {
+        st->snapshot_active = false;
+        return;
+    }
+    uint64_t end = cr_runtime_now_ns(rt);
+    uint64_t rest = (end - start) * SNAPSHOT_PACE;
+    st->snapshot_next_ns = end + rest;
+    snapshot_wake(st, rest);
 }
 
 void segments_durable_synced(struct segments_state *st, const struct cr_msg_durable_synced *m) {

@@ -83,9 +83,15 @@ static_assert(SAMPLE_MAX <= UINT16_MAX, "a sample's count fits its message");
  * the journal syncs every round it writes, so a few are ever waiting; past
  * the bound a round's calls are answered once the one before is synced. */
 #define HELD_GROUPS_MAX 256u
-/* Objects a snapshot looks at per round (docs/durability.md): about a
- * millisecond of the store thread, so no call waits behind a snapshot. */
-#define SNAPSHOT_SLICE_OBJECTS 4096u
+/* Objects a snapshot looks at per slice (docs/durability.md): a quarter of
+ * a millisecond of the store thread on a quiet machine, so a call waits
+ * behind at most one.  After a slice the store thread rests SNAPSHOT_PACE
+ * times as long as the slice took before the next (a timer wakes it when
+ * no call does): a snapshot takes at most a 1/(1 + SNAPSHOT_PACE) share of
+ * the store thread, and the journal writes it at that pace, so on a busy
+ * machine the two do not crowd out the threads that serve calls. */
+#define SNAPSHOT_SLICE_OBJECTS 1024u
+#define SNAPSHOT_PACE 3u
 
 struct cr_edge_host {
     struct segments_state *st;
@@ -213,6 +219,9 @@ struct segments_state {
     uint64_t snapshot_lsn;
     uint32_t snapshot_cursor;
     uint64_t snapshot_count;
+    uint64_t snapshot_next_ns;  /* the next slice is not due before (monotonic) */
+    bool snapshot_step_armed;   /* a CR_MSG_SEGMENTS_SNAPSHOT_STEP timer is set */
+    uint64_t snapshot_slices;   /* slices taken, all snapshots */
     uint64_t snapshots_begun;
     struct segments_recent *recent; /* the last objects put (segments_recent.c) */
     struct segments_drain *drain;   /* Mooncake's drain jobs (segments_drain.c) */

@@ -58,6 +58,8 @@ enum cr_master_msg_type {
     CR_MSG_SEGMENTS_REGEX_STEP = CR_MSG_STORE_FIRST + 11,
     /* The local segment's heartbeat (data.c, to itself). */
     CR_MSG_DATA_TICK = CR_MSG_STORE_FIRST + 12,
+    /* segments → itself (a timer): a snapshot's next slice is due. */
+    CR_MSG_SEGMENTS_SNAPSHOT_STEP = CR_MSG_STORE_FIRST + 13,
 };
 
 /* ZMQ routing ids are at most 255 bytes. */
