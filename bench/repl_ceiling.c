@@ -5,13 +5,17 @@
  * store and no actor in between.  What it measures (block sent → its
  * acknowledgement read, CLOCK_MONOTONIC in the sender) is what this machine's
  * scheduler and loopback cost at that load; crescent's lag cannot be lower.
- *   repl_ceiling BLOCK_BYTES BLOCKS_PER_SECOND SECONDS
- * prints "p50_ms p99_ms max_ms blocks". */
+ *   repl_ceiling BLOCK_BYTES BLOCKS_PER_SECOND SECONDS [SENDER_CPU ACKER_CPU]
+ * prints "p50_ms p99_ms max_ms blocks".  With the CPUs, the sender is pinned
+ * to one and the acknowledging process to the other, as a leader and its
+ * standby pinned with taskset (scripts/bench-replication.sh). */
 #include <errno.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,14 +94,25 @@ static void *ack_reader(void *arg) {
     }
 }
 
+/* Pins the calling process to one CPU; false (with a message) if it cannot. */
+static bool pin(const char *cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((int)strtol(cpu, NULL, 10), &set);
+    if (sched_setaffinity(0, sizeof(set), &set) == 0) return true;
+    fprintf(stderr, "repl_ceiling: cannot pin to CPU %s: %s\n", cpu, strerror(errno));
+    return false;
+}
+
 static int cmp(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: repl_ceiling BLOCK_BYTES BLOCKS_PER_SECOND SECONDS\n");
+    if (argc != 4 && argc != 6) {
+        fprintf(stderr, "usage: repl_ceiling BLOCK_BYTES BLOCKS_PER_SECOND SECONDS "
+                        "[SENDER_CPU ACKER_CPU]\n");
         return 2;
     }
     size_t block = strtoull(argv[1], NULL, 10);
@@ -118,11 +133,13 @@ int main(int argc, char **argv) {
     }
     pid_t child = fork();
     if (child == 0) {
+        if (argc == 6 && !pin(argv[5])) _exit(1);
         int fd = accept(ls, NULL, NULL);
         int one = 1;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         receiver(fd, block);
     }
+    if (argc == 6 && !pin(argv[4])) return 1;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

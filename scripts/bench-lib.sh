@@ -8,13 +8,14 @@ bin=${CRESCENT_BIN_DIR:-$(dirname "$0")/../zig-out/bin}
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # start NAME ARGS...: a crescentd on free ports with ARGS, healthy; sets http
-# and native (its ports) and appends its pid to pids.
+# and native (its ports) and appends its pid to pids.  A non-empty `launch`
+# (e.g. "taskset -c 1") is the command it runs under.
 start() {
     local name=$1
     shift
     http=$(port)
     native=$(port)
-    "$bin/crescentd" --no-pin --http-address "127.0.0.1:$http" \
+    ${launch:-} "$bin/crescentd" --no-pin --http-address "127.0.0.1:$http" \
         --rpc-address "tcp://127.0.0.1:$(port)" --rpc-tcp-address "127.0.0.1:$native" \
         --event-address "tcp://127.0.0.1:$(port)" \
         --replay-address "tcp://127.0.0.1:$(port)" --metrics-port 0 \

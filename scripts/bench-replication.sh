@@ -13,7 +13,10 @@
 # so it competes for the CPUs as a standby would.
 #   scripts/bench-replication.sh [ROUNDS] [CONNECTIONS] [SECONDS] [STATE_PARENT]
 # BASE_CRESCENTD=PATH adds "async-base": --replication async with that
-# crescentd binary (another build), in the same rounds.
+# crescentd binary (another build), in the same rounds.  LEADER_CPU=N and
+# STANDBY_CPU=M pin the leader and the standby to those CPUs (taskset), and
+# the ceiling's sender and acknowledger the same way.  On a shared machine,
+# run it at a high priority (nice -n -10) so other work yields to it.
 set -euo pipefail
 rounds=${1:-3}
 conns=${2:-64}
@@ -62,12 +65,15 @@ for r in $(seq "$rounds"); do
         fi
         rm -rf "$parent/leader-$mode-$r" "$parent/standby-$mode-$r"
         if [ "$mode" = none ]; then
+            launch=${LEADER_CPU:+taskset -c $LEADER_CPU}
             start "leader-$mode-$r" --durability async --state-dir "$parent/leader-$mode-$r"
             lhttp=$http lnative=$native
         else
+            launch=${LEADER_CPU:+taskset -c $LEADER_CPU}
             start "leader-$mode-$r" --durability async --state-dir "$parent/leader-$mode-$r" \
                 --replication-address "127.0.0.1:$repl" --replication "$rmode"
             lhttp=$http lnative=$native
+            launch=${STANDBY_CPU:+taskset -c $STANDBY_CPU}
             start "standby-$mode-$r" --durability async --state-dir "$parent/standby-$mode-$r" \
                 --standby-of "127.0.0.1:$repl"
             for _ in $(seq 100); do
@@ -76,10 +82,12 @@ for r in $(seq "$rounds"); do
             done
         fi
         bin=$saved_bin
+        launch=""
         extra=""
         cpid=""
         if [ "$mode" = none ]; then
-            "$ceiling" "$size" "$rate" "$((secs + 1))" >"$parent/ceiling-$r" &
+            "$ceiling" "$size" "$rate" "$((secs + 1))" ${LEADER_CPU:-} ${STANDBY_CPU:-} \
+                >"$parent/ceiling-$r" &
             cpid=$!
         fi
         ops=$(put_load "$lnative" "$conns" "$secs")
@@ -103,3 +111,4 @@ for r in $(seq "$rounds"); do
     done
 done
 report "no standby" none ${modes/none /}
+echo "uptime: $(uptime)"
