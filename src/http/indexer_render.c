@@ -2,13 +2,16 @@
  *
  * A 1,000-instance answer is ~80 KB, and rendering it was the largest share
  * of a /query's time on the HTTP worker (bench/RESULTS.md, issue 30): so the
- * whole answer's room is reserved once, each record is written in place
- * without a bound check per field, names that need no escaping are copied
+ * room for a typical answer is reserved once, each record is written in
+ * place with one bound check (no function call) and none per field, names that need no escaping are copied
  * whole, and numbers are written two digits at a time from a table. */
 #include "http/indexer_render.h"
 
 #include <assert.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "crescent/error.h"
 
 static char *put(char *p, const char *s, size_t n) {
     memcpy(p, s, n);
@@ -163,20 +166,74 @@ void cr_indexer_render_matches_json(struct cr_buf *b, const char *tenant,
     }
     struct media_keys keys;
     media_keys_init(&keys, r);
-    /* One reservation for the whole answer: a first pass over the names'
-     * lengths (short strings, in cache for the second pass). */
-    size_t bound = 2 + strlen(tenant) * 6 + 2 + 2 + 2;
-    for (uint32_t i = 0; i < r->hit_count; i++)
-        bound += hit_bound(&keys, &r->hits[i], strlen(r->hits[i].instance));
-    char *p = cr_buf_reserve(b, bound);
+    /* Room for a typical answer at once (~80 bytes a hit), then a check per
+     * hit against its bound, in place: a bound for the whole answer would be
+     * twice its size (10 digits a number, 6 bytes a name's byte): twice the
+     * fresh memory to fault in per request, for nothing. */
+    size_t head = 1 + strlen(tenant) * 6 + 2 + 2;
+    char *p = cr_buf_reserve(b, head + (size_t)r->hit_count * 96);
     if (p == NULL) return;
+    char *end = b->data + b->cap - 1; /* the NUL's byte stays free */
     *p++ = '{';
     p = put_quoted(p, tenant);
     p = PUT_LIT(p, ":{");
     for (uint32_t i = 0; i < r->hit_count; i++) {
+        const struct cr_indexer_hit *h = &r->hits[i];
+        size_t name_len = strlen(h->instance), bound = hit_bound(&keys, h, name_len) + 2;
+        if ((size_t)(end - p) < bound) {
+            cr_buf_commit(b, p);
+            if ((p = cr_buf_reserve(b, bound)) == NULL) return;
+            end = b->data + b->cap - 1;
+        }
         if (i > 0) *p++ = ',';
-        p = put_hit(p, r, &keys, &r->hits[i], strlen(r->hits[i].instance));
+        p = put_hit(p, r, &keys, h, name_len);
     }
     p = PUT_LIT(p, "}}");
     cr_buf_commit(b, p);
+}
+
+/* ---- top_k ---- */
+
+static uint64_t hit_key(const struct cr_indexer_result *r, uint32_t i) {
+    /* Its match, then its place (the earlier wins a tie): keys are distinct. */
+    return (uint64_t)r->hits[i].longest_tokens << 32 | (UINT32_MAX - i);
+}
+
+/* Restores the min-heap below slot i of heap[0..n). */
+static void heap_down(uint64_t *heap, size_t n, size_t i) {
+    for (;;) {
+        size_t least = i, l = 2 * i + 1, rgt = l + 1;
+        if (l < n && heap[l] < heap[least]) least = l;
+        if (rgt < n && heap[rgt] < heap[least]) least = rgt;
+        if (least == i) return;
+        uint64_t t = heap[i];
+        heap[i] = heap[least];
+        heap[least] = t;
+        i = least;
+    }
+}
+
+int cr_indexer_result_keep_top(struct cr_indexer_result *r, uint32_t k) {
+    assert(r != NULL);
+    if (k == 0 || r->hit_count <= k) return CR_OK;
+    /* The k largest keys in a min-heap (O(n log k)); its root is then the
+     * smallest key kept.  Allocated only for a request that asks for top_k. */
+    uint64_t *heap = malloc((size_t)k * sizeof(*heap));
+    if (heap == NULL) return CR_ERR_NOMEM;
+    for (uint32_t i = 0; i < k; i++) heap[i] = hit_key(r, i);
+    for (size_t i = k / 2; i-- > 0;) heap_down(heap, k, i);
+    for (uint32_t i = k; i < r->hit_count; i++) {
+        uint64_t key = hit_key(r, i);
+        if (key <= heap[0]) continue;
+        heap[0] = key;
+        heap_down(heap, k, 0);
+    }
+    uint64_t threshold = heap[0];
+    free(heap);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < r->hit_count; i++)
+        if (hit_key(r, i) >= threshold) r->hits[kept++] = r->hits[i]; /* kept <= i: in place */
+    assert(kept == k);
+    r->hit_count = kept;
+    return CR_OK;
 }
