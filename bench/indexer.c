@@ -22,7 +22,8 @@
  *
  * Run: ./indexer [--quick] [--only ingest|query|http] [--conns N (HTTP clients, 16)]
  *              [--tokens N] [--instances N] [--bs N] (only the cases with that value)
- *              [--bare N] */
+ *              [--bare N] [--top-k K (/query bodies carry "top_k":K; the bare
+ *              handler then answers as many bytes as that smaller answer)] */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -49,6 +50,7 @@
 
 static int clients = 16; /* --conns: keep-alive connections, one request in flight each */
 static int bare_rounds = 0; /* --bare: rounds of /query beside the bare-handler ceiling */
+static unsigned top_k = 0;  /* --top-k: /query bodies ask for the top_k longest matches only */
 
 int cr_indexer_register_routes(struct cr_http_front *front, struct cr_subsystems *peers);
 
@@ -289,7 +291,9 @@ static char *query_request(const char *path, const uint32_t *tokens, uint32_t n,
     cr_buf_init(&body);
     cr_buf_appendf(&body, "{\"model\":\"m\",\"block_size\":%u,\"token_ids\":[", bs);
     for (uint32_t i = 0; i < n; i++) cr_buf_appendf(&body, "%s%u", i ? "," : "", tokens[i]);
-    cr_buf_appendf(&body, "]}");
+    cr_buf_appendf(&body, "]");
+    if (top_k > 0) cr_buf_appendf(&body, ",\"top_k\":%u", top_k);
+    cr_buf_appendf(&body, "}");
     size_t body_len;
     char *b = cr_buf_take(&body, &body_len);
     cr_buf_init(&req);
@@ -451,6 +455,8 @@ int main(int argc, char **argv) {
             only_bs = (uint32_t)atoi(argv[++i]);
         else if (strcmp(argv[i], "--bare") == 0 && i + 1 < argc)
             bare_rounds = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--top-k") == 0 && i + 1 < argc)
+            top_k = (unsigned)atoi(argv[++i]);
     }
     if (bare_rounds < 0 || bare_rounds > 99) {
         fprintf(stderr, "--bare takes 0..99 rounds\n");

@@ -18,4 +18,9 @@ void cr_indexer_render_matches_json(struct cr_buf *b, const char *tenant,
  * characters escaped (names are caller-supplied bytes), other bytes as they are. */
 void cr_indexer_render_quoted(struct cr_buf *b, const char *s);
 
+/* Keeps the k hits with the longest matches (a tie goes to the earlier
+ * hit), in r's order; k 0 or at least hit_count keeps all.  For a request's
+ * top_k.  CR_OK, or CR_ERR_NOMEM (r unchanged). */
+int cr_indexer_result_keep_top(struct cr_indexer_result *r, uint32_t k);
+
 #endif

@@ -230,6 +230,7 @@ static void query_common(void *ctx, const struct cr_http_request *req,
     if (!parse_query(req, resp, by_hash, &q)) return;
     struct cr_indexer_result *r;
     int rc = run_query(ctx, &q, false, &r);
+    if (rc == CR_OK) rc = cr_indexer_result_keep_top(r, q.top_k);
     if (rc != CR_OK) {
         respond_unavailable(resp, rc);
     } else if (is_msgpack(req)) {
@@ -263,6 +264,10 @@ static void route_route(void *ctx, const struct cr_http_request *req,
     if (!parse_query(req, resp, false, &q)) return;
     struct cr_indexer_result *r;
     int rc = run_query(ctx, &q, true, &r);
+    if (rc == CR_OK && (rc = cr_indexer_result_keep_top(r, q.top_k)) != CR_OK) {
+        cr_indexer_result_free(r); /* the route was chosen and counted: only its answer fails */
+        r = NULL;
+    }
     if (rc != CR_OK) {
         respond_unavailable(resp, rc);
         cr_indexer_request_free(&q);

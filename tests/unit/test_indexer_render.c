@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 
 #include "core/buf.h"
+#include "crescent/error.h"
 #include "http/indexer_render.h"
 
 /* ---- the reference: one snprintf per field, no cleverness ---- */
@@ -195,11 +197,48 @@ static void test_quoted_escapes(void **unused) {
     cr_buf_free(&b);
 }
 
+/* keep_top against a reference: the hits sorted by match, longest first,
+ * ties in answer order (a stable insertion sort), the first k, in answer
+ * order again. */
+static void test_keep_top_matches_the_reference(void **unused) {
+    (void)unused;
+    static struct answer a;
+    static struct cr_indexer_hit all[64];
+    for (int round = 0; round < 20000; round++) {
+        random_answer(&a);
+        for (uint32_t i = 0; i < a.r.hit_count; i++) /* many ties */
+            a.hits[i].longest_tokens = round % 2 == 0 ? (uint32_t)(rng() % 4) * 16
+                                                      : random_number();
+        uint32_t n = a.r.hit_count, k = (uint32_t)(rng() % 70);
+        memcpy(all, a.hits, sizeof(all));
+        uint32_t order[64];
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t j = i;
+            for (; j > 0 && all[order[j - 1]].longest_tokens < all[i].longest_tokens; j--)
+                order[j] = order[j - 1];
+            order[j] = i;
+        }
+        uint32_t keep = k == 0 || k >= n ? n : k;
+        bool chosen[64] = {false};
+        for (uint32_t i = 0; i < keep; i++) chosen[order[i]] = true;
+        assert_int_equal(cr_indexer_result_keep_top(&a.r, k), CR_OK);
+        assert_int_equal(a.r.hit_count, keep);
+        uint32_t at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (!chosen[i]) continue;
+            assert_ptr_equal(a.hits[at].instance, all[i].instance);
+            assert_int_equal(a.hits[at].longest_tokens, all[i].longest_tokens);
+            at++;
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_matches_the_reference_byte_for_byte),
         cmocka_unit_test(test_render_parses_back),
         cmocka_unit_test(test_quoted_escapes),
+        cmocka_unit_test(test_keep_top_matches_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
