@@ -24,6 +24,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,8 +66,12 @@ struct conn {
     uint64_t deadline_ms;      /* idle or request timeout */
     uint64_t last_ms;          /* last activity: the oldest idle is dropped first */
     uint64_t read_ns;          /* when the request was read whole (for the latency) */
-    char *out;
-    size_t out_len, out_off;
+    /* The answer: its head here, its body as the handler made it (taken,
+     * not copied: a /query answer is ~80 KB), sent together by sendmsg. */
+    char out_head[320];
+    size_t out_head_len;
+    char *out_body;
+    size_t out_body_len, out_off; /* out_off counts head and body bytes sent */
     struct cr_http_head head;   /* http_parser's view of the request being read */
     struct cr_http_request req; /* points into in; valid while RUNNING */
     struct conn *next_job;      /* in the worker queue or the done list */
@@ -212,8 +217,9 @@ static const char *status_text(int status) {
     }
 }
 
-/* Formats the whole answer into conn->out (headers, then body). */
-static void answer(struct conn *c, const struct cr_http_response *resp) {
+/* Sets the connection's answer: the head formatted into c->out_head, the
+ * body taken from resp (resp->body is NULL after). */
+static void answer(struct conn *c, struct cr_http_response *resp) {
     int status = resp->status;
     const char *type = resp->content_type ? resp->content_type : "text/plain";
     size_t body_len = resp->body_len;
@@ -223,25 +229,20 @@ static void answer(struct conn *c, const struct cr_http_response *resp) {
         body_len = 0;
     }
     const char *extra = resp->header != NULL && resp->body != NULL ? resp->header : NULL;
-    assert(extra == NULL || strlen(extra) < 64); /* a static line: fits head */
-    char head[320];
-    int n = snprintf(head, sizeof(head),
+    assert(extra == NULL || strlen(extra) < 64); /* a static line: fits out_head */
+    int n = snprintf(c->out_head, sizeof(c->out_head),
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
                      "Cache-Control: no-store\r\n%s%s%s\r\n",
                      status, status_text(status), type, body_len, extra ? extra : "",
                      extra ? "\r\n" : "", c->keep_alive ? "" : "Connection: close\r\n");
-    assert(n > 0 && (size_t)n < sizeof(head));
-    free(c->out);
-    c->out = malloc((size_t)n + body_len);
+    assert(n > 0 && (size_t)n < sizeof(c->out_head));
+    free(c->out_body);
+    c->out_head_len = (size_t)n;
+    c->out_body = body_len > 0 ? resp->body : NULL;
+    c->out_body_len = body_len;
     c->out_off = 0;
-    c->out_len = 0;
-    if (c->out == NULL) {
-        c->keep_alive = false; /* nothing to say: the connection is closed */
-        return;
-    }
-    memcpy(c->out, head, (size_t)n);
-    if (body_len > 0) memcpy(c->out + n, resp->body, body_len);
-    c->out_len = (size_t)n + body_len;
+    if (c->out_body == NULL) free(resp->body);
+    resp->body = NULL;
 }
 
 static void answer_error(struct conn *c, int status, const char *error, const char *detail) {
@@ -249,7 +250,6 @@ static void answer_error(struct conn *c, int status, const char *error, const ch
     cr_http_respond_error(&resp, status, error, detail);
     c->keep_alive = false; /* the rest of the stream cannot be trusted */
     answer(c, &resp);
-    free(resp.body);
 }
 
 /* ---- workers ---- */
@@ -341,7 +341,6 @@ static void run_request(struct cr_http_front *front, struct conn *c) {
         observe(route, cr_monotonic_ns() - c->read_ns);
     }
     answer(c, &resp);
-    free(resp.body);
 }
 
 static void *worker_main(void *arg) {
@@ -384,7 +383,7 @@ static void conn_close(struct cr_http_front *front, struct conn *c) {
     if (!c->gone) epoll_ctl(front->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     free(c->in);
-    free(c->out);
+    free(c->out_body);
     free(c);
 }
 
@@ -517,9 +516,17 @@ static void conn_read(struct cr_http_front *front, struct conn *c) {
 /* Writes what is left of the answer; then the next request, or close. */
 static void conn_write(struct cr_http_front *front, struct conn *c) {
     c->state = CONN_WRITING;
-    while (c->out_off < c->out_len) {
-        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t total = c->out_head_len + c->out_body_len;
+    while (c->out_off < total) {
+        struct iovec iov[2];
+        int parts = 0;
+        if (c->out_off < c->out_head_len)
+            iov[parts++] = (struct iovec){c->out_head + c->out_off, c->out_head_len - c->out_off};
+        size_t body_off = c->out_off > c->out_head_len ? c->out_off - c->out_head_len : 0;
+        if (body_off < c->out_body_len)
+            iov[parts++] = (struct iovec){c->out_body + body_off, c->out_body_len - body_off};
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)parts};
+        ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             c->out_off += (size_t)n;
             continue;
@@ -537,9 +544,9 @@ static void conn_write(struct cr_http_front *front, struct conn *c) {
         conn_close(front, c);
         return;
     }
-    free(c->out);
-    c->out = NULL;
-    c->out_len = c->out_off = 0;
+    free(c->out_body);
+    c->out_body = NULL;
+    c->out_head_len = c->out_body_len = c->out_off = 0;
     size_t used = c->head_len + c->body_len;
     c->in[used] = c->saved;
     memmove(c->in, c->in + used, c->in_len - used);

@@ -347,6 +347,17 @@ int cr_indexer_request_from_json(json_t *root, bool by_hash, struct cr_indexer_r
         rc = CR_ERR_INVALID_PARAMS;
     }
     req->include_unhealthy = json_is_true(unhealthy);
+    json_t *top_k = json_object_get(root, "top_k");
+    if (rc == CR_OK && top_k != NULL && !json_is_null(top_k)) {
+        if (!json_is_integer(top_k) || json_integer_value(top_k) < 1 ||
+            json_integer_value(top_k) > (json_int_t)CR_INDEXER_TOP_K_MAX) {
+            snprintf(detail, dsize, "field 'top_k' must be an integer from 1 to %u",
+                     CR_INDEXER_TOP_K_MAX);
+            rc = CR_ERR_INVALID_PARAMS;
+        } else {
+            req->top_k = (uint32_t)json_integer_value(top_k);
+        }
+    }
     if (rc == CR_OK)
         rc = by_hash ? field_hashes(root, req, detail, dsize)
                      : field_tokens(root, req, detail, dsize);
@@ -569,10 +580,11 @@ static bool fp_member(struct fp *f, struct cr_indexer_request *req, uint32_t *se
     const char *key, *sv = NULL;
     size_t klen, slen = 0;
     if (!fp_string(f, &key, &klen) || !fp_char(f, ':')) return false;
-    static const char *const names[] = {"model",       "tenant_id",  "lora_name", "cache_salt",
-                                        "instance_id", "block_size", "token_ids", "additionalsalt"};
+    static const char *const names[] = {"model",       "tenant_id",  "lora_name",
+                                        "cache_salt",  "instance_id", "block_size",
+                                        "token_ids",   "additionalsalt", "top_k"};
     int which = -1;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         if (strlen(names[i]) == klen && memcmp(names[i], key, klen) == 0) which = i;
     static const char unhealthy[] = "include_unhealthy"; /* checked by the full parser */
     if (klen == sizeof(unhealthy) - 1 && memcmp(unhealthy, key, klen) == 0) return false;
@@ -581,6 +593,12 @@ static bool fp_member(struct fp *f, struct cr_indexer_request *req, uint32_t *se
         return (*seen & (1u << 3)) != 0 || fp_copy(req->salt, CR_INDEXER_NAME_MAX, sv, slen);
     }
     if (which == 6) return fp_tokens(f, req) && (*seen |= 1u << 6);
+    if (which == 8) { /* null or out of range: the full parser words the error */
+        uint64_t v;
+        if (!fp_uint(f, &v) || v == 0 || v > CR_INDEXER_TOP_K_MAX) return false;
+        req->top_k = (uint32_t)v;
+        return true;
+    }
     if (which == 5) {
         uint64_t v;
         if (!fp_uint(f, &v) || v == 0 || v > CR_KV_MAX_BLOCK_SIZE) return false;

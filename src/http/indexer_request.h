@@ -12,6 +12,7 @@
 
 #define CR_INDEXER_QUERY_TOKENS_MAX (1u << 21) /* 2M tokens, as an event may carry */
 #define CR_INDEXER_DETAIL_MAX 256u
+#define CR_INDEXER_TOP_K_MAX 65536u /* more than instances can be (16-bit ids) */
 /* Nesting bound of JSON bodies and files (the deepest request is 3 levels). */
 #define CR_JSON_DEPTH_MAX 32u
 
@@ -31,6 +32,7 @@ struct cr_indexer_request {
     uint64_t *hashes; /* /query_by_hash: seq_hashes (alias block_hash) */
     size_t hash_count;
     bool include_unhealthy; /* /route: also instances never connected or stale */
+    uint32_t top_k; /* answer only the top_k longest matches; 0: every instance */
 };
 
 /* Returns whether no array or object of the JSON text nests deeper than

@@ -52,6 +52,7 @@
 #include "core/prefix_hash.h"
 #include "crescent/error.h"
 #include "http/front.h"
+#include "http/indexer_render.h"
 #include "http/indexer_request.h"
 #include "msgs/indexer_msgs.h"
 
@@ -80,146 +81,11 @@ static json_t *parse_body(const struct cr_http_request *req, struct cr_http_resp
     return root;
 }
 
-/* ---- rendering a query answer ---- */
-
-/* Rendering writes in place into room reserved once per record (a bound on
- * its size), not through a checked append per field: per-field appends were
- * a sixth of a 100-hit /query's time. */
-
-static char *put(char *p, const char *s, size_t n) {
-    memcpy(p, s, n);
-    return p + n;
-}
-
-#define PUT_LIT(p, lit) put((p), (lit), sizeof(lit) - 1)
-
-/* Digits straight into place, last first: building them in a stack buffer
- * and copying that out stalled every copy on store-to-load forwarding (the
- * digits were stored a byte at a time, the copy loads them four at once),
- * which was a third of a 1,000-hit answer's rendering. */
-static char *put_u32(char *p, uint32_t v) {
-    size_t n = 1;
-    for (uint32_t rest = v; rest >= 10; rest /= 10) n++;
-    char *end = p + n;
-    do *--end = (char)('0' + v % 10);
-    while ((v /= 10) != 0);
-    return p + n;
-}
-
-/* Room for s as a JSON string literal: each byte takes at most 6 ("\u00XX"). */
-static size_t quoted_bound(const char *s) { return strlen(s) * 6 + 2; }
-
-/* s as a JSON string literal (names are caller-supplied bytes, so quotes,
- * backslashes and control characters are escaped; other bytes pass). */
-static char *put_quoted(char *p, const char *s) {
-    static const char hex[] = "0123456789abcdef";
-    *p++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c != '\0'; c++) {
-        if (*c == '"' || *c == '\\') {
-            *p++ = '\\';
-            *p++ = (char)*c;
-        } else if (*c < 0x20) {
-            p = PUT_LIT(p, "\\u00");
-            *p++ = hex[*c >> 4];
-            *p++ = hex[*c & 15];
-        } else {
-            *p++ = (char)*c;
-        }
-    }
-    *p++ = '"';
-    return p;
-}
-
-/* put_quoted for a name of known length: most names need no escape, and
- * those are copied whole. */
-static char *put_quoted_n(char *p, const char *s, size_t len) {
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == '"' || c == '\\') return put_quoted(p, s);
-    }
-    *p++ = '"';
-    p = put(p, s, len);
-    *p++ = '"';
-    return p;
-}
-
-static void append_quoted(struct cr_buf *b, const char *s) {
-    char *p = cr_buf_reserve(b, quoted_bound(s));
-    if (p != NULL) cr_buf_commit(b, put_quoted(p, s));
-}
+/* ---- rendering a query answer (JSON: indexer_render.c) ---- */
 
 static const char *medium_name(const struct cr_indexer_result *r, uint8_t m) {
     static const char *const standard[3] = {"GPU", "CPU", "DISK"};
     return m < r->media_count ? r->media[m] : standard[m];
-}
-
-/* The `,"MEDIUM":` of each medium, escaped once per answer, not once per hit. */
-struct media_keys {
-    uint8_t count;
-    size_t len[CR_PREFIX_MEDIA_MAX];
-    char text[CR_PREFIX_MEDIA_MAX][2 + 32 * 6 + 2];
-};
-
-static void media_keys_init(struct media_keys *k, const struct cr_indexer_result *r) {
-    k->count = r->media_count > 3 ? r->media_count : 3;
-    for (uint8_t m = 0; m < k->count; m++) {
-        char *p = k->text[m];
-        *p++ = ',';
-        p = put_quoted(p, medium_name(r, m));
-        *p++ = ':';
-        k->len[m] = (size_t)(p - k->text[m]);
-    }
-}
-
-/* "name":{"longest_matched":N,"GPU":N,"CPU":N,"DISK":N[,other media],"DP":{"r":N,...}} */
-static void render_hit_json(struct cr_buf *b, const struct cr_indexer_result *r,
-                            const struct media_keys *keys, const struct cr_indexer_hit *h) {
-    size_t name_len = strlen(h->instance);
-    size_t bound = name_len * 6 + 2 + 40 + (size_t)__builtin_popcountll(h->dp_mask) * 16;
-    for (uint8_t m = 0; m < keys->count; m++) bound += keys->len[m] + 10;
-    char *p = cr_buf_reserve(b, bound);
-    if (p == NULL) return;
-    p = put_quoted_n(p, h->instance, name_len);
-    p = PUT_LIT(p, ":{\"longest_matched\":");
-    p = put_u32(p, h->longest_tokens);
-    for (uint8_t m = 0; m < keys->count; m++) {
-        /* GPU, CPU and DISK always; other media only where they hold tokens. */
-        uint32_t tokens = m < r->media_count ? h->medium_tokens[m] : 0;
-        if (m >= 3 && tokens == 0) continue;
-        p = put(p, keys->text[m], keys->len[m]);
-        p = put_u32(p, tokens);
-    }
-    p = PUT_LIT(p, ",\"DP\":{");
-    const uint32_t *counts = h->dp_tokens;
-    for (uint64_t ranks = h->dp_mask; ranks != 0; ranks &= ranks - 1) {
-        unsigned rank = (unsigned)__builtin_ctzll(ranks);
-        if (ranks != h->dp_mask) *p++ = ',';
-        *p++ = '"';
-        p = put_u32(p, rank);
-        p = PUT_LIT(p, "\":");
-        p = put_u32(p, *counts++);
-    }
-    p = PUT_LIT(p, "}}");
-    cr_buf_commit(b, p);
-}
-
-static void render_matches_json(struct cr_buf *b, const char *tenant,
-                                const struct cr_indexer_result *r) {
-    if (r->hit_count == 0) {
-        cr_buf_append(b, "{}", 2);
-        return;
-    }
-    struct media_keys keys;
-    media_keys_init(&keys, r);
-    (void)cr_buf_reserve(b, (size_t)r->hit_count * 96); /* one growth for typical hits */
-    cr_buf_append(b, "{", 1);
-    append_quoted(b, tenant);
-    cr_buf_append(b, ":{", 2);
-    for (uint32_t i = 0; i < r->hit_count; i++) {
-        if (i > 0) cr_buf_append(b, ",", 1);
-        render_hit_json(b, r, &keys, &r->hits[i]);
-    }
-    cr_buf_append(b, "}}", 2);
 }
 
 static void pack_str(msgpack_packer *pk, const char *s) {
@@ -364,6 +230,7 @@ static void query_common(void *ctx, const struct cr_http_request *req,
     if (!parse_query(req, resp, by_hash, &q)) return;
     struct cr_indexer_result *r;
     int rc = run_query(ctx, &q, false, &r);
+    if (rc == CR_OK) rc = cr_indexer_result_keep_top(r, q.top_k);
     if (rc != CR_OK) {
         respond_unavailable(resp, rc);
     } else if (is_msgpack(req)) {
@@ -371,7 +238,7 @@ static void query_common(void *ctx, const struct cr_http_request *req,
     } else {
         struct cr_buf b;
         cr_buf_init(&b);
-        render_matches_json(&b, q.tenant, r);
+        cr_indexer_render_matches_json(&b, q.tenant, r);
         resp->status = 200;
         resp->content_type = "application/json";
         resp->body = cr_buf_take(&b, &resp->body_len);
@@ -397,6 +264,10 @@ static void route_route(void *ctx, const struct cr_http_request *req,
     if (!parse_query(req, resp, false, &q)) return;
     struct cr_indexer_result *r;
     int rc = run_query(ctx, &q, true, &r);
+    if (rc == CR_OK && (rc = cr_indexer_result_keep_top(r, q.top_k)) != CR_OK) {
+        cr_indexer_result_free(r); /* the route was chosen and counted: only its answer fails */
+        r = NULL;
+    }
     if (rc != CR_OK) {
         respond_unavailable(resp, rc);
         cr_indexer_request_free(&q);
@@ -406,7 +277,7 @@ static void route_route(void *ctx, const struct cr_http_request *req,
     cr_buf_init(&b);
     cr_buf_appendf(&b, "{\"instance_id\":");
     if (r->best_instance[0] != '\0')
-        append_quoted(&b, r->best_instance);
+        cr_indexer_render_quoted(&b, r->best_instance);
     else
         cr_buf_appendf(&b, "null");
     cr_buf_appendf(&b,
@@ -414,7 +285,7 @@ static void route_route(void *ctx, const struct cr_http_request *req,
                    "\"candidates\":%u,\"excluded_unhealthy\":%u,\"matches\":",
                    r->best_tokens, q.token_count, r->best_instance[0] != '\0' ? r->best_cost : 0.0,
                    r->best_load, r->candidates, r->excluded);
-    render_matches_json(&b, q.tenant, r);
+    cr_indexer_render_matches_json(&b, q.tenant, r);
     cr_buf_appendf(&b, "}");
     resp->status = 200;
     resp->content_type = "application/json";

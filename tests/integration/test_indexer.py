@@ -352,6 +352,38 @@ def test_query_in_msgpack(daemon, pubs):
     assert status == 400
 
 
+def test_top_k_names_the_longest_matches_only(daemon, pubs):
+    d = start(daemon)
+    toks = tokens_of(4 * BS)
+    depth = {"i1": 1, "i2": 3, "i3": 3, "i4": 4}  # i2 and i3 tie
+    for name, blocks in depth.items():
+        pub = pubs()
+        register(d.port, pub, name)
+        pub.send(kp.batch([kp.vllm_stored(list(range(1, blocks + 1)), None,
+                                          toks[:blocks * BS], BS)]))
+        applied(d.port, pub, name)
+    full = query(d.port, toks)["default"]
+    assert full == {n: expect(b * BS) for n, b in depth.items()}
+    order = list(full)  # the answer's own order: top_k keeps it
+    for k, names in ((1, {"i4"}), (3, {"i4", "i2", "i3"}), (4, set(depth)), (9, set(depth))):
+        top = query(d.port, toks, top_k=k)["default"]
+        assert set(top) == names and list(top) == [n for n in order if n in names]
+        assert all(top[n] == full[n] for n in top)
+    # A tie at the cut goes to the instance the full answer names first.
+    tied = [n for n in order if n in ("i2", "i3")]
+    assert set(query(d.port, toks, top_k=2)["default"]) == {"i4", tied[0]}
+    status, r = post_json(d.port, "/route", {"model": "m", "token_ids": toks,
+                                             "block_size": BS, "top_k": 1})
+    assert status == 200 and r["instance_id"] == "i4" and list(r["matches"]["default"]) == ["i4"]
+    body = msgpack.packb({"model": "m", "token_ids": toks, "block_size": BS, "top_k": 1})
+    status, raw = post(d.port, "/query", body, content_type="application/msgpack")
+    assert status == 200 and msgpack.unpackb(raw) == {"default": {"i4": expect(4 * BS)}}
+    for bad in (0, 65537, "2", 1.5):
+        status, answer = post_json(d.port, "/query", {"model": "m", "token_ids": toks,
+                                                      "block_size": BS, "top_k": bad})
+        assert status == 400 and "'top_k' must be an integer from 1 to 65536" in answer["detail"]
+
+
 def test_route_uses_overlap_and_load_and_counts_hit_rate(daemon, pubs):
     d = start(daemon)
     a, b = pubs(), pubs()

@@ -166,6 +166,8 @@ static void test_fast_path_matches_full_parser(void **state) {
         "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,\"cache_salt\":\"c\","
         "\"additionalsalt\":\"a\"}",
         "{\"model\":\"m\",\"token_ids\":[1],\"token_ids\":[2,3],\"block_size\":1}",
+        "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,\"top_k\":4}",
+        "{\"top_k\":65536,\"model\":\"m\",\"token_ids\":[1],\"block_size\":1}",
     };
     for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
         struct cr_indexer_request a, b;
@@ -180,6 +182,7 @@ static void test_fast_path_matches_full_parser(void **state) {
         assert_string_equal(a.instance, b.instance);
         assert_int_equal(a.has_instance, b.has_instance);
         assert_int_equal(a.block_size, b.block_size);
+        assert_int_equal(a.top_k, b.top_k);
         assert_int_equal(a.token_count, b.token_count);
         if (a.token_count > 0)
             assert_memory_equal(a.tokens, b.tokens, a.token_count * sizeof(uint32_t));
@@ -203,12 +206,36 @@ static void test_fast_path_matches_full_parser(void **state) {
         "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1} x",
         "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,}",
         "{\"model\":\"\xc3\xa9\",\"token_ids\":[1],\"block_size\":1}",
+        "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,\"top_k\":0}",
+        "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,\"top_k\":65537}",
+        "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,\"top_k\":null}",
+        "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,\"top_k\":\"4\"}",
     };
     for (size_t i = 0; i < sizeof(declined) / sizeof(declined[0]); i++) {
         struct cr_indexer_request a;
         assert_int_equal(cr_indexer_request_fast(declined[i], strlen(declined[i]), &a),
                          CR_ERR_AGAIN);
         assert_null(a.tokens);
+    }
+}
+
+/* top_k: an integer from 1 to 65536; null is absent; the error names it. */
+static void test_query_top_k(void **state) {
+    (void)state;
+    struct cr_indexer_request q;
+    char detail[256];
+    const char *absent = "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,\"top_k\":null}";
+    assert_int_equal(parse_query(absent, strlen(absent), false, false, &q, detail), CR_OK);
+    assert_int_equal(q.top_k, 0);
+    cr_indexer_request_free(&q);
+    const char *bad[] = {"0", "65537", "-1", "\"4\"", "1.5", "true"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char body[128];
+        snprintf(body, sizeof(body), "{\"model\":\"m\",\"token_ids\":[1],\"block_size\":1,"
+                 "\"top_k\":%s}", bad[i]);
+        assert_int_equal(parse_query(body, strlen(body), false, false, &q, detail),
+                         CR_ERR_INVALID_PARAMS);
+        assert_non_null(strstr(detail, "'top_k' must be an integer from 1 to 65536"));
     }
 }
 
@@ -271,6 +298,7 @@ int main(void) {
         cmocka_unit_test(test_conf_path_precedence),
         cmocka_unit_test(test_query_bodies),
         cmocka_unit_test(test_msgpack_bodies),
+        cmocka_unit_test(test_query_top_k),
         cmocka_unit_test(test_load_bodies),
         cmocka_unit_test(test_fast_path_matches_full_parser),
         cmocka_unit_test(test_fuzz_regressions),
