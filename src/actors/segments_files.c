@@ -92,16 +92,27 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void unlink_job_run(struct files_unlinker *u, struct unlink_job *j) {
+int segments_files_unlink_same(int fd, const char *path) {
     struct stat was, is;
-    if (fstat(j->fd, &was) != 0) {
-        unlink_now(u->st, j->path, &u->last_log_ns, mono_ns());
-    } else if (stat(j->path, &is) != 0) {
-        if (errno == ENOENT) u->st->files_deleted++; /* gone already */
-        else unlink_now(u->st, j->path, &u->last_log_ns, mono_ns());
-    } else if (is.st_dev == was.st_dev && is.st_ino == was.st_ino) {
-        unlink_now(u->st, j->path, &u->last_log_ns, mono_ns());
-    } /* else: a newer file of the key, not this replica's: it stays */
+    if (fstat(fd, &was) == 0) {
+        if (stat(path, &is) != 0) return errno == ENOENT ? 1 : -1;
+        if (is.st_dev != was.st_dev || is.st_ino != was.st_ino) return 0;
+    }
+    return unlink(path) == 0 || errno == ENOENT ? 1 : -1;
+}
+
+static void unlink_job_run(struct files_unlinker *u, struct unlink_job *j) {
+    int r = segments_files_unlink_same(j->fd, j->path);
+    int err = errno;
+    if (r > 0) {
+        u->st->files_deleted++;
+    } else if (r < 0) { /* counted and logged as on the store's thread */
+        u->st->files_delete_failed++;
+        u->st->files_left++;
+        if (cr_log_ratelimit(&u->last_log_ns, mono_ns(), 60ull * 1000000000u))
+            CR_WARN("segments", "cannot delete %s of a dropped disk replica: %s (left in place)",
+                    j->path, strerror(err));
+    } /* r == 0: a newer file of the key, not this replica's: it stays */
     close(j->fd);
     free(j);
 }

@@ -291,5 +291,9 @@ void segments_files_init(struct segments_state *st, const struct cr_daemon_confi
 void segments_files_start(struct segments_state *st);
 /* Deletes what is queued and stops the deleting thread (after the store is gone). */
 void segments_files_stop(struct segments_state *st);
+/* Unlinks path only while it names the file fd (O_PATH) was opened on: 1
+ * deleted (or gone already), 0 kept (a newer file has the name), -1 failed
+ * (errno set).  The deleting thread's step, tested on its own. */
+int segments_files_unlink_same(int fd, const char *path);
 
 #endif
