@@ -13,7 +13,10 @@ and crescent-store (zig-out/bin, loopback, free ports) with the file tier in a
 temporary directory (--dir to put it on another file system).
 
     /usr/bin/python3 bench/file_tier.py [--rounds 7] [--objects 64] [--put-count 200] [--dir /tmp]
-        [--rpc shm|zmq]
+        [--rpc shm|zmq] [--cases get,put] [--put-rounds N]
+
+--cases picks what runs (both by default); --put-rounds the number of put
+rounds of each kind (default max(3, rounds / 2)).
 
 --rpc picks the clients' endpoint at crescentd: shm (its same-host
 shared-memory endpoint, shm://@crescent-rpc/PORT, the default here) or zmq
@@ -211,22 +214,28 @@ def main():
     ap.add_argument("--put-count", type=int, default=200)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--rpc", choices=("shm", "zmq"), default="shm")
+    ap.add_argument("--cases", default="get,put")
+    ap.add_argument("--put-rounds", type=int, default=None)
     a = ap.parse_args()
+    cases = a.cases.split(",")
     global RPC_KIND
     RPC_KIND = a.rpc
     base = tempfile.mkdtemp(prefix="crescent-file-tier-", dir=a.dir)
     try:
         print(f"load: {os.getloadavg()}; clients' rpc: {RPC_KIND}", flush=True)
-        os.makedirs(os.path.join(base, "get"))
-        g = get_case(os.path.join(base, "get"), a.objects, a.rounds)
-        print(f"get 1 MiB from the file tier: {g['tier']:.0f} ops/s; pread (open fd): "
-              f"{g['pread']:.0f} ops/s -> {100 * g['tier'] / g['pread']:.0f}%; "
-              f"open+pread+close: {g['open_pread']:.0f} ops/s -> "
-              f"{100 * g['tier'] / g['open_pread']:.0f}%; GetReplicaList alone: "
-              f"{g['rpc']:.0f} ops/s", flush=True)
+        if "get" in cases:
+            os.makedirs(os.path.join(base, "get"))
+            g = get_case(os.path.join(base, "get"), a.objects, a.rounds)
+            print(f"get 1 MiB from the file tier: {g['tier']:.0f} ops/s; pread (open fd): "
+                  f"{g['pread']:.0f} ops/s -> {100 * g['tier'] / g['pread']:.0f}%; "
+                  f"open+pread+close: {g['open_pread']:.0f} ops/s -> "
+                  f"{100 * g['tier'] / g['open_pread']:.0f}%; GetReplicaList alone: "
+                  f"{g['rpc']:.0f} ops/s", flush=True)
+        if "put" not in cases:
+            return
         os.makedirs(os.path.join(base, "put"))
         on, off, reported = [], [], []
-        for _ in range(max(3, a.rounds // 2)):
+        for _ in range(a.put_rounds or max(3, a.rounds // 2)):
             ops, _ = put_round(None, a.put_count)
             ops_on, rep = put_round(os.path.join(base, "put"), a.put_count)
             if ops is None or ops_on is None:
@@ -234,6 +243,8 @@ def main():
             off.append(ops)
             on.append(ops_on)
             reported.append(rep)
+            print(f"  round: memory only {ops:.0f} ops/s, file tier on {ops_on:.0f} ops/s "
+                  f"({ops_on / ops:.2f}); {rep}; load {os.getloadavg()[0]:.1f}", flush=True)
         m_on, m_off = statistics.median(on), statistics.median(off)
         print(f"put-bytes 1 MiB: file tier on {m_on:.0f} ops/s, memory only {m_off:.0f} ops/s "
               f"-> {100 * m_on / m_off:.0f}%; files recorded per run: {reported}", flush=True)

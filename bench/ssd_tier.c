@@ -14,13 +14,15 @@
  *              replica moves once the master hands it out).
  * Rounds are interleaved (pread, ssd_read, xfer, pread, ...); each round's
  * median per op is kept and the medians of those are reported, with the
- * ratios of their throughputs to pread's.  Both files are in the page cache
- * after the first round (no O_DIRECT): this measures the software path,
- * not the device.
+ * ratios of their throughputs to pread's.  By default both files are in the
+ * page cache after the first round (no O_DIRECT): this measures the
+ * software path, not the device.  --cold 1 drops both files from the page
+ * cache (posix_fadvise POSIX_FADV_DONTNEED, not timed) before every op of
+ * the first three paths, so each reads the device.
  *
  * Built by `zig build bench` (zig-out/bench/ssd_tier).
  *
- * usage: ssd_tier [--dir DIR] [--size BYTES] [--rounds N] [--ops N] */
+ * usage: ssd_tier [--dir DIR] [--size BYTES] [--rounds N] [--ops N] [--cold 0|1] */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -66,13 +68,14 @@ static uint64_t median(uint64_t *v, size_t n) {
 int main(int argc, char **argv) {
     const char *dir = NULL;
     uint64_t size = 1u << 20;
-    int rounds = 9, ops = 200;
+    int rounds = 9, ops = 200, cold = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
         else if (strcmp(argv[i], "--size") == 0) size = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--ops") == 0) ops = atoi(argv[i + 1]);
-        else { fprintf(stderr, "usage: ssd_tier [--dir DIR] [--size B] [--rounds N] [--ops N]\n"); return 2; }
+        else if (strcmp(argv[i], "--cold") == 0) cold = atoi(argv[i + 1]);
+        else { fprintf(stderr, "usage: ssd_tier [--dir DIR] [--size B] [--rounds N] [--ops N] [--cold 0|1]\n"); return 2; }
     }
     char tmpdir[] = "/tmp/crescent-bench-ssd-XXXXXX";
     if (dir == NULL && (dir = mkdtemp(tmpdir)) == NULL) { perror("mkdtemp"); return 1; }
@@ -94,6 +97,10 @@ int main(int argc, char **argv) {
     snprintf(plain, sizeof(plain), "%s/plain.bin", dir);
     int pfd = open(plain, O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (pfd < 0 || pwrite(pfd, value, size, 0) != (ssize_t)size || fsync(pfd) != 0) { perror(plain); return 1; }
+    char tier_file[512]; /* the object's file, as src/tier/ssd_store.c names it */
+    snprintf(tier_file, sizeof(tier_file), "%s/%016llx.crs", dir, (unsigned long long)id);
+    int tfd = open(tier_file, O_RDONLY);
+    if (tfd < 0) { perror(tier_file); return 1; }
 
     struct cr_xfer_server_config sc = {.shm_disabled = true, .verbs_disabled = true};
     struct cr_xfer_client_config cc = {.shm_disabled = true, .verbs_disabled = true};
@@ -116,6 +123,10 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++) {
         for (int k = 0; k < 4; k++) {
             for (int i = 0; i < ops; i++) {
+                if (cold && k < 3) {
+                    posix_fadvise(pfd, 0, 0, POSIX_FADV_DONTNEED);
+                    posix_fadvise(tfd, 0, 0, POSIX_FADV_DONTNEED);
+                }
                 uint64_t t0 = bench_now_ns(), got = 0;
                 int rc = CR_OK;
                 if (k == 0) rc = pread(pfd, buf, size, 0) == (ssize_t)size ? CR_OK : CR_ERR_IO;
@@ -139,8 +150,10 @@ int main(int argc, char **argv) {
                                    "xfer tcp READ of #ssd", "xfer tcp READ of memory"};
     uint64_t m[4];
     for (int k = 0; k < 4; k++) m[k] = median(med[k], (size_t)rounds);
-    printf("SSD tier read, %llu-byte object, %d rounds x %d ops, interleaved, dir %s\n",
-           (unsigned long long)size, rounds, ops, dir);
+    printf("SSD tier read, %llu-byte object, %d rounds x %d ops, interleaved, %s, dir %s\n",
+           (unsigned long long)size, rounds, ops,
+           cold ? "cold (both files dropped from the page cache before each op)" : "page cache hot",
+           dir);
     for (int k = 0; k < 4; k++)
         printf("  %-32s median %8.1f us  %8.2f GB/s  %5.1f%% of pread\n", names[k], m[k] / 1e3,
                (double)size / (double)m[k], 100.0 * (double)m[0] / (double)m[k]);
@@ -153,6 +166,7 @@ int main(int argc, char **argv) {
     cr_ssd_remove(s.ssd, id);
     cr_ssd_close(s.ssd);
     close(pfd);
+    close(tfd);
     unlink(plain);
     if (dir == tmpdir) rmdir(tmpdir);
     return 0;

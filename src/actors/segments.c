@@ -1068,6 +1068,7 @@ static void segments_destroy(void *arg) {
     segments_durable_free(st);
     segments_ha_free(st);
     cr_store_destroy(st->store);
+    segments_files_stop(st);
     cr_rpc_arena_free(st->arena);
     segments_recent_free(st->recent);
     segments_drain_free(st->drain);

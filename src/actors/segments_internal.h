@@ -134,8 +134,10 @@ struct segments_state {
     /* The shared file tier (segments_files.c). */
     struct cr_rpc_files files;
     bool files_can_delete;   /* crescentd sees the directory: it deletes dropped files */
-    uint64_t files_deleted, files_left, files_delete_failed;
+    /* Atomic: the deleting thread (segments_files.c) counts too. */
+    _Atomic uint64_t files_deleted, files_left, files_delete_failed;
     uint64_t files_last_log_ns;
+    struct files_unlinker *files_unlinker; /* NULL: deletes on the store's thread */
     /* Read latency per tier clients report with Ping (core/read_latency.h). */
     struct cr_read_latency_sums reads;
     struct cr_rpc_arena *arena; /* response scratch, reused by every call */
@@ -296,5 +298,11 @@ void segments_read_latency_stats(const struct segments_state *st, struct cr_acto
 /* segments_files.c: the shared file tier on the master's side. */
 void segments_files_init(struct segments_state *st, const struct cr_daemon_config *config);
 void segments_files_start(struct segments_state *st);
+/* Deletes what is queued and stops the deleting thread (after the store is gone). */
+void segments_files_stop(struct segments_state *st);
+/* Unlinks path only while it names the file fd (O_PATH) was opened on: 1
+ * deleted (or gone already), 0 kept (a newer file has the name), -1 failed
+ * (errno set).  The deleting thread's step, tested on its own. */
+int segments_files_unlink_same(int fd, const char *path);
 
 #endif

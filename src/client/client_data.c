@@ -25,6 +25,7 @@
 #endif
 
 #include "client/client_copy.h"
+#include "client/copy_xxh3.h"
 #include "client/client_verify.h"
 #include "client/client_internal.h"
 #include "rdma/xfer.h"
@@ -594,18 +595,13 @@ int cr_client_put(cr_client *c, const char *tenant, const char *key, const void 
     if (rc != CR_OK) return rc;
     cr_client_files_poll(c);
     /* The checksum before the bytes leave; with the file tier, computed
-     * while copying them for its writer (one read of the caller's bytes). */
+     * while copying them for its writer: one pass that loads each stripe
+     * once, stores it and feeds it to the hash (copy_xxh3.h), not a copy
+     * and then a hash of each chunk (bench/RESULTS.md, "Tier gets and the
+     * put, fifth pass"). */
     void *copy = NULL;
     struct cr_files_job *persist = cr_client_files_reserve(c, tenant, key, len, &copy);
-    uint64_t checksum;
-    if (persist != NULL) {
-        XXH3_state_t state;
-        XXH3_64bits_reset(&state);
-        cr_copy_hashed(&state, copy, data, len);
-        checksum = XXH3_64bits_digest(&state);
-    } else {
-        checksum = XXH3_64bits(data, len);
-    }
+    uint64_t checksum = persist != NULL ? cr_copy_xxh3(copy, data, len) : XXH3_64bits(data, len);
     struct cr_put_item start = {.key = key, .size_bytes = len, .config = config};
     struct cr_replica_list list;
     rc = cr_client_put_start(c, tenant, &start, &list);

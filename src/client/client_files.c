@@ -833,12 +833,12 @@ static void report_dropped(cr_client *c, const char *tenant, const char *key, ui
     pthread_mutex_unlock(&c->files->mu);
 }
 
-/* Reads the iovecs from offset 0 on: as many bytes as the file has up to
+/* Reads the iovecs from offset `at` on: as many bytes as the file has up to
  * their total.  Returns the bytes read, or -1 (errno set). */
-static ssize_t preadv_all(int fd, struct iovec *iov, int n) {
+static ssize_t preadv_all(int fd, struct iovec *iov, int n, off_t at) {
     ssize_t total = 0;
     while (n > 0) {
-        ssize_t r = preadv(fd, iov, n, total);
+        ssize_t r = preadv(fd, iov, n, at + total);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return -1;
         if (r == 0) break; /* end of file */
@@ -852,8 +852,13 @@ static ssize_t preadv_all(int fd, struct iovec *iov, int n) {
 /* Verdict of reading the file into buf: CR_OK, CR_ERR_CHECKSUM (the file
  * is not the object's: corrupt, torn, another key), CR_ERR_OBJECT_NOT_FOUND
  * (gone) or CR_ERR_IO (could not be read now).  The header's length follows
- * from the tenant and key the caller asks for, so header, value and one
- * byte more (there must be none) come in one preadv: open, preadv, close. */
+ * from the tenant and key the caller asks for, so no fstat: open, a pread
+ * of the header alone, one preadv of the value and one byte more (there
+ * must be none), close.  Two reads rather than one on purpose: on a file
+ * not in the page cache the small first read starts the kernel's readahead
+ * of the whole file and the value's read waits for it, where one 1 MiB read
+ * of a cold file took about twice as long (bench/RESULTS.md, "Gets from the
+ * tiers, hot and cold"); in the page cache the second syscall costs ~1 us. */
 static int read_file(const char *path, const char *tenant, const char *key, uint64_t size,
                      bool has_sum, uint64_t sum, void *buf, char *why, size_t why_len) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -875,7 +880,11 @@ static int read_file(const char *path, const char *tenant, const char *key, uint
         return CR_ERR_INVALID_PARAMS;
     }
     struct iovec iov[3] = {{head, hlen}, {buf, (size_t)size}, {&extra, 1}};
-    ssize_t got = preadv_all(fd, iov, 3);
+    ssize_t got = preadv_all(fd, iov, 1, 0);
+    if (got == (ssize_t)hlen) {
+        ssize_t more = preadv_all(fd, iov + 1, 2, (off_t)hlen);
+        got = more < 0 ? more : got + more;
+    }
     close(fd);
     if (got < 0) {
         snprintf(why, why_len, "%s: read failed: %s", path, strerror(errno));

@@ -125,7 +125,8 @@ def test_put_persists_and_get_falls_back_to_the_file(cluster, tmp_path):
     assert gone.returncode == 1 and b"OBJECT_NOT_FOUND" in gone.stderr
     assert metric(d, "crescent_segments_file_tier_dropped_total") == 1
     assert metric(d, "crescent_segments_file_tier_replicas") == 0
-    assert not os.path.exists(files[0])  # crescentd sees the directory: it deleted it
+    # crescentd sees the directory: it deletes the file (on its deleting thread)
+    wait_for(lambda: not os.path.exists(files[0]), "crescentd deleted the dropped file")
 
 
 def test_a_client_without_the_masters_view_is_refused(cluster, tmp_path):
