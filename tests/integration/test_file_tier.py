@@ -10,51 +10,18 @@ master's view of the root is refused; a missing directory leaves puts in
 memory and is counted; the file tier evicts beyond its size; a restart with
 --state-dir keeps the disk replicas."""
 import os
-import re
 import signal
 import subprocess
 import time
 
 import pytest
 
+import store_server
 from conftest import binary, free_port, http_get, wait_for
+from store_server import StoreServer, metric
 
-SEGMENT = 64 << 20
-
-
-class Store:
-    def __init__(self, rpc, log_path, name):
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [binary("crescent-store"), "--master", rpc, "--segment-name", name,
-             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "200"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=30)
-        self.log.close()
-        return rc
-
-
-def ctl(rpc, root, *args, stdin=None, check=True):
-    env = dict(os.environ)
-    env.pop("CRESCENT_ROOT_FS_DIR", None)
-    if root is not None:
-        env["CRESCENT_ROOT_FS_DIR"] = str(root)
-    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "20000", *args],
-                       input=stdin, capture_output=True, timeout=120, env=env)
-    if check:
-        assert p.returncode == 0, p.stderr.decode()
-    return p
-
-
-def metric(d, name):
-    status, body = http_get(d.port, "/metrics")
-    assert status == 200
-    m = re.search(rf"^{name} (\d+)$", body.decode(), re.M)
-    return int(m.group(1)) if m else None
+def ctl(rpc, root, *args, **kw):
+    return store_server.ctl(rpc, *args, root=root, **kw)
 
 
 def obj_files(root, cluster="mooncake_cluster"):
@@ -65,10 +32,7 @@ def obj_files(root, cluster="mooncake_cluster"):
 
 
 def tiers(rpc, root, key):
-    """The TIER column of `crescentctl replicas KEY`."""
-    lines = ctl(rpc, root, "replicas", key).stdout.decode().splitlines()
-    assert lines[1].split()[:2] == ["REPLICA", "TIER"]
-    return sorted(line.split()[1] for line in lines[2:])
+    return store_server.tiers(rpc, key, root=root)
 
 
 @pytest.fixture
@@ -84,7 +48,7 @@ def cluster(daemon, tmp_path):
     stores = []
 
     def store(name="seg0"):
-        s = Store(rpc, tmp_path / f"{name}.log", name)
+        s = StoreServer(rpc, tmp_path / f"{name}.log", name)
         stores.append(s)
         return s
 
