@@ -17,7 +17,7 @@ import time
 import pytest
 
 import store_server
-from conftest import binary, free_port, http_get, wait_for
+from conftest import binary, free_port, http_get, python_client, wait_for
 from store_server import StoreServer, metric
 
 def ctl(rpc, root, *args, **kw):
@@ -153,11 +153,7 @@ def test_restart_with_state_dir_keeps_disk_replicas(cluster, tmp_path):
 
 def test_python_client_uses_the_file_tier(cluster, monkeypatch):
     """python/crescent wraps libcrescent's put/get: the tier works through it."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
+    PyStore = python_client().Store
     start, store, rpc, root = cluster
     d = start()
     s = store()
@@ -245,11 +241,7 @@ def test_batched_writes_of_every_size_read_back_whole(cluster, monkeypatch):
     buffers between puts: sizes around the block size, empty and odd ones,
     puts and a batch put from one client, keys sharing directories or not,
     all come back byte for byte from their files alone."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
+    PyStore = python_client().Store
     start, store, rpc, root = cluster
     d = start()
     s = store()
@@ -335,11 +327,7 @@ def test_a_refused_persist_loses_its_file_on_the_writer_thread(cluster, monkeypa
     refuses the report, and the client's writer thread (not the put's)
     deletes that file, unless a later put of the key has replaced it."""
     import ctypes
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
+    PyStore = python_client().Store
     lib = ctypes.CDLL(os.environ["CRESCENT_LIB"])
     lib.cr_client_file_tier_flush.argtypes = [ctypes.c_void_p, ctypes.c_int]
     start, store, rpc, root = cluster
@@ -368,11 +356,7 @@ def test_replica_descriptors_of_a_disk_replica(cluster, monkeypatch):
     ReplicaDescriptor does: is_disk_replica(), get_disk_descriptor() with the
     file's path and the object's size; the memory replica beside it stays a
     memory replica."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import MooncakeDistributedStore
+    MooncakeDistributedStore = python_client().MooncakeDistributedStore
     start, store, rpc, root = cluster
     d = start()
     store()
@@ -416,11 +400,7 @@ def test_a_put_the_writer_has_no_buffer_for_is_skipped_and_counted(cluster, monk
     (no RPC between them), far faster than the writer's fdatasync and
     rename of even one: most are skipped.  Every file that was written holds
     exactly its put's bytes."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
+    PyStore = python_client().Store
     start, store, rpc, root = cluster
     d = start()
     s = store()

@@ -15,7 +15,7 @@ import signal
 
 import pytest
 
-from conftest import free_port, http_get, wait_for
+from conftest import free_port, http_get, python_client, wait_for
 from store_server import StoreServer, ctl, metric, tiers
 
 OBJ = 1 << 20
@@ -63,12 +63,7 @@ def put_many(rpc, tmp_path, n, first=0):
 def py_store(rpc):
     """python/crescent over libcrescent: one process, so its shm mapping of
     the server's segment outlives a SIGSTOP of the server."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
-    py = PyStore()
+    py = python_client().Store()
     assert py.setup("localhost", "", 0, 0, "tcp", "", rpc.split("//")[1]) == 0
     return py
 
