@@ -48,6 +48,7 @@
 #include "rpc/stream_conns.h"
 #include "rpc/stream_listen.h"
 #include "rpc/edge.h"
+#include "runtime/stats_extra.h"
 
 #define MC_REQ_HEADER 20u
 #define MC_RESP_HEADER 16u
@@ -448,23 +449,16 @@ static void mc_wire(struct cr_edge *edge, const struct cr_subsystems *peers) {
                 st->address);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void mc_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     const struct mc_edge *st = (const struct mc_edge *)edge;
-    add_stat(out, "connections_open", st->conns.open);
-    add_stat(out, "unsupported_calls_total", st->unsupported);
-    add_stat(out, "bad_arguments_total", st->bad_args);
-    add_stat(out, "connections_closed_malformed_total", st->closed_malformed);
-    add_stat(out, "clients_forgotten_total", st->clients_forgotten);
-    add_stat(out, "metadata_keys_removed_total", st->meta_keys_removed);
+    cr_actor_stats_add(out, "connections_open", st->conns.open);
+    cr_actor_stats_add(out, "unsupported_calls_total", st->unsupported);
+    cr_actor_stats_add(out, "bad_arguments_total", st->bad_args);
+    cr_actor_stats_add(out, "connections_closed_malformed_total", st->closed_malformed);
+    cr_actor_stats_add(out, "clients_forgotten_total", st->clients_forgotten);
+    cr_actor_stats_add(out, "metadata_keys_removed_total", st->meta_keys_removed);
     for (size_t i = 0; i < sizeof(refused_calls) / sizeof(refused_calls[0]); i++)
-        add_stat(out, refused_calls[i].stat, st->refused_named[i]);
+        cr_actor_stats_add(out, refused_calls[i].stat, st->refused_named[i]);
 }
 
 static void mc_destroy(struct cr_edge *edge) {

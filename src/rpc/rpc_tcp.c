@@ -44,6 +44,7 @@
 #include "msgs/rpc_stream.h"
 #include "rpc/stream_conns.h"
 #include "rpc/stream_listen.h"
+#include "runtime/stats_extra.h"
 
 #define RPC_TCP_READ_CHUNK (64u << 10)     /* bytes asked of read() at a time */
 #define RPC_TCP_READ_BUDGET (256u << 10)   /* per connection per loop turn: fairness */
@@ -313,20 +314,13 @@ static void rpc_tcp_wire(struct cr_edge *edge, const struct cr_subsystems *peers
                 "encryption (--rpc-tcp-with-curve serves it on loopback anyway)");
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void rpc_tcp_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     const struct rpc_tcp_state *st = (const struct rpc_tcp_state *)edge;
-    add_stat(out, "connections_open", st->conns.open);
-    add_stat(out, "connections_accepted_total", st->conns.accepted);
-    add_stat(out, "connections_refused_total", st->conns.refused_full);
-    add_stat(out, "connections_closed_malformed_total", st->closed_malformed);
-    add_stat(out, "connections_closed_slow_total", st->closed_slow);
+    cr_actor_stats_add(out, "connections_open", st->conns.open);
+    cr_actor_stats_add(out, "connections_accepted_total", st->conns.accepted);
+    cr_actor_stats_add(out, "connections_refused_total", st->conns.refused_full);
+    cr_actor_stats_add(out, "connections_closed_malformed_total", st->closed_malformed);
+    cr_actor_stats_add(out, "connections_closed_slow_total", st->closed_slow);
 }
 
 static void rpc_tcp_destroy(struct cr_edge *edge) {
