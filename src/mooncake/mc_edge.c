@@ -31,15 +31,10 @@
  * (past it the connection is not read until replies drain); replies queued
  * above 64 MiB close the connection (a client that does not read). */
 #include <assert.h>
-#include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "actors/subsystems.h"
@@ -50,8 +45,10 @@
 #include "mooncake/mc_calls.h"
 #include "mooncake/mc_edge.h"
 #include "rpc/rpc_codec.h"
+#include "rpc/stream_conns.h"
 #include "rpc/stream_listen.h"
 #include "rpc/edge.h"
+#include "runtime/stats_extra.h"
 
 #define MC_REQ_HEADER 20u
 #define MC_RESP_HEADER 16u
@@ -64,15 +61,9 @@
 #define MC_LISTEN_TAG CR_EDGE_TAG_MAX
 
 struct conn {
-    int fd;
-    uint32_t slot, in_flight, events;
-    uint8_t *in;
-    size_t in_len, in_cap;
+    struct cr_stream_conn s; /* first: the table's part (rpc/stream_conns.h) */
     struct cr_sp_writer out; /* replies: headers and bodies */
     size_t out_off;          /* bytes of `out` already sent */
-    bool dirty;
-    struct conn *next_dirty;
-    char peer[64];
 };
 
 /* A ReMountSegment of several segments: one crescent call each, one answer. */
@@ -95,11 +86,8 @@ struct mc_edge {
     struct cr_edge edge; /* first */
     int listen_fd;
     bool listen_added, default_busy;
-    uint32_t taken, open;
-    struct conn *conns[MC_CONNS_MAX];
-    uint32_t generation[MC_CONNS_MAX];
-    uint32_t free_slots[MC_CONNS_MAX], free_count;
-    struct conn *dirty;
+    uint32_t taken;
+    struct cr_stream_conns conns;
     struct cr_mc_state state;
     char address[CR_CONFIG_ADDRESS_MAX];
     uint64_t unsupported, bad_args, closed_malformed, last_log_ns;
@@ -122,60 +110,33 @@ static uint32_t get32(const uint8_t *p) {
 /* ------------------------------------------------------------------------ */
 /* Connections */
 
+static struct conn *conn_of(struct cr_stream_conn *s) { return (struct conn *)s; }
+
+/* The table frees the read buffer; this, the replies. */
+static void conn_release(struct cr_stream_conn *s) {
+    struct conn *c = conn_of(s);
+    free(c->out.buf);
+    c->out = (struct cr_sp_writer){0};
+}
+
 static void set_events(struct mc_edge *st, struct conn *c) {
     size_t queued = c->out.len - c->out_off;
     uint32_t events = 0;
-    if (c->in_flight < MC_QUEUE_MAX && queued < MC_OUT_MAX / 16) events |= EPOLLIN;
-    if (queued > 0 && !c->dirty) events |= EPOLLOUT;
-    if (events == c->events) return;
-    if (!cr_edge_rewatch(&st->edge, c->fd, events, c->slot))
-        CR_ERROR("mooncake", "the events of %s were not changed", c->peer);
-    c->events = events;
-}
-
-static void conn_close(struct mc_edge *st, struct conn *c, const char *why) {
-    CR_DEBUG("mooncake", "closing %s: %s", c->peer, why);
-    cr_edge_unwatch(&st->edge, c->fd);
-    close(c->fd);
-    st->conns[c->slot] = NULL;
-    st->generation[c->slot]++;
-    st->free_slots[st->free_count++] = c->slot;
-    st->open--;
-    c->fd = -1;
-    free(c->in);
-    free(c->out.buf);
-    c->in = NULL;
-    c->out = (struct cr_sp_writer){0};
-    if (!c->dirty) free(c);
+    if (c->s.in_flight < MC_QUEUE_MAX && queued < MC_OUT_MAX / 16) events |= EPOLLIN;
+    if (queued > 0 && !c->s.dirty) events |= EPOLLOUT;
+    cr_stream_conn_set_events(&st->conns, &c->s, events);
 }
 
 static bool conn_flush(struct mc_edge *st, struct conn *c) {
-    while (c->out_off < c->out.len) {
-        ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            c->out_off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        conn_close(st, c, n < 0 ? strerror(errno) : "send returned 0");
+    if (!cr_stream_conn_send(&st->conns, &c->s, c->out.buf, c->out.len, &c->out_off))
         return false;
-    }
     if (c->out_off == c->out.len) c->out_off = c->out.len = 0;
     if (c->out.len - c->out_off > MC_OUT_MAX) {
-        conn_close(st, c, "its unread replies passed 64 MiB");
+        cr_stream_conn_close(&st->conns, &c->s, "its unread replies passed 64 MiB");
         return false;
     }
     set_events(st, c);
     return true;
-}
-
-static void mark_dirty(struct mc_edge *st, struct conn *c) {
-    if (c->dirty) return;
-    c->dirty = true;
-    c->next_dirty = st->dirty;
-    st->dirty = c;
 }
 
 /* Starts a reply: its header, length patched by reply_end. */
@@ -197,7 +158,7 @@ static void reply_end(struct mc_edge *st, struct conn *c, size_t at, bool ok) {
     }
     put32(c->out.buf + at + 8, (uint32_t)(c->out.len - at - MC_RESP_HEADER));
     st->edge.intake.replies++;
-    mark_dirty(st, c);
+    cr_stream_conn_mark_dirty(&st->conns, &c->s);
 }
 
 static void reply_rpc_error(struct mc_edge *st, struct conn *c, uint32_t seq, uint8_t errc,
@@ -263,7 +224,7 @@ static void handle_frame(struct mc_edge *st, struct conn *c, const uint8_t *h,
         size_t at = reply_begin(c, seq, 0);
         bool typed = cr_mc_unavailable(id, &c->out);
         if (cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
-            CR_WARN("mooncake", "%s: %s asked for it; answered %s", msg, c->peer,
+            CR_WARN("mooncake", "%s: %s asked for it; answered %s", msg, c->s.peer,
                     typed ? "UNAVAILABLE_IN_CURRENT_MODE (-1011)" : "function_not_registered");
         if (typed || c->out.nomem) return reply_end(st, c, at, typed);
         c->out.len = at; /* no typed answer: coro_rpc's error instead */
@@ -275,7 +236,7 @@ static void handle_frame(struct mc_edge *st, struct conn *c, const uint8_t *h,
         st->bad_args++;
         st->edge.intake.decode_errors++;
         if (cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
-            CR_WARN("mooncake", "%s (from %s)", msg, c->peer);
+            CR_WARN("mooncake", "%s (from %s)", msg, c->s.peer);
         return reply_rpc_error(st, c, seq, CR_CORO_ERRC_INVALID_ARGUMENTS, msg);
     }
     if (req.method == 0) {
@@ -284,8 +245,8 @@ static void handle_frame(struct mc_edge *st, struct conn *c, const uint8_t *h,
         cr_mc_request_free(&req);
         return;
     }
-    struct tag t = {c->slot, st->generation[c->slot], seq, cr_mc_fn_index(fn), req.entries,
-                    req.client, req.has_client, NULL};
+    struct tag t = {c->s.slot, st->conns.generation[c->s.slot], seq, cr_mc_fn_index(fn),
+                    req.entries, req.client, req.has_client, NULL};
     if (req.more_count > 0) {
         t.group = calloc(1, sizeof(*t.group));
         if (t.group == NULL) {
@@ -304,48 +265,42 @@ static void handle_frame(struct mc_edge *st, struct conn *c, const uint8_t *h,
 
 /* Takes every whole frame.  False when the stream is broken (closed). */
 static bool take_frames(struct mc_edge *st, struct conn *c) {
+    struct cr_stream_conn *s = &c->s;
     size_t pos = 0;
-    while (c->in_flight < MC_QUEUE_MAX && c->in_len - pos >= MC_REQ_HEADER) {
-        const uint8_t *h = c->in + pos;
+    while (s->in_flight < MC_QUEUE_MAX && s->in_len - pos >= MC_REQ_HEADER) {
+        const uint8_t *h = s->in + pos;
         uint32_t len = get32(h + 12), attach = get32(h + 16);
         if (h[0] != MC_MAGIC || h[1] != 0 || h[2] != 0 || len > MC_BODY_MAX || attach != 0) {
             st->closed_malformed++;
             st->edge.intake.malformed++;
             CR_WARN("mooncake", "closing %s: not a coro_rpc request header (magic %u, version "
                     "%u, serialization %u, body %u bytes, attachment %u bytes)",
-                    c->peer, h[0], h[1], h[2], len, attach);
-            conn_close(st, c, "malformed header");
+                    s->peer, h[0], h[1], h[2], len, attach);
+            cr_stream_conn_close(&st->conns, s, "malformed header");
             return false;
         }
-        if (c->in_len - pos < MC_REQ_HEADER + (size_t)len) break;
+        if (s->in_len - pos < MC_REQ_HEADER + (size_t)len) break;
         handle_frame(st, c, h, h + MC_REQ_HEADER, len);
-        if (c->fd < 0) return false;
+        if (s->fd < 0) return false;
         pos += MC_REQ_HEADER + (size_t)len;
     }
-    c->in_len -= pos;
-    if (pos > 0 && c->in_len > 0) memmove(c->in, c->in + pos, c->in_len);
+    s->in_len -= pos;
+    if (pos > 0 && s->in_len > 0) memmove(s->in, s->in + pos, s->in_len);
     return true;
 }
 
 static void conn_read(struct mc_edge *st, struct conn *c) {
-    for (int rounds = 0; rounds < 4 && c->in_flight < MC_QUEUE_MAX; rounds++) {
-        size_t want = c->in_len + MC_READ_CHUNK;
-        if (c->in_len >= MC_REQ_HEADER) { /* room for the whole frame being read */
-            size_t frame = MC_REQ_HEADER + (size_t)get32(c->in + 12);
+    struct cr_stream_conn *s = &c->s;
+    for (int rounds = 0; rounds < 4 && s->in_flight < MC_QUEUE_MAX; rounds++) {
+        size_t want = s->in_len + MC_READ_CHUNK;
+        if (s->in_len >= MC_REQ_HEADER) { /* room for the whole frame being read */
+            size_t frame = MC_REQ_HEADER + (size_t)get32(s->in + 12);
             if (frame > want && frame <= MC_REQ_HEADER + MC_BODY_MAX) want = frame;
         }
-        if (want > c->in_cap) {
-            uint8_t *grown = realloc(c->in, want);
-            if (grown == NULL) return conn_close(st, c, "out of memory for its read buffer");
-            c->in = grown;
-            c->in_cap = want;
-        }
-        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (n <= 0) return conn_close(st, c, n == 0 ? "the peer closed it" : strerror(errno));
-        bool drained = (size_t)n < c->in_cap - c->in_len;
-        c->in_len += (size_t)n;
+        bool drained = false;
+        ssize_t n = cr_stream_conn_read(&st->conns, s, want, &drained);
+        if (n < 0) return; /* closed */
+        if (n == 0) break;
         if (!take_frames(st, c)) return;
         if (drained) break;
     }
@@ -358,8 +313,8 @@ static void answer(struct mc_edge *st, const struct tag *t, int32_t status, cons
                    size_t len) {
     const struct cr_mc_fn *fn = cr_mc_fn_at(t->fn);
     assert(fn != NULL);
-    struct conn *c = t->slot < MC_CONNS_MAX && st->generation[t->slot] == t->gen
-                         ? st->conns[t->slot] : NULL;
+    struct cr_stream_conn *s = cr_stream_conns_find(&st->conns, t->slot, t->gen);
+    struct conn *c = s != NULL ? conn_of(s) : NULL;
     if (t->group != NULL) {
         /* Each part's verdict, through the same translation, kept if bad. */
         struct cr_sp_writer w = {0};
@@ -398,9 +353,9 @@ static void submit(struct mc_edge *st, struct conn *c, const struct cr_mc_fn *fn
     call->received_ns = now_ns(st);
     tag_write(call, t);
     struct cr_rpc_refusal no;
-    c->in_flight++; /* first: a call segments runs inline comes back at once */
+    c->s.in_flight++; /* first: a call segments runs inline comes back at once */
     if (cr_edge_submit(&st->edge, call, body, len, &no)) return;
-    c->in_flight--;
+    c->s.in_flight--;
     answer(st, t, no.status, no.body, no.len);
     cr_rpc_refusal_free(&no);
     cr_master_call_free(call);
@@ -414,81 +369,40 @@ static void mc_done(struct cr_edge *edge, struct cr_master_call *call) {
     struct tag t;
     assert(call->identity_len == sizeof(t));
     memcpy(&t, call->identity, sizeof(t));
-    struct conn *c = t.slot < MC_CONNS_MAX && st->generation[t.slot] == t.gen
-                         ? st->conns[t.slot] : NULL;
-    if (c != NULL) {
-        assert(c->in_flight > 0);
-        c->in_flight--;
+    struct cr_stream_conn *s = cr_stream_conns_find(&st->conns, t.slot, t.gen);
+    if (s != NULL) {
+        assert(s->in_flight > 0);
+        s->in_flight--;
     }
     answer(st, &t, call->status, call->reply, call->reply_len);
     cr_master_call_free(call);
 }
 
-static void mc_flush(struct cr_edge *edge) {
-    struct mc_edge *st = (struct mc_edge *)edge;
-    while (st->dirty != NULL) {
-        struct conn *c = st->dirty;
-        st->dirty = NULL;
-        while (c != NULL) {
-            struct conn *next = c->next_dirty;
-            c->dirty = false;
-            if (c->fd < 0)
-                free(c);
-            else if (conn_flush(st, c) && c->in_len > 0 && c->in_flight < MC_QUEUE_MAX &&
-                     take_frames(st, c))
-                set_events(st, c);
-            c = next;
-        }
-    }
+/* A connection with new replies, at the end of the round: written, then
+ * it takes the frames it read while its calls in flight were at the max. */
+static void flush_one(struct cr_stream_conns *conns, struct cr_stream_conn *s) {
+    struct mc_edge *st = (struct mc_edge *)conns->edge;
+    struct conn *c = conn_of(s);
+    if (conn_flush(st, c) && s->in_len > 0 && s->in_flight < MC_QUEUE_MAX && take_frames(st, c))
+        set_events(st, c);
 }
 
-static void conn_open(struct mc_edge *st, int fd, const struct sockaddr_storage *addr) {
-    char host[48] = "?", port[8] = "?";
-    getnameinfo((const struct sockaddr *)addr, sizeof(*addr), host, sizeof(host), port,
-                sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
-    struct conn *c = st->free_count > 0 ? calloc(1, sizeof(*c)) : NULL;
-    int one = 1;
-    if (c == NULL || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
-        if (cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
-            CR_WARN("mooncake", "connection from %s:%s refused: %s", host, port,
-                    st->free_count == 0 ? "4096 connections are open" : "out of memory");
-        free(c);
-        close(fd);
-        return;
-    }
-    c->fd = fd;
-    c->slot = st->free_slots[--st->free_count];
-    snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
-    if (!cr_edge_watch(&st->edge, fd, EPOLLIN, c->slot)) {
-        st->free_slots[st->free_count++] = c->slot;
-        free(c);
-        close(fd);
-        return;
-    }
-    c->events = EPOLLIN;
-    st->conns[c->slot] = c;
-    st->open++;
+static void mc_flush(struct cr_edge *edge) {
+    cr_stream_conns_flush(&((struct mc_edge *)edge)->conns, flush_one);
 }
 
 static uint32_t mc_ready(struct cr_edge *edge, uint64_t tag, uint32_t events) {
     struct mc_edge *st = (struct mc_edge *)edge;
     if (tag == MC_LISTEN_TAG) {
-        for (int i = 0; i < 64; i++) {
-            struct sockaddr_storage addr;
-            socklen_t alen = sizeof(addr);
-            int fd = accept4(st->listen_fd, (struct sockaddr *)&addr, &alen,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd < 0) break;
-            conn_open(st, fd, &addr);
-        }
+        cr_stream_conns_accept(&st->conns, st->listen_fd, now_ns(st));
         return 0;
     }
     assert(tag < MC_CONNS_MAX);
-    struct conn *c = st->conns[tag];
-    if (c == NULL) return 0;
-    if ((events & EPOLLOUT) && !conn_flush(st, c)) return 0;
+    struct cr_stream_conn *s = st->conns.conns[tag];
+    if (s == NULL) return 0;
+    if ((events & EPOLLOUT) && !conn_flush(st, conn_of(s))) return 0;
     uint32_t before = st->taken;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(st, c);
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(st, conn_of(s));
     return st->taken - before;
 }
 
@@ -535,41 +449,22 @@ static void mc_wire(struct cr_edge *edge, const struct cr_subsystems *peers) {
                 st->address);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void mc_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     const struct mc_edge *st = (const struct mc_edge *)edge;
-    add_stat(out, "connections_open", st->open);
-    add_stat(out, "unsupported_calls_total", st->unsupported);
-    add_stat(out, "bad_arguments_total", st->bad_args);
-    add_stat(out, "connections_closed_malformed_total", st->closed_malformed);
-    add_stat(out, "clients_forgotten_total", st->clients_forgotten);
-    add_stat(out, "metadata_keys_removed_total", st->meta_keys_removed);
+    cr_actor_stats_add(out, "connections_open", st->conns.open);
+    cr_actor_stats_add(out, "unsupported_calls_total", st->unsupported);
+    cr_actor_stats_add(out, "bad_arguments_total", st->bad_args);
+    cr_actor_stats_add(out, "connections_closed_malformed_total", st->closed_malformed);
+    cr_actor_stats_add(out, "clients_forgotten_total", st->clients_forgotten);
+    cr_actor_stats_add(out, "metadata_keys_removed_total", st->meta_keys_removed);
     for (size_t i = 0; i < sizeof(refused_calls) / sizeof(refused_calls[0]); i++)
-        add_stat(out, refused_calls[i].stat, st->refused_named[i]);
+        cr_actor_stats_add(out, refused_calls[i].stat, st->refused_named[i]);
 }
 
 static void mc_destroy(struct cr_edge *edge) {
     struct mc_edge *st = (struct mc_edge *)edge;
     if (st == NULL) return;
-    for (struct conn *c = st->dirty; c != NULL;) {
-        struct conn *next = c->next_dirty;
-        if (c->fd < 0) free(c);
-        c = next;
-    }
-    for (uint32_t i = 0; i < MC_CONNS_MAX; i++) {
-        struct conn *c = st->conns[i];
-        if (c == NULL) continue;
-        close(c->fd);
-        free(c->in);
-        free(c->out.buf);
-        free(c);
-    }
+    cr_stream_conns_free(&st->conns);
     if (st->listen_fd >= 0) close(st->listen_fd);
     cr_mc_state_free(&st->state);
     free(st);
@@ -602,12 +497,20 @@ int cr_mooncake_edge_create(const struct cr_daemon_config *config, struct cr_edg
     st->listen_fd = -1;
     st->edge.ops = &mc_ops;
     st->edge.name = "mooncake_rpc";
-    for (uint32_t i = 0; i < MC_CONNS_MAX; i++) st->free_slots[i] = MC_CONNS_MAX - 1 - i;
-    st->free_count = MC_CONNS_MAX;
     snprintf(st->address, sizeof(st->address), "%s", config->mooncake_rpc_address);
+    st->conns = (struct cr_stream_conns){.edge = &st->edge,
+                                         .log_tag = "mooncake",
+                                         .address = st->address,
+                                         .full_hint = "",
+                                         .conn_size = sizeof(struct conn),
+                                         .release = conn_release};
     char why[512];
-    int rc = CR_OK;
-    if (!cr_rpc_intake_init(&st->edge.intake, config->admin_token_file, why, sizeof(why))) {
+    int rc = cr_stream_conns_init(&st->conns, MC_CONNS_MAX);
+    if (rc != CR_OK) {
+        fprintf(stderr, "crescentd: out of memory for %u Mooncake RPC connections\n",
+                MC_CONNS_MAX);
+    } else if (!cr_rpc_intake_init(&st->edge.intake, config->admin_token_file, why,
+                                   sizeof(why))) {
         fprintf(stderr, "crescentd: %s\n", why);
         rc = CR_ERR_INVALID_PARAMS;
     } else if (st->address[0] != '\0' && strcmp(st->address, "off") != 0) {

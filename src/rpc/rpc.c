@@ -60,6 +60,7 @@
 #include "daemon/config.h"
 #include "msgs/master_msgs.h"
 #include "msgs/rpc_frame.h"
+#include "runtime/stats_extra.h"
 
 #define RPC_READ_BATCH 256u /* requests read per round before serving the mailbox again */
 #define RPC_FD_TAG 0u
@@ -381,16 +382,9 @@ static void rpc_destroy(struct cr_edge *edge) {
     free(st);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void rpc_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     const struct rpc_state *st = (const struct rpc_state *)edge;
-    add_stat(out, "replies_refused_unread_total", st->refused_unread);
+    cr_actor_stats_add(out, "replies_refused_unread_total", st->refused_unread);
 }
 
 static const struct cr_edge_ops rpc_ops = {

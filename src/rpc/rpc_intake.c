@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "crescent/error.h"
 #include "msgs/rpc_frame.h"
+#include "runtime/stats_extra.h"
 
 bool cr_rpc_intake_init(struct cr_rpc_intake *in, const char *admin_token_file, char *why,
                         size_t why_size) {
@@ -191,26 +192,19 @@ void cr_rpc_intake_done(struct cr_rpc_intake *in, const struct cr_master_call *c
                          now_ns > call->received_ns ? now_ns - call->received_ns : 0);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 void cr_rpc_intake_stats(const struct cr_rpc_intake *in, struct cr_actor_stats *out) {
-    add_stat(out, "replies_total", in->replies);
-    add_stat(out, "malformed_total", in->malformed);
-    add_stat(out, "unknown_method_total", in->unknown_method);
-    add_stat(out, "decode_errors_total", in->decode_errors);
-    add_stat(out, "invalid_total", in->invalid);
-    add_stat(out, "busy_total", in->not_ready);
-    add_stat(out, "send_dropped_total", in->send_dropped);
-    add_stat(out, "in_flight", in->in_flight);
-    add_stat(out, "admin_refused_total", in->admin_refused);
+    cr_actor_stats_add(out, "replies_total", in->replies);
+    cr_actor_stats_add(out, "malformed_total", in->malformed);
+    cr_actor_stats_add(out, "unknown_method_total", in->unknown_method);
+    cr_actor_stats_add(out, "decode_errors_total", in->decode_errors);
+    cr_actor_stats_add(out, "invalid_total", in->invalid);
+    cr_actor_stats_add(out, "busy_total", in->not_ready);
+    cr_actor_stats_add(out, "send_dropped_total", in->send_dropped);
+    cr_actor_stats_add(out, "in_flight", in->in_flight);
+    cr_actor_stats_add(out, "admin_refused_total", in->admin_refused);
     size_t n;
     const struct cr_rpc_method *m = cr_rpc_methods(&n);
-    for (size_t i = 0; i < n; i++) add_stat(out, m[i].metric, in->requests[m[i].id]);
+    for (size_t i = 0; i < n; i++) cr_actor_stats_add(out, m[i].metric, in->requests[m[i].id]);
     for (size_t i = 0; i < n && out->histogram_count < out->histograms_max; i++) {
         struct cr_actor_histogram *h = &out->histograms[out->histogram_count++];
         *h = (struct cr_actor_histogram){

@@ -23,6 +23,7 @@
 #include "crescent/error.h"
 #include "daemon/config.h"
 #include "msgs/rpc_frame.h"
+#include "runtime/stats_extra.h"
 
 #define SHM_SERVER_TAG 0u
 
@@ -117,25 +118,18 @@ static void shm_wire(struct cr_edge *edge, const struct cr_subsystems *peers) {
                 "crescentd?); set --rpc-shm-path to serve it elsewhere", st->path);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void shm_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     const struct rpc_shm_edge *st = (const struct rpc_shm_edge *)edge;
     struct cr_rpc_shm_stats s = {0};
     if (st->srv != NULL) cr_rpc_shm_server_stats(st->srv, &s);
-    add_stat(out, "clients_open", s.clients_open);
-    add_stat(out, "clients_accepted_total", s.accepted);
-    add_stat(out, "clients_refused_full_total", s.refused_full);
-    add_stat(out, "clients_refused_peer_total", s.refused_peer);
-    add_stat(out, "clients_closed_malformed_total", s.closed_malformed);
-    add_stat(out, "clients_closed_slow_total", s.closed_slow);
-    add_stat(out, "clients_hello_timeout_total", s.hello_timeouts);
-    add_stat(out, "wakes_sent_total", s.wakes_sent);
+    cr_actor_stats_add(out, "clients_open", s.clients_open);
+    cr_actor_stats_add(out, "clients_accepted_total", s.accepted);
+    cr_actor_stats_add(out, "clients_refused_full_total", s.refused_full);
+    cr_actor_stats_add(out, "clients_refused_peer_total", s.refused_peer);
+    cr_actor_stats_add(out, "clients_closed_malformed_total", s.closed_malformed);
+    cr_actor_stats_add(out, "clients_closed_slow_total", s.closed_slow);
+    cr_actor_stats_add(out, "clients_hello_timeout_total", s.hello_timeouts);
+    cr_actor_stats_add(out, "wakes_sent_total", s.wakes_sent);
 }
 
 static void shm_destroy(struct cr_edge *edge) {

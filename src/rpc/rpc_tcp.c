@@ -29,15 +29,11 @@
  * a reply for a connection closed meanwhile finds another generation in the
  * slot and is dropped (counted in send_dropped_total). */
 #include <assert.h>
-#include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "rpc/edge.h"
@@ -46,28 +42,20 @@
 #include "crescent/error.h"
 #include "daemon/config.h"
 #include "msgs/rpc_stream.h"
+#include "rpc/stream_conns.h"
 #include "rpc/stream_listen.h"
+#include "runtime/stats_extra.h"
 
-#define RPC_TCP_EVENTS 64u
 #define RPC_TCP_READ_CHUNK (64u << 10)     /* bytes asked of read() at a time */
 #define RPC_TCP_READ_BUDGET (256u << 10)   /* per connection per loop turn: fairness */
 #define RPC_TCP_OUT_PAUSE (4u << 20)       /* queued reply bytes that pause reading */
 #define RPC_TCP_OUT_MAX (64u << 20)        /* queued reply bytes that close the connection */
-#define RPC_TCP_ACCEPT_BATCH 64u
 #define RPC_TCP_LISTEN_TAG CR_EDGE_TAG_MAX
 
 struct conn {
-    int fd;
-    uint32_t slot;
-    uint8_t *in; /* bytes read, not yet a whole frame */
-    size_t in_len, in_cap;
+    struct cr_stream_conn s;      /* first: the table's part (stream_conns.h) */
     struct cr_rpc_stream_out out; /* replies not yet written */
-    uint32_t in_flight;   /* calls at segments or tasks */
-    uint32_t events;      /* registered with epoll */
-    bool dirty;           /* on the flush list */
-    bool slow;            /* a reply passed RPC_TCP_OUT_MAX: closed at the flush */
-    struct conn *next_dirty;
-    char peer[64];
+    bool slow; /* a reply passed RPC_TCP_OUT_MAX: closed at the flush */
 };
 
 struct rpc_tcp_state {
@@ -77,13 +65,10 @@ struct rpc_tcp_state {
     bool off_for_curve; /* an address was given, but CURVE is on */
     bool default_busy;  /* the default address was taken: serving nothing */
     uint32_t taken;     /* frames handled, for the loop's work count */
-    struct conn **conns;  /* by slot */
-    uint32_t *generation; /* by slot; bumped at every close */
-    uint32_t *free_slots;
-    uint32_t free_count, conns_max, queue_max, open;
-    struct conn *dirty;
+    uint32_t queue_max;
+    struct cr_stream_conns conns;
     char address[CR_CONFIG_ADDRESS_MAX];
-    uint64_t accepted, refused_full, closed_malformed, closed_slow, last_log_ns;
+    uint64_t closed_malformed, closed_slow;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -91,24 +76,26 @@ struct rpc_tcp_state {
 
 static uint64_t now_ns(struct rpc_tcp_state *st) { return cr_edge_now_ns(&st->edge); }
 
-static void set_events(struct rpc_tcp_state *st, struct conn *c, uint32_t events) {
-    if (c->events == events) return;
-    if (!cr_edge_rewatch(&st->edge, c->fd, events, c->slot))
-        CR_ERROR("rpc_tcp", "the events of %s were not changed", c->peer);
-    c->events = events;
+static struct conn *conn_of(struct cr_stream_conn *s) { return (struct conn *)s; }
+
+/* The table frees the read buffer; this, the replies. */
+static void conn_release(struct cr_stream_conn *s) {
+    struct conn *c = conn_of(s);
+    free(c->out.buf);
+    c->out.buf = NULL;
 }
 
 /* Reading pauses while the connection has queue_max calls in flight or
  * RPC_TCP_OUT_PAUSE bytes of replies unwritten, writing waits for EPOLLOUT
  * only while replies are unwritten and no flush is due: a connection on the
- * flush list is written at the end of this round (flush_dirty) and asks for
+ * flush list is written at the end of this round (flush_one) and asks for
  * EPOLLOUT there if the socket took less than all.  (Asking here too made two
  * epoll_ctl calls per synchronous call, EPOLLOUT on and off again: 7% of
  * segments' time in a native BatchGetReplicaList run.) */
 /* Whether the connection may take another request now: its calls in
  * flight and its unwritten replies, checked before every frame. */
 static bool conn_takes(const struct rpc_tcp_state *st, const struct conn *c) {
-    return c->in_flight < st->queue_max && c->out.len - c->out.off < RPC_TCP_OUT_PAUSE &&
+    return c->s.in_flight < st->queue_max && c->out.len - c->out.off < RPC_TCP_OUT_PAUSE &&
            !c->slow;
 }
 
@@ -116,80 +103,37 @@ static void update_events(struct rpc_tcp_state *st, struct conn *c) {
     size_t queued = c->out.len - c->out.off;
     uint32_t events = 0;
     if (conn_takes(st, c)) events |= EPOLLIN;
-    if (queued > 0 && !c->dirty) events |= EPOLLOUT;
-    set_events(st, c, events);
-}
-
-static void conn_close(struct rpc_tcp_state *st, struct conn *c, const char *why) {
-    CR_DEBUG("rpc_tcp", "closing %s: %s", c->peer, why);
-    cr_edge_unwatch(&st->edge, c->fd);
-    close(c->fd);
-    st->conns[c->slot] = NULL;
-    st->generation[c->slot]++; /* replies still coming for it are dropped */
-    st->free_slots[st->free_count++] = c->slot;
-    st->open--;
-    /* A connection still on the flush list stays allocated, marked closed
-     * (fd -1), until flush_dirty (or destroy) reaches it and frees it. */
-    c->fd = -1;
-    free(c->in);
-    free(c->out.buf);
-    c->in = c->out.buf = NULL;
-    if (!c->dirty) free(c);
+    if (queued > 0 && !c->s.dirty) events |= EPOLLOUT;
+    cr_stream_conn_set_events(&st->conns, &c->s, events);
 }
 
 /* Writes what is queued.  Returns false when the connection was closed. */
 static bool conn_flush(struct rpc_tcp_state *st, struct conn *c) {
     if (c->slow) {
         st->closed_slow++;
-        conn_close(st, c, "its unread replies passed 64 MiB");
+        cr_stream_conn_close(&st->conns, &c->s, "its unread replies passed 64 MiB");
         return false;
     }
-    while (c->out.off < c->out.len) {
-        ssize_t n = send(c->fd, c->out.buf + c->out.off, c->out.len - c->out.off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            c->out.off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        conn_close(st, c, n < 0 ? strerror(errno) : "send returned 0");
+    if (!cr_stream_conn_send(&st->conns, &c->s, c->out.buf, c->out.len, &c->out.off))
         return false;
-    }
     if (c->out.off == c->out.len) c->out.off = c->out.len = 0;
     update_events(st, c);
     return true;
 }
 
-static void mark_dirty(struct rpc_tcp_state *st, struct conn *c) {
-    if (c->dirty) return;
-    c->dirty = true;
-    c->next_dirty = st->dirty;
-    st->dirty = c;
-}
-
 static bool take_frames(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns);
 
-/* Writes every connection that has new replies: one send per connection
- * per loop round, however many replies the round brought it.  A connection
- * that had stopped taking frames at --rpc-tcp-queue-max takes the ones it
- * already read once its replies make room: they would otherwise wait for
- * bytes the client may never send. */
-static void flush_dirty(struct rpc_tcp_state *st) {
-    while (st->dirty != NULL) {
-        struct conn *c = st->dirty;
-        st->dirty = NULL;
-        while (c != NULL) {
-            struct conn *next = c->next_dirty;
-            c->dirty = false;
-            if (c->fd < 0)
-                free(c); /* closed while listed */
-            else if (conn_flush(st, c) && c->in_len > 0 && conn_takes(st, c) &&
-                     take_frames(st, c, now_ns(st)))
-                update_events(st, c);
-            c = next;
-        }
-    }
+/* A connection with new replies, at the end of the round: one send however
+ * many replies the round brought it.  A connection that had stopped taking
+ * frames at --rpc-tcp-queue-max takes the ones it already read once its
+ * replies make room: they would otherwise wait for bytes the client may
+ * never send. */
+static void flush_one(struct cr_stream_conns *conns, struct cr_stream_conn *s) {
+    struct rpc_tcp_state *st = (struct rpc_tcp_state *)conns->edge;
+    struct conn *c = conn_of(s);
+    if (conn_flush(st, c) && c->s.in_len > 0 && conn_takes(st, c) &&
+        take_frames(st, c, now_ns(st)))
+        update_events(st, c);
 }
 
 /* Queues one reply frame.  False (nothing queued, counted) when out of
@@ -199,7 +143,7 @@ static void flush_dirty(struct rpc_tcp_state *st) {
  * replies are dropped. */
 static bool queue_reply(struct rpc_tcp_state *st, struct conn *c, uint64_t request_id,
                         int32_t status, const uint8_t *body, size_t len) {
-    mark_dirty(st, c);
+    cr_stream_conn_mark_dirty(&st->conns, &c->s);
     if (c->slow || c->out.len - c->out.off + len > RPC_TCP_OUT_MAX) {
         c->slow = true;
         st->edge.intake.send_dropped++;
@@ -212,9 +156,6 @@ static bool queue_reply(struct rpc_tcp_state *st, struct conn *c, uint64_t reque
     st->edge.intake.replies++;
     return true;
 }
-
-/* ------------------------------------------------------------------------ */
-/* Requests */
 
 static void put_u32(uint8_t *p, uint32_t v) { cr_rpc_stream_put_len(p, v); }
 static uint32_t get_u32(const uint8_t *p) {
@@ -242,12 +183,12 @@ static void handle_frame(struct rpc_tcp_state *st, struct conn *c, const uint8_t
     call->request_id = env.request_id;
     call->received_ns = received_ns;
     call->identity_len = 8;
-    put_u32(call->identity, c->slot);
-    put_u32(call->identity + 4, st->generation[c->slot]);
+    put_u32(call->identity, c->s.slot);
+    put_u32(call->identity + 4, st->conns.generation[c->s.slot]);
     struct cr_rpc_refusal no;
-    c->in_flight++; /* first: a call segments runs inline is done (rpc_tcp_done) at once */
+    c->s.in_flight++; /* first: a call segments runs inline is done (rpc_tcp_done) at once */
     if (cr_edge_submit(&st->edge, call, env.body, env.body_len, &no)) return;
-    c->in_flight--;
+    c->s.in_flight--;
     queue_reply(st, c, call->request_id, no.status, no.body, no.len);
     cr_rpc_refusal_free(&no);
     cr_master_call_free(call);
@@ -256,12 +197,13 @@ static void handle_frame(struct rpc_tcp_state *st, struct conn *c, const uint8_t
 /* Takes every whole frame from the read buffer.  Returns false when the
  * stream is broken (the connection is then answered and closed). */
 static bool take_frames(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns) {
+    struct cr_stream_conn *s = &c->s;
     size_t pos = 0, n = 0;
     enum cr_rpc_stream_verdict v = CR_RPC_STREAM_MORE;
     while (conn_takes(st, c) &&
-           (v = cr_rpc_stream_next(c->in + pos, c->in_len - pos, CR_RPC_REQUEST_HEADER_BYTES,
+           (v = cr_rpc_stream_next(s->in + pos, s->in_len - pos, CR_RPC_REQUEST_HEADER_BYTES,
                                    CR_RPC_STREAM_REQUEST_MAX, &n)) == CR_RPC_STREAM_FRAME) {
-        handle_frame(st, c, c->in + pos + CR_RPC_STREAM_LEN_BYTES, n, received_ns);
+        handle_frame(st, c, s->in + pos + CR_RPC_STREAM_LEN_BYTES, n, received_ns);
         pos += CR_RPC_STREAM_LEN_BYTES + n;
     }
     if (v == CR_RPC_STREAM_BAD) {
@@ -271,52 +213,38 @@ static bool take_frames(struct rpc_tcp_state *st, struct conn *c, uint64_t recei
         snprintf(text, sizeof(text),
                  "malformed frame: length %u is outside %u..%u (msgs/rpc_stream.h); closing "
                  "the connection",
-                 get_u32(c->in + pos), CR_RPC_REQUEST_HEADER_BYTES, CR_RPC_STREAM_REQUEST_MAX);
+                 get_u32(s->in + pos), CR_RPC_REQUEST_HEADER_BYTES, CR_RPC_STREAM_REQUEST_MAX);
         queue_reply(st, c, 0, CR_ERR_PROTOCOL, (const uint8_t *)text, strlen(text));
-        if (conn_flush(st, c)) conn_close(st, c, "malformed frame");
+        if (conn_flush(st, c)) cr_stream_conn_close(&st->conns, s, "malformed frame");
         return false;
     }
-    c->in_len -= pos;
-    if (pos > 0 && c->in_len > 0) memmove(c->in, c->in + pos, c->in_len);
+    s->in_len -= pos;
+    if (pos > 0 && s->in_len > 0) memmove(s->in, s->in + pos, s->in_len);
     /* A large frame grew the buffer: give the memory back once it is gone. */
-    if (c->in_cap > 4 * RPC_TCP_READ_CHUNK && c->in_len <= RPC_TCP_READ_CHUNK) {
-        uint8_t *small = realloc(c->in, RPC_TCP_READ_CHUNK);
-        if (small != NULL) c->in = small, c->in_cap = RPC_TCP_READ_CHUNK;
+    if (s->in_cap > 4 * RPC_TCP_READ_CHUNK && s->in_len <= RPC_TCP_READ_CHUNK) {
+        uint8_t *small = realloc(s->in, RPC_TCP_READ_CHUNK);
+        if (small != NULL) s->in = small, s->in_cap = RPC_TCP_READ_CHUNK;
     }
     return true;
 }
 
 /* Room for the next read: a chunk, or the rest of the frame being read. */
-static bool reserve_in(struct conn *c) {
-    size_t frame = 0, want = c->in_len + RPC_TCP_READ_CHUNK;
-    if (cr_rpc_stream_next(c->in, c->in_len, CR_RPC_REQUEST_HEADER_BYTES,
+static size_t read_want(const struct cr_stream_conn *s) {
+    size_t frame = 0, want = s->in_len + RPC_TCP_READ_CHUNK;
+    if (cr_rpc_stream_next(s->in, s->in_len, CR_RPC_REQUEST_HEADER_BYTES,
                            CR_RPC_STREAM_REQUEST_MAX, &frame) == CR_RPC_STREAM_MORE &&
         CR_RPC_STREAM_LEN_BYTES + frame > want)
         want = CR_RPC_STREAM_LEN_BYTES + frame;
-    if (want <= c->in_cap) return true;
-    uint8_t *grown = realloc(c->in, want);
-    if (grown == NULL) return false;
-    c->in = grown;
-    c->in_cap = want;
-    return true;
+    return want;
 }
 
 static void conn_read(struct rpc_tcp_state *st, struct conn *c, uint64_t received_ns) {
     size_t budget = RPC_TCP_READ_BUDGET;
     while (budget > 0 && conn_takes(st, c)) {
-        if (!reserve_in(c)) {
-            conn_close(st, c, "out of memory for its read buffer");
-            return;
-        }
-        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (n <= 0) {
-            conn_close(st, c, n == 0 ? "the peer closed it" : strerror(errno));
-            return;
-        }
-        bool drained = (size_t)n < c->in_cap - c->in_len;
-        c->in_len += (size_t)n;
+        bool drained = false;
+        ssize_t n = cr_stream_conn_read(&st->conns, &c->s, read_want(&c->s), &drained);
+        if (n < 0) return; /* closed */
+        if (n == 0) break;
         budget = (size_t)n < budget ? budget - (size_t)n : 0;
         if (!take_frames(st, c, received_ns)) return;
         /* A short read took all there was: epoll (level-triggered) says
@@ -326,78 +254,21 @@ static void conn_read(struct rpc_tcp_state *st, struct conn *c, uint64_t receive
     update_events(st, c);
 }
 
-static void conn_open(struct rpc_tcp_state *st, int fd, const struct sockaddr_storage *addr) {
-    char host[48] = "?", port[8] = "?";
-    getnameinfo((const struct sockaddr *)addr, sizeof(*addr), host, sizeof(host), port,
-                sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
-    if (st->free_count == 0) {
-        st->refused_full++;
-        if (cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
-            CR_WARN("rpc_tcp", "connection from %s:%s refused: %u connections are open "
-                    "(--rpc-tcp-connections-max)", host, port, st->conns_max);
-        close(fd);
-        return;
-    }
-    struct conn *c = calloc(1, sizeof(*c));
-    int one = 1;
-    /* Replies are one frame each and written whole: Nagle would hold a
-     * reply back waiting for the client's ACK of the previous one. */
-    if (c == NULL || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
-        CR_WARN("rpc_tcp", "connection from %s:%s dropped: %s", host, port,
-                c == NULL ? "out of memory" : strerror(errno));
-        free(c);
-        close(fd);
-        return;
-    }
-    c->fd = fd;
-    c->slot = st->free_slots[--st->free_count];
-    snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
-    if (!cr_edge_watch(&st->edge, fd, EPOLLIN, c->slot)) {
-        CR_ERROR("rpc_tcp", "connection from %s dropped", c->peer);
-        st->free_slots[st->free_count++] = c->slot;
-        free(c);
-        close(fd);
-        return;
-    }
-    c->events = EPOLLIN;
-    st->conns[c->slot] = c;
-    st->open++;
-    st->accepted++;
-}
-
-static void accept_some(struct rpc_tcp_state *st) {
-    for (unsigned i = 0; i < RPC_TCP_ACCEPT_BATCH; i++) {
-        struct sockaddr_storage addr;
-        socklen_t len = sizeof(addr);
-        int fd = accept4(st->listen_fd, (struct sockaddr *)&addr, &len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            conn_open(st, fd, &addr);
-            continue;
-        }
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK &&
-            cr_log_ratelimit(&st->last_log_ns, now_ns(st), 10ull * 1000000000u))
-            CR_WARN("rpc_tcp", "accept on %s failed: %s", st->address, strerror(errno));
-        return;
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* Edge hooks (edge.h), on the segments thread */
 
 static uint32_t rpc_tcp_ready(struct cr_edge *edge, uint64_t tag, uint32_t events) {
     struct rpc_tcp_state *st = (struct rpc_tcp_state *)edge;
     if (tag == RPC_TCP_LISTEN_TAG) {
-        accept_some(st);
+        cr_stream_conns_accept(&st->conns, st->listen_fd, now_ns(st));
         return 0;
     }
-    assert(tag < st->conns_max);
-    struct conn *c = st->conns[tag];
-    if (c == NULL) return 0; /* closed earlier in this round */
-    if ((events & EPOLLOUT) && !conn_flush(st, c)) return 0;
+    assert(tag < st->conns.max);
+    struct cr_stream_conn *s = st->conns.conns[tag];
+    if (s == NULL) return 0; /* closed earlier in this round */
+    if ((events & EPOLLOUT) && !conn_flush(st, conn_of(s))) return 0;
     uint32_t before = st->taken;
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(st, c, now_ns(st));
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(st, conn_of(s), now_ns(st));
     return st->taken - before;
 }
 
@@ -406,12 +277,12 @@ static uint32_t rpc_tcp_ready(struct cr_edge *edge, uint64_t tag, uint32_t event
 static void rpc_tcp_done(struct cr_edge *edge, struct cr_master_call *call) {
     struct rpc_tcp_state *st = (struct rpc_tcp_state *)edge;
     assert(call->identity_len == 8);
-    uint32_t slot = get_u32(call->identity), gen = get_u32(call->identity + 4);
-    struct conn *c = slot < st->conns_max && st->generation[slot] == gen ? st->conns[slot] : NULL;
-    if (c != NULL) {
-        assert(c->in_flight > 0);
-        c->in_flight--;
-        queue_reply(st, c, call->request_id, call->status,
+    struct cr_stream_conn *s =
+        cr_stream_conns_find(&st->conns, get_u32(call->identity), get_u32(call->identity + 4));
+    if (s != NULL) {
+        assert(s->in_flight > 0);
+        s->in_flight--;
+        queue_reply(st, conn_of(s), call->request_id, call->status,
                     call->reply != NULL ? call->reply : (const uint8_t *)"", call->reply_len);
     } else {
         st->edge.intake.send_dropped++; /* its connection closed meanwhile */
@@ -419,7 +290,9 @@ static void rpc_tcp_done(struct cr_edge *edge, struct cr_master_call *call) {
     cr_master_call_free(call);
 }
 
-static void rpc_tcp_flush(struct cr_edge *edge) { flush_dirty((struct rpc_tcp_state *)edge); }
+static void rpc_tcp_flush(struct cr_edge *edge) {
+    cr_stream_conns_flush(&((struct rpc_tcp_state *)edge)->conns, flush_one);
+}
 
 static void rpc_tcp_wire(struct cr_edge *edge, const struct cr_subsystems *peers) {
     (void)peers;
@@ -441,42 +314,20 @@ static void rpc_tcp_wire(struct cr_edge *edge, const struct cr_subsystems *peers
                 "encryption (--rpc-tcp-with-curve serves it on loopback anyway)");
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void rpc_tcp_stats(const struct cr_edge *edge, struct cr_actor_stats *out) {
     const struct rpc_tcp_state *st = (const struct rpc_tcp_state *)edge;
-    add_stat(out, "connections_open", st->open);
-    add_stat(out, "connections_accepted_total", st->accepted);
-    add_stat(out, "connections_refused_total", st->refused_full);
-    add_stat(out, "connections_closed_malformed_total", st->closed_malformed);
-    add_stat(out, "connections_closed_slow_total", st->closed_slow);
+    cr_actor_stats_add(out, "connections_open", st->conns.open);
+    cr_actor_stats_add(out, "connections_accepted_total", st->conns.accepted);
+    cr_actor_stats_add(out, "connections_refused_total", st->conns.refused_full);
+    cr_actor_stats_add(out, "connections_closed_malformed_total", st->closed_malformed);
+    cr_actor_stats_add(out, "connections_closed_slow_total", st->closed_slow);
 }
 
 static void rpc_tcp_destroy(struct cr_edge *edge) {
     struct rpc_tcp_state *st = (struct rpc_tcp_state *)edge;
     if (st == NULL) return;
-    for (struct conn *c = st->dirty; c != NULL;) { /* closed ones still listed */
-        struct conn *next = c->next_dirty;
-        if (c->fd < 0) free(c);
-        c = next;
-    }
-    for (uint32_t i = 0; st->conns != NULL && i < st->conns_max; i++) {
-        struct conn *c = st->conns[i];
-        if (c == NULL) continue;
-        close(c->fd);
-        free(c->in);
-        free(c->out.buf);
-        free(c);
-    }
+    cr_stream_conns_free(&st->conns);
     if (st->listen_fd >= 0) close(st->listen_fd);
-    free(st->conns);
-    free(st->generation);
-    free(st->free_slots);
     free(st);
 }
 
@@ -545,20 +396,19 @@ int cr_rpc_tcp_edge_create(const struct cr_daemon_config *config, struct cr_edge
     } else if (st->address[0] == '\0' || (curve && !config->rpc_tcp_with_curve)) {
         st->off_for_curve = st->address[0] != '\0'; /* off: serves nothing */
     } else {
-        st->conns_max = config->rpc_tcp_connections_max;
         st->queue_max = config->rpc_tcp_queue_max;
-        st->conns = calloc(st->conns_max, sizeof(*st->conns));
-        st->generation = calloc(st->conns_max, sizeof(*st->generation));
-        st->free_slots = calloc(st->conns_max, sizeof(*st->free_slots));
-        if (st->conns == NULL || st->generation == NULL || st->free_slots == NULL) {
+        st->conns = (struct cr_stream_conns){.edge = &st->edge,
+                                             .log_tag = "rpc_tcp",
+                                             .address = st->address,
+                                             .full_hint = " (--rpc-tcp-connections-max)",
+                                             .conn_size = sizeof(struct conn),
+                                             .release = conn_release};
+        rc = cr_stream_conns_init(&st->conns, config->rpc_tcp_connections_max);
+        if (rc != CR_OK)
             fprintf(stderr, "crescentd: out of memory for %u native RPC connections\n",
-                    st->conns_max);
-            rc = CR_ERR_NOMEM;
-        } else {
-            for (uint32_t i = 0; i < st->conns_max; i++) st->free_slots[i] = st->conns_max - 1 - i;
-            st->free_count = st->conns_max;
+                    config->rpc_tcp_connections_max);
+        else
             rc = listen_on(st, config);
-        }
     }
     if (rc != CR_OK) {
         rpc_tcp_destroy(&st->edge);

@@ -22,6 +22,18 @@ def binary(name):
     return path
 
 
+
+def python_client():
+    """python/crescent, this tree's Python client, over the libcrescent built
+    beside BIN_DIR (CRESCENT_LIB when that is not set): python_client().Store."""
+    import sys
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "python")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
+    import crescent
+    return crescent
+
 # Ports are drawn below Linux's ephemeral range (32768-60999 by default), so a
 # port handed out here is never taken meanwhile by the kernel for some outgoing
 # connection, and no port is handed out twice in one run: asking the kernel for

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from conftest import binary, free_port, http_get, wait_for
+from store_server import StoreServer
 
 SEGMENT = 256 << 20
 
@@ -37,28 +38,11 @@ def stats(d):
     return json.loads(body)
 
 
-class Store:
-    """One crescent-store process; its log goes to a file (never a full pipe)."""
+class Store(StoreServer):
+    """A store server with a SEGMENT-byte segment: data_check's objects reach 64 MiB."""
 
     def __init__(self, rpc, log_path, name, *extra):
-        self.name = name
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [binary("crescent-store"), "--master", rpc, "--segment-name", name,
-             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "200", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-    def text(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode()
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=20)
-        self.log.close()
-        return rc
+        super().__init__(rpc, log_path, name, *extra, segment_size=SEGMENT)
 
 
 @pytest.fixture(params=["shm", "tcp"])

@@ -10,51 +10,18 @@ master's view of the root is refused; a missing directory leaves puts in
 memory and is counted; the file tier evicts beyond its size; a restart with
 --state-dir keeps the disk replicas."""
 import os
-import re
 import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import binary, free_port, http_get, wait_for
+import store_server
+from conftest import binary, free_port, http_get, python_client, wait_for
+from store_server import StoreServer, metric
 
-SEGMENT = 64 << 20
-
-
-class Store:
-    def __init__(self, rpc, log_path, name):
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [binary("crescent-store"), "--master", rpc, "--segment-name", name,
-             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "200"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=30)
-        self.log.close()
-        return rc
-
-
-def ctl(rpc, root, *args, stdin=None, check=True):
-    env = dict(os.environ)
-    env.pop("CRESCENT_ROOT_FS_DIR", None)
-    if root is not None:
-        env["CRESCENT_ROOT_FS_DIR"] = str(root)
-    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "20000", *args],
-                       input=stdin, capture_output=True, timeout=120, env=env)
-    if check:
-        assert p.returncode == 0, p.stderr.decode()
-    return p
-
-
-def metric(d, name):
-    status, body = http_get(d.port, "/metrics")
-    assert status == 200
-    m = re.search(rf"^{name} (\d+)$", body.decode(), re.M)
-    return int(m.group(1)) if m else None
+def ctl(rpc, root, *args, **kw):
+    return store_server.ctl(rpc, *args, root=root, **kw)
 
 
 def obj_files(root, cluster="mooncake_cluster"):
@@ -65,10 +32,7 @@ def obj_files(root, cluster="mooncake_cluster"):
 
 
 def tiers(rpc, root, key):
-    """The TIER column of `crescentctl replicas KEY`."""
-    lines = ctl(rpc, root, "replicas", key).stdout.decode().splitlines()
-    assert lines[1].split()[:2] == ["REPLICA", "TIER"]
-    return sorted(line.split()[1] for line in lines[2:])
+    return store_server.tiers(rpc, key, root=root)
 
 
 @pytest.fixture
@@ -84,7 +48,7 @@ def cluster(daemon, tmp_path):
     stores = []
 
     def store(name="seg0"):
-        s = Store(rpc, tmp_path / f"{name}.log", name)
+        s = StoreServer(rpc, tmp_path / f"{name}.log", name)
         stores.append(s)
         return s
 
@@ -190,11 +154,7 @@ def test_restart_with_state_dir_keeps_disk_replicas(cluster, tmp_path):
 
 def test_python_client_uses_the_file_tier(cluster, monkeypatch):
     """python/crescent wraps libcrescent's put/get: the tier works through it."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
+    PyStore = python_client().Store
     start, store, rpc, root = cluster
     d = start()
     s = store()
@@ -282,11 +242,7 @@ def test_batched_writes_of_every_size_read_back_whole(cluster, monkeypatch):
     buffers between puts: sizes around the block size, empty and odd ones,
     puts and a batch put from one client, keys sharing directories or not,
     all come back byte for byte from their files alone."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
+    PyStore = python_client().Store
     start, store, rpc, root = cluster
     d = start()
     s = store()
@@ -372,11 +328,7 @@ def test_a_refused_persist_loses_its_file_on_the_writer_thread(cluster, monkeypa
     refuses the report, and the client's writer thread (not the put's)
     deletes that file, unless a later put of the key has replaced it."""
     import ctypes
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
+    PyStore = python_client().Store
     lib = ctypes.CDLL(os.environ["CRESCENT_LIB"])
     lib.cr_client_file_tier_flush.argtypes = [ctypes.c_void_p, ctypes.c_int]
     start, store, rpc, root = cluster
@@ -405,11 +357,7 @@ def test_replica_descriptors_of_a_disk_replica(cluster, monkeypatch):
     ReplicaDescriptor does: is_disk_replica(), get_disk_descriptor() with the
     file's path and the object's size; the memory replica beside it stays a
     memory replica."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import MooncakeDistributedStore
+    MooncakeDistributedStore = python_client().MooncakeDistributedStore
     start, store, rpc, root = cluster
     d = start()
     store()
@@ -453,11 +401,7 @@ def test_a_put_the_writer_has_no_buffer_for_is_skipped_and_counted(cluster, monk
     (no RPC between them), far faster than the writer's fdatasync and
     rename of even one: most are skipped.  Every file that was written holds
     exactly its put's bytes."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
+    PyStore = python_client().Store
     start, store, rpc, root = cluster
     d = start()
     s = store()

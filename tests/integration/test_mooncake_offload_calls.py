@@ -14,7 +14,7 @@ import pytest
 from conftest import free_port, wait_for
 from test_mooncake_store import (MiB, REAL_MOONCAKE, master, peers,  # noqa: F401
                                  real_module, setup_engine)
-from test_ssd_offload import Store, metric, tiers
+from test_ssd_offload import metric, ssd_store, tiers
 
 # A store not set up yet.
 BEFORE = r"""
@@ -97,7 +97,7 @@ def test_offload_read_count_counts_reads_of_a_servers_ssd(daemon, peers, tmp_pat
                "--eviction-high-watermark-ratio", "0.5", "--eviction-ratio", "0.2",
                "--client-ttl", "30")
     d.rpc = f"127.0.0.1:{rpc_port}"
-    server = Store(rpc, tmp_path / "store.log", tmp_path / "ssd")
+    server = ssd_store(rpc, tmp_path / "store.log", tmp_path / "ssd")
     try:
         wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
         p = peers()

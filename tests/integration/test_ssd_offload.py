@@ -11,57 +11,19 @@ every object keeps its memory replica; a server killed with its offloads
 pending leaves no torn file and no replica pointing at one."""
 import json
 import os
-import re
 import signal
-import subprocess
 
 import pytest
 
-from conftest import binary, free_port, http_get, wait_for
+from conftest import free_port, http_get, python_client, wait_for
+from store_server import StoreServer, ctl, metric, tiers
 
-SEGMENT = 64 << 20
 OBJ = 1 << 20
 
 
-class Store:
-    def __init__(self, rpc, log_path, ssd):
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [binary("crescent-store"), "--master", rpc, "--segment-name", "seg0",
-             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "100",
-             "--ssd-dir", str(ssd), "--ssd-size", "1G"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=30)
-        self.log.close()
-        return rc
-
-
-def ctl(rpc, *args, check=True):
-    env = dict(os.environ)
-    env.pop("CRESCENT_ROOT_FS_DIR", None)
-    p = subprocess.run([binary("crescentctl"), "--rpc", rpc, "--timeout-ms", "20000", *args],
-                       capture_output=True, timeout=120, env=env)
-    if check:
-        assert p.returncode == 0, p.stderr.decode()
-    return p
-
-
-def metric(d, name):
-    status, body = http_get(d.port, "/metrics")
-    assert status == 200
-    m = re.search(rf"^{name} (\d+)$", body.decode(), re.M)
-    return int(m.group(1)) if m else None
-
-
-def tiers(rpc, key):
-    lines = ctl(rpc, "replicas", key).stdout.decode().splitlines()
-    assert lines[1].split()[:2] == ["REPLICA", "TIER"]
-    return sorted(line.split()[1] for line in lines[2:])
+def ssd_store(rpc, log_path, ssd, ssd_size="1G"):
+    """A store server of segment seg0 with an SSD tier at `ssd`."""
+    return StoreServer(rpc, log_path, ping_ms=100, ssd=ssd, ssd_size=ssd_size)
 
 
 @pytest.fixture
@@ -76,7 +38,7 @@ def cluster(daemon, tmp_path, request):
     stores = []
 
     def store():
-        s = Store(rpc, tmp_path / f"store{len(stores)}.log", ssd)
+        s = ssd_store(rpc, tmp_path / f"store{len(stores)}.log", ssd)
         stores.append(s)
         wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
         return s
@@ -101,12 +63,7 @@ def put_many(rpc, tmp_path, n, first=0):
 def py_store(rpc):
     """python/crescent over libcrescent: one process, so its shm mapping of
     the server's segment outlives a SIGSTOP of the server."""
-    import sys
-    from conftest import BIN_DIR
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-    os.environ.setdefault("CRESCENT_LIB", os.path.join(BIN_DIR, "..", "lib", "libcrescent.so"))
-    from crescent import Store as PyStore
-    py = PyStore()
+    py = python_client().Store()
     assert py.setup("localhost", "", 0, 0, "tcp", "", rpc.split("//")[1]) == 0
     return py
 

@@ -10,33 +10,14 @@ with --ssd-dir, crescentctl as the client.
 - A server killed and restarted with the same --ssd-dir re-registers every
   whole file (objects readable from its SSD again); a corrupted file is
   dropped, never served."""
-import os
 import signal
-import subprocess
 import urllib.request
 
 import pytest
 
-from conftest import binary, free_port, wait_for
-from test_ssd_offload import OBJ, SEGMENT, crs_files, ctl, metric, put_many, tiers
-
-
-class Store:
-    def __init__(self, rpc, log_path, ssd, ssd_size="1G"):
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [binary("crescent-store"), "--master", rpc, "--segment-name", "seg0",
-             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "100",
-             "--ssd-dir", str(ssd), "--ssd-size", str(ssd_size)],
-            stdout=self.log, stderr=subprocess.STDOUT)
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout=30)
-        self.log.close()
-        return rc
+from conftest import free_port, wait_for
+from store_server import ctl, metric, tiers
+from test_ssd_offload import OBJ, crs_files, put_many, ssd_store
 
 
 def start(daemon, tmp_path, *flags, ttl="30"):
@@ -71,7 +52,7 @@ def offloaded_keys(d, rpc, payloads, at_least=8):
     (("--promotion_on_hit=false", "--promotion_admission_threshold", "3"), False)])
 def test_ssd_reads_promote_back_to_memory(daemon, tmp_path, stores, flags, promotes):
     d, rpc = start(daemon, tmp_path, *flags)
-    stores.append(Store(rpc, tmp_path / "store.log", tmp_path / "ssd"))
+    stores.append(ssd_store(rpc, tmp_path / "store.log", tmp_path / "ssd"))
     wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
     payloads = put_many(rpc, tmp_path, 48)
     cold = offloaded_keys(d, rpc, payloads)
@@ -109,7 +90,7 @@ def test_ssd_eviction_is_reported_and_the_replica_dropped(daemon, tmp_path, stor
     ssd = tmp_path / "ssd"
     # Room for 6 files of 1 MiB (headers included): older offloads are evicted
     # from the SSD as newer ones come.
-    stores.append(Store(rpc, tmp_path / "store.log", ssd, ssd_size=6 * OBJ + 6 * 8192))
+    stores.append(ssd_store(rpc, tmp_path / "store.log", ssd, ssd_size=6 * OBJ + 6 * 8192))
     wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
     payloads = put_many(rpc, tmp_path, 56)
     wait_for(lambda: (metric(d, "crescent_segments_local_disk_gone_total") or 0) >= 4,
@@ -128,7 +109,7 @@ def test_restarted_store_re_registers_its_ssd(daemon, tmp_path, stores):
     # A short client TTL: the killed server's segment (and its replicas) go.
     d, rpc = start(daemon, tmp_path, "--promotion-hits", "0", ttl="2")
     ssd = tmp_path / "ssd"
-    stores.append(Store(rpc, tmp_path / "store0.log", ssd))
+    stores.append(ssd_store(rpc, tmp_path / "store0.log", ssd))
     wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
     payloads = put_many(rpc, tmp_path, 48)
     cold = offloaded_keys(d, rpc, payloads)
@@ -143,7 +124,7 @@ def test_restarted_store_re_registers_its_ssd(daemon, tmp_path, stores):
     raw = bytearray(victim.read_bytes())
     raw[-1] ^= 0xFF
     victim.write_bytes(bytes(raw))
-    stores.append(Store(rpc, tmp_path / "store1.log", ssd))
+    stores.append(ssd_store(rpc, tmp_path / "store1.log", ssd))
     wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment remounted")
     wait_for(lambda: (metric(d, "crescent_segments_local_disk_registered_total") or 0)
              >= len(files) - 1, "files re-registered")
@@ -167,7 +148,7 @@ def test_master_restart_keeps_local_disk_replicas(daemon, tmp_path, stores):
     state = tmp_path / "state"
     flags = ("--promotion-hits", "0", "--state-dir", str(state), "--durability", "sync")
     d, rpc = start(daemon, tmp_path, *flags)
-    stores.append(Store(rpc, tmp_path / "store.log", tmp_path / "ssd"))
+    stores.append(ssd_store(rpc, tmp_path / "store.log", tmp_path / "ssd"))
     wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
     payloads = put_many(rpc, tmp_path, 48)
     cold = offloaded_keys(d, rpc, payloads)

@@ -15,27 +15,21 @@ import time
 import zmq
 
 from conftest import binary, free_port, http_get, wait_for
+from store_server import StoreServer
 from test_events import recv_batch
 
 SEGMENT = 64 << 20
 SIZES = [4096, 64 << 10, 4 << 20]
 
 
-class Store:
-    """One crescent-store process; its log goes to a file (never a full pipe)."""
+class Store(StoreServer):
+    """A store server pinging every 100 ms, killed (SIGKILL) unless told otherwise."""
 
     def __init__(self, rpc, log_path, name):
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(
-            [binary("crescent-store"), "--master", rpc, "--segment-name", name,
-             "--segment-size", str(SEGMENT), "--no-pin", "--ping-interval-ms", "100"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+        super().__init__(rpc, log_path, name, segment_size=SEGMENT, ping_ms=100)
 
     def stop(self, sig=signal.SIGKILL):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        self.proc.wait(timeout=20)
-        self.log.close()
+        return super().stop(sig)
 
 
 def start(daemon, tmp_path, *extra, stores=2, local=False):

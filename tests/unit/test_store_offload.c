@@ -16,59 +16,22 @@
 
 #include "core/store.h"
 #include "crescent/error.h"
+#include "store_tier_fixture.h"
 
-#define OBJ 4096ull
 static const struct cr_uuid PLAIN = {{1}};
 static const struct cr_uuid SSD_SERVER = {{2}};
 
-struct recorder {
-    int count;
-    char pairs[512];
-};
-
-static void record(void *ctx, const struct cr_store_change *ev) {
-    struct recorder *r = ctx;
-    r->count++;
-    r->pairs[0] = '\0';
-    for (uint32_t i = 0; i < ev->replica_count; i++) {
-        size_t n = strlen(r->pairs);
-        snprintf(r->pairs + n, sizeof(r->pairs) - n, "%s%s=%s", i ? ";" : "",
-                 ev->replicas[i].type, ev->replicas[i].location);
-    }
-}
-
 static cr_store *make_store(struct recorder *rec) {
-    cr_store_config cfg;
-    cr_store_config_default(&cfg);
-    cfg.max_objects = 1024;
-    cfg.max_segments = 8;
-    cfg.max_allocations_per_segment = 1024;
-    struct cr_store_event_sink sink = {record, rec};
-    cr_store *s = NULL;
-    assert_int_equal(cr_store_create(&cfg, &sink, &s), CR_OK);
-    struct cr_store_segment_params a = {"plain", 1ull << 32, 1 << 20, "10.0.0.1:7000", "tcp"};
-    assert_int_equal(cr_store_mount_segment(s, &PLAIN, &a, 0), CR_OK);
-    struct cr_store_segment_params b = {"ssd", 2ull << 32, 1 << 20, "10.0.0.2:7000", "tcp"};
-    assert_int_equal(cr_store_mount_segment(s, &SSD_SERVER, &b, 0), CR_OK);
+    cr_store *s = store_with_recorder(rec);
+    mount_segment(s, &PLAIN, "plain", 1ull << 32, 1 << 20, "10.0.0.1:7000");
+    mount_segment(s, &SSD_SERVER, "ssd", 2ull << 32, 1 << 20, "10.0.0.2:7000");
     assert_int_equal(cr_store_segment_set_ssd_capacity(s, "ssd", 1ull << 30), CR_OK);
     assert_int_equal(cr_store_segment_set_ssd_capacity(s, "none", 1), CR_ERR_SEGMENT_NOT_FOUND);
     return s;
 }
 
 static void put(cr_store *s, const char *key, const char *segment, bool checksum) {
-    struct cr_store_replica_list l;
-    struct cr_store_put_params p = {.key = key, .key_len = (uint32_t)strlen(key),
-                                    .value_length = OBJ, .replica_num = 1,
-                                    .preferred_segment = segment};
-    assert_int_equal(cr_store_put_start(s, &PLAIN, &p, 1, &l), CR_OK);
-    struct cr_store_key k;
-    cr_store_key_make(NULL, key, (uint32_t)strlen(key), &k);
-    uint64_t sum = 0x77;
-    assert_int_equal(cr_store_put_end_k(s, &PLAIN, &k, checksum ? &sum : NULL, 1), CR_OK);
-}
-
-static void view(cr_store *s, const char *key, struct cr_store_object_view *v) {
-    assert_int_equal(cr_store_object_find(s, NULL, key, (uint32_t)strlen(key), 2, v), CR_OK);
+    put_on(s, &PLAIN, key, segment, checksum);
 }
 
 static void only_ssd_segments_with_a_checksum_qualify(void **state) {

@@ -17,61 +17,20 @@
 
 #include "core/store.h"
 #include "crescent/error.h"
+#include "store_tier_fixture.h"
 
-#define OBJ 4096ull
 static const struct cr_uuid PLAIN = {{1}};
 static const struct cr_uuid SSD_SERVER = {{2}};
 
-struct recorder {
-    int count;
-    enum cr_store_change_kind kind;
-    char pairs[512];
-};
-
-static void record(void *ctx, const struct cr_store_change *ev) {
-    struct recorder *r = ctx;
-    r->count++;
-    r->kind = ev->kind;
-    r->pairs[0] = '\0';
-    for (uint32_t i = 0; i < ev->replica_count; i++) {
-        size_t n = strlen(r->pairs);
-        snprintf(r->pairs + n, sizeof(r->pairs) - n, "%s%s=%s", i ? ";" : "",
-                 ev->replicas[i].type, ev->replicas[i].location);
-    }
-}
-
 static cr_store *make_store(struct recorder *rec, uint64_t ssd_segment_size) {
-    cr_store_config cfg;
-    cr_store_config_default(&cfg);
-    cfg.max_objects = 1024;
-    cfg.max_segments = 8;
-    cfg.max_allocations_per_segment = 1024;
-    struct cr_store_event_sink sink = {record, rec};
-    cr_store *s = NULL;
-    assert_int_equal(cr_store_create(&cfg, &sink, &s), CR_OK);
-    struct cr_store_segment_params b = {"ssd", 2ull << 32, ssd_segment_size, "10.0.0.2:7000",
-                                        "tcp"};
-    assert_int_equal(cr_store_mount_segment(s, &SSD_SERVER, &b, 0), CR_OK);
+    cr_store *s = store_with_recorder(rec);
+    mount_segment(s, &SSD_SERVER, "ssd", 2ull << 32, ssd_segment_size, "10.0.0.2:7000");
     assert_int_equal(cr_store_segment_set_ssd_capacity(s, "ssd", 1ull << 30), CR_OK);
     assert_int_equal(cr_store_set_promotion(s, 2, 1000), CR_OK);
     return s;
 }
 
-static void put(cr_store *s, const char *key) {
-    struct cr_store_replica_list l;
-    struct cr_store_put_params p = {.key = key, .key_len = (uint32_t)strlen(key),
-                                    .value_length = OBJ, .replica_num = 1,
-                                    .preferred_segment = "ssd"};
-    assert_int_equal(cr_store_put_start(s, &PLAIN, &p, 1, &l), CR_OK);
-    struct cr_store_key k;
-    cr_store_key_make(NULL, key, (uint32_t)strlen(key), &k);
-    uint64_t sum = 0x77;
-    assert_int_equal(cr_store_put_end_k(s, &PLAIN, &k, &sum, 1), CR_OK);
-}
-
-static void view(cr_store *s, const char *key, struct cr_store_object_view *v) {
-    assert_int_equal(cr_store_object_find(s, NULL, key, (uint32_t)strlen(key), 2, v), CR_OK);
-}
+static void put(cr_store *s, const char *key) { put_on(s, &PLAIN, key, "ssd", true); }
 
 /* Puts key and offloads it: only a local_disk replica at position 7 is left. */
 static void offloaded(cr_store *s, const char *key) {

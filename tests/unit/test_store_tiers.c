@@ -17,43 +17,15 @@
 #include "core/store_restore.h"
 #include "crescent/error.h"
 #include "durable/record.h"
+#include "store_tier_fixture.h"
 
-#define OBJ 4096ull
 static const struct cr_uuid CLIENT_A = {{1}};
 static const struct cr_uuid SERVER_B = {{2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}};
 
-/* The last event, as the seed's pairs "type=location;..." */
-struct recorder {
-    int count;
-    enum cr_store_change_kind kind;
-    char pairs[512];
-};
-
-static void record(void *ctx, const struct cr_store_change *ev) {
-    struct recorder *r = ctx;
-    r->count++;
-    r->kind = ev->kind;
-    r->pairs[0] = '\0';
-    for (uint32_t i = 0; i < ev->replica_count; i++) {
-        size_t n = strlen(r->pairs);
-        snprintf(r->pairs + n, sizeof(r->pairs) - n, "%s%s=%s", i ? ";" : "",
-                 ev->replicas[i].type, ev->replicas[i].location);
-    }
-}
-
 static cr_store *make_store(struct recorder *rec) {
-    cr_store_config cfg;
-    cr_store_config_default(&cfg);
-    cfg.max_objects = 1024;
-    cfg.max_segments = 8;
-    cfg.max_allocations_per_segment = 1024;
-    struct cr_store_event_sink sink = {record, rec};
-    cr_store *s = NULL;
-    assert_int_equal(cr_store_create(&cfg, &sink, &s), CR_OK);
-    struct cr_store_segment_params a = {"seg-a", 1ull << 32, 1 << 20, "10.0.0.1:7000", "tcp"};
-    assert_int_equal(cr_store_mount_segment(s, &CLIENT_A, &a, 0), CR_OK);
-    struct cr_store_segment_params b = {"seg-b", 2ull << 32, 1 << 20, "10.0.0.2:7000", "tcp"};
-    assert_int_equal(cr_store_mount_segment(s, &SERVER_B, &b, 0), CR_OK);
+    cr_store *s = store_with_recorder(rec);
+    mount_segment(s, &CLIENT_A, "seg-a", 1ull << 32, 1 << 20, "10.0.0.1:7000");
+    mount_segment(s, &SERVER_B, "seg-b", 2ull << 32, 1 << 20, "10.0.0.2:7000");
     return s;
 }
 
@@ -64,20 +36,7 @@ static struct cr_store_key key_of(const char *key) {
 }
 
 /* Puts `key` (one replica on seg-a) with checksum 0x77. */
-static void put(cr_store *s, const char *key) {
-    struct cr_store_replica_list l;
-    struct cr_store_put_params p = {.key = key, .key_len = (uint32_t)strlen(key),
-                                    .value_length = OBJ, .replica_num = 1,
-                                    .preferred_segment = "seg-a"};
-    assert_int_equal(cr_store_put_start(s, &CLIENT_A, &p, 1, &l), CR_OK);
-    struct cr_store_key k = key_of(key);
-    uint64_t sum = 0x77;
-    assert_int_equal(cr_store_put_end_k(s, &CLIENT_A, &k, &sum, 1), CR_OK);
-}
-
-static void find(cr_store *s, const char *key, struct cr_store_object_view *v) {
-    assert_int_equal(cr_store_object_find(s, NULL, key, (uint32_t)strlen(key), 2, v), CR_OK);
-}
+static void put(cr_store *s, const char *key) { put_on(s, &CLIENT_A, key, "seg-a", true); }
 
 static void test_medium_names(void **state) {
     (void)state;
@@ -104,7 +63,7 @@ static void test_disk_replica_listed_and_published(void **state) {
     assert_int_equal(rec.kind, CR_STORE_CHANGE_UPDATE);
     assert_string_equal(rec.pairs, "memory=10.0.0.1:7000;disk=/fs/c/k1.obj");
     struct cr_store_object_view v;
-    find(s, "k1", &v);
+    view(s, "k1", &v);
     assert_int_equal(v.replicas.count, 2);
     const struct cr_store_replica_desc *d = &v.replicas.replicas[1];
     assert_int_equal(d->medium, CR_MEDIUM_DISK);
@@ -121,7 +80,7 @@ static void test_disk_replica_listed_and_published(void **state) {
     assert_int_equal(st.replica_count, 2);
     /* A second report replaces the first (a rewrite under another name). */
     assert_int_equal(cr_store_add_disk_replica(s, &k, "/fs/c/k1.b", OBJ, 0x77, 3), CR_OK);
-    find(s, "k1", &v);
+    view(s, "k1", &v);
     assert_int_equal(v.replicas.count, 2);
     assert_string_equal(v.replicas.replicas[1].file_path, "/fs/c/k1.b");
     cr_store_get_stats(s, 3, &st);
@@ -244,7 +203,7 @@ static void test_local_disk_goes_with_its_segment(void **state) {
     assert_int_equal(cr_store_add_local_disk_replica(s, &k, "seg-b", 12345, 1), CR_OK);
     assert_string_equal(rec.pairs, "memory=10.0.0.1:7000;local_disk=10.0.0.2:7000");
     struct cr_store_object_view v;
-    find(s, "k", &v);
+    view(s, "k", &v);
     const struct cr_store_replica_desc *d = &v.replicas.replicas[1];
     assert_int_equal(d->medium, CR_MEDIUM_LOCAL_DISK);
     assert_string_equal(d->segment_name, "seg-b");
@@ -259,7 +218,7 @@ static void test_local_disk_goes_with_its_segment(void **state) {
     uint64_t freed = 0;
     assert_int_equal(cr_store_unmount_segment(s, &SERVER_B, "seg-b", &freed), CR_OK);
     assert_int_equal(freed, 0);
-    find(s, "k", &v);
+    view(s, "k", &v);
     assert_int_equal(v.replicas.count, 1);
     assert_string_equal(rec.pairs, "memory=10.0.0.1:7000");
     struct cr_store_stats st;
@@ -289,7 +248,7 @@ static void test_restore_with_media(void **state) {
     assert_int_equal(cr_store_restore_object(s, &o, 1, &dropped), CR_OK);
     assert_int_equal(dropped, 2); /* a second disk replica; an unknown segment */
     struct cr_store_object_view v;
-    find(s, "r", &v);
+    view(s, "r", &v);
     assert_int_equal(v.replicas.count, 3);
     assert_int_equal(v.replicas.replicas[1].medium, CR_MEDIUM_DISK);
     assert_string_equal(v.replicas.replicas[1].file_path, "/fs/r");
