@@ -20,6 +20,7 @@
 #include "daemon/config.h"
 #include "durable/apply.h"
 #include "durable/files.h"
+#include "durable/prefill.h"
 
 #define LOG_PREFIX "store-"
 #define LOG_SUFFIX ".log"
@@ -265,8 +266,10 @@ static void drop_tmp_snapshots(const char *dir) {
     free_names(names, count);
 }
 
-/* Applies the newest snapshot, if any, to img and sets *lsn (0: none). */
+/* Applies the newest snapshot, if any, to img and sets *lsn (0: none).
+ * Starts *prefill for the store once the snapshot's object count is known. */
 static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t *lsn,
+                         cr_store *store, struct cr_durable_prefill *prefill,
                          struct cr_durable_recovery *out, char *err, size_t err_len) {
     *lsn = 0;
     char **names;
@@ -285,7 +288,9 @@ static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t
         if (rc == CR_OK) {
             /* One pass: a bad snapshot fails the whole recovery, and the
              * image it half filled is thrown away with it. */
-            cr_durable_image_reserve(img, cr_durable_snapshot_count_hint(data, len));
+            uint64_t hint = cr_durable_snapshot_count_hint(data, len);
+            (void)cr_durable_prefill_start(prefill, store, hint); /* else without */
+            cr_durable_image_reserve(img, hint);
             rc = cr_durable_snapshot_load(data, len, cr_durable_image_load_body, img, lsn, why,
                                           sizeof(why));
             if (rc == CR_OK) rc = cr_durable_image_load_end(img, why, sizeof(why));
@@ -310,9 +315,11 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
     struct cr_durable_image *img = cr_durable_image_create();
     int rc = img != NULL ? CR_OK : CR_ERR_NOMEM;
     struct after after = {.img = img};
+    struct cr_durable_prefill prefill = {.started = false};
     if (rc == CR_OK) rc = list_logs(dir, &names, &count, err, err_len); /* makes dir */
     if (rc == CR_OK) drop_tmp_snapshots(dir);
-    if (rc == CR_OK) rc = load_snapshot(dir, img, &after.snapshot_lsn, out, err, err_len);
+    if (rc == CR_OK)
+        rc = load_snapshot(dir, img, &after.snapshot_lsn, store, &prefill, out, err, err_len);
     out->last_lsn = after.snapshot_lsn;
     uint64_t prev_last = 0;
     for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
@@ -322,7 +329,10 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
         out->logs++;
     }
     uint64_t t0 = now_ns();
+    cr_durable_prefill_handover(&prefill); /* the store is this thread's again */
     if (rc == CR_OK) rc = cr_durable_materialize(img, store, now_ms, out, err, err_len);
+    cr_durable_prefill_join(&prefill);
+    out->prefilled_bytes = prefill.bytes_populated;
     if (rc == CR_OK) cr_durable_image_take_drain(img, &out->drain_jobs);
     cr_durable_image_destroy(img);
     out->materialize_ns = now_ns() - t0;
