@@ -281,7 +281,7 @@ static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t
         uint8_t *data;
         size_t len;
         uint64_t t0 = now_ns();
-        rc = cr_durable_read_big(path, &data, &len, err, err_len);
+        rc = cr_durable_map_snapshot(path, &data, &len, err, err_len);
         uint64_t t1 = now_ns();
         out->read_ns += t1 - t0;
         char why[400] = "";
