@@ -266,12 +266,23 @@ static void drop_tmp_snapshots(const char *dir) {
     free_names(names, count);
 }
 
+/* The snapshot's mapping, lent to the image (cr_durable_image_borrow):
+ * unmapped once the image is destroyed. */
+struct mapped {
+    uint8_t *data;
+    size_t len;
+};
+
 /* Applies the newest snapshot, if any, to img and sets *lsn (0: none).
- * Starts *prefill for the store once the snapshot's object count is known. */
+ * Starts *prefill for the store once the snapshot's object count is known.
+ * The image keeps pointing into the snapshot's bytes: *snap holds them
+ * (data NULL: none) for the caller to free after the image. */
 static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t *lsn,
                          cr_store *store, struct cr_durable_prefill *prefill,
-                         struct cr_durable_recovery *out, char *err, size_t err_len) {
+                         struct mapped *snap, struct cr_durable_recovery *out, char *err,
+                         size_t err_len) {
     *lsn = 0;
+    *snap = (struct mapped){NULL, 0};
     char **names;
     uint32_t count;
     int rc = list_files(dir, SNAP_PREFIX, SNAP_SUFFIX, &names, &count, err, err_len);
@@ -291,10 +302,11 @@ static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t
             uint64_t hint = cr_durable_snapshot_count_hint(data, len);
             (void)cr_durable_prefill_start(prefill, store, hint); /* else without */
             cr_durable_image_reserve(img, hint);
+            cr_durable_image_borrow(img, data, len);
+            *snap = (struct mapped){data, len};
             rc = cr_durable_snapshot_load(data, len, cr_durable_image_load_body, img, lsn, why,
                                           sizeof(why));
             if (rc == CR_OK) rc = cr_durable_image_load_end(img, why, sizeof(why));
-            cr_durable_big_free(data, len);
             out->replay_ns += now_ns() - t1;
             if (rc != CR_OK)
                 snprintf(err, err_len, "%s: %s (the snapshot is refused: restore it from a "
@@ -316,10 +328,12 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
     int rc = img != NULL ? CR_OK : CR_ERR_NOMEM;
     struct after after = {.img = img};
     struct cr_durable_prefill prefill = {.started = false};
+    struct mapped snap = {NULL, 0};
     if (rc == CR_OK) rc = list_logs(dir, &names, &count, err, err_len); /* makes dir */
     if (rc == CR_OK) drop_tmp_snapshots(dir);
     if (rc == CR_OK)
-        rc = load_snapshot(dir, img, &after.snapshot_lsn, store, &prefill, out, err, err_len);
+        rc = load_snapshot(dir, img, &after.snapshot_lsn, store, &prefill, &snap, out, err,
+                           err_len);
     out->last_lsn = after.snapshot_lsn;
     uint64_t prev_last = 0;
     for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
@@ -335,6 +349,7 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
     out->prefilled_bytes = prefill.bytes_populated;
     if (rc == CR_OK) cr_durable_image_take_drain(img, &out->drain_jobs);
     cr_durable_image_destroy(img);
+    cr_durable_big_free(snap.data, snap.len); /* after the image that pointed into it */
     out->materialize_ns = now_ns() - t0;
     free_names(names, count);
     return rc;
