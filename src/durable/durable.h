@@ -11,7 +11,9 @@
  * a replay image (image.h) and builds the store from it (this file).
  *
  * Threads: recovery runs on the main thread while segments' state is
- * created, before any actor runs; the journal actor (journal.c) then owns
+ * created, before any actor runs (with a helper thread of its own that
+ * populates the store's slab and has ended when recovery returns,
+ * prefill.h); the journal actor (journal.c) then owns
  * the newest log file; segments owns its feed (feed.h). */
 #ifndef CRESCENT_DURABLE_DURABLE_H
 #define CRESCENT_DURABLE_DURABLE_H
