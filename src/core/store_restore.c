@@ -158,6 +158,16 @@ int cr_store_restore_reserve(cr_store *store, uint64_t objects) {
     return rc != CR_OK ? rc : slab;
 }
 
+void cr_store_restore_slab_region(const cr_store *store, void **base, size_t *bytes) {
+    assert(store != NULL && base != NULL && bytes != NULL);
+    *base = NULL;
+    *bytes = 0;
+    if (store->slab_region_count == 0) return;
+    const struct cr_store_slab_region *r = &store->slab_regions[store->slab_region_count - 1];
+    *base = r->base;
+    *bytes = r->bytes;
+}
+
 void cr_store_restore_prefetch(const cr_store *store, const char *tenant, const char *key,
                                uint32_t key_len) {
     assert(store != NULL && tenant != NULL && key != NULL);

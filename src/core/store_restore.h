@@ -56,6 +56,14 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
  * it would have). */
 int cr_store_restore_reserve(cr_store *store, uint64_t objects);
 
+/* The newest slab region cr_store_restore_reserve mapped (*bytes 0: none).
+ * Its pages cost their first write a fault and the kernel's zeroing (on a
+ * virtual machine, most of a large restore's time): a caller may populate
+ * them (madvise MADV_POPULATE_WRITE, which changes no byte) on a thread of
+ * its own while it restores into them.  The region stays mapped until the
+ * store is destroyed. */
+void cr_store_restore_slab_region(const cr_store *store, void **base, size_t *bytes);
+
 /* A hint before restoring (tenant, key) a few objects later: starts the
  * load of the key index slot it probes, so that a restore of millions of
  * objects does not wait for one cache miss per object.  Changes nothing. */

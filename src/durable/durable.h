@@ -11,7 +11,9 @@
  * a replay image (image.h) and builds the store from it (this file).
  *
  * Threads: recovery runs on the main thread while segments' state is
- * created, before any actor runs; the journal actor (journal.c) then owns
+ * created, before any actor runs (with a helper thread of its own that
+ * populates the store's slab and has ended when recovery returns,
+ * prefill.h); the journal actor (journal.c) then owns
  * the newest log file; segments owns its feed (feed.h). */
 #ifndef CRESCENT_DURABLE_DURABLE_H
 #define CRESCENT_DURABLE_DURABLE_H
@@ -53,6 +55,7 @@ struct cr_durable_recovery {
     uint64_t read_ns;        /* reading the files */
     uint64_t replay_ns;      /* checking and applying their records to the image */
     uint64_t materialize_ns; /* building the store from the image */
+    uint64_t prefilled_bytes; /* of the store's slab populated by a second thread (prefill.h) */
     /* Drain jobs replayed, for segments_drain.c to resume (it frees them). */
     struct cr_durable_drain_jobs drain_jobs;
 };
@@ -71,7 +74,10 @@ int cr_durable_materialize(const struct cr_durable_image *img, cr_store *store, 
  * or corrupt tail of the newest log is cut off (the file truncated and
  * synced; *out says how many bytes) — what a crash mid-write leaves; the
  * same in an older log, a newer format or a record that does not decode is
- * refused.  Creates dir when missing.  Returns CR_OK, or CR_ERR_IO /
+ * refused.  Creates dir when missing.  Once the snapshot's object count is
+ * known, a second thread reserves the store's room for them and populates
+ * its slab while the logs replay (prefill.h); it has ended when this
+ * returns.  Returns CR_OK, or CR_ERR_IO /
  * CR_ERR_PROTOCOL / the store's error with a sentence naming the file in
  * err. */
 int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,

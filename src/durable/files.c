@@ -330,6 +330,35 @@ int cr_durable_read_big(const char *path, uint8_t **data, size_t *len, char *err
     return read_whole(path, true, data, len, err, err_len);
 }
 
+int cr_durable_map_snapshot(const char *path, uint8_t **data, size_t *len, char *err,
+                            size_t err_len) {
+    assert(path != NULL && data != NULL && len != NULL);
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return CR_ERR_IO;
+    }
+    if (st.st_size == 0) { /* nothing to map: refused as the reader refuses it */
+        close(fd);
+        return read_whole(path, true, data, len, err, err_len);
+    }
+    size_t n = (size_t)st.st_size;
+    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    int e = errno;
+    close(fd); /* the mapping keeps the file */
+    if (p == MAP_FAILED) {
+        snprintf(err, err_len, "%s: cannot map its %zu bytes: %s", path, n, strerror(e));
+        return e == ENOMEM ? CR_ERR_NOMEM : CR_ERR_IO;
+    }
+    *data = p;
+    *len = n;
+    return CR_OK;
+}
+
 void cr_durable_big_free(uint8_t *data, size_t len) {
     if (data != NULL) munmap(data, len > 0 ? len : 1);
 }

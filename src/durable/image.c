@@ -25,10 +25,13 @@ struct entry {
     uint64_t hash;
     uint64_t order_segment; /* objects: XXH3 of the first replica's segment name */
     uint64_t order_offset;  /* ... and its offset (image.h's restore order) */
+    /* body_len bytes: in data[] after the key, or a snapshot's record
+     * where the image borrowed its bytes (cr_durable_image_borrow) */
+    const uint8_t *body;
     uint32_t key_len;
     uint32_t body_len;
     uint32_t room;     /* bytes of data[]: a replacement up to this size fits */
-    uint8_t data[];    /* key_len key bytes, then body_len body bytes */
+    uint8_t data[];    /* key_len key bytes, then (unless borrowed) the body */
 };
 
 struct table {
@@ -66,16 +69,27 @@ struct cr_durable_image {
     struct entry *pending[LOAD_RING];
     uint32_t pending_head;
     uint32_t pending_count;
+    /* A snapshot's bytes the caller keeps until the image is destroyed:
+     * records loaded from there are pointed at, not copied. */
+    const uint8_t *borrowed;
+    size_t borrowed_len;
 };
 
 /* Zeroed memory of its own mapping, hinted to 2 MiB pages: an image of
  * 10 M objects is gigabytes, and a 4 KiB page fault each was a tenth of a
- * restart (bench/RESULTS.md).  NULL when out of memory. */
+ * restart (bench/RESULTS.md).  Its pages are populated at once
+ * (MADV_POPULATE_WRITE): every byte of a chunk, the buckets or the order
+ * is written soon after, and one call for all of them costs the kernel
+ * far less than a fault per 2 MiB page (on a virtual machine, each fault
+ * is an exit to the host).  NULL when out of memory. */
 static void *big_alloc(size_t bytes) {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE
     (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: refused where THP is off */
+#endif
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(p, bytes, MADV_POPULATE_WRITE); /* a hint too: faults do it otherwise */
 #endif
     return p;
 }
@@ -211,6 +225,7 @@ static int table_put(struct cr_durable_image *img, struct table *t, const uint8_
     e->order_segment = order_segment;
     e->order_offset = order_offset;
     memcpy(e->data + key_len, body, body_len);
+    e->body = e->data + key_len;
     return CR_OK;
 }
 
@@ -405,14 +420,22 @@ int cr_durable_image_load_body(void *ctx, const struct cr_durable_record *rec,
     }
     uint8_t key[CR_STORE_NAME_LEN_MAX + 1 + CR_STORE_KEY_LEN_MAX];
     uint32_t key_len = object_key(rec->tenant, rec->key, rec->key_len, key);
-    struct entry *e = entry_take(img, key_len + body_len);
+    uintptr_t from = (uintptr_t)img->borrowed, at = (uintptr_t)body;
+    bool borrowed = img->borrowed != NULL && at >= from && at - from <= img->borrowed_len &&
+                    body_len <= img->borrowed_len - (at - from);
+    struct entry *e = entry_take(img, key_len + (borrowed ? 0 : body_len));
     if (e == NULL) return replay_nomem(img, rec, err, err_len);
     e->hash = XXH3_64bits(key, key_len);
     e->key_len = key_len;
     e->body_len = body_len;
     order_of(rec, &e->order_segment, &e->order_offset);
     memcpy(e->data, key, key_len);
-    memcpy(e->data + key_len, body, body_len);
+    if (borrowed) {
+        e->body = body;
+    } else {
+        memcpy(e->data + key_len, body, body_len);
+        e->body = e->data + key_len;
+    }
     if (load_push(img, e) != CR_OK) return replay_nomem(img, rec, err, err_len);
     if (rec->lsn > img->lsn) img->lsn = rec->lsn;
     return CR_OK;
@@ -429,6 +452,12 @@ int cr_durable_image_load_end(struct cr_durable_image *img, char *err, size_t er
 int cr_durable_image_apply(void *img, const struct cr_durable_record *rec, char *err,
                            size_t err_len) {
     return cr_durable_image_apply_body(img, rec, NULL, 0, err, err_len);
+}
+
+void cr_durable_image_borrow(struct cr_durable_image *img, const uint8_t *data, size_t len) {
+    assert(img != NULL && data != NULL);
+    img->borrowed = data;
+    img->borrowed_len = len;
 }
 
 void cr_durable_image_reserve(struct cr_durable_image *img, uint64_t objects) {
@@ -455,7 +484,7 @@ uint64_t cr_durable_image_lsn(const struct cr_durable_image *img) { return img->
 
 static void decode_entry(const struct entry *e, struct cr_durable_record *out) {
     char why[160];
-    int rc = cr_durable_decode(e->data + e->key_len, e->body_len, out, why, sizeof(why));
+    int rc = cr_durable_decode(e->body, e->body_len, out, why, sizeof(why));
     assert(rc == CR_OK); /* checked when read, or encoded here from a valid record */
     (void)rc;
 }

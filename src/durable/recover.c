@@ -20,6 +20,7 @@
 #include "daemon/config.h"
 #include "durable/apply.h"
 #include "durable/files.h"
+#include "durable/prefill.h"
 
 #define LOG_PREFIX "store-"
 #define LOG_SUFFIX ".log"
@@ -265,10 +266,23 @@ static void drop_tmp_snapshots(const char *dir) {
     free_names(names, count);
 }
 
-/* Applies the newest snapshot, if any, to img and sets *lsn (0: none). */
+/* The snapshot's mapping, lent to the image (cr_durable_image_borrow):
+ * unmapped once the image is destroyed. */
+struct mapped {
+    uint8_t *data;
+    size_t len;
+};
+
+/* Applies the newest snapshot, if any, to img and sets *lsn (0: none).
+ * Starts *prefill for the store once the snapshot's object count is known.
+ * The image keeps pointing into the snapshot's bytes: *snap holds them
+ * (data NULL: none) for the caller to free after the image. */
 static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t *lsn,
-                         struct cr_durable_recovery *out, char *err, size_t err_len) {
+                         cr_store *store, struct cr_durable_prefill *prefill,
+                         struct mapped *snap, struct cr_durable_recovery *out, char *err,
+                         size_t err_len) {
     *lsn = 0;
+    *snap = (struct mapped){NULL, 0};
     char **names;
     uint32_t count;
     int rc = list_files(dir, SNAP_PREFIX, SNAP_SUFFIX, &names, &count, err, err_len);
@@ -278,18 +292,21 @@ static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t
         uint8_t *data;
         size_t len;
         uint64_t t0 = now_ns();
-        rc = cr_durable_read_big(path, &data, &len, err, err_len);
+        rc = cr_durable_map_snapshot(path, &data, &len, err, err_len);
         uint64_t t1 = now_ns();
         out->read_ns += t1 - t0;
         char why[400] = "";
         if (rc == CR_OK) {
             /* One pass: a bad snapshot fails the whole recovery, and the
              * image it half filled is thrown away with it. */
-            cr_durable_image_reserve(img, cr_durable_snapshot_count_hint(data, len));
+            uint64_t hint = cr_durable_snapshot_count_hint(data, len);
+            (void)cr_durable_prefill_start(prefill, store, hint); /* else without */
+            cr_durable_image_reserve(img, hint);
+            cr_durable_image_borrow(img, data, len);
+            *snap = (struct mapped){data, len};
             rc = cr_durable_snapshot_load(data, len, cr_durable_image_load_body, img, lsn, why,
                                           sizeof(why));
             if (rc == CR_OK) rc = cr_durable_image_load_end(img, why, sizeof(why));
-            cr_durable_big_free(data, len);
             out->replay_ns += now_ns() - t1;
             if (rc != CR_OK)
                 snprintf(err, err_len, "%s: %s (the snapshot is refused: restore it from a "
@@ -310,9 +327,13 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
     struct cr_durable_image *img = cr_durable_image_create();
     int rc = img != NULL ? CR_OK : CR_ERR_NOMEM;
     struct after after = {.img = img};
+    struct cr_durable_prefill prefill = {.started = false};
+    struct mapped snap = {NULL, 0};
     if (rc == CR_OK) rc = list_logs(dir, &names, &count, err, err_len); /* makes dir */
     if (rc == CR_OK) drop_tmp_snapshots(dir);
-    if (rc == CR_OK) rc = load_snapshot(dir, img, &after.snapshot_lsn, out, err, err_len);
+    if (rc == CR_OK)
+        rc = load_snapshot(dir, img, &after.snapshot_lsn, store, &prefill, &snap, out, err,
+                           err_len);
     out->last_lsn = after.snapshot_lsn;
     uint64_t prev_last = 0;
     for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
@@ -322,9 +343,13 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
         out->logs++;
     }
     uint64_t t0 = now_ns();
+    cr_durable_prefill_handover(&prefill); /* the store is this thread's again */
     if (rc == CR_OK) rc = cr_durable_materialize(img, store, now_ms, out, err, err_len);
+    cr_durable_prefill_join(&prefill);
+    out->prefilled_bytes = prefill.bytes_populated;
     if (rc == CR_OK) cr_durable_image_take_drain(img, &out->drain_jobs);
     cr_durable_image_destroy(img);
+    cr_durable_big_free(snap.data, snap.len); /* after the image that pointed into it */
     out->materialize_ns = now_ns() - t0;
     free_names(names, count);
     return rc;

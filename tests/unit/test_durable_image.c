@@ -413,9 +413,71 @@ static void test_store_reserve(void **unused) {
     cr_store_destroy(s);
 }
 
+/* A snapshot whose bytes the image borrows (cr_durable_image_borrow): its
+ * objects point into those bytes instead of being copied into the arena.
+ * The same objects as the copying load, with the log applied on top (its
+ * replacements go into the arena), and an arena a fraction of the size. */
+static void test_borrowed_load_matches_copied(void **unused) {
+    (void)unused;
+    struct cr_buf snap, log;
+    build_snapshot(&snap, 5000, 2000);
+    build_log(&log, 5000);
+    const uint8_t *s = (const uint8_t *)snap.data, *l = (const uint8_t *)log.data;
+    struct cr_durable_image *lent = cr_durable_image_create(),
+                            *copied = cr_durable_image_create();
+    char err[300];
+    uint64_t lsn = 0;
+    cr_durable_image_borrow(lent, s, snap.len);
+    struct cr_durable_image *both[2] = {lent, copied};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(cr_durable_snapshot_load(s, snap.len, cr_durable_image_load_body,
+                                                  both[i], &lsn, err, sizeof(err)),
+                         CR_OK);
+        assert_int_equal(cr_durable_image_load_end(both[i], err, sizeof(err)), CR_OK);
+    }
+    /* Keys and entry headers only: well under half of the copied arena. */
+    assert_true(cr_durable_image_arena_bytes(lent) * 2 < cr_durable_image_arena_bytes(copied));
+    for (int i = 0; i < 2; i++) {
+        struct cr_durable_log_scan scan;
+        assert_int_equal(cr_durable_log_scan_bodies(l, log.len, cr_durable_image_apply_body,
+                                                    both[i], &scan, err, sizeof(err)),
+                         CR_OK);
+    }
+    assert_int_equal(cr_durable_image_objects(lent), cr_durable_image_objects(copied));
+    struct cr_durable_record *x = rec_new(), *y = rec_new();
+    uint64_t cursor = 0, n = 0;
+    while (cr_durable_image_object_next(copied, &cursor, x)) {
+        assert_int_equal(cr_durable_image_object_find(lent, x->tenant, x->key, x->key_len, y),
+                         CR_OK);
+        assert_same_record(x, y);
+        n++;
+    }
+    assert_int_equal(n, 2000);
+    /* The restore order reads the same entries. */
+    struct cr_durable_image_ref *ra, *rb;
+    uint64_t na, nb;
+    assert_int_equal(cr_durable_image_restore_order(lent, &ra, &na), CR_OK);
+    assert_int_equal(cr_durable_image_restore_order(copied, &rb, &nb), CR_OK);
+    assert_int_equal(na, nb);
+    for (uint64_t i = 0; i < na; i++) {
+        cr_durable_image_ref_decode(&ra[i], x);
+        cr_durable_image_ref_decode(&rb[i], y);
+        assert_same_record(x, y);
+    }
+    cr_durable_image_order_free(ra, na);
+    cr_durable_image_order_free(rb, nb);
+    free(x);
+    free(y);
+    cr_durable_image_destroy(lent);
+    cr_durable_image_destroy(copied);
+    cr_buf_free(&snap);
+    cr_buf_free(&log);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_load_matches_scan),
+        cmocka_unit_test(test_borrowed_load_matches_copied),
         cmocka_unit_test(test_load_refusals_and_hint),
         cmocka_unit_test(test_load_pipeline_matches_apply),
         cmocka_unit_test(test_arena_reuse),
