@@ -89,6 +89,29 @@ static size_t query(struct fixture *f, const struct cr_prefix_context_key *key, 
     return n;
 }
 
+/* A long query stops at the first block nobody holds, deep into the prompt:
+ * the walk looks blocks up ahead of itself in a ring (prefix_query.c), and a
+ * block absent from the index must end it even where the ring held an
+ * earlier block.  b's cache has a hole (block 14 evicted, held by no one). */
+static void test_long_query_stops_at_absent_block(void **state) {
+    struct fixture *f = *state;
+    assert_int_equal(store(f, f->pa, 0, 5, 0, 12, CR_PREFIX_MEDIUM_GPU), CR_OK);
+    assert_int_equal(store(f, f->pb, 1, 5, 0, 21, CR_PREFIX_MEDIUM_GPU), CR_OK);
+    uint64_t hole = engine(1, 5, 14);
+    assert_int_equal(cr_prefix_index_removed(f->ix, f->pb, f->ctx, &hole, 1,
+                                             CR_PREFIX_MEDIUM_ALL),
+                     CR_OK);
+    const struct cr_prefix_match *m;
+    for (uint32_t blocks = 13; blocks <= 30; blocks++) {
+        size_t n = query(f, &base_key, 5, blocks, NULL, 0, &m);
+        assert_int_equal(n, 2);
+        assert_int_equal(find(m, n, f->a)->longest_tokens, 12 * BS);
+        assert_int_equal(find(m, n, f->b)->longest_tokens, (blocks < 14 ? blocks : 14) * BS);
+        assert_int_equal(cr_prefix_match_rank_tokens(find(m, n, f->b), 0),
+                         (blocks < 14 ? blocks : 14) * BS);
+    }
+}
+
 /* Runs given as each block's own hash of its tokens (Dynamo's tokens_hash)
  * land on the same sequence hashes as runs given as tokens. */
 static void test_stored_locals(void **state) {
@@ -620,6 +643,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_engine_hash_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_churn_does_not_grow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_against_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_query_stops_at_absent_block, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
