@@ -76,10 +76,10 @@ static uint64_t answer_digest(const struct cr_prefix_match *m, size_t n) {
     uint64_t sum = n;
     for (size_t k = 0; k < n; k++) {
         uint64_t h = mix(m[k].instance_id, m[k].longest_tokens);
-        for (unsigned md = 0; md < CR_PREFIX_MEDIA_MAX; md++) h = mix(h, m[k].medium_tokens[md]);
+        for (unsigned md = 0; md < CR_PREFIX_MEDIA_MAX; md++) h = mix(h, cr_prefix_match_medium_tokens(&m[k], md));
         h = mix(h, m[k].dp_mask);
         for (uint64_t set = m[k].dp_mask; set != 0; set &= set - 1)
-            h = mix(h, m[k].dp_tokens[__builtin_ctzll(set)]);
+            h = mix(h, cr_prefix_match_rank_tokens(&m[k], (unsigned)__builtin_ctzll(set)));
         sum += h;
     }
     return sum;

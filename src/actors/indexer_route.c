@@ -41,11 +41,12 @@ static struct cr_indexer_result *result_build(const struct cr_prefix_index *inde
         h->instance_id = m[i].instance_id;
         name_at += len;
         h->longest_tokens = m[i].longest_tokens;
-        memcpy(h->medium_tokens, m[i].medium_tokens, sizeof(h->medium_tokens));
+        for (unsigned k = 0; k < CR_PREFIX_MEDIA_MAX; k++)
+            h->medium_tokens[k] = cr_prefix_match_medium_tokens(&m[i], k);
         h->dp_mask = m[i].dp_mask;
         h->dp_tokens = dp_at;
         for (uint64_t set = h->dp_mask; set != 0; set &= set - 1)
-            *dp_at++ = m[i].dp_tokens[__builtin_ctzll(set)];
+            *dp_at++ = cr_prefix_match_rank_tokens(&m[i], (unsigned)__builtin_ctzll(set));
     }
     r->hit_count = (uint32_t)count;
     for (uint8_t k = 0; k < CR_PREFIX_MEDIA_MAX; k++) {

@@ -59,15 +59,34 @@ struct cr_prefix_context_key {
 };
 
 /* One instance's answer to a query.  Token counts are multiples of the
- * context's block size.  dp_tokens[r] is meaningful only where bit r of
- * dp_mask is set. */
+ * context's block size: per medium with cr_prefix_match_medium_tokens, per
+ * DP rank with cr_prefix_match_rank_tokens.  Compact (24 bytes), because a
+ * query over 1,000 instances writes 1,000 of them: nearly every instance
+ * holds its whole matched prefix at one placement, so every medium of
+ * media_mask and every rank of dp_mask holds longest_tokens and counts is
+ * NULL; only an instance whose placement changed along the prefix has
+ * counts (in the query's scratch, valid as long as the match). */
 struct cr_prefix_match {
     uint16_t instance_id;
+    uint8_t media_mask;      /* bit m set: some of the prefix is on medium m */
     uint32_t longest_tokens;
-    uint32_t medium_tokens[CR_PREFIX_MEDIA_MAX];
-    uint64_t dp_mask;
-    uint32_t dp_tokens[CR_PREFIX_DP_RANKS];
+    uint64_t dp_mask;        /* bit r set: some of the prefix is on DP rank r */
+    const uint32_t *counts;  /* NULL, or CR_PREFIX_MEDIA_MAX tokens per medium and then
+                                CR_PREFIX_DP_RANKS per rank */
 };
+
+/* Tokens of the match held on medium m (0 when none). */
+static inline uint32_t cr_prefix_match_medium_tokens(const struct cr_prefix_match *m,
+                                                     unsigned medium) {
+    if (medium >= CR_PREFIX_MEDIA_MAX || !(m->media_mask & (1u << medium))) return 0;
+    return m->counts != NULL ? m->counts[medium] : m->longest_tokens;
+}
+
+/* Tokens of the match held on DP rank r (0 when none). */
+static inline uint32_t cr_prefix_match_rank_tokens(const struct cr_prefix_match *m, unsigned r) {
+    if (r >= CR_PREFIX_DP_RANKS || !(m->dp_mask & (1ULL << r))) return 0;
+    return m->counts != NULL ? m->counts[CR_PREFIX_MEDIA_MAX + r] : m->longest_tokens;
+}
 
 struct cr_prefix_summary {
     uint32_t contexts;

@@ -142,6 +142,9 @@ struct prefix_instance {
     char *tenant;
 };
 
+/* A match's counts (cr_prefix_match.counts): per medium, then per DP rank. */
+#define COUNTS_PER_MATCH (CR_PREFIX_MEDIA_MAX + CR_PREFIX_DP_RANKS)
+
 struct prefix_scratch {
     uint64_t *alive_bits, *mark_bits; /* by local index: the walk's survivors, a step's marks */
     uint16_t *cur_attr;               /* by local index: a survivor's placement (0 if none) */
@@ -150,6 +153,9 @@ struct prefix_scratch {
     size_t local_cap;                 /* local indices the by-local arrays hold (64s) */
     struct cr_prefix_match *matches;
     size_t match_cap;
+    uint32_t *counts;                 /* by match slot: COUNTS_PER_MATCH, used only by
+                                         matches whose placement changed */
+    size_t counts_cap;                /* match slots `counts` covers */
     uint64_t *hashes;
     size_t hash_cap;
     uint16_t *filter;

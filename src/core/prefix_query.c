@@ -23,7 +23,18 @@
 #include "core/prefix_internal.h"
 #include "crescent/error.h"
 
-#define QUERY_PREFETCH 8u /* block lookups started ahead of the walk */
+/* Blocks looked up ahead of the walk.  Each block costs three dependent
+ * cache misses: its map slot, its slab entry, then its holders (a wide
+ * block's header and bitset, a narrow block's records).  Every hash of the
+ * query is known up front, so the three are started in stages, each a few
+ * blocks ahead of the walk: a stage's load then finds its line already on
+ * the way, and the misses of several blocks overlap instead of following
+ * one another (they were a third of a 128-block query's time). */
+#define AHEAD_MAP 12u  /* the map slot is prefetched */
+#define AHEAD_SLAB 6u  /* the map is read (the slot is cached) and the slab entry prefetched */
+#define AHEAD_DATA 3u  /* the slab entry is read and the holders prefetched */
+#define AHEAD_RING 8u  /* blocks looked up and not yet walked: > AHEAD_SLAB, a power of two */
+#define AHEAD_RECS_MAX 512u /* bytes of a narrow block's records prefetched */
 
 struct walk {
     const struct cr_prefix_index *index;
@@ -48,6 +59,7 @@ void prefix_scratch_free(struct prefix_scratch *scratch) {
     free(scratch->run_start);
     free(scratch->slot_of);
     free(scratch->matches);
+    free(scratch->counts);
     free(scratch->hashes);
     free(scratch->filter);
     memset(scratch, 0, sizeof(*scratch));
@@ -69,6 +81,11 @@ static int grow_array(void **array, size_t *cap, size_t need, size_t elem) {
 static int scratch_reserve(struct prefix_scratch *s, size_t candidates, size_t locals) {
     int rc = grow_array((void **)&s->matches, &s->match_cap, candidates,
                         sizeof(struct cr_prefix_match));
+    /* Room for every candidate's counts, though few use them: only the
+     * pages of those that do are ever touched. */
+    if (rc == CR_OK)
+        rc = grow_array((void **)&s->counts, &s->counts_cap, candidates,
+                        COUNTS_PER_MATCH * sizeof(uint32_t));
     if (rc != CR_OK) return rc;
     if (locals > s->local_cap) {
         size_t cap = locals + locals / 2;
@@ -91,6 +108,11 @@ static int scratch_reserve(struct prefix_scratch *s, size_t candidates, size_t l
     return CR_OK;
 }
 
+/* The counts of the match in `slot` (cr_prefix_match.counts). */
+static uint32_t *counts_of(struct prefix_scratch *s, uint32_t slot) {
+    return s->counts + (size_t)slot * COUNTS_PER_MATCH;
+}
+
 /* An instance's match, given its slot on first use (slot_of is all ones
  * until then): entering the walk writes nothing per instance, so a block
  * held by 1,000 instances starts the walk with two copies and two fills,
@@ -103,8 +125,9 @@ static struct cr_prefix_match *match_of(struct walk *w, uint16_t local) {
         struct cr_prefix_match *m = &w->s->matches[slot];
         m->instance_id = w->ctx->locals[local].global;
         m->longest_tokens = 0;
-        memset(m->medium_tokens, 0, sizeof(m->medium_tokens));
+        m->media_mask = 0;
         m->dp_mask = 0;
+        m->counts = counts_of(w->s, slot);
         return m;
     }
     return &w->s->matches[slot];
@@ -117,17 +140,25 @@ static void flush_run(struct walk *w, uint16_t local, uint32_t end) {
     assert(end >= start);
     if (end == start) return;
     struct cr_prefix_match *m = match_of(w, local);
+    uint32_t *counts = counts_of(w->s, w->s->slot_of[local]);
+    uint32_t *ranks_at = counts + CR_PREFIX_MEDIA_MAX;
     const struct prefix_attr *a = prefix_attr_get(w->index, w->s->cur_attr[local]);
     uint32_t tokens = (end - start) * w->ctx->block_size;
+    /* A count is set up on its first use (the mask bit), not cleared ahead:
+     * the pool is not touched for media and ranks no run has. */
     for (uint8_t media = a->media_mask; media != 0; media &= (uint8_t)(media - 1)) {
-        m->medium_tokens[__builtin_ctz(media)] += tokens;
+        unsigned md = (unsigned)__builtin_ctz(media);
+        uint8_t bit = (uint8_t)(1u << md);
+        if (!(m->media_mask & bit)) counts[md] = 0;
+        m->media_mask |= bit;
+        counts[md] += tokens;
     }
     for (uint64_t ranks = a->dp_mask; ranks != 0; ranks &= ranks - 1) {
         unsigned r = (unsigned)__builtin_ctzll(ranks);
         uint64_t bit = 1ULL << r;
-        if (!(m->dp_mask & bit)) m->dp_tokens[r] = 0;
+        if (!(m->dp_mask & bit)) ranks_at[r] = 0;
         m->dp_mask |= bit;
-        m->dp_tokens[r] += tokens;
+        ranks_at[r] += tokens;
     }
     w->s->run_start[local] = end;
 }
@@ -140,48 +171,56 @@ static void change_attr(struct walk *w, uint16_t local, uint16_t attr, uint32_t 
     w->s->cur_attr[local] = attr;
 }
 
-/* The survivor matched `depth` blocks; its bit is cleared by the caller. */
-static void drop_out(struct walk *w, uint16_t local, uint32_t depth) {
+/* A survivor whose placement changed on the way leaves the walk having
+ * matched `depth` blocks: its last run is added to its match. */
+static void drop_changed(struct walk *w, uint16_t local, uint32_t depth) {
     struct prefix_scratch *s = w->s;
-    const struct prefix_local *l = &w->ctx->locals[local];
-    uint16_t attr = s->cur_attr[local];
-    uint32_t longest = depth * w->ctx->block_size;
-    w->nonhome -= attr != l->home;
-    if (s->slot_of[local] != UINT32_MAX) { /* its placement changed on the way */
-        flush_run(w, local, depth);
-        s->matches[s->slot_of[local]].longest_tokens = longest;
-        s->cur_attr[local] = 0;
-        return;
-    }
-    s->cur_attr[local] = 0;
-    /* One run from block 0 at one placement (nearly every instance): its
-     * match is written once, whole, with no run to add up. */
-    assert(s->run_start[local] == 0);
-    s->slot_of[local] = w->next_slot;
-    struct cr_prefix_match *m = &s->matches[w->next_slot++];
-    const struct prefix_attr *a = prefix_attr_get(w->index, attr);
-    m->instance_id = l->global;
-    m->longest_tokens = longest;
-    memset(m->medium_tokens, 0, sizeof(m->medium_tokens));
-    for (uint8_t media = a->media_mask; media != 0; media &= (uint8_t)(media - 1))
-        m->medium_tokens[__builtin_ctz(media)] = longest;
-    m->dp_mask = a->dp_mask;
-    for (uint64_t ranks = a->dp_mask; ranks != 0; ranks &= ranks - 1)
-        m->dp_tokens[__builtin_ctzll(ranks)] = longest;
+    flush_run(w, local, depth);
+    s->matches[s->slot_of[local]].longest_tokens = depth * w->ctx->block_size;
 }
 
-/* Drops the survivors whose bit in `keep` is clear; returns survivors left. */
+/* Drops the survivors whose bit in `keep` is clear (they matched `depth`
+ * blocks); returns survivors left.  Nearly every one held one run from block
+ * 0 at one placement: its match is written once, whole, with no run to add
+ * up.  A block that 1,000 instances hold and the next one only 60 drops 940
+ * here at once, so the loop keeps its counters in registers: kept in *w,
+ * each was a store and a reload per instance, one chain through them all. */
 static uint32_t drop_unkept(struct walk *w, const uint64_t *keep, uint32_t keep_words,
                             uint32_t depth) {
-    uint64_t *alive = w->s->alive_bits;
+    struct prefix_scratch *s = w->s;
+    uint64_t *alive = s->alive_bits;
+    uint16_t *cur = s->cur_attr;
+    const uint32_t *slot_of = s->slot_of;
+    const struct prefix_local *locals = w->ctx->locals;
+    const struct prefix_attr *attrs = w->index->attrs.attrs;
+    struct cr_prefix_match *matches = s->matches;
+    uint32_t longest = depth * w->ctx->block_size, next = w->next_slot, nonhome = w->nonhome;
     uint32_t count = 0;
     for (uint32_t word = 0; word < w->words; word++) {
         uint64_t k = word < keep_words ? keep[word] : 0;
-        for (uint64_t gone = alive[word] & ~k; gone != 0; gone &= gone - 1)
-            drop_out(w, (uint16_t)(word * 64 + (uint32_t)__builtin_ctzll(gone)), depth);
+        for (uint64_t gone = alive[word] & ~k; gone != 0; gone &= gone - 1) {
+            uint16_t local = (uint16_t)(word * 64 + (uint32_t)__builtin_ctzll(gone));
+            uint16_t attr = cur[local];
+            nonhome -= attr != locals[local].home;
+            if (slot_of[local] != UINT32_MAX) { /* its placement changed on the way */
+                drop_changed(w, local, depth);
+            } else {
+                assert(s->run_start[local] == 0);
+                const struct prefix_attr *a = &attrs[attr];
+                struct cr_prefix_match *m = &matches[next++];
+                m->instance_id = locals[local].global;
+                m->media_mask = a->media_mask;
+                m->longest_tokens = longest;
+                m->dp_mask = a->dp_mask;
+                m->counts = NULL; /* every medium and rank of the masks holds `longest` */
+            }
+            cur[local] = 0;
+        }
         alive[word] &= k;
         count += (uint32_t)__builtin_popcountll(alive[word]);
     }
+    w->next_slot = next;
+    w->nonhome = nonhome;
     return count;
 }
 
@@ -322,6 +361,39 @@ static size_t filter_locals(const struct cr_prefix_index *index, struct prefix_s
     return n;
 }
 
+/* The blocks of one query, looked up ahead of the walk (AHEAD_*). */
+struct ahead {
+    const struct prefix_context *ctx;
+    const uint64_t *hashes;
+    uint32_t count;
+    uint32_t words; /* the context's bitset words: a wide block's bitset length */
+    const struct prefix_block *ring[AHEAD_RING]; /* block i at i % AHEAD_RING */
+};
+
+static void ahead_lookup(struct ahead *a, uint32_t i) {
+    const struct prefix_block *b = prefix_block_find(a->ctx, a->hashes[i]);
+    a->ring[i % AHEAD_RING] = b;
+    if (b != NULL) __builtin_prefetch(b);
+}
+
+static void prefetch_bytes(const void *p, size_t bytes) {
+    for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch((const char *)p + at);
+}
+
+static void ahead_holders(const struct ahead *a, uint32_t i) {
+    const struct prefix_block *b = a->ring[i % AHEAD_RING];
+    if (b == NULL) return;
+    if (block_is_wide(b)) {
+        /* The header and bitset (the block's own length is behind the miss;
+         * the context's is not, and is at least as long).  The dense ids
+         * are read only when a placement may have changed: not prefetched. */
+        prefetch_bytes(b->u.wide, sizeof(struct prefix_wide) + (size_t)a->words * 8);
+    } else if (b->cap > INLINE_HOLDERS) {
+        size_t bytes = (size_t)b->count * sizeof(uint32_t);
+        prefetch_bytes(b->u.recs, bytes < AHEAD_RECS_MAX ? bytes : AHEAD_RECS_MAX);
+    }
+}
+
 /* The query proper: reads the index, writes only s. */
 static int query_in(const struct cr_prefix_index *index, struct prefix_scratch *s,
                     uint32_t context, const uint64_t *seq_hashes, size_t block_count,
@@ -346,23 +418,28 @@ static int query_in(const struct cr_prefix_index *index, struct prefix_scratch *
         locals = s->filter;
     }
     struct walk w = {.index = index, .ctx = ctx, .s = s, .words = words};
-    /* Every block's hash is known now: start the map lookups ahead of the
-     * walk so that their cache misses overlap (they were a tenth of a query). */
-    for (size_t i = 1; i < block_count && i <= QUERY_PREFETCH; i++)
+    struct ahead a = {.ctx = ctx, .hashes = seq_hashes, .count = (uint32_t)block_count,
+                      .words = words};
+    for (uint32_t i = 1; i < a.count && i <= AHEAD_MAP; i++)
         cr_prefix_map_prefetch(&ctx->blocks, seq_hashes[i]);
-    walk_start(&w, b, locals, filter_count);
+    walk_start(&w, b, locals, filter_count); /* while the first map slots arrive */
+    for (uint32_t i = 1; i < a.count && i <= AHEAD_SLAB; i++) ahead_lookup(&a, i);
+    for (uint32_t i = 1; i < a.count && i <= AHEAD_DATA; i++) ahead_holders(&a, i);
     uint32_t candidates = w.alive_count, depth = 1;
     while (w.alive_count > 0 && depth < block_count) {
-        if (depth + QUERY_PREFETCH < block_count)
-            cr_prefix_map_prefetch(&ctx->blocks, seq_hashes[depth + QUERY_PREFETCH]);
-        const struct prefix_block *nb = prefix_block_find(ctx, seq_hashes[depth]);
+        if (depth + AHEAD_MAP < a.count)
+            cr_prefix_map_prefetch(&ctx->blocks, seq_hashes[depth + AHEAD_MAP]);
+        if (depth + AHEAD_SLAB < a.count) ahead_lookup(&a, depth + AHEAD_SLAB);
+        if (depth + AHEAD_DATA < a.count) ahead_holders(&a, depth + AHEAD_DATA);
+        const struct prefix_block *nb = a.ring[depth % AHEAD_RING];
+        assert(nb == prefix_block_find(ctx, seq_hashes[depth]));
         if (nb == NULL) break;
         if ((block_is_wide(nb) ? step_wide(&w, nb, depth) : step_narrow(&w, nb, depth)) == 0)
             break;
         depth++;
     }
     if (w.alive_count > 0) drop_unkept(&w, s->mark_bits, 0, depth); /* the rest matched `depth` */
-    assert(w.next_slot == candidates); /* every candidate left through drop_out */
+    assert(w.next_slot == candidates); /* every candidate left through drop_unkept */
     *matches = s->matches;
     *match_count = candidates;
     return CR_OK;

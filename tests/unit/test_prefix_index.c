@@ -89,6 +89,29 @@ static size_t query(struct fixture *f, const struct cr_prefix_context_key *key, 
     return n;
 }
 
+/* A long query stops at the first block nobody holds, deep into the prompt:
+ * the walk looks blocks up ahead of itself in a ring (prefix_query.c), and a
+ * block absent from the index must end it even where the ring held an
+ * earlier block.  b's cache has a hole (block 14 evicted, held by no one). */
+static void test_long_query_stops_at_absent_block(void **state) {
+    struct fixture *f = *state;
+    assert_int_equal(store(f, f->pa, 0, 5, 0, 12, CR_PREFIX_MEDIUM_GPU), CR_OK);
+    assert_int_equal(store(f, f->pb, 1, 5, 0, 21, CR_PREFIX_MEDIUM_GPU), CR_OK);
+    uint64_t hole = engine(1, 5, 14);
+    assert_int_equal(cr_prefix_index_removed(f->ix, f->pb, f->ctx, &hole, 1,
+                                             CR_PREFIX_MEDIUM_ALL),
+                     CR_OK);
+    const struct cr_prefix_match *m;
+    for (uint32_t blocks = 13; blocks <= 30; blocks++) {
+        size_t n = query(f, &base_key, 5, blocks, NULL, 0, &m);
+        assert_int_equal(n, 2);
+        assert_int_equal(find(m, n, f->a)->longest_tokens, 12 * BS);
+        assert_int_equal(find(m, n, f->b)->longest_tokens, (blocks < 14 ? blocks : 14) * BS);
+        assert_int_equal(cr_prefix_match_rank_tokens(find(m, n, f->b), 0),
+                         (blocks < 14 ? blocks : 14) * BS);
+    }
+}
+
 /* Runs given as each block's own hash of its tokens (Dynamo's tokens_hash)
  * land on the same sequence hashes as runs given as tokens. */
 static void test_stored_locals(void **state) {
@@ -143,10 +166,10 @@ static void test_store_query_remove(void **state) {
     assert_int_equal(query(f, &base_key, 1, 4, NULL, 0, &m), 1);
     assert_int_equal(m[0].instance_id, f->a);
     assert_int_equal(m[0].longest_tokens, 4 * BS);
-    assert_int_equal(m[0].medium_tokens[CR_PREFIX_MEDIUM_GPU], 4 * BS);
-    assert_int_equal(m[0].medium_tokens[CR_PREFIX_MEDIUM_CPU], 0);
+    assert_int_equal(cr_prefix_match_medium_tokens(&m[0], CR_PREFIX_MEDIUM_GPU), 4 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(&m[0], CR_PREFIX_MEDIUM_CPU), 0);
     assert_int_equal(m[0].dp_mask, 1);
-    assert_int_equal(m[0].dp_tokens[0], 4 * BS);
+    assert_int_equal(cr_prefix_match_rank_tokens(&m[0], 0), 4 * BS);
     /* A longer prompt matches the stored prefix only; a shorter one its length. */
     assert_int_equal(query(f, &base_key, 1, 9, NULL, 0, &m), 1);
     assert_int_equal(m[0].longest_tokens, 4 * BS);
@@ -195,7 +218,7 @@ static void test_depths_and_first_miss(void **state) {
     assert_int_equal(find(m, n, f->a)->longest_tokens, 6 * BS);
     assert_int_equal(find(m, n, f->b)->longest_tokens, 2 * BS);
     assert_int_equal(find(m, n, f->c)->longest_tokens, 2 * BS);
-    assert_int_equal(find(m, n, f->c)->medium_tokens[CR_PREFIX_MEDIUM_GPU], 2 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(find(m, n, f->c), CR_PREFIX_MEDIUM_GPU), 2 * BS);
     /* Nobody holds block 0 of an unrelated prompt: nothing, even if later blocks exist. */
     assert_int_equal(query(f, &base_key, 7, 8, NULL, 0, &m), 0);
 }
@@ -325,9 +348,9 @@ static void test_dp_ranks(void **state) {
     assert_int_equal(query(f, &base_key, 1, 4, NULL, 0, &m), 1);
     assert_int_equal(m[0].longest_tokens, 4 * BS);
     assert_int_equal(m[0].dp_mask, (1ULL << 0) | (1ULL << 3));
-    assert_int_equal(m[0].dp_tokens[0], 4 * BS);
-    assert_int_equal(m[0].dp_tokens[3], 2 * BS);
-    assert_int_equal(m[0].medium_tokens[CR_PREFIX_MEDIUM_GPU], 4 * BS);
+    assert_int_equal(cr_prefix_match_rank_tokens(&m[0], 0), 4 * BS);
+    assert_int_equal(cr_prefix_match_rank_tokens(&m[0], 3), 2 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(&m[0], CR_PREFIX_MEDIUM_GPU), 4 * BS);
     /* Rank 0 leaving keeps rank 3's blocks: the prefix is now 2 blocks. */
     assert_int_equal(cr_prefix_index_publisher_remove(f->ix, f->pa), CR_OK);
     assert_int_equal(query(f, &base_key, 1, 4, NULL, 0, &m), 1);
@@ -361,17 +384,17 @@ static void test_media(void **state) {
     assert_int_equal(store(f, f->pa, 0, 1, 0, 2, CR_PREFIX_MEDIUM_CPU), CR_OK);
     assert_int_equal(store(f, f->pa, 0, 1, 0, 1, id), CR_OK);
     assert_int_equal(query(f, &base_key, 1, 4, NULL, 0, &m), 1);
-    assert_int_equal(m[0].medium_tokens[CR_PREFIX_MEDIUM_GPU], 4 * BS);
-    assert_int_equal(m[0].medium_tokens[CR_PREFIX_MEDIUM_CPU], 2 * BS);
-    assert_int_equal(m[0].medium_tokens[id], 1 * BS);
-    assert_int_equal(m[0].dp_tokens[0], 4 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(&m[0], CR_PREFIX_MEDIUM_GPU), 4 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(&m[0], CR_PREFIX_MEDIUM_CPU), 2 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(&m[0], id), 1 * BS);
+    assert_int_equal(cr_prefix_match_rank_tokens(&m[0], 0), 4 * BS);
     /* Removing block 0 from GPU keeps it on CPU/NVME: still matched. */
     uint64_t b0 = engine(0, 1, 0);
     assert_int_equal(cr_prefix_index_removed(f->ix, f->pa, f->ctx, &b0, 1, CR_PREFIX_MEDIUM_GPU),
                      CR_OK);
     assert_int_equal(query(f, &base_key, 1, 4, NULL, 0, &m), 1);
     assert_int_equal(m[0].longest_tokens, 4 * BS);
-    assert_int_equal(m[0].medium_tokens[CR_PREFIX_MEDIUM_GPU], 3 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(&m[0], CR_PREFIX_MEDIUM_GPU), 3 * BS);
     assert_int_equal(cr_prefix_index_removed(f->ix, f->pa, f->ctx, &b0, 1, CR_PREFIX_MEDIUM_CPU),
                      CR_OK);
     assert_int_equal(cr_prefix_index_removed(f->ix, f->pa, f->ctx, &b0, 1, id), CR_OK);
@@ -492,8 +515,8 @@ static void test_instance_remove(void **state) {
     size_t n = query(f, &base_key, 1, 4, NULL, 0, &m);
     assert_int_equal(n, 2);
     assert_int_equal(find(m, n, d)->longest_tokens, 2 * BS);
-    assert_int_equal(find(m, n, d)->medium_tokens[CR_PREFIX_MEDIUM_CPU], 2 * BS);
-    assert_int_equal(find(m, n, d)->medium_tokens[CR_PREFIX_MEDIUM_GPU], 0);
+    assert_int_equal(cr_prefix_match_medium_tokens(find(m, n, d), CR_PREFIX_MEDIUM_CPU), 2 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(find(m, n, d), CR_PREFIX_MEDIUM_GPU), 0);
 }
 
 static void test_churn_does_not_grow(void **state) {
@@ -593,10 +616,10 @@ static void test_random_against_model(void **state) {
             expected_n++;
             assert_non_null(got);
             assert_int_equal(got->longest_tokens, depth * BS);
-            for (int k = 0; k < 3; k++) assert_int_equal(got->medium_tokens[k], media[k]);
+            for (int k = 0; k < 3; k++) assert_int_equal(cr_prefix_match_medium_tokens(got, k), media[k]);
             for (int y = 0; y < 4; y++) {
                 bool seen = (got->dp_mask >> (y * 5)) & 1;
-                assert_int_equal(seen ? got->dp_tokens[y * 5] : 0, ranks[y]);
+                assert_int_equal(seen ? cr_prefix_match_rank_tokens(got, y * 5) : 0, ranks[y]);
             }
         }
         assert_int_equal(n, expected_n);
@@ -620,6 +643,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_engine_hash_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(test_churn_does_not_grow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_against_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_query_stops_at_absent_block, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -129,10 +129,10 @@ static void check_query(struct world *w, uint32_t blocks, const bool *in_filter)
         expected_n++;
         assert_non_null(got);
         assert_int_equal(got->longest_tokens, depth * BS);
-        for (int k = 0; k < W_MEDIA; k++) assert_int_equal(got->medium_tokens[k], media[k]);
+        for (int k = 0; k < W_MEDIA; k++) assert_int_equal(cr_prefix_match_medium_tokens(got, k), media[k]);
         for (int r = 0; r < W_RANKS; r++) {
             bool seen = (got->dp_mask >> rank_of[r]) & 1;
-            assert_int_equal(seen ? got->dp_tokens[rank_of[r]] : 0, ranks[r]);
+            assert_int_equal(seen ? cr_prefix_match_rank_tokens(got, rank_of[r]) : 0, ranks[r]);
         }
         assert_int_equal(got->dp_mask & ~((1ULL << rank_of[0]) | (1ULL << rank_of[1])), 0);
     }
@@ -282,8 +282,8 @@ static void test_placement_change_between_forms(void **state) {
     const struct cr_prefix_match *got = find(m, n, w->ids[3]);
     assert_non_null(got);
     assert_int_equal(got->longest_tokens, 3 * BS);
-    assert_int_equal(got->medium_tokens[0], 2 * BS);
-    assert_int_equal(got->medium_tokens[1], 1 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(got, 0), 2 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(got, 1), 1 * BS);
     for (uint32_t blocks = 1; blocks <= 3; blocks++) check_query(w, blocks, NULL);
     world_free(w);
 }
@@ -323,13 +323,13 @@ static void test_home_placement_skip(void **state) {
                      CR_OK);
     const struct cr_prefix_match *got = find(m, n, w->ids[4]);
     assert_non_null(got);
-    assert_int_equal(got->medium_tokens[0], W_BLOCKS * BS);
-    assert_int_equal(got->medium_tokens[1], 1 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(got, 0), W_BLOCKS * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(got, 1), 1 * BS);
     got = find(m, n, w->ids[9]);
     assert_non_null(got);
     assert_int_equal(got->longest_tokens, 4 * BS);
-    assert_int_equal(got->medium_tokens[0], 4 * BS);
-    assert_int_equal(got->medium_tokens[1], 0);
+    assert_int_equal(cr_prefix_match_medium_tokens(got, 0), 4 * BS);
+    assert_int_equal(cr_prefix_match_medium_tokens(got, 1), 0);
     for (uint32_t blocks = 1; blocks <= W_BLOCKS; blocks++) check_query(w, blocks, NULL);
     /* Instance 4 back at home on block 3: every block is at home again. */
     assert_int_equal(cr_prefix_index_removed(w->ix, w->pubs[4][0], w->ctx, &eh3, 1, 1), CR_OK);
