@@ -9,6 +9,7 @@ import json
 import socket
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -40,8 +41,16 @@ def test_store_master_cases_over_native(native_master, case):
 
 
 def actor_counters(d, name):
-    actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
-    return {a["name"]: a for a in actors}[name]["counters"]
+    # An actor that does not answer the stats ask in time is listed as
+    # {"name":…, "up":false} (docs/http-api.md); on a loaded machine that
+    # happens now and then, so ask again until it answers.
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
+        actor = {a["name"]: a for a in actors}[name]
+        if actor["up"] or time.monotonic() > deadline:
+            return actor["counters"]
+        time.sleep(0.1)
 
 
 def test_malformed_frames_close_only_their_connection(daemon):
