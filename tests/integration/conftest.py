@@ -68,6 +68,20 @@ def http_get(port, path, timeout=5):
         return e.code, e.read()
 
 
+def actors_by_name(port, wait_s=10):
+    """GET /api/v1/actors as {name: entry}.  An actor that did not answer the
+    stats ask in time is listed {"name":…, "up":false} (docs/http-api.md);
+    on a loaded machine that happens now and then, so ask again (up to
+    wait_s) until every actor answered, then return the last listing."""
+    import json
+    deadline = time.monotonic() + wait_s
+    while True:
+        actors = json.loads(http_get(port, "/api/v1/actors")[1])["actors"]
+        if all(a["up"] for a in actors) or time.monotonic() > deadline:
+            return {a["name"]: a for a in actors}
+        time.sleep(0.1)
+
+
 class Daemon:
     def __init__(self, args):
         self.port = free_port()

@@ -5,7 +5,7 @@ import signal
 import subprocess
 import time
 
-from conftest import binary, free_port, http_get
+from conftest import actors_by_name, binary, free_port, http_get
 
 SUBSYSTEMS = ["segments", "journal", "leases", "tasks", "indexer", "publisher", "replay", "data"]
 # Served on another actor's thread, listed (and their metric families kept) as
@@ -56,7 +56,7 @@ def test_metrics_cover_every_actor(daemon):
         assert f"crescent_{view}_replies_total" in samples
         assert f'crescent_{view}_request_duration_seconds_count{{method="ping"}}' in samples
         assert f'crescent_actor_up{{actor="{view}"}}' not in samples
-    actors = {a["name"]: a for a in json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]}
+    actors = actors_by_name(d.port)
     for view, served_by in VIEWS.items():
         assert actors[view]["served_by"] == served_by and "replies_total" in actors[view]["counters"]
     assert "crescent_rpc_tcp_connections_open" in samples

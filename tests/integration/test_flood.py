@@ -12,7 +12,6 @@ while the flooders hold their calls (refused "busy" past the bound, counted
 in busy_total), then closes the flooders and expects full service on every
 endpoint within FULL_SERVICE_S, and a clean stop on SIGTERM.  Bounds are
 generous for a loaded 2-core machine; the wedge they catch lasted minutes."""
-import json
 import socket
 import struct
 import time
@@ -20,7 +19,7 @@ import time
 import pytest
 import zmq
 
-from conftest import free_port, http_get
+from conftest import actors_by_name, free_port, http_get
 from master_client import STATUS, RpcError, MasterClient, NativeMasterClient, ShmMasterClient, load_proto
 
 FULL_SERVICE_S = 3.0  # from the flooders' close to every endpoint answering
@@ -46,8 +45,7 @@ def stream(frames):
 
 
 def counters(d, actor):
-    actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
-    return {a["name"]: a for a in actors}[actor]["counters"]
+    return actors_by_name(d.port)[actor]["counters"]
 
 
 def serves_everything(d, eps, budget_s, busy_ok=False):

@@ -9,7 +9,6 @@ messages, not bytes.  Now a native connection stops taking requests once
 reply); a ZMQ peer past 64 MiB unread gets short "busy" refusals instead of
 its replies.  The test measures crescentd's resident memory while the
 clients hold their replies unread."""
-import json
 import socket
 import struct
 import time
@@ -17,7 +16,7 @@ import time
 import pytest
 import zmq
 
-from conftest import http_get
+from conftest import actors_by_name
 from master_client import MasterClient, ShmMasterClient, load_proto
 
 KEYS = 4096
@@ -35,8 +34,7 @@ def rss_mb(pid, field="VmRSS"):
 
 
 def counters(d, actor):
-    actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
-    return {a["name"]: a for a in actors}[actor]["counters"]
+    return actors_by_name(d.port)[actor]["counters"]
 
 
 def fill(rpc):

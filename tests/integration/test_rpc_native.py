@@ -5,16 +5,14 @@ frames close only their own connection, libcrescent (crescentctl) speaks it
 as crescent://HOST:PORT, and CURVE keeps it off unless asked for on
 loopback.  Admin token and client secrets over both endpoints:
 test_security.py (its `transport` parameter)."""
-import json
 import socket
 import struct
 import subprocess
-import time
 
 import pytest
 
 import test_store_master as sm
-from conftest import binary, free_port, http_get
+from conftest import actors_by_name, binary, free_port
 from master_client import STATUS, MasterClient, NativeMasterClient
 
 WAIT_S = 10
@@ -41,16 +39,7 @@ def test_store_master_cases_over_native(native_master, case):
 
 
 def actor_counters(d, name):
-    # An actor that does not answer the stats ask in time is listed as
-    # {"name":…, "up":false} (docs/http-api.md); on a loaded machine that
-    # happens now and then, so ask again until it answers.
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
-        actor = {a["name"]: a for a in actors}[name]
-        if actor["up"] or time.monotonic() > deadline:
-            return actor["counters"]
-        time.sleep(0.1)
+    return actors_by_name(d.port)[name]["counters"]
 
 
 def test_malformed_frames_close_only_their_connection(daemon):

@@ -7,7 +7,6 @@ an error naming its flag, libcrescent (crescentctl) speaks it as
 shm://NAME, and the default name is best effort.  Admin token and client
 secrets over every endpoint: test_security.py (its `transport`
 parameter)."""
-import json
 import os
 import struct
 import subprocess
@@ -15,7 +14,7 @@ import subprocess
 import pytest
 
 import test_store_master as sm
-from conftest import binary, free_port, http_get
+from conftest import actors_by_name, binary, free_port
 from master_client import STATUS, MasterClient, ShmMasterClient
 
 WAIT_S = 10
@@ -44,8 +43,7 @@ def test_store_master_cases_over_shm(shm_master, case):
 
 
 def shm_counters(d):
-    actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
-    return {a["name"]: a for a in actors}["rpc_shm"]["counters"]
+    return actors_by_name(d.port)["rpc_shm"]["counters"]
 
 
 def test_malformed_frames_and_hostile_indices_close_only_that_client(daemon):

@@ -3,12 +3,11 @@ and 8): a client that ftruncates its RPC memfd to 0 used to kill crescentd
 with SIGBUS at its next read of the rings; connections that never say hello
 used to hold --rpc-shm-clients-max slots for good."""
 import errno
-import json
 import os
 import socket
 import time
 
-from conftest import http_get
+from conftest import actors_by_name
 from master_client import ShmMasterClient
 from test_rpc_shm import start_shm
 
@@ -17,8 +16,7 @@ ALL_SEALS = 1 | 2 | 4  # F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
 
 
 def shm_counters(d):
-    actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
-    return {a["name"]: a for a in actors}["rpc_shm"]["counters"]
+    return actors_by_name(d.port)["rpc_shm"]["counters"]
 
 
 def test_a_client_cannot_shrink_its_rings(daemon, monkeypatch):

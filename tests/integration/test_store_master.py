@@ -12,7 +12,7 @@ import time
 import pytest
 import zmq
 
-from conftest import binary, free_port, http_get
+from conftest import actors_by_name, binary, free_port, http_get
 from master_client import STATUS, MasterClient, RpcError, load_proto
 
 MiB = 1 << 20
@@ -275,7 +275,7 @@ def test_malformed_frames_get_error_replies_and_others_are_served(master):
     assert c.ping().status_code == 0
     with MasterClient(c.endpoint, client_id=B) as other:
         assert other.ping().status_code == 0
-    rpc = {e["name"]: e for e in json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]}
+    rpc = actors_by_name(d.port)
     extra = rpc["rpc"]["counters"]
     assert extra["malformed_total"] == 5 and extra["unknown_method_total"] == 1
     assert extra["decode_errors_total"] == 3
@@ -521,9 +521,7 @@ def test_a_client_that_does_not_read_is_dropped_not_waited_for(master):
                                  struct.pack(">Q", i), body])
 
         def dropped():
-            actors = json.loads(http_get(d.port, "/api/v1/actors")[1])["actors"]
-            rpc = next(a for a in actors if a["name"] == "rpc")
-            return rpc["counters"]["send_dropped_total"] > 0
+            return actors_by_name(d.port)["rpc"]["counters"]["send_dropped_total"] > 0
 
         # Others are served all along, promptly.
         def ping_fast():
