@@ -254,3 +254,46 @@ def test_replica_descriptors_of_an_offloaded_object(cluster, tmp_path):
     with pytest.raises(RuntimeError):
         mem.get_local_disk_descriptor()
     mc.close()
+
+
+def test_puts_through_a_churn_wait_for_offloads_instead_of_failing(cluster, tmp_path):
+    """4x the segment put as fast as one client can: memory fills with objects
+    eviction keeps on the SSD, so PutStarts are refused NO_AVAILABLE_HANDLE
+    until the server confirms their offloads; libcrescent starts those puts
+    again with backoff (cr_client_set_put_retry_ms) instead of failing them."""
+    d, rpc, ssd, store = cluster
+    store()
+    py = py_store(rpc)
+    try:
+        assert py.put_retry_stats()["deadline_ms"] == 2000  # the default
+        payloads = {}
+        for i in range(256):
+            payloads[f"churn/{i}"] = os.urandom(OBJ)
+            assert py.put(f"churn/{i}", payloads[f"churn/{i}"]) == 0, i
+        st = py.put_retry_stats()
+        assert st["gave_up"] == 0 and st["recovered"] == st["puts_retried"], st
+        status, body = http_get(d.port, "/api/v1/stats")
+        assert json.loads(body)["objects"] == len(payloads)  # every put kept
+        for k in list(payloads)[::16]:
+            assert py.get(k) == payloads[k]
+    finally:
+        py.close()
+
+
+def test_batch_puts_through_a_churn_wait_for_offloads(cluster, tmp_path):
+    d, rpc, ssd, store = cluster
+    store()
+    py = py_store(rpc)
+    try:
+        payloads = {f"batch/{i}": os.urandom(OBJ) for i in range(256)}
+        keys = list(payloads)
+        for at in range(0, len(keys), 8):
+            part = keys[at:at + 8]
+            values = [payloads[k] for k in part]
+            assert py.batch_put_from(part, values, [len(v) for v in values]) == [0] * len(part), at
+        st = py.put_retry_stats()
+        assert st["gave_up"] == 0 and st["recovered"] == st["puts_retried"], st
+        status, body = http_get(d.port, "/api/v1/stats")
+        assert json.loads(body)["objects"] == len(payloads)
+    finally:
+        py.close()
