@@ -439,6 +439,28 @@ struct cr_put_data {
 int cr_client_batch_put(cr_client *c, const char *tenant, struct cr_put_data *items,
                         size_t count);
 
+/* Room made by offloads (docs/tiers.md, "A put that finds no room"): a put
+ * whose PutStart is refused CR_ERR_NO_AVAILABLE_HANDLE (memory full; its
+ * eviction is writing objects to a store server's SSD, and the room appears
+ * when the server confirms) is started again, that error only, after 1 ms,
+ * 2, 4 ... up to 64 ms apart, until `ms` have passed since its first try; a
+ * batch put starts again only its items refused so.  Past the deadline the
+ * put fails with the master's error as before.  Default
+ * CR_CLIENT_PUT_RETRY_MS_DEFAULT, or $CRESCENT_PUT_RETRY_MS read at the first
+ * put (0..3600000); 0: never retried.  Returns CR_ERR_INVALID_PARAMS for a
+ * value out of 0..3600000. */
+#define CR_CLIENT_PUT_RETRY_MS_DEFAULT 2000
+int cr_client_set_put_retry_ms(cr_client *c, int ms);
+
+struct cr_put_retry_stats {
+    int deadline_ms;       /* the retry deadline in force */
+    uint64_t puts_retried; /* puts (batch items) refused for room at least once */
+    uint64_t retries;      /* PutStarts sent again (a batch's round counts once) */
+    uint64_t recovered;    /* retried puts that then got their room */
+    uint64_t gave_up;      /* still refused at the deadline: the put failed */
+};
+void cr_client_put_retry_stats(cr_client *c, struct cr_put_retry_stats *out);
+
 struct cr_get_buffer {
     const char *key;
     void *buf;     /* the caller's buffer, cap bytes */

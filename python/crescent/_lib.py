@@ -120,6 +120,12 @@ class ReadLatency(ctypes.Structure):
 READ_TIERS = ("memory", "disk", "local_disk")  # enum cr_read_tier's order
 
 
+class PutRetryStats(ctypes.Structure):
+    """struct cr_put_retry_stats (include/crescent/client.h)."""
+    _fields_ = [("deadline_ms", c_int), ("puts_retried", c_u64), ("retries", c_u64),
+                ("recovered", c_u64), ("gave_up", c_u64)]
+
+
 def _declare(lib):
     P = ctypes.POINTER
     sigs = {
@@ -159,6 +165,8 @@ def _declare(lib):
         "cr_client_read_latency": (c_int, [c_void_p, c_int, P(ReadLatency)]),
         "cr_client_read_latency_metrics": (c_int, [c_void_p, c_char_p, c_size_t, P(c_size_t)]),
         "cr_client_offload_read_count": (c_u64, [c_void_p]),
+        "cr_client_set_put_retry_ms": (c_int, [c_void_p, c_int]),
+        "cr_client_put_retry_stats": (None, [c_void_p, P(PutRetryStats)]),
         "cr_status_name": (c_char_p, [c_int]),
         "cr_strerror": (c_char_p, [c_int]),
     }

@@ -411,6 +411,18 @@ class Store:
                                                        ctypes.byref(n)), "read_latency_metrics")
         return buf.raw[:n.value].decode()
 
+    def set_put_retry_ms(self, ms):
+        """How long a put refused for room (NO_AVAILABLE_HANDLE: memory full
+        while offloads to an SSD tier make room) is retried, with backoff;
+        0: never.  Default 2000, or $CRESCENT_PUT_RETRY_MS (docs/tiers.md)."""
+        self._check(lib.cr_client_set_put_retry_ms(self._need(), int(ms)), "set_put_retry_ms")
+
+    def put_retry_stats(self):
+        """{"deadline_ms", "puts_retried", "retries", "recovered", "gave_up"}."""
+        s = _lib.PutRetryStats()
+        lib.cr_client_put_retry_stats(self._need(), ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in _lib.PutRetryStats._fields_}
+
     def _need(self):
         if self._client is None:
             raise CrescentError(-600, "the Store is not set up (call setup first)")

@@ -20,7 +20,8 @@
  * segment to a file: a write, fdatasync and rename on this thread, during
  * which the segment's transfers wait, as for a copy task) and serves the
  * files as the read-only segment "crescentd-local#ssd", under the segment's
- * capability key.
+ * capability key.  Files its LRU evicts (or a read finds corrupt) are
+ * reported after each ping (data_ssd.h), so their replicas are dropped.
  *
  * Threads: the transfer server is driven only here, from the wait hook
  * (its epoll fd and the runtime's wake fd in one epoll set), on this actor's
@@ -34,6 +35,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "actors/data_ssd.h"
 #include "actors/data_tasks.h"
 #include "rpc/rpc_codec.h"
 #include "actors/subsystems.h"
@@ -76,6 +78,7 @@ struct data_state {
     bool ssd_open;
     uint64_t ssd_capacity;
     uint64_t offloads_run, offloads_failed, offload_files_removed;
+    uint64_t ssd_gone_reported, ssd_gone_reports_refused; /* files gone, told the master */
 };
 
 /* ---- calls to the segments actor ------------------------------------------ */
@@ -170,6 +173,21 @@ static void run_tasks(struct data_state *st, const Crescent__Master__PingRespons
     if (p->n_tasks == DATA_TASKS_PER_PING) ping(st);
 }
 
+/* The SSD tier's files gone since (its LRU made room for an offload, a read
+ * found one corrupt) are told to the master (data_ssd.h), which drops their
+ * replicas: a stale local_disk replica is never offered. */
+static void report_ssd_gone(struct data_state *st) {
+    struct cr_data_ssd_gone g;
+    while (st->mounted && cr_data_ssd_gone_take(&st->ssd, DATA_SEGMENT_NAME, &g)) {
+        g.req.client_id = &st->id;
+        g.req.has_client_secret = st->has_secret;
+        g.req.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
+        send_call(st, CRESCENT__MASTER__METHOD__LOCAL_DISK_REPORT, &g.req.base);
+        st->ssd_gone_reported += g.req.n_entries;
+        cr_data_ssd_gone_free(&g);
+    }
+}
+
 /* An offload's success report refused (the object went, the task ended):
  * nobody will read its SSD file, so it is deleted, as crescent-store does
  * (client/task_exec_offload.c).  A transport failure keeps it: the master may
@@ -211,6 +229,13 @@ static void on_reply(struct data_state *st, const struct cr_master_call *call) {
             mount(st, true);
         }
         if (p->n_tasks > 0 && st->exec != NULL) run_tasks(st, p);
+        report_ssd_gone(st);
+    } else if (call->method == CRESCENT__MASTER__METHOD__LOCAL_DISK_REPORT) {
+        st->ssd_gone_reports_refused += status != CR_OK;
+        if (status != CR_OK)
+            CR_WARN("data", "the master refused the SSD tier's report of gone files: %s "
+                    "(those replicas fail their reads cleanly; gets fall back to other replicas)",
+                    cr_strerror(status));
     } else if (call->method == CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE) {
         st->task_reports_refused += status != CR_OK;
         const Crescent__Master__MarkTaskToCompleteResponse *r = (const void *)resp;
@@ -340,6 +365,8 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
     add_stat(out, "offloads_failed_total", st->offloads_failed);
     add_stat(out, "offload_files_removed_total", st->offload_files_removed);
     add_stat(out, "ssd_capacity_bytes", st->ssd_capacity);
+    add_stat(out, "ssd_gone_reported_total", st->ssd_gone_reported);
+    add_stat(out, "ssd_gone_reports_refused_total", st->ssd_gone_reports_refused);
     if (st->xfer == NULL) return;
     struct cr_xfer_server_stats x;
     cr_xfer_server_get_stats(st->xfer, &x);
@@ -403,6 +430,7 @@ static int open_ssd(struct data_state *st, const struct cr_daemon_config *config
         return rc;
     }
     st->ssd_capacity = config->local_segment_ssd_size;
+    st->ssd.reports = true; /* gone files are noted for report_ssd_gone */
     return CR_OK;
 }
 

@@ -159,7 +159,10 @@ static int events_add(struct segments_state *st, const struct cr_store_change *e
     uint32_t n =
         ev->replica_count <= CR_STORE_REPLICAS_MAX ? ev->replica_count : CR_STORE_REPLICAS_MAX;
     for (uint32_t i = 0; i < n; i++) {
-        reps[i].type = CR_REPLICA_MEMORY;
+        const char *t = ev->replicas[i].type; /* the seed's pair: its type, not always memory */
+        reps[i].type = t != NULL && strcmp(t, "local_disk") == 0 ? CR_REPLICA_LOCAL_DISK
+                       : t != NULL && strcmp(t, "disk") == 0     ? CR_REPLICA_DISK
+                                                                  : CR_REPLICA_MEMORY;
         reps[i].location =
             (cr_event_str){ev->replicas[i].location, strlen(ev->replicas[i].location)};
     }

@@ -11,6 +11,7 @@
 #include "actors/segments_internal.h"
 #include "durable/role.h"
 #include "core/log.h"
+#include "core/store_ssd_park.h"
 #include "crescent/error.h"
 
 static void held_append(struct held_list *list, struct cr_master_call *call) {
@@ -189,6 +190,7 @@ int segments_durable_start(struct segments_state *st) {
     while (cr_store_segment_next(st->store, &cursor, &view)) {
         (void)cr_store_client_ping(st->store, &view.owner, now_ms, NULL);
         cr_store_client_set_awaiting(st->store, &view.owner); /* until it calls */
+        cr_store_ssd_park_know(st->store, view.name); /* its SSD's files need its objects */
     }
     const struct cr_durable_recovery *r = &st->recovery;
     CR_INFO("segments", "restored from %s in %.3f s (read %.3f, replay %.3f, build %.3f): "

@@ -7,6 +7,7 @@
 
 #include "actors/segments_internal.h"
 #include "core/log.h"
+#include "core/store_ssd_park.h"
 #include "durable/role.h"
 
 /* The calls that change the store or its tasks.  Ping is not one (a store
@@ -137,6 +138,7 @@ static void owners_await(struct segments_state *st) {
     while (cr_store_segment_next(st->store, &cursor, &v)) {
         (void)cr_store_client_ping(st->store, &v.owner, st->now_ms, NULL);
         cr_store_client_set_awaiting(st->store, &v.owner);
+        cr_store_ssd_park_know(st->store, v.name); /* its SSD's files need its objects */
     }
 }
 

@@ -166,6 +166,7 @@ int cr_client_open(const char *endpoint, const struct cr_client_options *options
     c->timeout_ms = timeout_ms;
     c->tcp_fd = -1;
     c->clock_ms = monotonic_ms;
+    c->put_retry.deadline_ms = -1; /* $CRESCENT_PUT_RETRY_MS at the first put */
     c->next_seq = 1;
     if (options != NULL && options->client_id != NULL)
         memcpy(c->id, options->client_id, CR_CLIENT_ID_BYTES);

@@ -604,7 +604,7 @@ int cr_client_put(cr_client *c, const char *tenant, const char *key, const void 
     uint64_t checksum = persist != NULL ? cr_copy_xxh3(copy, data, len) : XXH3_64bits(data, len);
     struct cr_put_item start = {.key = key, .size_bytes = len, .config = config};
     struct cr_replica_list list;
-    rc = cr_client_put_start(c, tenant, &start, &list);
+    rc = cr_client_put_start_retrying(c, tenant, &start, &list);
     if (rc != CR_OK) {
         cr_client_files_cancel(c, persist);
         return rc;
@@ -661,8 +661,8 @@ static int end_or_revoke_batch(cr_client *c, const char *tenant, struct cr_put_d
     return rc == CR_ERR_NOMEM ? cr_client_fail(c, rc, "out of memory") : rc;
 }
 
-int cr_client_batch_put(cr_client *c, const char *tenant, struct cr_put_data *items,
-                        size_t count) {
+int cr_client_batch_put_once(cr_client *c, const char *tenant, struct cr_put_data *items,
+                             size_t count) {
     assert(c != NULL && (items != NULL || count == 0));
     int rc = count > 0 && count <= CR_CLIENT_BATCH_MAX ? cr_client_data_open(c)
              : cr_client_fail(c, CR_ERR_INVALID_PARAMS, "a batch holds 1 to %u puts, not %zu",

@@ -111,6 +111,9 @@ struct cr_client {
      * the last Ping that carried reads was answered or failed. */
     struct cr_histogram read_reported[CR_READ_TIERS];
     int64_t read_reported_ms;
+    /* Puts refused for room, started again (client_put_retry.c); deadline_ms
+     * -1 until set or read from the environment. */
+    struct cr_put_retry_stats put_retry;
 };
 
 /* What the allocation-free scanner reads from a response body: field 1
@@ -435,6 +438,15 @@ int cr_client_shm_recv(cr_client *c, int64_t timeout_ms, const uint8_t **payload
 /* ---- client.c ---- */
 
 /* Records a failure: formats the message and returns `status`. */
+/* client_put_retry.c: a put refused for room (CR_ERR_NO_AVAILABLE_HANDLE),
+ * started again with backoff until the retry deadline.  put_start: a
+ * PutStart that is retried so.  batch_put_once: cr_client_batch_put's one
+ * round, which cr_client_batch_put repeats for the items refused for room. */
+int cr_client_put_start_retrying(cr_client *c, const char *tenant,
+                                 const struct cr_put_item *item, struct cr_replica_list *out);
+int cr_client_batch_put_once(cr_client *c, const char *tenant, struct cr_put_data *items,
+                             size_t count);
+
 int cr_client_fail(cr_client *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

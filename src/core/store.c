@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "core/store_internal.h"
+#include "core/store_ssd_park.h"
 #include "crescent/error.h"
 
 #define MS_PER_MINUTE 60000ull
@@ -258,6 +259,7 @@ void cr_store_destroy(cr_store *s) {
     }
     for (uint32_t r = 0; r < s->slab_region_count; r++)
         cr_store_unmap(s->slab_regions[r].base, s->slab_regions[r].bytes);
+    cr_store_ssd_park_free(s);
     for (uint32_t i = 0; i < s->tenant_high; i++) free(s->tenants[i].name);
     free(s->chunks);
     cr_store_unmap(s->table, ((size_t)s->table_mask + 1) * sizeof(*s->table));

@@ -232,6 +232,7 @@ struct cr_store {
     void *file_hook_ctx;
     bool file_hook_muted; /* a replacement keeping its path */
     struct cr_store_stats counters; /* only the cumulative fields are kept here */
+    struct cr_store_ssd_park *ssd_park; /* store_ssd_park.c; NULL: nothing parked */
     /* Memory that offloads in flight will free once committed
      * (store_offload.c): eviction does not count it as used, or every poll
      * until the first commit would hand more objects to the SSD. */

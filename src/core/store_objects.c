@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "core/store_internal.h"
+#include "core/store_ssd_park.h"
 #include "crescent/error.h"
 
 #define ALLOC_RANDOM_TRIES 10u
@@ -68,6 +69,7 @@ static void slot_put(struct cr_store_slot *table, uint32_t mask, uint32_t shift,
 
 static void table_insert(cr_store *store, uint32_t id, uint64_t hash) {
     assert(((uint64_t)store->object_count + 1) * 2 <= (uint64_t)store->table_mask + 1);
+    if (store->ssd_park != NULL) cr_store_ssd_park_forget(store, hash); /* a put of the key */
     slot_put(store->table, store->table_mask, store->table_shift,
              (struct cr_store_slot){(uint32_t)(hash >> 32), id + 1});
 }
@@ -112,6 +114,7 @@ int cr_store_index_reserve_for(cr_store *store, uint64_t more) {
 }
 
 static void table_delete(cr_store *store, uint32_t id, uint64_t hash) {
+    if (store->ssd_park != NULL) cr_store_ssd_park_forget(store, hash); /* a removal */
     uint32_t mask = store->table_mask;
     uint32_t hole = cr_store_home(store, hash);
     while (store->table[hole].id_plus1 != id + 1) {

@@ -6,6 +6,7 @@
 
 #include "core/store_internal.h"
 #include "core/store_restore.h"
+#include "core/store_ssd_park.h"
 #include "crescent/error.h"
 
 struct promote_slot {
@@ -278,6 +279,14 @@ int cr_store_local_disk_register(cr_store *store, const struct cr_store_key *k,
     if (seg < 0) return seg;
     uint32_t id = cr_store_find_key(store, k);
     if (id == CR_STORE_NONE) {
+        /* Only a file the master parked when the segment went, of a key
+         * neither put nor removed since; none of a segment it knows is of
+         * a removed or replaced put (store_ssd_park.h). */
+        if (cr_store_ssd_park_check(store, segment_name, k->hash, position, size, checksum) < 0)
+            return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
+                                 "no object of this file: its key was removed or put again "
+                                 "while the file sat on the server's SSD (the server deletes "
+                                 "it)");
         int rc = recreate(store, k, segment_name, client, position, size, checksum, now_ms);
         if (rc == CR_OK) {
             *created = true;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/store_internal.h"
+#include "core/store_ssd_park.h"
 #include "crescent/error.h"
 
 int cr_store_remove(cr_store *store, const char *tenant, const char *key, uint32_t key_len,
@@ -19,7 +20,12 @@ int cr_store_remove_k(cr_store *store, const struct cr_store_key *key, bool forc
                       uint64_t now_ms) {
     assert(store != NULL && key != NULL);
     uint32_t id = cr_store_find_key(store, key);
-    if (id == CR_STORE_NONE) return cr_store_not_found(store);
+    if (id == CR_STORE_NONE) {
+        /* Gone with a server's segment and parked: the removal still counts,
+         * its file must not bring the key back (store_ssd_park.h). */
+        cr_store_ssd_park_forget(store, key->hash);
+        return cr_store_not_found(store);
+    }
     const struct cr_store_obj *obj = cr_store_obj_at(store, id);
     if (!force && obj->state == CR_OBJ_INFLIGHT)
         return cr_store_fail(store, CR_ERR_OBJECT_NOT_READY, "put has not ended");
@@ -58,6 +64,7 @@ static void remove_all_start(cr_store *store, const char *tenant, bool force, ui
     /* Holds the tenant across the walk: its name goes into the event after
      * its last object may have gone. */
     if (run->tenant >= 0) cr_store_tenant_ref(store, (uint16_t)run->tenant);
+    cr_store_ssd_park_forget_all(store); /* files parked hold no tenant: all of them */
     if (announce) remove_all_event(store, run->tenant, 0);
     else run->begin_ms = UINT64_MAX; /* no object is newer than the event */
 }

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "core/store_internal.h"
+#include "core/store_ssd_park.h"
 #include "crescent/error.h"
 
 uint32_t cr_store_mounted_count(const cr_store *store) {
@@ -172,7 +173,10 @@ int cr_store_unmount_segment(cr_store *store, const struct cr_uuid *client, cons
         return cr_store_fail(store, CR_ERR_ILLEGAL_CLIENT, "segment %s belongs to another client",
                              name);
     uint64_t freed = 0;
+    cr_store_ssd_park_segment(store, id); /* its SSD's files, for the server's return */
+    cr_store_ssd_park_mute(store, true);
     cr_store_obj_drop_segment(store, id, &freed);
+    cr_store_ssd_park_mute(store, false);
     cr_store_discarded_drop_segment(store, id);
     assert(seg->used_bytes == 0);
     store->capacity_bytes -= seg->size;

@@ -22,11 +22,19 @@ struct cr_client; /* crescent/client.h: not included, its enums clash with the s
  * file's whole read or write: a disk operation costs far more than the lock,
  * and the two sides never wait on each other for long. */
 /* Files gone and not reported yet that a tier remembers (a master away for
- * long; a tier nobody reports for, crescentd's local segment, notes none):
- * past it a gone
+ * long; a tier nobody reports for notes none): past it a gone
  * file is counted in gone_lost, and its stale replica fails its read
  * cleanly (checked on both ends), the get going to the next replica. */
 #define CR_STORE_SSD_GONE_MAX 65536u
+
+/* One file gone (or to re-register), noted for a report: its key and
+ * tenant copied (the tier's own copies go with the file). */
+struct cr_store_ssd_note {
+    struct cr_store_ssd_note *next;
+    uint64_t position, size, xxh3;
+    char tenant[256];
+    char key[]; /* NUL-terminated */
+};
 
 struct cr_store_ssd {
     pthread_mutex_t lock;
@@ -73,6 +81,14 @@ void cr_store_ssd_note_gone(void *arg, const struct cr_ssd_object *gone);
  * (LocalDiskReport); a file the master refuses as another put's is deleted.
  * Returns CR_OK, or the call's failure (retried at the next ping). */
 int cr_store_ssd_sync(void *arg, struct cr_client *master, const char *segment, bool mounted);
+
+/* For an owner that reports by other means than cr_store_ssd_sync
+ * (crescentd's local segment: a message to its segments actor): takes up
+ * to max notes of files gone off the tier (under its lock) and returns
+ * them, *count set; the caller frees them with cr_store_ssd_notes_free. */
+struct cr_store_ssd_note *cr_store_ssd_take_gone(struct cr_store_ssd *ssd, size_t max,
+                                                 size_t *count);
+void cr_store_ssd_notes_free(struct cr_store_ssd_note *n);
 
 /* Frees the notes of files gone not reported yet. */
 void cr_store_ssd_forget_gone(struct cr_store_ssd *ssd);

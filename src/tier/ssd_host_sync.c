@@ -13,15 +13,6 @@
 #include "crescent/error.h"
 #include "crescent/host.h"
 
-/* One file to report: its key and tenant copied (the tier's own copies go
- * with the file). */
-struct cr_store_ssd_note {
-    struct cr_store_ssd_note *next;
-    uint64_t position, size, xxh3;
-    char tenant[256];
-    char key[]; /* NUL-terminated */
-};
-
 static struct cr_store_ssd_note *note_of(const struct cr_ssd_object *o) {
     struct cr_store_ssd_note *n = malloc(sizeof(*n) + o->key_len + 1);
     if (n == NULL) return NULL;
@@ -64,7 +55,7 @@ static void list_one(void *arg, const struct cr_ssd_object *o) {
     l->head = n;
 }
 
-static void free_notes(struct cr_store_ssd_note *n) {
+void cr_store_ssd_notes_free(struct cr_store_ssd_note *n) {
     while (n != NULL) {
         struct cr_store_ssd_note *next = n->next;
         free(n);
@@ -98,7 +89,8 @@ static int send_notes(struct cr_store_ssd *ssd, cr_client *master, const char *s
                 ssd->registered++;
             } else if (statuses[i] == CR_ERR_INVALID_PARAMS) {
                 CR_WARN("store", "SSD file %016" PRIx64 " ('%s'): the master holds another put "
-                        "of the key; file removed", which[i]->position, which[i]->key);
+                        "of the key, or none (removed or put again meanwhile); file removed",
+                        which[i]->position, which[i]->key);
                 pthread_mutex_lock(&ssd->lock);
                 (void)cr_ssd_remove(ssd->store, which[i]->position);
                 pthread_mutex_unlock(&ssd->lock);
@@ -143,13 +135,30 @@ int cr_store_ssd_sync(void *arg, cr_client *master, const char *segment, bool mo
     if (rc != CR_OK)
         CR_WARN("store", "SSD report to the master failed: %s (retried at the next ping)",
                 cr_client_last_error(master));
-    free_notes(gone);
-    free_notes(all.head);
+    cr_store_ssd_notes_free(gone);
+    cr_store_ssd_notes_free(all.head);
     return rc;
 }
 
 void cr_store_ssd_forget_gone(struct cr_store_ssd *ssd) {
-    free_notes(ssd->gone);
+    cr_store_ssd_notes_free(ssd->gone);
     ssd->gone = NULL;
     ssd->gone_count = 0;
+}
+
+struct cr_store_ssd_note *cr_store_ssd_take_gone(struct cr_store_ssd *ssd, size_t max,
+                                                 size_t *count) {
+    *count = 0;
+    if (max == 0) return NULL;
+    pthread_mutex_lock(&ssd->lock);
+    struct cr_store_ssd_note *head = ssd->gone, **tail = &ssd->gone;
+    while (*tail != NULL && *count < max) {
+        tail = &(*tail)->next;
+        (*count)++;
+    }
+    ssd->gone = *tail;
+    *tail = NULL;
+    ssd->gone_count -= *count;
+    pthread_mutex_unlock(&ssd->lock);
+    return *count > 0 ? head : NULL;
 }

@@ -147,3 +147,75 @@ def test_python_setup_ssd_offload_needs_a_path_and_a_segment(daemon, tmp_path, m
                        f"127.0.0.1:{rpc_port}", enable_ssd_offload=True,
                        ssd_offload_path=str(tmp_path / "s")) == 0
     store.close()
+
+
+def follow_events(d, store, sentinel="events/sentinel"):
+    """Every store event crescentd published so far, as crescentctl's JSON
+    lines: replayed from 0 up to the STORE event of a put made last."""
+    sub = d.args[d.args.index("--event-address") + 1]
+    replay = d.args[d.args.index("--replay-address") + 1]
+    p = subprocess.Popen([binary("crescentctl"), "events", "--follow", "--sub", sub,
+                          "--replay", replay, "--from", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert store.put(sentinel, b"x") == 0
+        events = []
+        for line in p.stdout:  # the test's timeout bounds a follower that stalls
+            events.append(json.loads(line))
+            if events[-1].get("key") == sentinel:
+                return events
+        raise AssertionError("the follower stopped before the sentinel's event")
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+
+
+def test_crescentd_local_segment_reports_its_ssd_evictions(daemon, tmp_path):
+    """The local segment's SSD holds fewer files than are offloaded to it: the
+    files its LRU evicts are reported to the master, which drops those
+    local_disk replicas (an UPDATE event each, the seed's pairs), so every
+    local_disk replica it lists is readable."""
+    rpc_port = free_port()
+    ssd = tmp_path / "local-ssd"
+    # Room for 6 files of 1 MiB (headers included); a 2 s client TTL: the
+    # local segment pings (and takes its offloads) every 500 ms.
+    d = daemon("--rpc-address", f"tcp://127.0.0.1:{rpc_port}", "--local-segment-size", "32M",
+               "--local-segment-ssd-dir", str(ssd),
+               "--local-segment-ssd-size", str(6 * MiB + 6 * 8192), "--promotion-hits", "0",
+               "--client-ttl", "2", *EVICTION)
+    s = Store()
+    assert s.setup(master_server_address=f"127.0.0.1:{rpc_port}", timeout_ms=10000) == 0
+    try:
+        payloads = {f"key/{i}": os.urandom(MiB) for i in range(48)}
+        for k, v in payloads.items():
+            assert s.put(k, v) == 0
+        wait_for(lambda: (metric(d, "crescent_segments_local_disk_gone_total") or 0) >= 4,
+                 "the local segment's SSD evictions reported")
+        wait_for(lambda: metric(d, "crescent_segments_local_disk_replicas") <= len(crs_files(ssd)),
+                 "local_disk replicas down to the files the SSD holds")
+        assert len(crs_files(ssd)) <= 6
+        assert metric(d, "crescent_data_ssd_gone_reported_total") >= 4
+        assert metric(d, "crescent_data_ssd_gone_reports_refused_total") == 0
+        listed = 0
+        for k in payloads:
+            try:
+                tiers = [r["tier"] for r in s.get_replica_list(k)]
+            except Exception:  # noqa: BLE001 - gone with its last replica
+                continue
+            if "local_disk" in tiers:
+                listed += 1
+                assert s.get(k) == payloads[k], k  # every listed SSD file is there
+        assert listed >= 1
+        # Each drop was published: a key whose last event before listed a
+        # local_disk replica, now with none left on the SSD.
+        dropped, last = 0, {}
+        for e in follow_events(d, s):
+            if e.get("type") not in ("BlockStoreEvent", "BlockUpdateEvent"):
+                continue
+            types = [r["type"] for r in e["replicas"]]
+            if "local_disk" in last.get(e["key"], ()) and "local_disk" not in types:
+                dropped += 1
+            last[e["key"]] = types
+        assert dropped >= metric(d, "crescent_segments_local_disk_gone_total")
+    finally:
+        s.close()

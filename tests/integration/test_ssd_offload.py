@@ -21,9 +21,9 @@ from store_server import StoreServer, ctl, metric, tiers
 OBJ = 1 << 20
 
 
-def ssd_store(rpc, log_path, ssd, ssd_size="1G"):
+def ssd_store(rpc, log_path, ssd, ssd_size="1G", ping_ms=100):
     """A store server of segment seg0 with an SSD tier at `ssd`."""
-    return StoreServer(rpc, log_path, ping_ms=100, ssd=ssd, ssd_size=ssd_size)
+    return StoreServer(rpc, log_path, ping_ms=ping_ms, ssd=ssd, ssd_size=ssd_size)
 
 
 @pytest.fixture
@@ -37,8 +37,8 @@ def cluster(daemon, tmp_path, request):
     ssd = tmp_path / "ssd"
     stores = []
 
-    def store():
-        s = ssd_store(rpc, tmp_path / f"store{len(stores)}.log", ssd)
+    def store(ping_ms=100):
+        s = ssd_store(rpc, tmp_path / f"store{len(stores)}.log", ssd, ping_ms=ping_ms)
         stores.append(s)
         wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
         return s
@@ -211,3 +211,50 @@ def test_replica_descriptors_of_an_offloaded_object(cluster, tmp_path):
     with pytest.raises(RuntimeError):
         mem.get_local_disk_descriptor()
     mc.close()
+
+
+def test_puts_through_a_churn_wait_for_offloads_instead_of_failing(cluster, tmp_path):
+    """4x the segment put as fast as one client can: memory fills with objects
+    eviction keeps on the SSD, so PutStarts are refused NO_AVAILABLE_HANDLE
+    until the server confirms their offloads; libcrescent starts those puts
+    again with backoff (cr_client_set_put_retry_ms) instead of failing them.
+    The server pings (and takes its offloads) every 500 ms: room comes in
+    steps, so puts are refused meanwhile whatever the machine's speed."""
+    d, rpc, ssd, store = cluster
+    store(ping_ms=500)
+    py = py_store(rpc)
+    try:
+        assert py.put_retry_stats()["deadline_ms"] == 2000  # the default
+        payloads = {}
+        for i in range(256):
+            payloads[f"churn/{i}"] = os.urandom(OBJ)
+            assert py.put(f"churn/{i}", payloads[f"churn/{i}"]) == 0, i
+        st = py.put_retry_stats()
+        assert st["puts_retried"] >= 1 and st["gave_up"] == 0, st  # refused, then kept
+        assert st["recovered"] == st["puts_retried"], st
+        status, body = http_get(d.port, "/api/v1/stats")
+        assert json.loads(body)["objects"] == len(payloads)  # every put kept
+        for k in list(payloads)[::16]:
+            assert py.get(k) == payloads[k]
+    finally:
+        py.close()
+
+
+def test_batch_puts_through_a_churn_wait_for_offloads(cluster, tmp_path):
+    d, rpc, ssd, store = cluster
+    store(ping_ms=500)
+    py = py_store(rpc)
+    try:
+        payloads = {f"batch/{i}": os.urandom(OBJ) for i in range(256)}
+        keys = list(payloads)
+        for at in range(0, len(keys), 8):
+            part = keys[at:at + 8]
+            values = [payloads[k] for k in part]
+            assert py.batch_put_from(part, values, [len(v) for v in values]) == [0] * len(part), at
+        st = py.put_retry_stats()
+        assert st["puts_retried"] >= 1 and st["gave_up"] == 0, st  # refused, then kept
+        assert st["recovered"] == st["puts_retried"], st
+        status, body = http_get(d.port, "/api/v1/stats")
+        assert json.loads(body)["objects"] == len(payloads)
+    finally:
+        py.close()

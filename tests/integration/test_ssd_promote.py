@@ -10,6 +10,8 @@ with --ssd-dir, crescentctl as the client.
 - A server killed and restarted with the same --ssd-dir re-registers every
   whole file (objects readable from its SSD again); a corrupted file is
   dropped, never served."""
+import os
+import re
 import signal
 import urllib.request
 
@@ -167,3 +169,69 @@ def test_master_restart_keeps_local_disk_replicas(daemon, tmp_path, stores):
     wait_for(lambda: "registered with the master, 0 refused" in
              (tmp_path / "store.log").read_bytes().decode(errors="replace"), "re-registration")
     assert metric(d, "crescent_segments_local_disk_registered_total") == 0
+
+
+def test_keys_removed_or_put_again_while_on_a_stopped_stores_ssd_stay_so(daemon, tmp_path,
+                                                                          stores):
+    """A restarted server's files come back only for the objects the master
+    parked when its segment went, of keys neither removed nor put since: a
+    key removed (while its only copy sat on the SSD, or after the segment
+    went) or put again with other bytes never returns with its old bytes,
+    and the server deletes those files (docs/tiers.md, "What the server
+    reports")."""
+    d, rpc = start(daemon, tmp_path, "--promotion-hits", "0", ttl="2")
+    ssd = tmp_path / "ssd"
+    stores.append(ssd_store(rpc, tmp_path / "store0.log", ssd))
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    payloads = put_many(rpc, tmp_path, 48)
+    cold = offloaded_keys(d, rpc, payloads)
+    assert len(cold) >= 6
+    removed, replaced, removed_away, kept = cold[0], cold[1], cold[2], cold[3:]
+    ctl(rpc, "rm", removed, "--force")  # its only copy is on the SSD
+    ctl(rpc, "rm", replaced, "--force")
+    newer = os.urandom(OBJ)
+    (tmp_path / "newer.bin").write_bytes(newer)
+    ctl(rpc, "put", replaced, str(tmp_path / "newer.bin"))  # memory, on the same server
+    files = crs_files(ssd)
+    stores[0].proc.send_signal(signal.SIGKILL)
+    stores[0].proc.wait(timeout=30)
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 0, "segment expired",
+             timeout=60)
+    assert ctl(rpc, "get", removed_away, check=False).returncode != 0  # gone with it
+    ctl(rpc, "rm", removed_away, check=False)  # and removed while the server is away
+    stores.append(ssd_store(rpc, tmp_path / "store1.log", ssd))
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment remounted")
+    log = tmp_path / "store1.log"
+    wait_for(lambda: "registered with the master" in log.read_bytes().decode(errors="replace"),
+             "re-registration")
+    for k in (removed, removed_away):
+        assert ctl(rpc, "get", k, check=False).returncode != 0, k
+    p = ctl(rpc, "get", replaced, check=False)
+    assert p.returncode != 0 or p.stdout == newer  # never the old bytes
+    for k in kept:
+        assert ctl(rpc, "get", k).stdout == payloads[k]
+    text = log.read_bytes().decode(errors="replace")
+    refused = int(re.search(r"registered with the master, (\d+) refused", text).group(1))
+    assert refused >= 3, text
+    assert len(crs_files(ssd)) <= len(files) - 3  # the server deleted what was refused
+
+
+def test_a_master_restarted_without_state_takes_a_servers_files_back(daemon, tmp_path, stores):
+    """A crescentd that knows nothing of a server's segment (restarted
+    without --state-dir) re-creates the objects of the files it registers:
+    they are the only record there is."""
+    d, rpc = start(daemon, tmp_path, "--promotion-hits", "0")
+    stores.append(ssd_store(rpc, tmp_path / "store.log", tmp_path / "ssd"))
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment mounted")
+    payloads = put_many(rpc, tmp_path, 48)
+    cold = offloaded_keys(d, rpc, payloads)
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait(timeout=30)
+    d = daemon("--rpc-address", rpc, "--local-segment-size", "0", "--promotion-hits", "0",
+               "--client-ttl", "30")
+    wait_for(lambda: metric(d, "crescent_segments_segments") == 1, "segment remounted")
+    wait_for(lambda: (metric(d, "crescent_segments_local_disk_registered_total") or 0)
+             >= len(cold), "files re-registered")
+    for k in cold[:6]:
+        assert tiers(rpc, k) == ["local_disk"]
+        assert ctl(rpc, "get", k).stdout == payloads[k]
