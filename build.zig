@@ -4,7 +4,7 @@
 //!   zig build test            build and run every C unit test (tests/unit/test_*.c)
 //!   zig build bench           build the benchmarks (ReleaseFast) into zig-out/bench
 //!   zig build asan            unit tests under ASan+UBSan, built by the system gcc
-//!   zig build tsan            threaded tests (runtime, actors, host, client_verify, indexer_read, durable_diverged) under TSan, system gcc
+//!   zig build tsan            threaded tests (runtime, actors, host, client_verify, indexer_read, durable_diverged, durable_prefill) under TSan, system gcc
 //!   zig build fuzz            libFuzzer targets (tests/fuzz/fuzz_*.c) with the system clang
 //!
 //! Sources are found by directory (see docs/conventions.md): adding a .c file to
@@ -344,7 +344,7 @@ const dashboard_assets = [_][]const u8{
 
 fn addSanitizerSteps(b: *std.Build, sources: Sources, proto: ?Proto) void {
     const asan_step = b.step("asan", "Run the unit tests under ASan+UBSan (system gcc)");
-    const tsan_step = b.step("tsan", "Run the threaded tests (runtime, actors, host, client_verify, indexer_read, durable_diverged) under TSan (system gcc)");
+    const tsan_step = b.step("tsan", "Run the threaded tests (runtime, actors, host, client_verify, indexer_read, durable_diverged, durable_prefill) under TSan (system gcc)");
     const asan_flags = [_][]const u8{ "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all" };
     // ck uses inline assembly for its atomics unless told to use the compiler's
     // builtins, and TSan only sees the builtins.
@@ -373,10 +373,12 @@ fn addSanitizerSteps(b: *std.Build, sources: Sources, proto: ?Proto) void {
         // keep-alive threads beside the caller's) and its batch reads'
         // checksum helper (test_client_verify.c), the index HTTP workers read
         // beside the indexer's writes (test_indexer_read.c) and the journal's
-        // fdatasync thread (test_durable_diverged.c).
+        // fdatasync thread (test_durable_diverged.c) and the restore's
+        // slab-populating thread (test_durable_prefill.c).
         if (std.mem.indexOf(u8, test_file, "runtime") != null or std.mem.indexOf(u8, test_file, "actor") != null or
             std.mem.endsWith(u8, test_file, "test_host.c") or std.mem.endsWith(u8, test_file, "test_client_verify.c") or
-            std.mem.endsWith(u8, test_file, "test_indexer_read.c") or std.mem.endsWith(u8, test_file, "test_durable_diverged.c"))
+            std.mem.endsWith(u8, test_file, "test_indexer_read.c") or std.mem.endsWith(u8, test_file, "test_durable_diverged.c") or
+            std.mem.endsWith(u8, test_file, "test_durable_prefill.c"))
         {
             // tests/tsan.supp: races TSan reports inside Debian's uninstrumented libzmq.
             const options = b.fmt("halt_on_error=1 second_deadlock_stack=1 suppressions={s}", .{b.pathFromRoot("tests/tsan.supp")});
