@@ -18,6 +18,16 @@
  *        one (cr_durable_feed_snapshot_objects, SLICE objects a round):
  *        each slice's wall and thread CPU time, the longest a round of the
  *        store thread (and so a call waiting for it) is held by a snapshot
+ *   durable_recover run DIR [ROUNDS] --ceiling-touch [--cool SECONDS]
+ *        also a second ceiling per round, fresh memory: after recovery (its
+ *        store destroyed) and a pause of SECONDS (default 15) so that the
+ *        memory it freed goes back to the host as a new process's would
+ *        have, map and first-touch as many bytes as recovery's anonymous
+ *        resident set grew (the restored store's, and recovery's peak, which
+ *        a thread samples from /proc/self/statm every 5 ms): one write per
+ *        4 KiB page on one thread, then MADV_POPULATE_WRITE 4 MiB at a time
+ *        on one thread, then on two (a pause before each), all hinted to
+ *        2 MiB pages as the store's slab and the image's chunks are
  *
  * Files are read from the page cache after the first round (the write
  * leaves them there): the figures are CPU cost, not the disk's. */
@@ -25,9 +35,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -232,6 +245,129 @@ static uint64_t thread_cpu_ns(void) {
 
 static int cmp_u64(const void *a, const void *b) { return bench_u64_compare(a, b); }
 
+/* Anonymous resident bytes now: statm's resident less its shared (file and
+ * shmem) pages, so the mapped snapshot, the page cache's pages, which
+ * nothing zeroes, is not counted as fresh memory. */
+static uint64_t anon_bytes(void) {
+    unsigned long long size = 0, resident = 0, shared = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu %llu", &size, &resident, &shared) != 3) resident = shared = 0;
+        fclose(f);
+    }
+    uint64_t pages = resident > shared ? (uint64_t)(resident - shared) : 0;
+    return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Samples anon_bytes every 5 ms while recovery runs: its peak is the fresh
+ * memory recovery touched (the replay image is freed before it returns).
+ * Only with --ceiling-touch, so the plain run has no third thread. */
+struct anon_sampler {
+    pthread_t thread;
+    atomic_bool stop;
+    uint64_t peak; /* read after the join */
+};
+
+static void *sampler_main(void *arg) {
+    struct anon_sampler *s = arg;
+    while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+        uint64_t v = anon_bytes();
+        if (v > s->peak) s->peak = v;
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+    }
+    return NULL;
+}
+
+/* The fresh-memory ceilings: one write per 4 KiB page on one thread;
+ * MADV_POPULATE_WRITE on one thread; and on two, as a restore's second
+ * thread populates the slab while the first writes objects. */
+#define VARIANTS 3
+static const char *const VARIANT[VARIANTS] = {"touched, 1 thread", "populated, 1 thread",
+                                              "populated, 2 threads"};
+
+/* What the fresh-memory ceiling needs from a recovery, and its times. */
+struct fresh {
+    uint64_t store_bytes; /* anonymous resident growth, recovery returned */
+    uint64_t peak_bytes;  /* the sampled peak of that growth during it */
+    /* per VARIANT, timed at store_bytes ([.][0]) and at peak_bytes ([.][1]) */
+    uint64_t wall[VARIANTS][2], cpu[VARIANTS][2];
+};
+
+#define TOUCH_STEP (4u << 20) /* prefill.c's STEP_BYTES */
+#define HUGE_BYTES (2u << 20)
+
+/* Steps from, from + nth * TOUCH_STEP, ... below to: one thread's share. */
+struct toucher {
+    char *p;
+    size_t from, to, nth;
+    bool populate;
+};
+
+static void *touch_range(void *arg) {
+    const struct toucher *t = arg;
+    for (size_t at = t->from; at < t->to; at += t->nth * TOUCH_STEP) {
+        size_t n = t->to - at < TOUCH_STEP ? t->to - at : TOUCH_STEP;
+        if (t->populate) {
+#ifdef MADV_POPULATE_WRITE
+            if (madvise(t->p + at, n, MADV_POPULATE_WRITE) != 0) die("MADV_POPULATE_WRITE");
+#else
+            die("MADV_POPULATE_WRITE (not in this kernel's headers)");
+#endif
+        } else {
+            for (size_t i = 0; i < n; i += 4096) ((volatile char *)t->p)[at + i] = 1;
+        }
+    }
+    return NULL;
+}
+
+/* [from, to) on threads threads (1 or 2), TOUCH_STEP steps dealt in turn. */
+static void touch_span(char *p, size_t from, size_t to, bool populate, int threads) {
+    struct toucher t[2];
+    pthread_t helper;
+    for (int k = 0; k < threads; k++)
+        t[k] = (struct toucher){p, from + (size_t)k * TOUCH_STEP, to, (size_t)threads, populate};
+    if (threads == 2 && pthread_create(&helper, NULL, touch_range, &t[1]) != 0)
+        die("pthread_create");
+    touch_range(&t[0]);
+    if (threads == 2) pthread_join(helper, NULL);
+}
+
+/* Maps peak bytes of anonymous memory aligned and hinted to 2 MiB pages,
+ * as the store's slab is, and first-touches them, timing the first split
+ * bytes and the whole; unmapped after. */
+static void touch_fresh(uint64_t split, uint64_t peak, int variant, uint64_t wall[2],
+                        uint64_t cpu[2]) {
+    size_t bytes = (size_t)((peak + TOUCH_STEP - 1) / TOUCH_STEP * TOUCH_STEP);
+    if (bytes == 0) bytes = TOUCH_STEP;
+    size_t first = split < bytes ? (size_t)split : bytes;
+    bool populate = variant >= 1;
+    int threads = variant == 2 ? 2 : 1;
+    uint64_t t0 = bench_now_ns(), c0 = cpu_ns();
+    char *map = mmap(NULL, bytes + HUGE_BYTES, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) die("mmap for the first-touch ceiling");
+    char *p = (char *)(((uintptr_t)map + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint, as store.c gives */
+#endif
+    touch_span(p, 0, first, populate, threads);
+    wall[0] = bench_now_ns() - t0;
+    cpu[0] = cpu_ns() - c0;
+    touch_span(p, first, bytes, populate, threads);
+    wall[1] = bench_now_ns() - t0;
+    cpu[1] = cpu_ns() - c0;
+    if (munmap(map, bytes + HUGE_BYTES) != 0) die("munmap");
+}
+
+/* The fresh-memory ceilings of one round, each after a pause of cool_s so
+ * that the pages the one before freed are the host's again. */
+static void fresh_ceilings(struct fresh *f, unsigned cool_s) {
+    for (int v = 0; v < VARIANTS; v++) {
+        sleep(cool_s);
+        touch_fresh(f->store_bytes, f->peak_bytes, v, f->wall[v], f->cpu[v]);
+    }
+}
+
 /* A slice's times, sorted: p50, p99, p99.9 and max. */
 struct slices {
     uint64_t n, wall[4], cpu[4];
@@ -276,11 +412,15 @@ static void snapshot_slices(const cr_store *store, uint32_t max_segments, struct
 /* Recovery's wall time; its CPU time into *cpu (the snapshot pass after it
  * and the store's destruction not counted). */
 static uint64_t recover_ns(const char *dir, struct cr_durable_recovery *out,
-                           struct slices *slices, uint64_t *cpu) {
+                           struct slices *slices, uint64_t *cpu, struct fresh *fresh) {
     cr_store_config cfg;
     cr_store_config_default(&cfg); /* crescentd's defaults: 16 M objects of room */
     cr_store *store;
-    uint64_t rss0 = rss_bytes();
+    uint64_t rss0 = rss_bytes(), anon0 = anon_bytes();
+    struct anon_sampler sampler = {.peak = anon0};
+    atomic_init(&sampler.stop, false);
+    if (fresh != NULL && pthread_create(&sampler.thread, NULL, sampler_main, &sampler) != 0)
+        die("pthread_create");
     if (cr_store_create(&cfg, NULL, &store) != CR_OK) die("cr_store_create");
     char err[1024];
     uint64_t t0 = bench_now_ns(), c0 = cpu_ns();
@@ -290,6 +430,14 @@ static uint64_t recover_ns(const char *dir, struct cr_durable_recovery *out,
     if (rc != CR_OK) {
         fprintf(stderr, "durable_recover: %s\n", err);
         exit(1);
+    }
+    if (fresh != NULL) {
+        uint64_t anon1 = anon_bytes();
+        atomic_store_explicit(&sampler.stop, true, memory_order_relaxed);
+        pthread_join(sampler.thread, NULL);
+        if (anon1 > sampler.peak) sampler.peak = anon1;
+        fresh->store_bytes = anon1 - anon0;
+        fresh->peak_bytes = sampler.peak - anon0;
     }
     uint64_t state = rss_bytes() - rss0;
     snapshot_slices(store, cfg.max_segments, slices);
@@ -321,17 +469,53 @@ static uint64_t median(uint64_t *v, int n) {
     return v[n / 2];
 }
 
-static void run(const char *dir, int rounds) {
+static double secs(uint64_t ns) { return (double)ns / 1e9; }
+static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
+
+static void print_fresh(const struct fresh *f, unsigned cool_s) {
+    printf("  fresh-memory ceiling (each after a %u s pause; 2 MiB-page hint):\n", cool_s);
+    for (int v = 0; v < VARIANTS; v++)
+        printf("    %-20s the store's %.0f MiB %.3f s (cpu %.3f, %.2f ms/MiB); recovery's "
+               "peak %.0f MiB %.3f s (cpu %.3f)\n",
+               VARIANT[v], mib(f->store_bytes), secs(f->wall[v][0]), secs(f->cpu[v][0]),
+               secs(f->cpu[v][0]) * 1e3 / (mib(f->store_bytes) > 0 ? mib(f->store_bytes) : 1),
+               mib(f->peak_bytes), secs(f->wall[v][1]), secs(f->cpu[v][1]));
+}
+
+/* Medians of the fresh-memory ceilings beside recovery's (rounds > 0). */
+static void print_fresh_medians(const struct fresh *f, int rounds, uint64_t rec_wall,
+                                uint64_t rec_cpu) {
+    uint64_t v[16];
+    for (int k = 0; k < VARIANTS; k++)
+        for (int at = 0; at < 2; at++) {
+            for (int i = 0; i < rounds; i++) v[i] = f[i].wall[k][at];
+            uint64_t w = median(v, rounds);
+            for (int i = 0; i < rounds; i++) v[i] = f[i].cpu[k][at];
+            uint64_t c = median(v, rounds);
+            for (int i = 0; i < rounds; i++) v[i] = at == 0 ? f[i].store_bytes : f[i].peak_bytes;
+            printf("median fresh-memory ceiling, %s %s (%.0f MiB): %.3f s (cpu %.3f); "
+                   "recovery = %.2fx its wall, %.2fx its CPU\n",
+                   at == 0 ? "the store" : "recovery's peak", VARIANT[k], mib(median(v, rounds)),
+                   secs(w), secs(c), (double)rec_wall / (double)(w > 0 ? w : 1),
+                   (double)rec_cpu / (double)(c > 0 ? c : 1));
+        }
+}
+
+static void run(const char *dir, int rounds, bool touch, unsigned cool_s) {
     uint64_t ceil[16], rec[16], read[16], replay[16], mat[16], ceil_cpu[16], rec_cpu[16];
     struct cr_durable_recovery r = {0};
     struct slices sl[16];
+    struct fresh fr[16] = {{0}};
     uint64_t bytes = 0, records = 0;
     for (int i = 0; i < rounds; i++) {
         /* The recovery first, as a fresh crescentd runs it: the ceiling's
          * buffer, freed just before, would have handed it pages the kernel
          * had already mapped and zeroed (cheap to take again), which a
-         * process starting cold does not have. */
-        rec[i] = recover_ns(dir, &r, &sl[i], &rec_cpu[i]);
+         * process starting cold does not have. With the fresh-memory
+         * ceilings, a later round waits as they do. */
+        if (touch && i > 0) sleep(cool_s);
+        rec[i] = recover_ns(dir, &r, &sl[i], &rec_cpu[i], touch ? &fr[i] : NULL);
+        if (touch) fresh_ceilings(&fr[i], cool_s);
         uint64_t c0 = cpu_ns();
         ceil[i] = ceiling_ns(dir, &bytes, &records);
         ceil_cpu[i] = cpu_ns() - c0;
@@ -354,6 +538,7 @@ static void run(const char *dir, int rounds) {
                (double)sl[i].wall[2] / 1e6, (double)sl[i].wall[3] / 1e6,
                (double)sl[i].cpu[0] / 1e6, (double)sl[i].cpu[1] / 1e6,
                (double)sl[i].cpu[2] / 1e6, (double)sl[i].cpu[3] / 1e6);
+        if (touch) print_fresh(&fr[i], cool_s);
         fflush(stdout);
     }
     uint64_t c = median(ceil, rounds), m = median(rec, rounds);
@@ -367,6 +552,7 @@ static void run(const char *dir, int rounds) {
            (double)median(mat, rounds) / 1e9);
     printf("median CPU time: ceiling %.3f s, recovery %.3f s = %.2fx\n", (double)cc / 1e9,
            (double)mc / 1e9, (double)mc / (double)cc);
+    if (touch) print_fresh_medians(fr, rounds, m, mc);
 }
 
 int main(int argc, char **argv) {
@@ -375,11 +561,31 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "run") == 0) {
-        int rounds = argc >= 4 ? atoi(argv[3]) : 3;
-        if (rounds < 1 || rounds > 16) rounds = 3;
-        run(argv[2], rounds);
-        return 0;
+        int rounds = 3;
+        bool touch = false, bad = false;
+        unsigned cool_s = 15;
+        for (int a = 3; a < argc && !bad; a++) {
+            if (strcmp(argv[a], "--ceiling-touch") == 0) {
+                touch = true;
+            } else if (strcmp(argv[a], "--cool") == 0 && a + 1 < argc) {
+                char *end;
+                unsigned long v = strtoul(argv[++a], &end, 10);
+                bad = *end != '\0' || v > 600;
+                cool_s = (unsigned)v;
+            } else {
+                char *end;
+                long v = strtol(argv[a], &end, 10);
+                bad = *end != '\0' || v < 1 || v > 16;
+                rounds = (int)v;
+            }
+        }
+        if (!bad) {
+            run(argv[2], rounds, touch, cool_s);
+            return 0;
+        }
     }
-    fprintf(stderr, "usage: durable_recover write OBJECTS DIR | run DIR [ROUNDS]\n");
+    fprintf(stderr, "usage: durable_recover write OBJECTS DIR\n"
+                    "       durable_recover run DIR [ROUNDS (1-16)] [--ceiling-touch [--cool "
+                    "SECONDS (0-600, default 15)]]\n");
     return 2;
 }
