@@ -103,20 +103,24 @@ static void park_one(struct cr_store_ssd_park *p, uint64_t max, uint32_t segment
     p->live++;
 }
 
+/* Unlinks the entry *at names from its bucket's chain onto the free list;
+ * *at then names the entry after it. */
+static void release(struct cr_store_ssd_park *p, uint32_t *at) {
+    assert(*at != NONE && p->live > 0);
+    struct park_entry *e = &p->entries[*at];
+    uint32_t gone = *at;
+    *at = e->next;
+    e->next = p->free_head;
+    p->free_head = gone;
+    p->live--;
+}
+
 /* Forgets the segment's entries parked before (it is dropped again). */
 static void forget_segment(struct cr_store_ssd_park *p, uint32_t segment) {
     for (uint32_t b = 0; p->buckets != NULL && b <= p->bucket_mask; b++) {
         for (uint32_t *at = &p->buckets[b]; *at != NONE;) {
-            struct park_entry *e = &p->entries[*at];
-            if (e->segment != segment) {
-                at = &e->next;
-                continue;
-            }
-            uint32_t gone = *at;
-            *at = e->next;
-            e->next = p->free_head;
-            p->free_head = gone;
-            p->live--;
+            if (p->entries[*at].segment == segment) release(p, at);
+            else at = &p->entries[*at].next;
         }
     }
 }
@@ -157,16 +161,8 @@ void cr_store_ssd_park_forget(cr_store *store, uint64_t hash) {
     struct cr_store_ssd_park *p = store->ssd_park;
     if (p == NULL || p->muted || p->live == 0) return;
     for (uint32_t *at = &p->buckets[hash & p->bucket_mask]; *at != NONE;) {
-        struct park_entry *e = &p->entries[*at];
-        if (e->hash != hash) {
-            at = &e->next;
-            continue;
-        }
-        uint32_t gone = *at;
-        *at = e->next;
-        e->next = p->free_head;
-        p->free_head = gone;
-        p->live--;
+        if (p->entries[*at].hash == hash) release(p, at);
+        else at = &p->entries[*at].next;
     }
 }
 

@@ -267,19 +267,26 @@ uint64_t cr_durable_snapshot_count_hint(const uint8_t *data, size_t len) {
 
 /* ---- files ------------------------------------------------------------------ */
 
+/* Opens path read-only and stats it; -1 with the reason in err. */
+static int open_for_reading(const char *path, struct stat *st, char *err, size_t err_len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, st) != 0) {
+        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* Reads the whole file into a buffer from malloc or (big) from mmap. */
 static int read_whole(const char *path, bool big, uint8_t **data, size_t *len, char *err,
                       size_t err_len) {
     assert(path != NULL && data != NULL && len != NULL);
     *data = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return CR_ERR_IO;
-    }
+    int fd = open_for_reading(path, &st, err, err_len);
+    if (fd < 0) return CR_ERR_IO;
     size_t n = (size_t)st.st_size;
     uint8_t *buf;
     if (big) {
@@ -335,13 +342,9 @@ int cr_durable_map_snapshot(const char *path, uint8_t **data, size_t *len, char 
     assert(path != NULL && data != NULL && len != NULL);
     *data = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return CR_ERR_IO;
-    }
+    int fd = open_for_reading(path, &st, err, err_len);
+    if (fd < 0) return CR_ERR_IO;
     if (st.st_size == 0) { /* nothing to map: refused as the reader refuses it */
         close(fd);
         return read_whole(path, true, data, len, err, err_len);
