@@ -72,6 +72,7 @@ struct data_state {
     uint32_t ping_every_ms;  /* a quarter of the client TTL */
     uint64_t mounts, mount_failures, pings, remounts, send_failures;
     uint64_t tasks_run, tasks_failed, task_reports_refused;
+    uint32_t task_reports_in_flight; /* MarkTaskToComplete sent, reply not yet seen */
     /* --local-segment-ssd-dir: the SSD tier (store NULL: none), its size told
      * at mount, and its offloads. */
     struct cr_store_ssd ssd;
@@ -86,7 +87,8 @@ struct data_state {
 /* Sends one request, built on the stack, as an owned call whose reply comes
  * back as MASTER_DONE.  The request is packed and unpacked so that the call
  * owns it in protobuf-c's allocation, as a gateway-made call does. */
-static void send_call(struct data_state *st, uint16_t method, const ProtobufCMessage *req) {
+/* True when the call is on its way (a reply will come). */
+static bool send_call(struct data_state *st, uint16_t method, const ProtobufCMessage *req) {
     const struct cr_rpc_method *m = cr_rpc_method_find(method);
     struct cr_master_call *call = calloc(1, sizeof(*call));
     uint8_t *packed = NULL;
@@ -97,7 +99,7 @@ static void send_call(struct data_state *st, uint16_t method, const ProtobufCMes
     if (call == NULL || call->request == NULL) {
         free(call);
         st->send_failures++;
-        return;
+        return false;
     }
     call->method = method;
     call->reply_to = st->self;
@@ -106,7 +108,9 @@ static void send_call(struct data_state *st, uint16_t method, const ProtobufCMes
     if (cr_send(st->peers->actors[CR_SUBSYSTEM_SEGMENTS], &msg) != CR_OK) {
         st->send_failures++;
         cr_master_call_free(call);
+        return false;
     }
+    return true;
 }
 
 static void mount(struct data_state *st, bool again) {
@@ -168,17 +172,24 @@ static void run_tasks(struct data_state *st, const Crescent__Master__PingRespons
         r.message = rc == CR_OK ? NULL : why;
         r.has_client_secret = st->has_secret;
         r.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
-        send_call(st, CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE, &r.base);
+        st->task_reports_in_flight +=
+            send_call(st, CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE, &r.base);
     }
     if (p->n_tasks == DATA_TASKS_PER_PING) ping(st);
 }
 
 /* The SSD tier's files gone since (its LRU made room for an offload, a read
  * found one corrupt) are told to the master (data_ssd.h), which drops their
- * replicas: a stale local_disk replica is never offered. */
+ * replicas: a stale local_disk replica is never offered.  Only once every
+ * offload report sent has its reply: the master records an offload's
+ * replica on the tasks actor's way (MarkTaskToComplete is answered after
+ * segments commits it), so a gone report sent before could reach segments
+ * first, find no replica to drop, and leave the one recorded after it
+ * pointing at a file the SSD let go. */
 static void report_ssd_gone(struct data_state *st) {
     struct cr_data_ssd_gone g;
-    while (st->mounted && cr_data_ssd_gone_take(&st->ssd, DATA_SEGMENT_NAME, &g)) {
+    while (st->mounted && st->task_reports_in_flight == 0 &&
+           cr_data_ssd_gone_take(&st->ssd, DATA_SEGMENT_NAME, &g)) {
         g.req.client_id = &st->id;
         g.req.has_client_secret = st->has_secret;
         g.req.client_secret = (ProtobufCBinaryData){.len = sizeof(st->secret), .data = st->secret};
@@ -237,12 +248,15 @@ static void on_reply(struct data_state *st, const struct cr_master_call *call) {
                     "(those replicas fail their reads cleanly; gets fall back to other replicas)",
                     cr_strerror(status));
     } else if (call->method == CRESCENT__MASTER__METHOD__MARK_TASK_TO_COMPLETE) {
+        assert(st->task_reports_in_flight > 0);
+        st->task_reports_in_flight--;
         st->task_reports_refused += status != CR_OK;
         const Crescent__Master__MarkTaskToCompleteResponse *r = (const void *)resp;
         if (status != CR_OK)
             CR_WARN("data", "the master refused a task report: %s: %s", cr_strerror(status),
                     r != NULL && r->error_message != NULL ? r->error_message : "");
         drop_refused_offload(st, call, status);
+        report_ssd_gone(st); /* held while offload reports were in flight */
     } else if (call->method != CRESCENT__MASTER__METHOD__PING) {
         if (resp != NULL) {
             const Crescent__Master__MountSegmentResponse *r = (const void *)resp;
