@@ -165,6 +165,7 @@ def _declare(lib):
         "cr_client_read_latency": (c_int, [c_void_p, c_int, P(ReadLatency)]),
         "cr_client_read_latency_metrics": (c_int, [c_void_p, c_char_p, c_size_t, P(c_size_t)]),
         "cr_client_offload_read_count": (c_u64, [c_void_p]),
+        "cr_client_offload_shm_counts": (None, [c_void_p, P(c_u64), P(c_u64)]),
         "cr_client_set_put_retry_ms": (c_int, [c_void_p, c_int]),
         "cr_client_put_retry_stats": (None, [c_void_p, P(PutRetryStats)]),
         "cr_status_name": (c_char_p, [c_int]),
