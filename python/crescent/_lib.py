@@ -203,7 +203,8 @@ class HostOptions(ctypes.Structure):
                 ("ssd_capacity_bytes", c_u64),
                 ("ssd_sync", c_void_p),  # a store server's reports (C callers)
                 # the host's own SSD tier (setup(enable_ssd_offload=True))
-                ("ssd_dir", c_char_p), ("ssd_size", c_u64)]
+                ("ssd_dir", c_char_p), ("ssd_size", c_u64),
+                ("ssd_open", c_void_p)]  # same-host readers get the file (C callers)
 
 
 class HostStats(ctypes.Structure):
