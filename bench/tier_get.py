@@ -10,8 +10,13 @@ and one crescent-store (zig-out/bin, loopback, free ports):
         1 MiB objects are put past it, memory eviction offloads them, and
         the ones whose only replica is `local_disk` are read (crescentd
         --promotion-hits 0: they stay there).  A Get is GetReplicaList, a
-        transfer-layer READ of `seg0#ssd` (the server opens the file, checks
-        header and XXH3, sends), and libcrescent's XXH3 check.
+        file request on the store's shm socket (same host: the server checks
+        the capability, opens the file, checks its header and passes the
+        descriptor), then the client's preads of header and value and its
+        XXH3 check.
+  ssd-tcp  the same with crescent-store --no-shm: the Get's read is a
+        transfer-layer READ of `seg0#ssd` over loopback tcp (the server opens
+        the file, checks header and XXH3, sends), then libcrescent's XXH3.
   file  crescentd --root_fs_dir DIR/file; objects put, flushed, then the
         store server stopped, so each object's only replica is its file.  A
         Get is GetReplicaList, then the client opens the file, reads it and
@@ -34,6 +39,7 @@ time).  Also the GetReplicaList RPC alone (the master's round trip, which a
 bare pread does not make).  Run it at `nice -n -10` on a shared machine.
 
     /usr/bin/python3 bench/tier_get.py [--rounds 9] [--ops 16] [--dir DIR] [--rpc shm|zmq]
+        [--cases ssd,ssd-tcp,file]
 """
 import argparse
 import json
@@ -121,14 +127,15 @@ def value_of(i):
     return (i.to_bytes(8, "little") * (MIB // 8))
 
 
-def ssd_tier(base, objects):
+def ssd_tier(base, objects, name="ssd", *store_flags):
     from crescent import Store
-    ssd_dir = os.path.join(base, "ssd")
+    ssd_dir = os.path.join(base, name)
     os.makedirs(ssd_dir)
     http, rpc_port = free_port(), free_port()
     d = daemon(http, rpc_port, "--promotion-hits", "0", "--eviction-ratio", "0.2")
     segment = 16 * MIB
-    s = store(rpc_port, segment, "--ssd-dir", ssd_dir, "--ssd-size", str(4 * objects * 2 * MIB))
+    s = store(rpc_port, segment, "--ssd-dir", ssd_dir, "--ssd-size", str(4 * objects * 2 * MIB),
+              *store_flags)
     wait(lambda: metric(http, "crescent_segments_segments") == 1, "segment")
     st = Store()
     assert st.setup("localhost", "", 0, 0, "tcp", "", client_rpc(rpc_port)) == 0
@@ -152,7 +159,7 @@ def ssd_tier(base, objects):
     keys = [o["key"] for o in only]
     files = [os.open(os.path.join(ssd_dir, "%016x.crs" % o["replicas"][0]["buffer"]), os.O_RDONLY)
              for o in only]
-    return Tier("ssd", [s, d], st, keys, files, plain_file(ssd_dir))
+    return Tier(name, [s, d], st, keys, files, plain_file(ssd_dir))
 
 
 def file_tier_case(base, objects):
@@ -228,13 +235,18 @@ def main():
     ap.add_argument("--objects", type=int, default=16)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--rpc", choices=("shm", "zmq"), default="shm")
+    ap.add_argument("--cases", default="ssd,ssd-tcp,file")
     a = ap.parse_args()
+    cases = a.cases.split(",")
     file_tier.RPC_KIND = a.rpc
     base = tempfile.mkdtemp(prefix="crescent-tier-get-", dir=a.dir)
     tiers = []
     try:
         print(f"load {os.getloadavg()}; rpc {a.rpc}; dir {base}", flush=True)
-        tiers = [ssd_tier(base, a.objects), file_tier_case(base, a.objects)]
+        makers = {"ssd": lambda: ssd_tier(base, a.objects),
+                  "ssd-tcp": lambda: ssd_tier(base, a.objects, "ssd-tcp", "--no-shm"),
+                  "file": lambda: file_tier_case(base, a.objects)}
+        tiers = [makers[c]() for c in cases]
         buf = bytearray(MIB)
         time.sleep(1)  # crescentd's and the store's work after the puts settles
         for t in tiers:  # each object read twice (connections set up), and checked
@@ -255,9 +267,12 @@ def main():
             p = statistics.median(r[1] for r in rows)
             rpc = statistics.median(r[2] for r in rows)
             per_round = " ".join(f"{r[1] / r[0]:.2f}" for r in rows)
-            print(f"  {name:4} {state:4}: Get {g * 1e6:8.1f} us  pread {p * 1e6:8.1f} us  "
+            print(f"  {name:7} {state:4}: Get {g * 1e6:8.1f} us  pread {p * 1e6:8.1f} us  "
                   f"ratio {p / g:.2f}  GetReplicaList {rpc * 1e6:6.1f} us  "
                   f"(per round: {per_round})", flush=True)
+        for t in tiers:
+            if t.name.startswith("ssd"):
+                print(f"  {t.name} client: {t.st.offload_shm_counts()}", flush=True)
         print(f"load {os.getloadavg()}", flush=True)
     finally:
         for t in tiers:

@@ -576,6 +576,12 @@ int cr_client_read_latency_metrics(cr_client *c, char *buf, size_t cap, size_t *
  * counts its offload RPCs to the peers that hold SSD replicas.  Memory and
  * shared-file reads are not counted. */
 uint64_t cr_client_offload_read_count(cr_client *c);
+
+/* Of those reads, how many read the object's file passed over the store
+ * server's shm socket (same host: *reads), and how many asked for it and
+ * were refused or found it failing a check, then read by tcp (*fallbacks).
+ * docs/tiers.md, "Local SSD tier". */
+void cr_client_offload_shm_counts(cr_client *c, uint64_t *reads, uint64_t *fallbacks);
 /* ---- copy/move tasks (seed 004) --------------------------------------- *
  * A task copies a complete object onto other segments (copy) or onto one
  * other segment, dropping the source replica (move).  crescentd reserves the

@@ -118,6 +118,14 @@ struct cr_host_options {
      * ssd_offload_path=DIR). */
     const char *ssd_dir;
     uint64_t ssd_size;
+    /* (Last, so that callers built before it keep their layout.) */
+    /* NULL: same-host clients read the SSD tier by tcp too.  Otherwise they
+     * may ask (over the shm socket) for the file holding object addr's len
+     * bytes and read it themselves: this opens it read-only (with
+     * ssd_read_arg) and returns CR_OK with *fd, which the host closes once
+     * passed, and *offset, where the value starts in it; the client checks
+     * the value's XXH3.  It runs on the transfer thread. */
+    int (*ssd_open)(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t *offset);
 };
 
 /* Withdraws this host's SSD tier from offload (Mooncake's

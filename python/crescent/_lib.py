@@ -165,6 +165,7 @@ def _declare(lib):
         "cr_client_read_latency": (c_int, [c_void_p, c_int, P(ReadLatency)]),
         "cr_client_read_latency_metrics": (c_int, [c_void_p, c_char_p, c_size_t, P(c_size_t)]),
         "cr_client_offload_read_count": (c_u64, [c_void_p]),
+        "cr_client_offload_shm_counts": (None, [c_void_p, P(c_u64), P(c_u64)]),
         "cr_client_set_put_retry_ms": (c_int, [c_void_p, c_int]),
         "cr_client_put_retry_stats": (None, [c_void_p, P(PutRetryStats)]),
         "cr_status_name": (c_char_p, [c_int]),
@@ -202,7 +203,8 @@ class HostOptions(ctypes.Structure):
                 ("ssd_capacity_bytes", c_u64),
                 ("ssd_sync", c_void_p),  # a store server's reports (C callers)
                 # the host's own SSD tier (setup(enable_ssd_offload=True))
-                ("ssd_dir", c_char_p), ("ssd_size", c_u64)]
+                ("ssd_dir", c_char_p), ("ssd_size", c_u64),
+                ("ssd_open", c_void_p)]  # same-host readers get the file (C callers)
 
 
 class HostStats(ctypes.Structure):

@@ -417,6 +417,14 @@ class Store:
         0: never.  Default 2000, or $CRESCENT_PUT_RETRY_MS (docs/tiers.md)."""
         self._check(lib.cr_client_set_put_retry_ms(self._need(), int(ms)), "set_put_retry_ms")
 
+    def offload_shm_counts(self):
+        """{"reads", "fallbacks"}: SSD-tier reads served from the file the
+        store server passed over its shm socket (same host), and those asked
+        for and refused (or failing a check), then read by tcp."""
+        reads, fallbacks = _lib.c_u64(), _lib.c_u64()
+        lib.cr_client_offload_shm_counts(self._need(), ctypes.byref(reads), ctypes.byref(fallbacks))
+        return {"reads": reads.value, "fallbacks": fallbacks.value}
+
     def put_retry_stats(self):
         """{"deadline_ms", "puts_retried", "retries", "recovered", "gave_up"}."""
         s = _lib.PutRetryStats()

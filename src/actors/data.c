@@ -393,6 +393,8 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
     add_stat(out, "transfer_connections_open", x.connections_open);
     add_stat(out, "transfer_shm_refused_total", x.shm_refused_peer);
     add_stat(out, "transfer_shm_refused_unsealed_total", x.shm_refused_unsealed);
+    add_stat(out, "transfer_shm_files_total", x.shm_files);
+    add_stat(out, "transfer_shm_files_refused_total", x.shm_files_refused);
     uint64_t cap_refused = 0;
     for (int v = 0; v < CR_CAP_VERDICTS; v++) cap_refused += x.refused_capability[v];
     add_stat(out, "transfer_capability_refused_total", cap_refused);
@@ -438,6 +440,7 @@ static int open_ssd(struct data_state *st, const struct cr_daemon_config *config
     const char *name = DATA_SEGMENT_NAME CR_CAP_SSD_SUFFIX;
     rc = cr_xfer_server_register_reader(st->xfer, name, cr_store_ssd_read, &st->ssd);
     if (rc == CR_OK && st->has_cap_key) rc = cr_xfer_server_set_key(st->xfer, name, st->cap_key);
+    if (rc == CR_OK) rc = cr_xfer_server_set_opener(st->xfer, name, cr_store_ssd_open_value);
     if (rc != CR_OK) {
         fprintf(stderr, "crescentd: cannot serve the local segment's SSD tier as '%s': %s\n",
                 name, cr_strerror(rc));

@@ -107,6 +107,8 @@ struct cr_client {
     struct cr_histogram read_latency[CR_READ_TIERS];
     /* Reads of local_disk replicas asked of store servers (client_ssd.c). */
     uint64_t offload_reads;
+    uint64_t offload_shm_reads;     /* of them, read from the file passed over shm */
+    uint64_t offload_shm_fallbacks; /* shm file refused or failing its checks: read by tcp */
     /* What the master has of them (sent with a Ping it answered), and when
      * the last Ping that carried reads was answered or failed. */
     struct cr_histogram read_reported[CR_READ_TIERS];

@@ -318,6 +318,8 @@ static int open_transfer(struct cr_host *h, const struct cr_host_options *o, cha
          * the master sent, and to no one else. */
         if (rc == CR_OK && h->has_cap_key)
             rc = cr_xfer_server_set_key(h->xfer, name, h->cap_key);
+        if (rc == CR_OK && o->ssd_open != NULL)
+            rc = cr_xfer_server_set_opener(h->xfer, name, o->ssd_open);
     }
     return rc;
 }
@@ -340,6 +342,7 @@ static int open_own_ssd(struct cr_host *h, struct cr_host_options *o, char *erro
         return rc;
     }
     o->ssd_read = cr_store_ssd_read;
+    o->ssd_open = cr_store_ssd_open_value;
     o->ssd_read_arg = &h->own_ssd;
     o->ssd_write = cr_store_ssd_write;
     o->ssd_remove = cr_store_ssd_remove;

@@ -85,6 +85,7 @@ static int start(struct store_server *s) {
                                  .mount_when_master_answers = true,
                                  /* no heartbeat: the host's own runs the copy/move tasks */
                                  .ssd_read = s->ssd.store != NULL ? cr_store_ssd_read : NULL,
+                                 .ssd_open = s->ssd.store != NULL ? cr_store_ssd_open_value : NULL,
                                  .ssd_read_arg = &s->ssd,
                                  /* the master offloads evicted objects to it */
                                  .ssd_write = s->ssd.store != NULL ? cr_store_ssd_write : NULL,

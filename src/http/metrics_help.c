@@ -25,6 +25,8 @@ static const struct {
     {"tasks_replies_delayed_total", "Times an answer had to wait for a full ring back to its gateway."},
     {"tasks_replies_lost_total", "Answers to a gateway that was stopping."},
     {"data_transfer_shm_refused_unsealed_total", "shm map requests refused: the segment's memfd size is not sealed."},
+    {"data_transfer_shm_files_total", "SSD-tier files handed to same-host readers over shm (read there, not by tcp)."},
+    {"data_transfer_shm_files_refused_total", "SSD-tier file requests over shm refused (capability, object gone, ...): that read went by tcp."},
     {"data_transfer_capability_refused_total", "Transfer requests refused by the capability check (missing, forged, expired, out of range, wrong mode)."},
     {"data_transfer_capability_refused_missing_total", "Transfers refused: no capability sent and --data-require-capability is on (Mooncake clients send none)."},
     {"data_transfer_capability_refused_no_key_total", "Transfers refused: capabilities required and the segment has no key."},

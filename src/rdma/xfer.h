@@ -131,6 +131,9 @@ struct cr_xfer_server_stats {
     uint64_t shm_maps;             /* segments handed to them (memfd passed) */
     uint64_t shm_refused_peer;     /* same-host connections of another user, closed */
     uint64_t shm_refused_unsealed; /* map requests for a segment whose memfd size is not sealed */
+    uint64_t shm_files;            /* reader segments' files handed to them (fd passed) */
+    uint64_t shm_files_refused;    /* file requests refused (no opener, capability, the
+                                      opener's failure): that client reads by tcp */
     uint64_t verbs_hellos;         /* verbs QP sets connected for clients */
     uint64_t verbs_hellos_refused; /* hellos answered "no verbs here" or failed */
     uint64_t verbs_keys;           /* segment keys handed out */
@@ -181,6 +184,21 @@ typedef int (*cr_xfer_reader_fn)(void *arg, uint64_t addr, uint64_t len, void *d
  * tcp for it.  Returns as cr_xfer_server_register. */
 int cr_xfer_server_register_reader(struct cr_xfer_server *srv, const char *name,
                                    cr_xfer_reader_fn fn, void *arg);
+
+/* The same bytes as a file a same-host client reads itself: opens the file
+ * holding the len bytes at addr of the reader segment read-only and returns
+ * CR_OK with *fd (the server closes it once passed) and *offset (where the
+ * bytes start in it), or a status as cr_xfer_reader_fn's.  Runs on the
+ * server's thread. */
+typedef int (*cr_xfer_opener_fn)(void *arg, uint64_t addr, uint64_t len, int *fd,
+                                 uint64_t *offset);
+
+/* Lets shm clients of reader segment `name` read its files themselves
+ * (cr_xfer_client_open_file): fn is called with the reader's arg after the
+ * same capability check as a tcp READ of the range.  Returns CR_OK or
+ * CR_ERR_SEGMENT_NOT_FOUND (no reader segment of that name). */
+int cr_xfer_server_set_opener(struct cr_xfer_server *srv, const char *name,
+                              cr_xfer_opener_fn fn);
 
 /* Removes a segment: later requests naming it are refused.  Returns CR_OK or
  * CR_ERR_SEGMENT_NOT_FOUND.  Requests already being served finish first only
@@ -329,6 +347,20 @@ int cr_xfer_client_map(struct cr_xfer_client *cli, const char *endpoint, const c
 int cr_xfer_client_map_cap(struct cr_xfer_client *cli, const char *endpoint, const char *segment,
                            uint64_t remote_addr, uint64_t len, const struct cr_cap *cap,
                            void **out);
+
+/* Same-host only: asks the server for the file holding [addr, addr + len)
+ * of reader segment `segment` (a store server's SSD tier), checked with cap
+ * (NULL: none) as a READ of that range would be.  CR_OK: *fd is the file,
+ * opened read-only (the caller's to close), the bytes at *offset in it: the
+ * caller reads and checks them itself.  CR_ERR_AGAIN when the peer is not
+ * same-host; else the server's refusal (CR_ERR_SEGMENT_NOT_FOUND: no such
+ * reader or no opener; CR_ERR_ILLEGAL_CLIENT: the capability; the opener's
+ * status) or CR_ERR_IO / CR_ERR_PROTOCOL, with cr_xfer_client_last_error:
+ * the caller then reads by tcp (cr_xfer_read_cap).  Synchronous: one
+ * request and reply on the shm socket. */
+int cr_xfer_client_open_file(struct cr_xfer_client *cli, const char *endpoint,
+                             const char *segment, uint64_t addr, uint64_t len,
+                             const struct cr_cap *cap, int *fd, uint64_t *offset);
 
 /* Fails ops in flight (callbacks run with CR_ERR_SHUTDOWN), closes
  * connections, frees.  NULL is a no-op. */

@@ -72,10 +72,12 @@ void cr_xfer_shm_disconnect(struct xfer_peer *peer) {
     peer->shm_fd = -1;
 }
 
-/* Receives the reply and its two fds.  Returns the reply's status, or
- * CR_ERR_IO / CR_ERR_PROTOCOL with cli->last_error set. */
+/* Receives the reply and its fds (nfds: 2 for a map, 1 for a file).
+ * Returns the reply's status, or CR_ERR_IO / CR_ERR_PROTOCOL with
+ * cli->last_error set. */
 static int receive_reply(struct cr_xfer_client *cli, struct xfer_peer *peer,
-                         struct cr_xfer_shm_reply *reply, int fds[2]) {
+                         struct cr_xfer_shm_reply *reply, int fds[2], size_t nfds) {
+    assert(nfds == 1 || nfds == 2);
     struct iovec iov = {.iov_base = reply, .iov_len = sizeof(*reply)};
     union {
         char buf[CMSG_SPACE(2 * sizeof(int))];
@@ -86,18 +88,24 @@ static int receive_reply(struct cr_xfer_client *cli, struct xfer_peer *peer,
     ssize_t n = recvmsg(peer->shm_fd, &msg, MSG_CMSG_CLOEXEC);
     fds[0] = fds[1] = -1;
     struct cmsghdr *cmsg = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+    size_t got = 0;
     if (cmsg != NULL && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS &&
-        cmsg->cmsg_len == CMSG_LEN(2 * sizeof(int)))
-        memcpy(fds, CMSG_DATA(cmsg), 2 * sizeof(int));
+        (cmsg->cmsg_len == CMSG_LEN(sizeof(int)) || cmsg->cmsg_len == CMSG_LEN(2 * sizeof(int)))) {
+        got = cmsg->cmsg_len == CMSG_LEN(sizeof(int)) ? 1 : 2;
+        memcpy(fds, CMSG_DATA(cmsg), got * sizeof(int));
+    }
     if (n != (ssize_t)sizeof(*reply) || reply->magic != CR_XFER_SHM_MAGIC ||
-        (reply->status == CR_OK && (fds[0] < 0 || fds[1] < 0 ||
-                                    reply->slot >= CR_XFER_SHM_CONTROL_BYTES / 8))) {
-        snprintf(cli->last_error, sizeof(cli->last_error), "%s: shm map reply %s", peer->endpoint,
+        (reply->status == CR_OK && got != nfds) ||
+        (reply->status == CR_OK && nfds == 2 && reply->slot >= CR_XFER_SHM_CONTROL_BYTES / 8)) {
+        snprintf(cli->last_error, sizeof(cli->last_error), "%s: shm reply %s", peer->endpoint,
                  n < 0 ? strerror(errno) : "malformed");
         for (int i = 0; i < 2; i++)
             if (fds[i] >= 0) close(fds[i]);
         return n < 0 ? CR_ERR_IO : CR_ERR_PROTOCOL;
     }
+    if (reply->status != CR_OK) /* fds only come with CR_OK */
+        for (int i = 0; i < 2; i++)
+            if (fds[i] >= 0) close(fds[i]);
     return reply->status;
 }
 
@@ -120,7 +128,7 @@ static int map_segment(struct cr_xfer_client *cli, struct xfer_peer *peer,
     }
     struct cr_xfer_shm_reply reply;
     int fds[2];
-    int rc = receive_reply(cli, peer, &reply, fds);
+    int rc = receive_reply(cli, peer, &reply, fds, 2);
     if (rc != CR_OK) return rc;
     /* Touched only if it can never be shorter than we map: sealed against
      * shrinking and as long as the reply says (a server of an older build
@@ -264,5 +272,51 @@ int cr_xfer_client_map_cap(struct cr_xfer_client *cli, const char *endpoint, con
         return CR_ERR_INVALID_PARAMS;
     }
     *out = map->local + (remote_addr - map->base);
+    return CR_OK;
+}
+
+int cr_xfer_client_open_file(struct cr_xfer_client *cli, const char *endpoint,
+                             const char *segment, uint64_t addr, uint64_t len,
+                             const struct cr_cap *cap, int *fd, uint64_t *offset) {
+    assert(cli != NULL && fd != NULL && offset != NULL);
+    *fd = -1;
+    struct xfer_peer *peer = endpoint == NULL ? NULL : cr_xfer_client_peer(cli, endpoint);
+    if (peer == NULL) return CR_ERR_INVALID_PARAMS;
+    if (peer->shm_fd < 0) return CR_ERR_AGAIN;
+    if (segment == NULL || !cr_xfer_name_valid(segment, strlen(segment)) || len == 0 ||
+        addr + len < addr)
+        return CR_ERR_INVALID_PARAMS;
+    struct cr_xfer_shm_request req = {.magic = CR_XFER_SHM_MAGIC,
+                                      .name_len = (uint8_t)strlen(segment),
+                                      .has_cap = cap != NULL,
+                                      .kind = CR_XFER_SHM_FILE,
+                                      .addr = addr,
+                                      .length = len};
+    memcpy(req.name, segment, req.name_len);
+    if (cap != NULL) cr_cap_encode(cap, req.cap);
+    if (send(peer->shm_fd, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req)) {
+        snprintf(cli->last_error, sizeof(cli->last_error), "%s: shm file request: %s",
+                 peer->endpoint, strerror(errno));
+        return CR_ERR_IO;
+    }
+    struct cr_xfer_shm_reply reply;
+    int fds[2];
+    int rc = receive_reply(cli, peer, &reply, fds, 1);
+    if (rc != CR_OK) {
+        if (rc != CR_ERR_IO && rc != CR_ERR_PROTOCOL) /* those wrote their own */
+            snprintf(cli->last_error, sizeof(cli->last_error),
+                     "%.63s: shm file of '%.40s' refused: %.60s", peer->endpoint, segment,
+                     cr_strerror(rc));
+        return rc;
+    }
+    if (reply.size != len) {
+        snprintf(cli->last_error, sizeof(cli->last_error), "%s: shm file reply for %llu bytes, "
+                 "asked %llu", peer->endpoint, (unsigned long long)reply.size,
+                 (unsigned long long)len);
+        close(fds[0]);
+        return CR_ERR_PROTOCOL;
+    }
+    *fd = fds[0];
+    *offset = reply.base;
     return CR_OK;
 }

@@ -157,6 +157,17 @@ int cr_xfer_server_register_reader(struct cr_xfer_server *srv, const char *name,
     return CR_ERR_NOMEM;
 }
 
+int cr_xfer_server_set_opener(struct cr_xfer_server *srv, const char *name,
+                              cr_xfer_opener_fn fn) {
+    assert(srv != NULL && fn != NULL);
+    size_t len = name == NULL ? 0 : strlen(name);
+    struct cr_xfer_server_segment *seg =
+        (struct cr_xfer_server_segment *)cr_xfer_server_find(srv, name, len);
+    if (seg == NULL || seg->reader == NULL) return CR_ERR_SEGMENT_NOT_FOUND;
+    seg->opener = fn;
+    return CR_OK;
+}
+
 int cr_xfer_server_unregister(struct cr_xfer_server *srv, const char *name) {
     assert(srv != NULL);
     size_t len = name == NULL ? 0 : strlen(name);

@@ -22,6 +22,7 @@ struct cr_xfer_server_segment {
      * are answered from reader's bytes (tcp only); base and size are 0. */
     cr_xfer_reader_fn reader;
     void *reader_arg;
+    cr_xfer_opener_fn opener; /* NULL: no file handed to shm clients */
     struct cr_xfer_verbs_region region; /* on every verbs device, or count 0: no verbs */
     bool has_key;                       /* capabilities are checked with key */
     uint8_t key[CR_CAP_KEY_BYTES];

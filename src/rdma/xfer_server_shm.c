@@ -30,7 +30,14 @@
  * SIGBUS.  A plain-memory or unsealed segment is answered
  * CR_ERR_SEGMENT_NOT_FOUND (an unsealed one counted in shm_refused_unsealed
  * and logged), and the client then uses tcp for it.  The control memfd is
- * sealed the same way. */
+ * sealed the same way.
+ *
+ * A file request (kind CR_XFER_SHM_FILE) names a reader segment (a store
+ * server's SSD tier) and a range: checked as a tcp READ of that range is,
+ * then the segment's opener opens the file read-only and its descriptor is
+ * passed (one fd), so a same-host client preads it instead of receiving the
+ * bytes over loopback tcp.  Refused requests pass nothing and are counted
+ * (shm_files_refused); the client then reads by tcp. */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -155,53 +162,56 @@ void cr_xfer_shm_close_all(struct cr_xfer_server *srv) {
     srv->generations = NULL;
 }
 
-static bool send_reply(struct shm_conn *c, const struct cr_xfer_shm_reply *reply, int seg_fd) {
+/* The reply, with nfds (0..2) fds riding along. */
+static bool send_reply(struct shm_conn *c, const struct cr_xfer_shm_reply *reply,
+                       const int *fds, size_t nfds) {
+    assert(nfds <= 2);
     struct iovec iov = {.iov_base = (void *)reply, .iov_len = sizeof(*reply)};
     union {
         char buf[CMSG_SPACE(2 * sizeof(int))];
         struct cmsghdr align;
     } control;
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (seg_fd >= 0) {
-        int fds[2] = {seg_fd, c->srv->control_fd};
+    if (nfds > 0) {
         msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof(control.buf);
+        msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
         struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
         cmsg->cmsg_level = SOL_SOCKET;
         cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
-        memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
+        cmsg->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(cmsg), fds, nfds * sizeof(int));
     }
     return sendmsg(c->fd, &msg, MSG_NOSIGNAL) == (ssize_t)sizeof(*reply);
 }
 
-/* One map request per message; anything else closes the connection. */
-void cr_xfer_shm_readable(void *tag) {
-    struct shm_conn *c = tag;
+bool cr_xfer_shm_request_valid(const struct cr_xfer_shm_request *req, size_t n,
+                               struct cr_cap *cap) {
+    assert(req != NULL && cap != NULL);
+    if (n != sizeof(*req) || req->magic != CR_XFER_SHM_MAGIC ||
+        !cr_xfer_name_valid(req->name, req->name_len) || req->has_cap > 1 ||
+        (req->has_cap && cr_cap_decode(req->cap, cap) != 0))
+        return false;
+    if (req->kind == CR_XFER_SHM_MAP) return true;
+    return req->kind == CR_XFER_SHM_FILE && req->length > 0 &&
+           req->addr + req->length >= req->addr;
+}
+
+/* A map request: the segment's memfd and the control memfd, or a refusal. */
+static void answer_map(struct shm_conn *c, const struct cr_xfer_shm_request *req,
+                       const struct cr_cap *cap) {
     struct cr_xfer_server *srv = c->srv;
-    struct cr_xfer_shm_request req;
-    ssize_t n = recv(c->fd, &req, sizeof(req), 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    struct cr_cap cap = {0};
-    if (n != (ssize_t)sizeof(req) || req.magic != CR_XFER_SHM_MAGIC ||
-        !cr_xfer_name_valid(req.name, req.name_len) || req.has_cap > 1 ||
-        (req.has_cap && cr_cap_decode(req.cap, &cap) != 0)) {
-        if (n > 0) srv->stats.refused_malformed++;
-        shm_close(c);
-        return;
-    }
     struct cr_xfer_shm_reply reply = {.magic = CR_XFER_SHM_MAGIC,
                                       .status = CR_ERR_SEGMENT_NOT_FOUND};
-    const struct cr_xfer_server_segment *seg = cr_xfer_server_find(srv, req.name, req.name_len);
-    int seg_fd = -1;
+    const struct cr_xfer_server_segment *seg = cr_xfer_server_find(srv, req->name, req->name_len);
+    int fds[2] = {-1, c->srv->control_fd};
     if (seg != NULL && seg->fd >= 0 && !cr_xfer_size_sealed(seg->fd)) {
         srv->stats.shm_refused_unsealed++;
         if (cr_log_ratelimit(&srv->last_refusal_log_ns, cr_xfer_now_ns(), 1000000000ull))
             CR_WARN("xfer", "%s: segment %.*s is not mapped over shm: its memfd's size is not "
                     "sealed (F_SEAL_SHRINK), so a client could shrink it under this process; "
-                    "that client will use tcp", srv->endpoint, (int)req.name_len, req.name);
+                    "that client will use tcp", srv->endpoint, (int)req->name_len, req->name);
     } else if (seg != NULL && seg->fd >= 0 &&
-               cr_xfer_server_cap_check(srv, "an shm client", seg, 0, 0, 0, req.has_cap, &cap) !=
+               cr_xfer_server_cap_check(srv, "an shm client", seg, 0, 0, 0, req->has_cap, cap) !=
                    CR_CAP_OK) {
         reply.status = CR_ERR_ILLEGAL_CLIENT; /* no memfd: its ops go by tcp, checked there */
     } else if (seg != NULL && seg->fd >= 0) {
@@ -210,8 +220,56 @@ void cr_xfer_shm_readable(void *tag) {
         reply.generation = __atomic_load_n(&srv->generations[reply.slot], __ATOMIC_ACQUIRE);
         reply.base = (uint64_t)(uintptr_t)seg->base;
         reply.size = seg->size;
-        seg_fd = seg->fd;
+        fds[0] = seg->fd;
         srv->stats.shm_maps++;
     }
-    if (!send_reply(c, &reply, seg_fd)) shm_close(c);
+    if (!send_reply(c, &reply, fds, fds[0] >= 0 ? 2 : 0)) shm_close(c);
+}
+
+/* A file request: the reader segment's file for the range, opened by its
+ * opener after a tcp READ's capability check, passed and closed here; or a
+ * refusal (counted), after which the client reads by tcp. */
+static void answer_file(struct shm_conn *c, const struct cr_xfer_shm_request *req,
+                        const struct cr_cap *cap) {
+    struct cr_xfer_server *srv = c->srv;
+    struct cr_xfer_shm_reply reply = {.magic = CR_XFER_SHM_MAGIC,
+                                      .status = CR_ERR_SEGMENT_NOT_FOUND};
+    const struct cr_xfer_server_segment *seg = cr_xfer_server_find(srv, req->name, req->name_len);
+    int fd = -1;
+    uint64_t offset = 0;
+    if (seg != NULL && seg->opener != NULL) {
+        if (cr_xfer_server_cap_check(srv, "an shm client", seg, CR_CAP_READ, req->addr,
+                                     req->length, req->has_cap, cap) != CR_CAP_OK)
+            reply.status = CR_ERR_ILLEGAL_CLIENT;
+        else
+            reply.status = seg->opener(seg->reader_arg, req->addr, req->length, &fd, &offset);
+    }
+    if (reply.status == CR_OK && fd >= 0) {
+        reply.base = offset;
+        reply.size = req->length;
+        srv->stats.shm_files++;
+    } else {
+        if (reply.status == CR_OK) reply.status = CR_ERR_IO; /* an opener without an fd */
+        srv->stats.shm_files_refused++;
+    }
+    bool sent = send_reply(c, &reply, &fd, fd >= 0 ? 1 : 0);
+    if (fd >= 0) close(fd);
+    if (!sent) shm_close(c);
+}
+
+/* One request per message; anything malformed closes the connection. */
+void cr_xfer_shm_readable(void *tag) {
+    struct shm_conn *c = tag;
+    struct cr_xfer_server *srv = c->srv;
+    struct cr_xfer_shm_request req;
+    ssize_t n = recv(c->fd, &req, sizeof(req), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    struct cr_cap cap = {0};
+    if (n <= 0 || !cr_xfer_shm_request_valid(&req, (size_t)n, &cap)) {
+        if (n > 0) srv->stats.refused_malformed++;
+        shm_close(c);
+        return;
+    }
+    if (req.kind == CR_XFER_SHM_FILE) answer_file(c, &req, &cap);
+    else answer_map(c, &req, &cap);
 }

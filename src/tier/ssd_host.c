@@ -48,6 +48,25 @@ int cr_store_ssd_read(void *arg, uint64_t addr, uint64_t len, void *dst) {
     return rc;
 }
 
+int cr_store_ssd_open_value(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t *offset) {
+    struct cr_store_ssd *ssd = arg;
+    struct cr_ssd_object o;
+    bool promote = false;
+    char why[256];
+    uint64_t value_len = 0;
+    *fd = -1;
+    pthread_mutex_lock(&ssd->lock);
+    int rc = CR_ERR_OBJECT_NOT_FOUND;
+    if (cr_ssd_lookup(ssd->store, addr, &o))
+        rc = o.value_len != len ? CR_ERR_INVALID_PARAMS /* the whole value, nothing else */
+             : cr_ssd_open_value(ssd->store, addr, now_ms(), fd, offset, &value_len, &promote,
+                                 why, sizeof(why));
+    if (promote) ssd->promotions_asked++;
+    pthread_mutex_unlock(&ssd->lock);
+    if (rc == CR_ERR_CHECKSUM) CR_WARN("store", "%s: not served", why);
+    return rc;
+}
+
 int cr_store_ssd_write(void *arg, const char *tenant, const char *key, const void *value,
                        uint64_t len, uint64_t xxh3, uint64_t *position, char *why,
                        size_t why_len) {

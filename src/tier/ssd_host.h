@@ -60,6 +60,13 @@ int cr_store_ssd_open(struct cr_store_ssd *ssd, const char *dir, uint64_t size,
  * must be the object's whole value, checked before they are handed out. */
 int cr_store_ssd_read(void *arg, uint64_t addr, uint64_t len, void *dst);
 
+/* cr_host_options.ssd_open: object addr's file, opened read-only for a
+ * same-host reader (its header checked; the reader checks the value's
+ * XXH3), the read counted as cr_store_ssd_read's; *fd (the caller's to
+ * close) and *offset, where the value starts in it.  len must be the
+ * object's whole value. */
+int cr_store_ssd_open_value(void *arg, uint64_t addr, uint64_t len, int *fd, uint64_t *offset);
+
 /* cr_host_options.ssd_write: an OFFLOAD task's object, written durably
  * (checked against xxh3), evicting the least recently used files over
  * the tier's size; *position gets its id.  Returns CR_OK or cr_ssd_put's

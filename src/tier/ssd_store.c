@@ -549,6 +549,62 @@ static bool header_matches(const struct entry *e, const struct cr_ssd_header *h)
            h->value_len == e->value_len && h->value_xxh3 == e->value_xxh3;
 }
 
+/* A file that failed a check at read: logged, counted, the owner told, and
+ * removed from the index and the disk; returns rc with why. */
+static int drop_at_read(cr_ssd_store *s, struct entry *e, const char *name, const char *reason,
+                        int rc, char *why, size_t why_len) {
+    CR_WARN("ssd", "%s/%s: dropped at read: %s", s->dir, name, reason);
+    s->stats.read_failures++;
+    s->stats.corrupt_dropped++;
+    if (s->drop_hook != NULL) {
+        struct cr_ssd_object o;
+        object_of(e, &o);
+        s->drop_hook(s->drop_arg, &o);
+    }
+    erase(s, e);
+    return fail(why, why_len, rc, "SSD file %s/%s: %s", s->dir, name, reason);
+}
+
+/* A read served: counted, the object marked recently used, and its hit
+ * counted toward promotion. */
+static void count_hit(cr_ssd_store *s, struct entry *e, uint64_t now_ms, bool *promote) {
+    s->stats.reads++;
+    s->stats.read_bytes += e->value_len;
+    lru_unlink(s, e);
+    lru_push_front(s, e);
+    if (s->promotion_hits > 0) {
+        if (e->hits == 0 || now_ms - e->window_start_ms > s->window_ms) {
+            e->window_start_ms = now_ms;
+            e->hits = 0;
+        }
+        if (++e->hits >= s->promotion_hits) {
+            e->hits = 0;
+            s->stats.promotions++;
+            if (promote != NULL) *promote = true;
+        }
+    }
+}
+
+/* Opens object e's file and checks its header against the index: the fd,
+ * or -1 with the reason (CR_ERR_CHECKSUM) in reason; hdr gets the header. */
+static int open_checked(cr_ssd_store *s, struct entry *e, const char *name,
+                        struct cr_ssd_header *hdr, uint8_t *hbuf, char *reason,
+                        size_t reason_len, int *rc) {
+    int fd = openat(s->dir_fd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *rc = fail(reason, reason_len, CR_ERR_CHECKSUM, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    *rc = check_header(fd, hbuf, hdr, reason, reason_len);
+    if (*rc == CR_OK && !header_matches(e, hdr))
+        *rc = fail(reason, reason_len, CR_ERR_CHECKSUM, "its header names another object");
+    if (*rc != CR_OK) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int cr_ssd_read(cr_ssd_store *s, uint64_t id, void *dst, uint64_t cap, uint64_t now_ms,
                 uint64_t *len, bool *promote, char *why, size_t why_len) {
     assert(s != NULL && (dst != NULL || cap == 0) && len != NULL);
@@ -566,43 +622,37 @@ int cr_ssd_read(cr_ssd_store *s, uint64_t id, void *dst, uint64_t cap, uint64_t 
     struct cr_ssd_header hdr;
     char reason[CR_SSD_WHY_MAX] = "";
     int rc;
-    int fd = openat(s->dir_fd, name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = fail(reason, sizeof(reason), CR_ERR_CHECKSUM, "cannot open: %s", strerror(errno));
-    } else {
-        rc = check_header(fd, hbuf, &hdr, reason, sizeof(reason));
-        if (rc == CR_OK && !header_matches(e, &hdr))
-            rc = fail(reason, sizeof(reason), CR_ERR_CHECKSUM, "its header names another object");
-        if (rc == CR_OK) rc = check_value(fd, &hdr, dst, reason, sizeof(reason));
+    int fd = open_checked(s, e, name, &hdr, hbuf, reason, sizeof(reason), &rc);
+    if (fd >= 0) {
+        rc = check_value(fd, &hdr, dst, reason, sizeof(reason));
         close(fd);
     }
-    if (rc != CR_OK) {
-        CR_WARN("ssd", "%s/%s: dropped at read: %s", s->dir, name, reason);
-        s->stats.read_failures++;
-        s->stats.corrupt_dropped++;
-        if (s->drop_hook != NULL) {
-            struct cr_ssd_object o;
-            object_of(e, &o);
-            s->drop_hook(s->drop_arg, &o);
-        }
-        erase(s, e);
-        return fail(why, why_len, rc, "SSD file %s/%s: %s", s->dir, name, reason);
-    }
-    s->stats.reads++;
-    s->stats.read_bytes += e->value_len;
-    lru_unlink(s, e);
-    lru_push_front(s, e);
-    if (s->promotion_hits > 0) {
-        if (e->hits == 0 || now_ms - e->window_start_ms > s->window_ms) {
-            e->window_start_ms = now_ms;
-            e->hits = 0;
-        }
-        if (++e->hits >= s->promotion_hits) {
-            e->hits = 0;
-            s->stats.promotions++;
-            if (promote != NULL) *promote = true;
-        }
-    }
+    if (rc != CR_OK) return drop_at_read(s, e, name, reason, rc, why, why_len);
+    count_hit(s, e, now_ms, promote);
+    return CR_OK;
+}
+
+int cr_ssd_open_value(cr_ssd_store *s, uint64_t id, uint64_t now_ms, int *fd,
+                      uint64_t *header_len, uint64_t *len, bool *promote, char *why,
+                      size_t why_len) {
+    assert(s != NULL && fd != NULL && header_len != NULL && len != NULL);
+    *fd = -1;
+    if (promote != NULL) *promote = false;
+    struct entry *e = by_id(s, id);
+    if (e == NULL) return fail(why, why_len, CR_ERR_OBJECT_NOT_FOUND, "no object %" PRIu64
+                               " on the SSD tier", id);
+    char name[NAME_MAX_BYTES];
+    name_of(id, SUFFIX, name);
+    uint8_t hbuf[CR_SSD_HEADER_MAX];
+    struct cr_ssd_header hdr;
+    char reason[CR_SSD_WHY_MAX] = "";
+    int rc;
+    int opened = open_checked(s, e, name, &hdr, hbuf, reason, sizeof(reason), &rc);
+    if (opened < 0) return drop_at_read(s, e, name, reason, rc, why, why_len);
+    *fd = opened;
+    *header_len = hdr.header_len;
+    *len = hdr.value_len;
+    count_hit(s, e, now_ms, promote);
     return CR_OK;
 }
 

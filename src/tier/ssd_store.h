@@ -103,6 +103,19 @@ bool cr_ssd_find(const cr_ssd_store *s, const char *tenant, const uint8_t *key,
 int cr_ssd_read(cr_ssd_store *s, uint64_t id, void *dst, uint64_t cap, uint64_t now_ms,
                 uint64_t *len, bool *promote, char *why, size_t why_len);
 
+/* For a reader that reads the file itself (a same-host client, through the
+ * transfer layer's shm socket): opens object `id`'s file read-only and
+ * checks its header against the index (the value is the reader's to check
+ * against its XXH3); counts the read as cr_ssd_read does.  *fd gets the
+ * descriptor (the caller's to close), *header_len where the value starts,
+ * *len its length.  A file missing or with a bad header is dropped as in
+ * cr_ssd_read (CR_ERR_CHECKSUM); CR_ERR_OBJECT_NOT_FOUND when the id is
+ * unknown.  Later removal or eviction unlinks the file: an open fd still
+ * reads the whole, unchanged value (files are never written in place). */
+int cr_ssd_open_value(cr_ssd_store *s, uint64_t id, uint64_t now_ms, int *fd,
+                      uint64_t *header_len, uint64_t *len, bool *promote, char *why,
+                      size_t why_len);
+
 /* Removes object id (file and index).  Returns CR_OK or CR_ERR_OBJECT_NOT_FOUND. */
 int cr_ssd_remove(cr_ssd_store *s, uint64_t id);
 

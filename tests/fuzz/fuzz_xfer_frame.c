@@ -8,7 +8,9 @@
  * no address or length, a capability flag its decoded capability); a refusal must leave the output untouched.  The verbs hello and key
  * decoders get the same bytes and must re-encode what they accept.  The same bytes are
  * fed to the response parser and to cr_xfer_range_inside, whose answer is
- * checked against 128-bit arithmetic.  Build and run: tests/fuzz/README.md. */
+ * checked against 128-bit arithmetic, and (as a struct, the first bytes) to the
+ * shm socket's request check, whose every acceptance must hold its limits.
+ * Build and run: tests/fuzz/README.md. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +19,8 @@
 #include "crescent/error.h"
 #include "core/xfer_cap.h"
 #include "rdma/xfer_frame.h"
+#include "rdma/xfer_internal.h"
+#include "rdma/xfer_shm.h"
 #include "rdma/xfer_verbs.h"
 
 static uint64_t load64(const uint8_t *p) {
@@ -72,6 +76,29 @@ static void check_cap(const uint8_t *data, size_t size) {
     if (memcmp(again, data, CR_CAP_BYTES) != 0) abort();
 }
 
+/* The shm request (a native struct on a SOCK_SEQPACKET socket): what the
+ * server accepts has a valid name, a known kind, a decoded capability when
+ * it says so, and for a file a range that does not wrap. */
+static void check_shm_request(const uint8_t *data, size_t size) {
+    struct cr_xfer_shm_request req;
+    size_t n = size < sizeof(req) ? size : sizeof(req);
+    memset(&req, 0, sizeof(req));
+    memcpy(&req, data, n);
+    if (size >= 4) req.magic = CR_XFER_SHM_MAGIC; /* else nothing gets past it */
+    struct cr_cap cap;
+    if (!cr_xfer_shm_request_valid(&req, n, &cap)) return;
+    if (n != sizeof(req) || !cr_xfer_name_valid(req.name, req.name_len) || req.has_cap > 1)
+        abort();
+    if (req.kind != CR_XFER_SHM_MAP &&
+        (req.kind != CR_XFER_SHM_FILE || req.length == 0 || req.addr + req.length < req.addr))
+        abort();
+    if (req.has_cap) {
+        uint8_t again[CR_CAP_BYTES];
+        cr_cap_encode(&cap, again);
+        if (memcmp(again, req.cap, CR_CAP_BYTES) != 0) abort();
+    }
+}
+
 static void check_range(const uint8_t *data, size_t size) {
     if (size < 32) return;
     uint64_t base = load64(data), seg = load64(data + 8), addr = load64(data + 16),
@@ -85,6 +112,7 @@ static void check_range(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_range(data, size);
     check_cap(data, size);
+    check_shm_request(data, size);
     check_verbs_setup(data, size);
     if (size >= CR_XFER_RESPONSE_BYTES) {
         struct cr_xfer_response resp;

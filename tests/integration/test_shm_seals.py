@@ -17,7 +17,7 @@ import struct
 from conftest import http_get
 from test_tasks_data import ctl, segments_of, start
 
-MAGIC = 0x32534d58  # CR_XFER_SHM_MAGIC ("XMS2"), src/rdma/xfer_shm.h
+MAGIC = 0x33534d58  # CR_XFER_SHM_MAGIC ("XMS3"), src/rdma/xfer_shm.h
 NAME_MAX = 255
 F_GET_SEALS = 1034
 F_SEAL_SEAL, F_SEAL_SHRINK, F_SEAL_GROW = 1, 2, 4
@@ -31,9 +31,10 @@ def map_request(endpoint, name):
     s.settimeout(10)
     s.connect("\0crescent-xfer/" + endpoint)
     raw = name.encode()
-    # struct cr_xfer_shm_request: u32 magic, u8 name_len, u8 has_cap, char name[255],
-    # u8 cap[48], padded to 312 bytes; no capability (crescentd does not require one)
-    s.send(struct.pack("=IBB255s48s3x", MAGIC, len(raw), 0, raw, b""))
+    # struct cr_xfer_shm_request: u32 magic, u8 name_len, u8 has_cap, u8 kind (0: map),
+    # char name[255], u8 cap[48], u64 addr, u64 length (a file request's; native
+    # alignment, 328 bytes); no capability (crescentd does not require one)
+    s.send(struct.pack("@IBBB255s48sQQ", MAGIC, len(raw), 0, 0, raw, b"", 0, 0))
     msg, fds, _, _ = socket.recv_fds(s, 64, 2)
     s.close()
     magic, status = struct.unpack_from("=Ii", msg)

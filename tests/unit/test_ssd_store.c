@@ -214,6 +214,50 @@ static void test_corrupt_file_never_served(void **unused) {
     cr_ssd_close(s);
 }
 
+/* cr_ssd_open_value: the file, read-only, its value at header_len; the read
+ * counted as cr_ssd_read's (promotion too); a bad header dropped as at a
+ * read; the value itself is the reader's to check. */
+static void test_open_value_hands_out_the_file(void **unused) {
+    (void)unused;
+    cr_ssd_store *s = open_store(1 << 20, 2, NULL);
+    uint8_t value[4096];
+    for (size_t i = 0; i < sizeof(value); i++) value[i] = (uint8_t)(i * 7);
+    uint64_t id = put(s, "key", value, sizeof(value));
+    int fd = -1;
+    uint64_t at = 0, len = 0;
+    bool promote = true;
+    assert_int_equal(cr_ssd_open_value(s, id, 100, &fd, &at, &len, &promote, NULL, 0), CR_OK);
+    assert_true(fd >= 0);
+    assert_false(promote);
+    assert_int_equal(at, cr_ssd_header_size(3, 7));
+    assert_int_equal(len, sizeof(value));
+    uint8_t out[4096];
+    assert_int_equal(pread(fd, out, sizeof(out), (off_t)at), (ssize_t)sizeof(out));
+    assert_memory_equal(out, value, sizeof(value));
+    assert_int_equal(write(fd, out, 1), -1); /* read-only */
+    close(fd);
+    assert_int_equal(cr_ssd_open_value(s, id, 200, &fd, &at, &len, &promote, NULL, 0), CR_OK);
+    assert_true(promote); /* the second read in the window */
+    close(fd);
+    char why[256];
+    assert_int_equal(cr_ssd_open_value(s, id + 1, 0, &fd, &at, &len, NULL, why, sizeof(why)),
+                     CR_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(fd, -1);
+    flip_byte(id, 20); /* in the header */
+    assert_int_equal(cr_ssd_open_value(s, id, 300, &fd, &at, &len, NULL, why, sizeof(why)),
+                     CR_ERR_CHECKSUM);
+    assert_int_equal(fd, -1);
+    struct cr_ssd_object o;
+    assert_false(cr_ssd_lookup(s, id, &o));
+    assert_int_equal(file_count(".crs"), 0);
+    struct cr_ssd_stats st;
+    cr_ssd_get_stats(s, &st);
+    assert_int_equal(st.reads, 2);
+    assert_int_equal(st.promotions, 1);
+    assert_int_equal(st.corrupt_dropped, 1);
+    cr_ssd_close(s);
+}
+
 static void test_reopen_keeps_good_drops_bad(void **unused) {
     (void)unused;
     cr_ssd_store *s = open_store(1 << 20, 0, NULL);
@@ -328,6 +372,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_lru_eviction_within_capacity, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_promotion_in_window, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_corrupt_file_never_served, make_dir, remove_dir),
+        cmocka_unit_test_setup_teardown(test_open_value_hands_out_the_file, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_good_drops_bad, make_dir, remove_dir),
         cmocka_unit_test_setup_teardown(test_kill_9_mid_write_leaves_no_torn_file, make_dir,
                                         remove_dir),
