@@ -1,5 +1,6 @@
 """Shared fixtures: where the binaries are, free loopback ports, a crescentd
 process that is always stopped (and checked) at the end of a test."""
+import json
 import os
 import random
 import signal
@@ -73,7 +74,6 @@ def actors_by_name(port, wait_s=10):
     stats ask in time is listed {"name":…, "up":false} (docs/http-api.md);
     on a loaded machine that happens now and then, so ask again (up to
     wait_s) until every actor answered, then return the last listing."""
-    import json
     deadline = time.monotonic() + wait_s
     while True:
         actors = json.loads(http_get(port, "/api/v1/actors")[1])["actors"]
