@@ -42,6 +42,6 @@ echo "# crescentd --snapshot-every-records $every, pid ${pids[0]}"
 echo "# crescentd VmRSS $(grep VmRSS "/proc/${pids[0]}/status" | awk '{print $2}') kB;" \
     "snapshot $(ls -s --block-size=1M "$state"/snapshot-*.snap 2>/dev/null | head -n 1)"
 curl -s "http://127.0.0.1:$http/metrics" |
-    grep -E '^crescent_(actor_ring_full_total\{actor="journal"|journal_snapshot|segments_snapshots_begun)' || true
+    grep -E '^crescent_(actor_ring_full_total\{actor="journal"|journal_snapshot|segments_snapshots_begun|segments_snapshot_slice)' || true
 grep -h 'snapshot' "$parent/crescentd-snapshot.log" | tail -n 3 || true
 echo "# end: $(uptime)"

@@ -1059,6 +1059,15 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     add_stat(out, "restored_objects", st->recovery.objects);
     add_stat(out, "snapshots_begun_total", st->snapshots_begun);
     add_stat(out, "snapshot_slices_total", st->snapshot_slices);
+    add_stat(out, "snapshot_slice_ns_max", st->snapshot_slice_ns_max);
+    if (out->histograms != NULL && out->histogram_count < out->histograms_max)
+        out->histograms[out->histogram_count++] = (struct cr_actor_histogram){
+            .name = "snapshot_slice_seconds",
+            .help = "How long each snapshot slice held the store thread (a call waits behind "
+                    "one slice at most; docs/durability.md, Snapshots).",
+            .label = "log",
+            .label_value = "store",
+            .h = st->snapshot_slice_hist};
 }
 
 static void segments_destroy(void *arg) {

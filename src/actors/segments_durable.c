@@ -151,11 +151,13 @@ void segments_snapshot_step(struct segments_state *st, uint64_t counted_records,
                        &buf))
         done = true; /* the journal stopped or no memory: abandoned */
     cr_buf_free(&buf);
+    uint64_t end = cr_runtime_now_ns(rt);
+    cr_histogram_observe(&st->snapshot_slice_hist, end - start);
+    if (end - start > st->snapshot_slice_ns_max) st->snapshot_slice_ns_max = end - start;
     if (done) {
         st->snapshot_active = false;
         return;
     }
-    uint64_t end = cr_runtime_now_ns(rt);
     uint64_t rest = (end - start) * SNAPSHOT_PACE;
     st->snapshot_next_ns = end + rest;
     snapshot_wake(st, rest);

@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 
 #include "actors/subsystems.h"
+#include "core/histogram.h"
 #include "core/store.h"
 #include "durable/durable.h"
 #include "durable/apply.h"
@@ -224,6 +225,10 @@ struct segments_state {
     uint64_t snapshot_next_ns;  /* the next slice is not due before (monotonic) */
     bool snapshot_step_armed;   /* a CR_MSG_SEGMENTS_SNAPSHOT_STEP timer is set */
     uint64_t snapshot_slices;   /* slices taken, all snapshots */
+    /* How long each slice held the store thread (a call that came meanwhile
+     * waited that long at most): crescent_segments_snapshot_slice_seconds. */
+    struct cr_histogram snapshot_slice_hist;
+    uint64_t snapshot_slice_ns_max;
     uint64_t snapshots_begun;
     struct segments_recent *recent; /* the last objects put (segments_recent.c) */
     struct segments_drain *drain;   /* Mooncake's drain jobs (segments_drain.c) */

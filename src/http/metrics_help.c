@@ -69,6 +69,7 @@ static const struct {
     {"journal_repl_lag_max_us", "The longest a block of records took from its sending to a standby's acknowledgement (microseconds, since start)."},
     {"journal_diverged_kept", "DIR/diverged-<ms>/ directories a start over left, kept (--keep-diverged)."},
     {"segments_snapshots_begun_total", "Snapshots of the store begun (a slice per round)."},
+    {"segments_snapshot_slice_ns_max", "The longest a snapshot slice held the store thread, in nanoseconds (since start)."},
     {"segments_snapshot_slices_total", "Slices of snapshots taken (SNAPSHOT_SLICE_OBJECTS objects each, paced)."},
     {"journal_log_synced_lsn", "Last log record known to be on disk."},
     {"segments_call_errors_total", "Store master calls that answered an error status."},

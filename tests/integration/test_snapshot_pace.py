@@ -68,6 +68,12 @@ def test_snapshot_of_an_idle_store_is_written_at_its_own_pace(daemon, tmp_path):
     assert took < 1.5, f"the snapshot of an idle store took {took:.2f} s"
     slices = metric(d, "crescent_segments_snapshot_slices_total")
     assert slices >= OBJECTS // 1024, slices
+    # Each slice's hold of the store thread is observed: one per slice, and
+    # the longest is a real duration (not zero, not seconds on an idle store).
+    held = metric(d, 'crescent_segments_snapshot_slice_seconds_count\\{log="store"\\}')
+    assert held == slices, (held, slices)
+    longest = metric(d, "crescent_segments_snapshot_slice_ns_max")
+    assert 0 < longest < 2_000_000_000, longest
     snaps = [p.name for p in state.iterdir() if p.name.endswith(".snap")]
     assert len(snaps) == 1, snaps
     assert server.stop() is not None
