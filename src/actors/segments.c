@@ -818,12 +818,20 @@ static void on_tick(struct segments_state *st) {
     else if (expired > 0)
         CR_DEBUG("segments", "%u client(s) without segments forgotten after their TTL", expired);
     if (expired > 0 || st->task_recheck_due) tell_tasks_recheck(st);
-    /* The lease count of the stats, for a table too big to walk per scrape:
-     * 262144 slots a second (~5 ms), so 5 M objects are counted every ~20 s. */
-    cr_store_lease_census_step(st->store, st->now_ms, 262144u);
     struct cr_msg tick = {.type = CR_MSG_SEGMENTS_TICK};
     if (cr_actor_timer_after(st->self, SEGMENTS_TICK_NS, &tick, NULL) != CR_OK)
         CR_ERROR("segments", "cannot arm the client-expiry timer: clients will not expire");
+}
+
+/* The lease count of the stats, for a table too big to walk per scrape: a
+ * step of CENSUS_STEP_SLOTS every 1/CENSUS_STEPS_PER_TICK of a second, on a
+ * timer of its own. */
+static void on_census_step(struct segments_state *st) {
+    cr_store_lease_census_step(st->store, st->now_ms, CENSUS_STEP_SLOTS);
+    struct cr_msg step = {.type = CR_MSG_SEGMENTS_CENSUS_STEP};
+    if (cr_actor_timer_after(st->self, SEGMENTS_TICK_NS / CENSUS_STEPS_PER_TICK, &step, NULL) !=
+        CR_OK)
+        CR_ERROR("segments", "cannot arm the census timer: lease and pin counts stop updating");
 }
 
 static void on_admin(struct segments_state *st, struct cr_msg *msg) {
@@ -875,6 +883,7 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
     case CR_MSG_WIRE:
         st->peers = msg->body.ptr[0];
         on_tick(st);
+        on_census_step(st);
         edges_wire(st);
         return;
     case CR_MSG_MASTER_CALL: on_call(st, msg); return;
@@ -899,6 +908,7 @@ static void segments_handle(struct cr_actor *self, void *arg, struct cr_msg *msg
         st->zombie_reclaims += cr_store_reclaim_discarded(st->store, st->now_ms) > 0;
         return;
     case CR_MSG_SEGMENTS_TICK: on_tick(st); return;
+    case CR_MSG_SEGMENTS_CENSUS_STEP: on_census_step(st); return;
     case CR_MSG_TASK_OP:
         st->task_ops++;
         on_task_op(st, CR_MSG_BODY(msg, struct cr_msg_task_op)->op);

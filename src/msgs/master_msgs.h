@@ -60,6 +60,8 @@ enum cr_master_msg_type {
     CR_MSG_DATA_TICK = CR_MSG_STORE_FIRST + 12,
     /* segments → itself (a timer): a snapshot's next slice is due. */
     CR_MSG_SEGMENTS_SNAPSHOT_STEP = CR_MSG_STORE_FIRST + 13,
+    /* segments → itself (a timer): the next step of the stats' census walk. */
+    CR_MSG_SEGMENTS_CENSUS_STEP = CR_MSG_STORE_FIRST + 14,
 };
 
 /* ZMQ routing ids are at most 255 bytes. */
