@@ -5,7 +5,10 @@
  *     against cr_store_remove_all_begin/_step with the segments actor's
  *     slice (8192 slots);
  *   - GET /api/v1/objects?prefix=nomatch: cr_store_list_objects over the
- *     whole table, against _slice calls of the HTTP route's 65536 slots.
+ *     whole table, against _slice calls of the HTTP route's 65536 slots;
+ *   - the stats' census (cr_store_lease_census_step) over the whole table
+ *     in steps of 262144 slots (segments' step once a second before) and
+ *     of 16384 (CENSUS_STEP_SLOTS, sixteen times a second now).
  * For the sliced forms the longest slice is what another RPC can wait
  * behind (the actor serves its queue between slices); the total is the
  * call's own latency.  Both are the thread's CPU time (on a shared machine
@@ -26,6 +29,8 @@
 
 #define REMOVE_SLICE_SLOTS 8192u  /* segments.c REMOVE_ALL_SLICE_SLOTS */
 #define LIST_SLICE_SLOTS 65536u   /* store_routes.c OBJECTS_SLICE_SLOTS */
+#define CENSUS_OLD_SLOTS 262144u  /* segments' census step before */
+#define CENSUS_STEP_SLOTS 16384u  /* segments_internal.h CENSUS_STEP_SLOTS */
 #define ROUNDS_MAX 16
 
 static void fill(cr_store *store, uint32_t n) {
@@ -93,6 +98,18 @@ static struct hold list_nomatch(cr_store *store, bool sliced) {
     return h;
 }
 
+static struct hold census(cr_store *store, uint32_t slots) {
+    struct hold h = {0};
+    uint64_t start = bench_thread_cpu_ns();
+    for (bool whole = false; !whole;) {
+        uint64_t c0 = bench_thread_cpu_ns(), w0 = bench_now_ns();
+        whole = cr_store_lease_census_step(store, 2, slots);
+        hold_add(&h, bench_thread_cpu_ns() - c0, bench_now_ns() - w0);
+    }
+    h.total_ns = bench_thread_cpu_ns() - start;
+    return h;
+}
+
 static uint64_t median(uint64_t *v, int n) {
     qsort(v, (size_t)n, sizeof(*v), bench_u64_compare);
     return v[n / 2];
@@ -118,8 +135,13 @@ int main(int argc, char **argv) {
     cr_store *store = setup(n);
     struct hold rm_whole[ROUNDS_MAX], rm_sliced[ROUNDS_MAX];
     struct hold ls_whole[ROUNDS_MAX], ls_sliced[ROUNDS_MAX];
+    struct hold cs_old[ROUNDS_MAX], cs_step[ROUNDS_MAX];
     for (int r = 0; r < rounds; r++) {
         fill(store, n);
+        /* Alternated: the first walk after a fill pays for the cold slab. */
+        if (r % 2 == 0) cs_old[r] = census(store, CENSUS_OLD_SLOTS);
+        cs_step[r] = census(store, CENSUS_STEP_SLOTS);
+        if (r % 2 != 0) cs_old[r] = census(store, CENSUS_OLD_SLOTS);
         ls_whole[r] = list_nomatch(store, false);
         ls_sliced[r] = list_nomatch(store, true);
         rm_whole[r] = remove_whole(store, n);
@@ -131,6 +153,8 @@ int main(int argc, char **argv) {
     report("list prefix=nomatch, 65536 slots", ls_sliced, rounds);
     report("RemoveAll(force), whole", rm_whole, rounds);
     report("RemoveAll(force), 8192 slots", rm_sliced, rounds);
+    report("census, 262144 slots a step", cs_old, rounds);
+    report("census, 16384 slots a step", cs_step, rounds);
     cr_store_destroy(store);
     return 0;
 }
