@@ -47,6 +47,7 @@
 #include "rdma/xfer.h"
 #include "rdma/xfer_verbs.h"
 #include "tier/ssd_host.h"
+#include "runtime/stats_extra.h"
 
 #define DATA_SEGMENT_NAME CR_DATA_SEGMENT_NAME
 #define DATA_TASKS_PER_PING 16u /* copy/move tasks taken per heartbeat; a full round pings again */
@@ -356,48 +357,42 @@ static void data_wait(struct cr_actor *self, void *arg, int wake_fd, int64_t tim
     }
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count++].value = value;
-}
-
 static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     (void)self;
     struct data_state *st = arg;
-    add_stat(out, "segment_bytes", st->xfer != NULL ? st->segment.size : 0);
-    add_stat(out, "mounted", st->mounted);
-    add_stat(out, "mounts_total", st->mounts);
-    add_stat(out, "mount_failures_total", st->mount_failures);
-    add_stat(out, "remounts_total", st->remounts);
-    add_stat(out, "pings_total", st->pings);
-    add_stat(out, "send_failures_total", st->send_failures);
-    add_stat(out, "tasks_run_total", st->tasks_run);
-    add_stat(out, "tasks_failed_total", st->tasks_failed);
-    add_stat(out, "task_reports_refused_total", st->task_reports_refused);
-    add_stat(out, "offloads_run_total", st->offloads_run);
-    add_stat(out, "offloads_failed_total", st->offloads_failed);
-    add_stat(out, "offload_files_removed_total", st->offload_files_removed);
-    add_stat(out, "ssd_capacity_bytes", st->ssd_capacity);
-    add_stat(out, "ssd_gone_reported_total", st->ssd_gone_reported);
-    add_stat(out, "ssd_gone_reports_refused_total", st->ssd_gone_reports_refused);
+    cr_actor_stats_add(out, "segment_bytes", st->xfer != NULL ? st->segment.size : 0);
+    cr_actor_stats_add(out, "mounted", st->mounted);
+    cr_actor_stats_add(out, "mounts_total", st->mounts);
+    cr_actor_stats_add(out, "mount_failures_total", st->mount_failures);
+    cr_actor_stats_add(out, "remounts_total", st->remounts);
+    cr_actor_stats_add(out, "pings_total", st->pings);
+    cr_actor_stats_add(out, "send_failures_total", st->send_failures);
+    cr_actor_stats_add(out, "tasks_run_total", st->tasks_run);
+    cr_actor_stats_add(out, "tasks_failed_total", st->tasks_failed);
+    cr_actor_stats_add(out, "task_reports_refused_total", st->task_reports_refused);
+    cr_actor_stats_add(out, "offloads_run_total", st->offloads_run);
+    cr_actor_stats_add(out, "offloads_failed_total", st->offloads_failed);
+    cr_actor_stats_add(out, "offload_files_removed_total", st->offload_files_removed);
+    cr_actor_stats_add(out, "ssd_capacity_bytes", st->ssd_capacity);
+    cr_actor_stats_add(out, "ssd_gone_reported_total", st->ssd_gone_reported);
+    cr_actor_stats_add(out, "ssd_gone_reports_refused_total", st->ssd_gone_reports_refused);
     if (st->xfer == NULL) return;
     struct cr_xfer_server_stats x;
     cr_xfer_server_get_stats(st->xfer, &x);
-    add_stat(out, "transfer_reads_total", x.requests_read);
-    add_stat(out, "transfer_writes_total", x.requests_written);
-    add_stat(out, "transfer_bytes_read_total", x.bytes_read);
-    add_stat(out, "transfer_bytes_written_total", x.bytes_written);
-    add_stat(out, "transfer_refused_total",
-             x.refused_out_of_bounds + x.refused_no_segment + x.refused_malformed);
-    add_stat(out, "transfer_connections_open", x.connections_open);
-    add_stat(out, "transfer_shm_refused_total", x.shm_refused_peer);
-    add_stat(out, "transfer_shm_refused_unsealed_total", x.shm_refused_unsealed);
-    add_stat(out, "transfer_shm_files_total", x.shm_files);
-    add_stat(out, "transfer_shm_files_refused_total", x.shm_files_refused);
+    cr_actor_stats_add(out, "transfer_reads_total", x.requests_read);
+    cr_actor_stats_add(out, "transfer_writes_total", x.requests_written);
+    cr_actor_stats_add(out, "transfer_bytes_read_total", x.bytes_read);
+    cr_actor_stats_add(out, "transfer_bytes_written_total", x.bytes_written);
+    cr_actor_stats_add(out, "transfer_refused_total",
+                       x.refused_out_of_bounds + x.refused_no_segment + x.refused_malformed);
+    cr_actor_stats_add(out, "transfer_connections_open", x.connections_open);
+    cr_actor_stats_add(out, "transfer_shm_refused_total", x.shm_refused_peer);
+    cr_actor_stats_add(out, "transfer_shm_refused_unsealed_total", x.shm_refused_unsealed);
+    cr_actor_stats_add(out, "transfer_shm_files_total", x.shm_files);
+    cr_actor_stats_add(out, "transfer_shm_files_refused_total", x.shm_files_refused);
     uint64_t cap_refused = 0;
     for (int v = 0; v < CR_CAP_VERDICTS; v++) cap_refused += x.refused_capability[v];
-    add_stat(out, "transfer_capability_refused_total", cap_refused);
+    cr_actor_stats_add(out, "transfer_capability_refused_total", cap_refused);
     /* By cause ("missing" counts, among others, every Mooncake client's
      * transfer under --data-require-capability: its descriptors carry none). */
     static const char *const by_cause[CR_CAP_VERDICTS] = {
@@ -408,8 +403,8 @@ static void data_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *
         [CR_CAP_OUT_OF_RANGE] = "transfer_capability_refused_out_of_range_total",
         [CR_CAP_WRONG_MODE] = "transfer_capability_refused_wrong_mode_total"};
     for (int v = CR_CAP_MISSING; v < CR_CAP_VERDICTS; v++)
-        add_stat(out, by_cause[v], x.refused_capability[v]);
-    add_stat(out, "transfer_capability_checked_total", x.capability_checked);
+        cr_actor_stats_add(out, by_cause[v], x.refused_capability[v]);
+    cr_actor_stats_add(out, "transfer_capability_checked_total", x.capability_checked);
 }
 
 static void data_destroy(void *arg) {

@@ -33,6 +33,7 @@
 #include "daemon/config.h"
 #include "msgs/master_msgs.h"
 #include "runtime/heap.h"
+#include "runtime/stats_extra.h"
 
 #define LEASES_TICK_NS 100000000ull /* 100 ms */
 #define ZOMBIE_EVERY_TICKS 10u      /* reclaim zombies once a second */
@@ -197,30 +198,23 @@ static void leases_discard(void *arg, struct cr_msg *msg) {
         free(CR_MSG_BODY(msg, struct cr_msg_evict_sample)->candidates);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void leases_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     (void)self;
     const struct leases_state *st = arg;
-    add_stat(out, "polls_total", st->polls);
-    add_stat(out, "eviction_passes_total", st->passes);
-    add_stat(out, "count_eviction_passes_total", st->count_passes);
-    add_stat(out, "victims_chosen_total", st->victims_chosen);
-    add_stat(out, "unmet_passes_total", st->unmet_passes);
-    add_stat(out, "alloc_failures_total", st->alloc_failures);
-    add_stat(out, "send_failures_total", st->send_failures);
-    add_stat(out, "poll_timeouts_total", st->poll_timeouts);
-    add_stat(out, "late_samples_total", st->late_samples);
-    add_stat(out, "used_bytes", st->last_used_bytes);
-    add_stat(out, "capacity_bytes", st->last_capacity_bytes);
-    add_stat(out, "heap_trims_total", st->heap.trims);
-    add_stat(out, "heap_released_bytes_total", st->heap.released_bytes);
-    add_stat(out, "heap_free_bytes", st->heap.free_bytes);
+    cr_actor_stats_add(out, "polls_total", st->polls);
+    cr_actor_stats_add(out, "eviction_passes_total", st->passes);
+    cr_actor_stats_add(out, "count_eviction_passes_total", st->count_passes);
+    cr_actor_stats_add(out, "victims_chosen_total", st->victims_chosen);
+    cr_actor_stats_add(out, "unmet_passes_total", st->unmet_passes);
+    cr_actor_stats_add(out, "alloc_failures_total", st->alloc_failures);
+    cr_actor_stats_add(out, "send_failures_total", st->send_failures);
+    cr_actor_stats_add(out, "poll_timeouts_total", st->poll_timeouts);
+    cr_actor_stats_add(out, "late_samples_total", st->late_samples);
+    cr_actor_stats_add(out, "used_bytes", st->last_used_bytes);
+    cr_actor_stats_add(out, "capacity_bytes", st->last_capacity_bytes);
+    cr_actor_stats_add(out, "heap_trims_total", st->heap.trims);
+    cr_actor_stats_add(out, "heap_released_bytes_total", st->heap.released_bytes);
+    cr_actor_stats_add(out, "heap_free_bytes", st->heap.free_bytes);
 }
 
 static int leases_create(const struct cr_daemon_config *config, void **state_out) {

@@ -37,6 +37,7 @@
 #include "http/events_routes.h"
 #include "msgs/event_msgs.h"
 #include "msgs/store_msgs.h"
+#include "runtime/stats_extra.h"
 
 #define PUBLISHER_LINGER_MS 200 /* at shutdown, time given to the last batches */
 #define LOG_INTERVAL_NS (60ull * 1000000000u)
@@ -359,28 +360,23 @@ static void publisher_discard(void *state, struct cr_msg *msg) {
         cr_store_event_chain_release(CR_MSG_BODY(msg, struct cr_msg_store_event)->chain);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    assert(out->extra_count < CR_ACTOR_STATS_EXTRA_MAX);
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void publisher_stats(struct cr_actor *self, void *state, struct cr_actor_stats *out) {
     (void)self;
     struct publisher *p = state;
-    add_stat(out, "seq", p->info.next_seq);
-    add_stat(out, "batches_total", p->info.batches_sent);
-    add_stat(out, "events_total", p->info.events_sent);
-    add_stat(out, "block_store_events_total", p->info.events_by_kind[CR_STORE_EVENT_BLOCK_STORE]);
-    add_stat(out, "block_update_events_total",
-             p->info.events_by_kind[CR_STORE_EVENT_BLOCK_UPDATE]);
-    add_stat(out, "remove_all_events_total", p->info.events_by_kind[CR_STORE_EVENT_REMOVE_ALL]);
-    add_stat(out, "events_pending", cr_event_encoder_event_count(p->encoder));
-    add_stat(out, "send_drops_total", p->info.send_drops);
-    add_stat(out, "encode_errors_total", p->info.encode_errors);
-    add_stat(out, "handoff_drops_total", p->info.handoff_drops);
-    add_stat(out, "unknown_messages_total", p->unknown_messages);
+    cr_actor_stats_add(out, "seq", p->info.next_seq);
+    cr_actor_stats_add(out, "batches_total", p->info.batches_sent);
+    cr_actor_stats_add(out, "events_total", p->info.events_sent);
+    cr_actor_stats_add(out, "block_store_events_total",
+                       p->info.events_by_kind[CR_STORE_EVENT_BLOCK_STORE]);
+    cr_actor_stats_add(out, "block_update_events_total",
+                       p->info.events_by_kind[CR_STORE_EVENT_BLOCK_UPDATE]);
+    cr_actor_stats_add(out, "remove_all_events_total",
+                       p->info.events_by_kind[CR_STORE_EVENT_REMOVE_ALL]);
+    cr_actor_stats_add(out, "events_pending", cr_event_encoder_event_count(p->encoder));
+    cr_actor_stats_add(out, "send_drops_total", p->info.send_drops);
+    cr_actor_stats_add(out, "encode_errors_total", p->info.encode_errors);
+    cr_actor_stats_add(out, "handoff_drops_total", p->info.handoff_drops);
+    cr_actor_stats_add(out, "unknown_messages_total", p->unknown_messages);
 }
 
 static const struct cr_actor_ops publisher_ops = {

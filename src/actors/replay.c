@@ -35,6 +35,7 @@
 #include "crescent/error.h"
 #include "daemon/config.h"
 #include "msgs/event_msgs.h"
+#include "runtime/stats_extra.h"
 
 #define REPLAY_SESSION_CHUNK 128u  /* batches per session per loop round */
 #define REPLAY_STALL_NS (5ull * 1000000000u) /* a full queue this long drops the session */
@@ -414,31 +415,24 @@ static void replay_discard(void *state, struct cr_msg *msg) {
         cr_event_batch_unref(CR_MSG_BODY(msg, struct cr_msg_event_batch)->batch);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    assert(out->extra_count < CR_ACTOR_STATS_EXTRA_MAX);
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void replay_stats(struct cr_actor *self, void *state, struct cr_actor_stats *out) {
     (void)self;
     struct cr_replay_info info;
     replay_fill_info(state, &info);
-    add_stat(out, "sessions_total", info.sessions_served);
-    add_stat(out, "sessions_clamped_total", info.sessions_clamped);
-    add_stat(out, "malformed_requests_total", info.malformed_requests);
-    add_stat(out, "clients_dropped_total", info.clients_dropped);
-    add_stat(out, "clients_stalled_total", info.clients_stalled);
-    add_stat(out, "batches_replayed_total", info.batches_replayed);
-    add_stat(out, "sessions_active", info.sessions_active);
-    add_stat(out, "batches_kept", info.batches_kept);
-    add_stat(out, "bytes_kept", info.bytes_kept);
-    add_stat(out, "oldest_seq", info.oldest_seq);
-    add_stat(out, "newest_seq", info.newest_seq);
-    add_stat(out, "restarts_total", info.restarts);
-    add_stat(out, "oversized_batches_total", info.oversized_batches);
-    add_stat(out, "unknown_messages_total", ((struct replay *)state)->unknown_messages);
+    cr_actor_stats_add(out, "sessions_total", info.sessions_served);
+    cr_actor_stats_add(out, "sessions_clamped_total", info.sessions_clamped);
+    cr_actor_stats_add(out, "malformed_requests_total", info.malformed_requests);
+    cr_actor_stats_add(out, "clients_dropped_total", info.clients_dropped);
+    cr_actor_stats_add(out, "clients_stalled_total", info.clients_stalled);
+    cr_actor_stats_add(out, "batches_replayed_total", info.batches_replayed);
+    cr_actor_stats_add(out, "sessions_active", info.sessions_active);
+    cr_actor_stats_add(out, "batches_kept", info.batches_kept);
+    cr_actor_stats_add(out, "bytes_kept", info.bytes_kept);
+    cr_actor_stats_add(out, "oldest_seq", info.oldest_seq);
+    cr_actor_stats_add(out, "newest_seq", info.newest_seq);
+    cr_actor_stats_add(out, "restarts_total", info.restarts);
+    cr_actor_stats_add(out, "oversized_batches_total", info.oversized_batches);
+    cr_actor_stats_add(out, "unknown_messages_total", ((struct replay *)state)->unknown_messages);
 }
 
 static const struct cr_actor_ops replay_ops = {

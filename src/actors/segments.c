@@ -45,6 +45,7 @@
 #include "actors/segments_recent.h"
 #include "http/mooncake_quotas.h"
 #include "durable/role.h"
+#include "runtime/stats_extra.h"
 
 static const char *const segments_views[] = {"rpc",          "rpc_tcp",     "rpc_shm",
                                              "mooncake_rpc", "store_calls", "mooncake_calls",
@@ -973,19 +974,13 @@ static void segments_discard(void *arg, struct cr_msg *msg) {
         free(CR_MSG_BODY(msg, struct cr_msg_durable_append)->block);
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     struct segments_state *st = arg;
     if (out->view > 0 && strcmp(out->name, "store_calls") == 0) {
         for (size_t i = 0; i < sizeof(failure_stats) / sizeof(failure_stats[0]); i++)
-            add_stat(out, failure_stats[i].stat, st->method_failures[failure_stats[i].method]);
-        add_stat(out, "put_start_no_room_total", st->put_start_no_room);
+            cr_actor_stats_add(out, failure_stats[i].stat,
+                               st->method_failures[failure_stats[i].method]);
+        cr_actor_stats_add(out, "put_start_no_room_total", st->put_start_no_room);
         return;
     }
     if (out->view > 0 && strcmp(out->name, "mooncake_calls") == 0) {
@@ -1000,76 +995,78 @@ static void segments_stats(struct cr_actor *self, void *arg, struct cr_actor_sta
     }
     struct cr_store_stats s;
     cr_store_get_stats(st->store, cr_runtime_now_ns(cr_actor_runtime(self)) / 1000000u, &s);
-    add_stat(out, "capacity_bytes", s.capacity_bytes);
-    add_stat(out, "used_bytes", s.used_bytes);
-    add_stat(out, "objects", s.object_count);
-    add_stat(out, "max_objects", s.max_objects);
-    add_stat(out, "key_index_slots", s.index_slots);
-    add_stat(out, "inflight_puts", s.inflight_puts);
-    add_stat(out, "replicas", s.replica_count);
-    add_stat(out, "leases_active", s.active_leases);
-    add_stat(out, "segments", s.segment_count);
-    add_stat(out, "clients", s.client_count);
-    add_stat(out, "evictions_total", s.evictions);
-    add_stat(out, "evicted_bytes_total", s.evicted_bytes);
-    add_stat(out, "room_evictions_total", s.room_evictions);
-    add_stat(out, "zombies_preempted_total", s.zombies_preempted);
-    add_stat(out, "zombie_bytes_reclaimed_total", s.zombie_bytes_reclaimed);
-    add_stat(out, "discarded_parked", s.discarded_parked);
-    add_stat(out, "clients_expired_total", s.clients_expired);
-    add_stat(out, "file_tier_capacity_bytes", st->files.root[0] ? st->files.quota_bytes : 0);
-    add_stat(out, "file_tier_used_bytes", s.disk_bytes);
-    add_stat(out, "file_tier_replicas", s.disk_replicas);
-    add_stat(out, "file_tier_evictions_total", s.disk_evictions);
-    add_stat(out, "file_tier_reported_total", st->files.reported_files);
-    add_stat(out, "file_tier_dropped_total", st->files.dropped_files);
-    add_stat(out, "file_tier_persist_failed_missing_total", st->files.failed[0]);
-    add_stat(out, "file_tier_persist_failed_read_only_total", st->files.failed[1]);
-    add_stat(out, "file_tier_persist_failed_full_total", st->files.failed[2]);
-    add_stat(out, "file_tier_persist_failed_other_total", st->files.failed[3]);
-    add_stat(out, "file_tier_persist_skipped_busy_total", st->files.skipped_busy);
-    add_stat(out, "file_tier_files_deleted_total", st->files_deleted);
-    add_stat(out, "file_tier_files_left_total", st->files_left);
-    add_stat(out, "local_disk_used_bytes", s.local_disk_bytes);
-    add_stat(out, "local_disk_replicas", s.local_disk_replicas);
-    add_stat(out, "local_disk_capacity_bytes", s.ssd_capacity_bytes);
-    add_stat(out, "offloads_started_total", s.offloads_started);
-    add_stat(out, "offloads_done_total", s.offloads_done);
-    add_stat(out, "offloads_failed_total", s.offloads_failed);
+    cr_actor_stats_add(out, "capacity_bytes", s.capacity_bytes);
+    cr_actor_stats_add(out, "used_bytes", s.used_bytes);
+    cr_actor_stats_add(out, "objects", s.object_count);
+    cr_actor_stats_add(out, "max_objects", s.max_objects);
+    cr_actor_stats_add(out, "key_index_slots", s.index_slots);
+    cr_actor_stats_add(out, "inflight_puts", s.inflight_puts);
+    cr_actor_stats_add(out, "replicas", s.replica_count);
+    cr_actor_stats_add(out, "leases_active", s.active_leases);
+    cr_actor_stats_add(out, "segments", s.segment_count);
+    cr_actor_stats_add(out, "clients", s.client_count);
+    cr_actor_stats_add(out, "evictions_total", s.evictions);
+    cr_actor_stats_add(out, "evicted_bytes_total", s.evicted_bytes);
+    cr_actor_stats_add(out, "room_evictions_total", s.room_evictions);
+    cr_actor_stats_add(out, "zombies_preempted_total", s.zombies_preempted);
+    cr_actor_stats_add(out, "zombie_bytes_reclaimed_total", s.zombie_bytes_reclaimed);
+    cr_actor_stats_add(out, "discarded_parked", s.discarded_parked);
+    cr_actor_stats_add(out, "clients_expired_total", s.clients_expired);
+    cr_actor_stats_add(out, "file_tier_capacity_bytes",
+                       st->files.root[0] ? st->files.quota_bytes : 0);
+    cr_actor_stats_add(out, "file_tier_used_bytes", s.disk_bytes);
+    cr_actor_stats_add(out, "file_tier_replicas", s.disk_replicas);
+    cr_actor_stats_add(out, "file_tier_evictions_total", s.disk_evictions);
+    cr_actor_stats_add(out, "file_tier_reported_total", st->files.reported_files);
+    cr_actor_stats_add(out, "file_tier_dropped_total", st->files.dropped_files);
+    cr_actor_stats_add(out, "file_tier_persist_failed_missing_total", st->files.failed[0]);
+    cr_actor_stats_add(out, "file_tier_persist_failed_read_only_total", st->files.failed[1]);
+    cr_actor_stats_add(out, "file_tier_persist_failed_full_total", st->files.failed[2]);
+    cr_actor_stats_add(out, "file_tier_persist_failed_other_total", st->files.failed[3]);
+    cr_actor_stats_add(out, "file_tier_persist_skipped_busy_total", st->files.skipped_busy);
+    cr_actor_stats_add(out, "file_tier_files_deleted_total", st->files_deleted);
+    cr_actor_stats_add(out, "file_tier_files_left_total", st->files_left);
+    cr_actor_stats_add(out, "local_disk_used_bytes", s.local_disk_bytes);
+    cr_actor_stats_add(out, "local_disk_replicas", s.local_disk_replicas);
+    cr_actor_stats_add(out, "local_disk_capacity_bytes", s.ssd_capacity_bytes);
+    cr_actor_stats_add(out, "offloads_started_total", s.offloads_started);
+    cr_actor_stats_add(out, "offloads_done_total", s.offloads_done);
+    cr_actor_stats_add(out, "offloads_failed_total", s.offloads_failed);
     segments_read_latency_stats(st, out);
-    add_stat(out, "promotion_hits_total", s.promotion_hits);
-    add_stat(out, "promotions_started_total", s.promotions_started);
-    add_stat(out, "promotions_done_total", s.promotions_done);
-    add_stat(out, "promotions_done_bytes_total", s.promotions_done_bytes);
-    add_stat(out, "promotions_failed_total", s.promotions_failed);
-    add_stat(out, "promotions_no_room_total", s.promotions_no_room + s.promotions_dropped);
-    add_stat(out, "local_disk_registered_total", s.local_disk_registered);
-    add_stat(out, "local_disk_gone_total", s.local_disk_gone);
-    add_stat(out, "calls_total", st->calls);
-    add_stat(out, "call_errors_total", st->call_errors);
-    add_stat(out, "replies_dropped_total", st->replies_dropped);
-    add_stat(out, "not_leader_refusals_total", st->not_leader_refusals);
+    cr_actor_stats_add(out, "promotion_hits_total", s.promotion_hits);
+    cr_actor_stats_add(out, "promotions_started_total", s.promotions_started);
+    cr_actor_stats_add(out, "promotions_done_total", s.promotions_done);
+    cr_actor_stats_add(out, "promotions_done_bytes_total", s.promotions_done_bytes);
+    cr_actor_stats_add(out, "promotions_failed_total", s.promotions_failed);
+    cr_actor_stats_add(out, "promotions_no_room_total",
+                       s.promotions_no_room + s.promotions_dropped);
+    cr_actor_stats_add(out, "local_disk_registered_total", s.local_disk_registered);
+    cr_actor_stats_add(out, "local_disk_gone_total", s.local_disk_gone);
+    cr_actor_stats_add(out, "calls_total", st->calls);
+    cr_actor_stats_add(out, "call_errors_total", st->call_errors);
+    cr_actor_stats_add(out, "replies_dropped_total", st->replies_dropped);
+    cr_actor_stats_add(out, "not_leader_refusals_total", st->not_leader_refusals);
     segments_repl_stats(st, out);
-    add_stat(out, "events_sent_total", st->events_sent);
-    add_stat(out, "events_dropped_total", st->events_dropped);
-    add_stat(out, "evict_polls_total", st->evict_polls);
-    add_stat(out, "evictions_refused_total", st->evictions_refused);
-    add_stat(out, "regex_slices_total", st->regex_slices);
-    add_stat(out, "remove_all_slices_total", st->remove_all_slices);
-    add_stat(out, "eviction_samples_dropped_total", st->samples_dropped);
-    add_stat(out, "task_ops_total", st->task_ops);
-    add_stat(out, "task_ops_dropped_total", st->task_ops_dropped);
-    add_stat(out, "task_pings_unforwarded_total", st->task_pings_unforwarded);
-    add_stat(out, "calls_at_tasks", st->at_tasks);
-    add_stat(out, "tasks_busy_total", st->tasks_busy);
-    if (st->ha != NULL) add_stat(out, "ha_refused_total", st->ha_refused);
-    add_stat(out, "log_records_total", st->feed.records);
-    add_stat(out, "log_calls_held_total", st->calls_held);
-    add_stat(out, "log_blocks_dropped_total", st->log_blocks_dropped + st->feed.failures);
-    add_stat(out, "restored_objects", st->recovery.objects);
-    add_stat(out, "snapshots_begun_total", st->snapshots_begun);
-    add_stat(out, "snapshot_slices_total", st->snapshot_slices);
-    add_stat(out, "snapshot_slice_ns_max", st->snapshot_slice_ns_max);
+    cr_actor_stats_add(out, "events_sent_total", st->events_sent);
+    cr_actor_stats_add(out, "events_dropped_total", st->events_dropped);
+    cr_actor_stats_add(out, "evict_polls_total", st->evict_polls);
+    cr_actor_stats_add(out, "evictions_refused_total", st->evictions_refused);
+    cr_actor_stats_add(out, "regex_slices_total", st->regex_slices);
+    cr_actor_stats_add(out, "remove_all_slices_total", st->remove_all_slices);
+    cr_actor_stats_add(out, "eviction_samples_dropped_total", st->samples_dropped);
+    cr_actor_stats_add(out, "task_ops_total", st->task_ops);
+    cr_actor_stats_add(out, "task_ops_dropped_total", st->task_ops_dropped);
+    cr_actor_stats_add(out, "task_pings_unforwarded_total", st->task_pings_unforwarded);
+    cr_actor_stats_add(out, "calls_at_tasks", st->at_tasks);
+    cr_actor_stats_add(out, "tasks_busy_total", st->tasks_busy);
+    if (st->ha != NULL) cr_actor_stats_add(out, "ha_refused_total", st->ha_refused);
+    cr_actor_stats_add(out, "log_records_total", st->feed.records);
+    cr_actor_stats_add(out, "log_calls_held_total", st->calls_held);
+    cr_actor_stats_add(out, "log_blocks_dropped_total", st->log_blocks_dropped + st->feed.failures);
+    cr_actor_stats_add(out, "restored_objects", st->recovery.objects);
+    cr_actor_stats_add(out, "snapshots_begun_total", st->snapshots_begun);
+    cr_actor_stats_add(out, "snapshot_slices_total", st->snapshot_slices);
+    cr_actor_stats_add(out, "snapshot_slice_ns_max", st->snapshot_slice_ns_max);
     if (out->histograms != NULL && out->histogram_count < out->histograms_max)
         out->histograms[out->histogram_count++] = (struct cr_actor_histogram){
             .name = "snapshot_slice_seconds",

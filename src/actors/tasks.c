@@ -66,6 +66,7 @@
 #include "daemon/config.h"
 #include "http/task_routes.h"
 #include "msgs/task_msgs.h"
+#include "runtime/stats_extra.h"
 
 #define TASKS_TICK_NS 1000000000ull /* deadline and lease checks: once a second */
 #define FETCH_DEFAULT 16u
@@ -766,43 +767,36 @@ static void tasks_discard(void *arg, struct cr_msg *msg) {
     }
 }
 
-static void add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count >= CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void tasks_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     (void)self;
     struct tasks_state *st = arg;
-    add_stat(out, "created_total", st->created);
-    add_stat(out, "succeeded_total", st->succeeded);
-    add_stat(out, "failed_total", st->failed);
-    add_stat(out, "pings_with_tasks_total", st->pings_with_tasks);
-    add_stat(out, "timed_out_total", st->timed_out);
-    add_stat(out, "reassigned_total", st->reassigned);
-    add_stat(out, "failed_lost_total", st->failed_lost);
-    add_stat(out, "rechecks_total", st->rechecks);
-    add_stat(out, "in_flight", cr_task_table_active_count(st->table));
-    add_stat(out, "max_in_flight", st->max_in_flight);
-    add_stat(out, "refused_full_total", st->refused_full);
-    add_stat(out, "finished_kept", cr_task_table_finished_count(st->table));
-    add_stat(out, "finished_dropped_total", cr_task_table_dropped(st->table));
-    add_stat(out, "bytes_moved_total", st->bytes_moved);
-    add_stat(out, "offloads_created_total", st->offloads_created);
-    add_stat(out, "offloads_done_total", st->offloads_done);
-    add_stat(out, "offloads_failed_total", st->offloads_failed);
-    add_stat(out, "offloaded_bytes_total", st->offloaded_bytes);
-    add_stat(out, "ops_dropped_total", st->ops_dropped);
-    add_stat(out, "replies_waiting", st->unsent);
-    add_stat(out, "replies_delayed_total", st->replies_delayed);
-    add_stat(out, "replies_lost_total", st->replies_lost);
-    add_stat(out, "failures_create_copy_task_total", st->refused_create_copy);
-    add_stat(out, "failures_create_move_task_total", st->refused_create_move);
-    add_stat(out, "failures_query_task_total", st->refused_query);
-    add_stat(out, "failures_fetch_tasks_total", st->refused_fetch);
-    add_stat(out, "failures_mark_task_to_complete_total", st->refused_mark);
+    cr_actor_stats_add(out, "created_total", st->created);
+    cr_actor_stats_add(out, "succeeded_total", st->succeeded);
+    cr_actor_stats_add(out, "failed_total", st->failed);
+    cr_actor_stats_add(out, "pings_with_tasks_total", st->pings_with_tasks);
+    cr_actor_stats_add(out, "timed_out_total", st->timed_out);
+    cr_actor_stats_add(out, "reassigned_total", st->reassigned);
+    cr_actor_stats_add(out, "failed_lost_total", st->failed_lost);
+    cr_actor_stats_add(out, "rechecks_total", st->rechecks);
+    cr_actor_stats_add(out, "in_flight", cr_task_table_active_count(st->table));
+    cr_actor_stats_add(out, "max_in_flight", st->max_in_flight);
+    cr_actor_stats_add(out, "refused_full_total", st->refused_full);
+    cr_actor_stats_add(out, "finished_kept", cr_task_table_finished_count(st->table));
+    cr_actor_stats_add(out, "finished_dropped_total", cr_task_table_dropped(st->table));
+    cr_actor_stats_add(out, "bytes_moved_total", st->bytes_moved);
+    cr_actor_stats_add(out, "offloads_created_total", st->offloads_created);
+    cr_actor_stats_add(out, "offloads_done_total", st->offloads_done);
+    cr_actor_stats_add(out, "offloads_failed_total", st->offloads_failed);
+    cr_actor_stats_add(out, "offloaded_bytes_total", st->offloaded_bytes);
+    cr_actor_stats_add(out, "ops_dropped_total", st->ops_dropped);
+    cr_actor_stats_add(out, "replies_waiting", st->unsent);
+    cr_actor_stats_add(out, "replies_delayed_total", st->replies_delayed);
+    cr_actor_stats_add(out, "replies_lost_total", st->replies_lost);
+    cr_actor_stats_add(out, "failures_create_copy_task_total", st->refused_create_copy);
+    cr_actor_stats_add(out, "failures_create_move_task_total", st->refused_create_move);
+    cr_actor_stats_add(out, "failures_query_task_total", st->refused_query);
+    cr_actor_stats_add(out, "failures_fetch_tasks_total", st->refused_fetch);
+    cr_actor_stats_add(out, "failures_mark_task_to_complete_total", st->refused_mark);
 }
 
 static void tasks_round_end(struct cr_actor *self, void *arg) {

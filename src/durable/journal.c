@@ -34,6 +34,7 @@
 #include "durable/role.h"
 #include "durable/journal_internal.h"
 #include "msgs/durable_msgs.h"
+#include "runtime/stats_extra.h"
 
 static void journal_fail(struct journal_state *st, const char *what, int err) {
     if (st->failed) return;
@@ -397,27 +398,20 @@ static void journal_discard(void *arg, struct cr_msg *msg) {
     if (msg->type == CR_MSG_ROLE_REQUEST) free(msg->body.ptr[0]);
 }
 
-void journal_add_stat(struct cr_actor_stats *out, const char *name, uint64_t value) {
-    if (out->extra_count == CR_ACTOR_STATS_EXTRA_MAX) return;
-    out->extra[out->extra_count].name = name;
-    out->extra[out->extra_count].value = value;
-    out->extra_count++;
-}
-
 static void journal_stats(struct cr_actor *self, void *arg, struct cr_actor_stats *out) {
     (void)self;
     const struct journal_state *st = arg;
-    journal_add_stat(out, "log_bytes_total", st->bytes);
-    journal_add_stat(out, "log_blocks_total", st->blocks);
-    journal_add_stat(out, "log_syncs_total", st->syncs);
-    journal_add_stat(out, "log_sync_ns_max", st->sync_ns_max);
-    journal_add_stat(out, "log_written_lsn", st->written_lsn);
-    journal_add_stat(out, "log_synced_lsn", st->synced_lsn);
-    journal_add_stat(out, "snapshots_total", st->snapshots);
-    journal_add_stat(out, "snapshot_bytes_total", st->snapshot_bytes);
-    journal_add_stat(out, "snapshot_failures_total", st->snapshot_failures);
-    journal_add_stat(out, "snapshots_skipped_total", st->snapshots_skipped);
-    journal_add_stat(out, "diverged_kept", st->repl.diverged_kept);
+    cr_actor_stats_add(out, "log_bytes_total", st->bytes);
+    cr_actor_stats_add(out, "log_blocks_total", st->blocks);
+    cr_actor_stats_add(out, "log_syncs_total", st->syncs);
+    cr_actor_stats_add(out, "log_sync_ns_max", st->sync_ns_max);
+    cr_actor_stats_add(out, "log_written_lsn", st->written_lsn);
+    cr_actor_stats_add(out, "log_synced_lsn", st->synced_lsn);
+    cr_actor_stats_add(out, "snapshots_total", st->snapshots);
+    cr_actor_stats_add(out, "snapshot_bytes_total", st->snapshot_bytes);
+    cr_actor_stats_add(out, "snapshot_failures_total", st->snapshot_failures);
+    cr_actor_stats_add(out, "snapshots_skipped_total", st->snapshots_skipped);
+    cr_actor_stats_add(out, "diverged_kept", st->repl.diverged_kept);
     if (out->histograms != NULL && out->histogram_count < out->histograms_max) {
         out->histograms[out->histogram_count++] = (struct cr_actor_histogram){
             .name = "fsync_duration_seconds",

@@ -132,7 +132,6 @@ void journal_sync(struct journal_state *st);
 void journal_take(struct journal_state *st, uint8_t *block, size_t len, uint64_t last_lsn);
 /* SYNCED to segments when the lsn it may answer up to moved. */
 void journal_release(struct journal_state *st);
-void journal_add_stat(struct cr_actor_stats *out, const char *name, uint64_t value);
 
 /* repl.c */
 int repl_create(struct journal_state *st, const struct cr_daemon_config *config);

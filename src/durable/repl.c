@@ -38,6 +38,7 @@
 #include "durable/journal_internal.h"
 #include "durable/repl_wire.h"
 #include "msgs/durable_msgs.h"
+#include "runtime/stats_extra.h"
 
 #define REPL_TAG_WAKE 0u
 #define REPL_TAG_LISTEN 1u
@@ -1046,28 +1047,28 @@ void repl_stats(const struct journal_state *st, struct cr_actor_stats *out) {
             lag_records_max = st->written_lsn - r->peers[i]->acked;
     struct cr_role_status s;
     cr_role_get(&s);
-    journal_add_stat(out, "repl_role", (uint64_t)s.role);
-    journal_add_stat(out, "repl_term", s.term);
-    journal_add_stat(out, "repl_standbys", s.standbys);
-    journal_add_stat(out, "repl_lag_records_max", r->leading ? lag_records_max : s.lag_records);
-    journal_add_stat(out, "repl_standby_lag_ms", s.lag_ms);
-    journal_add_stat(out, "repl_acked_lsn", r->acked_lsn);
-    journal_add_stat(out, "repl_lag_max_us", r->lag_max_ns / 1000u);
-    journal_add_stat(out, "repl_bytes_sent_total", r->bytes_sent);
-    journal_add_stat(out, "repl_bytes_received_total", r->bytes_received);
-    journal_add_stat(out, "repl_reconnects_total", r->reconnects);
-    journal_add_stat(out, "repl_accepts_total", r->accepts);
-    journal_add_stat(out, "repl_stale_term_refused_total", r->stale_refused);
-    journal_add_stat(out, "repl_bad_frames_total", r->bad_frames);
-    journal_add_stat(out, "repl_refused_standbys_total", r->refused_hellos);
-    journal_add_stat(out, "repl_snapshots_sent_total", r->snapshots_sent);
-    journal_add_stat(out, "repl_snapshots_received_total", r->snapshots_received);
-    journal_add_stat(out, "repl_highest_term", r->terms.highest);
-    journal_add_stat(out, "repl_state_log_bytes", s.log_bytes);
-    journal_add_stat(out, "repl_state_snapshot_lsn", s.snapshot_lsn);
-    journal_add_stat(out, "repl_resyncs_asked_total", r->resyncs_asked);
-    journal_add_stat(out, "repl_resyncs_total", r->resyncs);
-    journal_add_stat(out, "repl_terms_write_failures_total", r->terms_failures);
+    cr_actor_stats_add(out, "repl_role", (uint64_t)s.role);
+    cr_actor_stats_add(out, "repl_term", s.term);
+    cr_actor_stats_add(out, "repl_standbys", s.standbys);
+    cr_actor_stats_add(out, "repl_lag_records_max", r->leading ? lag_records_max : s.lag_records);
+    cr_actor_stats_add(out, "repl_standby_lag_ms", s.lag_ms);
+    cr_actor_stats_add(out, "repl_acked_lsn", r->acked_lsn);
+    cr_actor_stats_add(out, "repl_lag_max_us", r->lag_max_ns / 1000u);
+    cr_actor_stats_add(out, "repl_bytes_sent_total", r->bytes_sent);
+    cr_actor_stats_add(out, "repl_bytes_received_total", r->bytes_received);
+    cr_actor_stats_add(out, "repl_reconnects_total", r->reconnects);
+    cr_actor_stats_add(out, "repl_accepts_total", r->accepts);
+    cr_actor_stats_add(out, "repl_stale_term_refused_total", r->stale_refused);
+    cr_actor_stats_add(out, "repl_bad_frames_total", r->bad_frames);
+    cr_actor_stats_add(out, "repl_refused_standbys_total", r->refused_hellos);
+    cr_actor_stats_add(out, "repl_snapshots_sent_total", r->snapshots_sent);
+    cr_actor_stats_add(out, "repl_snapshots_received_total", r->snapshots_received);
+    cr_actor_stats_add(out, "repl_highest_term", r->terms.highest);
+    cr_actor_stats_add(out, "repl_state_log_bytes", s.log_bytes);
+    cr_actor_stats_add(out, "repl_state_snapshot_lsn", s.snapshot_lsn);
+    cr_actor_stats_add(out, "repl_resyncs_asked_total", r->resyncs_asked);
+    cr_actor_stats_add(out, "repl_resyncs_total", r->resyncs);
+    cr_actor_stats_add(out, "repl_terms_write_failures_total", r->terms_failures);
     if (out->histograms != NULL && out->histogram_count < out->histograms_max && r->on) {
         out->histograms[out->histogram_count++] = (struct cr_actor_histogram){
             .name = "replication_lag_seconds",
