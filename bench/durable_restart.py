@@ -3,8 +3,8 @@
 starting crescentd on a copy of DIR (bench/durable_recover.c writes one) to
 its first answered store call (`crescentctl ping`, then `exist` of a key the
 directory holds), beside crescentd's own CPU time (utime + stime from
-/proc, what the machine's load does not inflate) and its "restored from"
-log line.  The ceiling of the same round: `cat` of the directory's files to
+/proc, what the machine's load does not inflate), its resident size after
+the `exist` (VmRSS, and VmHWM: the peak) and its "restored from" log line.  The ceiling of the same round: `cat` of the directory's files to
 /dev/null (reading what a restart must read).
 
     CRESCENT_BIN_DIR=zig-out/bin python3 bench/durable_restart.py DIR [ROUNDS]
@@ -34,6 +34,16 @@ def cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def mem_mib(pid):
+    """VmRSS and VmHWM (the peak) of the process, MiB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return out["VmRSS"], out["VmHWM"]
 
 
 def load():
@@ -81,6 +91,7 @@ def one_round(src, work):
         # A loaded machine may take longer than the ping's 500 ms here.
         r = subprocess.run(ctl[:-1] + ["5000", "exist", KEY], capture_output=True)
         assert r.returncode == 0, f"{KEY} not restored: {r.stderr!r}"
+        rss, hwm = mem_mib(d.pid)
     finally:
         d.send_signal(signal.SIGKILL)
         d.wait()
@@ -88,7 +99,7 @@ def one_round(src, work):
     restored = [l.strip() for l in log if "restored from" in l]
     log.close()
     shutil.rmtree(work, ignore_errors=True)
-    return first, cpu, restored[-1] if restored else "(no restore line)"
+    return first, cpu, restored[-1] if restored else "(no restore line)", rss, hwm
 
 
 def main():
@@ -98,12 +109,13 @@ def main():
     firsts, cpus, ceils = [], [], []
     for i in range(rounds):
         c = ceiling(src)
-        first, cpu, line = one_round(src, work)
+        first, cpu, line, rss, hwm = one_round(src, work)
         firsts.append(first)
         cpus.append(cpu)
         ceils.append(c)
         print(f"round {i + 1} (load {load()}): ceiling (read the files) {c:.2f} s; "
-              f"first answered call {first:.2f} s after start, crescentd CPU {cpu:.2f} s\n"
+              f"first answered call {first:.2f} s after start, crescentd CPU {cpu:.2f} s, "
+              f"resident {rss:.0f} MiB (peak {hwm:.0f} MiB)\n"
               f"  {line}", flush=True)
     print(f"median of {rounds}: first answered call {statistics.median(firsts):.2f} s, "
           f"crescentd CPU {statistics.median(cpus):.2f} s, ceiling "

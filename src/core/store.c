@@ -245,7 +245,8 @@ void cr_store_destroy(cr_store *s) {
         cr_store_obj_free_key(obj);
         free(obj->meta);
         for (uint32_t r = 0; r < obj->replica_count; r++)
-            if (obj->replicas[r].medium == CR_MEDIUM_DISK) free(obj->replicas[r].path);
+            if (cr_store_reps(obj)[r].medium == CR_MEDIUM_DISK) free(cr_store_reps(obj)[r].path);
+        cr_store_obj_free_reps(obj);
     }
     for (uint32_t i = 0; s->segments != NULL && i < s->cfg.max_segments; i++) {
         if (s->segments[i].in_use) cr_store_segment_release(s, i);

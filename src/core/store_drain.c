@@ -31,7 +31,7 @@ static const struct cr_store_obj *live(const cr_store *store, uint32_t id, uint3
 /* The index of the object's memory replica on segment `seg`, or -1. */
 static int replica_on(const struct cr_store_obj *obj, int seg) {
     for (uint32_t r = 0; seg >= 0 && r < obj->replica_count; r++)
-        if (cr_store_rep_memory(&obj->replicas[r]) && obj->replicas[r].segment == (uint32_t)seg)
+        if (cr_store_rep_memory(&cr_store_reps(obj)[r]) && cr_store_reps(obj)[r].segment == (uint32_t)seg)
             return (int)r;
     return -1;
 }
@@ -47,7 +47,7 @@ enum cr_store_drain_state cr_store_drain_state_of(const cr_store *store, uint32_
     if (obj == NULL || replica_on(obj, cr_store_segment_lookup(store, source)) < 0)
         return CR_DRAIN_DONE;
     int t = target != NULL ? replica_on(obj, cr_store_segment_lookup(store, target)) : -1;
-    *on_target = t >= 0 && obj->replicas[t].status == CR_REPLICA_COMPLETE;
+    *on_target = t >= 0 && cr_store_reps(obj)[t].status == CR_REPLICA_COMPLETE;
     if (obj->tasks > 0) return CR_DRAIN_BUSY;
     if (obj->state != CR_OBJ_COMPLETE || obj->hard_pinned || cr_store_obj_leased(obj, now_ms))
         return CR_DRAIN_BLOCKED;

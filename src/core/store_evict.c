@@ -22,13 +22,13 @@
 static uint64_t obj_bytes(const struct cr_store_obj *obj) {
     uint64_t bytes = 0;
     for (uint32_t r = 0; r < obj->replica_count; r++)
-        if (cr_store_rep_memory(&obj->replicas[r])) bytes += obj->replicas[r].size;
+        if (cr_store_rep_memory(&cr_store_reps(obj)[r])) bytes += cr_store_reps(obj)[r].size;
     return bytes;
 }
 
 static bool has_memory(const struct cr_store_obj *obj) {
     for (uint32_t r = 0; r < obj->replica_count; r++)
-        if (cr_store_rep_memory(&obj->replicas[r])) return true;
+        if (cr_store_rep_memory(&cr_store_reps(obj)[r])) return true;
     return false;
 }
 
@@ -44,14 +44,15 @@ static bool evictable(const struct cr_store_obj *obj, uint64_t now_ms) {
 static void evict_memory(cr_store *store, uint32_t id) {
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     for (uint32_t r = 0; r < obj->replica_count;) {
-        if (!cr_store_rep_memory(&obj->replicas[r])) {
+        if (!cr_store_rep_memory(&cr_store_reps(obj)[r])) {
             r++;
             continue;
         }
-        cr_store_replica_release(store, &obj->replicas[r]);
-        obj->replicas[r] = obj->replicas[--obj->replica_count];
+        cr_store_replica_release(store, &cr_store_reps(obj)[r]);
+        cr_store_reps(obj)[r] = cr_store_reps(obj)[--obj->replica_count];
         store->replica_count--;
     }
+    cr_store_obj_reps_shrink(obj);
     if (obj->replica_count == 0) {
         cr_store_obj_remove(store, id);
         return;
@@ -156,7 +157,7 @@ bool cr_store_evict(cr_store *store, uint32_t object_id, uint32_t generation, ui
     store->counters.evicted_bytes += obj_bytes(obj);
     bool elsewhere = false;
     for (uint32_t r = 0; r < obj->replica_count; r++)
-        elsewhere = elsewhere || !cr_store_rep_memory(&obj->replicas[r]);
+        elsewhere = elsewhere || !cr_store_rep_memory(&cr_store_reps(obj)[r]);
     if (elsewhere) evict_memory(store, object_id);
     else cr_store_obj_remove(store, object_id);
     return true;

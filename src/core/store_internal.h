@@ -83,12 +83,51 @@ struct cr_store_obj {
     uint8_t tasks;
     uint64_t checksum; /* PutEnd's XXH3 of the bytes, when has_checksum */
     uint64_t task_reserved_ms; /* the latest reservation's time */
-    struct cr_store_replica replicas[CR_STORE_REPLICAS_MAX];
+    /* The replicas, read through cr_store_reps(obj): nearly every object has
+     * one (Mooncake's replica_num defaults to 1), kept in rep_inline; an
+     * object that needs more holds all of them in reps_more, an array of
+     * CR_STORE_REPLICAS_MAX malloc'd by cr_store_obj_reps_reserve (and freed
+     * with the object).  NULL means inline, not a pointer to rep_inline: a
+     * zeroed slab (cr_store_slab_reserve) or a copied object stays valid
+     * with nothing to fix up.  Beside each other, so that a one-replica
+     * object's replica list reads the lines its lookup read before. */
+    struct cr_store_replica *reps_more;
+    struct cr_store_replica rep_inline;
 };
+/* 176, not 336 with eight replicas inline: a restart writes every byte of
+ * the slab (10 M objects were 3.2 GB the kernel zeroed first); keep it. */
+_Static_assert(sizeof(struct cr_store_obj) <= 176, "an object stays at most 176 bytes");
+
+static inline struct cr_store_replica *cr_store_reps_mut(struct cr_store_obj *obj) {
+    return obj->reps_more != NULL ? obj->reps_more : &obj->rep_inline;
+}
+static inline const struct cr_store_replica *cr_store_reps_const(const struct cr_store_obj *obj) {
+    return obj->reps_more != NULL ? obj->reps_more : &obj->rep_inline;
+}
+/* An object's replicas [0, replica_count): const for a const object. */
+#define cr_store_reps(obj)                                                                   \
+    _Generic((obj), const struct cr_store_obj *: cr_store_reps_const,                        \
+             default: cr_store_reps_mut)(obj)
 
 static inline void cr_store_obj_free_key(struct cr_store_obj *obj) {
     if (obj->key != obj->key_inline) free(obj->key);
     obj->key = NULL;
+}
+
+/* Frees the overflow array (with the object, or once it is back to one
+ * replica); the replicas' own resources are the caller's. */
+static inline void cr_store_obj_free_reps(struct cr_store_obj *obj) {
+    free(obj->reps_more);
+    obj->reps_more = NULL;
+}
+
+/* Back inline when the object is down to at most one replica (a removal,
+ * an eviction, a task's rollback): the array is freed, so a store whose
+ * objects went back to one replica holds no overflow arrays. */
+static inline void cr_store_obj_reps_shrink(struct cr_store_obj *obj) {
+    if (obj->reps_more == NULL || obj->replica_count > 1) return;
+    if (obj->replica_count == 1) obj->rep_inline = obj->reps_more[0];
+    cr_store_obj_free_reps(obj);
 }
 
 struct cr_store_segment {
@@ -243,6 +282,10 @@ struct cr_store {
     /* The last NO_AVAILABLE_HANDLE: could freeing space have made room?  False
      * when the object is larger than every mounted segment. */
     bool no_room_evictable;
+    /* Unit tests set it to make the next overflow arrays' malloc fail
+     * (cr_store_reps_alloc), so that the unwinding is tested; never set
+     * otherwise. */
+    bool reps_alloc_fails;
 };
 
 /* store_quota.c: a tenant's replica bytes go up or down; a PutStart of
@@ -270,7 +313,7 @@ static inline uint64_t cr_store_alloc_bytes(uint64_t value_length) {
  * memory pool (docs/tiers.md). */
 static inline uint64_t cr_store_rep_charge(const struct cr_store_obj *obj, uint32_t r) {
     assert(r < obj->replica_count);
-    return cr_store_rep_memory(&obj->replicas[r]) ? cr_store_alloc_bytes(obj->size) : 0;
+    return cr_store_rep_memory(&cr_store_reps(obj)[r]) ? cr_store_alloc_bytes(obj->size) : 0;
 }
 
 /* What all of an object's replicas charge its tenant. */
@@ -341,6 +384,23 @@ uint32_t cr_store_obj_find(const cr_store *store, uint16_t tenant, const char *k
 uint64_t cr_store_key_hash(const cr_store *store, uint16_t tenant, const char *key,
                            uint32_t key_len);
 void cr_store_obj_free(cr_store *store, uint32_t id);
+/* Makes room for `count` replicas in the object (count <= CR_STORE_REPLICAS_MAX):
+ * above one, its replicas move to an overflow array.  Call before
+ * replica_count grows.  CR_OK, or CR_ERR_NOMEM with the message set and the
+ * object unchanged. */
+int cr_store_obj_reps_reserve(cr_store *store, struct cr_store_obj *obj, uint32_t count);
+/* An overflow array for a new object's replicas (PutStart, restore), taken
+ * before anything changes; NULL: CR_ERR_NOMEM, message set. */
+struct cr_store_replica *cr_store_reps_alloc(cr_store *store);
+/* A new object's `count` replicas: inline for one, else into `more`
+ * (cr_store_reps_alloc, owned by the object from now; NULL for one). */
+static inline void cr_store_obj_reps_init(struct cr_store_obj *obj, struct cr_store_replica *more,
+                                          const struct cr_store_replica *reps, uint32_t count) {
+    assert(obj->reps_more == NULL && count <= CR_STORE_REPLICAS_MAX);
+    assert((count > 1) == (more != NULL));
+    obj->reps_more = more;
+    memcpy(cr_store_reps(obj), reps, count * sizeof(*reps));
+}
 void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *obj,
                             bool complete_only, struct cr_store_replica_list *out);
 void cr_store_obj_emit_update(cr_store *store, const struct cr_store_obj *obj);

@@ -27,6 +27,7 @@ struct put_plan {
     uint32_t existing; /* object preempted, or CR_STORE_NONE */
     char *key_copy;
     struct cr_store_meta_copy *meta_copy;
+    struct cr_store_replica *reps_more; /* the object's, when count > 1 */
     uint32_t count;
     struct cr_store_replica replicas[CR_STORE_REPLICAS_MAX];
 };
@@ -239,7 +240,7 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
     for (uint32_t r = 0; r < obj->replica_count && release_space; r++) {
         /* A task's reserved replica may still be written by its executor:
          * parked rather than handed to the next put. */
-        const struct cr_store_replica *rep = &obj->replicas[r];
+        const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
         /* Reclaimed once both the release timeout and the task's deadline
          * have passed (the parking table counts from the entry's time). */
         uint64_t release = store->cfg.put_start_release_timeout_ms;
@@ -254,6 +255,7 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
     cr_store_tenant_charge(store, obj->tenant, cr_store_obj_charge(obj), false);
     store->replica_count -= obj->replica_count;
     cr_store_obj_free_key(obj);
+    cr_store_obj_free_reps(obj);
     free(obj->meta);
     uint32_t generation = obj->generation + 1;
     uint16_t tenant = obj->tenant;
@@ -267,6 +269,30 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
 
 void cr_store_obj_free(cr_store *store, uint32_t id) {
     obj_free_ex(store, id, true);
+}
+
+/* ---- replica storage (store_internal.h) --------------------------------------- */
+
+struct cr_store_replica *cr_store_reps_alloc(cr_store *store) {
+    assert(store != NULL);
+    struct cr_store_replica *more =
+        store->reps_alloc_fails ? NULL : malloc(CR_STORE_REPLICAS_MAX * sizeof(*more));
+    if (more == NULL)
+        (void)cr_store_fail(store, CR_ERR_NOMEM,
+                            "out of memory for an object's replica array (%zu bytes)",
+                            CR_STORE_REPLICAS_MAX * sizeof(*more));
+    return more;
+}
+
+int cr_store_obj_reps_reserve(cr_store *store, struct cr_store_obj *obj, uint32_t count) {
+    assert(store != NULL && obj != NULL && count <= CR_STORE_REPLICAS_MAX);
+    if (count <= 1 || obj->reps_more != NULL) return CR_OK;
+    struct cr_store_replica *more = cr_store_reps_alloc(store);
+    if (more == NULL) return CR_ERR_NOMEM;
+    if (obj->replica_count == 1) more[0] = obj->rep_inline;
+    obj->rep_inline = (struct cr_store_replica){0}; /* no stale path pointer */
+    obj->reps_more = more;
+    return CR_OK;
 }
 
 /* ---- small object helpers ------------------------------------------------------ */
@@ -304,7 +330,7 @@ void cr_store_obj_fill_list(const cr_store *store, const struct cr_store_obj *ob
     out->has_checksum = obj->has_checksum;
     out->checksum = obj->checksum;
     for (uint32_t r = 0; r < obj->replica_count; r++) {
-        const struct cr_store_replica *rep = &obj->replicas[r];
+        const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
         if (complete_only && rep->status != CR_REPLICA_COMPLETE) continue;
         struct cr_store_replica_desc *d = &out->replicas[out->count++];
         if (rep->medium == CR_MEDIUM_DISK) {
@@ -345,8 +371,8 @@ static void emit_object(cr_store *store, enum cr_store_change_kind kind,
     struct cr_store_event_replica reps[CR_STORE_REPLICAS_MAX];
     uint32_t n = 0;
     for (uint32_t r = 0; r < replica_count; r++)
-        if (obj->replicas[r].status == CR_REPLICA_COMPLETE)
-            reps[n++] = event_replica(store, &obj->replicas[r]);
+        if (cr_store_reps(obj)[r].status == CR_REPLICA_COMPLETE)
+            reps[n++] = event_replica(store, &cr_store_reps(obj)[r]);
     struct cr_store_change ev = {
         .kind = kind, .tenant = cr_store_tenant_name(store, obj->tenant), .key = obj->key,
         .key_len = obj->key_len, .replicas = reps, .replica_count = n,
@@ -422,12 +448,13 @@ void cr_store_prefetch(const cr_store *store, const struct cr_store_key *k, bool
     }
     /* The home slot only: a probe that goes on is rare at the table's load. */
     if (slot->id_plus1 == 0 || slot->hash_hi != (uint32_t)(k->hash >> 32)) return;
-    /* Every line up to the first replica: the key and state, the lease and
-     * access times, the flags, and what a replica list reads first.  An
-     * object (336 bytes) does not start on a line, so its first 128 bytes
-     * span three lines as often as two. */
+    /* Every line up to the end of the inline replica: the key and state,
+     * the lease and access times, the flags, and what a replica list reads
+     * (an object with more replicas reads its overflow array besides).  An
+     * object (176 bytes) does not start on a line, so it spans three or
+     * four lines. */
     const char *from = (const char *)cr_store_obj_at(store, slot->id_plus1 - 1);
-    const char *to = (const char *)&((const struct cr_store_obj *)(const void *)from)->replicas[1];
+    const char *to = (const char *)(&((const struct cr_store_obj *)(const void *)from)->rep_inline + 1);
     for (const char *p = from; p < to; p += 64) __builtin_prefetch(p);
     __builtin_prefetch(to - 1);
 }
@@ -563,6 +590,7 @@ static void plan_unwind(cr_store *store, struct put_plan *plan) {
     plan->count = 0;
     free(plan->key_copy);
     free(plan->meta_copy);
+    free(plan->reps_more);
 }
 
 /* One client may create at most max_tenants_per_client of the tenants that
@@ -659,7 +687,7 @@ static void preempt(cr_store *store, uint32_t id) {
     for (uint32_t r = 0; r < obj->replica_count; r++) {
         assert(store->discarded_count < store->cfg.max_discarded);
         store->discarded[store->discarded_count++] = (struct cr_store_discarded){
-            obj->put_start_ms, obj->replicas[r],
+            obj->put_start_ms, cr_store_reps(obj)[r],
             r == 0 ? CR_STORE_DISCARD_PUT_FIRST : CR_STORE_DISCARD_PUT_MORE};
     }
     store->counters.zombies_preempted++;
@@ -698,7 +726,7 @@ static int plan_commit(cr_store *store, struct put_plan *plan, const struct cr_u
         .owner = *client, .key_len = p->key_len, .generation = generation,
         .tenant = plan->tenant, .state = CR_OBJ_INFLIGHT, .replica_count = (uint8_t)plan->count,
         .with_soft_pin = p->with_soft_pin};
-    memcpy(obj->replicas, plan->replicas, plan->count * sizeof(plan->replicas[0]));
+    cr_store_obj_reps_init(obj, plan->reps_more, plan->replicas, plan->count);
     if (obj->key == NULL) { /* short key: kept inline */
         memcpy(obj->key_inline, p->key, p->key_len);
         obj->key = obj->key_inline;
@@ -743,6 +771,11 @@ static int put_start_once(cr_store *store, const struct cr_uuid *client,
     if (plan.count == 0) {
         plan_unwind(store, &plan);
         return no_room(store, cr_store_alloc_bytes(p->value_length));
+    }
+    /* Only an object of more than one replica takes an overflow array. */
+    if (plan.count > 1 && (plan.reps_more = cr_store_reps_alloc(store)) == NULL) {
+        plan_unwind(store, &plan);
+        return CR_ERR_NOMEM;
     }
     uint32_t id = CR_STORE_NONE; /* set by plan_commit on success */
     rc = plan_commit(store, &plan, client, p, now_ms, &id);
@@ -823,7 +856,7 @@ int cr_store_put_end_k(cr_store *store, const struct cr_uuid *client,
     obj->checksum = checksum != NULL ? *checksum : 0;
     obj->state = CR_OBJ_COMPLETE;
     for (uint32_t r = 0; r < obj->replica_count; r++)
-        obj->replicas[r].status = CR_REPLICA_COMPLETE;
+        cr_store_reps(obj)[r].status = CR_REPLICA_COMPLETE;
     if (now_ms > obj->last_access_ms) obj->last_access_ms = now_ms;
     emit_object(store, CR_STORE_CHANGE_STORE, obj, obj->replica_count);
     free(obj->meta); /* only the STORE event needed it */

@@ -16,7 +16,7 @@ static struct cr_store_obj *ref_object(const cr_store *store,
 /* The COMPLETE memory replica at (segment, offset), or -1. */
 static int memory_at(const struct cr_store_obj *obj, uint32_t segment, uint64_t offset) {
     for (uint32_t r = 0; r < obj->replica_count; r++) {
-        const struct cr_store_replica *rep = &obj->replicas[r];
+        const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
         if (cr_store_rep_memory(rep) && rep->segment == segment && rep->offset == offset &&
             rep->status == CR_REPLICA_COMPLETE)
             return (int)r;
@@ -26,7 +26,7 @@ static int memory_at(const struct cr_store_obj *obj, uint32_t segment, uint64_t 
 
 static bool has_local_disk_on(const struct cr_store_obj *obj, uint32_t segment) {
     for (uint32_t r = 0; r < obj->replica_count; r++)
-        if (obj->replicas[r].medium == CR_MEDIUM_LOCAL_DISK && obj->replicas[r].segment == segment)
+        if (cr_store_reps(obj)[r].medium == CR_MEDIUM_LOCAL_DISK && cr_store_reps(obj)[r].segment == segment)
             return true;
     return false;
 }
@@ -44,7 +44,7 @@ static void pending_done(cr_store *store, const struct cr_store_task_ref *ref) {
  * replica there already; or -1. */
 static int pick_source(const cr_store *store, const struct cr_store_obj *obj) {
     for (uint32_t r = 0; r < obj->replica_count; r++) {
-        const struct cr_store_replica *rep = &obj->replicas[r];
+        const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
         if (!cr_store_rep_memory(rep) || rep->status != CR_REPLICA_COMPLETE) continue;
         const struct cr_store_segment *seg = &store->segments[rep->segment];
         if (seg->ssd_capacity >= obj->size && !has_local_disk_on(obj, rep->segment))
@@ -56,7 +56,7 @@ static int pick_source(const cr_store *store, const struct cr_store_obj *obj) {
 bool cr_store_offload_wanted(const cr_store *store, const struct cr_store_obj *obj) {
     assert(store != NULL && obj != NULL);
     for (uint32_t r = 0; r < obj->replica_count; r++)
-        if (!cr_store_rep_memory(&obj->replicas[r])) return false; /* eviction keeps it */
+        if (!cr_store_rep_memory(&cr_store_reps(obj)[r])) return false; /* eviction keeps it */
     return obj->has_checksum && obj->replica_count < store->cfg.max_replicas_per_object &&
            pick_source(store, obj) >= 0;
 }
@@ -73,7 +73,7 @@ int cr_store_offload_begin(cr_store *store, uint32_t object_id, uint32_t generat
         return CR_ERR_INVALID_PARAMS;
     int src = pick_source(store, obj);
     if (src < 0) return CR_ERR_INVALID_PARAMS;
-    const struct cr_store_replica *s = &obj->replicas[src];
+    const struct cr_store_replica *s = &cr_store_reps(obj)[src];
     *out = (struct cr_store_task_reservation){
         .ref = {.object_id = object_id, .generation = generation, .target_count = 0,
                 .source_segment = s->segment, .source_offset = s->offset, .size = obj->size},
@@ -99,16 +99,24 @@ int cr_store_offload_begin(cr_store *store, uint32_t object_id, uint32_t generat
  * uncharged here; the local_disk replica added charges nothing. */
 static void drop_memory(cr_store *store, struct cr_store_obj *obj) {
     for (uint32_t r = 0; r < obj->replica_count;) {
-        if (!cr_store_rep_memory(&obj->replicas[r])) {
+        if (!cr_store_rep_memory(&cr_store_reps(obj)[r])) {
             r++;
             continue;
         }
-        store->counters.evicted_bytes += obj->replicas[r].size;
+        store->counters.evicted_bytes += cr_store_reps(obj)[r].size;
         cr_store_tenant_charge(store, obj->tenant, cr_store_alloc_bytes(obj->size), false);
-        cr_store_replica_release(store, &obj->replicas[r]);
-        obj->replicas[r] = obj->replicas[--obj->replica_count];
+        cr_store_replica_release(store, &cr_store_reps(obj)[r]);
+        cr_store_reps(obj)[r] = cr_store_reps(obj)[--obj->replica_count];
         store->replica_count--;
     }
+}
+
+/* Replicas that are not in the memory pool. */
+static uint32_t count_off_memory(const struct cr_store_obj *obj) {
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < obj->replica_count; r++)
+        n += !cr_store_rep_memory(&cr_store_reps(obj)[r]);
+    return n;
 }
 
 int cr_store_offload_commit(cr_store *store, const struct cr_store_task_ref *ref,
@@ -133,15 +141,25 @@ int cr_store_offload_commit(cr_store *store, const struct cr_store_task_ref *ref
                                    .segment = (uint16_t)ref->source_segment,
                                    .status = CR_REPLICA_COMPLETE,
                                    .medium = CR_MEDIUM_LOCAL_DISK};
-    obj->replicas[obj->replica_count++] = rep;
+    /* The memory replicas go first when they go at all: the usual object
+     * (one memory replica) then ends with its one local_disk replica inline,
+     * and never takes an overflow array on the way. */
+    bool drop = !cr_store_obj_leased(obj, now_ms);
+    uint32_t after = (drop ? count_off_memory(obj) : obj->replica_count) + 1u;
+    if (cr_store_obj_reps_reserve(store, obj, after) != CR_OK) {
+        store->counters.offloads_failed++;
+        return CR_ERR_NOMEM; /* the object unchanged; the message is set */
+    }
+    if (drop) {
+        drop_memory(store, obj);
+        store->counters.evictions++;
+    }
+    cr_store_reps(obj)[obj->replica_count++] = rep;
     store->replica_count++;
     store->medium_replicas[CR_MEDIUM_LOCAL_DISK]++;
     store->medium_bytes[CR_MEDIUM_LOCAL_DISK] += rep.size;
     store->counters.offloads_done++;
-    if (!cr_store_obj_leased(obj, now_ms)) {
-        drop_memory(store, obj);
-        store->counters.evictions++;
-    }
+    cr_store_obj_reps_shrink(obj); /* the room reserved may have been more than needed */
     cr_store_obj_emit_update(store, obj);
     return CR_OK;
 }

@@ -35,7 +35,9 @@ int cr_store_offload_begin(cr_store *store, uint32_t object_id, uint32_t generat
  * next eviction drops them, the SSD copy being there), then publishes one
  * UPDATE event.  Ends the offload.  Returns CR_OK, or (ending the offload,
  * changing nothing else) CR_ERR_OBJECT_NOT_FOUND: the object was removed
- * or replaced, or the source segment unmounted or its replica gone. */
+ * or replaced, or the source segment unmounted or its replica gone; or
+ * CR_ERR_NOMEM: the object would keep its memory replica beside the new one
+ * and its replica array could not be allocated. */
 int cr_store_offload_commit(cr_store *store, const struct cr_store_task_ref *ref,
                             uint64_t position, uint64_t now_ms);
 

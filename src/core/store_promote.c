@@ -53,7 +53,7 @@ void cr_store_promote_free(cr_store *store) {
  * or -1. */
 static int complete_of(const struct cr_store_obj *obj, uint8_t medium, uint32_t segment) {
     for (uint32_t r = 0; r < obj->replica_count; r++) {
-        const struct cr_store_replica *rep = &obj->replicas[r];
+        const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
         if (rep->medium == medium && rep->status == CR_REPLICA_COMPLETE &&
             (segment == CR_STORE_NO_SEGMENT || rep->segment == segment))
             return (int)r;
@@ -133,26 +133,29 @@ int cr_store_promote_begin(cr_store *store, uint32_t object_id, uint32_t generat
         return CR_ERR_INVALID_PARAMS;
     int src = complete_of(obj, CR_MEDIUM_LOCAL_DISK, CR_STORE_NO_SEGMENT);
     if (src < 0) return CR_ERR_INVALID_PARAMS;
+    int rc = cr_store_obj_reps_reserve(store, obj, obj->replica_count + 1u);
+    if (rc != CR_OK) return rc;
     uint64_t bytes = cr_store_alloc_bytes(obj->size);
-    uint32_t home = obj->replicas[src].segment;
+    uint32_t home = cr_store_reps(obj)[src].segment;
     struct cr_store_replica target;
     bool placed = below_watermark(store, bytes) && allocate_on(store, home, bytes, &target);
     for (uint32_t i = 0; !placed && below_watermark(store, bytes) && i < store->mounted_count; i++)
         placed = store->mounted[i] != home && allocate_on(store, store->mounted[i], bytes, &target);
     if (!placed) {
+        cr_store_obj_reps_shrink(obj); /* back as it was */
         store->counters.promotions_no_room++;
         return cr_store_fail(store, CR_ERR_NO_AVAILABLE_HANDLE,
                              "no segment has room for the promoted object below the eviction "
                              "high watermark");
     }
     /* Applied: nothing below fails. */
-    const struct cr_store_replica *s = &obj->replicas[src];
+    const struct cr_store_replica *s = &cr_store_reps(obj)[src];
     out->ref = (struct cr_store_task_ref){
         .object_id = object_id, .generation = generation, .target_count = 1,
         .target_segment = {target.segment}, .target_offset = {target.offset},
         .source_segment = s->segment, .source_offset = s->offset, .size = obj->size};
     out->source_owner = store->segments[s->segment].owner;
-    obj->replicas[obj->replica_count++] = target;
+    cr_store_reps(obj)[obj->replica_count++] = target;
     store->replica_count++;
     cr_store_tenant_charge(store, obj->tenant, bytes, true);
     obj->tasks++; /* was 0 */
@@ -185,7 +188,7 @@ static struct cr_store_obj *ref_object(const cr_store *store,
 static bool reserved(const cr_store *store, const struct cr_store_task_ref *ref) {
     const struct cr_store_obj *obj = ref_object(store, ref);
     for (uint32_t r = 0; obj != NULL && r < obj->replica_count; r++) {
-        const struct cr_store_replica *rep = &obj->replicas[r];
+        const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
         if (cr_store_rep_memory(rep) && rep->segment == ref->target_segment[0] &&
             rep->offset == ref->target_offset[0] && rep->status == CR_REPLICA_PROCESSING)
             return obj->tasks > 0;
@@ -228,7 +231,7 @@ int cr_store_promote_check(cr_store *store, const struct cr_store_task_ref *ref,
     bool ok = obj != NULL && reserved(store, ref) && store->segments[ref->source_segment].in_use &&
               cr_uuid_equal(&store->segments[ref->source_segment].owner, executor);
     int src = ok ? complete_of(obj, CR_MEDIUM_LOCAL_DISK, ref->source_segment) : -1;
-    if (src >= 0 && obj->replicas[src].offset == ref->source_offset) return CR_OK;
+    if (src >= 0 && cr_store_reps(obj)[src].offset == ref->source_offset) return CR_OK;
     cr_store_promote_rollback(store, ref);
     return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,
                          "the promotion's SSD copy or its target went (a segment unmounted, "
@@ -301,7 +304,7 @@ int cr_store_local_disk_register(cr_store *store, const struct cr_store_key *k,
                              "the file holds another put of the key (size or checksum differ, "
                              "or a put of it is in flight)");
     int at = complete_of(obj, CR_MEDIUM_LOCAL_DISK, (uint32_t)seg);
-    if (at >= 0 && obj->replicas[at].offset == position) return CR_OK; /* known already */
+    if (at >= 0 && cr_store_reps(obj)[at].offset == position) return CR_OK; /* known already */
     int rc = cr_store_add_local_disk_replica(store, k, segment_name, position, now_ms);
     if (rc == CR_OK) store->counters.local_disk_registered++;
     return rc;
@@ -319,10 +322,11 @@ int cr_store_local_disk_gone(cr_store *store, const struct cr_store_key *k,
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     int at = obj->state == CR_OBJ_COMPLETE
                  ? complete_of(obj, CR_MEDIUM_LOCAL_DISK, (uint32_t)seg) : -1;
-    if (at < 0 || obj->replicas[at].offset != position) return CR_OK;
+    if (at < 0 || cr_store_reps(obj)[at].offset != position) return CR_OK;
     cr_store_tenant_charge(store, obj->tenant, cr_store_rep_charge(obj, (uint32_t)at), false);
-    cr_store_replica_release(store, &obj->replicas[at]);
-    obj->replicas[at] = obj->replicas[--obj->replica_count];
+    cr_store_replica_release(store, &cr_store_reps(obj)[at]);
+    cr_store_reps(obj)[at] = cr_store_reps(obj)[--obj->replica_count];
+    cr_store_obj_reps_shrink(obj);
     store->replica_count--;
     store->counters.local_disk_gone++;
     *dropped = true;

@@ -130,8 +130,9 @@ void cr_store_remove_all_cancel(cr_store *store, struct cr_store_remove_all_run 
 static void obj_drop_replica(cr_store *store, struct cr_store_obj *obj, uint32_t r) {
     assert(r < obj->replica_count);
     cr_store_tenant_charge(store, obj->tenant, cr_store_rep_charge(obj, r), false);
-    cr_store_replica_release(store, &obj->replicas[r]);
-    obj->replicas[r] = obj->replicas[--obj->replica_count];
+    cr_store_replica_release(store, &cr_store_reps(obj)[r]);
+    cr_store_reps(obj)[r] = cr_store_reps(obj)[--obj->replica_count];
+    cr_store_obj_reps_shrink(obj); /* replica 0 stays at 0: callers' indexes hold */
     store->replica_count--;
 }
 
@@ -151,7 +152,7 @@ void cr_store_obj_drop_segment(cr_store *store, uint32_t segment, uint64_t *free
         if (obj->state == CR_OBJ_FREE) continue;
         bool dropped = false;
         for (uint32_t r = 0; r < obj->replica_count;) {
-            if (obj->replicas[r].segment != segment) {
+            if (cr_store_reps(obj)[r].segment != segment) {
                 r++;
                 continue;
             }
@@ -185,7 +186,7 @@ static bool clear_one(cr_store *store, uint32_t id, const struct cr_uuid *client
         return true;
     }
     for (uint32_t r = 0; r < obj->replica_count; r++) {
-        if (obj->replicas[r].segment != (uint32_t)segment) continue;
+        if (cr_store_reps(obj)[r].segment != (uint32_t)segment) continue;
         obj_drop_replica(store, obj, r);
         obj_after_drop(store, id);
         return true;

@@ -113,6 +113,12 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
         return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND,
                              "none of the object's replicas could be placed");
     }
+    struct cr_store_replica *more = NULL; /* an object of more than one replica */
+    if (placed.count > 1 && (more = cr_store_reps_alloc(store)) == NULL) {
+        placed_release(store, &placed);
+        free(key_copy);
+        return CR_ERR_NOMEM;
+    }
     uint16_t tenant;
     rc = cr_store_tenant_intern(store, o->tenant, &tenant);
     uint32_t generation = 0;
@@ -120,6 +126,7 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
     if (id == CR_STORE_NONE) {
         placed_release(store, &placed);
         free(key_copy);
+        free(more);
         /* A tenant interned for this object only, with no reference yet,
          * is taken again by the next object of that name. */
         return rc != CR_OK ? rc : cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
@@ -134,7 +141,7 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
         .replica_count = (uint8_t)placed.count, .with_soft_pin = o->with_soft_pin,
         .hard_pinned = o->hard_pinned, .has_checksum = o->has_checksum,
         .checksum = o->checksum, .link_prev = CR_STORE_NONE, .link_next = CR_STORE_NONE};
-    memcpy(obj->replicas, placed.replicas, placed.count * sizeof(placed.replicas[0]));
+    cr_store_obj_reps_init(obj, more, placed.replicas, placed.count);
     /* Memory replicas only, as cr_store_obj_free uncharges (store_internal.h). */
     cr_store_tenant_charge(store, tenant, cr_store_obj_charge(obj), true);
     if (obj->key == NULL) {

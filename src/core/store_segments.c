@@ -336,7 +336,7 @@ static void census_add(const cr_store *store, uint32_t id, uint64_t now_ms, stru
     if (obj->state != CR_OBJ_COMPLETE) return;
     bool mem = false, file = false;
     for (uint32_t r = 0; r < obj->replica_count; r++) {
-        const struct cr_store_replica *rep = &obj->replicas[r];
+        const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
         if (rep->status != CR_REPLICA_COMPLETE) continue;
         if (rep->medium == CR_MEDIUM_MEMORY) mem = true;
         else if (rep->medium == CR_MEDIUM_DISK || rep->medium == CR_MEDIUM_LOCAL_DISK) file = true;

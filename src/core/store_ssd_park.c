@@ -143,7 +143,7 @@ void cr_store_ssd_park_segment(cr_store *store, uint32_t seg) {
         const struct cr_store_obj *obj = cr_store_obj_at(store, id);
         if (obj->state != CR_OBJ_COMPLETE || !obj->has_checksum) continue;
         for (uint32_t r = 0; r < obj->replica_count; r++) {
-            const struct cr_store_replica *rep = &obj->replicas[r];
+            const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
             if (rep->medium == CR_MEDIUM_LOCAL_DISK && rep->segment == seg &&
                 rep->status == CR_REPLICA_COMPLETE)
                 park_one(p, store->cfg.max_objects, name, obj, rep->offset);

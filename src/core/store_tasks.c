@@ -14,7 +14,7 @@
  * memory; the other tiers are the clients' and servers' to move). */
 static int replica_on(const struct cr_store_obj *obj, uint32_t segment) {
     for (uint32_t r = 0; r < obj->replica_count; r++)
-        if (obj->replicas[r].segment == segment && cr_store_rep_memory(&obj->replicas[r]))
+        if (cr_store_reps(obj)[r].segment == segment && cr_store_rep_memory(&cr_store_reps(obj)[r]))
             return (int)r;
     return -1;
 }
@@ -22,7 +22,7 @@ static int replica_on(const struct cr_store_obj *obj, uint32_t segment) {
 /* The reserved (or committed) replica a ref names, or -1. */
 static int replica_at(const struct cr_store_obj *obj, uint32_t segment, uint64_t offset) {
     int r = replica_on(obj, segment);
-    return r >= 0 && obj->replicas[r].offset == offset ? r : -1;
+    return r >= 0 && cr_store_reps(obj)[r].offset == offset ? r : -1;
 }
 
 /* The object a ref names, or NULL when it was freed (or replaced) since. */
@@ -35,8 +35,9 @@ static struct cr_store_obj *ref_object(cr_store *store, const struct cr_store_ta
 
 static void drop_replica(cr_store *store, struct cr_store_obj *obj, uint32_t r) {
     cr_store_tenant_charge(store, obj->tenant, cr_store_rep_charge(obj, r), false);
-    cr_store_replica_release(store, &obj->replicas[r]);
-    obj->replicas[r] = obj->replicas[--obj->replica_count];
+    cr_store_replica_release(store, &cr_store_reps(obj)[r]);
+    cr_store_reps(obj)[r] = cr_store_reps(obj)[--obj->replica_count];
+    cr_store_obj_reps_shrink(obj); /* indexes stay: a shrink keeps replica 0 at 0 */
     store->replica_count--;
 }
 
@@ -45,9 +46,9 @@ static int pick_source(cr_store *store, const struct cr_store_obj *obj, const ch
                        int *segment_out) {
     if (source == NULL || source[0] == '\0') {
         for (uint32_t r = 0; r < obj->replica_count; r++)
-            if (obj->replicas[r].status == CR_REPLICA_COMPLETE &&
-                cr_store_rep_memory(&obj->replicas[r])) {
-                *segment_out = obj->replicas[r].segment;
+            if (cr_store_reps(obj)[r].status == CR_REPLICA_COMPLETE &&
+                cr_store_rep_memory(&cr_store_reps(obj)[r])) {
+                *segment_out = cr_store_reps(obj)[r].segment;
                 return (int)r;
             }
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS, "object has no complete replica");
@@ -57,7 +58,7 @@ static int pick_source(cr_store *store, const struct cr_store_obj *obj, const ch
         return cr_store_fail(store, CR_ERR_SEGMENT_NOT_FOUND, "source segment %s is not mounted",
                              source);
     int r = replica_on(obj, (uint32_t)seg);
-    if (r < 0 || obj->replicas[r].status != CR_REPLICA_COMPLETE)
+    if (r < 0 || cr_store_reps(obj)[r].status != CR_REPLICA_COMPLETE)
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
                              "source segment %s holds no complete replica of the object",
                              source);
@@ -125,7 +126,7 @@ static int allocate_targets(cr_store *store, const struct cr_store_obj *obj,
  * at[0..n) as the targets, in that order. */
 static void describe(cr_store *store, const struct cr_store_obj *obj, int src, const int *at,
                      uint32_t n, struct cr_store_task_reservation *out) {
-    const struct cr_store_replica *s = &obj->replicas[src];
+    const struct cr_store_replica *s = &cr_store_reps(obj)[src];
     out->source_owner = store->segments[s->segment].owner;
     struct cr_store_replica_list all;
     cr_store_obj_fill_list(store, obj, false, &all);
@@ -157,15 +158,19 @@ int cr_store_task_reserve(cr_store *store, const struct cr_store_key *key, const
                  ? cr_store_fail(store, CR_ERR_INVALID_PARAMS, "more than %u targets",
                                  CR_STORE_REPLICAS_MAX)
                  : check_targets(store, obj, source_segment, targets, n, segments);
+    if (rc == CR_OK) rc = cr_store_obj_reps_reserve(store, obj, obj->replica_count + n);
     if (rc == CR_OK) rc = allocate_targets(store, obj, segments, n, targets, reserved);
-    if (rc != CR_OK) return rc;
+    if (rc != CR_OK) {
+        cr_store_obj_reps_shrink(obj); /* as it was, if room was made */
+        return rc;
+    }
     /* Applied: nothing below fails. */
-    const struct cr_store_replica *s = &obj->replicas[src];
+    const struct cr_store_replica *s = &cr_store_reps(obj)[src];
     out->ref = (struct cr_store_task_ref){.object_id = id, .generation = obj->generation,
                                           .target_count = n, .source_segment = s->segment,
                                           .source_offset = s->offset, .size = obj->size};
     for (uint32_t i = 0; i < n; i++) {
-        obj->replicas[obj->replica_count++] = reserved[i];
+        cr_store_reps(obj)[obj->replica_count++] = reserved[i];
         out->ref.target_segment[i] = reserved[i].segment;
         out->ref.target_offset[i] = reserved[i].offset;
     }
@@ -191,7 +196,7 @@ void cr_store_task_rollback(cr_store *store, const struct cr_store_task_ref *ref
     if (obj == NULL) return; /* freed: its reserved space was parked */
     for (uint32_t i = 0; i < ref->target_count; i++) {
         int r = replica_at(obj, ref->target_segment[i], ref->target_offset[i]);
-        if (r >= 0 && obj->replicas[r].status == CR_REPLICA_PROCESSING)
+        if (r >= 0 && cr_store_reps(obj)[r].status == CR_REPLICA_PROCESSING)
             drop_replica(store, obj, (uint32_t)r);
     }
     end_reservation(obj);
@@ -223,7 +228,7 @@ static int reserved_targets(cr_store *store, const struct cr_store_task_ref *ref
         return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND, "object was removed during the task");
     for (uint32_t i = 0; i < ref->target_count; i++) {
         at[i] = replica_at(obj, ref->target_segment[i], ref->target_offset[i]);
-        if (at[i] < 0 || obj->replicas[at[i]].status != CR_REPLICA_PROCESSING) {
+        if (at[i] < 0 || cr_store_reps(obj)[at[i]].status != CR_REPLICA_PROCESSING) {
             cr_store_task_rollback(store, ref);
             return cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,
                                  "a target segment was unmounted during the task");
@@ -241,7 +246,7 @@ int cr_store_task_commit(cr_store *store, const struct cr_store_task_ref *ref,
     int rc = reserved_targets(store, ref, &obj, at);
     if (rc != CR_OK) return rc;
     for (uint32_t i = 0; i < ref->target_count; i++)
-        obj->replicas[at[i]].status = CR_REPLICA_COMPLETE;
+        cr_store_reps(obj)[at[i]].status = CR_REPLICA_COMPLETE;
     end_reservation(obj);
     rc = release_source_now ? release_source(store, obj, ref, now_ms, lease_deadline_ms) : CR_OK;
     cr_store_obj_emit_update(store, obj);
@@ -284,8 +289,8 @@ static int rereserve_targets(cr_store *store, struct cr_store_obj *obj,
     int rc = allocate_targets(store, obj, ref->target_segment, n, names, fresh);
     if (rc != CR_OK) return rc;
     for (uint32_t i = 0; i < n; i++) {
-        park_for_task(store, &obj->replicas[at[i]], now_ms);
-        obj->replicas[at[i]] = fresh[i];
+        park_for_task(store, &cr_store_reps(obj)[at[i]], now_ms);
+        cr_store_reps(obj)[at[i]] = fresh[i];
         ref->target_offset[i] = fresh[i].offset;
     }
     obj->task_reserved_ms = now_ms;
@@ -303,7 +308,7 @@ int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
     int rc = reserved_targets(store, ref, &obj, at);
     if (rc != CR_OK) return rc;
     int src = replica_at(obj, ref->source_segment, ref->source_offset);
-    if (src >= 0 && obj->replicas[src].status == CR_REPLICA_COMPLETE &&
+    if (src >= 0 && cr_store_reps(obj)[src].status == CR_REPLICA_COMPLETE &&
         cr_uuid_equal(&store->segments[ref->source_segment].owner, executor))
         return CR_OK;
     out->source_lost = true;
@@ -311,8 +316,8 @@ int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
      * late report of the old assignment could commit targets not written. */
     int next = -1;
     for (uint32_t r = 0; r < obj->replica_count && next < 0; r++)
-        if (obj->replicas[r].status == CR_REPLICA_COMPLETE && cr_store_rep_memory(&obj->replicas[r]) &&
-            !cr_uuid_equal(&store->segments[obj->replicas[r].segment].owner, executor))
+        if (cr_store_reps(obj)[r].status == CR_REPLICA_COMPLETE && cr_store_rep_memory(&cr_store_reps(obj)[r]) &&
+            !cr_uuid_equal(&store->segments[cr_store_reps(obj)[r].segment].owner, executor))
             next = (int)r;
     rc = next < 0 ? cr_store_fail(store, CR_ERR_OBJECT_NOT_FOUND,
                                   "no other client holds a complete replica to copy from")
@@ -321,8 +326,8 @@ int cr_store_task_recheck(cr_store *store, struct cr_store_task_ref *ref,
         cr_store_task_rollback(store, ref);
         return rc;
     }
-    ref->source_segment = obj->replicas[next].segment;
-    ref->source_offset = obj->replicas[next].offset;
+    ref->source_segment = cr_store_reps(obj)[next].segment;
+    ref->source_offset = cr_store_reps(obj)[next].offset;
     out->moved = true;
     out->res.ref = *ref;
     describe(store, obj, next, at, ref->target_count, &out->res);

@@ -42,11 +42,22 @@ static struct cr_store_obj *complete_object(cr_store *store, const struct cr_sto
  * CR_STORE_NO_SEGMENT), or -1. */
 static int find_medium(const struct cr_store_obj *obj, uint8_t medium, uint32_t segment) {
     for (uint32_t r = 0; r < obj->replica_count; r++) {
-        const struct cr_store_replica *rep = &obj->replicas[r];
+        const struct cr_store_replica *rep = &cr_store_reps(obj)[r];
         if (rep->medium == medium && (segment == CR_STORE_NO_SEGMENT || rep->segment == segment))
             return (int)r;
     }
     return -1;
+}
+
+/* Room for the replica `install` puts at `at`: none needed to replace one;
+ * one more slot to append (at < 0), which fails at CR_STORE_REPLICAS_MAX or
+ * when the overflow array cannot be had (nothing changed then). */
+static int make_room(cr_store *store, struct cr_store_obj *obj, int at) {
+    if (at >= 0) return CR_OK;
+    if (obj->replica_count >= CR_STORE_REPLICAS_MAX)
+        return cr_store_fail(store, CR_ERR_NOMEM, "the object has %u replicas already",
+                             CR_STORE_REPLICAS_MAX);
+    return cr_store_obj_reps_reserve(store, obj, obj->replica_count + 1u);
 }
 
 /* Puts `rep` in slot `at` (replacing that replica) or appends it (at < 0). */
@@ -55,12 +66,12 @@ static void install(cr_store *store, struct cr_store_obj *obj, int at,
     if (at >= 0) {
         /* The same file reported again is not a file to delete. */
         store->file_hook_muted = rep->medium == CR_MEDIUM_DISK &&
-                                 strcmp(obj->replicas[at].path, rep->path) == 0;
-        cr_store_replica_release(store, &obj->replicas[at]);
+                                 strcmp(cr_store_reps(obj)[at].path, rep->path) == 0;
+        cr_store_replica_release(store, &cr_store_reps(obj)[at]);
         store->file_hook_muted = false;
-        obj->replicas[at] = *rep;
+        cr_store_reps(obj)[at] = *rep;
     } else {
-        obj->replicas[obj->replica_count++] = *rep;
+        cr_store_reps(obj)[obj->replica_count++] = *rep;
         store->replica_count++;
     }
     store->medium_replicas[rep->medium]++;
@@ -85,11 +96,13 @@ int cr_store_add_disk_replica(cr_store *store, const struct cr_store_key *k,
                              "the file's size or checksum is not the object's (another put's "
                              "file?)");
     int at = find_medium(obj, CR_MEDIUM_DISK, CR_STORE_NO_SEGMENT);
-    if (at < 0 && obj->replica_count >= CR_STORE_REPLICAS_MAX)
-        return cr_store_fail(store, CR_ERR_NOMEM, "the object has %u replicas already",
-                             CR_STORE_REPLICAS_MAX);
+    int rc = make_room(store, obj, at);
+    if (rc != CR_OK) return rc;
     char *path = malloc(len + 1);
-    if (path == NULL) return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
+    if (path == NULL) {
+        cr_store_obj_reps_shrink(obj); /* as it was */
+        return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
+    }
     memcpy(path, file_path, len + 1);
     struct cr_store_replica rep = {.path = path, .size = size, .segment = CR_STORE_NO_SEGMENT,
                                    .status = CR_REPLICA_COMPLETE, .medium = CR_MEDIUM_DISK};
@@ -109,9 +122,8 @@ int cr_store_add_local_disk_replica(cr_store *store, const struct cr_store_key *
     struct cr_store_obj *obj = complete_object(store, k);
     if (obj == NULL) return CR_ERR_OBJECT_NOT_FOUND;
     int at = find_medium(obj, CR_MEDIUM_LOCAL_DISK, (uint32_t)seg);
-    if (at < 0 && obj->replica_count >= CR_STORE_REPLICAS_MAX)
-        return cr_store_fail(store, CR_ERR_NOMEM, "the object has %u replicas already",
-                             CR_STORE_REPLICAS_MAX);
+    int rc = make_room(store, obj, at);
+    if (rc != CR_OK) return rc;
     struct cr_store_replica rep = {.offset = position, .size = obj->size,
                                    .segment = (uint16_t)seg, .status = CR_REPLICA_COMPLETE,
                                    .medium = CR_MEDIUM_LOCAL_DISK};
@@ -137,11 +149,12 @@ int cr_store_drop_medium(cr_store *store, const struct cr_store_key *k,
     uint32_t n = 0;
     int r;
     while ((r = find_medium(obj, (uint8_t)medium, segment)) >= 0) {
-        cr_store_replica_release(store, &obj->replicas[r]);
-        obj->replicas[r] = obj->replicas[--obj->replica_count];
+        cr_store_replica_release(store, &cr_store_reps(obj)[r]);
+        cr_store_reps(obj)[r] = cr_store_reps(obj)[--obj->replica_count];
         store->replica_count--;
         n++;
     }
+    cr_store_obj_reps_shrink(obj);
     if (dropped != NULL) *dropped = n;
     if (n == 0) return CR_OK;
     if (obj->replica_count == 0) cr_store_obj_remove(store, id);
@@ -195,9 +208,10 @@ uint64_t cr_store_evict_disk(cr_store *store, uint64_t limit_bytes, uint64_t now
             if (obj->generation != pool[i].generation || obj->state != CR_OBJ_COMPLETE) continue;
             int r = find_medium(obj, CR_MEDIUM_DISK, CR_STORE_NO_SEGMENT);
             if (r < 0) continue;
-            freed += obj->replicas[r].size;
-            cr_store_replica_release(store, &obj->replicas[r]);
-            obj->replicas[r] = obj->replicas[--obj->replica_count];
+            freed += cr_store_reps(obj)[r].size;
+            cr_store_replica_release(store, &cr_store_reps(obj)[r]);
+            cr_store_reps(obj)[r] = cr_store_reps(obj)[--obj->replica_count];
+            cr_store_obj_reps_shrink(obj);
             store->replica_count--;
             store->counters.disk_evictions++;
             if (obj->replica_count == 0) cr_store_obj_remove(store, pool[i].id);
