@@ -67,9 +67,19 @@ static void place_replicas(cr_store *store, const struct cr_store_restore_object
         for (uint32_t j = 0; j < out->count && seg >= 0; j++)
             twice = twice || (out->replicas[j].segment == (uint32_t)seg &&
                               out->replicas[j].medium == CR_MEDIUM_MEMORY);
+        if (seg < 0 || twice || r->size != want) {
+            (*dropped)++;
+            continue;
+        }
+        if (store->bulk != NULL) { /* claimed by cr_store_restore_finish */
+            cr_store_bulk_note(store, (uint32_t)seg);
+            out->replicas[out->count++] = (struct cr_store_replica){
+                .offset = r->offset, .size = r->size, .node = CR_STORE_NODE_UNCLAIMED,
+                .segment = (uint16_t)seg, .status = CR_REPLICA_COMPLETE};
+            continue;
+        }
         cr_offset_allocation a;
-        if (seg < 0 || twice || r->size != want ||
-            cr_offset_alloc_claim(store->segments[seg].alloc, r->offset, r->size, &a) != CR_OK) {
+        if (cr_offset_alloc_claim(store->segments[seg].alloc, r->offset, r->size, &a) != CR_OK) {
             (*dropped)++;
             continue;
         }
