@@ -42,6 +42,11 @@ struct cr_store_replica {
 };
 _Static_assert(sizeof(struct cr_store_replica) == 24, "replicas stay 24 bytes");
 
+/* The node of a memory replica a bulk restore placed without claiming its
+ * range (store_restore_bulk.c): no allocator hands out this node (they
+ * count at most 2^30), and releasing such a replica frees nothing. */
+#define CR_STORE_NODE_UNCLAIMED UINT32_MAX
+
 static inline bool cr_store_rep_memory(const struct cr_store_replica *r) {
     return r->medium == CR_MEDIUM_MEMORY;
 }
@@ -278,6 +283,8 @@ struct cr_store {
     uint64_t offload_pending_bytes;
     struct cr_store_promote *promote; /* SSD hit counters (store_promote.c); NULL: off */
 
+    struct cr_store_bulk *bulk; /* a bulk restore under way (store_restore_bulk.c); NULL: none */
+
     char err[CR_STORE_ERROR_LEN];
     /* The last NO_AVAILABLE_HANDLE: could freeing space have made room?  False
      * when the object is larger than every mounted segment. */
@@ -423,6 +430,9 @@ void cr_store_discarded_drop_segment(cr_store *store, uint32_t segment);
 uint32_t cr_store_slab_take(cr_store *store, uint32_t *generation);
 void cr_store_table_insert(cr_store *store, uint32_t id, uint64_t hash);
 bool cr_store_slab_has_room(const cr_store *store);
+
+/* store_restore_bulk.c: a memory replica placed unclaimed on segment `seg`. */
+void cr_store_bulk_note(cr_store *store, uint32_t seg);
 
 /* store_evict.c */
 /* Evicts one object, the oldest of a small sample, to make room for a

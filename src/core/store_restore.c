@@ -67,9 +67,19 @@ static void place_replicas(cr_store *store, const struct cr_store_restore_object
         for (uint32_t j = 0; j < out->count && seg >= 0; j++)
             twice = twice || (out->replicas[j].segment == (uint32_t)seg &&
                               out->replicas[j].medium == CR_MEDIUM_MEMORY);
+        if (seg < 0 || twice || r->size != want) {
+            (*dropped)++;
+            continue;
+        }
+        if (store->bulk != NULL) { /* claimed by cr_store_restore_finish */
+            cr_store_bulk_note(store, (uint32_t)seg);
+            out->replicas[out->count++] = (struct cr_store_replica){
+                .offset = r->offset, .size = r->size, .node = CR_STORE_NODE_UNCLAIMED,
+                .segment = (uint16_t)seg, .status = CR_REPLICA_COMPLETE};
+            continue;
+        }
         cr_offset_allocation a;
-        if (seg < 0 || twice || r->size != want ||
-            cr_offset_alloc_claim(store->segments[seg].alloc, r->offset, r->size, &a) != CR_OK) {
+        if (cr_offset_alloc_claim(store->segments[seg].alloc, r->offset, r->size, &a) != CR_OK) {
             (*dropped)++;
             continue;
         }
@@ -93,8 +103,9 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
                              "object of %llu bytes exceeds max_object_size_bytes",
                              (unsigned long long)o->size);
     int t = cr_store_tenant_lookup(store, o->tenant);
+    uint64_t hash = 0;
     if (t >= 0) {
-        uint64_t hash = cr_store_key_hash(store, (uint16_t)t, o->key, o->key_len);
+        hash = cr_store_key_hash(store, (uint16_t)t, o->key, o->key_len);
         if (cr_store_obj_find(store, (uint16_t)t, o->key, o->key_len, hash) != CR_STORE_NONE)
             return cr_store_fail(store, CR_ERR_OBJECT_ALREADY_EXISTS, "object exists");
     }
@@ -132,7 +143,8 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
         return rc != CR_OK ? rc : cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
     }
     cr_store_tenant_ref(store, tenant);
-    uint64_t hash = cr_store_key_hash(store, tenant, o->key, o->key_len);
+    /* Hashed above when the tenant was known (its id is the same now). */
+    if (t < 0) hash = cr_store_key_hash(store, tenant, o->key, o->key_len);
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     *obj = (struct cr_store_obj){
         .key = key_copy, .hash = hash, .size = o->size, .put_start_ms = now_ms,

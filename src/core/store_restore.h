@@ -36,7 +36,8 @@ struct cr_store_restore_object {
 };
 
 /* Adds a complete object with its replicas at their offsets (last access
- * now_ms, no lease), publishing no event.  A replica whose segment is not
+ * now_ms, no lease), publishing no event.  In a bulk restore (below) memory
+ * replicas are placed unclaimed: their ranges are checked at its finish.  A replica whose segment is not
  * mounted, whose range is taken or lies outside its segment (memory), a
  * second disk replica or one with a bad path, is left out
  * and counted in *dropped_replicas (the caller logs them); an object left
@@ -69,5 +70,46 @@ void cr_store_restore_slab_region(const cr_store *store, void **base, size_t *by
  * objects does not wait for one cache miss per object.  Changes nothing. */
 void cr_store_restore_prefetch(const cr_store *store, const char *tenant, const char *key,
                                uint32_t key_len);
+
+/* ---- bulk restore (store_restore_bulk.c) ----------------------------------
+ *
+ * A restart restores a snapshot straight into the store and then applies
+ * the log after it (src/durable/recover.c).  The snapshot is a fuzzy cut:
+ * it may hold an object removed during the cut beside another placed at
+ * the same offset later, so ranges cannot be claimed as objects arrive.
+ * Between begin and finish, cr_store_restore_object places each memory
+ * replica WITHOUT claiming its range (its node is CR_STORE_NODE_UNCLAIMED,
+ * store_internal.h): segment used bytes stay 0, and removing the object
+ * (a later record's remove, replacement or unmount) frees nothing.  The
+ * finish claims every replica still in the store, per segment in
+ * ascending offset order (what cr_offset_alloc_claim takes in O(1)).
+ * Meanwhile the store publishes no event and calls no file hook: the
+ * records replayed describe changes published before the restart. */
+
+struct cr_store_restore_dropped {
+    uint64_t objects;  /* left with no replica, removed */
+    uint64_t replicas; /* a range that overlaps one claimed, or lies outside its segment */
+};
+
+/* Starts a bulk restore.  Returns CR_OK, CR_ERR_NOMEM (message set), or
+ * CR_ERR_INVALID_PARAMS when one is under way already. */
+int cr_store_restore_begin(cr_store *store);
+
+/* Whether a bulk restore is under way. */
+bool cr_store_restore_bulk(const cr_store *store);
+
+/* Ends a bulk restore: claims each live object's memory replicas, per
+ * segment in ascending offset order (ties: the object in the lower slot,
+ * which was restored first, wins).  A replica whose range overlaps one
+ * claimed before it, or lies outside its segment, is dropped; an object
+ * left with no replica is removed.  Both are counted in *dropped (the
+ * caller logs them).  The store is then as if every object had been
+ * restored outside bulk mode.  Returns CR_OK, or CR_ERR_NOMEM (message
+ * set; the restore is still under way: call cr_store_restore_abort). */
+int cr_store_restore_finish(cr_store *store, struct cr_store_restore_dropped *dropped);
+
+/* Ends a bulk restore that failed: removes every object (no event), so
+ * nothing unclaimed outlives it.  Segments stay mounted. */
+void cr_store_restore_abort(cr_store *store);
 
 #endif

@@ -205,6 +205,7 @@ void cr_store_replica_release(cr_store *store, const struct cr_store_replica *r)
         free(r->path);
         return;
     }
+    if (r->node == CR_STORE_NODE_UNCLAIMED) return; /* a bulk restore's: no range held yet */
     struct cr_store_segment *seg = &store->segments[r->segment];
     assert(seg->in_use && seg->used_bytes >= r->size);
     cr_offset_alloc_free(seg->alloc,

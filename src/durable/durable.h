@@ -7,8 +7,10 @@
  *     snapshot-<16 hex>.snap      the store as of a fuzzy cut begun at that
  *                                 lsn; the log from lsn + 1 on makes it exact
  *     snapshot-<16 hex>.tmp       one being written (removed at start)
- * Records (record.h) state effects; recovery reads every log in order into
- * a replay image (image.h) and builds the store from it (this file).
+ * Records (record.h) state effects; recovery restores the snapshot straight
+ * into the store and applies the logs after it (recover.c, the argument for
+ * it there); the replay image (image.h) builds the same store another way
+ * (cr_durable_materialize: tests and bench/ compare the two).
  *
  * Threads: recovery runs on the main thread while segments' state is
  * created, before any actor runs (with a helper thread of its own that
@@ -53,8 +55,8 @@ struct cr_durable_recovery {
     uint64_t replicas_dropped; /* on a segment gone, or a range taken */
     /* Where the time went (monotonic clock; for the log line and bench/). */
     uint64_t read_ns;        /* reading the files */
-    uint64_t replay_ns;      /* checking and applying their records to the image */
-    uint64_t materialize_ns; /* building the store from the image */
+    uint64_t replay_ns;      /* checking and applying their records to the store */
+    uint64_t materialize_ns; /* claiming the restored replicas' ranges (the finish) */
     uint64_t prefilled_bytes; /* of the store's slab populated by a second thread (prefill.h) */
     /* Drain jobs replayed, for segments_drain.c to resume (it frees them). */
     struct cr_durable_drain_jobs drain_jobs;
@@ -70,13 +72,17 @@ struct cr_durable_recovery {
 int cr_durable_materialize(const struct cr_durable_image *img, cr_store *store, uint64_t now_ms,
                            struct cr_durable_recovery *out, char *err, size_t err_len);
 
-/* Reads dir's logs in lsn order into an image and materializes it.  A torn
+/* Restores dir's newest snapshot straight into the store (a bulk restore,
+ * store_restore.h) and applies the logs' records after it in lsn order
+ * (cr_durable_apply; drain jobs are kept in out->drain_jobs), then claims
+ * the replicas' ranges.  A torn
  * or corrupt tail of the newest log is cut off (the file truncated and
  * synced; *out says how many bytes) — what a crash mid-write leaves; the
  * same in an older log, a newer format or a record that does not decode is
- * refused.  Creates dir when missing.  Once the snapshot's object count is
+ * refused; on any error the objects restored so far are removed.
+ * Creates dir when missing.  Once the snapshot's object count is
  * known, a second thread reserves the store's room for them and populates
- * its slab while the logs replay (prefill.h); it has ended when this
+ * its slab while the objects are restored (prefill.h); it has ended when this
  * returns.  Returns CR_OK, or CR_ERR_IO /
  * CR_ERR_PROTOCOL / the store's error with a sentence naming the file in
  * err. */

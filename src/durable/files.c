@@ -23,6 +23,10 @@ struct sink {
     cr_durable_apply_fn apply;
     cr_durable_body_fn body;
     void *ctx;
+    /* A snapshot's lookahead (cr_durable_snapshot_load_ahead): each record
+     * is shown to peek once decoded, and applied `ahead` records later. */
+    cr_durable_peek_fn peek;
+    uint32_t ahead;
 };
 
 static int sink_call(const struct sink *s, const struct cr_durable_record *rec,
@@ -148,12 +152,19 @@ static int log_pass(const uint8_t *data, size_t len, struct cr_durable_record *r
     }
 }
 
-/* One pass over a snapshot's frames: checks only (sink NULL) or applies. */
+/* One pass over a snapshot's frames: checks only (sink NULL) or applies.
+ * rec holds 1 + sink->ahead records: record k is decoded into rec[k % that]
+ * and applied once record k + ahead is decoded (the rest after the end
+ * record checked), so a sink's peek sees each record ahead of its apply. */
 static int snapshot_pass(const uint8_t *data, size_t len, uint64_t lsn,
                          struct cr_durable_record *rec, const struct sink *sink, char *err,
                          size_t err_len) {
+    uint32_t ring = sink != NULL ? sink->ahead + 1 : 1;
+    assert(ring <= CR_DURABLE_SNAPSHOT_AHEAD_MAX + 1);
+    const uint8_t *bodies[CR_DURABLE_SNAPSHOT_AHEAD_MAX + 1];
+    uint32_t body_lens[CR_DURABLE_SNAPSHOT_AHEAD_MAX + 1];
     size_t pos = CR_DURABLE_SNAPSHOT_HEADER;
-    uint64_t count = 0;
+    uint64_t count = 0, applied = 0;
     for (;;) {
         const uint8_t *body;
         uint32_t body_len;
@@ -170,43 +181,58 @@ static int snapshot_pass(const uint8_t *data, size_t len, uint64_t lsn,
             return CR_ERR_PROTOCOL;
         }
         char why[160];
-        if (cr_durable_decode(body, body_len, rec, why, sizeof(why)) != CR_OK) {
+        struct cr_durable_record *r = &rec[count % ring];
+        if (cr_durable_decode(body, body_len, r, why, sizeof(why)) != CR_OK) {
             snprintf(err, err_len, "corrupt at byte %zu: %s", pos, why);
             return CR_ERR_PROTOCOL;
         }
         pos += frame_len;
-        if (rec->type == CR_DURABLE_SNAPSHOT_END) {
-            if (rec->lsn != lsn) {
+        if (r->type == CR_DURABLE_SNAPSHOT_END) {
+            if (r->lsn != lsn) {
                 snprintf(err, err_len, "corrupt: its header says lsn %llu, its end record %llu",
-                         (unsigned long long)lsn, (unsigned long long)rec->lsn);
+                         (unsigned long long)lsn, (unsigned long long)r->lsn);
                 return CR_ERR_PROTOCOL;
             }
-            if (rec->record_count != count || pos != len) {
+            if (r->record_count != count || pos != len) {
                 snprintf(err, err_len,
                          "corrupt: its end record counts %llu records, %llu precede it, "
                          "%zu bytes follow it",
-                         (unsigned long long)rec->record_count, (unsigned long long)count,
+                         (unsigned long long)r->record_count, (unsigned long long)count,
                          len - pos);
                 return CR_ERR_PROTOCOL;
             }
-            return CR_OK;
+            break;
         }
-        if (rec->type != CR_DURABLE_SEGMENT_MOUNT && rec->type != CR_DURABLE_OBJECT_PUT &&
-            rec->type != CR_DURABLE_DRAIN_JOB) {
+        if (r->type != CR_DURABLE_SEGMENT_MOUNT && r->type != CR_DURABLE_OBJECT_PUT &&
+            r->type != CR_DURABLE_DRAIN_JOB) {
             snprintf(err, err_len, "corrupt at byte %zu: a record of type %u has no place in "
-                     "a snapshot", pos - frame_len, (unsigned)rec->type);
+                     "a snapshot", pos - frame_len, (unsigned)r->type);
             return CR_ERR_PROTOCOL;
         }
+        bodies[count % ring] = body;
+        body_lens[count % ring] = body_len;
         count++;
-        if (sink != NULL) {
-            int rc = sink_call(sink, rec, body, body_len, err, err_len);
-            if (rc != CR_OK) return rc;
-        }
+        if (sink == NULL) continue;
+        if (sink->peek != NULL) sink->peek(sink->ctx, r);
+        if (count - applied < ring) continue;
+        uint32_t at = (uint32_t)(applied % ring);
+        int rc = sink_call(sink, &rec[at], bodies[at], body_lens[at], err, err_len);
+        if (rc != CR_OK) return rc;
+        applied++;
     }
+    /* The end record took the slot of the record `ring` before it, which
+     * was applied already: the ones after that are whole. */
+    for (; sink != NULL && applied < count; applied++) {
+        uint32_t at = (uint32_t)(applied % ring);
+        int rc = sink_call(sink, &rec[at], bodies[at], body_lens[at], err, err_len);
+        if (rc != CR_OK) return rc;
+    }
+    return CR_OK;
 }
 
-/* Checks the header and sets *lsn; *rec malloc'd for the passes. */
-static int snapshot_open(const uint8_t *data, size_t len, uint64_t *lsn,
+/* Checks the header and sets *lsn; *rec malloc'd for the passes (ring
+ * records). */
+static int snapshot_open(const uint8_t *data, size_t len, uint64_t *lsn, uint32_t ring,
                          struct cr_durable_record **rec, char *err, size_t err_len) {
     assert(data != NULL || len == 0);
     assert(lsn != NULL && err != NULL && err_len > 0);
@@ -215,7 +241,7 @@ static int snapshot_open(const uint8_t *data, size_t len, uint64_t *lsn,
                           err_len);
     if (rc != CR_OK) return rc;
     *lsn = (uint64_t)get_u32(data + 16) | (uint64_t)get_u32(data + 20) << 32;
-    if ((*rec = malloc(sizeof(**rec))) == NULL) {
+    if ((*rec = malloc(ring * sizeof(**rec))) == NULL) {
         snprintf(err, err_len, "no memory to decode a record");
         return CR_ERR_NOMEM;
     }
@@ -226,7 +252,7 @@ int cr_durable_snapshot_scan(const uint8_t *data, size_t len, cr_durable_apply_f
                              void *ctx, uint64_t *lsn, char *err, size_t err_len) {
     assert(apply != NULL);
     struct cr_durable_record *rec;
-    int rc = snapshot_open(data, len, lsn, &rec, err, err_len);
+    int rc = snapshot_open(data, len, lsn, 1, &rec, err, err_len);
     if (rc != CR_OK) return rc;
     /* Check all of it first: a bad snapshot must apply nothing. */
     struct sink sink = {.apply = apply, .ctx = ctx};
@@ -240,9 +266,22 @@ int cr_durable_snapshot_load(const uint8_t *data, size_t len, cr_durable_body_fn
                              void *ctx, uint64_t *lsn, char *err, size_t err_len) {
     assert(apply != NULL);
     struct cr_durable_record *rec;
-    int rc = snapshot_open(data, len, lsn, &rec, err, err_len);
+    int rc = snapshot_open(data, len, lsn, 1, &rec, err, err_len);
     if (rc != CR_OK) return rc;
     struct sink sink = {.body = apply, .ctx = ctx};
+    rc = snapshot_pass(data, len, *lsn, rec, &sink, err, err_len);
+    free(rec);
+    return rc;
+}
+
+int cr_durable_snapshot_load_ahead(const uint8_t *data, size_t len, uint32_t ahead,
+                                   cr_durable_peek_fn peek, cr_durable_body_fn apply, void *ctx,
+                                   uint64_t *lsn, char *err, size_t err_len) {
+    assert(apply != NULL && ahead <= CR_DURABLE_SNAPSHOT_AHEAD_MAX);
+    struct cr_durable_record *rec;
+    int rc = snapshot_open(data, len, lsn, ahead + 1, &rec, err, err_len);
+    if (rc != CR_OK) return rc;
+    struct sink sink = {.body = apply, .ctx = ctx, .peek = peek, .ahead = ahead};
     rc = snapshot_pass(data, len, *lsn, rec, &sink, err, err_len);
     free(rec);
     return rc;

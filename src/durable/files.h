@@ -80,10 +80,21 @@ int cr_durable_snapshot_scan(const uint8_t *data, size_t len, cr_durable_apply_f
 /* Checks and applies a snapshot as cr_durable_snapshot_scan does, in one
  * pass instead of two: each record is applied once it is checked, so when
  * the snapshot turns out bad, the records before the fault were applied.
- * For a target the caller throws away on error (recovery's fresh image:
- * the store is built only from a whole one). */
+ * For a target the caller throws away on error (recovery's store:
+ * crescentd does not start from a bad snapshot, recover.c). */
 int cr_durable_snapshot_load(const uint8_t *data, size_t len, cr_durable_body_fn apply,
                              void *ctx, uint64_t *lsn, char *err, size_t err_len);
+
+/* cr_durable_snapshot_load with a lookahead: each record is shown to peek
+ * (NULL: none) as soon as it is checked, and applied `ahead` records later
+ * (at most CR_DURABLE_SNAPSHOT_AHEAD_MAX), in file order: a restore starts
+ * loading what the next few records will touch while it applies one.  A
+ * record peeked at may never be applied (the snapshot turns out bad). */
+#define CR_DURABLE_SNAPSHOT_AHEAD_MAX 16u
+typedef void (*cr_durable_peek_fn)(void *ctx, const struct cr_durable_record *rec);
+int cr_durable_snapshot_load_ahead(const uint8_t *data, size_t len, uint32_t ahead,
+                                   cr_durable_peek_fn peek, cr_durable_body_fn apply, void *ctx,
+                                   uint64_t *lsn, char *err, size_t err_len);
 
 /* The count of records a snapshot's end record states, to size tables
  * before loading it (at most what len bytes can hold); 0 when its last

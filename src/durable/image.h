@@ -1,4 +1,7 @@
 /* The state a snapshot plus the log describe, built before the store is.
+ * crescentd's recovery no longer builds one (it restores into the store in
+ * bulk, recover.c); the tests, the fuzzer and bench/durable_recover.c use
+ * it as the independent way to the same store.
  *
  * Replay applies records here, not to the store: a snapshot is taken while
  * the store keeps changing (a fuzzy cut, like a database's fuzzy

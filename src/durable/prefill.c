@@ -11,8 +11,8 @@
 #include "crescent/error.h"
 
 /* Populated this much at a time: madvise holds the address space's lock
- * for reading while it works, and the restoring thread's own mappings (the
- * replay image's chunks) wait for it, so a step is kept to a few ms. */
+ * for reading while it works, and the restoring thread's own mappings and
+ * page faults wait for it, so a step is kept to a few ms. */
 #define STEP_BYTES (4u << 20)
 
 static void populate_down(struct cr_durable_prefill *p, char *base, size_t bytes) {

@@ -5,12 +5,12 @@
  * the page.  On a virtual machine that costs about 3.4 ms per MiB of huge
  * pages (the host backs each page as it is first touched), most of a large
  * restart's time (bench/RESULTS.md): 10 M objects are 3.4 GB of slab.  The
- * work needs no knowledge of the objects, so it runs beside the replay:
+ * work needs no knowledge of the objects, so it runs beside the restore:
  * once the snapshot's object count is known, a thread reserves the store's
  * room (cr_store_restore_reserve: the key index and the slab region) and
  * then populates the slab region from its end down (MADV_POPULATE_WRITE,
- * which writes no byte), while the calling thread replays the logs and
- * then restores the objects into it from its start up.
+ * which writes no byte), while the calling thread, once the reserve is
+ * handed over, restores the snapshot's objects into it from its start up.
  *
  * Threads: the thread uses the store only until cr_durable_prefill_handover
  * returns; after that it touches nothing but the region's pages, which the

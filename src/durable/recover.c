@@ -1,5 +1,5 @@
-/* Recovery: the state directory's logs → a replay image → the store
- * (durable.h). */
+/* Recovery: the state directory's snapshot and logs → the store
+ * (durable.h); and the image → the store (cr_durable_materialize). */
 #include "durable/durable.h"
 
 #include <assert.h>
@@ -189,22 +189,108 @@ static void free_names(char **names, uint32_t count) {
     free(names);
 }
 
-/* Applies the records after the snapshot's lsn (older ones are in it). */
-struct after {
-    struct cr_durable_image *img;
+/* ---- straight into the store --------------------------------------------------
+ *
+ * Recovery restores the snapshot's objects straight into the store, in file
+ * order, then applies the logs' records after the snapshot's lsn as a
+ * standby applies its leader's (cr_durable_apply), all inside a bulk
+ * restore of the store (store_restore.h), whose finish claims the ranges.
+ *
+ * Why that gives the exact store although the snapshot is a fuzzy cut (it
+ * is written in slices while the store keeps changing, from lsn L on,
+ * segments_durable.c): take any object key.
+ *  - If nothing changed it from L on, the snapshot holds its state at L
+ *    (or lacks it, when it did not exist), and no record after L names it:
+ *    that state is its final one.
+ *  - If something did, every change is in the log after L: a put or any
+ *    change of an object's replicas is an OBJECT_PUT carrying the object's
+ *    whole state, and a removal is an OBJECT_REMOVE, a REMOVE_ALL or the
+ *    UNMOUNT of its segment.  Applying them in lsn order on top of whatever
+ *    the snapshot held of the key (an old state, a new one, nothing, or
+ *    two states: a slice that met it twice) leaves the last one's effect,
+ *    because each replaces or removes the key whole (apply.h).
+ * Segments likewise: the snapshot writes them all at L, first, and every
+ * later mount and unmount is a record after L.  So once the log is
+ * applied, the objects and segments are those the leader had at the log's
+ * end, and their ranges cannot overlap, since the leader's did not.
+ * Before that they can: an object removed during the cut may sit in the
+ * snapshot beside one placed later on its range, which the log's REMOVE
+ * takes away.  That is why nothing is claimed in an allocator until the
+ * end (the bulk restore); files are untrusted, so the finish still checks
+ * every range and drops (and counts) the replicas that overlap.
+ *
+ * A key twice in the snapshot: the later in the file replaces the earlier
+ * (as the image did).  Which one stays does not matter: a key seen twice
+ * changed during the cut, so the log holds its final state (above).
+ *
+ * An object the snapshot holds on a segment mounted after L is dropped
+ * (counted) when the snapshot is applied, and put back by its OBJECT_PUT
+ * after the MOUNT: the dropped counts of a restart after a busy cut may
+ * include such objects. */
+struct restore {
+    cr_store *store;
+    uint64_t now_ms;
     uint64_t snapshot_lsn;
+    struct cr_store_restore_object o; /* the object being restored */
+    struct cr_durable_apply_counts counts;
+    struct cr_durable_recovery *out;
 };
 
-static int apply_after(void *ctx, const struct cr_durable_record *rec, const uint8_t *body,
-                       uint32_t body_len, char *err, size_t err_len) {
-    struct after *a = ctx;
-    if (rec->lsn <= a->snapshot_lsn) return CR_OK;
-    return cr_durable_image_apply_body(a->img, rec, body, body_len, err, err_len);
+static int keep_drain(struct restore *r, const struct cr_durable_record *rec, char *err,
+                      size_t err_len) {
+    if (cr_durable_drain_jobs_put(&r->out->drain_jobs, &rec->drain) == 0) return CR_OK;
+    snprintf(err, err_len, "no memory to keep drain job records");
+    return CR_ERR_NOMEM;
+}
+
+/* A snapshot's record about to be applied: the key index slot its object
+ * probes starts loading (one cache miss an object, at random, otherwise). */
+static void snapshot_peek(void *ctx, const struct cr_durable_record *rec) {
+    const struct restore *r = ctx;
+    if (rec->type == CR_DURABLE_OBJECT_PUT)
+        cr_store_restore_prefetch(r->store, rec->tenant[0] != '\0' ? rec->tenant : "default",
+                                  rec->key, rec->key_len);
+}
+
+static int snapshot_apply(void *ctx, const struct cr_durable_record *rec, const uint8_t *body,
+                          uint32_t body_len, char *err, size_t err_len) {
+    (void)body, (void)body_len;
+    struct restore *r = ctx;
+    if (rec->type == CR_DURABLE_DRAIN_JOB) return keep_drain(r, rec, err, err_len);
+    if (rec->type != CR_DURABLE_OBJECT_PUT)
+        return cr_durable_apply(r->store, rec, r->now_ms, &r->counts, err, err_len);
+    cr_durable_restore_from(rec, &r->o);
+    uint32_t dropped = 0;
+    int rc = cr_store_restore_object(r->store, &r->o, r->now_ms, &dropped);
+    if (rc == CR_ERR_OBJECT_ALREADY_EXISTS) { /* the key twice: the later stays (above) */
+        (void)cr_store_remove(r->store, rec->tenant, rec->key, rec->key_len, true, r->now_ms);
+        rc = cr_store_restore_object(r->store, &r->o, r->now_ms, &dropped);
+    }
+    r->counts.replicas_dropped += dropped;
+    if (rc == CR_ERR_SEGMENT_NOT_FOUND) {
+        r->counts.objects_dropped++;
+        return CR_OK;
+    }
+    if (rc != CR_OK)
+        snprintf(err, err_len, "cannot restore an object of %u key bytes: %s", rec->key_len,
+                 cr_store_last_error(r->store));
+    return rc;
+}
+
+/* A log's record: applied when it is after the snapshot (older ones are
+ * in it). */
+static int log_apply(void *ctx, const struct cr_durable_record *rec, const uint8_t *body,
+                     uint32_t body_len, char *err, size_t err_len) {
+    (void)body, (void)body_len;
+    struct restore *r = ctx;
+    if (rec->lsn <= r->snapshot_lsn) return CR_OK;
+    if (rec->type == CR_DURABLE_DRAIN_JOB) return keep_drain(r, rec, err, err_len);
+    return cr_durable_apply(r->store, rec, r->now_ms, &r->counts, err, err_len);
 }
 
 /* Replays one log; the newest may have its torn tail cut.  *prev_last: the
  * last lsn of the logs before it (its records must follow it). */
-static int replay_log(const char *path, bool newest, struct after *img, uint64_t *prev_last,
+static int replay_log(const char *path, bool newest, struct restore *img, uint64_t *prev_last,
                       struct cr_durable_recovery *out, char *err, size_t err_len) {
     uint8_t *data;
     size_t len;
@@ -215,7 +301,7 @@ static int replay_log(const char *path, bool newest, struct after *img, uint64_t
     if (rc != CR_OK) return rc;
     char why[400] = "";
     struct cr_durable_log_scan scan;
-    rc = cr_durable_log_scan_bodies(data, len, apply_after, img, &scan, why, sizeof(why));
+    rc = cr_durable_log_scan_bodies(data, len, log_apply, img, &scan, why, sizeof(why));
     cr_durable_big_free(data, len);
     out->replay_ns += now_ns() - t1;
     if (rc != CR_OK) {
@@ -266,23 +352,15 @@ static void drop_tmp_snapshots(const char *dir) {
     free_names(names, count);
 }
 
-/* The snapshot's mapping, lent to the image (cr_durable_image_borrow):
- * unmapped once the image is destroyed. */
-struct mapped {
-    uint8_t *data;
-    size_t len;
-};
-
-/* Applies the newest snapshot, if any, to img and sets *lsn (0: none).
- * Starts *prefill for the store once the snapshot's object count is known.
- * The image keeps pointing into the snapshot's bytes: *snap holds them
- * (data NULL: none) for the caller to free after the image. */
-static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t *lsn,
-                         cr_store *store, struct cr_durable_prefill *prefill,
-                         struct mapped *snap, struct cr_durable_recovery *out, char *err,
-                         size_t err_len) {
-    *lsn = 0;
-    *snap = (struct mapped){NULL, 0};
+/* Restores the newest snapshot, if any, into the store and sets
+ * r->snapshot_lsn (0: none).  Starts *prefill for the store once the
+ * snapshot's object count is known: its second thread sizes the store's
+ * tables (handed back before the first object) and populates the slab
+ * from the top down while this thread fills it from the bottom up. */
+static int load_snapshot(const char *dir, struct restore *r, struct cr_durable_prefill *prefill,
+                         char *err, size_t err_len) {
+    struct cr_durable_recovery *out = r->out;
+    r->snapshot_lsn = 0;
     char **names;
     uint32_t count;
     int rc = list_files(dir, SNAP_PREFIX, SNAP_SUFFIX, &names, &count, err, err_len);
@@ -297,22 +375,21 @@ static int load_snapshot(const char *dir, struct cr_durable_image *img, uint64_t
         out->read_ns += t1 - t0;
         char why[400] = "";
         if (rc == CR_OK) {
-            /* One pass: a bad snapshot fails the whole recovery, and the
-             * image it half filled is thrown away with it. */
             uint64_t hint = cr_durable_snapshot_count_hint(data, len);
-            (void)cr_durable_prefill_start(prefill, store, hint); /* else without */
-            cr_durable_image_reserve(img, hint);
-            cr_durable_image_borrow(img, data, len);
-            *snap = (struct mapped){data, len};
-            rc = cr_durable_snapshot_load(data, len, cr_durable_image_load_body, img, lsn, why,
-                                          sizeof(why));
-            if (rc == CR_OK) rc = cr_durable_image_load_end(img, why, sizeof(why));
+            (void)cr_durable_prefill_start(prefill, r->store, hint); /* else without */
+            cr_durable_prefill_handover(prefill); /* the store is this thread's again */
+            /* One pass: a bad snapshot fails the whole recovery, and the
+             * objects restored before the fault are removed (the caller). */
+            rc = cr_durable_snapshot_load_ahead(data, len, PREFETCH_AHEAD, snapshot_peek,
+                                                snapshot_apply, r, &r->snapshot_lsn, why,
+                                                sizeof(why));
+            cr_durable_big_free(data, len);
             out->replay_ns += now_ns() - t1;
             if (rc != CR_OK)
                 snprintf(err, err_len, "%s: %s (the snapshot is refused: restore it from a "
                          "backup, or move it away to start from the logs it left)", path, why);
         }
-        out->snapshot_lsn = *lsn;
+        out->snapshot_lsn = r->snapshot_lsn;
     }
     free_names(names, count);
     return rc;
@@ -324,33 +401,50 @@ int cr_durable_recover(const char *dir, cr_store *store, uint64_t now_ms,
     memset(out, 0, sizeof(*out));
     char **names = NULL;
     uint32_t count = 0;
-    struct cr_durable_image *img = cr_durable_image_create();
-    int rc = img != NULL ? CR_OK : CR_ERR_NOMEM;
-    struct after after = {.img = img};
+    struct restore *r = calloc(1, sizeof(*r));
+    int rc = r != NULL ? CR_OK : CR_ERR_NOMEM;
+    if (rc != CR_OK) snprintf(err, err_len, "no memory to recover");
+    if (rc == CR_OK) {
+        *r = (struct restore){.store = store, .now_ms = now_ms, .out = out};
+        rc = cr_store_restore_begin(store);
+        if (rc != CR_OK) snprintf(err, err_len, "%s", cr_store_last_error(store));
+    }
+    bool bulk = rc == CR_OK;
     struct cr_durable_prefill prefill = {.started = false};
-    struct mapped snap = {NULL, 0};
     if (rc == CR_OK) rc = list_logs(dir, &names, &count, err, err_len); /* makes dir */
     if (rc == CR_OK) drop_tmp_snapshots(dir);
-    if (rc == CR_OK)
-        rc = load_snapshot(dir, img, &after.snapshot_lsn, store, &prefill, &snap, out, err,
-                           err_len);
-    out->last_lsn = after.snapshot_lsn;
+    if (rc == CR_OK) rc = load_snapshot(dir, r, &prefill, err, err_len);
+    out->last_lsn = out->snapshot_lsn;
     uint64_t prev_last = 0;
     for (uint32_t i = 0; rc == CR_OK && i < count; i++) {
         char path[CR_DURABLE_PATH_MAX];
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        rc = replay_log(path, i + 1 == count, &after, &prev_last, out, err, err_len);
+        rc = replay_log(path, i + 1 == count, r, &prev_last, out, err, err_len);
         out->logs++;
     }
     uint64_t t0 = now_ns();
-    cr_durable_prefill_handover(&prefill); /* the store is this thread's again */
-    if (rc == CR_OK) rc = cr_durable_materialize(img, store, now_ms, out, err, err_len);
+    struct cr_store_restore_dropped dropped = {0};
+    if (rc == CR_OK) {
+        rc = cr_store_restore_finish(store, &dropped);
+        if (rc != CR_OK)
+            snprintf(err, err_len, "cannot claim the restored replicas: %s",
+                     cr_store_last_error(store));
+    }
+    if (rc != CR_OK && bulk) cr_store_restore_abort(store); /* never half a store */
     cr_durable_prefill_join(&prefill);
     out->prefilled_bytes = prefill.bytes_populated;
-    if (rc == CR_OK) cr_durable_image_take_drain(img, &out->drain_jobs);
-    cr_durable_image_destroy(img);
-    cr_durable_big_free(snap.data, snap.len); /* after the image that pointed into it */
+    if (rc == CR_OK) {
+        struct cr_store_stats st;
+        cr_store_get_stats(store, now_ms, &st);
+        out->segments = st.segment_count;
+        out->objects = st.object_count;
+        out->objects_dropped = r->counts.objects_dropped + dropped.objects;
+        out->replicas_dropped = r->counts.replicas_dropped + dropped.replicas;
+    } else {
+        cr_durable_drain_jobs_free(&out->drain_jobs);
+    }
     out->materialize_ns = now_ns() - t0;
+    free(r);
     free_names(names, count);
     return rc;
 }

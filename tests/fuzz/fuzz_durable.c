@@ -14,6 +14,9 @@
  *   scanning just the bytes it kept gives the same records with a clean end
  *   (truncating a torn tail is idempotent);
  * - a refused snapshot applies nothing to the image;
+ * - the lookahead load (cr_durable_snapshot_load_ahead) applies the records
+ *   the plain one applies, in the same order, each after its peek, with the
+ *   same verdict;
  * - an image built from either holds only what its walks return.
  * Build and run: tests/fuzz/README.md. */
 #include <stdbool.h>
@@ -114,7 +117,45 @@ static void fuzz_log(const uint8_t *data, size_t len) {
     if (len >= CR_DURABLE_LOG_HEADER) check_frames(data, len, CR_DURABLE_LOG_HEADER);
 }
 
+/* The records a load applied, in order (their bodies' places), and how
+ * many it showed to peek first. */
+struct order {
+    uint64_t hash, applied, peeked;
+};
+
+static void order_peek(void *ctx, const struct cr_durable_record *rec) {
+    (void)rec;
+    ((struct order *)ctx)->peeked++;
+}
+
+static int order_apply(void *ctx, const struct cr_durable_record *rec, const uint8_t *body,
+                       uint32_t body_len, char *err, size_t err_len) {
+    (void)err, (void)err_len;
+    struct order *o = ctx;
+    if (o->peeked != 0 && o->applied >= o->peeked) abort(); /* applied before peeked */
+    o->hash = (o->hash ^ (uintptr_t)body ^ body_len ^ (uint64_t)rec->type << 40) * 0x100000001b3ull;
+    o->applied++;
+    return CR_OK;
+}
+
+/* The lookahead load restarts use applies the records the plain one does,
+ * in the same order, each after peek saw it, with the same verdict. */
+static void check_ahead(const uint8_t *data, size_t len) {
+    char err[256] = "";
+    struct order plain = {0}, ahead = {0};
+    uint64_t lsn = 0, lsn2 = 0;
+    int rc = cr_durable_snapshot_load(data, len, order_apply, &plain, &lsn, err, sizeof(err));
+    int rc2 = cr_durable_snapshot_load_ahead(data, len, 3, order_peek, order_apply, &ahead,
+                                             &lsn2, err, sizeof(err));
+    if (rc != rc2) abort();
+    if (rc == CR_OK && (lsn != lsn2 || plain.hash != ahead.hash ||
+                        plain.applied != ahead.applied || ahead.peeked != ahead.applied))
+        abort();
+    if (rc != CR_OK && ahead.applied > plain.applied) abort();
+}
+
 static void fuzz_snapshot(const uint8_t *data, size_t len) {
+    check_ahead(data, len);
     char err[256] = "";
     struct cr_durable_image *img = cr_durable_image_create();
     if (img == NULL) return;

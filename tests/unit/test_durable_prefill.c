@@ -1,10 +1,12 @@
-/* Recovery with the store's slab populated on a second thread
- * (src/durable/prefill.c) against the path without it: the same state
- * directory (a snapshot of OBJECTS objects on a few segments and a log of
- * removes, new keys in the freed places and objects written again in place
- * after it) restored by cr_durable_recover, whose thread reserves the
- * store's room and populates its slab while the logs replay, and by the
- * image + cr_durable_materialize path alone (no thread, no early reserve).
+/* Recovery straight into the store with its slab populated on a second
+ * thread (src/durable/recover.c, prefill.c) against the other way of
+ * building the same store: the same state directory (a snapshot of OBJECTS
+ * objects on a few segments and a log of removes, new keys in the freed
+ * places and objects written again in place after it) restored by
+ * cr_durable_recover (a bulk restore whose claims wait for the log's end,
+ * its thread populating the slab meanwhile), and by the replay image +
+ * cr_durable_materialize (the log applied to the image first, each range
+ * claimed as the object is restored; no thread, no early reserve).
  * Both stores must hold the same objects, compared one by one, and none
  * of the removed ones. */
 #include <errno.h>
