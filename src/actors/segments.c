@@ -298,9 +298,11 @@ static bool tasks_room(struct segments_state *st, const struct cr_master_call *c
     return false;
 }
 
-/* An edge's call went to tasks: its answer comes back as MASTER_DONE. */
-static void tasks_sent(struct segments_state *st, const struct cr_master_call *call) {
-    if (call->edge != 0) st->at_tasks++;
+/* An edge's call went to tasks: its answer comes back as MASTER_DONE.
+ * `edge` is the call's, read before the send: once sent, the call is the
+ * tasks actor's, which may have answered it and its sender freed it. */
+static void tasks_sent(struct segments_state *st, uint8_t edge) {
+    if (edge != 0) st->at_tasks++;
 }
 
 /* CreateCopyTask/CreateMoveTask: the targets are reserved here, then the
@@ -321,8 +323,9 @@ static void on_task_create(struct segments_state *st, struct cr_msg *ask,
         struct cr_msg fwd = {.type = CR_MSG_TASK_CREATE};
         struct cr_msg_task_create *body = CR_MSG_BODY(&fwd, struct cr_msg_task_create);
         body->call = call, body->detail = detail;
+        uint8_t edge = call->edge;
         if (cr_send_try(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) {
-            tasks_sent(st, call);
+            tasks_sent(st, edge);
             return;
         }
         cr_store_task_rollback(st->store, &detail->ref);
@@ -372,8 +375,9 @@ static void tell_tasks_recheck(struct segments_state *st) {
 static bool ping_to_tasks(struct segments_state *st, struct cr_master_call *call) {
     struct cr_msg fwd = {.type = CR_MSG_MASTER_CALL};
     CR_MSG_BODY(&fwd, struct cr_msg_master_call)->call = call;
+    uint8_t edge = call->edge;
     if (tasks_room(st, call) && cr_send_try(st->peers->actors[CR_SUBSYSTEM_TASKS], &fwd) == CR_OK) {
-        tasks_sent(st, call);
+        tasks_sent(st, edge);
         return true;
     }
     st->task_pings_unforwarded++;
@@ -587,11 +591,12 @@ bool cr_edge_submit(struct cr_edge *edge, struct cr_master_call *call, const uin
             call->edge = 0;
             return false;
         }
+        uint8_t edge_id = call->edge;
         if (!cr_rpc_intake_forward(&edge->intake, call, out)) {
             call->edge = 0;
             return false;
         }
-        tasks_sent(st, call);
+        tasks_sent(st, edge_id);
         return true;
     }
     call->reply_to = st->self; /* where tasks answers a call segments passes on */
