@@ -271,6 +271,7 @@ void cr_store_destroy(cr_store *s) {
     free(s->discarded);
     cr_store_promote_free(s);
     free(s->bulk); /* one allocation; its replicas went with the objects above */
+    cr_store_restore_index_drop(s);
     cr_store_quotas_free(s);
     free(s);
 }

@@ -284,6 +284,9 @@ struct cr_store {
     struct cr_store_promote *promote; /* SSD hit counters (store_promote.c); NULL: off */
 
     struct cr_store_bulk *bulk; /* a bulk restore under way (store_restore_bulk.c); NULL: none */
+    /* Objects restored but not yet in the key index (store_restore_index.c);
+     * NULL: every object is in it. */
+    struct cr_store_index_pending *index_pending;
 
     char err[CR_STORE_ERROR_LEN];
     /* The last NO_AVAILABLE_HANDLE: could freeing space have made room?  False
@@ -433,6 +436,20 @@ bool cr_store_slab_has_room(const cr_store *store);
 
 /* store_restore_bulk.c: a memory replica placed unclaimed on segment `seg`. */
 void cr_store_bulk_note(cr_store *store, uint32_t seg);
+
+/* store_objects.c: frees object `id` as cr_store_obj_free does, except that
+ * its key index slot is the caller's (the sorted build reuses it for the
+ * key's later object, store_restore_index.c). */
+void cr_store_obj_free_unindexed(cr_store *store, uint32_t id);
+
+/* store_restore_index.c: while the index is deferred, room for one more
+ * object restored without it (slab, index size, the pending array); false
+ * when there is none: the caller builds the index and goes on without. */
+bool cr_store_index_pending_room(cr_store *store);
+/* Object `id`, of hash `hash`, is to be put in the index by the build. */
+void cr_store_index_pending_add(cr_store *store, uint32_t id, uint64_t hash);
+/* Frees the notes of a deferred index unbuilt (cr_store_destroy). */
+void cr_store_restore_index_drop(cr_store *store);
 
 /* store_evict.c */
 /* Evicts one object, the oldest of a small sample, to make room for a

@@ -69,6 +69,7 @@ static void slot_put(struct cr_store_slot *table, uint32_t mask, uint32_t shift,
 }
 
 static void table_insert(cr_store *store, uint32_t id, uint64_t hash) {
+    assert(store->index_pending == NULL); /* store_restore_index.c inserts its own */
     assert(((uint64_t)store->object_count + 1) * 2 <= (uint64_t)store->table_mask + 1);
     if (store->ssd_park != NULL) cr_store_ssd_park_forget(store, hash); /* a put of the key */
     slot_put(store->table, store->table_mask, store->table_shift,
@@ -115,6 +116,7 @@ int cr_store_index_reserve_for(cr_store *store, uint64_t more) {
 }
 
 static void table_delete(cr_store *store, uint32_t id, uint64_t hash) {
+    assert(store->index_pending == NULL); /* objects restored since are not in it */
     if (store->ssd_park != NULL) cr_store_ssd_park_forget(store, hash); /* a removal */
     uint32_t mask = store->table_mask;
     uint32_t hole = cr_store_home(store, hash);
@@ -232,10 +234,10 @@ static void inflight_unlink(cr_store *store, uint32_t id) {
 
 /* Removes the object from every index and recycles its slot.  With
  * release_space false the caller has taken over the replicas (parking). */
-static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
+static void obj_free_ex(cr_store *store, uint32_t id, bool release_space, bool indexed) {
     struct cr_store_obj *obj = cr_store_obj_at(store, id);
     assert(obj->state != CR_OBJ_FREE);
-    table_delete(store, id, obj->hash);
+    if (indexed) table_delete(store, id, obj->hash);
     if (obj->state == CR_OBJ_INFLIGHT) inflight_unlink(store, id);
     for (uint32_t r = 0; r < obj->replica_count && release_space; r++) {
         /* A task's reserved replica may still be written by its executor:
@@ -268,7 +270,11 @@ static void obj_free_ex(cr_store *store, uint32_t id, bool release_space) {
 }
 
 void cr_store_obj_free(cr_store *store, uint32_t id) {
-    obj_free_ex(store, id, true);
+    obj_free_ex(store, id, true, true);
+}
+
+void cr_store_obj_free_unindexed(cr_store *store, uint32_t id) {
+    obj_free_ex(store, id, true, false);
 }
 
 /* ---- replica storage (store_internal.h) --------------------------------------- */
@@ -691,7 +697,7 @@ static void preempt(cr_store *store, uint32_t id) {
             r == 0 ? CR_STORE_DISCARD_PUT_FIRST : CR_STORE_DISCARD_PUT_MORE};
     }
     store->counters.zombies_preempted++;
-    obj_free_ex(store, id, false);
+    obj_free_ex(store, id, false, true);
 }
 
 static int plan_commit(cr_store *store, struct put_plan *plan, const struct cr_uuid *client,

@@ -102,11 +102,17 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
         return cr_store_fail(store, CR_ERR_INVALID_PARAMS,
                              "object of %llu bytes exceeds max_object_size_bytes",
                              (unsigned long long)o->size);
+    /* No room to defer one more (a snapshot holding keys twice at
+     * max_objects): the index is built now, and the rest go in directly. */
+    if (store->index_pending != NULL && !cr_store_index_pending_room(store))
+        (void)cr_store_restore_index_build(store);
+    bool deferred = store->index_pending != NULL;
     int t = cr_store_tenant_lookup(store, o->tenant);
     uint64_t hash = 0;
     if (t >= 0) {
         hash = cr_store_key_hash(store, (uint16_t)t, o->key, o->key_len);
-        if (cr_store_obj_find(store, (uint16_t)t, o->key, o->key_len, hash) != CR_STORE_NONE)
+        if (!deferred &&
+            cr_store_obj_find(store, (uint16_t)t, o->key, o->key_len, hash) != CR_STORE_NONE)
             return cr_store_fail(store, CR_ERR_OBJECT_ALREADY_EXISTS, "object exists");
     }
     if (!cr_store_slab_has_room(store))
@@ -162,7 +168,10 @@ int cr_store_restore_object(cr_store *store, const struct cr_store_restore_objec
     } else {
         memcpy(obj->key, o->key, o->key_len);
     }
-    cr_store_table_insert(store, id, hash);
+    if (deferred)
+        cr_store_index_pending_add(store, id, hash);
+    else
+        cr_store_table_insert(store, id, hash);
     store->object_count++;
     store->replica_count += placed.count;
     return CR_OK;
@@ -190,6 +199,7 @@ void cr_store_restore_slab_region(const cr_store *store, void **base, size_t *by
 void cr_store_restore_prefetch(const cr_store *store, const char *tenant, const char *key,
                                uint32_t key_len) {
     assert(store != NULL && tenant != NULL && key != NULL);
+    if (store->index_pending != NULL) return; /* no index slot to load: not even hashed */
     int t = cr_store_tenant_lookup(store, tenant);
     if (t < 0) return;
     uint64_t hash = cr_store_key_hash(store, (uint16_t)t, key, key_len);

@@ -98,6 +98,47 @@ int cr_store_restore_begin(cr_store *store);
 /* Whether a bulk restore is under way. */
 bool cr_store_restore_bulk(const cr_store *store);
 
+/* ---- the key index, deferred (store_restore_index.c) ------------------------
+ *
+ * Inserting millions of objects one by one into the key index is a cache
+ * miss at random per object (and one more for the duplicate-key lookup).
+ * Within a bulk restore, the caller may defer the index for a run of
+ * cr_store_restore_object calls (a snapshot's objects) and build it at once
+ * afterwards, in home-slot order: a sequential walk of the table.
+ *
+ * While the index is deferred, cr_store_restore_object:
+ *  - puts each object in the slab and notes it for the build; the key is not
+ *    looked up, so it never returns CR_ERR_OBJECT_ALREADY_EXISTS: a key
+ *    restored twice is held twice until the build, which keeps the one
+ *    restored LAST (as removing the earlier and restoring again would) and
+ *    frees the other (its replicas unclaimed: nothing in the allocators);
+ *  - builds the index first, and goes on without deferring, when there is
+ *    no room to defer one more (max_objects reached by such duplicates, the
+ *    index at its ceiling, or no memory for the note);
+ *  and cr_store_restore_prefetch does nothing.
+ * Nothing else may use the key index meanwhile: no lookup, removal, put or
+ * unmount (the objects restored since are not in it; asserted).  The
+ * caller builds it before applying any record other than an object's
+ * restore or a segment's mount; cr_store_restore_finish and
+ * cr_store_restore_abort build it when the caller has not. */
+
+/* Defers the key index for the objects restored from now on; `objects`
+ * sizes the notes (8 bytes an object; they grow past it).  Returns CR_OK
+ * (also when deferred already), CR_ERR_INVALID_PARAMS (no bulk restore) or
+ * CR_ERR_NOMEM (message set; nothing deferred: the restore goes on as
+ * without). */
+int cr_store_restore_index_defer(cr_store *store, uint64_t objects);
+
+/* Whether the key index is deferred. */
+bool cr_store_restore_index_deferred(const cr_store *store);
+
+/* Puts every object restored since the defer into the key index, sorted by
+ * home slot (without the memory to sort: in restore order, the same index
+ * built at random), and ends the deferral.  A key restored more than once
+ * keeps its last object; the earlier ones are freed (no event).  Returns
+ * how many were, 0 when nothing is deferred.  Cannot fail. */
+uint64_t cr_store_restore_index_build(cr_store *store);
+
 /* Ends a bulk restore: claims each live object's memory replicas, per
  * segment in ascending offset order (ties: the object in the lower slot,
  * which was restored first, wins).  A replica whose range overlaps one

@@ -158,6 +158,7 @@ int cr_store_restore_finish(cr_store *store, struct cr_store_restore_dropped *dr
     struct cr_store_bulk *b = store->bulk;
     assert(b != NULL);
     memset(dropped, 0, sizeof(*dropped));
+    (void)cr_store_restore_index_build(store); /* when the caller has not */
     uint32_t n = b->segments;
     uint64_t *start = malloc(((size_t)n + 1) * 2 * sizeof(*start));
     if (start == NULL) return cr_store_fail(store, CR_ERR_NOMEM, "out of memory");
@@ -217,6 +218,7 @@ int cr_store_restore_finish(cr_store *store, struct cr_store_restore_dropped *dr
 void cr_store_restore_abort(cr_store *store) {
     assert(store != NULL);
     if (store->bulk == NULL) return;
+    (void)cr_store_restore_index_build(store); /* the frees below delete from it */
     for (uint32_t id = 0; id < store->slab_high; id++)
         if (cr_store_obj_at(store, id)->state != CR_OBJ_FREE) cr_store_obj_free(store, id);
     bulk_end(store);

@@ -56,6 +56,7 @@ struct cr_durable_recovery {
     /* Where the time went (monotonic clock; for the log line and bench/). */
     uint64_t read_ns;        /* reading the files */
     uint64_t replay_ns;      /* checking and applying their records to the store */
+    uint64_t index_ns;       /* of replay_ns: the key index built after the snapshot */
     uint64_t materialize_ns; /* claiming the restored replicas' ranges (the finish) */
     uint64_t prefilled_bytes; /* of the store's slab populated by a second thread (prefill.h) */
     /* Drain jobs replayed, for segments_drain.c to resume (it frees them). */
