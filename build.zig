@@ -374,11 +374,12 @@ fn addSanitizerSteps(b: *std.Build, sources: Sources, proto: ?Proto) void {
         // checksum helper (test_client_verify.c), the index HTTP workers read
         // beside the indexer's writes (test_indexer_read.c) and the journal's
         // fdatasync thread (test_durable_diverged.c) and the restore's
-        // slab-populating thread (test_durable_prefill.c).
+        // slab-populating thread (test_durable_prefill.c) and the restore's
+        // claims on two threads (test_durable_finish.c).
         if (std.mem.indexOf(u8, test_file, "runtime") != null or std.mem.indexOf(u8, test_file, "actor") != null or
             std.mem.endsWith(u8, test_file, "test_host.c") or std.mem.endsWith(u8, test_file, "test_client_verify.c") or
             std.mem.endsWith(u8, test_file, "test_indexer_read.c") or std.mem.endsWith(u8, test_file, "test_durable_diverged.c") or
-            std.mem.endsWith(u8, test_file, "test_durable_prefill.c"))
+            std.mem.endsWith(u8, test_file, "test_durable_prefill.c") or std.mem.endsWith(u8, test_file, "test_durable_finish.c"))
         {
             // tests/tsan.supp: races TSan reports inside Debian's uninstrumented libzmq.
             const options = b.fmt("halt_on_error=1 second_deadlock_stack=1 suppressions={s}", .{b.pathFromRoot("tests/tsan.supp")});

@@ -195,12 +195,13 @@ int segments_durable_start(struct segments_state *st) {
         cr_store_ssd_park_know(st->store, view.name); /* its SSD's files need its objects */
     }
     const struct cr_durable_recovery *r = &st->recovery;
-    CR_INFO("segments", "restored from %s in %.3f s (read %.3f, replay %.3f of which index %.3f, build %.3f): "
+    CR_INFO("segments", "restored from %s in %.3f s (read %.3f, replay %.3f of which index %.3f, build %.3f: plan %.3f, claims %.3f on %u thread(s)): "
             "%u log(s), %llu records, %u segments, "
             "%llu objects (%llu dropped: no replica could be placed; %llu replicas dropped)",
             st->state_dir, (double)(cr_runtime_now_ns(rt) - t0) / 1e9, (double)r->read_ns / 1e9,
             (double)r->replay_ns / 1e9, (double)r->index_ns / 1e9,
-            (double)r->materialize_ns / 1e9, r->logs,
+            (double)r->materialize_ns / 1e9, (double)r->finish_plan_ns / 1e9,
+            (double)r->finish_claims_ns / 1e9, r->finish_threads, r->logs,
             (unsigned long long)r->records, r->segments, (unsigned long long)r->objects,
             (unsigned long long)r->objects_dropped, (unsigned long long)r->replicas_dropped);
     rc = cr_durable_feed_init(&st->feed, r->last_lsn + 1,

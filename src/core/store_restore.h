@@ -149,6 +149,65 @@ uint64_t cr_store_restore_index_build(cr_store *store);
  * set; the restore is still under way: call cr_store_restore_abort). */
 int cr_store_restore_finish(cr_store *store, struct cr_store_restore_dropped *dropped);
 
+/* ---- the finish in phases, for a caller with threads (src/durable/recover.c) --
+ *
+ * cr_store_restore_finish is these three, on one thread:
+ *  1. cr_store_restore_finish_prepare: builds the key index if deferred,
+ *     collects every unclaimed memory replica and sorts each segment's by
+ *     offset (the plan);
+ *  2. cr_store_restore_finish_claims for segment ranges that cover
+ *     [0, cr_store_restore_plan_segments) once: claims those segments'
+ *     replicas; a claim that fails is only noted in its part;
+ *  3. cr_store_restore_finish_end: adds the parts' bytes to the store's,
+ *     drops the failed replicas (and objects left with none), frees the
+ *     plan and ends the bulk restore.
+ * The result is the same however the segments are split (same claims, same
+ * drops in the same order), so the caller splits them as it likes.
+ *
+ * Threads: calls of phase 2 on DISJOINT segment ranges may run at once, on
+ * different threads (and nothing else may use the store meanwhile).  They
+ * are race-free because a call writes only its own segments' allocators
+ * and used_bytes, the `node` field of the replicas on those segments (a
+ * replica is on one segment: two calls never write the same replica), and
+ * its own range of the plan's array; it reads the plan's bounds, the
+ * objects' slot, state, replica array pointer and those same replicas'
+ * offset, size and segment, which nobody writes until phase 3.  It never
+ * reads a replica of another segment, changes no object's state or
+ * replica count, and touches no store-wide count or tenant charge (phase 3
+ * does).  src/core itself starts no thread. */
+
+struct cr_store_restore_plan; /* opaque; phase 3 frees it */
+
+/* What one phase-2 call did, for phase 3. */
+struct cr_store_restore_part {
+    uint32_t seg_lo, seg_hi; /* the segments claimed: [seg_lo, seg_hi) */
+    uint64_t bytes;          /* allocated by the claims */
+    uint64_t claimed;        /* replicas claimed */
+    uint64_t failed;         /* claims that failed (kept in the plan), dropped by phase 3 */
+};
+
+/* Phase 1.  Returns CR_OK with *plan, or CR_ERR_NOMEM (message set; no
+ * plan; the restore is still under way: call cr_store_restore_abort). */
+int cr_store_restore_finish_prepare(cr_store *store, struct cr_store_restore_plan **plan);
+
+/* The segment ids the plan covers (max_segments), and how many claims
+ * segment seg has: to split the segments into ranges of about equal work. */
+uint32_t cr_store_restore_plan_segments(const struct cr_store_restore_plan *plan);
+uint64_t cr_store_restore_plan_claims(const struct cr_store_restore_plan *plan, uint32_t seg);
+
+/* Phase 2 for the segments [seg_lo, seg_hi), filling *part.  Cannot fail
+ * (a claim that fails is a drop for phase 3).  See "Threads" above. */
+void cr_store_restore_finish_claims(cr_store *store, struct cr_store_restore_plan *plan,
+                                    uint32_t seg_lo, uint32_t seg_hi,
+                                    struct cr_store_restore_part *part);
+
+/* Phase 3, after every phase-2 call has returned: parts[0..n) in ascending
+ * segment order, covering every segment once (asserted).  Fills *dropped
+ * as cr_store_restore_finish does.  Cannot fail. */
+void cr_store_restore_finish_end(cr_store *store, struct cr_store_restore_plan *plan,
+                                 const struct cr_store_restore_part *parts, uint32_t n,
+                                 struct cr_store_restore_dropped *dropped);
+
 /* Ends a bulk restore that failed: removes every object (no event), so
  * nothing unclaimed outlives it.  Segments stay mounted. */
 void cr_store_restore_abort(cr_store *store);

@@ -58,6 +58,9 @@ struct cr_durable_recovery {
     uint64_t replay_ns;      /* checking and applying their records to the store */
     uint64_t index_ns;       /* of replay_ns: the key index built after the snapshot */
     uint64_t materialize_ns; /* claiming the restored replicas' ranges (the finish) */
+    uint64_t finish_plan_ns;   /* of materialize_ns: collecting and sorting them */
+    uint64_t finish_claims_ns; /* of materialize_ns: the claims, on finish_threads threads */
+    uint32_t finish_threads;   /* finish.h */
     uint64_t prefilled_bytes; /* of the store's slab populated by a second thread (prefill.h) */
     /* Drain jobs replayed, for segments_drain.c to resume (it frees them). */
     struct cr_durable_drain_jobs drain_jobs;
