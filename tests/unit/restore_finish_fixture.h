@@ -72,9 +72,10 @@ static uint64_t fx_rand(uint64_t *state) { /* xorshift64: the same objects every
 /* `objects` objects (seed decides), in random slot order, on 1 to 3
  * segments each; about one in `clash` takes a slot another object has on
  * that segment (or, wide, overlaps the next), so some claims fail.  And
- * three objects made to lose replicas: one loses both of its two (on
+ * four objects made to lose replicas: one loses both of its two (on
  * segments 0 and 3, in different ranges of any split), one loses its first
- * and last of three (the end finds the last moved), one loses one of two. */
+ * and last of three (the end finds the last moved), one loses one of two,
+ * one loses two of four (segments 0 and 2) and keeps two. */
 static cr_store *fx_restored(uint64_t seed, uint32_t objects, uint32_t clash) {
     cr_store *s = fx_store();
     uint64_t st = seed;
@@ -103,6 +104,10 @@ static cr_store *fx_restored(uint64_t seed, uint32_t objects, uint32_t clash) {
     fx_restore(s, "t2", i++, (uint32_t[]){1, 0, 2},
                (uint64_t[]){FX_SLOTS - 2, FX_SLOTS - 3, FX_SLOTS - 2}, 3, 0);
     fx_restore(s, "t2", i++, (uint32_t[]){1, 2}, (uint64_t[]){FX_SLOTS - 4, FX_SLOTS - 2}, 2, 0);
+    /* Loses its first two (segments 0 and 2) and keeps the last two: the
+     * order of the drops decides the order of the two kept. */
+    fx_restore(s, "t2", i++, (uint32_t[]){0, 2, 1, 3},
+               (uint64_t[]){FX_SLOTS - 1, FX_SLOTS - 2, FX_SLOTS - 5, FX_SLOTS - 5}, 4, 0);
     return s;
 }
 

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "durable/finish.h"
-#include "restore_finish_fixture.h"
+#include "restore_finish_fixture.h" /* the stores compared */
 
 static void same_as_one(uint64_t seed, uint32_t objects, uint32_t clash, uint32_t threads) {
     cr_store *one = fx_restored(seed, objects, clash);

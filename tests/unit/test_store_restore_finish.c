@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "restore_finish_fixture.h"
+#include "restore_finish_fixture.h" /* the stores compared */
 
 /* Finishes s in phases, the parts' ranges bounded by cuts[0..n+1)
  * (cuts[0] = 0, cuts[n] = the plan's segments). */
